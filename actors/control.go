@@ -1,0 +1,63 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Errors the Control methods return (wrapped) besides persistence.ErrNotFound and persistence.ErrAlreadyExists.
+var (
+	// ErrAskTimeout means an actor did not answer within the ask deadline; the front end answers 503.
+	ErrAskTimeout = errors.New("actor did not answer in time")
+	// ErrMaxServers means MCP_AGGREGATOR_MAX_SERVERS servers are already registered.
+	ErrMaxServers = errors.New("maximum number of servers reached")
+	// ErrShuttingDown means the daemon is stopping and takes no new work.
+	ErrShuttingDown = errors.New("daemon is shutting down")
+)
+
+// RegisterRequest is a validated registration.
+type RegisterRequest struct {
+	Name             string
+	Description      *string
+	TransportType    string
+	ConnectionConfig json.RawMessage
+	HealthCheckURL   *string
+	AutoConnect      bool
+	// Actor and IP identify who asked, for the audit log.
+	Actor string
+	IP    string
+}
+
+// ConnectResult answers POST /servers/{id}/connect.
+type ConnectResult struct {
+	ServerID string `json:"server_id"`
+	Status   string `json:"status"`
+	Message  string `json:"message"`
+}
+
+// DisconnectResult answers POST /servers/{id}/disconnect.
+type DisconnectResult struct {
+	ServerID        string `json:"server_id"`
+	Status          string `json:"status"`
+	PendingRequests int    `json:"pending_requests"`
+	Message         string `json:"message"`
+}
+
+// Control is what the HTTP front end and the MCP meta-tools ask of the actor system. Every method asks an actor
+// with a deadline and returns ErrAskTimeout rather than hang. Reads that need no actor go to the Store directly.
+type Control interface {
+	// Register persists a new server and, when AutoConnect is set, starts connecting it; it answers at once
+	// whatever the backend does.
+	Register(ctx context.Context, r RegisterRequest) (persistence.Server, error)
+	// Update changes a server's editable fields; a changed connection config reconnects a connected server.
+	Update(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error)
+	// Connect starts connecting (idempotent: an already connected server answers "Server already connected").
+	Connect(ctx context.Context, id string) (ConnectResult, error)
+	// Disconnect closes the session; force=false lets calls in flight drain for up to 30 s.
+	Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error)
+	// Remove disconnects and deletes the server with its tools and history.
+	Remove(ctx context.Context, id string) error
+}

@@ -1,0 +1,68 @@
+package actors
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/supervision"
+)
+
+// Config holds the timings and limits of the actor tree (the MCP_AGGREGATOR_* environment of the README).
+type Config struct {
+	ConnectionTimeout time.Duration // connect + initialize of one attempt (30 s)
+	RequestTimeout    time.Duration // one tool call (60 s)
+	HealthInterval    time.Duration // between health checks of one server (30 s)
+	HealthTimeout     time.Duration // one health check (5 s)
+	DrainTimeout      time.Duration // disconnect without force waits this long for calls in flight (30 s)
+	KeepAlive         time.Duration // MCP ping interval on SSE and HTTP sessions, to notice a dead server (1 s; 0 off)
+	TerminateDuration time.Duration // a stdio child gets this long after stdin closes, then SIGTERM (1 s)
+	AskTimeout        time.Duration // how long Control waits for an actor's answer (5 s)
+	MaxServers        int           // registrations beyond this are refused (50)
+	Retry             supervision.RetrySchedule
+	Restart           supervision.Backoff // crashed actors restart after this backoff
+}
+
+// DefaultConfig is the contract's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ConnectionTimeout: 30 * time.Second,
+		RequestTimeout:    60 * time.Second,
+		HealthInterval:    30 * time.Second,
+		HealthTimeout:     5 * time.Second,
+		DrainTimeout:      30 * time.Second,
+		KeepAlive:         time.Second,
+		TerminateDuration: time.Second,
+		AskTimeout:        5 * time.Second,
+		MaxServers:        50,
+		Retry:             supervision.DefaultRetrySchedule(),
+		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
+	}
+}
+
+// Deps is what every actor of the tree shares. It is read-only after start.
+type Deps struct {
+	Store  persistence.Store
+	Logger *slog.Logger
+	Config Config
+	// HealthClient makes health_check_url requests.
+	HealthClient *http.Client
+	// Env resolves ${VAR} references at connect time.
+	Env LookupEnv
+}
+
+func (d *Deps) withDefaults() *Deps {
+	out := *d
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.HealthClient == nil {
+		out.HealthClient = &http.Client{}
+	}
+	if out.Env == nil {
+		out.Env = os.LookupEnv
+	}
+	return &out
+}

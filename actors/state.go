@@ -1,0 +1,69 @@
+// Package actors is the aggregator's actor tree (protoactor-go): a registry that owns the set of registered servers,
+// and one server actor per external MCP server that owns its go-sdk client session, its consecutive-failure counter,
+// its health timer, its calls in flight and its lifecycle state machine. The HTTP front end and the MCP endpoint
+// only ask these actors (request/response with a deadline, through Control); they never touch a session.
+package actors
+
+import (
+	"fmt"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// transitions is the lifecycle state machine: logic-contract.md's table plus the transient DISCONNECTING of
+// READING.md, and the disconnects an admin must be able to make from every live or failing state.
+var transitions = map[string]map[string]string{
+	persistence.StatusDisconnected: {
+		persistence.StatusConnecting: "connect()",
+	},
+	persistence.StatusConnecting: {
+		persistence.StatusConnected:    "connection success",
+		persistence.StatusError:        "connection failure",
+		persistence.StatusDisconnected: "disconnect() cancels the attempt",
+	},
+	persistence.StatusConnected: {
+		persistence.StatusDisconnected:  "disconnect()",
+		persistence.StatusDisconnecting: "disconnect() with calls in flight",
+		persistence.StatusDegraded:      "2 health failures",
+		persistence.StatusError:         "3 health failures or session lost",
+	},
+	persistence.StatusDegraded: {
+		persistence.StatusConnected:     "health check success",
+		persistence.StatusError:         "3 health failures or session lost",
+		persistence.StatusDisconnected:  "disconnect()",
+		persistence.StatusDisconnecting: "disconnect() with calls in flight",
+	},
+	persistence.StatusDisconnecting: {
+		persistence.StatusDisconnected: "calls drained or drain timeout",
+	},
+	persistence.StatusError: {
+		persistence.StatusConnecting:   "reconnect()",
+		persistence.StatusDisconnected: "disconnect() stops the retries",
+	},
+}
+
+// CanTransition reports whether the state machine allows from -> to.
+func CanTransition(from, to string) bool {
+	_, ok := transitions[from][to]
+	return ok
+}
+
+// ErrInvalidTransition is returned for a transition the state machine refuses.
+type ErrInvalidTransition struct{ From, To string }
+
+func (e ErrInvalidTransition) Error() string {
+	return fmt.Sprintf("invalid state transition %s -> %s", e.From, e.To)
+}
+
+// checkTransition returns ErrInvalidTransition when from -> to is not allowed.
+func checkTransition(from, to string) error {
+	if !CanTransition(from, to) {
+		return ErrInvalidTransition{From: from, To: to}
+	}
+	return nil
+}
+
+// callable reports whether a server in this state executes tool calls (DEGRADED does, with a warning).
+func callable(status string) bool {
+	return status == persistence.StatusConnected || status == persistence.StatusDegraded
+}

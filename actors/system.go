@@ -1,0 +1,175 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// System is the running actor tree of one node and the Control the front ends use to ask it.
+type System struct {
+	d        *Deps
+	sys      *actor.ActorSystem
+	registry *actor.PID
+}
+
+var _ Control = (*System)(nil)
+
+// Start builds the actor system, spawns the registry (which spawns an actor for every stored server) and waits
+// until it has loaded them.
+func Start(ctx context.Context, deps Deps) (*System, error) {
+	d := deps.withDefaults()
+	if d.Store == nil {
+		return nil, errors.New("actors: Deps.Store is required")
+	}
+	sys := actor.NewActorSystem()
+	pid, err := sys.Root.SpawnNamed(newRegistryProps(d), "registry")
+	if err != nil {
+		sys.Shutdown()
+		return nil, fmt.Errorf("spawn registry: %w", err)
+	}
+	s := &System{d: d, sys: sys, registry: pid}
+	if _, err := s.ask(ctx, &readyMsg{}, 30*time.Second); err != nil {
+		sys.Shutdown()
+		return nil, fmt.Errorf("registry did not start: %w", err)
+	}
+	return s, nil
+}
+
+// ActorSystem exposes the underlying system, for subscribing to the event stream.
+func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
+
+// Shutdown stops every server actor (closing sessions and child processes and persisting DISCONNECTED while keeping
+// each server's auto_connect intent) and then the actor system, within ctx's deadline.
+func (s *System) Shutdown(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.sys.Root.StopFuture(s.registry).Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.sys.Shutdown()
+	if err != nil {
+		return fmt.Errorf("stop registry: %w", err)
+	}
+	return nil
+}
+
+// ask sends msg to the registry and waits for the answer within the ask timeout (or ctx's earlier deadline).
+func (s *System) ask(ctx context.Context, msg any, timeout time.Duration) (any, error) {
+	if timeout <= 0 {
+		timeout = s.d.Config.AskTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < timeout {
+			timeout = left
+		}
+	}
+	if timeout <= 0 {
+		return nil, ErrAskTimeout
+	}
+	res, err := s.sys.Root.RequestFuture(s.registry, msg, timeout).Result()
+	switch {
+	case errors.Is(err, actor.ErrTimeout):
+		return nil, ErrAskTimeout
+	case errors.Is(err, actor.ErrDeadLetter):
+		return nil, ErrShuttingDown
+	case err != nil:
+		return nil, fmt.Errorf("ask registry: %w", err)
+	}
+	if r, ok := res.(*regResult); ok && r.err != nil {
+		return nil, r.err
+	}
+	return res, nil
+}
+
+// Register implements Control.
+func (s *System) Register(ctx context.Context, r RegisterRequest) (persistence.Server, error) {
+	res, err := s.ask(ctx, &registerMsg{req: r}, 0)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	return res.(*regResult).server, nil
+}
+
+// Update implements Control.
+func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
+	res, err := s.ask(ctx, &updateMsg{id: id, patch: p}, 0)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	return res.(*regResult).server, nil
+}
+
+// Connect implements Control.
+func (s *System) Connect(ctx context.Context, id string) (ConnectResult, error) {
+	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.Connect{}}, 0)
+	if err != nil {
+		return ConnectResult{}, err
+	}
+	r, ok := res.(*pb.ConnectReply)
+	if !ok {
+		return ConnectResult{}, fmt.Errorf("unexpected reply %T to connect", res)
+	}
+	return ConnectResult{ServerID: r.ServerId, Status: r.Status, Message: r.Message}, nil
+}
+
+// Disconnect implements Control.
+func (s *System) Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error) {
+	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.Disconnect{Force: force}}, 0)
+	if err != nil {
+		return DisconnectResult{}, err
+	}
+	r, ok := res.(*pb.DisconnectReply)
+	if !ok {
+		return DisconnectResult{}, fmt.Errorf("unexpected reply %T to disconnect", res)
+	}
+	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
+}
+
+// Remove implements Control. Stopping a stdio server can take its TerminateDuration, so Remove waits longer than
+// other asks.
+func (s *System) Remove(ctx context.Context, id string) error {
+	_, err := s.ask(ctx, &removeMsg{id: id}, s.d.Config.AskTimeout+3*s.d.Config.TerminateDuration)
+	return err
+}
+
+// Status asks a server actor for its live state.
+func (s *System) Status(ctx context.Context, id string) (*pb.StatusReply, error) {
+	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.GetStatus{}}, 0)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*pb.StatusReply)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T to status", res)
+	}
+	return r, nil
+}
+
+// CallTool runs a tool on one server through its actor, bounded by the request timeout.
+func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte) (*pb.CallToolReply, error) {
+	deadline := time.Now().Add(s.d.Config.RequestTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	msg := &pb.CallTool{Tool: tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli()}
+	// The actor answers within the call's deadline; a little slack lets its own timeout answer first.
+	res, err := s.ask(ctx, &toServer{id: id, msg: msg}, time.Until(deadline)+time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*pb.CallToolReply)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T to call", res)
+	}
+	return r, nil
+}

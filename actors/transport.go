@@ -1,0 +1,190 @@
+package actors
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// ConnectionConfig is the union of the transport-specific connection_config fields (BR-001).
+type ConnectionConfig struct {
+	Command           string            `json:"command,omitempty"`
+	Args              []string          `json:"args,omitempty"`
+	Env               map[string]string `json:"env,omitempty"`
+	Cwd               string            `json:"cwd,omitempty"`
+	URL               string            `json:"url,omitempty"`
+	BaseURL           string            `json:"base_url,omitempty"`
+	Headers           map[string]string `json:"headers,omitempty"`
+	AllowInsecureHTTP bool              `json:"allow_insecure_http,omitempty"`
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// LookupEnv resolves a ${VAR} reference; os.LookupEnv in production, a map in tests.
+type LookupEnv func(string) (string, bool)
+
+// expand replaces every ${VAR} in s from lookup; an unset variable is an error naming it (never its value).
+func expand(s string, lookup LookupEnv) (string, error) {
+	var missing string
+	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := envRef.FindStringSubmatch(m)[1]
+		v, ok := lookup(name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return v
+	})
+	if missing != "" {
+		return "", fmt.Errorf("environment variable %s referenced in connection_config is not set", missing)
+	}
+	return out, nil
+}
+
+// resolveConfig parses raw and resolves ${VAR} references in every string the transport uses. The stored config
+// keeps the references; only this in-memory copy holds resolved values.
+func resolveConfig(raw json.RawMessage, lookup LookupEnv) (ConnectionConfig, error) {
+	var c ConnectionConfig
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return c, fmt.Errorf("parse connection_config: %w", err)
+	}
+	var err error
+	one := func(s *string) {
+		if err == nil {
+			*s, err = expand(*s, lookup)
+		}
+	}
+	one(&c.Command)
+	one(&c.Cwd)
+	one(&c.URL)
+	one(&c.BaseURL)
+	for i := range c.Args {
+		one(&c.Args[i])
+	}
+	for k, v := range c.Env {
+		v := v
+		one(&v)
+		c.Env[k] = v
+	}
+	for k, v := range c.Headers {
+		v := v
+		one(&v)
+		c.Headers[k] = v
+	}
+	return c, err
+}
+
+// stderrTail keeps the last bytes a child process wrote to stderr, to explain why it failed.
+type stderrTail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (s *stderrTail) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = append(s.buf, p...)
+	if len(s.buf) > s.max {
+		s.buf = append([]byte(nil), s.buf[len(s.buf)-s.max:]...)
+	}
+	return len(p), nil
+}
+
+func (s *stderrTail) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.buf)
+}
+
+// headerTransport adds the configured headers to every request of an SSE or HTTP session.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return h.base.RoundTrip(r)
+}
+
+// built is a transport ready to connect plus what the actor must clean up after it.
+type built struct {
+	transport mcp.Transport
+	cmd       *exec.Cmd   // STDIO only
+	stderr    *stderrTail // STDIO only
+	client    *http.Client
+}
+
+// buildTransport makes the go-sdk transport for a server from its resolved configuration.
+func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Duration) (*built, error) {
+	cfg, err := resolveConfig(rec.ConnectionConfig, lookup)
+	if err != nil {
+		return nil, err
+	}
+	switch rec.TransportType {
+	case persistence.TransportSTDIO:
+		if cfg.Command == "" {
+			return nil, fmt.Errorf("connection_config.command is empty")
+		}
+		cmd := exec.Command(cfg.Command, cfg.Args...)
+		cmd.Env = os.Environ()
+		for k, v := range cfg.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Dir = cfg.Cwd
+		// Own process group so that the whole tree (npx -> node ...) can be killed, and SIGKILL if the daemon dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		tail := &stderrTail{max: 4096}
+		cmd.Stderr = tail
+		return &built{transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminate}, cmd: cmd, stderr: tail}, nil
+	case persistence.TransportSSE, persistence.TransportHTTP:
+		endpoint := cfg.URL
+		if rec.TransportType == persistence.TransportHTTP {
+			endpoint = cfg.BaseURL
+		}
+		if endpoint == "" {
+			return nil, fmt.Errorf("connection_config has no endpoint URL")
+		}
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers}}
+		if rec.TransportType == persistence.TransportSSE {
+			return &built{transport: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client}, client: client}, nil
+		}
+		return &built{transport: &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: 1}, client: client}, nil
+	default:
+		return nil, fmt.Errorf("unknown transport_type %q", rec.TransportType)
+	}
+}
+
+// killGroup ends every process left in a stdio server's process group (grandchildren included).
+func killGroup(cmd *exec.Cmd) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	// Negative pid addresses the group; errors mean the group is already gone.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// closeIdle releases an SSE/HTTP session's pooled connections.
+func (b *built) closeIdle() {
+	if b != nil && b.client != nil {
+		b.client.CloseIdleConnections()
+	}
+}

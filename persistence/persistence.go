@@ -1,0 +1,239 @@
+// Package persistence holds the aggregator's durable state: registered servers, their connection history, the
+// tools discovered on them and the audit log. One Store interface has two implementations that pass one shared
+// conformance suite (persistence/storetest): PostgreSQL through pgx (persistence/postgres) for production and a
+// pure-Go embedded SQLite file (persistence/sqlite) so the daemon runs with nothing installed.
+package persistence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every Store returns (wrapped) so callers can map them to HTTP codes with errors.Is.
+var (
+	// ErrNotFound means the addressed row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists means a unique constraint (the server name) refused the write.
+	ErrAlreadyExists = errors.New("already exists")
+)
+
+// Server states of the lifecycle state machine (logic-contract.md plus the transient DISCONNECTING).
+const (
+	StatusDisconnected  = "DISCONNECTED"
+	StatusConnecting    = "CONNECTING"
+	StatusConnected     = "CONNECTED"
+	StatusDegraded      = "DEGRADED"
+	StatusError         = "ERROR"
+	StatusDisconnecting = "DISCONNECTING"
+)
+
+// Transport types accepted at registration.
+const (
+	TransportSTDIO = "STDIO"
+	TransportSSE   = "SSE"
+	TransportHTTP  = "HTTP"
+)
+
+// Server is one registered external MCP server as stored. ConnectionConfig is kept exactly as the admin wrote it
+// (with ${VAR} references unresolved).
+type Server struct {
+	ID               string
+	Name             string
+	Description      *string
+	TransportType    string
+	ConnectionConfig json.RawMessage
+	HealthCheckURL   *string
+	// AutoConnect is the admin's intent: true when the server should be connected (set by registration with
+	// auto_connect, by connect; cleared by disconnect). At start the daemon reconnects every server that has it.
+	AutoConnect         bool
+	Status              string
+	ErrorMessage        *string
+	ToolCount           int
+	LastHealthCheck     *time.Time
+	HealthResponseMs    *float64
+	ConsecutiveFailures int
+	RegisteredAt        time.Time
+	ConnectedAt         *time.Time
+	UpdatedAt           time.Time
+}
+
+// ServerPatch changes the admin-editable fields of a server; nil fields are left as they are. ClearHealthCheckURL
+// removes the health URL. A rename renames every tool of the server in the same transaction.
+type ServerPatch struct {
+	Name                *string
+	Description         *string
+	ConnectionConfig    json.RawMessage
+	HealthCheckURL      *string
+	ClearHealthCheckURL bool
+}
+
+// ListServersFilter selects and pages servers; ordering is by registration time, then id.
+type ListServersFilter struct {
+	Status string // empty: all
+	Limit  int    // <= 0: no limit
+	Offset int
+}
+
+// Transition is one state change of a server, persisted with its history row in one transaction.
+type Transition struct {
+	ServerID string
+	From     string
+	To       string
+	Reason   string
+	// ErrorMessage is stored on the server row: set when To is ERROR, cleared otherwise.
+	ErrorMessage *string
+	At           time.Time
+	// Details is extra JSON kept in the history row (exit status, attempt number, ...); may be nil.
+	Details json.RawMessage
+}
+
+// HealthRecord is the outcome of one health check.
+type HealthRecord struct {
+	ServerID            string
+	CheckedAt           time.Time
+	ResponseMs          *float64
+	ConsecutiveFailures int
+	LastError           *string
+}
+
+// HistoryEvent is a row of server_connection_history.
+type HistoryEvent struct {
+	ID        int64
+	ServerID  string
+	EventType string // the state entered: CONNECTED, DISCONNECTED, ERROR, ...
+	Details   json.RawMessage
+	Timestamp time.Time
+}
+
+// ToolDef is a tool as a backend's tools/list returned it, before namespacing.
+type ToolDef struct {
+	OriginalName string
+	Description  string
+	InputSchema  json.RawMessage
+	// Definition is the whole tool object as the backend sent it (title, annotations, output schema ...), kept so
+	// the aggregator's own MCP endpoint can expose it faithfully.
+	Definition json.RawMessage
+}
+
+// Tool is a stored, namespaced tool.
+type Tool struct {
+	ID             int64
+	Name           string // {server}.{original}
+	OriginalName   string
+	Description    string
+	InputSchema    json.RawMessage
+	Definition     json.RawMessage
+	SourceServerID string
+	IsExternal     bool
+	IsClassified   bool
+	// ClassificationState is DISCOVERED, CLASSIFYING, CLASSIFIED or UNCLASSIFIED.
+	ClassificationState string
+	SkillIDs            []string
+	PrimarySkillID      *string
+	// DefinitionHash is a hash of description and input schema; a change sets ChangedAt.
+	DefinitionHash string
+	DiscoveredAt   time.Time
+	UpdatedAt      time.Time
+	ChangedAt      *time.Time
+}
+
+// Classification states of a tool (logic-contract.md, tool classification state machine).
+const (
+	ClassificationDiscovered   = "DISCOVERED"
+	ClassificationClassifying  = "CLASSIFYING"
+	ClassificationClassified   = "CLASSIFIED"
+	ClassificationUnclassified = "UNCLASSIFIED"
+)
+
+// ToolClassification is the outcome of classifying one tool (BR-004), written by SetToolClassification.
+type ToolClassification struct {
+	// State is one of the Classification* constants; the tool counts as classified exactly when it is CLASSIFIED.
+	State          string
+	SkillIDs       []string
+	PrimarySkillID *string
+}
+
+// ToolDiff says what ReplaceServerTools did, by namespaced name.
+type ToolDiff struct {
+	Added   []string
+	Removed []string
+	Changed []string
+	Total   int
+}
+
+// ListToolsFilter selects and pages tools; ordering is by name.
+type ListToolsFilter struct {
+	ServerID string // empty: all servers
+	Limit    int    // <= 0: no limit
+	Offset   int
+}
+
+// ToolCounts are totals over a set of tools.
+type ToolCounts struct {
+	Total        int
+	Classified   int
+	Unclassified int
+}
+
+// AuditRecord is one admin operation.
+type AuditRecord struct {
+	ID         int64
+	Event      string // server.registered, server.updated, server.connected, ...
+	ServerID   *string
+	ServerName *string
+	Actor      string
+	IPAddress  string
+	Details    json.RawMessage
+	Timestamp  time.Time
+}
+
+// Store is everything the daemon keeps durably. Implementations are safe for concurrent use and return errors
+// wrapping ErrNotFound and ErrAlreadyExists where those apply.
+type Store interface {
+	// Ping checks the store can answer (for /health).
+	Ping(ctx context.Context) error
+	// Close releases connections.
+	Close()
+	// Kind names the implementation ("postgres" or "sqlite").
+	Kind() string
+
+	// CreateServer inserts s. The store fills ID (when empty), RegisteredAt and UpdatedAt. A second server with
+	// the same name fails with ErrAlreadyExists, decided by the database's unique constraint.
+	CreateServer(ctx context.Context, s *Server) error
+	GetServer(ctx context.Context, id string) (Server, error)
+	GetServerByName(ctx context.Context, name string) (Server, error)
+	// ListServers returns the page and the total count matching the filter.
+	ListServers(ctx context.Context, f ListServersFilter) ([]Server, int, error)
+	// UpdateServer applies p and returns the new row. A rename to a taken name is ErrAlreadyExists.
+	UpdateServer(ctx context.Context, id string, p ServerPatch) (Server, error)
+	// SetAutoConnect records the admin's intent to keep the server connected.
+	SetAutoConnect(ctx context.Context, id string, on bool) error
+	// RecordTransition sets the server's status (and connected_at when entering CONNECTED, error_message as
+	// given) and appends the history row, atomically.
+	RecordTransition(ctx context.Context, t Transition) error
+	// RecordHealth stores the outcome of a health check on the server row.
+	RecordHealth(ctx context.Context, h HealthRecord) error
+	// DeleteServer removes the server; its tools and history go with it (ON DELETE CASCADE).
+	DeleteServer(ctx context.Context, id string) error
+	// CountServersByStatus returns how many servers are in each status.
+	CountServersByStatus(ctx context.Context) (map[string]int, error)
+	// ListHistory returns the newest history rows of a server first.
+	ListHistory(ctx context.Context, serverID string, limit int) ([]HistoryEvent, error)
+
+	// ReplaceServerTools makes the server's stored tools exactly defs (namespaced with the server's current
+	// name): new ones are inserted, existing ones updated (ChangedAt set when the definition hash differs), the
+	// rest deleted, and tool_count updated, in one transaction.
+	ReplaceServerTools(ctx context.Context, serverID string, defs []ToolDef) (ToolDiff, error)
+	ListTools(ctx context.Context, f ListToolsFilter) ([]Tool, int, error)
+	GetTool(ctx context.Context, id int64) (Tool, error)
+	CountTools(ctx context.Context, serverID string) (ToolCounts, error)
+	// SetToolClassification stores a tool's classification state, skills and primary skill (is_classified follows
+	// State == CLASSIFIED). ReplaceServerTools keeps them for tools that stay.
+	SetToolClassification(ctx context.Context, id int64, c ToolClassification) error
+
+	InsertAudit(ctx context.Context, r AuditRecord) error
+	// ListAudit returns the newest records first, and the total.
+	ListAudit(ctx context.Context, limit, offset int) ([]AuditRecord, int, error)
+}
