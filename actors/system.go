@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,7 +29,11 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if d.Store == nil {
 		return nil, errors.New("actors: Deps.Store is required")
 	}
-	sys := actor.NewActorSystem()
+	// protoactor logs through our logger (only its warnings and errors: its info lines are noise to operators).
+	actorLog := slog.New(levelFloor{d.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+	sys := actor.NewActorSystemWithConfig(actor.Configure(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }),
+	))
 	pid, err := sys.Root.SpawnNamed(newRegistryProps(d), "registry")
 	if err != nil {
 		sys.Shutdown()
@@ -173,3 +178,19 @@ func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte)
 	}
 	return r, nil
 }
+
+// levelFloor drops records below min before they reach the wrapped handler.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= l.min && l.Handler.Enabled(ctx, level)
+}
+
+func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
+}
+
+func (l levelFloor) WithGroup(name string) slog.Handler { return levelFloor{l.Handler.WithGroup(name), l.min} }

@@ -1,0 +1,56 @@
+# The two commands a newcomer needs: `make run` (the daemon on embedded defaults) and `make test` (all tests).
+GO        ?= go
+PEERS_DIR := testdata/peers
+PEERS     := $(PEERS_DIR)/node_modules/.installed
+PKGS      := ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1x
+
+.PHONY: run build test test-short bench lint fuzz proto peers pg clean
+
+## run: start the daemon on :8081 with the embedded store in ./data
+run:
+	$(GO) run ./cmd/aggregator serve
+
+## build: compile bin/aggregator
+build:
+	$(GO) build -o bin/aggregator ./cmd/aggregator
+
+## test: every test, with the race detector, against real MCP peers and PostgreSQL
+test: $(PEERS) pg
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
+bench: $(PEERS) pg
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $(PKGS)
+
+## lint: gofmt and go vet must be silent
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+## fuzz: run each fuzz target for FUZZTIME
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzValidateRegistration -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz FuzzValidatePatch -fuzztime $(FUZZTIME) ./http/api
+
+## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)
+proto:
+	@command -v protoc >/dev/null || (apt-get update -qq && apt-get install -y -qq protobuf-compiler)
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/mcpgw/aggregator proto/*.proto
+
+## peers: install the npm MCP servers and clients the tests run, from the committed package-lock.json
+peers: $(PEERS)
+$(PEERS): $(PEERS_DIR)/package-lock.json
+	npm ci --prefix $(PEERS_DIR) --no-audit --no-fund --loglevel=error
+	touch $@
+
+## pg: make sure the local PostgreSQL answers (tests create and drop their own databases)
+pg:
+	@pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null || \
+	  (command -v pg_ctlcluster >/dev/null && pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start) || \
+	  echo "PostgreSQL is not reachable: its tests will skip (and fail under CI=true)"
+
+clean:
+	rm -rf bin

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+)
+
+// config is everything the daemon reads from its environment. README's configuration table lists the same
+// variables with the same defaults; TestConfigTableMatchesReadme keeps the two in step.
+type config struct {
+	Listen          string
+	DatabaseURL     string
+	DataDir         string
+	Enabled         bool
+	MaxBodyBytes    int
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+	LogFormat       string
+	Actors          actors.Config
+}
+
+// envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
+type envVar struct {
+	Name, Default, Help string
+}
+
+// envVars is the configuration table, in README order.
+func envVars() []envVar {
+	return []envVar{
+		{"MCP_AGGREGATOR_LISTEN", "127.0.0.1:8081", "address of the REST API"},
+		{"DATABASE_URL", "", "PostgreSQL URL; unset: the embedded SQLite store in the data directory"},
+		{"MCP_AGGREGATOR_DATA_DIR", "./data", "where the embedded store keeps its file"},
+		{"MCP_AGGREGATOR_ENABLED", "true", "false makes `serve` exit at once saying the aggregator is disabled"},
+		{"MCP_AGGREGATOR_MAX_SERVERS", "50", "registrations beyond this answer 409 SERVER_LIMIT_REACHED"},
+		{"MCP_AGGREGATOR_HEALTH_INTERVAL", "30", "seconds between health checks of a server"},
+		{"MCP_AGGREGATOR_HEALTH_TIMEOUT", "5", "seconds one health check may take"},
+		{"MCP_AGGREGATOR_CONNECTION_TIMEOUT", "30", "seconds one connect + initialize may take"},
+		{"MCP_AGGREGATOR_REQUEST_TIMEOUT", "60", "seconds one tool call may take"},
+		{"MCP_AGGREGATOR_RETRY_INTERVAL", "60", "seconds between reconnects of a server in ERROR after the 1-2-4-8-16 s backoff; 0 stops retrying"},
+		{"MCP_AGGREGATOR_KEEPALIVE_INTERVAL", "1", "seconds between MCP pings on SSE and HTTP sessions, to notice a dead server; 0 disables"},
+		{"MCP_AGGREGATOR_DRAIN_TIMEOUT", "30", "seconds a disconnect without force waits for calls in flight"},
+		{"MCP_AGGREGATOR_ASK_TIMEOUT", "5", "seconds an API request waits for an actor before answering 503"},
+		{"MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", "20", "seconds SIGTERM may take to close sessions and stop children"},
+		{"MCP_AGGREGATOR_MAX_BODY_BYTES", "1048576", "largest request body; larger ones answer 413"},
+		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
+		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
+	}
+}
+
+// loadConfig reads the environment through lookup (os.LookupEnv in main) and reports every bad value at once.
+func loadConfig(lookup func(string) (string, bool)) (config, error) {
+	get := func(name string) string {
+		if v, ok := lookup(name); ok && strings.TrimSpace(v) != "" {
+			return strings.TrimSpace(v)
+		}
+		for _, e := range envVars() {
+			if e.Name == name {
+				return e.Default
+			}
+		}
+		return ""
+	}
+	var errs []string
+	seconds := func(name string, allowZero bool) time.Duration {
+		raw := get(name)
+		d, err := parseSeconds(raw)
+		if err != nil || d < 0 || (!allowZero && d == 0) {
+			errs = append(errs, fmt.Sprintf("%s=%q: want a positive number of seconds (e.g. 30 or 0.5) or a duration (e.g. 500ms)", name, raw))
+		}
+		return d
+	}
+	integer := func(name string) int {
+		raw := get(name)
+		n, err := strconv.Atoi(raw)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Sprintf("%s=%q: want a positive integer", name, raw))
+		}
+		return n
+	}
+
+	c := config{
+		Listen:      get("MCP_AGGREGATOR_LISTEN"),
+		DatabaseURL: get("DATABASE_URL"),
+		DataDir:     get("MCP_AGGREGATOR_DATA_DIR"),
+		LogFormat:   strings.ToLower(get("MCP_AGGREGATOR_LOG_FORMAT")),
+	}
+	switch strings.ToLower(get("MCP_AGGREGATOR_ENABLED")) {
+	case "true", "1", "yes", "on":
+		c.Enabled = true
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ENABLED=%q: want true or false", get("MCP_AGGREGATOR_ENABLED")))
+	}
+	a := actors.DefaultConfig()
+	a.MaxServers = integer("MCP_AGGREGATOR_MAX_SERVERS")
+	a.HealthInterval = seconds("MCP_AGGREGATOR_HEALTH_INTERVAL", false)
+	a.HealthTimeout = seconds("MCP_AGGREGATOR_HEALTH_TIMEOUT", false)
+	a.ConnectionTimeout = seconds("MCP_AGGREGATOR_CONNECTION_TIMEOUT", false)
+	a.RequestTimeout = seconds("MCP_AGGREGATOR_REQUEST_TIMEOUT", false)
+	a.Retry.Steady = seconds("MCP_AGGREGATOR_RETRY_INTERVAL", true)
+	a.KeepAlive = seconds("MCP_AGGREGATOR_KEEPALIVE_INTERVAL", true)
+	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
+	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
+	c.Actors = a
+	c.ShutdownTimeout = seconds("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", false)
+	c.MaxBodyBytes = integer("MCP_AGGREGATOR_MAX_BODY_BYTES")
+	if err := c.LogLevel.UnmarshalText([]byte(get("MCP_AGGREGATOR_LOG_LEVEL"))); err != nil {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_LEVEL=%q: want debug, info, warn or error", get("MCP_AGGREGATOR_LOG_LEVEL")))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_FORMAT=%q: want json or text", c.LogFormat))
+	}
+	if c.DataDir != "" {
+		if abs, err := filepath.Abs(c.DataDir); err == nil {
+			c.DataDir = abs
+		}
+	}
+	if len(errs) > 0 {
+		return c, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return c, nil
+}
+
+// parseSeconds accepts a number of seconds ("30", "0.5") or a Go duration ("500ms").
+func parseSeconds(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+// newLogger builds the structured logger the whole daemon uses.
+func newLogger(c config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}

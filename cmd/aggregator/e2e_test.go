@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/persistence/pgtest"
+)
+
+// binary is built once per test run, in TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "aggregator-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "aggregator")
+	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is the aggregator binary running as its own process.
+type daemon struct {
+	t    *testing.T
+	env  []string
+	base string
+	cmd  *exec.Cmd
+	logs *syncBuf
+	done chan error
+}
+
+func newDaemon(t *testing.T, databaseURL string) *daemon {
+	port := peertest.FreePort(t)
+	env := append(os.Environ(),
+		fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port),
+		"MCP_AGGREGATOR_DATA_DIR="+t.TempDir(),
+		"MCP_AGGREGATOR_SHUTDOWN_TIMEOUT=10",
+		"DATABASE_URL="+databaseURL,
+	)
+	return &daemon{t: t, env: env, base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", port)}
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	d.cmd = exec.Command(binary, "serve")
+	d.cmd.Env = d.env
+	d.logs = &syncBuf{}
+	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatalf("start daemon: %v", err)
+	}
+	d.done = make(chan error, 1)
+	go func() { d.done <- d.cmd.Wait() }()
+	d.t.Cleanup(func() { _ = d.cmd.Process.Kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(d.base + "/health"); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.t.Fatalf("daemon did not answer /health; logs:\n%s", d.logs)
+}
+
+// signal sends sig and waits for the process to exit within limit.
+func (d *daemon) signal(sig syscall.Signal, limit time.Duration) time.Duration {
+	d.t.Helper()
+	start := time.Now()
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+		return time.Since(start)
+	case <-time.After(limit):
+		d.t.Fatalf("daemon did not exit within %v of %v; logs:\n%s", limit, sig, d.logs)
+	}
+	return 0
+}
+
+// syncBuf collects a daemon's output; the process writes while the test may read.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (d *daemon) do(method, path string, body any) (int, map[string]any) {
+	d.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, d.base+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out
+}
+
+func (d *daemon) waitStatus(id, want string, within time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		_, last = d.do("GET", "/servers/"+id, nil)
+		if last["status"] == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.t.Fatalf("server %s not %s within %v: %v", id, want, within, last)
+}
+
+func stores(t *testing.T) map[string]func() string {
+	return map[string]func() string{
+		"sqlite":   func() string { return "" },
+		"postgres": func() string { return pgtest.NewDatabase(t) },
+	}
+}
+
+// TestDaemonRestartSafety: a server registered on one daemon comes back connected on the next, SIGTERM stops the
+// daemon within its shutdown timeout leaving no child process, and after SIGKILL no child survives either.
+func TestDaemonRestartSafety(t *testing.T) {
+	for name, dbURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			d := newDaemon(t, dbURL())
+			d.start()
+			cmd, args := peertest.EverythingStdio(t)
+			marker := fmt.Sprintf("e2e-marker-%s-%d", name, time.Now().UnixNano())
+			code, s := d.do("POST", "/servers", map[string]any{
+				"name": "everything", "transport_type": "STDIO",
+				"connection_config": map[string]any{"command": cmd, "args": append(args, marker)},
+			})
+			if code != 201 {
+				t.Fatalf("register: %d %v", code, s)
+			}
+			id := s["id"].(string)
+			d.waitStatus(id, "CONNECTED", 30*time.Second)
+			if len(peertest.ProcessesWithArg(marker)) == 0 {
+				t.Fatalf("no child process with the marker while CONNECTED")
+			}
+
+			took := d.signal(syscall.SIGTERM, 15*time.Second)
+			t.Logf("SIGTERM: exited in %v", took)
+			waitGone(t, marker)
+
+			d.start()
+			d.waitStatus(id, "CONNECTED", 30*time.Second)
+			_, list := d.do("GET", "/servers", nil)
+			if list["total"].(float64) != 1 {
+				t.Fatalf("after restart: %v", list)
+			}
+
+			// A crash (SIGKILL) of the daemon takes its children with it.
+			d.signal(syscall.SIGKILL, 5*time.Second)
+			waitGone(t, marker)
+
+			d.start()
+			d.waitStatus(id, "CONNECTED", 30*time.Second)
+			if code, _ := d.do("DELETE", "/servers/"+id, nil); code != 204 {
+				t.Fatalf("delete: %d", code)
+			}
+			waitGone(t, marker)
+			if code, body := d.do("GET", "/servers/"+id, nil); code != 404 || body["error_code"] != "SERVER_NOT_FOUND" {
+				t.Fatalf("after delete: %d %v", code, body)
+			}
+			d.signal(syscall.SIGTERM, 15*time.Second)
+		})
+	}
+}
+
+func waitGone(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(peertest.ProcessesWithArg(marker)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan child processes: %v", peertest.ProcessesWithArg(marker))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestConcurrentDuplicateRegistration (EC-004): 20 simultaneous registrations of one name give exactly one 201;
+// the rest are 409 SERVER_ALREADY_EXISTS, on both stores.
+func TestConcurrentDuplicateRegistration(t *testing.T) {
+	for name, dbURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			d := newDaemon(t, dbURL())
+			d.start()
+			var wg sync.WaitGroup
+			codes := make(chan int, 20)
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					code, body := d.do("POST", "/servers", map[string]any{
+						"name": "same-name", "transport_type": "HTTP", "auto_connect": false,
+						"connection_config": map[string]any{"base_url": "http://127.0.0.1:1/mcp"},
+					})
+					if code == 409 && (body["error_code"] != "SERVER_ALREADY_EXISTS" || !strings.Contains(fmt.Sprint(body["detail"]), "same-name")) {
+						t.Errorf("409 body: %v", body)
+					}
+					codes <- code
+				}()
+			}
+			wg.Wait()
+			close(codes)
+			count := map[int]int{}
+			for c := range codes {
+				count[c]++
+			}
+			if count[201] != 1 || count[409] != 19 {
+				t.Fatalf("status counts %v, want one 201 and nineteen 409", count)
+			}
+			d.signal(syscall.SIGTERM, 15*time.Second)
+		})
+	}
+}
