@@ -10,21 +10,21 @@ import (
 func TestTransitionTable(t *testing.T) {
 	all := []string{p.StatusDisconnected, p.StatusConnecting, p.StatusConnected, p.StatusDegraded, p.StatusError, p.StatusDisconnecting}
 	allowed := map[[2]string]bool{
-		{p.StatusDisconnected, p.StatusConnecting}:  true,
-		{p.StatusConnecting, p.StatusConnected}:     true,
-		{p.StatusConnecting, p.StatusError}:         true,
-		{p.StatusConnecting, p.StatusDisconnected}:  true,
-		{p.StatusConnected, p.StatusDisconnected}:   true,
-		{p.StatusConnected, p.StatusDisconnecting}:  true,
-		{p.StatusConnected, p.StatusDegraded}:       true,
-		{p.StatusConnected, p.StatusError}:          true,
-		{p.StatusDegraded, p.StatusConnected}:       true,
-		{p.StatusDegraded, p.StatusError}:           true,
-		{p.StatusDegraded, p.StatusDisconnected}:    true,
-		{p.StatusDegraded, p.StatusDisconnecting}:   true,
+		{p.StatusDisconnected, p.StatusConnecting}:    true,
+		{p.StatusConnecting, p.StatusConnected}:       true,
+		{p.StatusConnecting, p.StatusError}:           true,
+		{p.StatusConnecting, p.StatusDisconnected}:    true,
+		{p.StatusConnected, p.StatusDisconnected}:     true,
+		{p.StatusConnected, p.StatusDisconnecting}:    true,
+		{p.StatusConnected, p.StatusDegraded}:         true,
+		{p.StatusConnected, p.StatusError}:            true,
+		{p.StatusDegraded, p.StatusConnected}:         true,
+		{p.StatusDegraded, p.StatusError}:             true,
+		{p.StatusDegraded, p.StatusDisconnected}:      true,
+		{p.StatusDegraded, p.StatusDisconnecting}:     true,
 		{p.StatusDisconnecting, p.StatusDisconnected}: true,
-		{p.StatusError, p.StatusConnecting}:         true,
-		{p.StatusError, p.StatusDisconnected}:       true,
+		{p.StatusError, p.StatusConnecting}:           true,
+		{p.StatusError, p.StatusDisconnected}:         true,
 	}
 	for _, from := range all {
 		for _, to := range all {
