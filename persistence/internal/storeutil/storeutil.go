@@ -1,0 +1,214 @@
+// Package storeutil holds what both Store implementations compute the same way: time normalisation, id parsing,
+// canonical JSON and definition hashes, and the plan that turns a discovery into inserts, updates and deletes.
+package storeutil
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Both stores must normalise ids, times and JSON and hash tool definitions the same way; the conformance suite
+// checks that they do.
+
+// Now is the store's clock, at the microsecond precision PostgreSQL keeps.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// NormTime brings a caller's time to what the store keeps: UTC, microseconds; zero means Now.
+func NormTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return Now()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func NormTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	n := t.UTC().Truncate(time.Microsecond)
+	return &n
+}
+
+// ParseID returns the canonical (lowercase, hyphenated) form of a UUID, or false when s is not one.
+func ParseID(s string) (string, bool) {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}
+
+// NotFound is the error for an id that names no row, including ids that are not UUIDs at all.
+func NotFound(what, id string) error {
+	return fmt.Errorf("%s %q: %w", what, id, persistence.ErrNotFound)
+}
+
+// CanonicalJSON re-encodes raw with object keys sorted, insignificant whitespace removed and numbers kept as
+// written, so two encodings of the same value give the same bytes. Empty input is the empty object.
+func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("{}"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data after JSON value")
+	}
+	return json.Marshal(v)
+}
+
+// DefinitionHash is the hex SHA-256 of the JSON array [description, canonical input schema]: equal for the same
+// description and schema however the backend orders keys or spaces its JSON, different when either changes.
+func DefinitionHash(description string, canonicalSchema []byte) string {
+	b, _ := json.Marshal([]any{description, json.RawMessage(canonicalSchema)}) // cannot fail: schema is valid JSON
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// JsonOrEmpty returns raw, or the empty object when raw is empty, after checking it is one JSON value.
+func JsonOrEmpty(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("invalid JSON")
+	}
+	return raw, nil
+}
+
+// HistoryDetails builds the details of a history row: where the server came from, why, the error and the
+// caller's own details.
+func HistoryDetails(t persistence.Transition) ([]byte, error) {
+	d := struct {
+		From         string          `json:"from,omitempty"`
+		Reason       string          `json:"reason,omitempty"`
+		ErrorMessage *string         `json:"error_message,omitempty"`
+		Details      json.RawMessage `json:"details,omitempty"`
+	}{From: t.From, Reason: t.Reason, ErrorMessage: t.ErrorMessage, Details: t.Details}
+	return json.Marshal(d)
+}
+
+// ExistingTool is what ReplaceServerTools needs of a stored tool.
+type ExistingTool struct {
+	ID   int64
+	Name string
+	Hash string
+}
+
+// PlannedTool is one definition of a ReplaceServerTools call, ready to write.
+type PlannedTool struct {
+	ID           int64 // 0: insert
+	Name         string
+	OriginalName string
+	Description  string
+	InputSchema  json.RawMessage
+	Definition   json.RawMessage
+	Hash         string
+	Changed      bool
+}
+
+// ToolPlan is what ReplaceServerTools writes, and the diff it reports.
+type ToolPlan struct {
+	Insert []PlannedTool
+	Update []PlannedTool
+	Remove []int64
+	Diff   persistence.ToolDiff
+}
+
+// PlanTools compares defs with the stored tools of server serverName. A later definition with the same original
+// name replaces an earlier one (a backend listing a tool twice updates it).
+func PlanTools(serverName string, defs []persistence.ToolDef, existing map[string]ExistingTool) (ToolPlan, error) {
+	var p ToolPlan
+	index := make(map[string]int, len(defs))
+	var planned []PlannedTool
+	for _, d := range defs {
+		if d.OriginalName == "" {
+			return p, errors.New("tool without a name")
+		}
+		schema, err := JsonOrEmpty(d.InputSchema)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
+		}
+		canon, err := CanonicalJSON(schema)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
+		}
+		def, err := JsonOrEmpty(d.Definition)
+		if err != nil {
+			return p, fmt.Errorf("tool %q: definition: %w", d.OriginalName, err)
+		}
+		t := PlannedTool{
+			Name:         serverName + "." + d.OriginalName,
+			OriginalName: d.OriginalName,
+			Description:  d.Description,
+			InputSchema:  schema,
+			Definition:   def,
+			Hash:         DefinitionHash(d.Description, canon),
+		}
+		if i, dup := index[d.OriginalName]; dup {
+			planned[i] = t
+			continue
+		}
+		index[d.OriginalName] = len(planned)
+		planned = append(planned, t)
+	}
+	for _, t := range planned {
+		old, ok := existing[t.OriginalName]
+		if !ok {
+			p.Insert = append(p.Insert, t)
+			p.Diff.Added = append(p.Diff.Added, t.Name)
+			continue
+		}
+		t.ID = old.ID
+		t.Changed = old.Hash != t.Hash
+		if t.Changed {
+			p.Diff.Changed = append(p.Diff.Changed, t.Name)
+		}
+		p.Update = append(p.Update, t)
+	}
+	for original, old := range existing {
+		if _, keep := index[original]; !keep {
+			p.Remove = append(p.Remove, old.ID)
+			p.Diff.Removed = append(p.Diff.Removed, old.Name)
+		}
+	}
+	sort.Strings(p.Diff.Added)
+	sort.Strings(p.Diff.Changed)
+	sort.Strings(p.Diff.Removed)
+	p.Diff.Total = len(planned)
+	return p, nil
+}
+
+// ValidClassificationState reports whether s is one of the states of the tool classification state machine.
+func ValidClassificationState(s string) bool {
+	switch s {
+	case persistence.ClassificationDiscovered, persistence.ClassificationClassifying,
+		persistence.ClassificationClassified, persistence.ClassificationUnclassified:
+		return true
+	}
+	return false
+}
+
+// AllStatuses are reported by CountServersByStatus even when no server is in them, so a gauge built from the map
+// drops to zero instead of keeping its last value.
+func AllStatuses() []string {
+	return []string{
+		persistence.StatusDisconnected, persistence.StatusConnecting, persistence.StatusConnected,
+		persistence.StatusDegraded, persistence.StatusError, persistence.StatusDisconnecting,
+	}
+}

@@ -1,0 +1,705 @@
+// Package postgres is the production persistence.Store: PostgreSQL (schema mcp) through a pgx connection pool,
+// configured by DATABASE_URL. Open migrates the database before returning, so a fresh database works at once.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/mcpgw/aggregator/migrations"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Store implements persistence.Store on a pgx pool. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// Open connects to databaseURL (a postgres:// URL or a keyword/value DSN), checks the connection, applies the
+// pending migrations and returns the store. Several processes may Open the same database at once.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s:%d/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port,
+			cfg.ConnConfig.Database, err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	_, err = migrations.Apply(ctx, db, migrations.Postgres)
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool, waiting for connections in use to be released.
+func (s *Store) Close() { s.pool.Close() }
+
+// Kind is "postgres".
+func (s *Store) Kind() string { return "postgres" }
+
+// mapErr turns driver errors into the persistence sentinels, keeping the driver error in the chain.
+func mapErr(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return persistence.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return fmt.Errorf("%w: %w", persistence.ErrAlreadyExists, err)
+	}
+	return err
+}
+
+// querier is what pgxpool.Pool and pgx.Tx have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readTx runs fn in a read-only repeatable-read transaction, so a page and its total agree.
+func (s *Store) readTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+func (s *Store) writeTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, fn)
+}
+
+// limitArg is the LIMIT parameter: NULL (no limit) for limit <= 0.
+func limitArg(limit int) any {
+	if limit <= 0 {
+		return nil
+	}
+	return limit
+}
+
+func offsetArg(offset int) int { return max(offset, 0) }
+
+// ---- servers ----
+
+const serverColumns = `id::text, name, description, transport_type, connection_config, health_check_url,
+	auto_connect, status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures,
+	registered_at, connected_at, updated_at`
+
+func scanServer(row pgx.Row) (persistence.Server, error) {
+	var v persistence.Server
+	var cfg []byte
+	err := row.Scan(&v.ID, &v.Name, &v.Description, &v.TransportType, &cfg, &v.HealthCheckURL, &v.AutoConnect,
+		&v.Status, &v.ErrorMessage, &v.ToolCount, &v.LastHealthCheck, &v.HealthResponseMs,
+		&v.ConsecutiveFailures, &v.RegisteredAt, &v.ConnectedAt, &v.UpdatedAt)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	v.ConnectionConfig = cfg
+	v.RegisteredAt = v.RegisteredAt.UTC()
+	v.UpdatedAt = v.UpdatedAt.UTC()
+	v.LastHealthCheck = storeutil.NormTimePtr(v.LastHealthCheck)
+	v.ConnectedAt = storeutil.NormTimePtr(v.ConnectedAt)
+	return v, nil
+}
+
+// CreateServer inserts s as given, except that the store fills ID (a UUIDv7 when empty), RegisteredAt and
+// UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and brings s's times to UTC microseconds. The name's UNIQUE
+// constraint decides duplicates: ErrAlreadyExists.
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
+	id := srv.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("postgres: create server %q: generate id: %w", srv.Name, err)
+		}
+		id = u.String()
+	} else if canon, ok := storeutil.ParseID(id); ok {
+		id = canon
+	} else {
+		return fmt.Errorf("postgres: create server %q: id %q is not a UUID", srv.Name, srv.ID)
+	}
+	status := srv.Status
+	if status == "" {
+		status = persistence.StatusDisconnected
+	}
+	ts := storeutil.Now()
+	lastHealth, connectedAt := storeutil.NormTimePtr(srv.LastHealthCheck), storeutil.NormTimePtr(srv.ConnectedAt)
+	var cfg any // a nil RawMessage must reach the database as NULL and fail NOT NULL
+	if srv.ConnectionConfig != nil {
+		cfg = []byte(srv.ConnectionConfig)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
+		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14)`,
+		id, srv.Name, srv.Description, srv.TransportType, cfg, srv.HealthCheckURL, srv.AutoConnect, status,
+		srv.ErrorMessage, srv.ToolCount, lastHealth, srv.HealthResponseMs, srv.ConsecutiveFailures, ts,
+		connectedAt)
+	if err != nil {
+		return fmt.Errorf("postgres: create server %q: %w", srv.Name, mapErr(err))
+	}
+	srv.ID, srv.Status, srv.RegisteredAt, srv.UpdatedAt = id, status, ts, ts
+	srv.LastHealthCheck, srv.ConnectedAt = lastHealth, connectedAt
+	return nil
+}
+
+// GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.
+func (s *Store) GetServer(ctx context.Context, id string) (persistence.Server, error) {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return persistence.Server{}, fmt.Errorf("postgres: get server: %w", storeutil.NotFound("server", id))
+	}
+	v, err := scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE id = $1`, uid))
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("postgres: get server %q: %w", id, mapErr(err))
+	}
+	return v, nil
+}
+
+// GetServerByName returns the server with that name.
+func (s *Store) GetServerByName(ctx context.Context, name string) (persistence.Server, error) {
+	v, err := scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE name = $1`, name))
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("postgres: get server by name %q: %w", name, mapErr(err))
+	}
+	return v, nil
+}
+
+// ListServers returns one page of servers in registration order and the number matching the filter.
+func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error) {
+	var out []persistence.Server
+	var total int
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.external_servers WHERE ($1::text = '' OR status = $1)`,
+			f.Status).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers
+			WHERE ($1::text = '' OR status = $1) ORDER BY registered_at, id LIMIT $2 OFFSET $3`,
+			f.Status, limitArg(f.Limit), offsetArg(f.Offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanServer)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list servers: %w", mapErr(err))
+	}
+	return out, total, nil
+}
+
+// collect scans every row with scan and closes rows.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// UpdateServer applies p in one transaction and returns the new row. A rename renames every tool of the server
+// to {new name}.{original name} in the same transaction; a taken name is ErrAlreadyExists and changes nothing.
+// ClearHealthCheckURL wins over HealthCheckURL. An empty patch changes nothing, not even UpdatedAt.
+func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return persistence.Server{}, fmt.Errorf("postgres: update server: %w", storeutil.NotFound("server", id))
+	}
+	if p.Name == nil && p.Description == nil && p.ConnectionConfig == nil && p.HealthCheckURL == nil &&
+		!p.ClearHealthCheckURL {
+		return s.GetServer(ctx, uid)
+	}
+	var cfg any
+	if p.ConnectionConfig != nil {
+		cfg = []byte(p.ConnectionConfig)
+	}
+	var out persistence.Server
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		ts := storeutil.Now()
+		v, err := scanServer(tx.QueryRow(ctx, `UPDATE mcp.external_servers SET
+				name = COALESCE($2, name),
+				description = COALESCE($3, description),
+				connection_config = COALESCE($4::jsonb, connection_config),
+				health_check_url = CASE WHEN $5::boolean THEN NULL ELSE COALESCE($6, health_check_url) END,
+				updated_at = $7
+			WHERE id = $1 RETURNING `+serverColumns,
+			uid, p.Name, p.Description, cfg, p.ClearHealthCheckURL, p.HealthCheckURL, ts))
+		if err != nil {
+			return err
+		}
+		if p.Name != nil {
+			if _, err := tx.Exec(ctx, `UPDATE mcp.tools SET name = $2 || '.' || original_name, updated_at = $3
+				WHERE source_server_id = $1 AND name <> $2 || '.' || original_name`, uid, v.Name, ts); err != nil {
+				return fmt.Errorf("rename tools: %w", err)
+			}
+		}
+		out = v
+		return nil
+	})
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("postgres: update server %q: %w", id, mapErr(err))
+	}
+	return out, nil
+}
+
+// execOne runs a statement that must touch exactly the row with that id; none is ErrNotFound.
+func execOne(ctx context.Context, q querier, what, id string, sql string, args ...any) error {
+	tag, err := q.Exec(ctx, sql, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return storeutil.NotFound(what, id)
+	}
+	return nil
+}
+
+// SetAutoConnect records whether the daemon should keep the server connected.
+func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) error {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return fmt.Errorf("postgres: set auto-connect: %w", storeutil.NotFound("server", id))
+	}
+	if err := execOne(ctx, s.pool, "server", id,
+		`UPDATE mcp.external_servers SET auto_connect = $2, updated_at = $3 WHERE id = $1`, uid, on, storeutil.Now()); err != nil {
+		return fmt.Errorf("postgres: set auto-connect of %q: %w", id, err)
+	}
+	return nil
+}
+
+// RecordTransition sets status = To, error_message = ErrorMessage (nil clears it), connected_at = At when To is
+// CONNECTED and updated_at = At (zero At: storeutil.Now), and appends a history row (event_type To, details
+// {"from","reason","error_message","details"}) in one transaction.
+func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) error {
+	uid, ok := storeutil.ParseID(t.ServerID)
+	if !ok {
+		return fmt.Errorf("postgres: record transition: %w", storeutil.NotFound("server", t.ServerID))
+	}
+	if t.To == "" {
+		return fmt.Errorf("postgres: record transition of %q: no target status", t.ServerID)
+	}
+	details, err := storeutil.HistoryDetails(t)
+	if err != nil {
+		return fmt.Errorf("postgres: record transition of %q: details: %w", t.ServerID, err)
+	}
+	at := storeutil.NormTime(t.At)
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
+		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE mcp.external_servers SET status = $2,
+				error_message = $3, connected_at = CASE WHEN $5::boolean THEN $4 ELSE connected_at END, updated_at = $4
+			WHERE id = $1`, uid, t.To, t.ErrorMessage, at, t.To == persistence.StatusConnected); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO mcp.server_connection_history (server_id, event_type, details, timestamp)
+			VALUES ($1, $2, $3::jsonb, $4)`, uid, t.To, details, at)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: record transition of %q to %s: %w", t.ServerID, t.To, mapErr(err))
+	}
+	return nil
+}
+
+// RecordHealth stores a health check on the server row: last_health_check (zero CheckedAt: storeutil.Now),
+// health_response_ms, consecutive_failures, and error_message = LastError (nil clears it). It leaves updated_at,
+// the time of the last change to the server, alone.
+func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
+	uid, ok := storeutil.ParseID(h.ServerID)
+	if !ok {
+		return fmt.Errorf("postgres: record health: %w", storeutil.NotFound("server", h.ServerID))
+	}
+	if err := execOne(ctx, s.pool, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
+			health_response_ms = $3, consecutive_failures = $4, error_message = $5 WHERE id = $1`,
+		uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError); err != nil {
+		return fmt.Errorf("postgres: record health of %q: %w", h.ServerID, err)
+	}
+	return nil
+}
+
+// DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
+func (s *Store) DeleteServer(ctx context.Context, id string) error {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return fmt.Errorf("postgres: delete server: %w", storeutil.NotFound("server", id))
+	}
+	if err := execOne(ctx, s.pool, "server", id, `DELETE FROM mcp.external_servers WHERE id = $1`, uid); err != nil {
+		return fmt.Errorf("postgres: delete server %q: %w", id, err)
+	}
+	return nil
+}
+
+// CountServersByStatus returns the number of servers per status; every known status is present, zero or not.
+func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error) {
+	out := make(map[string]int)
+	for _, st := range storeutil.AllStatuses() {
+		out[st] = 0
+	}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM mcp.external_servers GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+	}
+	return out, nil
+}
+
+// serverExists returns ErrNotFound when no server has that (canonical) id.
+func serverExists(ctx context.Context, q querier, id, shown string) error {
+	var found bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp.external_servers WHERE id = $1)`, id).
+		Scan(&found); err != nil {
+		return err
+	}
+	if !found {
+		return storeutil.NotFound("server", shown)
+	}
+	return nil
+}
+
+// ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
+// ErrNotFound.
+func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]persistence.HistoryEvent, error) {
+	uid, ok := storeutil.ParseID(serverID)
+	if !ok {
+		return nil, fmt.Errorf("postgres: list history: %w", storeutil.NotFound("server", serverID))
+	}
+	var out []persistence.HistoryEvent
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if err := serverExists(ctx, tx, uid, serverID); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, server_id::text, event_type, details, timestamp
+			FROM mcp.server_connection_history WHERE server_id = $1 ORDER BY id DESC LIMIT $2`, uid, limitArg(limit))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row pgx.Row) (persistence.HistoryEvent, error) {
+			var e persistence.HistoryEvent
+			var details []byte
+			err := row.Scan(&e.ID, &e.ServerID, &e.EventType, &details, &e.Timestamp)
+			e.Details, e.Timestamp = details, e.Timestamp.UTC()
+			return e, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list history of %q: %w", serverID, mapErr(err))
+	}
+	return out, nil
+}
+
+// ---- tools ----
+
+const toolColumns = `id, name, original_name, description, input_schema, definition, source_server_id::text,
+	is_external, is_classified, classification_state, skill_ids, primary_skill_id, definition_hash, discovered_at,
+	updated_at, changed_at`
+
+func scanTool(row pgx.Row) (persistence.Tool, error) {
+	var t persistence.Tool
+	var schema, def []byte
+	err := row.Scan(&t.ID, &t.Name, &t.OriginalName, &t.Description, &schema, &def, &t.SourceServerID,
+		&t.IsExternal, &t.IsClassified, &t.ClassificationState, &t.SkillIDs, &t.PrimarySkillID, &t.DefinitionHash,
+		&t.DiscoveredAt, &t.UpdatedAt, &t.ChangedAt)
+	if err != nil {
+		return persistence.Tool{}, err
+	}
+	t.InputSchema, t.Definition = schema, def
+	if t.SkillIDs == nil {
+		t.SkillIDs = []string{}
+	}
+	t.DiscoveredAt, t.UpdatedAt, t.ChangedAt = t.DiscoveredAt.UTC(), t.UpdatedAt.UTC(), storeutil.NormTimePtr(t.ChangedAt)
+	return t, nil
+}
+
+// ReplaceServerTools makes the server's tools exactly defs, in one transaction that locks the server row (so a
+// concurrent rename or refresh of the same server waits). Tools are named {server name}.{original name}; a tool
+// that stays keeps its id, discovered_at and classification, and gets ChangedAt (and a place in Changed) only
+// when its definition hash (description and canonical input schema) differs. A nil input schema or definition is
+// stored as {}. The work is a handful of set-based statements whatever the number of tools.
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (persistence.ToolDiff, error) {
+	uid, ok := storeutil.ParseID(serverID)
+	if !ok {
+		return persistence.ToolDiff{}, fmt.Errorf("postgres: replace tools: %w", storeutil.NotFound("server", serverID))
+	}
+	var diff persistence.ToolDiff
+	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+		var serverName string
+		if err := tx.QueryRow(ctx, `SELECT name FROM mcp.external_servers WHERE id = $1 FOR UPDATE`, uid).
+			Scan(&serverName); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return storeutil.NotFound("server", serverID)
+			}
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, name, original_name, definition_hash FROM mcp.tools
+			WHERE source_server_id = $1`, uid)
+		if err != nil {
+			return err
+		}
+		existing := make(map[string]storeutil.ExistingTool)
+		var e storeutil.ExistingTool
+		var original string
+		if _, err := pgx.ForEachRow(rows, []any{&e.ID, &e.Name, &original, &e.Hash}, func() error {
+			existing[original] = e
+			return nil
+		}); err != nil {
+			return err
+		}
+		plan, err := storeutil.PlanTools(serverName, defs, existing)
+		if err != nil {
+			return err
+		}
+		ts := storeutil.Now()
+		if len(plan.Remove) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM mcp.tools WHERE id = ANY($1::bigint[])`, plan.Remove); err != nil {
+				return fmt.Errorf("delete tools: %w", err)
+			}
+		}
+		if len(plan.Update) > 0 {
+			c := columnsOf(plan.Update)
+			if _, err := tx.Exec(ctx, `UPDATE mcp.tools AS t SET name = u.name, description = u.description,
+					input_schema = u.input_schema::jsonb, definition = u.definition::jsonb, definition_hash = u.hash,
+					updated_at = $1, changed_at = CASE WHEN u.changed THEN $1 ELSE t.changed_at END
+				FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::boolean[])
+					AS u(id, name, description, input_schema, definition, hash, changed)
+				WHERE t.id = u.id`,
+				ts, c.ids, c.names, c.descriptions, c.schemas, c.definitions, c.hashes, c.changed); err != nil {
+				return fmt.Errorf("update tools: %w", err)
+			}
+		}
+		if len(plan.Insert) > 0 {
+			c := columnsOf(plan.Insert)
+			if _, err := tx.Exec(ctx, `INSERT INTO mcp.tools (name, original_name, description, input_schema,
+					definition, source_server_id, definition_hash, discovered_at, updated_at)
+				SELECT u.name, u.original_name, u.description, u.input_schema::jsonb, u.definition::jsonb, $1,
+					u.hash, $2, $2
+				FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+					AS u(name, original_name, description, input_schema, definition, hash)`,
+				uid, ts, c.names, c.originals, c.descriptions, c.schemas, c.definitions, c.hashes); err != nil {
+				return fmt.Errorf("insert tools: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE mcp.external_servers SET tool_count = $2, updated_at = $3 WHERE id = $1`,
+			uid, plan.Diff.Total, ts); err != nil {
+			return fmt.Errorf("update tool count: %w", err)
+		}
+		diff = plan.Diff
+		return nil
+	})
+	if err != nil {
+		return persistence.ToolDiff{}, fmt.Errorf("postgres: replace tools of %q: %w", serverID, mapErr(err))
+	}
+	return diff, nil
+}
+
+// toolColumnsArgs holds planned tools column by column, for unnest.
+type toolColumnsArgs struct {
+	ids                                                          []int64
+	names, originals, descriptions, schemas, definitions, hashes []string
+	changed                                                      []bool
+}
+
+func columnsOf(ts []storeutil.PlannedTool) toolColumnsArgs {
+	n := len(ts)
+	c := toolColumnsArgs{
+		ids: make([]int64, n), names: make([]string, n), originals: make([]string, n),
+		descriptions: make([]string, n), schemas: make([]string, n), definitions: make([]string, n),
+		hashes: make([]string, n), changed: make([]bool, n),
+	}
+	for i, t := range ts {
+		c.ids[i], c.names[i], c.originals[i], c.descriptions[i] = t.ID, t.Name, t.OriginalName, t.Description
+		c.schemas[i], c.definitions[i], c.hashes[i], c.changed[i] = string(t.InputSchema), string(t.Definition), t.Hash, t.Changed
+	}
+	return c
+}
+
+// ListTools returns one page of tools ordered by name, and the number matching the filter. A ServerID naming no
+// server is ErrNotFound.
+func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([]persistence.Tool, int, error) {
+	var uid any // nil: all servers
+	if f.ServerID != "" {
+		id, ok := storeutil.ParseID(f.ServerID)
+		if !ok {
+			return nil, 0, fmt.Errorf("postgres: list tools: %w", storeutil.NotFound("server", f.ServerID))
+		}
+		uid = id
+	}
+	var out []persistence.Tool
+	var total int
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if uid != nil {
+			if err := serverExists(ctx, tx, uid.(string), f.ServerID); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.tools WHERE ($1::uuid IS NULL OR source_server_id = $1)`,
+			uid).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT `+toolColumns+` FROM mcp.tools
+			WHERE ($1::uuid IS NULL OR source_server_id = $1) ORDER BY name, id LIMIT $2 OFFSET $3`,
+			uid, limitArg(f.Limit), offsetArg(f.Offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanTool)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list tools: %w", mapErr(err))
+	}
+	return out, total, nil
+}
+
+// GetTool returns the tool with that id.
+func (s *Store) GetTool(ctx context.Context, id int64) (persistence.Tool, error) {
+	t, err := scanTool(s.pool.QueryRow(ctx, `SELECT `+toolColumns+` FROM mcp.tools WHERE id = $1`, id))
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return persistence.Tool{}, fmt.Errorf("postgres: get tool: %w", storeutil.NotFound("tool", fmt.Sprint(id)))
+		}
+		return persistence.Tool{}, fmt.Errorf("postgres: get tool %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// CountTools counts the tools of a server (all servers when serverID is empty); Unclassified is every tool that
+// is not CLASSIFIED. An unknown server is ErrNotFound.
+func (s *Store) CountTools(ctx context.Context, serverID string) (persistence.ToolCounts, error) {
+	var uid any
+	if serverID != "" {
+		id, ok := storeutil.ParseID(serverID)
+		if !ok {
+			return persistence.ToolCounts{}, fmt.Errorf("postgres: count tools: %w", storeutil.NotFound("server", serverID))
+		}
+		uid = id
+	}
+	var c persistence.ToolCounts
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if uid != nil {
+			if err := serverExists(ctx, tx, uid.(string), serverID); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE is_classified) FROM mcp.tools
+			WHERE ($1::uuid IS NULL OR source_server_id = $1)`, uid).Scan(&c.Total, &c.Classified)
+	})
+	if err != nil {
+		return persistence.ToolCounts{}, fmt.Errorf("postgres: count tools: %w", mapErr(err))
+	}
+	c.Unclassified = c.Total - c.Classified
+	return c, nil
+}
+
+// SetToolClassification stores the tool's classification; is_classified is State == CLASSIFIED.
+func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) error {
+	if !storeutil.ValidClassificationState(c.State) {
+		return fmt.Errorf("postgres: classify tool %d: unknown classification state %q", id, c.State)
+	}
+	skills := c.SkillIDs
+	if skills == nil {
+		skills = []string{}
+	}
+	if err := execOne(ctx, s.pool, "tool", fmt.Sprint(id), `UPDATE mcp.tools SET classification_state = $2,
+			is_classified = $3, skill_ids = $4, primary_skill_id = $5, updated_at = $6 WHERE id = $1`,
+		id, c.State, c.State == persistence.ClassificationClassified, skills, c.PrimarySkillID, storeutil.Now()); err != nil {
+		return fmt.Errorf("postgres: classify tool %d: %w", id, err)
+	}
+	return nil
+}
+
+// ---- audit ----
+
+// InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
+// the audit outlives the server).
+func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) error {
+	var sid any
+	if r.ServerID != nil {
+		id, ok := storeutil.ParseID(*r.ServerID)
+		if !ok {
+			return fmt.Errorf("postgres: insert audit %s: server id %q is not a UUID", r.Event, *r.ServerID)
+		}
+		sid = id
+	}
+	var details any
+	if r.Details != nil {
+		details = []byte(r.Details)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO mcp.audit_log (event, server_id, server_name, actor, ip_address,
+			details, timestamp) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
+		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, details, storeutil.NormTime(r.Timestamp)); err != nil {
+		return fmt.Errorf("postgres: insert audit %s: %w", r.Event, mapErr(err))
+	}
+	return nil
+}
+
+// ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
+func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence.AuditRecord, int, error) {
+	var out []persistence.AuditRecord
+	var total int
+	err := s.readTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.audit_log`).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT id, event, server_id::text, server_name, actor, ip_address, details,
+			timestamp FROM mcp.audit_log ORDER BY timestamp DESC, id DESC LIMIT $1 OFFSET $2`,
+			limitArg(limit), offsetArg(offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row pgx.Row) (persistence.AuditRecord, error) {
+			var r persistence.AuditRecord
+			var details []byte
+			err := row.Scan(&r.ID, &r.Event, &r.ServerID, &r.ServerName, &r.Actor, &r.IPAddress, &details,
+				&r.Timestamp)
+			r.Details, r.Timestamp = details, r.Timestamp.UTC()
+			return r, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("postgres: list audit: %w", mapErr(err))
+	}
+	return out, total, nil
+}

@@ -1,0 +1,879 @@
+// Package sqlite is the zero-install persistence.Store: one SQLite file through the pure-Go modernc.org/sqlite
+// driver (no cgo), so the daemon runs with nothing installed. Open creates and migrates the file.
+//
+// Concurrency: SQLite has one writer at a time. The store funnels every write through a single connection
+// (BEGIN IMMEDIATE), so writers of this process queue in Go instead of failing with SQLITE_BUSY, and reads use a
+// separate pool of read-only connections that WAL lets run beside the writer. busy_timeout covers the rare waits
+// left (a checkpoint, another process on the same file).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/mcpgw/aggregator/migrations"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// readConns is the size of the read pool; reads are short, and the machine running the embedded store is small.
+const readConns = 4
+
+// busyTimeout is how long a connection waits for a lock held by another connection before SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// timeLayout is how timestamps are stored: UTC with a fixed microsecond width, so text order is time order.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+// Store implements persistence.Store on a SQLite file. It is safe for concurrent use.
+type Store struct {
+	w *sql.DB // the single write connection
+	r *sql.DB // read-only connections
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// Open opens the SQLite database at path, creating it (mode 0600) and its parent directory (mode 0700) when
+// missing, applies the pending migrations and returns the store. Every connection runs in WAL mode with
+// foreign keys on and a busy timeout; synchronous=NORMAL means a commit survives a crash of the process but the
+// last commits may be lost on power failure, never corrupting the file. ":memory:" and "file:" URIs are not
+// supported.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") || strings.Contains(path, "?") {
+		return nil, fmt.Errorf("sqlite: open %q: need a plain file path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: create directory of %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // SQLite gives -wal and -shm the same mode
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+
+	w, err := openDB(ctx, path, false)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrations.Apply(ctx, w, migrations.SQLite); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+	}
+	r, err := openDB(ctx, path, true)
+	if err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return &Store{w: w, r: r}, nil
+}
+
+func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	n := 1
+	if readOnly {
+		n = readConns
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(0)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Ping checks both pools answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes both pools.
+func (s *Store) Close() {
+	_ = s.r.Close()
+	_ = s.w.Close()
+}
+
+// Kind is "sqlite".
+func (s *Store) Kind() string { return "sqlite" }
+
+// mapErr turns driver errors into the persistence sentinels, keeping the driver error in the chain.
+func mapErr(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return persistence.ErrNotFound
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", persistence.ErrAlreadyExists, err)
+		}
+	}
+	return err
+}
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// writeTx runs fn in a transaction on the write connection, committing when fn succeeds.
+func (s *Store) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return inTx(ctx, s.w, nil, fn)
+}
+
+// readTx runs fn in a read transaction, so a page and its total come from one snapshot.
+func (s *Store) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return inTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, fn)
+}
+
+func inTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	return tx.Commit()
+}
+
+// limitArg is the LIMIT parameter: -1 (no limit) for limit <= 0.
+func limitArg(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+func offsetArg(offset int) int { return max(offset, 0) }
+
+// ---- value conversion ----
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func fmtTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return fmtTime(*t)
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+func parseNullTime(s sql.NullString) (*time.Time, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	t, err := parseTime(s.String)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+func nullFloat(f sql.NullFloat64) *float64 {
+	if !f.Valid {
+		return nil
+	}
+	return &f.Float64
+}
+
+// jsonArg binds JSON as text (a []byte would be a BLOB, which the STRICT TEXT columns refuse); nil is NULL.
+func jsonArg(raw json.RawMessage) any {
+	if raw == nil {
+		return nil
+	}
+	return string(raw)
+}
+
+func nullJSON(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+// ---- servers ----
+
+const serverColumns = `id, name, description, transport_type, connection_config, health_check_url, auto_connect,
+	status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures, registered_at,
+	connected_at, updated_at`
+
+func scanServer(row scanner) (persistence.Server, error) {
+	var v persistence.Server
+	var desc, health, errMsg, lastHealth, connectedAt sql.NullString
+	var cfg, registeredAt, updatedAt string
+	var responseMs sql.NullFloat64
+	if err := row.Scan(&v.ID, &v.Name, &desc, &v.TransportType, &cfg, &health, &v.AutoConnect, &v.Status, &errMsg,
+		&v.ToolCount, &lastHealth, &responseMs, &v.ConsecutiveFailures, &registeredAt, &connectedAt,
+		&updatedAt); err != nil {
+		return persistence.Server{}, err
+	}
+	v.Description, v.HealthCheckURL, v.ErrorMessage = nullString(desc), nullString(health), nullString(errMsg)
+	v.ConnectionConfig = json.RawMessage(cfg)
+	v.HealthResponseMs = nullFloat(responseMs)
+	var err error
+	if v.RegisteredAt, err = parseTime(registeredAt); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.UpdatedAt, err = parseTime(updatedAt); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.LastHealthCheck, err = parseNullTime(lastHealth); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.ConnectedAt, err = parseNullTime(connectedAt); err != nil {
+		return persistence.Server{}, err
+	}
+	return v, nil
+}
+
+// CreateServer inserts s as given, except that the store fills ID (a UUIDv7 when empty), RegisteredAt and
+// UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and brings s's times to UTC microseconds. The name's UNIQUE
+// constraint decides duplicates: ErrAlreadyExists.
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
+	id := srv.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("sqlite: create server %q: generate id: %w", srv.Name, err)
+		}
+		id = u.String()
+	} else if canon, ok := storeutil.ParseID(id); ok {
+		id = canon
+	} else {
+		return fmt.Errorf("sqlite: create server %q: id %q is not a UUID", srv.Name, srv.ID)
+	}
+	status := srv.Status
+	if status == "" {
+		status = persistence.StatusDisconnected
+	}
+	ts := storeutil.Now()
+	lastHealth, connectedAt := storeutil.NormTimePtr(srv.LastHealthCheck), storeutil.NormTimePtr(srv.ConnectedAt)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
+		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, srv.Name, srv.Description, srv.TransportType, jsonArg(srv.ConnectionConfig), srv.HealthCheckURL,
+		srv.AutoConnect, status, srv.ErrorMessage, srv.ToolCount, fmtTimePtr(lastHealth), srv.HealthResponseMs,
+		srv.ConsecutiveFailures, fmtTime(ts), fmtTimePtr(connectedAt), fmtTime(ts))
+	if err != nil {
+		return fmt.Errorf("sqlite: create server %q: %w", srv.Name, mapErr(err))
+	}
+	srv.ID, srv.Status, srv.RegisteredAt, srv.UpdatedAt = id, status, ts, ts
+	srv.LastHealthCheck, srv.ConnectedAt = lastHealth, connectedAt
+	return nil
+}
+
+// GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.
+func (s *Store) GetServer(ctx context.Context, id string) (persistence.Server, error) {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return persistence.Server{}, fmt.Errorf("sqlite: get server: %w", storeutil.NotFound("server", id))
+	}
+	v, err := scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE id = ?`, uid))
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("sqlite: get server %q: %w", id, mapErr(err))
+	}
+	return v, nil
+}
+
+// GetServerByName returns the server with that name.
+func (s *Store) GetServerByName(ctx context.Context, name string) (persistence.Server, error) {
+	v, err := scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE name = ?`, name))
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("sqlite: get server by name %q: %w", name, mapErr(err))
+	}
+	return v, nil
+}
+
+// collect scans every row with scan and closes rows.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ListServers returns one page of servers in registration order and the number matching the filter.
+func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error) {
+	var out []persistence.Server
+	var total int
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM external_servers WHERE (?1 = '' OR status = ?1)`,
+			f.Status).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+serverColumns+` FROM external_servers
+			WHERE (?1 = '' OR status = ?1) ORDER BY registered_at, id LIMIT ?2 OFFSET ?3`,
+			f.Status, limitArg(f.Limit), offsetArg(f.Offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanServer)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list servers: %w", mapErr(err))
+	}
+	return out, total, nil
+}
+
+// UpdateServer applies p in one transaction and returns the new row. A rename renames every tool of the server
+// to {new name}.{original name} in the same transaction; a taken name is ErrAlreadyExists and changes nothing.
+// ClearHealthCheckURL wins over HealthCheckURL. An empty patch changes nothing, not even UpdatedAt.
+func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return persistence.Server{}, fmt.Errorf("sqlite: update server: %w", storeutil.NotFound("server", id))
+	}
+	if p.Name == nil && p.Description == nil && p.ConnectionConfig == nil && p.HealthCheckURL == nil &&
+		!p.ClearHealthCheckURL {
+		return s.GetServer(ctx, uid)
+	}
+	var out persistence.Server
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		ts := fmtTime(storeutil.Now())
+		v, err := scanServer(tx.QueryRowContext(ctx, `UPDATE external_servers SET
+				name = COALESCE(?2, name),
+				description = COALESCE(?3, description),
+				connection_config = COALESCE(?4, connection_config),
+				health_check_url = CASE WHEN ?5 THEN NULL ELSE COALESCE(?6, health_check_url) END,
+				updated_at = ?7
+			WHERE id = ?1 RETURNING `+serverColumns,
+			uid, p.Name, p.Description, jsonArg(p.ConnectionConfig), p.ClearHealthCheckURL, p.HealthCheckURL, ts))
+		if err != nil {
+			return err
+		}
+		if p.Name != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?2 || '.' || original_name, updated_at = ?3
+				WHERE source_server_id = ?1 AND name <> ?2 || '.' || original_name`, uid, v.Name, ts); err != nil {
+				return fmt.Errorf("rename tools: %w", err)
+			}
+		}
+		out = v
+		return nil
+	})
+	if err != nil {
+		return persistence.Server{}, fmt.Errorf("sqlite: update server %q: %w", id, mapErr(err))
+	}
+	return out, nil
+}
+
+// execOne runs a statement that must touch exactly the row with that id; none is ErrNotFound.
+func execOne(ctx context.Context, q querier, what, id string, query string, args ...any) error {
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return storeutil.NotFound(what, id)
+	}
+	return nil
+}
+
+// SetAutoConnect records whether the daemon should keep the server connected.
+func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) error {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return fmt.Errorf("sqlite: set auto-connect: %w", storeutil.NotFound("server", id))
+	}
+	if err := execOne(ctx, s.w, "server", id, `UPDATE external_servers SET auto_connect = ?, updated_at = ? WHERE id = ?`,
+		on, fmtTime(storeutil.Now()), uid); err != nil {
+		return fmt.Errorf("sqlite: set auto-connect of %q: %w", id, err)
+	}
+	return nil
+}
+
+// RecordTransition sets status = To, error_message = ErrorMessage (nil clears it), connected_at = At when To is
+// CONNECTED and updated_at = At (zero At: storeutil.Now), and appends a history row (event_type To, details
+// {"from","reason","error_message","details"}) in one transaction.
+func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) error {
+	uid, ok := storeutil.ParseID(t.ServerID)
+	if !ok {
+		return fmt.Errorf("sqlite: record transition: %w", storeutil.NotFound("server", t.ServerID))
+	}
+	if t.To == "" {
+		return fmt.Errorf("sqlite: record transition of %q: no target status", t.ServerID)
+	}
+	details, err := storeutil.HistoryDetails(t)
+	if err != nil {
+		return fmt.Errorf("sqlite: record transition of %q: details: %w", t.ServerID, err)
+	}
+	at := fmtTime(storeutil.NormTime(t.At))
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE external_servers SET status = ?2, error_message = ?3,
+				connected_at = CASE WHEN ?5 THEN ?4 ELSE connected_at END, updated_at = ?4
+			WHERE id = ?1`, uid, t.To, t.ErrorMessage, at, t.To == persistence.StatusConnected); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO server_connection_history (server_id, event_type, details, timestamp)
+			VALUES (?, ?, ?, ?)`, uid, t.To, string(details), at)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: record transition of %q to %s: %w", t.ServerID, t.To, mapErr(err))
+	}
+	return nil
+}
+
+// RecordHealth stores a health check on the server row: last_health_check (zero CheckedAt: storeutil.Now),
+// health_response_ms, consecutive_failures, and error_message = LastError (nil clears it). It leaves updated_at,
+// the time of the last change to the server, alone.
+func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
+	uid, ok := storeutil.ParseID(h.ServerID)
+	if !ok {
+		return fmt.Errorf("sqlite: record health: %w", storeutil.NotFound("server", h.ServerID))
+	}
+	if err := execOne(ctx, s.w, "server", h.ServerID, `UPDATE external_servers SET last_health_check = ?,
+			health_response_ms = ?, consecutive_failures = ?, error_message = ? WHERE id = ?`,
+		fmtTime(storeutil.NormTime(h.CheckedAt)), h.ResponseMs, h.ConsecutiveFailures, h.LastError, uid); err != nil {
+		return fmt.Errorf("sqlite: record health of %q: %w", h.ServerID, err)
+	}
+	return nil
+}
+
+// DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
+func (s *Store) DeleteServer(ctx context.Context, id string) error {
+	uid, ok := storeutil.ParseID(id)
+	if !ok {
+		return fmt.Errorf("sqlite: delete server: %w", storeutil.NotFound("server", id))
+	}
+	if err := execOne(ctx, s.w, "server", id, `DELETE FROM external_servers WHERE id = ?`, uid); err != nil {
+		return fmt.Errorf("sqlite: delete server %q: %w", id, err)
+	}
+	return nil
+}
+
+// CountServersByStatus returns the number of servers per status; every known status is present, zero or not.
+func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error) {
+	out := make(map[string]int)
+	for _, st := range storeutil.AllStatuses() {
+		out[st] = 0
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM external_servers GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+	}
+	return out, nil
+}
+
+// serverExists returns ErrNotFound when no server has that (canonical) id.
+func serverExists(ctx context.Context, q querier, id, shown string) error {
+	var found bool
+	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM external_servers WHERE id = ?)`, id).
+		Scan(&found); err != nil {
+		return err
+	}
+	if !found {
+		return storeutil.NotFound("server", shown)
+	}
+	return nil
+}
+
+// ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
+// ErrNotFound.
+func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]persistence.HistoryEvent, error) {
+	uid, ok := storeutil.ParseID(serverID)
+	if !ok {
+		return nil, fmt.Errorf("sqlite: list history: %w", storeutil.NotFound("server", serverID))
+	}
+	var out []persistence.HistoryEvent
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if err := serverExists(ctx, tx, uid, serverID); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, server_id, event_type, details, timestamp
+			FROM server_connection_history WHERE server_id = ? ORDER BY id DESC LIMIT ?`, uid, limitArg(limit))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row scanner) (persistence.HistoryEvent, error) {
+			var e persistence.HistoryEvent
+			var details sql.NullString
+			var ts string
+			if err := row.Scan(&e.ID, &e.ServerID, &e.EventType, &details, &ts); err != nil {
+				return e, err
+			}
+			e.Details = nullJSON(details)
+			var err error
+			e.Timestamp, err = parseTime(ts)
+			return e, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list history of %q: %w", serverID, mapErr(err))
+	}
+	return out, nil
+}
+
+// ---- tools ----
+
+const toolColumns = `id, name, original_name, description, input_schema, definition, source_server_id, is_external,
+	is_classified, classification_state, skill_ids, primary_skill_id, definition_hash, discovered_at, updated_at,
+	changed_at`
+
+func scanTool(row scanner) (persistence.Tool, error) {
+	var t persistence.Tool
+	var schema, def, skills, discoveredAt, updatedAt string
+	var primary, changedAt sql.NullString
+	if err := row.Scan(&t.ID, &t.Name, &t.OriginalName, &t.Description, &schema, &def, &t.SourceServerID,
+		&t.IsExternal, &t.IsClassified, &t.ClassificationState, &skills, &primary, &t.DefinitionHash,
+		&discoveredAt, &updatedAt, &changedAt); err != nil {
+		return persistence.Tool{}, err
+	}
+	t.InputSchema, t.Definition, t.PrimarySkillID = json.RawMessage(schema), json.RawMessage(def), nullString(primary)
+	if err := json.Unmarshal([]byte(skills), &t.SkillIDs); err != nil {
+		return persistence.Tool{}, fmt.Errorf("stored skill ids %q: %w", skills, err)
+	}
+	if t.SkillIDs == nil {
+		t.SkillIDs = []string{}
+	}
+	var err error
+	if t.DiscoveredAt, err = parseTime(discoveredAt); err != nil {
+		return persistence.Tool{}, err
+	}
+	if t.UpdatedAt, err = parseTime(updatedAt); err != nil {
+		return persistence.Tool{}, err
+	}
+	if t.ChangedAt, err = parseNullTime(changedAt); err != nil {
+		return persistence.Tool{}, err
+	}
+	return t, nil
+}
+
+// ReplaceServerTools makes the server's tools exactly defs, in one write transaction. Tools are named
+// {server name}.{original name}; a tool that stays keeps its id, discovered_at and classification, and gets
+// ChangedAt (and a place in Changed) only when its definition hash (description and canonical input schema)
+// differs. A nil input schema or definition is stored as {}.
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (persistence.ToolDiff, error) {
+	uid, ok := storeutil.ParseID(serverID)
+	if !ok {
+		return persistence.ToolDiff{}, fmt.Errorf("sqlite: replace tools: %w", storeutil.NotFound("server", serverID))
+	}
+	var diff persistence.ToolDiff
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var serverName string
+		if err := tx.QueryRowContext(ctx, `SELECT name FROM external_servers WHERE id = ?`, uid).
+			Scan(&serverName); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return storeutil.NotFound("server", serverID)
+			}
+			return err
+		}
+		existing, err := existingTools(ctx, tx, uid)
+		if err != nil {
+			return err
+		}
+		plan, err := storeutil.PlanTools(serverName, defs, existing)
+		if err != nil {
+			return err
+		}
+		ts := fmtTime(storeutil.Now())
+		if err := eachPrepared(ctx, tx, `DELETE FROM tools WHERE id = ?`, len(plan.Remove), func(i int) []any {
+			return []any{plan.Remove[i]}
+		}); err != nil {
+			return fmt.Errorf("delete tools: %w", err)
+		}
+		if err := eachPrepared(ctx, tx, `UPDATE tools SET name = ?2, description = ?3, input_schema = ?4,
+				definition = ?5, definition_hash = ?6, updated_at = ?7,
+				changed_at = CASE WHEN ?8 THEN ?7 ELSE changed_at END
+			WHERE id = ?1`, len(plan.Update), func(i int) []any {
+			t := plan.Update[i]
+			return []any{t.ID, t.Name, t.Description, string(t.InputSchema), string(t.Definition), t.Hash, ts, t.Changed}
+		}); err != nil {
+			return fmt.Errorf("update tools: %w", err)
+		}
+		if err := eachPrepared(ctx, tx, `INSERT INTO tools (name, original_name, description, input_schema, definition,
+				source_server_id, definition_hash, discovered_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			len(plan.Insert), func(i int) []any {
+				t := plan.Insert[i]
+				return []any{t.Name, t.OriginalName, t.Description, string(t.InputSchema), string(t.Definition), uid,
+					t.Hash, ts, ts}
+			}); err != nil {
+			return fmt.Errorf("insert tools: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE external_servers SET tool_count = ?, updated_at = ? WHERE id = ?`,
+			plan.Diff.Total, ts, uid); err != nil {
+			return fmt.Errorf("update tool count: %w", err)
+		}
+		diff = plan.Diff
+		return nil
+	})
+	if err != nil {
+		return persistence.ToolDiff{}, fmt.Errorf("sqlite: replace tools of %q: %w", serverID, mapErr(err))
+	}
+	return diff, nil
+}
+
+func existingTools(ctx context.Context, tx *sql.Tx, serverID string) (map[string]storeutil.ExistingTool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, name, original_name, definition_hash FROM tools
+		WHERE source_server_id = ?`, serverID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	existing := make(map[string]storeutil.ExistingTool)
+	for rows.Next() {
+		var e storeutil.ExistingTool
+		var original string
+		if err := rows.Scan(&e.ID, &e.Name, &original, &e.Hash); err != nil {
+			return nil, err
+		}
+		existing[original] = e
+	}
+	return existing, rows.Err()
+}
+
+// eachPrepared prepares query once and executes it n times with args(i).
+func eachPrepared(ctx context.Context, tx *sql.Tx, query string, n int, args func(i int) []any) error {
+	if n == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i := range n {
+		if _, err := stmt.ExecContext(ctx, args(i)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListTools returns one page of tools ordered by name, and the number matching the filter. A ServerID naming no
+// server is ErrNotFound.
+func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([]persistence.Tool, int, error) {
+	uid := ""
+	if f.ServerID != "" {
+		id, ok := storeutil.ParseID(f.ServerID)
+		if !ok {
+			return nil, 0, fmt.Errorf("sqlite: list tools: %w", storeutil.NotFound("server", f.ServerID))
+		}
+		uid = id
+	}
+	var out []persistence.Tool
+	var total int
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if uid != "" {
+			if err := serverExists(ctx, tx, uid, f.ServerID); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tools WHERE (?1 = '' OR source_server_id = ?1)`,
+			uid).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
+			WHERE (?1 = '' OR source_server_id = ?1) ORDER BY name, id LIMIT ?2 OFFSET ?3`,
+			uid, limitArg(f.Limit), offsetArg(f.Offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanTool)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list tools: %w", mapErr(err))
+	}
+	return out, total, nil
+}
+
+// GetTool returns the tool with that id.
+func (s *Store) GetTool(ctx context.Context, id int64) (persistence.Tool, error) {
+	t, err := scanTool(s.r.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE id = ?`, id))
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return persistence.Tool{}, fmt.Errorf("sqlite: get tool: %w", storeutil.NotFound("tool", fmt.Sprint(id)))
+		}
+		return persistence.Tool{}, fmt.Errorf("sqlite: get tool %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// CountTools counts the tools of a server (all servers when serverID is empty); Unclassified is every tool that
+// is not CLASSIFIED. An unknown server is ErrNotFound.
+func (s *Store) CountTools(ctx context.Context, serverID string) (persistence.ToolCounts, error) {
+	uid := ""
+	if serverID != "" {
+		id, ok := storeutil.ParseID(serverID)
+		if !ok {
+			return persistence.ToolCounts{}, fmt.Errorf("sqlite: count tools: %w", storeutil.NotFound("server", serverID))
+		}
+		uid = id
+	}
+	var c persistence.ToolCounts
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if uid != "" {
+			if err := serverExists(ctx, tx, uid, serverID); err != nil {
+				return err
+			}
+		}
+		return tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(is_classified), 0) FROM tools
+			WHERE (?1 = '' OR source_server_id = ?1)`, uid).Scan(&c.Total, &c.Classified)
+	})
+	if err != nil {
+		return persistence.ToolCounts{}, fmt.Errorf("sqlite: count tools: %w", mapErr(err))
+	}
+	c.Unclassified = c.Total - c.Classified
+	return c, nil
+}
+
+// SetToolClassification stores the tool's classification; is_classified is State == CLASSIFIED.
+func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) error {
+	if !storeutil.ValidClassificationState(c.State) {
+		return fmt.Errorf("sqlite: classify tool %d: unknown classification state %q", id, c.State)
+	}
+	skills := c.SkillIDs
+	if skills == nil {
+		skills = []string{}
+	}
+	skillsJSON, err := json.Marshal(skills)
+	if err != nil {
+		return fmt.Errorf("sqlite: classify tool %d: %w", id, err)
+	}
+	if err := execOne(ctx, s.w, "tool", fmt.Sprint(id), `UPDATE tools SET classification_state = ?, is_classified = ?,
+			skill_ids = ?, primary_skill_id = ?, updated_at = ? WHERE id = ?`,
+		c.State, c.State == persistence.ClassificationClassified, string(skillsJSON), c.PrimarySkillID,
+		fmtTime(storeutil.Now()), id); err != nil {
+		return fmt.Errorf("sqlite: classify tool %d: %w", id, err)
+	}
+	return nil
+}
+
+// ---- audit ----
+
+// InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
+// the audit outlives the server).
+func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) error {
+	var sid any
+	if r.ServerID != nil {
+		id, ok := storeutil.ParseID(*r.ServerID)
+		if !ok {
+			return fmt.Errorf("sqlite: insert audit %s: server id %q is not a UUID", r.Event, *r.ServerID)
+		}
+		sid = id
+	}
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO audit_log (event, server_id, server_name, actor, ip_address,
+			details, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, jsonArg(r.Details), fmtTime(storeutil.NormTime(r.Timestamp))); err != nil {
+		return fmt.Errorf("sqlite: insert audit %s: %w", r.Event, mapErr(err))
+	}
+	return nil
+}
+
+// ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
+func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence.AuditRecord, int, error) {
+	var out []persistence.AuditRecord
+	var total int
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM audit_log`).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id, event, server_id, server_name, actor, ip_address, details,
+			timestamp FROM audit_log ORDER BY timestamp DESC, id DESC LIMIT ? OFFSET ?`,
+			limitArg(limit), offsetArg(offset))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row scanner) (persistence.AuditRecord, error) {
+			var r persistence.AuditRecord
+			var sid, name, details sql.NullString
+			var ts string
+			if err := row.Scan(&r.ID, &r.Event, &sid, &name, &r.Actor, &r.IPAddress, &details, &ts); err != nil {
+				return r, err
+			}
+			r.ServerID, r.ServerName, r.Details = nullString(sid), nullString(name), nullJSON(details)
+			var err error
+			r.Timestamp, err = parseTime(ts)
+			return r, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list audit: %w", mapErr(err))
+	}
+	return out, total, nil
+}
