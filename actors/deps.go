@@ -23,6 +23,7 @@ type Config struct {
 	MaxServers        int           // registrations beyond this are refused (50)
 	Retry             supervision.RetrySchedule
 	Restart           supervision.Backoff // crashed actors restart after this backoff
+	AliasSeparator    string              // joins server and tool in the MCP endpoint's client-safe names ("__")
 }
 
 // DefaultConfig is the contract's defaults.
@@ -39,6 +40,7 @@ func DefaultConfig() Config {
 		MaxServers:        50,
 		Retry:             supervision.DefaultRetrySchedule(),
 		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
+		AliasSeparator:    "__",
 	}
 }
 
@@ -60,6 +62,9 @@ func (d *Deps) withDefaults() *Deps {
 	}
 	if out.HealthClient == nil {
 		out.HealthClient = &http.Client{}
+	}
+	if out.Config.AliasSeparator == "" {
+		out.Config.AliasSeparator = "__"
 	}
 	if out.Env == nil {
 		out.Env = os.LookupEnv

@@ -118,14 +118,9 @@ func (r *registryActor) spawn(ctx actor.Context, id string) {
 func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *regResult {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	if max := r.d.Config.MaxServers; max > 0 {
-		_, total, err := r.d.Store.ListServers(sctx, persistence.ListServersFilter{Limit: 1})
-		if err != nil {
-			return &regResult{err: fmt.Errorf("count servers: %w", err)}
-		}
-		if total >= max {
-			return &regResult{err: fmt.Errorf("%d servers registered: %w", total, ErrMaxServers)}
-		}
+	// The registry holds an actor for every stored server, so its own count needs no database round trip.
+	if max := r.d.Config.MaxServers; max > 0 && len(r.children) >= max {
+		return &regResult{err: fmt.Errorf("%d servers registered: %w", len(r.children), ErrMaxServers)}
 	}
 	s := persistence.Server{
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
@@ -135,6 +130,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *regRes
 	if err := r.d.Store.CreateServer(sctx, &s); err != nil {
 		return &regResult{err: err}
 	}
+	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
 	r.spawn(ctx, s.ID)
 	if s.AutoConnect {
 		// The actor enters CONNECTING as its first act; say so now rather than race it.
@@ -151,10 +147,15 @@ func (r *registryActor) update(ctx actor.Context, m *updateMsg) *regResult {
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
+	old, err := r.d.Store.GetServer(sctx, m.id)
+	if err != nil {
+		return &regResult{err: err}
+	}
 	s, err := r.d.Store.UpdateServer(sctx, m.id, m.patch)
 	if err != nil {
 		return &regResult{err: err}
 	}
+	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, OldName: old.Name, NewName: s.Name})
 	ctx.Send(pid, &pb.Reload{})
 	return &regResult{server: s}
 }

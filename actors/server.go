@@ -130,13 +130,16 @@ type serverActor struct {
 	pending  map[uint64]context.CancelFunc
 	nextCall uint64
 	lastOK   atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
+	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
+	// the session's notification handler reads it from the transport's goroutine.
+	progress *sync.Map
 }
 
 // newServerProps is how the registry spawns a server actor; the id is all it needs, so a cluster can activate it
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}}
+		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}, progress: &sync.Map{}}
 	})
 }
 
@@ -323,6 +326,11 @@ func (a *serverActor) startConnect(reason string) {
 		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			a.sys.Root.Send(a.self, &toolsChanged{gen: att.gen})
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if to, ok := a.progress.Load(req.Params.ProgressToken); ok {
+				a.sys.Root.Send(to.(*actor.PID), &pb.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+			}
 		},
 	}
 	if a.rec.TransportType != persistence.TransportSTDIO {
@@ -591,10 +599,21 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
+	params := &mcp.CallToolParams{Name: m.Tool, Arguments: args}
+	var token string
+	if m.ProgressTo != nil {
+		token = fmt.Sprintf("%s/%d/%d", a.id, a.gen, id)
+		params.SetProgressToken(token)
+		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
+	}
+	progress := a.progress
 	go func() {
 		defer cancel()
+		if token != "" {
+			defer progress.Delete(token)
+		}
 		start := time.Now()
-		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: m.Tool, Arguments: args})
+		res, err := sess.CallTool(cctx, params)
 		reply := &pb.CallToolReply{ExecutionMs: float64(time.Since(start).Microseconds()) / 1000}
 		if err == nil {
 			a.lastOK.Store(time.Now().UnixNano())

@@ -456,3 +456,26 @@ func TestEnvReferencesResolvedAtConnect(t *testing.T) {
 		t.Fatalf("error_message %q should name the missing variable", ptr(got.ErrorMessage))
 	}
 }
+
+// TestMaxServers: registrations beyond MaxServers are refused with ErrMaxServers; a removal makes room again.
+func TestMaxServers(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.MaxServers = 3
+	r := newRig(t, cfg)
+	var ids []string
+	for i := 0; i < 3; i++ {
+		ids = append(ids, r.register(fmt.Sprintf("cap-%d", i), persistence.TransportHTTP, map[string]any{"base_url": "http://127.0.0.1:1/mcp"}, nil, false).ID)
+	}
+	raw := json.RawMessage(`{"base_url":"http://127.0.0.1:1/mcp"}`)
+	req := actors.RegisterRequest{Name: "cap-over", TransportType: persistence.TransportHTTP, ConnectionConfig: raw}
+	if _, err := r.sys.Register(context.Background(), req); !errors.Is(err, actors.ErrMaxServers) {
+		t.Fatalf("4th registration: want ErrMaxServers, got %v", err)
+	}
+	if err := r.sys.Remove(context.Background(), ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.sys.Register(context.Background(), req); err != nil {
+		t.Fatalf("registration after a removal: %v", err)
+	}
+}

@@ -5,19 +5,27 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/supervision"
 )
 
 // System is the running actor tree of one node and the Control the front ends use to ask it.
 type System struct {
-	d        *Deps
-	sys      *actor.ActorSystem
-	registry *actor.PID
+	d         *Deps
+	sys       *actor.ActorSystem
+	registry  *actor.PID
+	router    *actor.PID
+	discovery *actor.PID
+	routes    *atomic.Pointer[RouteTable]
+	hooks     *routeHooks
+	sub       *eventstream.Subscription
 }
 
 var _ Control = (*System)(nil)
@@ -34,15 +42,48 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }),
 	))
-	pid, err := sys.Root.SpawnNamed(newRegistryProps(d), "registry")
-	if err != nil {
+	s := &System{d: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
+	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0))
+	fail := func(err error) (*System, error) {
 		sys.Shutdown()
-		return nil, fmt.Errorf("spawn registry: %w", err)
+		return nil, err
 	}
-	s := &System{d: d, sys: sys, registry: pid}
+	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, nil)
+	var err error
+	// The router and discovery start before the registry, so that they see every event its servers publish.
+	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &routerActor{d: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
+			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}}
+	}, actor.WithSupervisor(strategy)), "router")
+	if err != nil {
+		return fail(fmt.Errorf("spawn router: %w", err))
+	}
+	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &discoveryActor{d: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
+	}), "discovery")
+	if err != nil {
+		return fail(fmt.Errorf("spawn discovery: %w", err))
+	}
+	if _, err := s.askActor(ctx, s.router, &readyMsg{}, 30*time.Second); err != nil {
+		return fail(fmt.Errorf("router did not start: %w", err))
+	}
+	s.sub = sys.EventStream.Subscribe(func(evt any) {
+		switch evt.(type) {
+		case *pb.ServerStatusChanged, *pb.ServerRemoved:
+			sys.Root.Send(s.router, evt)
+			sys.Root.Send(s.discovery, evt)
+		case *pb.ServerUpdated, *pb.ToolsChanged:
+			sys.Root.Send(s.router, evt)
+		case *pb.ToolsListChanged:
+			sys.Root.Send(s.discovery, evt)
+		}
+	})
+	s.registry, err = sys.Root.SpawnNamed(newRegistryProps(d), "registry")
+	if err != nil {
+		return fail(fmt.Errorf("spawn registry: %w", err))
+	}
 	if _, err := s.ask(ctx, &readyMsg{}, 30*time.Second); err != nil {
-		sys.Shutdown()
-		return nil, fmt.Errorf("registry did not start: %w", err)
+		return fail(fmt.Errorf("registry did not start: %w", err))
 	}
 	return s, nil
 }
@@ -55,6 +96,7 @@ func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 func (s *System) Shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
 	go func() { done <- s.sys.Root.StopFuture(s.registry).Wait() }()
+	defer s.sys.EventStream.Unsubscribe(s.sub)
 	var err error
 	select {
 	case err = <-done:
@@ -70,6 +112,12 @@ func (s *System) Shutdown(ctx context.Context) error {
 
 // ask sends msg to the registry and waits for the answer within the ask timeout (or ctx's earlier deadline).
 func (s *System) ask(ctx context.Context, msg any, timeout time.Duration) (any, error) {
+	return s.askActor(ctx, s.registry, msg, timeout)
+}
+
+// askActor asks one actor; a timeout is ErrAskTimeout, a stopped actor ErrShuttingDown, and a regResult's error is
+// returned as the error.
+func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if timeout <= 0 {
 		timeout = s.d.Config.AskTimeout
 	}
@@ -81,19 +129,38 @@ func (s *System) ask(ctx context.Context, msg any, timeout time.Duration) (any, 
 	if timeout <= 0 {
 		return nil, ErrAskTimeout
 	}
-	res, err := s.sys.Root.RequestFuture(s.registry, msg, timeout).Result()
+	res, err := s.sys.Root.RequestFuture(pid, msg, timeout).Result()
 	switch {
 	case errors.Is(err, actor.ErrTimeout):
 		return nil, ErrAskTimeout
 	case errors.Is(err, actor.ErrDeadLetter):
 		return nil, ErrShuttingDown
 	case err != nil:
-		return nil, fmt.Errorf("ask registry: %w", err)
+		return nil, fmt.Errorf("ask %s: %w", pid.Id, err)
 	}
 	if r, ok := res.(*regResult); ok && r.err != nil {
 		return nil, r.err
 	}
 	return res, nil
+}
+
+// callDeadline is when a call started now must end: the request timeout, or ctx's earlier deadline.
+func (s *System) callDeadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(s.d.Config.RequestTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	return deadline
+}
+
+// askServer asks a server actor directly; an actor that is gone (deleted) is persistence.ErrNotFound. The actor
+// answers within the deadline itself, so the ask waits a little longer to hear its REQUEST_TIMEOUT.
+func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
+	res, err := s.askActor(ctx, s.serverPID(id), msg, time.Until(deadline)+time.Second)
+	if errors.Is(err, ErrShuttingDown) {
+		return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
+	}
+	return res, err
 }
 
 // Register implements Control.
@@ -160,15 +227,11 @@ func (s *System) Status(ctx context.Context, id string) (*pb.StatusReply, error)
 	return r, nil
 }
 
-// CallTool runs a tool on one server through its actor, bounded by the request timeout.
+// CallTool runs a tool on one server by id and original tool name, bounded by the request timeout.
 func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte) (*pb.CallToolReply, error) {
-	deadline := time.Now().Add(s.d.Config.RequestTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	deadline := s.callDeadline(ctx)
 	msg := &pb.CallTool{Tool: tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli()}
-	// The actor answers within the call's deadline; a little slack lets its own timeout answer first.
-	res, err := s.ask(ctx, &toServer{id: id, msg: msg}, time.Until(deadline)+time.Second)
+	res, err := s.askServer(ctx, id, msg, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -193,6 +256,4 @@ func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
 }
 
-func (l levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{l.Handler.WithGroup(name), l.min}
-}
+func (l levelFloor) WithGroup(name string) slog.Handler { return levelFloor{l.Handler.WithGroup(name), l.min} }

@@ -466,8 +466,10 @@ type CallTool struct {
 	// deadline_unix_ms bounds the backend call; 0 means the actor's default request timeout.
 	DeadlineUnixMs int64  `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
 	RequestId      string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// progress_to, when set, receives Progress messages while the call runs (the caller asked for progress).
+	ProgressTo    *PID `protobuf:"bytes,5,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallTool) Reset() {
@@ -528,6 +530,66 @@ func (x *CallTool) GetRequestId() string {
 	return ""
 }
 
+func (x *CallTool) GetProgressTo() *PID {
+	if x != nil {
+		return x.ProgressTo
+	}
+	return nil
+}
+
+// PID addresses an actor on any node (mirrors protoactor's actor.PID).
+type PID struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PID) Reset() {
+	*x = PID{}
+	mi := &file_proto_aggregator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PID) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PID) ProtoMessage() {}
+
+func (x *PID) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PID.ProtoReflect.Descriptor instead.
+func (*PID) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PID) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PID) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 // CallToolReply carries the backend's result (a JSON CallToolResult, forwarded unchanged) or an error.
 type CallToolReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -540,7 +602,7 @@ type CallToolReply struct {
 
 func (x *CallToolReply) Reset() {
 	*x = CallToolReply{}
-	mi := &file_proto_aggregator_proto_msgTypes[9]
+	mi := &file_proto_aggregator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +614,7 @@ func (x *CallToolReply) String() string {
 func (*CallToolReply) ProtoMessage() {}
 
 func (x *CallToolReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[9]
+	mi := &file_proto_aggregator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +627,7 @@ func (x *CallToolReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolReply.ProtoReflect.Descriptor instead.
 func (*CallToolReply) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{9}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CallToolReply) GetResultJson() []byte {
@@ -602,7 +664,7 @@ type ErrorInfo struct {
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_proto_aggregator_proto_msgTypes[10]
+	mi := &file_proto_aggregator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +676,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[10]
+	mi := &file_proto_aggregator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +689,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{10}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ErrorInfo) GetCode() string {
@@ -667,7 +729,7 @@ type ListTools struct {
 
 func (x *ListTools) Reset() {
 	*x = ListTools{}
-	mi := &file_proto_aggregator_proto_msgTypes[11]
+	mi := &file_proto_aggregator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +741,7 @@ func (x *ListTools) String() string {
 func (*ListTools) ProtoMessage() {}
 
 func (x *ListTools) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[11]
+	mi := &file_proto_aggregator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +754,7 @@ func (x *ListTools) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTools.ProtoReflect.Descriptor instead.
 func (*ListTools) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{11}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{12}
 }
 
 // ListToolsReply holds every tool the backend lists, each as its JSON definition.
@@ -706,7 +768,7 @@ type ListToolsReply struct {
 
 func (x *ListToolsReply) Reset() {
 	*x = ListToolsReply{}
-	mi := &file_proto_aggregator_proto_msgTypes[12]
+	mi := &file_proto_aggregator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +780,7 @@ func (x *ListToolsReply) String() string {
 func (*ListToolsReply) ProtoMessage() {}
 
 func (x *ListToolsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[12]
+	mi := &file_proto_aggregator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +793,7 @@ func (x *ListToolsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsReply.ProtoReflect.Descriptor instead.
 func (*ListToolsReply) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{12}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListToolsReply) GetToolsJson() [][]byte {
@@ -763,7 +825,7 @@ type ServerStatusChanged struct {
 
 func (x *ServerStatusChanged) Reset() {
 	*x = ServerStatusChanged{}
-	mi := &file_proto_aggregator_proto_msgTypes[13]
+	mi := &file_proto_aggregator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +837,7 @@ func (x *ServerStatusChanged) String() string {
 func (*ServerStatusChanged) ProtoMessage() {}
 
 func (x *ServerStatusChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[13]
+	mi := &file_proto_aggregator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +850,7 @@ func (x *ServerStatusChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatusChanged.ProtoReflect.Descriptor instead.
 func (*ServerStatusChanged) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{13}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServerStatusChanged) GetServerId() string {
@@ -844,7 +906,7 @@ type ServerRemoved struct {
 
 func (x *ServerRemoved) Reset() {
 	*x = ServerRemoved{}
-	mi := &file_proto_aggregator_proto_msgTypes[14]
+	mi := &file_proto_aggregator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +918,7 @@ func (x *ServerRemoved) String() string {
 func (*ServerRemoved) ProtoMessage() {}
 
 func (x *ServerRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[14]
+	mi := &file_proto_aggregator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +931,7 @@ func (x *ServerRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerRemoved.ProtoReflect.Descriptor instead.
 func (*ServerRemoved) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{14}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ServerRemoved) GetServerId() string {
@@ -897,7 +959,7 @@ type ToolsListChanged struct {
 
 func (x *ToolsListChanged) Reset() {
 	*x = ToolsListChanged{}
-	mi := &file_proto_aggregator_proto_msgTypes[15]
+	mi := &file_proto_aggregator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +971,7 @@ func (x *ToolsListChanged) String() string {
 func (*ToolsListChanged) ProtoMessage() {}
 
 func (x *ToolsListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[15]
+	mi := &file_proto_aggregator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +984,7 @@ func (x *ToolsListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolsListChanged.ProtoReflect.Descriptor instead.
 func (*ToolsListChanged) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{15}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolsListChanged) GetServerId() string {
@@ -935,6 +997,213 @@ func (x *ToolsListChanged) GetServerId() string {
 func (x *ToolsListChanged) GetServerName() string {
 	if x != nil {
 		return x.ServerName
+	}
+	return ""
+}
+
+// ServerUpdated is published when an admin changed a server's registration (a rename renames its tools).
+type ServerUpdated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	OldName       string                 `protobuf:"bytes,2,opt,name=old_name,json=oldName,proto3" json:"old_name,omitempty"`
+	NewName       string                 `protobuf:"bytes,3,opt,name=new_name,json=newName,proto3" json:"new_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerUpdated) Reset() {
+	*x = ServerUpdated{}
+	mi := &file_proto_aggregator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerUpdated) ProtoMessage() {}
+
+func (x *ServerUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerUpdated.ProtoReflect.Descriptor instead.
+func (*ServerUpdated) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ServerUpdated) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ServerUpdated) GetOldName() string {
+	if x != nil {
+		return x.OldName
+	}
+	return ""
+}
+
+func (x *ServerUpdated) GetNewName() string {
+	if x != nil {
+		return x.NewName
+	}
+	return ""
+}
+
+// ToolsChanged is published after discovery stored a server's tools; names are namespaced.
+type ToolsChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerName    string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Added         []string               `protobuf:"bytes,3,rep,name=added,proto3" json:"added,omitempty"`
+	Removed       []string               `protobuf:"bytes,4,rep,name=removed,proto3" json:"removed,omitempty"`
+	Changed       []string               `protobuf:"bytes,5,rep,name=changed,proto3" json:"changed,omitempty"`
+	Total         int32                  `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolsChanged) Reset() {
+	*x = ToolsChanged{}
+	mi := &file_proto_aggregator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolsChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolsChanged) ProtoMessage() {}
+
+func (x *ToolsChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolsChanged.ProtoReflect.Descriptor instead.
+func (*ToolsChanged) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ToolsChanged) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ToolsChanged) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *ToolsChanged) GetAdded() []string {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetChanged() []string {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
+func (x *ToolsChanged) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// Progress is a backend's progress notification for a call in flight, sent to the call's progress_to PID.
+type Progress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Progress      float64                `protobuf:"fixed64,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	Total         float64                `protobuf:"fixed64,2,opt,name=total,proto3" json:"total,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_proto_aggregator_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Progress) GetProgress() float64 {
+	if x != nil {
+		return x.Progress
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
 	}
 	return ""
 }
@@ -970,13 +1239,18 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x10pending_requests\x18\x04 \x01(\x05R\x0fpendingRequests\x121\n" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\x8e\x01\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xc3\x01\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
 	"\x10deadline_unix_ms\x18\x03 \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x83\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x123\n" +
+	"\vprogress_to\x18\x05 \x01(\v2\x12.aggregator.v1.PIDR\n" +
+	"progressTo\"/\n" +
+	"\x03PID\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x83\x01\n" +
 	"\rCallToolReply\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x12.\n" +
@@ -1009,7 +1283,23 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x10ToolsListChanged\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
-	"serverNameB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"serverName\"b\n" +
+	"\rServerUpdated\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
+	"\bold_name\x18\x02 \x01(\tR\aoldName\x12\x19\n" +
+	"\bnew_name\x18\x03 \x01(\tR\anewName\"\xac\x01\n" +
+	"\fToolsChanged\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x14\n" +
+	"\x05added\x18\x03 \x03(\tR\x05added\x12\x18\n" +
+	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x18\n" +
+	"\achanged\x18\x05 \x03(\tR\achanged\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\x05R\x05total\"V\n" +
+	"\bProgress\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessageB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1023,7 +1313,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1034,22 +1324,27 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*GetStatus)(nil),           // 6: aggregator.v1.GetStatus
 	(*StatusReply)(nil),         // 7: aggregator.v1.StatusReply
 	(*CallTool)(nil),            // 8: aggregator.v1.CallTool
-	(*CallToolReply)(nil),       // 9: aggregator.v1.CallToolReply
-	(*ErrorInfo)(nil),           // 10: aggregator.v1.ErrorInfo
-	(*ListTools)(nil),           // 11: aggregator.v1.ListTools
-	(*ListToolsReply)(nil),      // 12: aggregator.v1.ListToolsReply
-	(*ServerStatusChanged)(nil), // 13: aggregator.v1.ServerStatusChanged
-	(*ServerRemoved)(nil),       // 14: aggregator.v1.ServerRemoved
-	(*ToolsListChanged)(nil),    // 15: aggregator.v1.ToolsListChanged
+	(*PID)(nil),                 // 9: aggregator.v1.PID
+	(*CallToolReply)(nil),       // 10: aggregator.v1.CallToolReply
+	(*ErrorInfo)(nil),           // 11: aggregator.v1.ErrorInfo
+	(*ListTools)(nil),           // 12: aggregator.v1.ListTools
+	(*ListToolsReply)(nil),      // 13: aggregator.v1.ListToolsReply
+	(*ServerStatusChanged)(nil), // 14: aggregator.v1.ServerStatusChanged
+	(*ServerRemoved)(nil),       // 15: aggregator.v1.ServerRemoved
+	(*ToolsListChanged)(nil),    // 16: aggregator.v1.ToolsListChanged
+	(*ServerUpdated)(nil),       // 17: aggregator.v1.ServerUpdated
+	(*ToolsChanged)(nil),        // 18: aggregator.v1.ToolsChanged
+	(*Progress)(nil),            // 19: aggregator.v1.Progress
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
-	10, // 0: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
-	10, // 1: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
-	2,  // [2:2] is the sub-list for method output_type
-	2,  // [2:2] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	9,  // 0: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
+	11, // 1: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 2: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
+	3,  // [3:3] is the sub-list for method output_type
+	3,  // [3:3] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -1063,7 +1358,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

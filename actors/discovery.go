@@ -1,0 +1,147 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Local messages of the discovery actor.
+type (
+	refreshMsg    struct{ id string }
+	discoveryDone struct {
+		id  string
+		err error
+	}
+)
+
+// discoveryActor keeps the stored tools of every server equal to what the server lists (BR-003): it runs on every
+// successful connection, on notifications/tools/list_changed and on an admin refresh. Discoveries of different
+// servers run in parallel; triggers for a server already being discovered coalesce into one more run.
+type discoveryActor struct {
+	d       *Deps
+	sys     *System
+	running map[string]bool
+	again   map[string]bool
+}
+
+// Receive implements actor.Actor.
+func (a *discoveryActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *pb.ServerStatusChanged:
+		if m.To == persistence.StatusConnected && m.From == persistence.StatusConnecting {
+			a.trigger(ctx, m.ServerId)
+		}
+	case *pb.ToolsListChanged:
+		a.trigger(ctx, m.ServerId)
+	case *refreshMsg:
+		a.trigger(ctx, m.id)
+		ctx.Respond(&regResult{})
+	case *pb.ServerRemoved:
+		delete(a.again, m.ServerId)
+	case *discoveryDone:
+		delete(a.running, m.id)
+		if a.again[m.id] {
+			delete(a.again, m.id)
+			a.trigger(ctx, m.id)
+		}
+	}
+}
+
+func (a *discoveryActor) trigger(ctx actor.Context, id string) {
+	if a.running[id] {
+		a.again[id] = true
+		return
+	}
+	a.running[id] = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		err := a.sys.discover(context.Background(), id)
+		if err != nil {
+			a.d.Logger.Warn("tool discovery failed", "server_id", id, "error", err)
+		}
+		root.Send(self, &discoveryDone{id: id, err: err})
+	}()
+}
+
+// discover lists every tool of a server through its actor, stores them namespaced and publishes what changed.
+func (s *System) discover(ctx context.Context, id string) error {
+	start := time.Now()
+	deadline := time.Now().Add(s.d.Config.RequestTimeout)
+	res, err := s.askServer(ctx, id, &pb.ListTools{}, deadline)
+	if err != nil {
+		return err
+	}
+	reply, ok := res.(*pb.ListToolsReply)
+	if !ok {
+		return fmt.Errorf("unexpected reply %T to list tools", res)
+	}
+	if reply.Error != nil {
+		return fmt.Errorf("tools/list: %s", reply.Error.Message)
+	}
+	defs := make([]persistence.ToolDef, 0, len(reply.ToolsJson))
+	for _, raw := range reply.ToolsJson {
+		var t struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
+			s.d.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
+			continue
+		}
+		if len(t.InputSchema) == 0 || string(t.InputSchema) == "null" {
+			t.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		defs = append(defs, persistence.ToolDef{OriginalName: t.Name, Description: t.Description, InputSchema: t.InputSchema, Definition: raw})
+	}
+	sctx, cancel := storeCtx()
+	defer cancel()
+	diff, err := s.d.Store.ReplaceServerTools(sctx, id, defs)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil // removed meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("store tools: %w", err)
+	}
+	srv, _ := s.d.Store.GetServer(sctx, id)
+	if len(defs) == 0 {
+		s.d.Logger.Warn("server lists no tools", "server_id", id, "server", srv.Name)
+	}
+	if len(diff.Changed) > 0 {
+		s.d.Logger.Warn("server changed the definition of tools", "server_id", id, "server", srv.Name, "changed", diff.Changed)
+	}
+	s.d.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
+		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "took", time.Since(start).String())
+	s.sys.EventStream.Publish(&pb.ToolsChanged{
+		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
+	})
+	return nil
+}
+
+// RefreshTools starts a discovery of one server (POST /servers/{id}/tools/refresh). The server must be connected.
+func (s *System) RefreshTools(ctx context.Context, id string) error {
+	srv, ok := s.Routes().Server(id)
+	if !ok {
+		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
+	}
+	if !callable(srv.Status) {
+		return &UnavailableError{Server: srv}
+	}
+	_, err := s.askActor(ctx, s.discovery, &refreshMsg{id: id}, 0)
+	return err
+}
+
+// UnavailableError means the server is neither CONNECTED nor DEGRADED (503 SERVER_UNAVAILABLE with the server).
+type UnavailableError struct{ Server ServerEntry }
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("Server unavailable: %s (%s)", e.Server.Name, e.Server.Status)
+}

@@ -1,0 +1,185 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// routerActor is the single writer of the routing table. It keeps every server's status and tools current from the
+// event stream (reading the store only when tools or a registration changed, never on a call) and publishes each
+// new table as an immutable snapshot that callers read without locks.
+type routerActor struct {
+	d       *Deps
+	sep     string
+	table   *atomic.Pointer[RouteTable]
+	hooks   *routeHooks
+	servers map[string]ServerEntry
+	tools   map[string][]persistence.Tool
+	version uint64
+}
+
+// routeHooks are the functions told about every new routing table (the MCP endpoint's tools/list_changed).
+type routeHooks struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(*RouteTable)
+}
+
+func (h *routeHooks) add(fn func(*RouteTable)) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	id := h.next
+	h.next++
+	h.fns[id] = fn
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.fns, id)
+	}
+}
+
+func (h *routeHooks) call(t *RouteTable) {
+	h.mu.Lock()
+	fns := make([]func(*RouteTable), 0, len(h.fns))
+	for _, fn := range h.fns {
+		fns = append(fns, fn)
+	}
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(t)
+	}
+}
+
+// Receive implements actor.Actor.
+func (r *routerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.loadAll()
+		r.publish()
+	case *readyMsg:
+		ctx.Respond(&regResult{})
+	case *pb.ServerStatusChanged:
+		s := r.servers[m.ServerId]
+		s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
+		r.servers[m.ServerId] = s
+		r.publish()
+	case *pb.ServerUpdated:
+		r.reload(m.ServerId)
+		r.publish()
+	case *pb.ToolsChanged:
+		r.reloadTools(m.ServerId)
+		r.publish()
+	case *pb.ServerRemoved:
+		delete(r.servers, m.ServerId)
+		delete(r.tools, m.ServerId)
+		r.publish()
+	}
+}
+
+func (r *routerActor) loadAll() {
+	sctx, cancel := storeCtx()
+	defer cancel()
+	servers, _, err := r.d.Store.ListServers(sctx, persistence.ListServersFilter{})
+	if err != nil {
+		panic(err) // the supervisor retries; the router must not run on a partial table
+	}
+	for _, s := range servers {
+		r.servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
+	}
+	tools, _, err := r.d.Store.ListTools(sctx, persistence.ListToolsFilter{})
+	if err != nil {
+		panic(err)
+	}
+	for _, t := range tools {
+		r.tools[t.SourceServerID] = append(r.tools[t.SourceServerID], t)
+	}
+}
+
+// reload re-reads one server's registration and tools (after a registration, rename or config change).
+func (r *routerActor) reload(id string) {
+	sctx, cancel := storeCtx()
+	defer cancel()
+	s, err := r.d.Store.GetServer(sctx, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		delete(r.servers, id)
+		delete(r.tools, id)
+		return
+	}
+	if err != nil {
+		r.d.Logger.Error("router: reload server", "server_id", id, "error", err)
+		return
+	}
+	old, known := r.servers[id]
+	status := s.Status
+	if known && old.Status != "" {
+		status = old.Status // events are the truth about live state; the row may lag them
+	}
+	r.servers[id] = ServerEntry{ID: s.ID, Name: s.Name, Status: status}
+	r.reloadTools(id)
+}
+
+func (r *routerActor) reloadTools(id string) {
+	if _, ok := r.servers[id]; !ok {
+		return
+	}
+	sctx, cancel := storeCtx()
+	defer cancel()
+	tools, _, err := r.d.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		r.d.Logger.Error("router: reload tools", "server_id", id, "error", err)
+		return
+	}
+	r.tools[id] = tools
+}
+
+func (r *routerActor) publish() {
+	r.version++
+	t := buildRouteTable(r.servers, r.tools, r.sep, r.version)
+	r.table.Store(t)
+	r.hooks.call(t)
+}
+
+// Routes is the current routing table.
+func (s *System) Routes() *RouteTable { return s.routes.Load() }
+
+// OnRoutesChanged calls fn with every new routing table until the returned function is called. fn runs on the
+// router's goroutine: it must not block.
+func (s *System) OnRoutesChanged(fn func(*RouteTable)) (cancel func()) { return s.hooks.add(fn) }
+
+// serverPID addresses a server actor directly: its name is fixed by the registry, and it survives restarts.
+func (s *System) serverPID(id string) *actor.PID {
+	return actor.NewPID(s.sys.Address(), "registry/server-"+id)
+}
+
+// Call runs a tool through the server actor the route names, straight from the caller: no other actor is on the
+// path, and nothing blocks but this call. progress, when set, receives the backend's progress notifications.
+func (s *System) Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error) {
+	deadline := s.callDeadline(ctx)
+	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli()}
+	if progress != nil {
+		pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			if p, ok := c.Message().(*pb.Progress); ok {
+				progress(p)
+			}
+		}))
+		defer s.sys.Root.Stop(pid)
+		msg.ProgressTo = &pb.PID{Address: pid.Address, Id: pid.Id}
+	}
+	res, err := s.askServer(ctx, r.ServerID, msg, deadline)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := res.(*pb.CallToolReply)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T to call", res)
+	}
+	return reply, nil
+}

@@ -1,0 +1,91 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+)
+
+// panickyStore makes the server actor of one server panic inside its mailbox (while recording a health check),
+// the way a bug would.
+type panickyStore struct {
+	persistence.Store
+	target atomic.Value // server id
+	panics atomic.Int32
+}
+
+func (p *panickyStore) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
+	if id, _ := p.target.Load().(string); id == h.ServerID && p.panics.Add(-1) >= 0 {
+		panic("injected failure in the server actor")
+	}
+	return p.Store.RecordHealth(ctx, h)
+}
+
+// TestPanickingServerActorRestartsAlone: the actor of one server panics twice; each time the supervisor restarts it
+// after a backoff, its old session and child process are released (never two children), it reconnects by itself,
+// and a sibling server keeps answering calls throughout.
+func TestPanickingServerActorRestartsAlone(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ps := &panickyStore{Store: st}
+	cfg := testConfig()
+	cfg.HealthInterval = 100 * time.Millisecond
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: ps, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	defer r.stop()
+
+	cmd, args := peertest.EverythingStdio(t)
+	marker := fmt.Sprintf("panic-marker-%d", time.Now().UnixNano())
+	victim := r.register("victim", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": append(args, marker)}, nil, true)
+	sibling := r.register("sibling", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	r.waitStatus(victim.ID, persistence.StatusConnected, 30*time.Second)
+	r.waitStatus(sibling.ID, persistence.StatusConnected, 30*time.Second)
+
+	// The victim's health checks skip I/O while it has recent traffic; without traffic the next check pings and
+	// then panics while recording the result.
+	ps.panics.Store(2)
+	ps.target.Store(victim.ID)
+	deadline := time.Now().Add(20 * time.Second)
+	for ps.panics.Load() >= 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the injected panics did not happen")
+		}
+		mustEcho(t, r, sibling.ID, "still here")
+		if n := len(peertest.ProcessesWithArg(marker)); n > 1 {
+			t.Fatalf("%d child processes for one server: the crashed actor leaked its session", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.waitStatus(victim.ID, persistence.StatusConnected, 30*time.Second)
+	mustEcho(t, r, victim.ID, "restarted")
+	if n := len(peertest.ProcessesWithArg(marker)); n != 1 {
+		t.Fatalf("%d child processes after restart, want exactly 1", n)
+	}
+	hist, _ := st.ListHistory(context.Background(), victim.ID, 100)
+	restarts := 0
+	for _, h := range hist {
+		if h.EventType == persistence.StatusDisconnected {
+			restarts++
+		}
+	}
+	if restarts < 2 {
+		t.Fatalf("history shows %d resets, want one per restart (2)", restarts)
+	}
+	if got, _ := st.GetServer(context.Background(), sibling.ID); got.Status != persistence.StatusConnected {
+		t.Fatalf("sibling is %s", got.Status)
+	}
+}
