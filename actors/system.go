@@ -256,4 +256,6 @@ func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
 }
 
-func (l levelFloor) WithGroup(name string) slog.Handler { return levelFloor{l.Handler.WithGroup(name), l.min} }
+func (l levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{l.Handler.WithGroup(name), l.min}
+}
