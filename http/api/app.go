@@ -1,0 +1,153 @@
+// Package api is the REST admin front end of the aggregator daemon (/api/v1/aggregator, system-contract.md): it
+// validates requests (BR-001), reads the Store for queries, sends every write to the actor system through
+// actors.Control, and answers every failure in the one error shape {"detail","error_code","context"}.
+//
+// The package holds no mutable global state: New builds a self-contained *fiber.App from its Deps, so several
+// apps (tests, a future second listener) can live side by side.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// apiPrefix is the base path of every route.
+const apiPrefix = "/api/v1/aggregator"
+
+// Defaults used where Config leaves a field zero.
+const (
+	DefaultMaxBodyBytes        = 1 << 20
+	DefaultAskTimeout          = 5 * time.Second
+	DefaultHealthTimeout       = 2 * time.Second
+	DefaultHealthCheckInterval = 30 * time.Second
+	DefaultReadTimeout         = 30 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultIdleTimeout         = 120 * time.Second
+)
+
+// Config tunes the front end. Zero fields take the Default* values, so Config{} is usable.
+type Config struct {
+	// MaxBodyBytes caps request bodies; a larger one is answered 413 REQUEST_TOO_LARGE.
+	MaxBodyBytes int
+	// HealthCheckInterval is the actors' health check period, reported by GET /state.
+	HealthCheckInterval time.Duration
+	// StartedAt is when the daemon started, for uptime_seconds (default: when New is called).
+	StartedAt time.Time
+	// AskTimeout is the deadline of each Control call and Store read a request makes; past it the answer is 503
+	// SERVICE_BUSY rather than a hung request.
+	AskTimeout time.Duration
+	// HealthTimeout bounds the Store.Ping of GET /health, which must answer fast even with the database down.
+	HealthTimeout time.Duration
+	// ReadTimeout, WriteTimeout and IdleTimeout bound slow clients on the connection.
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	IdleTimeout  time.Duration
+	// Now is the clock (default time.Now); tests replace it.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.AskTimeout <= 0 {
+		c.AskTimeout = DefaultAskTimeout
+	}
+	if c.HealthTimeout <= 0 {
+		c.HealthTimeout = DefaultHealthTimeout
+	}
+	if c.HealthCheckInterval <= 0 {
+		c.HealthCheckInterval = DefaultHealthCheckInterval
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.StartedAt.IsZero() {
+		c.StartedAt = c.Now()
+	}
+	return c
+}
+
+// Deps is everything the front end needs, injected so tests can use fakes. Store and Control are required.
+type Deps struct {
+	// Store answers the read-only endpoints.
+	Store persistence.Store
+	// Control performs every write (register, update, connect, disconnect, remove) through the actors.
+	Control actors.Control
+	// Logger receives the access log and unexpected errors (default: discard).
+	Logger *slog.Logger
+	Config Config
+}
+
+// server holds one app's dependencies; its methods are the handlers.
+type server struct {
+	store   persistence.Store
+	control actors.Control
+	log     *slog.Logger
+	cfg     Config
+}
+
+// New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
+// Store or Control is missing, a wiring mistake that must fail at start.
+func New(d Deps) *fiber.App {
+	if d.Store == nil || d.Control == nil {
+		panic("api.New: Deps.Store and Deps.Control are required")
+	}
+	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+
+	app := fiber.New(fiber.Config{
+		AppName:               "mcp-aggregator",
+		BodyLimit:             s.cfg.MaxBodyBytes,
+		ErrorHandler:          s.handleError,
+		DisableStartupMessage: true,
+		// Values from the ctx (params, headers, query) are copies, safe to hand to actors that outlive the request.
+		Immutable: true,
+		// No endpoint takes forms; without this fasthttp would parse multipart bodies before the handler can
+		// refuse them with 415.
+		DisablePreParseMultipartForm: true,
+		ReadTimeout:                  s.cfg.ReadTimeout,
+		WriteTimeout:                 s.cfg.WriteTimeout,
+		IdleTimeout:                  s.cfg.IdleTimeout,
+	})
+	app.Use(s.requestContext)
+	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
+
+	g := app.Group(apiPrefix)
+	g.Post("/servers", s.createServer)
+	g.Get("/servers", s.listServers)
+	g.Get("/servers/:id", s.getServer)
+	g.Patch("/servers/:id", s.patchServer)
+	g.Delete("/servers/:id", s.deleteServer)
+	g.Post("/servers/:id/connect", s.connectServer)
+	g.Post("/servers/:id/disconnect", s.disconnectServer)
+	g.Get("/servers/:id/tools", s.listServerTools)
+	g.Get("/servers/:id/history", s.serverHistory)
+	g.Get("/state", s.state)
+	g.Get("/health", s.health)
+	return app
+}
+
+// opContext derives the context of one Control call or Store read: the request's context (which carries the
+// request id) with the ask deadline.
+func (s *server) opContext(c *fiber.Ctx) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.UserContext(), s.cfg.AskTimeout)
+}

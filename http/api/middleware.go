@@ -1,0 +1,120 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mcpgw/aggregator/http/api/requestid"
+)
+
+// localsKey types the keys this package stores in fiber.Ctx locals, so they cannot collide with others.
+type localsKey int
+
+const localRequestID localsKey = iota
+
+// maxRequestIDLength bounds an id a client sends; a longer or odd one is replaced rather than logged.
+const maxRequestIDLength = 128
+
+// anonymousActor is the audit actor until authentication exists.
+const anonymousActor = "anonymous"
+
+// requestContext is the outermost middleware. It gives the request an id (the caller's X-Request-ID when sane,
+// else a new UUID), echoes it, stores it in the locals and in the user context (so Control calls and their logs
+// carry it), renders any error of the chain itself so the status is final, and writes one log line per request.
+func (s *server) requestContext(c *fiber.Ctx) error {
+	start := time.Now()
+	rid := sanitizeRequestID(c.Get(requestid.Header))
+	if rid == "" {
+		rid = uuid.NewString()
+	}
+	c.Locals(localRequestID, rid)
+	c.Set(requestid.Header, rid)
+	c.SetUserContext(requestid.With(c.UserContext(), rid))
+
+	if err := c.Next(); err != nil {
+		if herr := s.handleError(c, err); herr != nil {
+			// Rendering the error failed (it cannot in practice): answer a bare 500 rather than nothing.
+			s.log.LogAttrs(c.UserContext(), slog.LevelError, "writing error response failed",
+				slog.String("request_id", rid), slog.Any("error", herr))
+			c.Status(fiber.StatusInternalServerError)
+		}
+	}
+	s.logRequest(c, rid, time.Since(start))
+	return nil
+}
+
+// ensureRequestID returns the request's id, creating and echoing one when the middleware has not run (errors
+// Fiber raises before routing); early reports that case.
+func (s *server) ensureRequestID(c *fiber.Ctx) (rid string, early bool) {
+	if rid, ok := c.Locals(localRequestID).(string); ok {
+		return rid, false
+	}
+	rid = uuid.NewString()
+	c.Locals(localRequestID, rid)
+	c.Set(requestid.Header, rid)
+	return rid, true
+}
+
+// logRequest writes the access line: method, route pattern (never the raw path), status, duration, request id.
+// Bodies and headers are never logged.
+func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
+	status := c.Response().StatusCode()
+	level := slog.LevelInfo
+	if status >= fiber.StatusInternalServerError {
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(c.UserContext(), level, "http request",
+		slog.String("method", c.Method()),
+		slog.String("route", routePattern(c)),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+		slog.String("request_id", rid))
+}
+
+// routePattern is the matched route ("/api/v1/aggregator/servers/:id"), or "unmatched". Middleware routes are
+// registered on "/", which no API route uses.
+func routePattern(c *fiber.Ctx) string {
+	r := c.Route()
+	if r == nil || r.Path == "/" || r.Path == "" || !strings.HasPrefix(r.Path, apiPrefix) {
+		return "unmatched"
+	}
+	return r.Path
+}
+
+// sanitizeRequestID keeps a caller's id only when it is short and made of characters safe in logs and headers.
+func sanitizeRequestID(id string) string {
+	if id == "" || len(id) > maxRequestIDLength {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':'
+		if !ok {
+			return ""
+		}
+	}
+	return id
+}
+
+// logPanic is the recover middleware's stack trace handler: the panic and stack go to the log with the request
+// id; the client gets the generic 500.
+func (s *server) logPanic(c *fiber.Ctx, v any) {
+	rid, _ := c.Locals(localRequestID).(string)
+	s.log.LogAttrs(c.UserContext(), slog.LevelError, "panic in handler",
+		slog.String("route", routePattern(c)),
+		slog.String("request_id", rid),
+		slog.String("panic", fmt.Sprint(v)),
+		slog.String("stack", string(debug.Stack())))
+}
+
+// actorOf names who made the request, for the audit log.
+func actorOf(*fiber.Ctx) string {
+	return anonymousActor
+}

@@ -1,0 +1,23 @@
+// Package requestid carries the id of the HTTP request that caused some work inside a context.Context. It lives
+// apart from package api, with no dependencies, so the actors, the stores and their loggers can read the id
+// without importing the HTTP front end (which would be an import cycle: api imports actors).
+package requestid
+
+import "context"
+
+// Header is the HTTP header a caller may send its own request id in; the front end echoes it on every response.
+const Header = "X-Request-ID"
+
+// ctxKey is unexported so no other package can collide with or overwrite the value.
+type ctxKey struct{}
+
+// With returns a copy of ctx carrying id, so downstream code can log which request it works for.
+func With(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// From returns the request id carried by ctx, or "" when there is none (work not started by an HTTP request).
+func From(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}

@@ -1,0 +1,329 @@
+package api
+
+import (
+	"fmt"
+	"mime"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Paging bounds of the list endpoints.
+const (
+	defaultLimit        = 100
+	maxLimit            = 1000
+	defaultHistoryLimit = 50
+)
+
+// knownStatus reports whether s is a server status, the values the status filter accepts.
+func knownStatus(s string) bool {
+	switch s {
+	case persistence.StatusDisconnected, persistence.StatusConnecting, persistence.StatusConnected,
+		persistence.StatusDegraded, persistence.StatusError, persistence.StatusDisconnecting:
+		return true
+	}
+	return false
+}
+
+// statusList names the accepted statuses in the filter's error message.
+const statusList = "DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR, DISCONNECTING"
+
+// serverID reads the :id parameter. Only a canonical UUID (8-4-4-4-12 hex, any case) is accepted; anything else is
+// a server that cannot exist, answered 404 without asking anyone. The id is returned in lowercase canonical form.
+func serverID(c *fiber.Ctx) (string, error) {
+	raw := c.Params("id")
+	if len(raw) != 36 {
+		return "", serverNotFound(raw)
+	}
+	u, err := uuid.Parse(raw)
+	if err != nil {
+		return "", serverNotFound(raw)
+	}
+	return u.String(), nil
+}
+
+// jsonBody returns a copy of the request body (the ctx reuses its buffer after the handler returns). A body sent
+// with a Content-Type other than JSON is refused with 415: it also keeps browsers from posting a registration
+// cross-site as a "simple" text/plain or form request, which needs no CORS preflight.
+func jsonBody(c *fiber.Ctx, maxBytes int) ([]byte, error) {
+	body := c.Body()
+	if len(body) > maxBytes {
+		return nil, fiber.ErrRequestEntityTooLarge
+	}
+	if len(body) > 0 {
+		if ct := c.Get(fiber.HeaderContentType); ct != "" {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || (mt != fiber.MIMEApplicationJSON && !strings.HasSuffix(mt, "+json")) {
+				return nil, fiber.ErrUnsupportedMediaType
+			}
+		}
+	}
+	return append([]byte(nil), body...), nil
+}
+
+// queryInt reads an integer query parameter within [lo, hi]; absent means def. Errors go to v.
+func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
+	args := c.Context().QueryArgs()
+	if !args.Has(name) {
+		return def
+	}
+	loc := []any{"query", name}
+	n, err := strconv.Atoi(string(args.Peek(name)))
+	switch {
+	case err != nil:
+		v.add(FieldTypeError, "Input should be a valid integer", loc)
+	case n < lo:
+		v.add(FieldValueError, fmt.Sprintf("Input should be greater than or equal to %d", lo), loc)
+	case n > hi:
+		v.add(FieldValueError, fmt.Sprintf("Input should be less than or equal to %d", hi), loc)
+	default:
+		return n
+	}
+	return def
+}
+
+// queryBool reads a boolean query parameter (true/false/1/0, any case); absent means false.
+func queryBool(c *fiber.Ctx, v *validator, name string) bool {
+	args := c.Context().QueryArgs()
+	if !args.Has(name) {
+		return false
+	}
+	b, err := strconv.ParseBool(strings.ToLower(string(args.Peek(name))))
+	if err != nil {
+		v.add(FieldTypeError, "Input should be a valid boolean", []any{"query", name})
+	}
+	return b
+}
+
+// POST /servers: validate (BR-001), then register through the actors. 201 with the full server.
+func (s *server) createServer(c *fiber.Ctx) error {
+	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	req, ferrs := ValidateRegistration(body)
+	if len(ferrs) > 0 {
+		return validationError(ferrs)
+	}
+	req.Actor = actorOf(c)
+	req.IP = c.IP()
+
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	srv, err := s.control.Register(ctx, req)
+	if err != nil {
+		return mapError(fmt.Errorf("register server %q: %w", req.Name, err), subject{name: req.Name})
+	}
+	c.Location(apiPrefix + "/servers/" + srv.ID)
+	return c.Status(fiber.StatusCreated).JSON(newServerDetailView(srv))
+}
+
+// GET /servers: page of servers, optionally filtered by status and with their tools.
+func (s *server) listServers(c *fiber.Ctx) error {
+	var v validator
+	status := ""
+	if c.Context().QueryArgs().Has("status") {
+		status = strings.ToUpper(c.Query("status"))
+		if !knownStatus(status) {
+			v.add(FieldValueError, "Input should be one of "+statusList, []any{"query", "status"})
+		}
+	}
+	includeTools := queryBool(c, &v, "include_tools")
+	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
+	if len(v.errs) > 0 {
+		return validationError(v.errs)
+	}
+
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	servers, total, err := s.store.ListServers(ctx, persistence.ListServersFilter{Status: status, Limit: limit, Offset: offset})
+	if err != nil {
+		return mapError(fmt.Errorf("list servers: %w", err), subject{})
+	}
+	out := serverListView{Total: total, Limit: limit, Offset: offset}
+	if includeTools {
+		items := make([]serverWithToolsView, 0, len(servers))
+		for _, srv := range servers {
+			tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: srv.ID})
+			if err != nil {
+				return mapError(fmt.Errorf("list tools of %s: %w", srv.ID, err), subject{id: srv.ID})
+			}
+			items = append(items, serverWithToolsView{serverView: newServerView(srv), Tools: newToolViews(tools)})
+		}
+		out.Servers = items
+	} else {
+		items := make([]serverView, 0, len(servers))
+		for _, srv := range servers {
+			items = append(items, newServerView(srv))
+		}
+		out.Servers = items
+	}
+	return c.JSON(out)
+}
+
+// maxOffset keeps offsets in a range every store handles (and far beyond any real list).
+const maxOffset = 1<<31 - 1
+
+// GET /servers/{id}: the detail view.
+func (s *server) getServer(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	srv, err := s.store.GetServer(ctx, id)
+	if err != nil {
+		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	return c.JSON(newServerDetailView(srv))
+}
+
+// PATCH /servers/{id}: change name, description, connection config or health URL through the actors. The
+// server is read first because its transport decides which connection_config is valid.
+func (s *server) patchServer(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	current, err := s.store.GetServer(ctx, id)
+	if err != nil {
+		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	patch, ferrs := ValidatePatch(body, current.TransportType)
+	if len(ferrs) > 0 {
+		return validationError(ferrs)
+	}
+	name := current.Name
+	if patch.Name != nil {
+		name = *patch.Name
+	}
+	srv, err := s.control.Update(ctx, id, patch)
+	if err != nil {
+		return mapError(fmt.Errorf("update server %s: %w", id, err), subject{id: c.Params("id"), name: name})
+	}
+	return c.JSON(newServerDetailView(srv))
+}
+
+// DELETE /servers/{id}: disconnect and remove with tools and history. 204.
+func (s *server) deleteServer(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	if err := s.control.Remove(ctx, id); err != nil {
+		return mapError(fmt.Errorf("remove server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+// POST /servers/{id}/connect: idempotent (BR-002); any body is ignored.
+func (s *server) connectServer(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	res, err := s.control.Connect(ctx, id)
+	if err != nil {
+		return mapError(fmt.Errorf("connect server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	return c.JSON(res)
+}
+
+// POST /servers/{id}/disconnect: optional {"force": bool} body (BR-007); empty means force=false.
+func (s *server) disconnectServer(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	force, ferrs := validateDisconnect(body)
+	if len(ferrs) > 0 {
+		return validationError(ferrs)
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	res, err := s.control.Disconnect(ctx, id, force)
+	if err != nil {
+		return mapError(fmt.Errorf("disconnect server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	return c.JSON(res)
+}
+
+// GET /servers/{id}/tools: page of the server's tools with classification totals.
+func (s *server) listServerTools(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	var v validator
+	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
+	if len(v.errs) > 0 {
+		return validationError(v.errs)
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	if _, err := s.store.GetServer(ctx, id); err != nil {
+		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id, Limit: limit, Offset: offset})
+	if err != nil {
+		return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	counts, err := s.store.CountTools(ctx, id)
+	if err != nil {
+		return mapError(fmt.Errorf("count tools of %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	return c.JSON(toolListView{
+		Tools:        newToolViews(tools),
+		Total:        counts.Total,
+		Classified:   counts.Classified,
+		Unclassified: counts.Unclassified,
+	})
+}
+
+// GET /servers/{id}/history: the newest connection events first.
+func (s *server) serverHistory(c *fiber.Ctx) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	var v validator
+	limit := queryInt(c, &v, "limit", defaultHistoryLimit, 1, maxLimit)
+	if len(v.errs) > 0 {
+		return validationError(v.errs)
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	if _, err := s.store.GetServer(ctx, id); err != nil {
+		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	events, err := s.store.ListHistory(ctx, id, limit)
+	if err != nil {
+		return mapError(fmt.Errorf("list history of %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	out := historyView{ServerID: id, History: make([]historyEventView, 0, len(events)), Limit: limit}
+	for _, e := range events {
+		out.History = append(out.History, newHistoryEventView(e))
+	}
+	return c.JSON(out)
+}

@@ -1,0 +1,150 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Health statuses of GET /health.
+const (
+	healthHealthy   = "healthy"
+	healthDegraded  = "degraded"
+	healthUnhealthy = "unhealthy"
+)
+
+// GET /state: server counts by status, tool classification totals, the last change seen and uptime.
+func (s *server) state(c *fiber.Ctx) error {
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	byStatus, err := s.store.CountServersByStatus(ctx)
+	if err != nil {
+		return mapError(fmt.Errorf("count servers: %w", err), subject{})
+	}
+	tools, err := s.store.CountTools(ctx, "")
+	if err != nil {
+		return mapError(fmt.Errorf("count tools: %w", err), subject{})
+	}
+	// last_sync is the latest updated_at of any server: every status change, health record and tool refresh
+	// touches it. The server count is bounded (MCP_AGGREGATOR_MAX_SERVERS), so reading them all is cheap.
+	servers, _, err := s.store.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil {
+		return mapError(fmt.Errorf("list servers: %w", err), subject{})
+	}
+	var lastSync *string
+	if len(servers) > 0 {
+		latest := servers[0].UpdatedAt
+		for _, srv := range servers[1:] {
+			if srv.UpdatedAt.After(latest) {
+				latest = srv.UpdatedAt
+			}
+		}
+		if !latest.IsZero() {
+			t := formatTime(latest)
+			lastSync = &t
+		}
+	}
+
+	total := 0
+	for _, n := range byStatus {
+		total += n
+	}
+	uptime := int64(s.cfg.Now().Sub(s.cfg.StartedAt).Seconds())
+	if uptime < 0 {
+		uptime = 0
+	}
+	return c.JSON(stateView{
+		TotalServers:               total,
+		ConnectedServers:           byStatus[persistence.StatusConnected],
+		DisconnectedServers:        byStatus[persistence.StatusDisconnected],
+		ErrorServers:               byStatus[persistence.StatusError],
+		ConnectingServers:          byStatus[persistence.StatusConnecting],
+		DegradedServers:            byStatus[persistence.StatusDegraded],
+		TotalTools:                 tools.Total,
+		ClassifiedTools:            tools.Classified,
+		UnclassifiedTools:          tools.Unclassified,
+		LastSync:                   lastSync,
+		HealthCheckIntervalSeconds: int64(s.cfg.HealthCheckInterval.Seconds()),
+		UptimeSeconds:              uptime,
+	})
+}
+
+// GET /health: healthy; degraded (200) when servers are in ERROR; unhealthy (503) when the database does not
+// answer within HealthTimeout. Database errors are logged, and reported only as "error: timeout" or
+// "error: unavailable" since this endpoint is for probes and must not reveal connection details.
+func (s *server) health(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), s.cfg.HealthTimeout)
+	defer cancel()
+	out := healthView{Status: healthHealthy, Checks: healthChecks{Database: "ok", Qdrant: "not_configured", Sessions: "ok"}}
+
+	byStatus, err := s.checkDatabase(ctx)
+	if err != nil {
+		s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "health check: database failed",
+			slog.String("request_id", requestIDOf(c)), slog.Any("error", err))
+		out.Status = healthUnhealthy
+		out.Checks.Database = "error: unavailable"
+		if errors.Is(err, context.DeadlineExceeded) {
+			out.Checks.Database = "error: timeout"
+		}
+		out.Checks.Sessions = "unknown"
+		out.Issues = []string{"database unreachable"}
+		return c.Status(fiber.StatusServiceUnavailable).JSON(out)
+	}
+
+	total := 0
+	for _, n := range byStatus {
+		total += n
+	}
+	out.Servers = &healthServers{
+		Total:     total,
+		Connected: byStatus[persistence.StatusConnected],
+		Error:     byStatus[persistence.StatusError],
+	}
+	if n := byStatus[persistence.StatusError]; n > 0 {
+		out.Status = healthDegraded
+		out.Checks.Sessions = "degraded"
+		noun := "servers"
+		if n == 1 {
+			noun = "server"
+		}
+		out.Issues = append(out.Issues, fmt.Sprintf("%d %s in error state", n, noun))
+	}
+	return c.JSON(out)
+}
+
+// checkDatabase pings the store and counts servers by status. It returns when ctx ends even if the store ignores
+// the context, so a wedged database cannot hang the probe; the abandoned call finishes in the background.
+func (s *server) checkDatabase(ctx context.Context) (map[string]int, error) {
+	type result struct {
+		byStatus map[string]int
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		if err := s.store.Ping(ctx); err != nil {
+			done <- result{err: fmt.Errorf("ping %s store: %w", s.store.Kind(), err)}
+			return
+		}
+		byStatus, err := s.store.CountServersByStatus(ctx)
+		if err != nil {
+			err = fmt.Errorf("count servers: %w", err)
+		}
+		done <- result{byStatus: byStatus, err: err}
+	}()
+	select {
+	case r := <-done:
+		return r.byStatus, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("database check: %w", ctx.Err())
+	}
+}
+
+func requestIDOf(c *fiber.Ctx) string {
+	rid, _ := c.Locals(localRequestID).(string)
+	return rid
+}
