@@ -33,6 +33,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzValidateRegistration -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz FuzzValidatePatch -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz FuzzValidateCall -fuzztime $(FUZZTIME) ./http/api
 
 ## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)
 proto:

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // Errors the Control methods return (wrapped) besides persistence.ErrNotFound and persistence.ErrAlreadyExists.
@@ -60,4 +61,12 @@ type Control interface {
 	Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error)
 	// Remove disconnects and deletes the server with its tools and history.
 	Remove(ctx context.Context, id string) error
+
+	// Routes is the current routing table: a lock-free snapshot, kept current from events.
+	Routes() *RouteTable
+	// Call runs a tool on the server the route names; progress, when set, receives the backend's progress
+	// notifications while the call runs. Errors of the call itself come back in the reply's ErrorInfo.
+	Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)
+	// RefreshTools starts a discovery of a connected server (UnavailableError when it is not connected).
+	RefreshTools(ctx context.Context, id string) error
 }

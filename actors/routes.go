@@ -245,3 +245,17 @@ func sanitize(s string) string {
 	}
 	return string(b)
 }
+
+// NewRouteTable builds a table from a list of servers and their stored tools (tests and tools that build a table
+// without the router actor).
+func NewRouteTable(servers []ServerEntry, tools []persistence.Tool, sep string) *RouteTable {
+	sm := make(map[string]ServerEntry, len(servers))
+	for _, s := range servers {
+		sm[s.ID] = s
+	}
+	tm := map[string][]persistence.Tool{}
+	for _, t := range tools {
+		tm[t.SourceServerID] = append(tm[t.SourceServerID], t)
+	}
+	return buildRouteTable(sm, tm, sep, 1)
+}

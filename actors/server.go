@@ -542,7 +542,8 @@ func (a *serverActor) reload() *pb.Ack {
 	old := a.rec
 	rec.Status = a.status
 	a.rec = rec
-	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig) || old.Name != rec.Name
+	// Only the connection config matters to the session; a rename or a new description keeps it.
+	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
 	if !changed {
 		if a.sess != nil && ptrStr(old.HealthCheckURL) != ptrStr(rec.HealthCheckURL) {
 			a.scheduleHealth()

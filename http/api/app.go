@@ -141,8 +141,10 @@ func New(d Deps) *fiber.App {
 	g.Post("/servers/:id/disconnect", s.disconnectServer)
 	g.Get("/servers/:id/tools", s.listServerTools)
 	g.Get("/servers/:id/history", s.serverHistory)
+	g.Post("/servers/:id/tools/refresh", s.refreshTools)
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
+	app.Post("/api/v1/tools/call", s.callTool)
 	return app
 }
 

@@ -27,6 +27,11 @@ const (
 	CodeNotFound             = "NOT_FOUND"
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
 	CodeInternal             = "INTERNAL_ERROR"
+	CodeToolNotFound         = "TOOL_NOT_FOUND"
+	CodeToolAmbiguous        = "TOOL_AMBIGUOUS"
+	CodeServerUnavailable    = "SERVER_UNAVAILABLE"
+	CodeExecutionFailed      = "EXECUTION_FAILED"
+	CodeRequestTimeout       = "REQUEST_TIMEOUT"
 )
 
 // ErrorBody is the one shape of every error answer: Detail is a message, or for 422 the list of FieldError;
@@ -35,6 +40,15 @@ type ErrorBody struct {
 	Detail    any            `json:"detail"`
 	ErrorCode string         `json:"error_code"`
 	Context   map[string]any `json:"context,omitempty"`
+	// Server is set on SERVER_UNAVAILABLE: which server, and its state.
+	Server *ServerRef `json:"server,omitempty"`
+}
+
+// ServerRef names a server and its state in an error or a search result.
+type ServerRef struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
 }
 
 // apiError is what handlers return to answer with a given status and error body; the ErrorHandler renders it.
@@ -43,6 +57,7 @@ type apiError struct {
 	code    string
 	detail  any
 	context map[string]any
+	server  *ServerRef
 }
 
 func (e *apiError) Error() string {
@@ -128,7 +143,7 @@ func writeError(c *fiber.Ctx, ae *apiError) error {
 	if ae.code == CodeServiceBusy {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
-	body := ErrorBody{Detail: ae.detail, ErrorCode: ae.code}
+	body := ErrorBody{Detail: ae.detail, ErrorCode: ae.code, Server: ae.server}
 	if len(ae.context) > 0 {
 		body.Context = ae.context
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"slices"
 	"sync"
 	"time"
@@ -272,6 +273,36 @@ type fakeControl struct {
 	discon  actors.DisconnectResult
 	block   bool   // wait for ctx to end, then return ErrAskTimeout (as the real asks do)
 	panics  string // panic with this value instead of answering
+	routes  *actors.RouteTable
+	reply   *pb.CallToolReply // what Call answers
+	args    []byte            // the arguments Call received
+	refresh error             // what RefreshTools answers
+}
+
+func (f *fakeControl) Routes() *actors.RouteTable {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routes == nil {
+		return actors.NewRouteTable(nil, nil, "__")
+	}
+	return f.routes
+}
+
+func (f *fakeControl) Call(ctx context.Context, r actors.Route, args []byte, _ func(*pb.Progress)) (*pb.CallToolReply, error) {
+	if err := f.record(ctx, controlCall{method: "Call", id: r.ServerID}); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.args = args
+	return f.reply, nil
+}
+
+func (f *fakeControl) RefreshTools(ctx context.Context, id string) error {
+	if err := f.record(ctx, controlCall{method: "RefreshTools", id: id}); err != nil {
+		return err
+	}
+	return f.refresh
 }
 
 func (f *fakeControl) record(ctx context.Context, c controlCall) error {

@@ -66,7 +66,10 @@ func (s *server) ensureRequestID(c *fiber.Ctx) (rid string, early bool) {
 func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
 	status := c.Response().StatusCode()
 	level := slog.LevelInfo
-	if status >= fiber.StatusInternalServerError {
+	switch {
+	case status == fiber.StatusBadGateway || status == fiber.StatusServiceUnavailable || status == fiber.StatusGatewayTimeout:
+		level = slog.LevelWarn // a backend's trouble, or load: reported, not our failure
+	case status >= fiber.StatusInternalServerError:
 		level = slog.LevelError
 	}
 	s.log.LogAttrs(c.UserContext(), level, "http request",
@@ -81,7 +84,7 @@ func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
 // registered on "/", which no API route uses.
 func routePattern(c *fiber.Ctx) string {
 	r := c.Route()
-	if r == nil || r.Path == "/" || r.Path == "" || !strings.HasPrefix(r.Path, apiPrefix) {
+	if r == nil || r.Path == "/" || r.Path == "" || !strings.HasPrefix(r.Path, "/api/") {
 		return "unmatched"
 	}
 	return r.Path

@@ -1,11 +1,13 @@
-// Package integration_test runs the admin API against the real embedded SQLite store. It lives apart from package
-// api so the unit tests and the fuzz target of package api do not depend on the store package building.
+// Package integration_test runs the admin API against the real actor system, the real embedded SQLite store and
+// real MCP backends (npm's server-everything, and an in-process go-sdk server). It lives apart from package api so
+// the unit tests and the fuzz target of package api do not depend on the whole daemon building.
 package integration_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -18,7 +20,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -29,44 +35,6 @@ const base = "/api/v1/aggregator"
 const sseBody = `{"name":"github-mcp","description":"GitHub MCP Server for repository operations","transport_type":"SSE",
 	"connection_config":{"url":"https://github-mcp.example.com/sse","headers":{"Authorization":"Bearer ${GITHUB_TOKEN}"}},
 	"health_check_url":"https://github-mcp.example.com/health","auto_connect":true}`
-
-// storeControl stands in for the actor system: it performs each write directly on the store.
-type storeControl struct {
-	store persistence.Store
-}
-
-func (c *storeControl) Register(ctx context.Context, r actors.RegisterRequest) (persistence.Server, error) {
-	s := persistence.Server{Name: r.Name, Description: r.Description, TransportType: r.TransportType,
-		ConnectionConfig: r.ConnectionConfig, HealthCheckURL: r.HealthCheckURL, AutoConnect: r.AutoConnect,
-		Status: persistence.StatusDisconnected}
-	if r.AutoConnect {
-		s.Status = persistence.StatusConnecting
-	}
-	err := c.store.CreateServer(ctx, &s)
-	return s, err
-}
-
-func (c *storeControl) Update(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
-	return c.store.UpdateServer(ctx, id, p)
-}
-
-func (c *storeControl) Connect(ctx context.Context, id string) (actors.ConnectResult, error) {
-	if _, err := c.store.GetServer(ctx, id); err != nil {
-		return actors.ConnectResult{}, err
-	}
-	return actors.ConnectResult{ServerID: id, Status: persistence.StatusConnecting, Message: "Connection initiated"}, nil
-}
-
-func (c *storeControl) Disconnect(ctx context.Context, id string, _ bool) (actors.DisconnectResult, error) {
-	if _, err := c.store.GetServer(ctx, id); err != nil {
-		return actors.DisconnectResult{}, err
-	}
-	return actors.DisconnectResult{ServerID: id, Status: persistence.StatusDisconnected, Message: "Server disconnected successfully"}, nil
-}
-
-func (c *storeControl) Remove(ctx context.Context, id string) error {
-	return c.store.DeleteServer(ctx, id)
-}
 
 type syncBuffer struct {
 	mu  sync.Mutex
@@ -147,10 +115,36 @@ func wantTime(t *testing.T, v any) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestWithSQLiteStore runs the read side and the error mapping against the real embedded store: what the handlers
-// assume of a Store (ErrNotFound, ErrAlreadyExists, ordering, paging, counts, history order, JSON round trip of
-// connection_config) is what the store does.
-func TestWithSQLiteStore(t *testing.T) {
+// goBackend is an in-process go-sdk streamable HTTP server: unlike the TypeScript server, it answers an unknown
+// tool with a JSON-RPC error, and its "slow" tool sleeps as long as it is asked.
+func goBackend(t *testing.T) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "go-backend", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-time.After(5 * time.Second):
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return nil, &jsonrpc.Error{Code: -32603, Message: "backend exploded"}
+		})
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(r.Params.Arguments)}},
+				StructuredContent: map[string]any{"args": json.RawMessage(r.Params.Arguments)}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// TestAPIWithRealActors drives the admin API and POST /api/v1/tools/call through the real actor system against
+// real backends: lifecycle, discovery, routing (namespaced, explicit server_id, ambiguous, unknown), results
+// passed through unchanged, and 502, 503 and 504.
+func TestAPIWithRealActors(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -158,127 +152,184 @@ func TestWithSQLiteStore(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	logs := &syncBuffer{}
-	e := &env{app: api.New(api.Deps{Store: st, Control: &storeControl{store: st},
-		Logger: slog.New(slog.NewJSONHandler(logs, nil))})}
-
-	r := e.do(t, "POST", base+"/servers", sseBody)
-	if r.status != http.StatusCreated {
-		t.Fatalf("register: %d %s", r.status, r.body)
-	}
-	gh := r.json(t)["id"].(string)
-	r = e.do(t, "POST", base+"/servers", `{"name":"local","transport_type":"STDIO","auto_connect":false,
-		"connection_config":{"command":"python","args":["-m","srv"],"env":{"TOKEN":"${TOKEN}"}}}`)
-	if r.status != http.StatusCreated || r.json(t)["status"] != persistence.StatusDisconnected {
-		t.Fatalf("register stdio: %d %s", r.status, r.body)
-	}
-	local := r.json(t)["id"].(string)
-
-	if m := wantError(t, e.do(t, "POST", base+"/servers", sseBody), http.StatusConflict, api.CodeServerAlreadyExists); m["detail"] != "Server already exists: github-mcp" {
-		t.Errorf("409 detail %v", m["detail"])
-	}
-
-	r = e.do(t, "GET", base+"/servers/"+local, "")
-	var detail struct {
-		ConnectionConfig map[string]any `json:"connection_config"`
-		Description      *string        `json:"description"`
-	}
-	if err := json.Unmarshal(r.body, &detail); err != nil || detail.Description != nil ||
-		detail.ConnectionConfig["env"].(map[string]any)["TOKEN"] != "${TOKEN}" {
-		t.Errorf("detail %s (%v)", r.body, err)
-	}
-
-	r = e.do(t, "GET", base+"/servers?limit=1&offset=1", "")
-	if m := r.json(t); m["total"] != 2.0 || m["servers"].([]any)[0].(map[string]any)["id"] != local {
-		t.Errorf("paging %s", r.body)
-	}
-	r = e.do(t, "GET", base+"/servers?status=CONNECTING", "")
-	if m := r.json(t); m["total"] != 1.0 || m["servers"].([]any)[0].(map[string]any)["id"] != gh {
-		t.Errorf("filter %s", r.body)
-	}
-
-	// What the actors would do on connection: transition, then tools.
-	t0 := time.Now().UTC().Truncate(time.Second)
-	must(t, st.RecordTransition(ctx, persistence.Transition{ServerID: gh, From: persistence.StatusConnecting,
-		To: persistence.StatusConnected, Reason: "connected", At: t0}))
-	if _, err := st.ReplaceServerTools(ctx, gh, []persistence.ToolDef{
-		{OriginalName: "create_issue", Description: "Create", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		{OriginalName: "list_repos", Description: "List", InputSchema: json.RawMessage(`{"type":"object"}`)},
-	}); err != nil {
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	cfg := actors.DefaultConfig()
+	cfg.RequestTimeout = 2 * time.Second
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: logger, Config: cfg})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tools, _, err := st.ListTools(ctx, persistence.ListToolsFilter{ServerID: gh})
-	if err != nil || len(tools) != 2 {
-		t.Fatalf("tools %v %v", tools, err)
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(c)
+	})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger})}
+	waitStatus := func(id, want string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r := e.do(t, "GET", base+"/servers/"+id, "")
+			if r.json(t)["status"] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("server %s not %s: %s", id, want, r.body)
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
 	}
-	must(t, st.SetToolClassification(ctx, tools[0].ID, persistence.ToolClassification{
-		State: persistence.ClassificationClassified, SkillIDs: []string{"issue_tracking"}, PrimarySkillID: ptr("issue_tracking")}))
+	waitTool := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, ok := sys.Routes().Tool(name); ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tool %s never routable", name)
+			}
+			time.Sleep(30 * time.Millisecond)
+		}
+	}
 
-	r = e.do(t, "GET", base+"/servers/"+gh+"/tools", "")
-	m := r.json(t)
-	if m["total"] != 2.0 || m["classified"] != 1.0 || m["unclassified"] != 1.0 {
+	cmd, args := peertest.EverythingStdio(t)
+	stdioCfg, _ := json.Marshal(map[string]any{"command": cmd, "args": args})
+	r := e.do(t, "POST", base+"/servers", `{"name":"everything","transport_type":"STDIO","connection_config":`+string(stdioCfg)+`}`)
+	if r.status != http.StatusCreated || r.json(t)["status"] != persistence.StatusConnecting {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	every := r.json(t)["id"].(string)
+	r = e.do(t, "POST", base+"/servers", `{"name":"gob","transport_type":"HTTP","connection_config":{"base_url":"`+goBackend(t)+`"}}`)
+	gob := r.json(t)["id"].(string)
+	r = e.do(t, "POST", base+"/servers", `{"name":"offline","transport_type":"HTTP","auto_connect":false,"connection_config":{"base_url":"http://127.0.0.1:1/mcp"}}`)
+	if r.status != http.StatusCreated || r.json(t)["status"] != persistence.StatusDisconnected {
+		t.Fatalf("register offline: %d %s", r.status, r.body)
+	}
+	offline := r.json(t)["id"].(string)
+	wantError(t, e.do(t, "POST", base+"/servers", `{"name":"gob","transport_type":"HTTP","connection_config":{"base_url":"http://x/mcp"}}`),
+		http.StatusConflict, api.CodeServerAlreadyExists)
+
+	waitStatus(every, persistence.StatusConnected)
+	waitStatus(gob, persistence.StatusConnected)
+	waitTool("everything.echo")
+	waitTool("gob.echo")
+
+	r = e.do(t, "GET", base+"/servers?status=CONNECTED", "")
+	if m := r.json(t); m["total"] != 2.0 {
+		t.Errorf("status filter %s", r.body)
+	}
+	r = e.do(t, "GET", base+"/servers/"+every+"/tools", "")
+	if m := r.json(t); m["total"].(float64) < 12 || m["unclassified"] != m["total"] {
 		t.Errorf("tools %s", r.body)
 	}
-	first := m["tools"].([]any)[0].(map[string]any)
-	if first["name"] != "github-mcp.create_issue" || first["is_classified"] != true || first["primary_skill_id"] != "issue_tracking" {
-		t.Errorf("tool %v", first)
-	}
-	wantTime(t, first["discovered_at"])
+	wantTime(t, r.json(t)["tools"].([]any)[0].(map[string]any)["discovered_at"])
 
-	r = e.do(t, "GET", base+"/servers?include_tools=true", "")
-	if list := r.json(t)["servers"].([]any); len(list[0].(map[string]any)["tools"].([]any)) != 2 ||
-		len(list[1].(map[string]any)["tools"].([]any)) != 0 {
-		t.Errorf("include_tools %s", r.body)
+	// Routing: namespaced, explicit server_id, the original name when unique, ambiguous, unknown.
+	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.echo","arguments":{"message":"hi there"}}`)
+	m := r.json(t)
+	if r.status != 200 || !strings.Contains(string(r.body), "hi there") || m["isError"] != false {
+		t.Fatalf("call: %d %s", r.status, r.body)
+	}
+	meta := m["metadata"].(map[string]any)
+	if meta["routed_to"] != "everything" || meta["server_id"] != every || meta["routing_time_ms"] == nil ||
+		meta["execution_time_ms"] == nil || meta["total_time_ms"] == nil {
+		t.Errorf("metadata %v", meta)
+	}
+	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"`+gob+`","arguments":{"a":[1,2,{"b":null}]}}`)
+	if r.status != 200 || r.json(t)["structuredContent"].(map[string]any)["args"].(map[string]any)["a"].([]any)[2].(map[string]any)["b"] != nil {
+		t.Fatalf("explicit server_id / arguments unchanged: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"get-sum","arguments":{"a":2,"b":3}}`)
+	if r.status != 200 || !strings.Contains(string(r.body), "5") || r.json(t)["metadata"].(map[string]any)["strategy"] != actors.StrategyLookupResolved {
+		t.Fatalf("unique original name: %d %s", r.status, r.body)
+	}
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, api.CodeToolAmbiguous)
+	if ids := m["context"].(map[string]any)["server_ids"].([]any); len(ids) != 2 {
+		t.Errorf("ambiguous context %v", m)
+	}
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.nope"}`), http.StatusNotFound, api.CodeToolNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"nope"}`), http.StatusNotFound, api.CodeToolNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"00000000-0000-0000-0000-000000000000"}`), http.StatusNotFound, api.CodeServerNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","arguments":[1]}`), http.StatusUnprocessableEntity, api.CodeValidation)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"nam":"echo"}`), http.StatusUnprocessableEntity, api.CodeValidation)
+
+	// A tool result with isError is a normal 200; a JSON-RPC error is 502 with the backend's error.
+	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.get-sum","arguments":{"a":"x"}}`)
+	if r.status != 200 || r.json(t)["isError"] != true {
+		t.Fatalf("isError result: %d %s", r.status, r.body)
+	}
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.fail"}`), http.StatusBadGateway, api.CodeExecutionFailed)
+	if c := m["context"].(map[string]any); !strings.Contains(fmt.Sprint(c["backend_error"]), "backend exploded") {
+		t.Errorf("502 must carry the backend's error: %v", m)
+	}
+	// The request timeout gives 504 in the shape, and the backend call is cancelled.
+	start := time.Now()
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.slow"}`), http.StatusGatewayTimeout, api.CodeRequestTimeout)
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("504 after %v, want about the 2s request timeout", took)
 	}
 
-	must(t, st.RecordTransition(ctx, persistence.Transition{ServerID: gh, From: persistence.StatusConnected,
-		To: persistence.StatusError, Reason: "health", ErrorMessage: ptr("3 failed checks"), At: t0.Add(time.Second)}))
-	r = e.do(t, "GET", base+"/servers/"+gh+"/history", "")
-	h := r.json(t)["history"].([]any)
-	if len(h) != 2 || h[0].(map[string]any)["event_type"] != persistence.StatusError {
+	// Refresh: 202 for a connected server, 503 with the server for a disconnected one.
+	r = e.do(t, "POST", base+"/servers/"+every+"/tools/refresh", "")
+	if r.status != http.StatusAccepted || r.json(t)["status"] != "REFRESHING" {
+		t.Fatalf("refresh: %d %s", r.status, r.body)
+	}
+	m = wantError(t, e.do(t, "POST", base+"/servers/"+offline+"/tools/refresh", ""), http.StatusServiceUnavailable, api.CodeServerUnavailable)
+	if srv := m["server"].(map[string]any); srv["id"] != offline || srv["status"] != persistence.StatusDisconnected {
+		t.Errorf("503 server object %v", m)
+	}
+
+	// Disconnected: a call is 503 SERVER_UNAVAILABLE with the server object (AG-US4 AC3).
+	r = e.do(t, "POST", base+"/servers/"+gob+"/disconnect", `{"force":true}`)
+	if r.status != 200 || r.json(t)["status"] != persistence.StatusDisconnected {
+		t.Fatalf("disconnect %d %s", r.status, r.body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.echo"}`)
+		if r.status == http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m = wantError(t, r, http.StatusServiceUnavailable, api.CodeServerUnavailable)
+	if srv := m["server"].(map[string]any); srv["name"] != "gob" || srv["status"] != persistence.StatusDisconnected || m["detail"] != "Server unavailable: gob" {
+		t.Errorf("503 body %v", m)
+	}
+	// With gob gone from the callable set, the bare name "echo" is still ambiguous: tools stay stored (BR-007).
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, api.CodeToolAmbiguous)
+
+	r = e.do(t, "GET", base+"/servers/"+every+"/history", "")
+	if h := r.json(t)["history"].([]any); len(h) < 2 || h[0].(map[string]any)["event_type"] != persistence.StatusConnected {
 		t.Errorf("history %s", r.body)
 	}
-	r = e.do(t, "GET", base+"/servers/"+gh, "")
-	if m := r.json(t); m["error_message"] != "3 failed checks" || m["status"] != persistence.StatusError || m["connected_at"] == nil {
-		t.Errorf("after error %s", r.body)
-	}
-
-	r = e.do(t, "GET", base+"/health", "")
-	if m := r.json(t); r.status != 200 || m["status"] != "degraded" || m["issues"].([]any)[0] != "1 server in error state" {
-		t.Errorf("health %d %s", r.status, r.body)
-	}
 	r = e.do(t, "GET", base+"/state", "")
-	if m := r.json(t); m["total_servers"] != 2.0 || m["error_servers"] != 1.0 || m["total_tools"] != 2.0 ||
-		m["classified_tools"] != 1.0 || m["last_sync"] == nil {
+	if m := r.json(t); m["total_servers"] != 3.0 || m["connected_servers"] != 1.0 || m["total_tools"].(float64) < 14 {
 		t.Errorf("state %s", r.body)
 	}
 
-	// A rename renames the tools; a rename onto a taken name is the store's 409.
-	r = e.do(t, "PATCH", base+"/servers/"+gh, `{"name":"gh","description":"new"}`)
-	if r.status != 200 || r.json(t)["name"] != "gh" {
+	// Rename: the tools follow, and calls by the new namespaced name work.
+	r = e.do(t, "PATCH", base+"/servers/"+every, `{"name":"every2"}`)
+	if r.status != 200 || r.json(t)["name"] != "every2" {
 		t.Fatalf("rename %d %s", r.status, r.body)
 	}
-	r = e.do(t, "GET", base+"/servers/"+gh+"/tools?limit=1", "")
-	if ts := r.json(t)["tools"].([]any); len(ts) != 1 || !strings.HasPrefix(ts[0].(map[string]any)["name"].(string), "gh.") {
-		t.Errorf("renamed tools %s", r.body)
+	waitStatus(every, persistence.StatusConnected)
+	waitTool("every2.echo")
+	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"every2.echo","arguments":{"message":"renamed"}}`)
+	if r.status != 200 {
+		t.Fatalf("call after rename %d %s", r.status, r.body)
 	}
-	wantError(t, e.do(t, "PATCH", base+"/servers/"+gh, `{"name":"local"}`), http.StatusConflict, api.CodeServerAlreadyExists)
 
-	r = e.do(t, "DELETE", base+"/servers/"+gh, "")
+	r = e.do(t, "DELETE", base+"/servers/"+every, "")
 	if r.status != http.StatusNoContent {
 		t.Fatalf("delete %d %s", r.status, r.body)
 	}
 	for _, p := range []string{"", "/tools", "/history"} {
-		wantError(t, e.do(t, "GET", base+"/servers/"+gh+p, ""), http.StatusNotFound, api.CodeServerNotFound)
+		wantError(t, e.do(t, "GET", base+"/servers/"+every+p, ""), http.StatusNotFound, api.CodeServerNotFound)
 	}
-	wantError(t, e.do(t, "POST", base+"/servers/"+gh+"/connect", ""), http.StatusNotFound, api.CodeServerNotFound)
+	wantError(t, e.do(t, "POST", base+"/servers/"+every+"/connect", ""), http.StatusNotFound, api.CodeServerNotFound)
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("unexpected error logs: %s", logs.String())
-	}
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

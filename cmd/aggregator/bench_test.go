@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/pgtest"
+	"github.com/mcpgw/aggregator/persistence/postgres"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func reportLatencies(b *testing.B, ds []time.Duration) {
+	b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(ds, 0.95).Microseconds())/1000, "p95-ms")
+	b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, "p99-ms")
+}
+
+func openBenchStore(b *testing.B, kind string) persistence.Store {
+	ctx := context.Background()
+	var st persistence.Store
+	var err error
+	if kind == "postgres" {
+		st, err = postgres.Open(ctx, pgtest.NewDatabase(b))
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(b.TempDir(), "agg.db"))
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	return st
+}
+
+// inProcess runs the store, the actors and the REST API in this process on a loopback port.
+func inProcess(b *testing.B, st persistence.Store, cfg actors.Config) (*actors.System, string) {
+	quiet := slog.New(slog.DiscardHandler)
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: cfg, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	app := api.New(api.Deps{Store: st, Control: sys, Logger: quiet, Config: api.Config{AskTimeout: 5 * time.Second}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	b.Cleanup(func() {
+		_ = app.Shutdown()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(ctx)
+	})
+	return sys, "http://" + ln.Addr().String() + "/api/v1/aggregator"
+}
+
+// BenchmarkRegistration measures POST /servers end to end over loopback HTTP (validation, the registry actor, the
+// store insert, the actor spawn) on each store: 200 registrations per run, latency percentiles reported.
+func BenchmarkRegistration(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			const n = 200
+			var all []time.Duration
+			client := &http.Client{}
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				cfg := actors.DefaultConfig()
+				cfg.MaxServers = n
+				_, base := inProcess(b, openBenchStore(b, kind), cfg)
+				b.StartTimer()
+				for j := 0; j < n; j++ {
+					body := fmt.Sprintf(`{"name":"bench-%d","transport_type":"HTTP","auto_connect":false,"connection_config":{"base_url":"http://127.0.0.1:1/mcp"}}`, j)
+					start := time.Now()
+					resp, err := client.Post(base+"/servers", "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					all = append(all, time.Since(start))
+					if resp.StatusCode != 201 {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+				}
+			}
+			reportLatencies(b, all)
+		})
+	}
+}
+
+// BenchmarkConnect measures connect + initialize of one server per transport against server-everything, from the
+// Connect request to the CONNECTED event, 20 times per run.
+func BenchmarkConnect(b *testing.B) {
+	for _, tr := range []string{persistence.TransportSTDIO, persistence.TransportSSE, persistence.TransportHTTP} {
+		b.Run(tr, func(b *testing.B) {
+			var config map[string]any
+			switch tr {
+			case persistence.TransportSTDIO:
+				cmd, args := peertest.EverythingStdio(b)
+				config = map[string]any{"command": cmd, "args": args}
+			case persistence.TransportSSE:
+				config = map[string]any{"url": peertest.StartEverything(b, "sse").URL()}
+			default:
+				config = map[string]any{"base_url": peertest.StartEverything(b, "streamableHttp").URL()}
+			}
+			sys, _ := inProcess(b, openBenchStore(b, "sqlite"), actors.DefaultConfig())
+			events := make(chan *pb.ServerStatusChanged, 16)
+			sub := sys.ActorSystem().EventStream.Subscribe(func(e any) {
+				if ev, ok := e.(*pb.ServerStatusChanged); ok {
+					events <- ev
+				}
+			})
+			defer sys.ActorSystem().EventStream.Unsubscribe(sub)
+			raw, _ := json.Marshal(config)
+			s, err := sys.Register(context.Background(), actors.RegisterRequest{Name: "bench", TransportType: tr, ConnectionConfig: raw})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var all []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for j := 0; j < 20; j++ {
+					start := time.Now()
+					if _, err := sys.Connect(context.Background(), s.ID); err != nil {
+						b.Fatal(err)
+					}
+					waitEvent(b, events, persistence.StatusConnected)
+					all = append(all, time.Since(start))
+					if _, err := sys.Disconnect(context.Background(), s.ID, true); err != nil {
+						b.Fatal(err)
+					}
+					waitEvent(b, events, persistence.StatusDisconnected)
+				}
+			}
+			reportLatencies(b, all)
+		})
+	}
+}
+
+func waitEvent(b *testing.B, ch chan *pb.ServerStatusChanged, to string) {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.To == to {
+				return
+			}
+			if ev.To == persistence.StatusError {
+				b.Fatalf("server went to ERROR: %s", ev.Reason)
+			}
+		case <-timeout:
+			b.Fatalf("no %s event", to)
+		}
+	}
+}
+
+// BenchmarkDaemonMemory50Stdio runs the real daemon binary (built without -race), connects 50 stdio
+// server-everything servers and reports its resident memory and the time until all are CONNECTED.
+func BenchmarkDaemonMemory50Stdio(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "aggregator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	cmdPath, args := peertest.EverythingStdio(b)
+	for i := 0; i < b.N; i++ {
+		port := peertest.FreePort(b)
+		base := fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", port)
+		d := exec.Command(bin, "serve")
+		d.Env = append(os.Environ(), fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port), "MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
+			"MCP_AGGREGATOR_LOG_LEVEL=warn", "DATABASE_URL=")
+		if err := d.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitHTTP(b, base+"/health")
+		start := time.Now()
+		for j := 0; j < 50; j++ {
+			body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("s%02d", j), "transport_type": "STDIO",
+				"connection_config": map[string]any{"command": cmdPath, "args": args}})
+			resp, err := http.Post(base+"/servers", "application/json", bytes.NewReader(body))
+			if err != nil || resp.StatusCode != 201 {
+				b.Fatalf("register %d: %v %v", j, err, resp)
+			}
+			resp.Body.Close()
+		}
+		for {
+			resp, err := http.Get(base + "/servers?status=CONNECTED")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var list struct{ Total int }
+			_ = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+			if list.Total == 50 {
+				break
+			}
+			if time.Since(start) > 3*time.Minute {
+				b.Fatalf("only %d of 50 connected", list.Total)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-connected")
+		time.Sleep(2 * time.Second) // let start-up garbage settle
+		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-MiB")
+		_ = d.Process.Signal(syscall.SIGTERM)
+		_ = d.Wait()
+	}
+}
+
+func waitHTTP(b *testing.B, url string) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("%s did not answer", url)
+}
+
+func rssKiB(b *testing.B, pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			n, _ := strconv.Atoi(strings.Fields(line)[1])
+			return n
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
