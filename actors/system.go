@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -258,4 +259,75 @@ func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (l levelFloor) WithGroup(name string) slog.Handler {
 	return levelFloor{l.Handler.WithGroup(name), l.min}
+}
+
+// AwaitStartup waits until every server the admin wants connected has either been connected and had its tools
+// discovered, or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
+// should see the backends' tools, not only the meta-tools.
+func (s *System) AwaitStartup(ctx context.Context) error {
+	servers, _, err := s.d.Store.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil {
+		return fmt.Errorf("list servers: %w", err)
+	}
+	var mu sync.Mutex
+	pending := map[string]bool{}
+	for _, srv := range servers {
+		if srv.AutoConnect {
+			pending[srv.ID] = true
+		}
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	settle := func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(pending, id)
+		if len(pending) == 0 {
+			once.Do(func() { close(done) })
+		}
+	}
+	sub := s.sys.EventStream.Subscribe(func(evt any) {
+		switch e := evt.(type) {
+		case *pb.ToolsChanged:
+			settle(e.ServerId)
+		case *pb.ServerRemoved:
+			settle(e.ServerId)
+		case *pb.ServerStatusChanged:
+			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected && e.From != persistence.StatusConnecting {
+				settle(e.ServerId)
+			}
+		}
+	})
+	defer s.sys.EventStream.Unsubscribe(sub)
+	// What happened before the subscription: servers already failed, or connected with their tools in the table.
+	rt := s.Routes()
+	mu.Lock()
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	for _, id := range ids {
+		srv, ok := rt.Server(id)
+		if ok && srv.Status == persistence.StatusError {
+			settle(id)
+		}
+		if ok && callable(srv.Status) {
+			for _, e := range rt.Callable() {
+				if e.SourceServerID == id {
+					settle(id)
+					break
+				}
+			}
+		}
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

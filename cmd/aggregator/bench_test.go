@@ -193,6 +193,7 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		base := fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", port)
 		d := exec.Command(bin, "serve")
 		d.Env = append(os.Environ(), fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port), "MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
+			fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", peertest.FreePort(b)),
 			"MCP_AGGREGATOR_LOG_LEVEL=warn", "DATABASE_URL=")
 		if err := d.Start(); err != nil {
 			b.Fatal(err)

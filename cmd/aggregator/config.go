@@ -16,6 +16,7 @@ import (
 // variables with the same defaults; TestConfigTableMatchesReadme keeps the two in step.
 type config struct {
 	Listen          string
+	MCPListen       string
 	DatabaseURL     string
 	DataDir         string
 	Enabled         bool
@@ -35,6 +36,8 @@ type envVar struct {
 func envVars() []envVar {
 	return []envVar{
 		{"MCP_AGGREGATOR_LISTEN", "127.0.0.1:8081", "address of the REST API"},
+		{"MCP_AGGREGATOR_MCP_LISTEN", "127.0.0.1:8082", "address of the MCP endpoint (/mcp streamable HTTP, /sse, /mcp/servers/{name})"},
+		{"MCP_AGGREGATOR_ALIAS_SEPARATOR", "__", "joins server and tool in the MCP endpoint's client-safe tool names"},
 		{"DATABASE_URL", "", "PostgreSQL URL; unset: the embedded SQLite store in the data directory"},
 		{"MCP_AGGREGATOR_DATA_DIR", "./data", "where the embedded store keeps its file"},
 		{"MCP_AGGREGATOR_ENABLED", "true", "false makes `serve` exit at once saying the aggregator is disabled"},
@@ -87,6 +90,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 
 	c := config{
 		Listen:      get("MCP_AGGREGATOR_LISTEN"),
+		MCPListen:   get("MCP_AGGREGATOR_MCP_LISTEN"),
 		DatabaseURL: get("DATABASE_URL"),
 		DataDir:     get("MCP_AGGREGATOR_DATA_DIR"),
 		LogFormat:   strings.ToLower(get("MCP_AGGREGATOR_LOG_FORMAT")),
@@ -108,6 +112,10 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.KeepAlive = seconds("MCP_AGGREGATOR_KEEPALIVE_INTERVAL", true)
 	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
+	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
+	if !clientSafe(a.AliasSeparator) {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
+	}
 	c.Actors = a
 	c.ShutdownTimeout = seconds("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", false)
 	c.MaxBodyBytes = integer("MCP_AGGREGATOR_MAX_BODY_BYTES")
@@ -143,4 +151,13 @@ func newLogger(c config) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+func clientSafe(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -42,20 +42,23 @@ type daemon struct {
 	t    *testing.T
 	env  []string
 	base string
+	mcp  string // base URL of the MCP listener
 	cmd  *exec.Cmd
 	logs *syncBuf
 	done chan error
 }
 
 func newDaemon(t *testing.T, databaseURL string) *daemon {
-	port := peertest.FreePort(t)
+	port, mcpPort := peertest.FreePort(t), peertest.FreePort(t)
 	env := append(os.Environ(),
 		fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port),
+		fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", mcpPort),
 		"MCP_AGGREGATOR_DATA_DIR="+t.TempDir(),
 		"MCP_AGGREGATOR_SHUTDOWN_TIMEOUT=10",
 		"DATABASE_URL="+databaseURL,
 	)
-	return &daemon{t: t, env: env, base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", port)}
+	return &daemon{t: t, env: env, base: fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", port),
+		mcp: fmt.Sprintf("http://127.0.0.1:%d", mcpPort)}
 }
 
 func (d *daemon) start() {
@@ -250,5 +253,83 @@ func TestConcurrentDuplicateRegistration(t *testing.T) {
 			}
 			d.signal(syscall.SIGTERM, 15*time.Second)
 		})
+	}
+}
+
+// inspector runs @modelcontextprotocol/inspector's CLI (a real MCP client, on the Node 22 that npm installed).
+func inspector(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	root := peertest.RepoRoot(t)
+	node := filepath.Join(root, "testdata", "peers", "node_modules", ".bin", "node")
+	cli := filepath.Join(root, "testdata", "peers", "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(cli); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("inspector not installed: %v", err)
+		}
+		t.Skip("inspector not installed: run make peers")
+	}
+	cmd := exec.Command(node, append([]string{cli, "--cli"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, "MCP_CATALOG_PATH="+filepath.Join(t.TempDir(), "catalog.json"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestRealClientThroughMCPEndpoint: the MCP Inspector CLI lists and calls tools through the daemon's /mcp, and
+// through `aggregator stdio` the way a desktop client launches it.
+func TestRealClientThroughMCPEndpoint(t *testing.T) {
+	d := newDaemon(t, "")
+	d.start()
+	cmd, args := peertest.EverythingStdio(t)
+	code, s := d.do("POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args}})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	d.waitStatus(s["id"].(string), "CONNECTED", 30*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, tools := d.do("GET", "/servers/"+s["id"].(string)+"/tools", nil)
+		if n, _ := tools["total"].(float64); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools never discovered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	out := inspector(t, nil, d.mcp+"/mcp", "--transport", "http", "--method", "tools/list")
+	for _, want := range []string{"every__echo", "every__get-sum", "search_aggregated_tools"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("tools/list through /mcp lacks %s:\n%s", want, out)
+		}
+	}
+	out = inspector(t, nil, d.mcp+"/mcp", "--transport", "http", "--method", "tools/call", "--tool-name", "every__get-sum", "--tool-arg", "a=2", "b=3")
+	if !strings.Contains(out, "5") {
+		t.Fatalf("tools/call through /mcp:\n%s", out)
+	}
+	d.signal(syscall.SIGTERM, 15*time.Second)
+
+	// The same store, served over stdio by a fresh process the client starts itself.
+	var env []string
+	for _, e := range d.env {
+		// The inspector refuses an empty value (KEY=): pass only set variables.
+		if (strings.HasPrefix(e, "MCP_AGGREGATOR_") || strings.HasPrefix(e, "DATABASE_URL=")) && !strings.HasSuffix(e, "=") {
+			env = append(env, e)
+		}
+	}
+	envArgs := []string{}
+	for _, e := range env {
+		envArgs = append(envArgs, "-e", e)
+	}
+	// The first tools/call of a freshly started stdio daemon already sees the backend: stdio waits for its
+	// servers to reconnect and be discovered before serving.
+	out = inspector(t, nil, append(envArgs, binary, "stdio", "--method", "tools/call", "--tool-name", "every__echo", "--tool-arg", "message=over-stdio")...)
+	if !strings.Contains(out, "over-stdio") || strings.Contains(out, `"isError": true`) {
+		t.Fatalf("tools/call over aggregator stdio:\n%s", out)
 	}
 }

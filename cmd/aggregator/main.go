@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/postgres"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -25,7 +27,8 @@ import (
 const usage = `usage: aggregator <command>
 
 commands:
-  serve     run the daemon (REST API, actors, health checks)
+  serve     run the daemon: REST API, MCP endpoint, actors, health checks
+  stdio     run the daemon with its MCP endpoint on stdin/stdout (for desktop MCP clients)
   migrate   apply database migrations and exit
   version   print the version
 `
@@ -44,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, "aggregator", actors.Version)
 		return 0
-	case "serve", "migrate":
+	case "serve", "migrate", "stdio":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -68,6 +71,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		store.Close()
 		logger.Info("migrations applied", "store", store.Kind())
+		return 0
+	}
+	if args[0] == "stdio" {
+		if err := stdio(ctx, cfg, logger); err != nil {
+			logger.Error("stdio daemon stopped with an error", "error", err)
+			return 1
+		}
 		return 0
 	}
 	if err := serve(ctx, cfg, logger); err != nil {
@@ -97,7 +107,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger) (persistenc
 }
 
 // serve runs the daemon until ctx is cancelled (SIGINT/SIGTERM), then stops within the shutdown timeout: the HTTP
-// listener first, then every server actor (closing sessions and child processes), then the store.
+// listeners first, then every server actor (closing sessions and child processes), then the store.
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if !cfg.Enabled {
 		logger.Warn("MCP_AGGREGATOR_ENABLED is false: the aggregator is disabled; not starting")
@@ -114,21 +124,35 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
+	defer shutdownActors(system, cfg, logger)
 	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Config: api.Config{
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		HealthCheckInterval: cfg.Actors.HealthInterval,
 		StartedAt:           started,
 		AskTimeout:          cfg.Actors.AskTimeout,
 	}})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger})
+	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		shutdownActors(system, cfg, logger)
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	logger.Info("aggregator listening", "addr", ln.Addr().String(), "version", actors.Version)
-	served := make(chan error, 1)
+	mcpLn, err := net.Listen("tcp", cfg.MCPListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen on %s: %w", cfg.MCPListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", endpoint.StreamableHandler())
+	mux.Handle("/sse", endpoint.SSEHandler())
+	mcpHTTP := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
+		"mcp", "http://"+mcpLn.Addr().String()+"/mcp", "sse", "http://"+mcpLn.Addr().String()+"/sse", "version", actors.Version)
+	served := make(chan error, 2)
 	go func() { served <- app.Listener(ln) }()
+	go func() { served <- mcpHTTP.Serve(mcpLn) }()
 
 	select {
 	case <-ctx.Done():
@@ -137,12 +161,45 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		logger.Error("HTTP server failed", "error", err)
 	}
 	if shErr := app.ShutdownWithTimeout(cfg.ShutdownTimeout / 4); shErr != nil {
-		logger.Warn("HTTP shutdown", "error", shErr)
+		logger.Warn("REST shutdown", "error", shErr)
 	}
-	shutdownActors(system, cfg, logger)
-	logger.Info("stopped", "uptime", time.Since(started).Round(time.Second).String())
-	if err != nil && !errors.Is(err, net.ErrClosed) {
+	// MCP streams (SSE GETs) stay open until closed: give them a moment, then close what is left.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/4)
+	if shErr := mcpHTTP.Shutdown(sctx); shErr != nil {
+		_ = mcpHTTP.Close()
+	}
+	cancel()
+	logger.Info("stopping", "uptime", time.Since(started).Round(time.Second).String())
+	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// stdio runs the store, the actors and the MCP endpoint with one MCP client on stdin/stdout (logs go to stderr),
+// until the client leaves or a signal arrives. No HTTP listener is opened.
+func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
+	store, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors})
+	if err != nil {
+		return fmt.Errorf("start actors: %w", err)
+	}
+	defer shutdownActors(system, cfg, logger)
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger})
+	defer endpoint.Close()
+	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
+	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)
+	if err := system.AwaitStartup(wctx); err != nil {
+		logger.Warn("serving before every server reconnected", "error", err)
+	}
+	cancel()
+	logger.Info("serving MCP on stdio")
+	if err := endpoint.RunStdio(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("stdio session: %w", err)
 	}
 	return nil
 }
@@ -153,4 +210,5 @@ func shutdownActors(system *actors.System, cfg config, logger *slog.Logger) {
 	if err := system.Shutdown(sctx); err != nil {
 		logger.Warn("actor shutdown", "error", err)
 	}
+	logger.Info("stopped")
 }

@@ -204,3 +204,10 @@ func newHistoryEventView(e persistence.HistoryEvent) historyEventView {
 		Timestamp: formatTime(e.Timestamp),
 	}
 }
+
+// ServerDetailJSON is a server as GET /servers/{id} shows it, for the other front ends (the MCP meta-tools), so that
+// both speak one shape.
+func ServerDetailJSON(s persistence.Server) any { return newServerDetailView(s) }
+
+// ServerSummaryJSON is a server as GET /servers lists it.
+func ServerSummaryJSON(s persistence.Server) any { return newServerView(s) }

@@ -1,0 +1,276 @@
+// Package mcpserver is the aggregator's own MCP endpoint: one go-sdk server that lists every tool of every
+// CONNECTED or DEGRADED backend under a client-safe alias, plus the aggregator's meta-tools, and routes each call
+// through the actors. It is served over streamable HTTP (/mcp), legacy SSE (/sse) and stdio. It runs on net/http
+// rather than Fiber because Fiber's adaptor buffers whole responses, which would stop progress notifications and
+// SSE streams from streaming.
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Gateway is what the endpoint needs of the actor system: the admin Control plus a subscription to routing table
+// changes (actors.System implements it).
+type Gateway interface {
+	actors.Control
+	OnRoutesChanged(fn func(*actors.RouteTable)) (cancel func())
+}
+
+// Options configure the endpoint.
+type Options struct {
+	Logger *slog.Logger
+	// Version is reported in initialize.
+	Version string
+}
+
+// Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
+// rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
+type Server struct {
+	gw     Gateway
+	store  persistence.Store
+	log    *slog.Logger
+	mcp    *mcp.Server
+	stop   func()
+	syncCh chan *actors.RouteTable
+
+	mu      sync.Mutex
+	exposed map[string]string // alias -> hash of what was added, to add only what changed
+	done    chan struct{}
+}
+
+// New builds the endpoint and starts following the routing table until Close.
+func New(gw Gateway, store persistence.Store, opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = actors.Version
+	}
+	s := &Server{gw: gw, store: store, log: opts.Logger, exposed: map[string]string{},
+		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{})}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
+		&mcp.ServerOptions{
+			Logger: opts.Logger,
+			Instructions: "This server aggregates the tools of many MCP servers. Backend tools are named " +
+				"{server}__{tool}; search_aggregated_tools finds tools by what they do, execute_external_tool calls " +
+				"any tool by its namespaced name {server}.{tool}.",
+		})
+	s.mcp.AddReceivingMiddleware(s.canonicalNames)
+	s.addMetaTools()
+	go s.syncLoop()
+	s.stop = gw.OnRoutesChanged(s.enqueue)
+	s.enqueue(gw.Routes())
+	return s
+}
+
+// MCP is the underlying go-sdk server (for stdio or tests).
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Close stops following the routing table.
+func (s *Server) Close() {
+	s.stop()
+	close(s.done)
+}
+
+// StreamableHandler serves MCP over streamable HTTP (stateful sessions).
+func (s *Server) StreamableHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log})
+}
+
+// SSEHandler serves MCP over the legacy HTTP+SSE transport.
+func (s *Server) SSEHandler() http.Handler {
+	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+}
+
+// RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
+func (s *Server) RunStdio(ctx context.Context) error {
+	return s.mcp.Run(ctx, &mcp.StdioTransport{})
+}
+
+// enqueue hands the newest table to the sync loop without blocking the router (older pending tables are dropped:
+// only the newest matters).
+func (s *Server) enqueue(t *actors.RouteTable) {
+	for {
+		select {
+		case s.syncCh <- t:
+			return
+		default:
+			select {
+			case <-s.syncCh:
+			default:
+			}
+		}
+	}
+}
+
+func (s *Server) syncLoop() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case t := <-s.syncCh:
+			s.sync(t)
+		}
+	}
+}
+
+// sync makes the exposed backend tools equal to the table's callable tools.
+func (s *Server) sync(t *actors.RouteTable) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[string]bool{}
+	for _, e := range t.Callable() {
+		tool, err := exposedTool(e)
+		if err != nil {
+			s.log.Warn("tool not exposed on the MCP endpoint", "tool", e.Name, "error", err)
+			continue
+		}
+		want[e.Alias] = true
+		h := hashTool(tool)
+		if s.exposed[e.Alias] == h {
+			continue
+		}
+		s.exposed[e.Alias] = h
+		s.mcp.AddTool(tool, s.backendHandler(e.Alias))
+	}
+	var gone []string
+	for alias := range s.exposed {
+		if !want[alias] {
+			gone = append(gone, alias)
+			delete(s.exposed, alias)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+}
+
+func hashTool(t *mcp.Tool) string {
+	b, _ := json.Marshal(t)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// exposedTool is the backend's own tool definition under its alias, with its canonical name in _meta. The go-sdk
+// accepts only object input schemas; a tool without a type gets one, anything else is refused.
+func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
+	var t mcp.Tool
+	if len(e.Definition) > 0 {
+		if err := json.Unmarshal(e.Definition, &t); err != nil {
+			return nil, fmt.Errorf("decode definition: %w", err)
+		}
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(e.InputSchema, &schema); err != nil || schema == nil {
+		schema = map[string]any{"type": "object"}
+	}
+	if typ, ok := schema["type"]; !ok {
+		schema["type"] = "object"
+	} else if typ != "object" {
+		return nil, fmt.Errorf("input schema type %v is not object", typ)
+	}
+	t.InputSchema = schema
+	if t.OutputSchema != nil {
+		if m, ok := t.OutputSchema.(map[string]any); !ok || m["type"] != "object" {
+			t.OutputSchema = nil
+		}
+	}
+	t.Name = e.Alias
+	t.Description = e.Description
+	if t.Meta == nil {
+		t.Meta = mcp.Meta{}
+	}
+	t.Meta["io.mcpgw.aggregator/name"] = e.Name
+	t.Meta["io.mcpgw.aggregator/server"] = e.ServerName
+	return &t, nil
+}
+
+// canonicalNames lets a client call a backend tool by its canonical {server}.{tool} name (or any name the router
+// resolves) even though tools/list shows aliases: the call is rewritten to the alias before dispatch.
+func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/call" {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				s.mu.Lock()
+				_, exposed := s.exposed[p.Name]
+				s.mu.Unlock()
+				if !exposed && !isMetaTool(p.Name) {
+					if e, ok := s.gw.Routes().Tool(p.Name); ok {
+						p.Name = e.Alias
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// backendHandler routes a call of one exposed tool through the actors, streaming the backend's progress to the
+// client when it asked for progress.
+func (s *Server) backendHandler(alias string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		route, err := s.gw.Routes().Resolve(alias, "")
+		if err != nil {
+			return toolError(fmt.Sprintf("Tool %s is no longer available: %v", alias, err)), nil
+		}
+		return s.call(ctx, route, req.Params.Arguments, progressFunc(ctx, req))
+	}
+}
+
+// progressFunc forwards backend progress to the client that asked for it with a progress token.
+func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progress) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	return func(p *pb.Progress) {
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: p.Progress, Total: p.Total, Message: p.Message,
+		})
+	}
+}
+
+// call runs a resolved call and turns the outcome into an MCP answer: the backend's result unchanged; a backend's
+// JSON-RPC error as a JSON-RPC error; an unavailable server or a timeout as a tool error the model can read.
+func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
+	if route.ServerStatus != persistence.StatusConnected && route.ServerStatus != persistence.StatusDegraded {
+		return toolError(fmt.Sprintf("Server unavailable: %s (%s)", route.ServerName, route.ServerStatus)), nil
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	reply, err := s.gw.Call(ctx, route, args, progress)
+	if err != nil {
+		return toolError(fmt.Sprintf("Call to %s failed: %v", route.Name, err)), nil
+	}
+	if reply.Error != nil {
+		if reply.Error.Code == actors.CodeExecutionFailed {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reply.Error.Message}
+		}
+		return toolError(reply.Error.Message), nil
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(reply.ResultJson, &res); err != nil {
+		return nil, fmt.Errorf("decode result of %s: %w", route.Name, err)
+	}
+	return &res, nil
+}
+
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
