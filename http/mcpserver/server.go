@@ -273,4 +273,3 @@ func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMess
 func toolError(msg string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }
-
