@@ -187,3 +187,80 @@ func TestLargeDiscoveryAndListChanged(t *testing.T) {
 	backend.RemoveTools("tool_0002")
 	waitRoutes(t, r.sys, 10*time.Second, "removed tool gone", func(rt *actors.RouteTable) bool { return !hasTool("many.tool_0002")(rt) })
 }
+
+// TestCallerCancelCancelsBackendCall: when the caller's context ends mid-call, the backend sees its request
+// cancelled (notifications/cancelled), and the server's call count drains.
+func TestCallerCancelCancelsBackendCall(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1"}, nil)
+	cancelled := make(chan struct{}, 1)
+	srv.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select {
+			case <-ctx.Done():
+				cancelled <- struct{}{}
+			case <-time.After(10 * time.Second):
+			}
+			return &mcp.CallToolResult{}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	s := r.register("slowsrv", persistence.TransportHTTP, map[string]any{"base_url": hs.URL}, nil, true)
+	waitRoutes(t, r.sys, 30*time.Second, "slowsrv.slow", hasTool("slowsrv.slow"))
+	route, _ := r.sys.Routes().Resolve("slowsrv.slow", "")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := r.sys.Call(ctx, route, []byte(`{}`), nil)
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("cancelled call: %v after %v", err, time.Since(start))
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the backend never saw the call cancelled")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := r.sys.Status(context.Background(), s.ID)
+		if err == nil && st.PendingRequests == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending calls never drained: %+v %v", st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestBackendDiesMidCall (EC-003): the caller gets SERVER_UNAVAILABLE saying what was in progress, and the server
+// is reconnected without an admin.
+func TestBackendDiesMidCall(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	cmd, args := peertest.EverythingStdio(t)
+	marker := fmt.Sprintf("midcall-marker-%d", time.Now().UnixNano())
+	s := r.register("dying", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": append(args, marker)}, nil, true)
+	waitRoutes(t, r.sys, 30*time.Second, "dying.trigger-long-running-operation", hasTool("dying.trigger-long-running-operation"))
+	route, _ := r.sys.Routes().Resolve("dying.trigger-long-running-operation", "")
+	time.AfterFunc(500*time.Millisecond, func() {
+		for _, pid := range peertest.ProcessesWithArg(marker) {
+			_ = syscallKill(pid)
+		}
+	})
+	start := time.Now()
+	rep, err := r.sys.Call(context.Background(), route, []byte(`{"duration":5,"steps":5}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "trigger-long-running-operation") {
+		t.Fatalf("want SERVER_UNAVAILABLE naming the call in progress, got %+v", rep)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("the caller waited %v for a dead backend", took)
+	}
+	r.waitStatus(s.ID, persistence.StatusError, 5*time.Second)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+}

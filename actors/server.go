@@ -47,7 +47,10 @@ type (
 	retryTick    struct{ gen uint64 }
 	healthTick   struct{ gen uint64 }
 	drainTimeout struct{ gen uint64 }
-	callDone     struct{ id uint64 }
+	callDone     struct {
+		id        uint64
+		requestID string
+	}
 	toolsChanged struct{ gen uint64 }
 	healthResult struct {
 		gen        uint64
@@ -128,6 +131,7 @@ type serverActor struct {
 	healthBusy  bool
 
 	pending  map[uint64]context.CancelFunc
+	byReq    map[string]uint64 // request id -> call id, for CancelCall
 	nextCall uint64
 	lastOK   atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
@@ -139,7 +143,7 @@ type serverActor struct {
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}, progress: &sync.Map{}}
+		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
 	})
 }
 
@@ -165,6 +169,10 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.callTool(ctx, m)
 	case *pb.ListTools:
 		a.listTools(ctx)
+	case *pb.CancelCall:
+		if id, ok := a.byReq[m.RequestId]; ok {
+			a.pending[id]()
+		}
 
 	case *connectDone:
 		a.onConnectDone(m)
@@ -180,6 +188,9 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.onHealthResult(m)
 	case *callDone:
 		delete(a.pending, m.id)
+		if m.requestID != "" {
+			delete(a.byReq, m.requestID)
+		}
 		if a.status == persistence.StatusDisconnecting && len(a.pending) == 0 {
 			a.finishDisconnect("calls drained")
 		}
@@ -594,6 +605,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	a.nextCall++
 	id := a.nextCall
 	a.pending[id] = cancel
+	if m.RequestId != "" {
+		a.byReq[m.RequestId] = id
+	}
 	sess, sender, sys, self := a.sess.session, ctx.Sender(), a.sys, a.self
 	name, status := a.rec.Name, a.status
 	args := json.RawMessage(m.ArgumentsJson)
@@ -624,7 +638,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
 		}
 		// Count the call done before answering, so that whatever the asker does next sees it finished.
-		sys.Root.Send(self, &callDone{id: id})
+		sys.Root.Send(self, &callDone{id: id, requestID: m.RequestId})
 		if sender != nil {
 			sys.Root.Send(sender, reply)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,7 @@ type System struct {
 	routes    *atomic.Pointer[RouteTable]
 	hooks     *routeHooks
 	sub       *eventstream.Subscription
+	callSeq   atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 }
 
 var _ Control = (*System)(nil)
@@ -155,9 +157,35 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 }
 
 // askServer asks a server actor directly; an actor that is gone (deleted) is persistence.ErrNotFound. The actor
-// answers within the deadline itself, so the ask waits a little longer to hear its REQUEST_TIMEOUT.
+// answers within the deadline itself, so the ask waits a little longer to hear its REQUEST_TIMEOUT. When ctx ends
+// first (the caller left), a CallTool is cancelled at the backend.
 func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
-	res, err := s.askActor(ctx, s.serverPID(id), msg, time.Until(deadline)+time.Second)
+	pid := s.serverPID(id)
+	if call, ok := msg.(*pb.CallTool); ok && ctx.Done() != nil {
+		if call.RequestId == "" {
+			call.RequestId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
+		}
+		type answer struct {
+			res any
+			err error
+		}
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := s.askActor(context.WithoutCancel(ctx), pid, msg, time.Until(deadline)+time.Second)
+			ch <- answer{res, err}
+		}()
+		select {
+		case a := <-ch:
+			if errors.Is(a.err, ErrShuttingDown) {
+				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
+			}
+			return a.res, a.err
+		case <-ctx.Done():
+			s.sys.Root.Send(pid, &pb.CancelCall{RequestId: call.RequestId})
+			return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
+		}
+	}
+	res, err := s.askActor(ctx, pid, msg, time.Until(deadline)+time.Second)
 	if errors.Is(err, ErrShuttingDown) {
 		return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}

@@ -1208,6 +1208,51 @@ func (x *Progress) GetMessage() string {
 	return ""
 }
 
+// CancelCall tells a server actor that the caller of a call in flight has gone; the backend call is cancelled.
+type CancelCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelCall) Reset() {
+	*x = CancelCall{}
+	mi := &file_proto_aggregator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelCall) ProtoMessage() {}
+
+func (x *CancelCall) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelCall.ProtoReflect.Descriptor instead.
+func (*CancelCall) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CancelCall) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -1299,7 +1344,11 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessageB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\amessage\x18\x03 \x01(\tR\amessage\"+\n" +
+	"\n" +
+	"CancelCall\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestIdB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1313,7 +1362,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1335,6 +1384,7 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*ServerUpdated)(nil),       // 17: aggregator.v1.ServerUpdated
 	(*ToolsChanged)(nil),        // 18: aggregator.v1.ToolsChanged
 	(*Progress)(nil),            // 19: aggregator.v1.Progress
+	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	9,  // 0: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
@@ -1358,7 +1408,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
