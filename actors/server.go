@@ -85,7 +85,7 @@ func (c *connectAttempt) abandon() {
 		_ = s.Close()
 	}
 	c.cancel()
-	killGroup(c.b.cmd)
+	c.b.kill()
 	c.b.closeIdle()
 }
 
@@ -103,7 +103,7 @@ func (l *liveSession) close() {
 	l.closing.Store(true)
 	_ = l.session.Close()
 	l.cancel()
-	killGroup(l.b.cmd)
+	l.b.kill()
 	l.b.closeIdle()
 }
 
@@ -365,6 +365,13 @@ func (a *serverActor) startConnect(reason string) {
 		if err != nil && sctx.Err() != nil {
 			err = fmt.Errorf("connection timed out after %s: %w", a.d.Config.ConnectionTimeout, err)
 		}
+		if err != nil && b.proc != nil {
+			// A child that broke the connection is usually exiting: give it a moment so its exit status explains.
+			select {
+			case <-b.proc.exited:
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 		sys.Root.Send(self, &connectDone{att: att, err: err})
 	}()
 }
@@ -381,20 +388,24 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 			_ = sess.Close()
 		}
 		att.cancel()
-		killGroup(att.b.cmd)
+		att.b.kill()
 		att.b.closeIdle()
 		return
 	}
 	a.attempt = nil
 	if m.err != nil {
+		err := m.err
+		if exit := att.b.exitReason(); exit != "" {
+			err = fmt.Errorf("%s: %w", exit, err)
+		}
 		att.cancel()
-		killGroup(att.b.cmd)
+		att.b.kill()
 		att.b.closeIdle()
 		tail := ""
 		if att.b.stderr != nil {
 			tail = att.b.stderr.String()
 		}
-		a.connectFailed(m.err, tail)
+		a.connectFailed(err, tail)
 		return
 	}
 	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
@@ -437,7 +448,9 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 		return // we closed it ourselves, or it is an old session
 	}
 	reason := "session lost"
-	if m.err != nil {
+	if exit := a.sess.b.exitReason(); exit != "" {
+		reason += ": " + exit
+	} else if m.err != nil {
 		reason += ": " + m.err.Error()
 	} else {
 		reason += ": connection closed by the server"

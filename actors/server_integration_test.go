@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -478,4 +479,124 @@ func TestMaxServers(t *testing.T) {
 	if _, err := r.sys.Register(context.Background(), req); err != nil {
 		t.Fatalf("registration after a removal: %v", err)
 	}
+}
+
+// TestConnectionTimeout: a backend that never answers initialize ends in ERROR after the connection timeout, and
+// its process is gone.
+func TestConnectionTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.ConnectionTimeout = 700 * time.Millisecond
+	r := newRig(t, cfg)
+	marker := fmt.Sprintf("mute-marker-%d", time.Now().UnixNano())
+	start := time.Now()
+	s := r.register("mute", persistence.TransportSTDIO, map[string]any{"command": "sh", "args": []string{"-c", "sleep 60", marker}}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusError, 10*time.Second)
+	if took := time.Since(start); took < 600*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("ERROR after %v, want about the 700ms connection timeout", took)
+	}
+	got, _ := r.store.GetServer(context.Background(), s.ID)
+	if !strings.Contains(ptr(got.ErrorMessage), "timed out") {
+		t.Fatalf("error_message %q should say the connection timed out", ptr(got.ErrorMessage))
+	}
+	if _, err := r.sys.Disconnect(context.Background(), s.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	waitNoProcess(t, marker)
+}
+
+// TestPingHealthOnFrozenBackend: without a health URL and without traffic, health checks ping the session; a frozen
+// (SIGSTOP) backend fails them: DEGRADED, then ERROR; thawed (SIGCONT), it is reconnected.
+func TestPingHealthOnFrozenBackend(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.HealthInterval = 200 * time.Millisecond
+	cfg.HealthTimeout = 300 * time.Millisecond
+	r := newRig(t, cfg)
+	cmd, args := peertest.EverythingStdio(t)
+	marker := fmt.Sprintf("frozen-marker-%d", time.Now().UnixNano())
+	s := r.register("frozen", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": append(args, marker)}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // idle past the interval: checks now ping
+	if got, _ := r.store.GetServer(context.Background(), s.ID); got.LastHealthCheck == nil || got.HealthResponseMs == nil {
+		t.Fatalf("an idle server was not pinged: %+v", got)
+	}
+	pids := peertest.ProcessesWithArg(marker)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+	}()
+	r.waitStatus(s.ID, persistence.StatusDegraded, 5*time.Second)
+	r.waitStatus(s.ID, persistence.StatusError, 5*time.Second)
+	got, _ := r.store.GetServer(context.Background(), s.ID)
+	if !strings.Contains(ptr(got.ErrorMessage), "ping") {
+		t.Fatalf("error_message %q should name the failed ping", ptr(got.ErrorMessage))
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+	}
+	thawed = true
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	waitOneProcess(t, marker)
+}
+
+func waitOneProcess(t *testing.T, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(peertest.ProcessesWithArg(marker)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("want exactly one process for the server, have %v", peertest.ProcessesWithArg(marker))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNoOrphansAfterDisconnectAndCrashLoop: a disconnect ends the child; a command that keeps crashing is retried
+// on the schedule and leaves no process behind.
+func TestNoOrphansAfterDisconnectAndCrashLoop(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Retry.Backoff.Initial = 100 * time.Millisecond
+	cfg.Retry.Backoff.Max = 200 * time.Millisecond
+	r := newRig(t, cfg)
+	cmd, args := peertest.EverythingStdio(t)
+	marker := fmt.Sprintf("disc-marker-%d", time.Now().UnixNano())
+	s := r.register("disc", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": append(args, marker)}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	if _, err := r.sys.Disconnect(context.Background(), s.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	waitNoProcess(t, marker)
+
+	// The crashing command spawns a grandchild (sleep) before dying: the whole group must go.
+	crash := fmt.Sprintf("crash-marker-%d", time.Now().UnixNano())
+	c := r.register("crashy", persistence.TransportSTDIO, map[string]any{"command": "sh", "args": []string{"-c", "sleep 30 & exit 1", crash}}, nil, true)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		hist, _ := r.store.ListHistory(context.Background(), c.ID, 100)
+		n := 0
+		for _, h := range hist {
+			if h.EventType == persistence.StatusError {
+				n++
+			}
+		}
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crash loop did not retry 3 times: %d errors", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := r.sys.Disconnect(context.Background(), c.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	waitNoProcess(t, crash)
 }

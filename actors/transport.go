@@ -126,8 +126,8 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // built is a transport ready to connect plus what the actor must clean up after it.
 type built struct {
 	transport mcp.Transport
-	cmd       *exec.Cmd   // STDIO only
-	stderr    *stderrTail // STDIO only
+	proc      *stdioTransport // STDIO only
+	stderr    *stderrTail     // STDIO only
 	client    *http.Client
 }
 
@@ -152,7 +152,8 @@ func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Dur
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		tail := &stderrTail{max: 4096}
 		cmd.Stderr = tail
-		return &built{transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: terminate}, cmd: cmd, stderr: tail}, nil
+		proc := newStdioTransport(cmd, terminate)
+		return &built{transport: proc, proc: proc, stderr: tail}, nil
 	case persistence.TransportSSE, persistence.TransportHTTP:
 		endpoint := cfg.URL
 		if rec.TransportType == persistence.TransportHTTP {
@@ -173,13 +174,22 @@ func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Dur
 	}
 }
 
-// killGroup ends every process left in a stdio server's process group (grandchildren included).
-func killGroup(cmd *exec.Cmd) {
-	if cmd == nil || cmd.Process == nil {
-		return
+// kill ends a stdio server's whole process group (grandchildren included); a no-op for other transports.
+func (b *built) kill() {
+	if b != nil && b.proc != nil {
+		b.proc.kill()
 	}
-	// Negative pid addresses the group; errors mean the group is already gone.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+// exitReason describes how a stdio server's process ended, or "" while it runs (or for other transports).
+func (b *built) exitReason() string {
+	if b == nil || b.proc == nil {
+		return ""
+	}
+	if done, err := b.proc.exitStatus(); done {
+		return "process exited: " + err.Error()
+	}
+	return ""
 }
 
 // closeIdle releases an SSE/HTTP session's pooled connections.

@@ -1,0 +1,131 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+)
+
+// stdioTransport runs a stdio MCP server as a child process it watches itself, unlike the go-sdk's
+// CommandTransport: the moment the direct child exits, its whole process group is killed. A wrapper (sh, npx) that
+// dies would otherwise leave grandchildren holding the pipes open, and the session would never see the end. The
+// exit status is kept for the server's error_message.
+type stdioTransport struct {
+	cmd       *exec.Cmd
+	terminate time.Duration
+
+	exited  chan struct{} // closed when the process has exited and been reaped
+	mu      sync.Mutex
+	exitErr error
+	started bool
+}
+
+func newStdioTransport(cmd *exec.Cmd, terminate time.Duration) *stdioTransport {
+	return &stdioTransport{cmd: cmd, terminate: terminate, exited: make(chan struct{})}
+}
+
+// Connect starts the process and speaks newline-delimited JSON-RPC over its stdin and stdout.
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	if err := t.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", t.cmd.Path, err)
+	}
+	t.mu.Lock()
+	t.started = true
+	t.mu.Unlock()
+	pid := t.cmd.Process.Pid
+	go func() {
+		// Learn of the exit without reaping (WNOWAIT), so the process group still exists to be killed; then reap.
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if !errors.Is(err, syscall.EINTR) {
+				break
+			}
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		err := t.cmd.Wait()
+		t.mu.Lock()
+		t.exitErr = err
+		t.mu.Unlock()
+		close(t.exited)
+	}()
+	conn, err := (&mcp.IOTransport{Reader: stdout, Writer: stdin}).Connect(ctx)
+	if err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return nil, err
+	}
+	return &stdioConn{Connection: conn, t: t}, nil
+}
+
+// exitStatus reports whether the process has exited, and how.
+func (t *stdioTransport) exitStatus() (bool, error) {
+	select {
+	case <-t.exited:
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.exitErr == nil {
+			return true, errors.New("exit status 0")
+		}
+		return true, t.exitErr
+	default:
+		return false, nil
+	}
+}
+
+// kill ends the whole process group now and waits (briefly) for the reaping.
+func (t *stdioTransport) kill() {
+	t.mu.Lock()
+	started := t.started
+	t.mu.Unlock()
+	if !started {
+		return
+	}
+	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-t.exited:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+// stdioConn closes the way the MCP spec asks of a client: close the child's stdin, wait for it to exit, then
+// SIGTERM, then SIGKILL, to the whole process group.
+type stdioConn struct {
+	mcp.Connection
+	t    *stdioTransport
+	once sync.Once
+}
+
+// Close implements mcp.Connection.
+func (c *stdioConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		err = c.Connection.Close() // closes stdin (and our end of stdout)
+		pid := c.t.cmd.Process.Pid
+		for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+			if sig != 0 {
+				_ = syscall.Kill(-pid, sig)
+			}
+			select {
+			case <-c.t.exited:
+				return
+			case <-time.After(c.t.terminate):
+			}
+		}
+	})
+	return err
+}
