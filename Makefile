@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test test-short bench lint fuzz proto peers pg clean
+.PHONY: run build test bench lint fuzz proto peers pg promtool clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg
+test: $(PEERS) pg promtool
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
@@ -46,6 +46,10 @@ peers: $(PEERS)
 $(PEERS): $(PEERS_DIR)/package-lock.json
 	npm ci --prefix $(PEERS_DIR) --no-audit --no-fund --loglevel=error
 	touch $@
+
+## promtool: Debian's prometheus package provides promtool, which checks and unit-tests the alert rules
+promtool:
+	@command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
 
 ## pg: make sure the local PostgreSQL answers (tests create and drop their own databases)
 pg:

@@ -6,6 +6,9 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/supervision"
 )
@@ -24,6 +27,7 @@ type Config struct {
 	Retry             supervision.RetrySchedule
 	Restart           supervision.Backoff // crashed actors restart after this backoff
 	AliasSeparator    string              // joins server and tool in the MCP endpoint's client-safe names ("__")
+	MaxToolsPerServer int                 // discovery keeps at most this many tools of one server, in listing order (5000; 0 no cap)
 }
 
 // DefaultConfig is the contract's defaults.
@@ -41,6 +45,7 @@ func DefaultConfig() Config {
 		Retry:             supervision.DefaultRetrySchedule(),
 		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
 		AliasSeparator:    "__",
+		MaxToolsPerServer: 5000,
 	}
 }
 
@@ -53,6 +58,10 @@ type Deps struct {
 	HealthClient *http.Client
 	// Env resolves ${VAR} references at connect time.
 	Env LookupEnv
+	// Metrics records calls, health checks, reconnects and state changes (nil: nothing is recorded).
+	Metrics *metrics.Metrics
+	// MeterProvider receives protoactor's own instruments (nil: none).
+	MeterProvider metric.MeterProvider
 }
 
 func (d *Deps) withDefaults() *Deps {

@@ -102,6 +102,13 @@ func (s *System) discover(ctx context.Context, id string) error {
 		}
 		defs = append(defs, persistence.ToolDef{OriginalName: t.Name, Description: t.Description, InputSchema: t.InputSchema, Definition: raw})
 	}
+	truncated := 0
+	if limit := s.d.Config.MaxToolsPerServer; limit > 0 && len(defs) > limit {
+		truncated = len(defs) - limit
+		s.d.Logger.Warn("server lists more tools than the cap (MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER); keeping the first ones in listing order",
+			"server_id", id, "listed", len(defs), "kept", limit, "dropped", truncated)
+		defs = defs[:limit]
+	}
 	sctx, cancel := storeCtx()
 	defer cancel()
 	diff, err := s.d.Store.ReplaceServerTools(sctx, id, defs)
@@ -119,7 +126,7 @@ func (s *System) discover(ctx context.Context, id string) error {
 		s.d.Logger.Warn("server changed the definition of tools", "server_id", id, "server", srv.Name, "changed", diff.Changed)
 	}
 	s.d.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
-		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "took", time.Since(start).String())
+		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
 	s.sys.EventStream.Publish(&pb.ToolsChanged{
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
 	})

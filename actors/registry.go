@@ -45,7 +45,7 @@ type registryActor struct {
 }
 
 func newRegistryProps(d *Deps) *actor.Props {
-	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, nil)
+	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &registryActor{d: d, children: map[string]*actor.PID{}, removing: map[string]bool{}}
 	}, actor.WithSupervisor(strategy))

@@ -259,3 +259,14 @@ func NewRouteTable(servers []ServerEntry, tools []persistence.Tool, sep string) 
 	}
 	return buildRouteTable(sm, tm, sep, 1)
 }
+
+// ToolCounts returns how many tools are stored for all servers and how many of them are classified.
+func (t *RouteTable) ToolCounts() (total, classified int) {
+	for _, e := range t.ordered {
+		total++
+		if e.IsClassified {
+			classified++
+		}
+	}
+	return total, classified
+}

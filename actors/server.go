@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -180,6 +181,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.onSessionLost(m)
 	case *retryTick:
 		if m.gen == a.gen && a.status == persistence.StatusError {
+			a.d.Metrics.Reconnect(a.rec.Name)
 			a.startConnect("retry")
 		}
 	case *healthTick:
@@ -263,6 +265,7 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	from := a.status
 	a.status = to
+	a.d.Metrics.Transition(to)
 	now := time.Now().UTC()
 	details, _ := json.Marshal(map[string]any{"from": from, "reason": reason})
 	sctx, cancel := a.storeCtx()
@@ -448,8 +451,10 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 		return // we closed it ourselves, or it is an old session
 	}
 	reason := "session lost"
+	cause := metrics.CauseClosed
 	if exit := a.sess.b.exitReason(); exit != "" {
 		reason += ": " + exit
+		cause = metrics.CauseProcessExit
 	} else if m.err != nil {
 		reason += ": " + m.err.Error()
 	} else {
@@ -467,6 +472,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 		return
 	}
 	a.lastError = reason
+	a.d.Metrics.SessionLost(a.rec.Name, cause)
 	a.log().Warn("session lost", "error", reason)
 	a.transition(persistence.StatusError, "session lost", &reason)
 	a.retryN = 0
@@ -634,15 +640,18 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	progress := a.progress
+	progress, mx := a.progress, a.d.Metrics
+	mx.InFlight(name, 1)
 	go func() {
+		defer mx.InFlight(name, -1)
 		defer cancel()
 		if token != "" {
 			defer progress.Delete(token)
 		}
 		start := time.Now()
 		res, err := sess.CallTool(cctx, params)
-		reply := &pb.CallToolReply{ExecutionMs: float64(time.Since(start).Microseconds()) / 1000}
+		took := time.Since(start)
+		reply := &pb.CallToolReply{ExecutionMs: float64(took.Microseconds()) / 1000}
 		if err == nil {
 			a.lastOK.Store(time.Now().UnixNano())
 			reply.ResultJson, err = json.Marshal(res)
@@ -650,6 +659,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
 		}
+		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
 		// Count the call done before answering, so that whatever the asker does next sees it finished.
 		sys.Root.Send(self, &callDone{id: id, requestID: m.RequestId})
 		if sender != nil {
@@ -774,6 +784,11 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		return
 	}
 	a.healthBusy = false
+	var took time.Duration
+	if r.responseMs != nil {
+		took = time.Duration(*r.responseMs * float64(time.Millisecond))
+	}
+	a.d.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
 	switch {
 	case r.ok:
 		a.failures = 0
@@ -806,6 +821,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.lastError = msg
 		a.cancelPending()
 		a.closeSession(false)
+		a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
 		a.transition(persistence.StatusError, "3 health failures", &msg)
 		a.retryN = 0
 		a.scheduleRetry()
@@ -853,4 +869,21 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// callOutcome names how a call ended, for the tool call counter.
+func callOutcome(res *mcp.CallToolResult, e *pb.ErrorInfo, ctx context.Context) string {
+	switch {
+	case e == nil && res != nil && res.IsError:
+		return metrics.OutcomeToolError
+	case e == nil:
+		return metrics.OutcomeOK
+	case e.Code == CodeExecutionFailed:
+		return metrics.OutcomeFailed
+	case e.Code == CodeRequestTimeout:
+		return metrics.OutcomeTimeout
+	case errors.Is(ctx.Err(), context.Canceled):
+		return metrics.OutcomeCancelled
+	}
+	return metrics.OutcomeUnavailable
 }

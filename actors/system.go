@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/supervision"
@@ -42,16 +44,18 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	}
 	// protoactor logs through our logger (only its warnings and errors: its info lines are noise to operators).
 	actorLog := slog.New(levelFloor{d.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
-	sys := actor.NewActorSystemWithConfig(actor.Configure(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }),
-	))
+	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog })}
+	if d.MeterProvider != nil {
+		opts = append(opts, actor.WithMetricProviders(d.MeterProvider))
+	}
+	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	s := &System{d: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0))
 	fail := func(err error) (*System, error) {
 		sys.Shutdown()
 		return nil, err
 	}
-	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, nil)
+	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	var err error
 	// The router and discovery start before the registry, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
@@ -71,6 +75,14 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(fmt.Errorf("router did not start: %w", err))
 	}
 	s.sub = sys.EventStream.Subscribe(func(evt any) {
+		switch e := evt.(type) {
+		case *pb.ServerRemoved:
+			d.Metrics.ForgetServer(e.ServerName)
+		case *pb.ServerUpdated:
+			if e.OldName != e.NewName {
+				d.Metrics.ForgetServer(e.OldName)
+			}
+		}
 		switch evt.(type) {
 		case *pb.ServerStatusChanged, *pb.ServerRemoved:
 			sys.Root.Send(s.router, evt)
@@ -358,4 +370,29 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// restartHook counts supervisor restarts by actor kind (server, router, ...), never by actor id.
+func restartHook(d *Deps) supervision.RestartHook {
+	return func(child *actor.PID, _ int, _ time.Duration, _ any) {
+		kind := child.Id
+		if i := strings.LastIndexByte(kind, '/'); i >= 0 {
+			kind = kind[i+1:]
+		}
+		if i := strings.IndexByte(kind, '-'); i >= 0 {
+			kind = kind[:i]
+		}
+		d.Metrics.ActorRestart(kind)
+	}
+}
+
+// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table.
+func (s *System) Snapshot() metrics.Snapshot {
+	rt := s.Routes()
+	snap := metrics.Snapshot{ServersByStatus: map[string]int{}}
+	for _, srv := range rt.Servers() {
+		snap.ServersByStatus[srv.Status]++
+	}
+	snap.Tools, snap.Classified = rt.ToolCounts()
+	return snap
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -331,5 +332,69 @@ func TestRealClientThroughMCPEndpoint(t *testing.T) {
 	out = inspector(t, nil, append(envArgs, binary, "stdio", "--method", "tools/call", "--tool-name", "every__echo", "--tool-arg", "message=over-stdio")...)
 	if !strings.Contains(out, "over-stdio") || strings.Contains(out, `"isError": true`) {
 		t.Fatalf("tools/call over aggregator stdio:\n%s", out)
+	}
+}
+
+// TestMetricsEndpoint: after real traffic, /metrics shows the contract's metrics, the actor runtime's instruments
+// and the Go runtime's, and no label carries a tool name, an id or a raw path.
+func TestMetricsEndpoint(t *testing.T) {
+	d := newDaemon(t, "")
+	d.env = append(d.env, "MCP_AGGREGATOR_HEALTH_INTERVAL=0.3")
+	d.start()
+	cmd, args := peertest.EverythingStdio(t)
+	code, s := d.do("POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args}})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	id := s["id"].(string)
+	d.waitStatus(id, "CONNECTED", 30*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("POST", strings.TrimSuffix(d.base, "/aggregator")+"/tools/call", strings.NewReader(`{"name":"every.echo","arguments":{"message":"m"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo never succeeded")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a few health checks
+	resp, err := http.Get(strings.TrimSuffix(d.base, "/api/v1/aggregator") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(raw)
+	for _, want := range []string{
+		`mcp_aggregator_servers_total{status="connected"} 1`,
+		`mcp_aggregator_tools_total `, `mcp_aggregator_tools_classified `,
+		`mcp_aggregator_routing_duration_seconds_bucket`,
+		`mcp_aggregator_execution_duration_seconds_bucket{server="every"`,
+		`mcp_aggregator_health_check_duration_seconds{server="every"}`,
+		`mcp_aggregator_health_check_failures_total{server="every"} 0`,
+		`mcp_aggregator_tool_calls_total{outcome="ok",server="every"}`,
+		`mcp_aggregator_http_requests_total{listener="rest",method="POST",route="/api/v1/tools/call",status="200"}`,
+		`mcp_aggregator_state_transitions_total{to="CONNECTED"}`,
+		`protoactor_`, `go_goroutines`, `process_resident_memory_bytes`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// Bounded labels: no label value is a tool name, a server id or a raw path with an id.
+	labelValue := regexp.MustCompile(`="([^"]*)"`)
+	for _, m := range labelValue.FindAllStringSubmatch(text, -1) {
+		v := m[1]
+		if strings.Contains(v, "echo") || strings.Contains(v, id) || strings.Contains(v, "/servers/0") {
+			t.Errorf("unbounded label value %q", v)
+		}
 	}
 }

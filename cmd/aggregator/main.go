@@ -13,12 +13,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/postgres"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -120,18 +124,26 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer store.Close()
 
-	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors})
+	mx, systemRef := newMetrics()
+	meters, err := mx.ActorMeterProvider()
+	if err != nil {
+		return err
+	}
+	// protoactor takes its meter from OpenTelemetry's global provider; this is the one place that sets it.
+	otel.SetMeterProvider(meters)
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
+	systemRef.Store(system)
 	defer shutdownActors(system, cfg, logger)
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Config: api.Config{
+	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, Config: api.Config{
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		HealthCheckInterval: cfg.Actors.HealthInterval,
 		StartedAt:           started,
 		AskTimeout:          cfg.Actors.AskTimeout,
 	}})
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -144,8 +156,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.MCPListen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", endpoint.StreamableHandler())
-	mux.Handle("/sse", endpoint.SSEHandler())
+	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
+	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
 	mcpHTTP := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
@@ -211,4 +223,17 @@ func shutdownActors(system *actors.System, cfg config, logger *slog.Logger) {
 		logger.Warn("actor shutdown", "error", err)
 	}
 	logger.Info("stopped")
+}
+
+// newMetrics builds the daemon's registry; its scrape-time gauges read the actor system once it is stored in the
+// returned pointer (before that they report nothing).
+func newMetrics() (*metrics.Metrics, *atomic.Pointer[actors.System]) {
+	ref := &atomic.Pointer[actors.System]{}
+	mx := metrics.New(func() metrics.Snapshot {
+		if sys := ref.Load(); sys != nil {
+			return sys.Snapshot()
+		}
+		return metrics.Snapshot{}
+	})
+	return mx, ref
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -93,6 +96,8 @@ type Deps struct {
 	// Logger receives the access log and unexpected errors (default: discard).
 	Logger *slog.Logger
 	Config Config
+	// Metrics records requests and routing time and is served at /metrics (nil: no metrics, no route).
+	Metrics *metrics.Metrics
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -101,6 +106,7 @@ type server struct {
 	control actors.Control
 	log     *slog.Logger
 	cfg     Config
+	metrics *metrics.Metrics
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -109,7 +115,7 @@ func New(d Deps) *fiber.App {
 	if d.Store == nil || d.Control == nil {
 		panic("api.New: Deps.Store and Deps.Control are required")
 	}
-	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults()}
+	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -145,6 +151,9 @@ func New(d Deps) *fiber.App {
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
 	app.Post("/api/v1/tools/call", s.callTool)
+	if d.Metrics != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))
+	}
 	return app
 }
 

@@ -72,6 +72,7 @@ func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
 	case status >= fiber.StatusInternalServerError:
 		level = slog.LevelError
 	}
+	s.metrics.HTTP("rest", routePattern(c), c.Method(), status, d)
 	s.log.LogAttrs(c.UserContext(), level, "http request",
 		slog.String("method", c.Method()),
 		slog.String("route", routePattern(c)),

@@ -96,6 +96,7 @@ func (s *server) callTool(c *fiber.Ctx) error {
 		return mapError(fmt.Errorf("call %s: %w", route.Name, err), subject{id: route.ServerID, name: route.ServerName})
 	}
 	done := time.Now()
+	s.metrics.Routing(done.Sub(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
 	if reply.Error != nil {
 		return callError(route, reply.Error, req.name, done.Sub(routed))
 	}

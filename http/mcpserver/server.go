@@ -14,11 +14,13 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -35,17 +37,20 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported in initialize.
 	Version string
+	// Metrics records the aggregator's share of each call (nil: nothing).
+	Metrics *metrics.Metrics
 }
 
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
-	gw     Gateway
-	store  persistence.Store
-	log    *slog.Logger
-	mcp    *mcp.Server
-	stop   func()
-	syncCh chan *actors.RouteTable
+	gw      Gateway
+	store   persistence.Store
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	mcp     *mcp.Server
+	stop    func()
+	syncCh  chan *actors.RouteTable
 
 	mu      sync.Mutex
 	exposed map[string]string // alias -> hash of what was added, to add only what changed
@@ -60,7 +65,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = actors.Version
 	}
-	s := &Server{gw: gw, store: store, log: opts.Logger, exposed: map[string]string{},
+	s := &Server{gw: gw, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{})}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
 		&mcp.ServerOptions{
@@ -253,7 +258,11 @@ func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMess
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	start := time.Now()
 	reply, err := s.gw.Call(ctx, route, args, progress)
+	if reply != nil {
+		s.metrics.Routing(time.Since(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
+	}
 	if err != nil {
 		return toolError(fmt.Sprintf("Call to %s failed: %v", route.Name, err)), nil
 	}
