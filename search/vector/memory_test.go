@@ -1,0 +1,111 @@
+package vector
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	runConformance(t, func(t *testing.T) Index {
+		m := NewMemory()
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	})
+}
+
+// TestMemoryParallelScan covers the split scan used above parallelMinWork.
+func TestMemoryParallelScan(t *testing.T) {
+	const dim = 256
+	n := parallelMinWork/dim + 500
+	m := NewMemory()
+	if _, err := m.Ensure(t.Context(), Spec{Dimension: dim, Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	pts := randomPoints(rng, n, dim)
+	mustUpsert(t, m, pts...)
+	for _, f := range []Filter{{}, {ServerNames: []string{"beta"}, Classified: ptr(false)}} {
+		q := randomPoints(rng, 1, dim)[0].Vector
+		for _, limit := range []int{1, 10, 100} {
+			checkAgainstReference(t, mustSearch(t, m, q, f, limit), pts, q, f, limit)
+		}
+	}
+}
+
+func TestTopK(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, limit := range []int{1, 2, 5, 50} {
+		h := topK{limit: limit}
+		var all []scored
+		for i := range 200 {
+			s := scored{score: float32(rng.IntN(20)), id: uint64(i)}
+			all = append(all, s)
+			h.offer(s)
+		}
+		slices.SortFunc(all, func(a, b scored) int {
+			if better(a, b) {
+				return -1
+			}
+			return 1
+		})
+		got := slices.Clone(h.items)
+		slices.SortFunc(got, func(a, b scored) int {
+			if better(a, b) {
+				return -1
+			}
+			return 1
+		})
+		if !slices.Equal(got, all[:limit]) {
+			t.Fatalf("limit %d: top = %v, want %v", limit, got, all[:limit])
+		}
+	}
+}
+
+// BenchmarkMemorySearch10k measures an unfiltered and a filtered top-20
+// search over 10,000 tools. Besides ns/op it reports p50-ms and p95-ms of
+// the individual searches. Keep it short on shared machines:
+//
+//	go test -run '^$' -bench MemorySearch10k -benchtime 200x ./search/vector/
+func BenchmarkMemorySearch10k(b *testing.B) {
+	const n = 10_000
+	for _, dim := range []int{512, 1024} {
+		m := NewMemory()
+		if _, err := m.Ensure(b.Context(), Spec{Dimension: dim, Model: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(9, 10))
+		pts := randomPoints(rng, n, dim)
+		if err := m.Upsert(b.Context(), pts); err != nil {
+			b.Fatal(err)
+		}
+		queries := randomPoints(rng, 64, dim)
+		for _, f := range []struct {
+			name   string
+			filter Filter
+		}{
+			{"all", Filter{}},
+			{"classified", Filter{Classified: ptr(true)}},
+		} {
+			b.Run(fmt.Sprintf("dim%d/%s", dim, f.name), func(b *testing.B) {
+				lat := make([]time.Duration, 0, b.N)
+				i := 0
+				for b.Loop() {
+					start := time.Now()
+					hits, err := m.Search(b.Context(), queries[i%len(queries)].Vector, f.filter, 20)
+					lat = append(lat, time.Since(start))
+					if err != nil || len(hits) != 20 {
+						b.Fatalf("search: %d hits, %v", len(hits), err)
+					}
+					i++
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
+			})
+		}
+		_ = m.Close()
+	}
+}
