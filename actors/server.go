@@ -125,6 +125,8 @@ type serverActor struct {
 	retryN    int
 	failures  int
 	lastError string
+	// secrets are the resolved secret values of the current config, scrubbed from every error text.
+	secrets *secrets
 
 	retryTimer  *time.Timer
 	healthTimer *time.Timer
@@ -243,6 +245,7 @@ func (a *serverActor) started(ctx actor.Context) {
 		panic(fmt.Errorf("load server %s: %w", a.id, err))
 	}
 	a.rec, a.status = rec, rec.Status
+	a.secrets = newSecrets(rec, a.d.Env)
 	if a.status != persistence.StatusDisconnected {
 		a.setStatus(persistence.StatusDisconnected, "no session after (re)start", nil)
 	}
@@ -428,6 +431,7 @@ func (a *serverActor) connectFailed(err error, stderrTail string) {
 	if t := strings.TrimSpace(stderrTail); t != "" {
 		msg += "; stderr: " + lastLines(t, 5)
 	}
+	msg = a.secrets.scrub(msg)
 	a.lastError = msg
 	a.log().Warn("connection failed", "error", msg, "attempt", a.retryN+1)
 	a.transition(persistence.StatusError, "connection failure", &msg)
@@ -465,6 +469,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 			reason += "; stderr: " + lastLines(t, 5)
 		}
 	}
+	reason = a.secrets.scrub(reason)
 	a.closeSession(false)
 	if a.status == persistence.StatusDisconnecting {
 		a.cancelPending()
@@ -572,6 +577,7 @@ func (a *serverActor) reload() *pb.Ack {
 	old := a.rec
 	rec.Status = a.status
 	a.rec = rec
+	a.secrets = newSecrets(rec, a.d.Env)
 	// Only the connection config matters to the session; a rename or a new description keeps it.
 	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
 	if !changed {
@@ -640,7 +646,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	progress, mx := a.progress, a.d.Metrics
+	progress, mx, sec := a.progress, a.d.Metrics, a.secrets
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
@@ -658,6 +664,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		}
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
+			reply.Error.Message = sec.scrub(reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
 		// Count the call done before answering, so that whatever the asker does next sees it finished.
@@ -693,7 +700,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		ctx.Respond(&pb.ListToolsReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}
-	sess, sender, sys, timeout := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout
+	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout, a.secrets
 	go func() {
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -701,7 +708,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		for tool, err := range sess.Tools(lctx, nil) {
 			if err != nil {
 				reply.ToolsJson = nil
-				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: err.Error()}
+				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
 				break
 			}
 			b, err := json.Marshal(tool)
@@ -737,8 +744,15 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		a.onHealthResult(&healthResult{gen: m.gen, ok: true, counted: true})
 		return
 	}
+	if url != "" {
+		if problem := PlainHTTPProblem(url, allowsInsecureHTTP(a.rec.ConnectionConfig)); problem != "" {
+			a.onHealthResult(&healthResult{gen: m.gen, err: "health_check_url refused: " + problem})
+			return
+		}
+	}
 	a.healthBusy = true
 	sess, client, timeout, sys, self := a.sess.session, a.d.HealthClient, a.d.Config.HealthTimeout, a.sys, a.self
+	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -751,6 +765,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		} else {
 			r.ok = true
 		}
+		r.err = sec.scrub(r.err)
 		ms := float64(time.Since(start).Microseconds()) / 1000
 		r.responseMs = &ms
 		sys.Root.Send(self, r)

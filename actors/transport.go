@@ -162,9 +162,16 @@ func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Dur
 		if endpoint == "" {
 			return nil, fmt.Errorf("connection_config has no endpoint URL")
 		}
+		if problem := PlainHTTPProblem(endpoint, cfg.AllowInsecureHTTP); problem != "" {
+			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
+		}
 		base := http.DefaultTransport.(*http.Transport).Clone()
+		// Calls to one backend run concurrently over its session: keep enough idle connections that they are
+		// reused rather than re-dialled (the default keeps 2 per host).
+		base.MaxIdleConnsPerHost = 128
 		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers}}
+		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers},
+			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
 		if rec.TransportType == persistence.TransportSSE {
 			return &built{transport: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client}, client: client}, nil
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/persistence/crypt"
 )
 
 // config is everything the daemon reads from its environment. README's configuration table lists the same
@@ -25,6 +28,15 @@ type config struct {
 	LogLevel        slog.Level
 	LogFormat       string
 	Actors          actors.Config
+	// CredentialKey and CredentialKeyPrevious are MCP_CREDENTIAL_KEY and MCP_CREDENTIAL_KEY_PREVIOUS decoded
+	// (nil when unset); see credentials.go.
+	CredentialKey, CredentialKeyPrevious []byte
+	// Tokens are the bearer tokens (empty: auth off, loopback only); MetricsOpen serves /metrics without one.
+	Tokens      *auth.Tokens
+	MetricsOpen bool
+	// RateLimit (tool calls per second per client, 0 off) and RateBurst size each client's token bucket.
+	RateLimit float64
+	RateBurst int
 }
 
 // envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
@@ -40,6 +52,8 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_ALIAS_SEPARATOR", "__", "joins server and tool in the MCP endpoint's client-safe tool names"},
 		{"DATABASE_URL", "", "PostgreSQL URL; unset: the embedded SQLite store in the data directory"},
 		{"MCP_AGGREGATOR_DATA_DIR", "./data", "where the embedded store keeps its file"},
+		{"MCP_CREDENTIAL_KEY", "", "32 bytes as base64 or 64 hex characters: the AES-256-GCM key connection_config is encrypted under at rest; required when a listen address is not loopback, else generated once into the data directory"},
+		{"MCP_CREDENTIAL_KEY_PREVIOUS", "", "the key before the current one, still accepted for reading while `aggregator rotate-key` re-encrypts under MCP_CREDENTIAL_KEY"},
 		{"MCP_AGGREGATOR_ENABLED", "true", "false makes `serve` exit at once saying the aggregator is disabled"},
 		{"MCP_AGGREGATOR_MAX_SERVERS", "50", "registrations beyond this answer 409 SERVER_LIMIT_REACHED"},
 		{"MCP_AGGREGATOR_HEALTH_INTERVAL", "30", "seconds between health checks of a server"},
@@ -52,6 +66,13 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_ASK_TIMEOUT", "5", "seconds an API request waits for an actor before answering 503"},
 		{"MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", "20", "seconds SIGTERM may take to close sessions and stop children"},
 		{"MCP_AGGREGATOR_MAX_BODY_BYTES", "1048576", "largest request body; larger ones answer 413"},
+		{"MCP_AGGREGATOR_ADMIN_TOKENS", "", "comma-separated admin bearer tokens, each `name:token` or `token` (16+ characters): everything, including managing servers and the audit log"},
+		{"MCP_AGGREGATOR_CLIENT_TOKENS", "", "comma-separated client bearer tokens: list and read servers and tools, search, call tools, the MCP endpoint (not its admin meta-tools)"},
+		{"MCP_AGGREGATOR_TOKENS_FILE", "", "file of `scope name token` lines (scope admin or client, `#` comments), added to the tokens above; with no token at all auth is off and only loopback listen addresses are accepted"},
+		{"MCP_AGGREGATOR_METRICS_OPEN", "false", "true serves /metrics without a token"},
+		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},
+		{"MCP_AGGREGATOR_RATE_BURST", "200", "tool calls a client may make at once before the rate limit applies"},
+		{"MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER", "5000", "discovery keeps the first this many tools of a server (listing order) and logs a warning"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -112,6 +133,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.KeepAlive = seconds("MCP_AGGREGATOR_KEEPALIVE_INTERVAL", true)
 	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
+	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
@@ -119,11 +141,41 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	c.Actors = a
 	c.ShutdownTimeout = seconds("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", false)
 	c.MaxBodyBytes = integer("MCP_AGGREGATOR_MAX_BODY_BYTES")
+	tokens, err := auth.Parse(get("MCP_AGGREGATOR_ADMIN_TOKENS"), get("MCP_AGGREGATOR_CLIENT_TOKENS"), get("MCP_AGGREGATOR_TOKENS_FILE"))
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.Tokens = tokens
+	switch strings.ToLower(get("MCP_AGGREGATOR_METRICS_OPEN")) {
+	case "true", "1", "yes", "on":
+		c.MetricsOpen = true
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_METRICS_OPEN=%q: want true or false", get("MCP_AGGREGATOR_METRICS_OPEN")))
+	}
+	if r, err := strconv.ParseFloat(get("MCP_AGGREGATOR_RATE_LIMIT"), 64); err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_RATE_LIMIT=%q: want calls per second (0 disables)", get("MCP_AGGREGATOR_RATE_LIMIT")))
+	} else {
+		c.RateLimit = r
+	}
+	c.RateBurst = integer("MCP_AGGREGATOR_RATE_BURST")
 	if err := c.LogLevel.UnmarshalText([]byte(get("MCP_AGGREGATOR_LOG_LEVEL"))); err != nil {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_LEVEL=%q: want debug, info, warn or error", get("MCP_AGGREGATOR_LOG_LEVEL")))
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_FORMAT=%q: want json or text", c.LogFormat))
+	}
+	for _, k := range []struct {
+		name string
+		dst  *[]byte
+	}{{"MCP_CREDENTIAL_KEY", &c.CredentialKey}, {"MCP_CREDENTIAL_KEY_PREVIOUS", &c.CredentialKeyPrevious}} {
+		if raw := get(k.name); raw != "" {
+			key, err := crypt.ParseKey(raw)
+			if err != nil {
+				errs = append(errs, k.name+": "+err.Error()) // never the value: it is a secret
+			}
+			*k.dst = key
+		}
 	}
 	if c.DataDir != "" {
 		if abs, err := filepath.Abs(c.DataDir); err == nil {

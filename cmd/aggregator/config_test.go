@@ -55,6 +55,14 @@ func TestLoadConfig(t *testing.T) {
 		{name: "negative timeout", env: map[string]string{"MCP_AGGREGATOR_CONNECTION_TIMEOUT": "-1"}, wantErr: "MCP_AGGREGATOR_CONNECTION_TIMEOUT"},
 		{name: "bad bool", env: map[string]string{"MCP_AGGREGATOR_ENABLED": "maybe"}, wantErr: "MCP_AGGREGATOR_ENABLED"},
 		{name: "bad level", env: map[string]string{"MCP_AGGREGATOR_LOG_LEVEL": "loud"}, wantErr: "MCP_AGGREGATOR_LOG_LEVEL"},
+		{name: "credential keys", env: map[string]string{"MCP_CREDENTIAL_KEY": strings.Repeat("ab", 32),
+			"MCP_CREDENTIAL_KEY_PREVIOUS": "q83vEjRWeJCrze8SNFZ4kKvN7xI0VniQq83vEjRWeJA="}, check: func(t *testing.T, c config) {
+			if len(c.CredentialKey) != 32 || c.CredentialKey[0] != 0xab || len(c.CredentialKeyPrevious) != 32 {
+				t.Fatalf("keys %x %x", c.CredentialKey, c.CredentialKeyPrevious)
+			}
+		}},
+		{name: "credential key of the wrong size", env: map[string]string{"MCP_CREDENTIAL_KEY": "c2hvcnQta2V5LXNlY3JldA=="}, wantErr: "MCP_CREDENTIAL_KEY: want 32 bytes"},
+		{name: "previous key not a key", env: map[string]string{"MCP_CREDENTIAL_KEY_PREVIOUS": "hunter2-passphrase"}, wantErr: "MCP_CREDENTIAL_KEY_PREVIOUS"},
 		{name: "every error at once", env: map[string]string{"MCP_AGGREGATOR_LOG_FORMAT": "xml", "MCP_AGGREGATOR_MAX_BODY_BYTES": "0"},
 			wantErr: "MCP_AGGREGATOR_LOG_FORMAT"},
 	}
@@ -76,6 +84,11 @@ func TestLoadConfig(t *testing.T) {
 	_, err := loadConfig(lookupFrom(map[string]string{"MCP_AGGREGATOR_LOG_FORMAT": "xml", "MCP_AGGREGATOR_MAX_BODY_BYTES": "0"}))
 	if err == nil || !strings.Contains(err.Error(), "MCP_AGGREGATOR_MAX_BODY_BYTES") {
 		t.Fatalf("all bad values must be reported together: %v", err)
+	}
+	// A bad key is reported without its value: it is a secret.
+	_, err = loadConfig(lookupFrom(map[string]string{"MCP_CREDENTIAL_KEY": "hunter2-passphrase"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("bad key error: %v", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -34,6 +35,9 @@ commands:
   serve     run the daemon: REST API, MCP endpoint, actors, health checks
   stdio     run the daemon with its MCP endpoint on stdin/stdout (for desktop MCP clients)
   migrate   apply database migrations and exit
+  rotate-key
+            re-encrypt every connection_config under MCP_CREDENTIAL_KEY, reading old rows with
+            MCP_CREDENTIAL_KEY_PREVIOUS; prints how many (run it with the daemon stopped)
   version   print the version
 `
 
@@ -51,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, "aggregator", actors.Version)
 		return 0
-	case "serve", "migrate", "stdio":
+	case "serve", "migrate", "stdio", "rotate-key":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -63,6 +67,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	if args[0] == "serve" {
+		if err := auth.CheckExposure(cfg.Tokens, map[string]string{"MCP_AGGREGATOR_LISTEN": cfg.Listen, "MCP_AGGREGATOR_MCP_LISTEN": cfg.MCPListen}); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 	}
 	logger := newLogger(cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -76,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		store.Close()
 		logger.Info("migrations applied", "store", store.Kind())
 		return 0
+	}
+	if args[0] == "rotate-key" {
+		return rotateKey(ctx, cfg, logger, stdout)
 	}
 	if args[0] == "stdio" {
 		if err := stdio(ctx, cfg, logger); err != nil {
@@ -118,7 +131,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return nil
 	}
 	started := time.Now()
-	store, err := openStore(ctx, cfg, logger)
+	if cfg.Tokens.Enabled() {
+		admins, clients := cfg.Tokens.Count()
+		logger.Info("bearer-token auth on", "admin_tokens", admins, "client_tokens", clients, "metrics_open", cfg.MetricsOpen)
+	} else {
+		logger.Warn("no token configured: auth is off (every caller is an anonymous admin) and the daemon listens on loopback only",
+			"rest", cfg.Listen, "mcp", cfg.MCPListen)
+	}
+	limiter := auth.NewLimiter(cfg.RateLimit, cfg.RateBurst)
+	store, err := openSealedStore(ctx, cfg, logger, true)
 	if err != nil {
 		return err
 	}
@@ -137,13 +158,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	systemRef.Store(system)
 	defer shutdownActors(system, cfg, logger)
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, Config: api.Config{
+	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, Tokens: cfg.Tokens, Limiter: limiter, Config: api.Config{
+		MetricsOpen:         cfg.MetricsOpen,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		HealthCheckInterval: cfg.Actors.HealthInterval,
 		StartedAt:           started,
 		AskTimeout:          cfg.Actors.AskTimeout,
 	}})
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter, RequireIdentity: cfg.Tokens.Enabled()})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -158,7 +180,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
-	mcpHTTP := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
 		"mcp", "http://"+mcpLn.Addr().String()+"/mcp", "sse", "http://"+mcpLn.Addr().String()+"/sse", "version", actors.Version)
@@ -191,7 +213,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 // stdio runs the store, the actors and the MCP endpoint with one MCP client on stdin/stdout (logs go to stderr),
 // until the client leaves or a signal arrives. No HTTP listener is opened.
 func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
-	store, err := openStore(ctx, cfg, logger)
+	store, err := openSealedStore(ctx, cfg, logger, false)
 	if err != nil {
 		return err
 	}

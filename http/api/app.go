@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -54,6 +55,8 @@ type Config struct {
 	IdleTimeout  time.Duration
 	// Now is the clock (default time.Now); tests replace it.
 	Now func() time.Time
+	// MetricsOpen serves /metrics without a token (auth.Policy).
+	MetricsOpen bool
 }
 
 func (c Config) withDefaults() Config {
@@ -98,6 +101,11 @@ type Deps struct {
 	Config Config
 	// Metrics records requests and routing time and is served at /metrics (nil: no metrics, no route).
 	Metrics *metrics.Metrics
+	// Tokens are the bearer tokens every route but /health needs (nil or empty: auth off, everyone is an
+	// anonymous admin).
+	Tokens *auth.Tokens
+	// Limiter rate-limits POST /api/v1/tools/call per client (nil: no limit).
+	Limiter *auth.Limiter
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -107,6 +115,9 @@ type server struct {
 	log     *slog.Logger
 	cfg     Config
 	metrics *metrics.Metrics
+	tokens  *auth.Tokens
+	policy  auth.Policy
+	limiter *auth.Limiter
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -115,7 +126,8 @@ func New(d Deps) *fiber.App {
 	if d.Store == nil || d.Control == nil {
 		panic("api.New: Deps.Store and Deps.Control are required")
 	}
-	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics}
+	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics,
+		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -136,6 +148,7 @@ func New(d Deps) *fiber.App {
 	})
 	app.Use(s.requestContext)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
+	app.Use(s.authenticate)
 
 	g := app.Group(apiPrefix)
 	g.Post("/servers", s.createServer)
@@ -150,6 +163,7 @@ func New(d Deps) *fiber.App {
 	g.Post("/servers/:id/tools/refresh", s.refreshTools)
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
+	g.Get("/audit", s.listAudit)
 	app.Post("/api/v1/tools/call", s.callTool)
 	if d.Metrics != nil {
 		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))

@@ -30,6 +30,7 @@ type fakeStore struct {
 	pingWait time.Duration // Ping blocks this long (ignoring ctx) to test the health timeout
 	listErr  error
 	clock    time.Time
+	audit    []persistence.AuditRecord // InsertAudit appends; see audit_test.go
 }
 
 func newFakeStore() *fakeStore {

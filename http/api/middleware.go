@@ -21,7 +21,7 @@ const localRequestID localsKey = iota
 // maxRequestIDLength bounds an id a client sends; a longer or odd one is replaced rather than logged.
 const maxRequestIDLength = 128
 
-// anonymousActor is the audit actor until authentication exists.
+// anonymousActor is the audit actor while auth is off.
 const anonymousActor = "anonymous"
 
 // requestContext is the outermost middleware. It gives the request an id (the caller's X-Request-ID when sane,
@@ -118,7 +118,10 @@ func (s *server) logPanic(c *fiber.Ctx, v any) {
 		slog.String("stack", string(debug.Stack())))
 }
 
-// actorOf names who made the request, for the audit log.
-func actorOf(*fiber.Ctx) string {
+// actorOf names who made the request, for the audit log: the token's name, or anonymous while auth is off.
+func actorOf(c *fiber.Ctx) string {
+	if id := identityOf(c); id.Name != "" && !id.Anonymous {
+		return id.Name
+	}
 	return anonymousActor
 }

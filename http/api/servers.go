@@ -118,6 +118,7 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("register server %q: %w", req.Name, err), subject{name: req.Name})
 	}
+	s.audit(c, AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": req.AutoConnect})
 	c.Location(apiPrefix + "/servers/" + srv.ID)
 	return c.Status(fiber.StatusCreated).JSON(newServerDetailView(srv))
 }
@@ -213,6 +214,7 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("update server %s: %w", id, err), subject{id: c.Params("id"), name: name})
 	}
+	s.audit(c, AuditServerUpdated, srv.ID, srv.Name, patchDetails(patch, current.Name))
 	return c.JSON(newServerDetailView(srv))
 }
 
@@ -224,9 +226,11 @@ func (s *server) deleteServer(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
+	name := s.serverName(ctx, id)
 	if err := s.control.Remove(ctx, id); err != nil {
 		return mapError(fmt.Errorf("remove server %s: %w", id, err), subject{id: c.Params("id")})
 	}
+	s.audit(c, AuditServerRemoved, id, name, nil)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
@@ -242,6 +246,7 @@ func (s *server) connectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("connect server %s: %w", id, err), subject{id: c.Params("id")})
 	}
+	s.audit(c, AuditServerConnected, id, s.serverName(ctx, id), map[string]any{"status": res.Status, "message": res.Message})
 	return c.JSON(res)
 }
 
@@ -265,6 +270,8 @@ func (s *server) disconnectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("disconnect server %s: %w", id, err), subject{id: c.Params("id")})
 	}
+	s.audit(c, AuditServerDisconnected, id, s.serverName(ctx, id),
+		map[string]any{"force": force, "status": res.Status, "pending_requests": res.PendingRequests})
 	return c.JSON(res)
 }
 

@@ -183,5 +183,6 @@ func (s *server) refreshTools(c *fiber.Ctx) error {
 	} else if err != nil {
 		return mapError(fmt.Errorf("refresh tools of %s: %w", id, err), subject{id: id})
 	}
+	s.audit(c, AuditToolsRefreshed, id, s.serverName(ctx, id), nil)
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"server_id": id, "status": "REFRESHING", "message": "Tool discovery initiated"})
 }

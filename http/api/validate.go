@@ -113,6 +113,7 @@ func ValidateRegistration(body []byte) (actors.RegisterRequest, []FieldError) {
 	if raw, ok := fields["health_check_url"]; ok && kindOf(raw) != kindNull {
 		if u, ok := v.httpURL(raw, bodyAt("health_check_url")); ok {
 			req.HealthCheckURL = &u
+			v.checkHealthURLTLS(req.HealthCheckURL, req.ConnectionConfig)
 		}
 	}
 
@@ -175,6 +176,10 @@ func ValidatePatch(body []byte, transportType string) (persistence.ServerPatch, 
 			p.ClearHealthCheckURL = true
 		} else if u, ok := v.httpURL(raw, bodyAt("health_check_url")); ok {
 			p.HealthCheckURL = &u
+			// Without a new connection_config the stored allow_insecure_http decides, at health-check time.
+			if p.ConnectionConfig != nil {
+				v.checkHealthURLTLS(p.HealthCheckURL, p.ConnectionConfig)
+			}
 		}
 	}
 
@@ -493,10 +498,34 @@ func (v *validator) connectionConfig(raw json.RawMessage, transport string, loc 
 			}
 		}
 	}
+	// TLS 1.2+ for SSE and HTTP: plain http only to loopback, or with allow_insecure_http.
+	allowInsecure, _ := out["allow_insecure_http"].(bool)
+	for _, k := range []string{"url", "base_url"} {
+		if u, ok := out[k].(string); ok {
+			if problem := actors.PlainHTTPProblem(u, allowInsecure); problem != "" {
+				v.add(FieldValueError, problem, at(loc, k))
+			}
+		}
+	}
 	if v.n > before {
 		return nil
 	}
 	return encodeJSON(out)
+}
+
+// checkHealthURLTLS applies the TLS rule of connection_config's URLs to health_check_url, with the config's
+// allow_insecure_http.
+func (v *validator) checkHealthURLTLS(u *string, config json.RawMessage) {
+	if u == nil {
+		return
+	}
+	var c struct {
+		AllowInsecureHTTP bool `json:"allow_insecure_http"`
+	}
+	_ = json.Unmarshal(config, &c)
+	if problem := actors.PlainHTTPProblem(*u, c.AllowInsecureHTTP); problem != "" {
+		v.add(FieldValueError, problem, bodyAt("health_check_url"))
+	}
 }
 
 func (v *validator) stringList(raw json.RawMessage, loc []any) ([]string, bool) {

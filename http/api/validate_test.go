@@ -76,14 +76,34 @@ func TestValidateRegistrationValid(t *testing.T) {
 			wantConfig: `{"headers":{},"url":"${MCP_URL}"}`,
 		},
 		{
+			name:       "plain http to loopback",
+			body:       `{"name":"h","transport_type":"SSE","connection_config":{"url":"http://127.0.0.5:9000/sse"},"health_check_url":"http://localhost:9000/health"}`,
+			wantConfig: `{"url":"http://127.0.0.5:9000/sse"}`,
+		},
+		{
+			name:       "plain http to IPv6 loopback",
+			body:       `{"name":"h","transport_type":"HTTP","connection_config":{"base_url":"http://[::1]:9000/mcp"}}`,
+			wantConfig: `{"base_url":"http://[::1]:9000/mcp"}`,
+		},
+		{
+			name:       "plain http allowed explicitly",
+			body:       `{"name":"h","transport_type":"HTTP","connection_config":{"base_url":"http://10.0.0.5/mcp","allow_insecure_http":true},"health_check_url":"http://10.0.0.5/health"}`,
+			wantConfig: `{"allow_insecure_http":true,"base_url":"http://10.0.0.5/mcp"}`,
+		},
+		{
+			name:       "plain http with the host from the environment is judged at connect time",
+			body:       `{"name":"h","transport_type":"HTTP","connection_config":{"base_url":"http://${MCP_HOST}:8080/mcp"}}`,
+			wantConfig: `{"base_url":"http://${MCP_HOST}:8080/mcp"}`,
+		},
+		{
 			name:       "name at max length",
 			body:       `{"name":"` + "a" + strings.Repeat("b", MaxNameLength-1) + `","transport_type":"SSE","connection_config":{"url":"http://127.0.0.1:9000/sse"}}`,
 			wantConfig: `{"url":"http://127.0.0.1:9000/sse"}`,
 		},
 		{
 			name:       "description at max length in runes",
-			body:       `{"name":"d","description":"` + strings.Repeat("é", MaxDescriptionLength) + `","transport_type":"SSE","connection_config":{"url":"http://h/sse"}}`,
-			wantConfig: `{"url":"http://h/sse"}`,
+			body:       `{"name":"d","description":"` + strings.Repeat("é", MaxDescriptionLength) + `","transport_type":"SSE","connection_config":{"url":"https://h/sse"}}`,
+			wantConfig: `{"url":"https://h/sse"}`,
 		},
 	}
 	for _, tt := range tests {
@@ -175,6 +195,12 @@ func TestValidateRegistrationErrors(t *testing.T) {
 		{"HTTP with url is extra", `{"name":"a","transport_type":"HTTP","connection_config":{"url":"https://h"}}`, "body.connection_config.url", FieldExtraForbidden},
 		{"HTTP base_url bad", `{"name":"a","transport_type":"HTTP","connection_config":{"base_url":"not a url"}}`, "body.connection_config.base_url", FieldValueError},
 		{"allow_insecure_http string", `{"name":"a","transport_type":"HTTP","connection_config":{"base_url":"http://h","allow_insecure_http":"yes"}}`, "body.connection_config.allow_insecure_http", FieldTypeError},
+		// TLS 1.2+: plain http only to loopback or with allow_insecure_http
+		{"SSE plain http to a remote host", `{"name":"a","transport_type":"SSE","connection_config":{"url":"http://h/sse"}}`, "body.connection_config.url", FieldValueError},
+		{"HTTP plain http to a LAN address", `{"name":"a","transport_type":"HTTP","connection_config":{"base_url":"http://10.0.0.5:8080/mcp"}}`, "body.connection_config.base_url", FieldValueError},
+		{"plain http, insecure explicitly off", `{"name":"a","transport_type":"HTTP","connection_config":{"base_url":"HTTP://h.example/${P}","allow_insecure_http":false}}`, "body.connection_config.base_url", FieldValueError},
+		{"plain http to a name like localhost", `{"name":"a","transport_type":"SSE","connection_config":{"url":"http://localhost.evil.example/sse"}}`, "body.connection_config.url", FieldValueError},
+		{"health url plain http remote", valid(`,"health_check_url":"http://h/health"`), "body.health_check_url", FieldValueError},
 		{"STDIO without command", `{"name":"a","transport_type":"STDIO","connection_config":{"args":["x"]}}`, "body.connection_config.command", FieldValueError},
 		{"STDIO command empty", `{"name":"a","transport_type":"STDIO","connection_config":{"command":"  "}}`, "body.connection_config.command", FieldValueError},
 		{"STDIO command array", `{"name":"a","transport_type":"STDIO","connection_config":{"command":["python"]}}`, "body.connection_config.command", FieldTypeError},

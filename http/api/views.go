@@ -150,7 +150,7 @@ func newServerView(s persistence.Server) serverView {
 		Description:     nonEmpty(s.Description),
 		TransportType:   s.TransportType,
 		Status:          s.Status,
-		HealthCheckURL:  nonEmpty(s.HealthCheckURL),
+		HealthCheckURL:  maskedURL(nonEmpty(s.HealthCheckURL)),
 		ToolCount:       s.ToolCount,
 		LastHealthCheck: formatTimePtr(s.LastHealthCheck),
 		RegisteredAt:    formatTime(s.RegisteredAt),
@@ -158,11 +158,21 @@ func newServerView(s persistence.Server) serverView {
 	}
 }
 
-// newServerDetailView shows connection_config as stored: ${VAR} references appear as written, never resolved.
+// maskedURL is MaskURL for an optional URL.
+func maskedURL(u *string) *string {
+	if u == nil {
+		return nil
+	}
+	m := MaskURL(*u)
+	return &m
+}
+
+// newServerDetailView shows connection_config as written with its secrets masked (MaskConfig): ${VAR} references
+// appear as written, never resolved.
 func newServerDetailView(s persistence.Server) serverDetailView {
 	return serverDetailView{
 		serverView:           newServerView(s),
-		ConnectionConfig:     rawOrNull(s.ConnectionConfig),
+		ConnectionConfig:     MaskConfig(s.ConnectionConfig),
 		ErrorMessage:         s.ErrorMessage,
 		UpdatedAt:            formatTime(s.UpdatedAt),
 		AutoConnect:          s.AutoConnect,

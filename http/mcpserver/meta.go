@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -101,18 +102,23 @@ func askCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	id, denied := s.admit(ctx, req, auth.ScopeAdmin)
+	if denied != nil {
+		return denied, nil
+	}
 	r, errs := api.ValidateRegistration(req.Params.Arguments)
 	if len(errs) > 0 {
 		b, _ := json.Marshal(errs)
 		return failure(api.CodeValidation, string(b)), nil
 	}
-	r.Actor = "mcp-client"
+	r.Actor, r.IP = actorName(id), id.IP
 	c, cancel := askCtx(ctx)
 	defer cancel()
 	srv, err := s.gw.Register(c, r)
 	if err != nil {
 		return failureFor(err, r.Name), nil
 	}
+	s.audit(ctx, id, api.AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
 	return success(api.ServerDetailJSON(srv)), nil
 }
 
@@ -126,7 +132,15 @@ func (s *Server) resolveServer(ctx context.Context, idOrName string) (persistenc
 
 // serverOp runs one of the per-server meta-tools.
 func (s *Server) serverOp(op string) mcp.ToolHandler {
+	need := auth.ScopeAdmin
+	if op == toolStatus {
+		need = auth.ScopeClient
+	}
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		id, denied := s.admit(ctx, req, need)
+		if denied != nil {
+			return denied, nil
+		}
 		var in struct {
 			ServerID string `json:"server_id"`
 			Force    bool   `json:"force"`
@@ -145,18 +159,22 @@ func (s *Server) serverOp(op string) mcp.ToolHandler {
 			if err := s.gw.Remove(c, srv.ID); err != nil {
 				return failureFor(err, in.ServerID), nil
 			}
+			s.audit(ctx, id, api.AuditServerRemoved, srv.ID, srv.Name, nil)
 			return success(map[string]any{"server_id": srv.ID, "name": srv.Name, "removed": true}), nil
 		case toolConnect:
 			res, err := s.gw.Connect(c, srv.ID)
 			if err != nil {
 				return failureFor(err, in.ServerID), nil
 			}
+			s.audit(ctx, id, api.AuditServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
 			return success(res), nil
 		case toolDisconnect:
 			res, err := s.gw.Disconnect(c, srv.ID, in.Force)
 			if err != nil {
 				return failureFor(err, in.ServerID), nil
 			}
+			s.audit(ctx, id, api.AuditServerDisconnected, srv.ID, srv.Name,
+				map[string]any{"force": in.Force, "status": res.Status, "pending_requests": res.PendingRequests})
 			return success(res), nil
 		default: // toolStatus
 			return success(api.ServerDetailJSON(srv)), nil
@@ -165,6 +183,9 @@ func (s *Server) serverOp(op string) mcp.ToolHandler {
 }
 
 func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if _, denied := s.admit(ctx, req, auth.ScopeClient); denied != nil {
+		return denied, nil
+	}
 	var in struct {
 		Status string `json:"status"`
 	}
@@ -185,6 +206,9 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 // search ranks the callable tools by how many query words their name and description contain. It is the
 // lexical baseline that the search engine (embeddings, BM25, skills) replaces.
 func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if _, denied := s.admit(ctx, req, auth.ScopeClient); denied != nil {
+		return denied, nil
+	}
 	var in struct {
 		Query        string   `json:"query"`
 		ServerFilter []string `json:"server_filter"`
@@ -240,6 +264,9 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 
 // execute calls any tool by name through the router and adds routing metadata in _meta.
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if _, denied := s.admitCall(ctx, req); denied != nil {
+		return denied, nil
+	}
 	var in struct {
 		ToolName  string          `json:"tool_name"`
 		Arguments json.RawMessage `json:"arguments"`

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -39,6 +40,11 @@ type Options struct {
 	Version string
 	// Metrics records the aggregator's share of each call (nil: nothing).
 	Metrics *metrics.Metrics
+	// Limiter rate-limits calls of backend tools and execute_external_tool per client (nil: no limit).
+	Limiter *auth.Limiter
+	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
+	// is then behind auth.Middleware). Without it such calls (stdio, auth off) act as an anonymous admin.
+	RequireIdentity bool
 }
 
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
@@ -51,6 +57,9 @@ type Server struct {
 	mcp     *mcp.Server
 	stop    func()
 	syncCh  chan *actors.RouteTable
+	limiter *auth.Limiter
+	// requireIdentity: see Options.RequireIdentity.
+	requireIdentity bool
 
 	mu      sync.Mutex
 	exposed map[string]string // alias -> hash of what was added, to add only what changed
@@ -66,7 +75,8 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Version = actors.Version
 	}
 	s := &Server{gw: gw, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
-		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{})}
+		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
+		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
 		&mcp.ServerOptions{
 			Logger: opts.Logger,
@@ -228,6 +238,9 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 // client when it asked for progress.
 func (s *Server) backendHandler(alias string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if _, denied := s.admitCall(ctx, req); denied != nil {
+			return denied, nil
+		}
 		route, err := s.gw.Routes().Resolve(alias, "")
 		if err != nil {
 			return toolError(fmt.Sprintf("Tool %s is no longer available: %v", alias, err)), nil

@@ -207,7 +207,7 @@ func TestAPIWithRealActors(t *testing.T) {
 		t.Fatalf("register offline: %d %s", r.status, r.body)
 	}
 	offline := r.json(t)["id"].(string)
-	wantError(t, e.do(t, "POST", base+"/servers", `{"name":"gob","transport_type":"HTTP","connection_config":{"base_url":"http://x/mcp"}}`),
+	wantError(t, e.do(t, "POST", base+"/servers", `{"name":"gob","transport_type":"HTTP","connection_config":{"base_url":"https://x/mcp"}}`),
 		http.StatusConflict, api.CodeServerAlreadyExists)
 
 	waitStatus(every, persistence.StatusConnected)

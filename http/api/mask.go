@@ -1,0 +1,47 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/mcpgw/aggregator/actors"
+)
+
+// Masked replaces a secret in every response.
+const Masked = "***"
+
+// maskPart shows a secret part as written when it is made only of ${VAR} references (and punctuation between
+// them), which say where the secret comes from without revealing it; anything else is Masked.
+func maskPart(s string) string {
+	rest := varRefRe.ReplaceAllString(s, "")
+	if strings.IndexFunc(rest, func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r > 127
+	}) < 0 {
+		return s
+	}
+	return Masked
+}
+
+// MaskConfig returns a connection_config as every response shows it (system-contract.md, Security Contract): the
+// values of headers named like secrets (and the credential after "Bearer "/"Basic "... in any header), every env
+// value, URL userinfo and query parameters named like secrets, and secret command-line flags become "***"; a value
+// whose secret part is made only of ${VAR} references is shown as written ("Bearer ${TOKEN}"). Keys are kept, so
+// an admin sees what is set. The rules are actors.RewriteSecrets, which the actors also use to scrub error texts.
+// Anything that is not a JSON object is null.
+func MaskConfig(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || !json.Valid(raw) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var cfg map[string]any
+	if err := dec.Decode(&cfg); err != nil || cfg == nil {
+		return nil
+	}
+	actors.RewriteSecrets(cfg, maskPart)
+	return encodeJSON(cfg)
+}
+
+// MaskURL returns a URL (health_check_url) with its userinfo and secret query parameters masked.
+func MaskURL(u string) string { return actors.RewriteURL(u, maskPart) }

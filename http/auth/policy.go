@@ -1,0 +1,74 @@
+package auth
+
+import "strings"
+
+// Policy decides which scope a request needs, from its method and path. One policy serves the REST app and the MCP
+// listener, so both agree.
+//
+// It matches paths the way the REST app routes them (case-insensitively, trailing slashes ignored, no unescaping),
+// and it fails safe: a write route it does not know needs admin, a read route it does not know needs client, and
+// only the exact open paths need nothing.
+type Policy struct {
+	// MetricsOpen serves /metrics without a token (MCP_AGGREGATOR_METRICS_OPEN).
+	MetricsOpen bool
+}
+
+// Paths the policy knows, normalized (lower case, no trailing slash).
+const (
+	healthPath    = "/api/v1/aggregator/health"
+	metricsPath   = "/metrics"
+	auditPath     = "/api/v1/aggregator/audit"
+	toolCallPath  = "/api/v1/tools/call"
+	searchPath    = "/api/v1/search"
+	mcpPath       = "/mcp"
+	ssePath       = "/sse"
+	aggregatorAPI = "/api/v1/aggregator/"
+)
+
+// Normalize is the form paths are compared in: lower case, without trailing slashes ("/" stays "/").
+func Normalize(path string) string {
+	p := strings.ToLower(path)
+	for len(p) > 1 && strings.HasSuffix(p, "/") {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+// IsToolCall reports whether a request is a REST tool call (rate limited per client).
+func IsToolCall(method, path string) bool {
+	return strings.EqualFold(method, "POST") && Normalize(path) == toolCallPath
+}
+
+// Required returns the scope a request needs:
+//
+//   - none: GET /api/v1/aggregator/health, and /metrics when MetricsOpen;
+//   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
+//     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
+//   - admin: the audit log, and every other write (register, patch, delete, connect, disconnect, refresh, and any
+//     write route added later until it is listed here).
+func (p Policy) Required(method, path string) Scope {
+	n := Normalize(path)
+	switch {
+	case n == healthPath:
+		return ScopeNone
+	case n == metricsPath:
+		if p.MetricsOpen {
+			return ScopeNone
+		}
+		return ScopeClient
+	case n == mcpPath || strings.HasPrefix(n, mcpPath+"/") || n == ssePath || strings.HasPrefix(n, ssePath+"/"):
+		return ScopeClient
+	case n == auditPath || strings.HasPrefix(n, auditPath+"/"):
+		return ScopeAdmin
+	}
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD", "OPTIONS":
+		return ScopeClient
+	case "POST":
+		if n == toolCallPath || n == searchPath || (strings.HasPrefix(n, "/api/") && strings.HasSuffix(n, "/search") &&
+			!strings.HasPrefix(n, aggregatorAPI+"servers")) {
+			return ScopeClient
+		}
+	}
+	return ScopeAdmin
+}

@@ -1,0 +1,92 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// caller is who made an MCP tool call. One go-sdk server serves every session, so scopes are checked per call from
+// what the HTTP layer (auth.Middleware) attached:
+//
+//   - streamable HTTP (/mcp): the go-sdk copies the auth.TokenInfo of each HTTP POST into req.Extra.TokenInfo, the
+//     identity of that very request;
+//   - SSE (/sse) and anything else served over HTTP: the handler's ctx keeps the values of the HTTP request that
+//     opened the session (the go-sdk detaches only its cancellation), so auth.FromContext finds the identity that
+//     opened it.
+//
+// With neither (stdio, or an HTTP listener without auth.Middleware) the caller is an anonymous admin, unless
+// Options.RequireIdentity says tokens are configured, in which case it is nobody.
+func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (auth.Identity, bool) {
+	if req != nil && req.Extra != nil {
+		if id, ok := auth.FromTokenInfo(req.Extra.TokenInfo); ok {
+			return id, true
+		}
+	}
+	if id, ok := auth.FromContext(ctx); ok {
+		return id, true
+	}
+	if s.requireIdentity {
+		return auth.Identity{}, false
+	}
+	return auth.Anonymous(""), true
+}
+
+// admit returns the caller when it has the scope, else the tool error UNAUTHORIZED or FORBIDDEN to answer.
+func (s *Server) admit(ctx context.Context, req *mcp.CallToolRequest, need auth.Scope) (auth.Identity, *mcp.CallToolResult) {
+	id, ok := s.caller(ctx, req)
+	if !ok {
+		return id, failure(auth.CodeUnauthorized, "A valid bearer token is required")
+	}
+	if !id.Allows(need) {
+		return id, failure(auth.CodeForbidden, "This tool needs a token with the "+need.String()+" scope")
+	}
+	return id, nil
+}
+
+// admitCall admits a tool call (client scope) and takes a token from the caller's rate limit bucket, answering the
+// tool error RATE_LIMITED (with retry_after_seconds) when it is empty.
+func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest) (auth.Identity, *mcp.CallToolResult) {
+	id, denied := s.admit(ctx, req, auth.ScopeClient)
+	if denied != nil {
+		return id, denied
+	}
+	if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
+		secs := auth.RetryAfterSeconds(wait)
+		body := map[string]any{"status": "error", "error_code": auth.CodeRateLimited,
+			"error": "Too many tool calls; retry after " + strconv.Itoa(secs) + " s", "retry_after_seconds": secs}
+		b, _ := json.Marshal(body)
+		return id, &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+	}
+	return id, nil
+}
+
+// actorName is the audit actor of an identity: the token's name, or anonymous.
+func actorName(id auth.Identity) string {
+	if id.Anonymous || id.Name == "" {
+		return auth.AnonymousName
+	}
+	return id.Name
+}
+
+// audit records an admin operation made through a meta-tool.
+func (s *Server) audit(ctx context.Context, id auth.Identity, event, serverID, serverName string, details map[string]any) {
+	if details == nil {
+		details = map[string]any{}
+	}
+	details["via"] = "mcp"
+	r := persistence.AuditRecord{Event: event, Actor: actorName(id), IPAddress: id.IP, Details: api.AuditDetails(details)}
+	if serverID != "" {
+		r.ServerID = &serverID
+	}
+	if serverName != "" {
+		r.ServerName = &serverName
+	}
+	api.RecordAudit(ctx, s.store, s.log, r)
+}

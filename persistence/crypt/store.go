@@ -1,0 +1,189 @@
+package crypt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
+)
+
+// Store seals connection_config on the way into an inner store and opens it on the way out. Every other method
+// is the inner store's (embedded).
+type Store struct {
+	persistence.Store
+	ring *Keyring
+}
+
+// Wrap returns inner with connection_config encrypted at rest under ring.
+func Wrap(inner persistence.Store, ring *Keyring) persistence.Store {
+	return &Store{Store: inner, ring: ring}
+}
+
+// Inner is the wrapped store, which reads and writes envelopes as they are stored.
+func (s *Store) Inner() persistence.Store { return s.Store }
+
+// Keyring is the keys the store seals and opens with.
+func (s *Store) Keyring() *Keyring { return s.ring }
+
+// canonicalID is the id the store will keep (a UUID's canonical spelling), so the AAD matches what reads see.
+func canonicalID(id string) string {
+	if c, ok := storeutil.ParseID(id); ok {
+		return c
+	}
+	return id
+}
+
+// CreateServer seals srv.ConnectionConfig under the server's id, generating the id first when it is empty. srv
+// keeps its plaintext config.
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
+	plain := srv.ConnectionConfig
+	if plain == nil {
+		return s.Store.CreateServer(ctx, srv) // the inner store refuses it with its own message
+	}
+	if !json.Valid(plain) {
+		return fmt.Errorf("crypt: create server %q: connection_config is not valid JSON", srv.Name)
+	}
+	origID := srv.ID
+	id := canonicalID(srv.ID)
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("crypt: create server %q: generate id: %w", srv.Name, err)
+		}
+		id = u.String()
+	}
+	sealed, err := s.ring.Seal(id, plain)
+	if err != nil {
+		return err
+	}
+	srv.ID, srv.ConnectionConfig = id, sealed
+	err = s.Store.CreateServer(ctx, srv)
+	srv.ConnectionConfig = plain
+	if err != nil {
+		srv.ID = origID
+	}
+	return err
+}
+
+func (s *Store) open(v persistence.Server, err error) (persistence.Server, error) {
+	if err != nil {
+		return v, err
+	}
+	plain, err := s.ring.Open(v.ID, v.ConnectionConfig)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	v.ConnectionConfig = plain
+	return v, nil
+}
+
+// GetServer returns the server with its connection_config opened.
+func (s *Store) GetServer(ctx context.Context, id string) (persistence.Server, error) {
+	return s.open(s.Store.GetServer(ctx, id))
+}
+
+// GetServerByName returns the server with its connection_config opened.
+func (s *Store) GetServerByName(ctx context.Context, name string) (persistence.Server, error) {
+	return s.open(s.Store.GetServerByName(ctx, name))
+}
+
+// ListServers returns the page with every connection_config opened; one that cannot be opened fails the list.
+func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error) {
+	list, total, err := s.Store.ListServers(ctx, f)
+	if err != nil {
+		return nil, 0, err
+	}
+	for i := range list {
+		if list[i], err = s.open(list[i], nil); err != nil {
+			return nil, 0, err
+		}
+	}
+	return list, total, nil
+}
+
+// UpdateServer seals a new connection_config and returns the row with its config opened.
+func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
+	if p.ConnectionConfig != nil {
+		if !json.Valid(p.ConnectionConfig) {
+			return persistence.Server{}, fmt.Errorf("crypt: update server %q: connection_config is not valid JSON", id)
+		}
+		sealed, err := s.ring.Seal(canonicalID(id), p.ConnectionConfig)
+		if err != nil {
+			return persistence.Server{}, err
+		}
+		p.ConnectionConfig = sealed
+	}
+	return s.open(s.Store.UpdateServer(ctx, id, p))
+}
+
+// unwrap returns the store a wrapped store decorates, or an error for a store that Wrap did not return.
+func unwrap(store persistence.Store) (*Store, error) {
+	w, ok := store.(*Store)
+	if !ok {
+		return nil, errors.New("crypt: the store is not encrypted (use crypt.Wrap)")
+	}
+	return w, nil
+}
+
+// Pending counts the servers whose connection_config is not sealed under the primary key: plain rows and rows
+// under the previous key, which RotateKeys would re-seal. store must come from Wrap.
+func Pending(ctx context.Context, store persistence.Store) (int, error) {
+	w, err := unwrap(store)
+	if err != nil {
+		return 0, err
+	}
+	list, _, err := w.Store.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, v := range list {
+		if kid, sealed := SealedKeyID(v.ConnectionConfig); !sealed || kid != w.ring.PrimaryID() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// RotateKeys re-seals every server's connection_config under the primary key: rows under the previous key and
+// plain rows (written before encryption). Each row is its own update, so an interrupted run leaves every row
+// readable and running it again finishes the job; rows already under the primary key are left alone. n is the
+// number of rows re-sealed. A row that neither key opens stops the run with an error naming its key. Run it with
+// the daemon stopped (or with the daemon already reading with both keys): an edit made between the read and the
+// write of one row would be lost. store must come from Wrap.
+func RotateKeys(ctx context.Context, store persistence.Store) (n int, err error) {
+	w, err := unwrap(store)
+	if err != nil {
+		return 0, err
+	}
+	list, _, err := w.Store.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil {
+		return 0, fmt.Errorf("crypt: rotate: list servers: %w", err)
+	}
+	for _, v := range list {
+		if kid, sealed := SealedKeyID(v.ConnectionConfig); sealed && kid == w.ring.PrimaryID() {
+			continue
+		}
+		plain, err := w.ring.Open(v.ID, v.ConnectionConfig)
+		if err != nil {
+			return n, fmt.Errorf("crypt: rotate server %s (%s): %w", v.ID, v.Name, err)
+		}
+		sealed, err := w.ring.Seal(v.ID, plain)
+		if err != nil {
+			return n, err
+		}
+		if _, err := w.Store.UpdateServer(ctx, v.ID, persistence.ServerPatch{ConnectionConfig: sealed}); err != nil {
+			if errors.Is(err, persistence.ErrNotFound) {
+				continue // removed meanwhile
+			}
+			return n, fmt.Errorf("crypt: rotate server %s (%s): %w", v.ID, v.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}
