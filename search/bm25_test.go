@@ -1,0 +1,167 @@
+package search
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/mcpgw/aggregator/search/internal/analysis"
+)
+
+// fieldsOf builds fieldTerms from plain text per field.
+func fieldsOf(name, desc string) fieldTerms {
+	var ft fieldTerms
+	ft[fieldName] = analysis.Terms(name)
+	ft[fieldDesc] = analysis.Terms(desc)
+	return ft
+}
+
+// rank scores q and returns the ids with a positive score, best first.
+func rank(x *bm25, q string) []int64 {
+	scores := x.scratch(nil)
+	x.score(queryTerms(q), scores)
+	var ids []int64
+	for slot, s := range scores {
+		if s > 0 {
+			ids = append(ids, x.slots[slot].id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b int64) int {
+		return cmpScore(scores[x.slotOf[a]], scores[x.slotOf[b]], a, b)
+	})
+	return ids
+}
+
+func TestBM25AddRemoveUpdate(t *testing.T) {
+	type op struct {
+		add        bool
+		id         int64
+		name, desc string
+	}
+	tests := []struct {
+		name  string
+		ops   []op
+		query string
+		want  []int64
+	}{
+		{"match by name and description", []op{
+			{true, 1, "get_weather", "Current weather for a city"},
+			{true, 2, "get_stock_price", "Latest price of a stock"},
+		}, "weather in Paris", []int64{1}},
+		{"name outweighs description", []op{
+			{true, 1, "list_files", "List files; no weather here"},
+			{true, 2, "weather_forecast", "Forecast for the next days"},
+		}, "weather", []int64{2, 1}},
+		{"removed document no longer matches", []op{
+			{true, 1, "get_weather", "weather"},
+			{true, 2, "get_forecast", "weather forecast"},
+			{false, 1, "", ""},
+		}, "weather", []int64{2}},
+		{"update replaces old terms", []op{
+			{true, 1, "get_weather", "weather"},
+			{true, 1, "get_stock", "stock price"},
+		}, "weather", nil},
+		{"update keeps the id searchable with new terms", []op{
+			{true, 1, "get_weather", "weather"},
+			{true, 1, "get_stock", "stock price"},
+		}, "stock", []int64{1}},
+		{"slot reused after removal", []op{
+			{true, 1, "alpha", "first"},
+			{false, 1, "", ""},
+			{true, 2, "beta", "second"},
+		}, "beta second", []int64{2}},
+		{"removing an unknown id is harmless", []op{
+			{true, 1, "alpha", "first"},
+			{false, 42, "", ""},
+		}, "alpha", []int64{1}},
+		{"CJK", []op{
+			{true, 1, "bing_search", "使用必应搜索指定的关键词"},
+			{true, 2, "fetch_webpage", "根据提供的ID获取对应网页的内容"},
+		}, "必应搜索", []int64{1, 2}}, // 2 shares only the character 应
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newBM25(defaultBM25)
+			for _, o := range tt.ops {
+				if o.add {
+					x.add(o.id, "s", fieldsOf(o.name, o.desc))
+				} else {
+					x.remove(o.id)
+				}
+			}
+			if got := rank(x, tt.query); !slices.Equal(got, tt.want) {
+				t.Errorf("rank(%q) = %v, want %v", tt.query, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBM25IncrementalEqualsFresh checks that statistics after adds, updates and removals are exactly those of an
+// index built from the final documents only.
+func TestBM25IncrementalEqualsFresh(t *testing.T) {
+	inc := newBM25(defaultBM25)
+	inc.add(1, "a", fieldsOf("get_weather", "Weather now"))
+	inc.add(2, "a", fieldsOf("get_forecast", "Weather forecast for days"))
+	inc.add(3, "b", fieldsOf("stock_price", "Price of a stock"))
+	inc.add(2, "a", fieldsOf("get_forecast", "Forecast of rain"))
+	inc.remove(1)
+	inc.add(4, "b", fieldsOf("crypto_price", "Price of a coin"))
+
+	fresh := newBM25(defaultBM25)
+	fresh.add(2, "a", fieldsOf("get_forecast", "Forecast of rain"))
+	fresh.add(3, "b", fieldsOf("stock_price", "Price of a stock"))
+	fresh.add(4, "b", fieldsOf("crypto_price", "Price of a coin"))
+
+	if inc.n != fresh.n || inc.sumLen != fresh.sumLen {
+		t.Fatalf("n %d/%d sumLen %v/%v", inc.n, fresh.n, inc.sumLen, fresh.sumLen)
+	}
+	for _, q := range []string{"price", "weather forecast", "rain", "coin stock", "get"} {
+		si, sf := inc.scratch(nil), fresh.scratch(nil)
+		mi, mf := inc.score(queryTerms(q), si), fresh.score(queryTerms(q), sf)
+		if math.Abs(mi-mf) > 1e-12 {
+			t.Errorf("%q: max %v vs %v", q, mi, mf)
+		}
+		for _, id := range []int64{2, 3, 4} {
+			a, b := si[inc.slotOf[id]], sf[fresh.slotOf[id]]
+			if math.Abs(a-b) > 1e-12 {
+				t.Errorf("%q doc %d: %v incremental vs %v fresh", q, id, a, b)
+			}
+		}
+	}
+	if tid, ok := inc.termID["weather"]; !ok || inc.df[tid] != 0 || len(inc.postings[tid]) != 0 {
+		t.Errorf("a term of removed versions keeps postings")
+	}
+}
+
+func TestBM25RemoveAll(t *testing.T) {
+	x := newBM25(defaultBM25)
+	for id := range int64(20) {
+		x.add(id, "s", fieldsOf("tool", "does things"))
+	}
+	for id := range int64(20) {
+		x.remove(id)
+	}
+	if x.n != 0 || x.sumLen != [numFields]int64{} || len(x.slotOf) != 0 {
+		t.Errorf("after removing all: n %d sumLen %v", x.n, x.sumLen)
+	}
+	if got := rank(x, "tool"); len(got) != 0 {
+		t.Errorf("empty index ranks %v", got)
+	}
+	if m := x.score(queryTerms("tool"), x.scratch(nil)); m != 0 {
+		t.Errorf("max possible on an empty index = %v", m)
+	}
+}
+
+func TestBM25MaxPossibleBoundsScores(t *testing.T) {
+	x := newBM25(defaultBM25)
+	x.add(1, "s", fieldsOf("weather weather weather", "weather weather weather weather"))
+	x.add(2, "s", fieldsOf("other", "unrelated"))
+	scores := x.scratch(nil)
+	m := x.score(queryTerms("weather"), scores)
+	if scores[x.slotOf[1]] <= 0 || scores[x.slotOf[1]] > m {
+		t.Errorf("score %v not in (0, max %v]", scores[x.slotOf[1]], m)
+	}
+	if idf0, idf1 := x.idf(0), x.idf(2); idf0 <= idf1 || idf1 <= 0 {
+		t.Errorf("idf not positive and decreasing: %v %v", idf0, idf1)
+	}
+}

@@ -1,0 +1,405 @@
+package search
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpgw/aggregator/search/embed"
+)
+
+// sampleDocs is a small catalogue over three servers.
+func sampleDocs() []Doc {
+	return []Doc{
+		{ID: 1, ServerID: "s-weather", Name: "weather.get_forecast", OriginalName: "get_forecast",
+			Description: "Weather forecast for the next days in a city",
+			InputSchema: []byte(`{"type":"object","properties":{"city":{"type":"string","description":"City name"}}}`)},
+		{ID: 2, ServerID: "s-weather", Name: "weather.get_alerts", OriginalName: "get_alerts",
+			Description: "Severe weather alerts for a US state"},
+		{ID: 3, ServerID: "s-github", Name: "github.create_issue", OriginalName: "create_issue",
+			Description: "Create a new issue in a GitHub repository",
+			InputSchema: []byte(`{"type":"object","properties":{"repo":{"type":"string"},"title":{"type":"string"}}}`)},
+		{ID: 4, ServerID: "s-github", Name: "github.list_pull_requests", OriginalName: "list_pull_requests",
+			Description: "List open pull requests of a repository"},
+		{ID: 5, ServerID: "s-files", Name: "files.write_file", OriginalName: "write_file",
+			Description: "Write text content to a file on disk"},
+		{ID: 6, ServerID: "s-files", Name: "files.read_file", OriginalName: "read_file",
+			Description: "读取文件内容 (read a file)"},
+	}
+}
+
+func newTestEngine(t *testing.T) (*Engine, *memIndex) {
+	t.Helper()
+	idx := newMemIndex()
+	e, err := New(embed.NewHashed(256), idx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Upsert(context.Background(), sampleDocs()); err != nil {
+		t.Fatal(err)
+	}
+	return e, idx
+}
+
+func resultIDs(rs []Result) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func search(t *testing.T, e *Engine, q Query) []Result {
+	t.Helper()
+	rs, err := e.Search(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func TestEngineSearch(t *testing.T) {
+	e, idx := newTestEngine(t)
+	if e.Len() != 6 || idx.len() != 6 {
+		t.Fatalf("Len %d, vectors %d", e.Len(), idx.len())
+	}
+	tests := []struct {
+		query string
+		top   int64
+	}{
+		{"weather forecast for Paris", 1},
+		{"open a GitHub issue", 3},
+		{"createIssue", 3},
+		{"pull requests", 4},
+		{"save text into a file", 5},
+		{"读取文件", 6},
+		{"severe alerts", 2},
+	}
+	for _, tt := range tests {
+		rs := search(t, e, Query{Text: tt.query})
+		if len(rs) == 0 || rs[0].ID != tt.top {
+			t.Errorf("%q: got %v, want %d first", tt.query, resultIDs(rs), tt.top)
+			continue
+		}
+		for _, r := range rs {
+			for _, v := range []float64{r.Score, r.Lexical, r.Vector, r.Server} {
+				if v < 0 || v > 1 || math.IsNaN(v) {
+					t.Errorf("%q: result %+v has a component outside 0..1", tt.query, r)
+				}
+			}
+		}
+		if rs[0].LexicalRank == 0 && rs[0].VectorRank == 0 {
+			t.Errorf("%q: top result without any rank: %+v", tt.query, rs[0])
+		}
+	}
+	if m, d, ok := e.Model(); !ok || m != embed.HashedModel || d != 256 {
+		t.Errorf("Model() = %s %d %v", m, d, ok)
+	}
+}
+
+func TestEngineQueryOptions(t *testing.T) {
+	e, _ := newTestEngine(t)
+	rs := search(t, e, Query{Text: "weather issue file repository", ServerIDs: []string{"s-github"}})
+	if len(rs) == 0 {
+		t.Fatal("no result within the server filter")
+	}
+	for _, r := range rs {
+		if r.ServerID != "s-github" {
+			t.Errorf("result %d from %s outside the filter", r.ID, r.ServerID)
+		}
+	}
+	if rs := search(t, e, Query{Text: "weather issue file repository", Limit: 2}); len(rs) != 2 {
+		t.Errorf("Limit 2 gave %d results", len(rs))
+	}
+	all := search(t, e, Query{Text: "weather forecast"})
+	cut := search(t, e, Query{Text: "weather forecast", MinScore: all[0].Score})
+	if len(cut) == 0 || len(cut) >= len(all) {
+		t.Errorf("MinScore %v kept %d of %d", all[0].Score, len(cut), len(all))
+	}
+	if rs := search(t, e, Query{Text: "weather", MinScore: 1.01}); len(rs) != 0 {
+		t.Errorf("MinScore above 1 kept %v", resultIDs(rs))
+	}
+	if rs := search(t, e, Query{Text: "weather", ServerIDs: []string{"nope"}}); len(rs) != 0 {
+		t.Errorf("unknown server kept %v", resultIDs(rs))
+	}
+	for _, q := range []string{"", "   \n"} {
+		if _, err := e.Search(context.Background(), Query{Text: q}); !errors.Is(err, ErrEmptyQuery) {
+			t.Errorf("query %q: err %v", q, err)
+		}
+	}
+	long := strings.Repeat("天气 weather ", 1000)
+	if rs := search(t, e, Query{Text: long}); len(rs) == 0 || rs[0].ServerID != "s-weather" {
+		t.Errorf("long query: %v", resultIDs(rs))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Search(ctx, Query{Text: "weather"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled search: %v", err)
+	}
+}
+
+func TestEngineUpdateAndRemove(t *testing.T) {
+	e, idx := newTestEngine(t)
+	ctx := context.Background()
+	if err := e.Remove(ctx, []int64{1, 99}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range search(t, e, Query{Text: "weather forecast"}) {
+		if r.ID == 1 {
+			t.Error("removed tool still found")
+		}
+	}
+	if e.Len() != 5 || idx.len() != 5 {
+		t.Errorf("after remove: Len %d vectors %d", e.Len(), idx.len())
+	}
+	// Tool 5 changes what it does.
+	d := sampleDocs()[4]
+	d.Description = "Translate a sentence into French"
+	if err := e.Upsert(ctx, []Doc{d}); err != nil {
+		t.Fatal(err)
+	}
+	if rs := search(t, e, Query{Text: "translate to french"}); len(rs) == 0 || rs[0].ID != 5 {
+		t.Errorf("updated tool not found by its new text: %v", resultIDs(rs))
+	}
+	if e.Len() != 5 {
+		t.Errorf("update changed Len to %d", e.Len())
+	}
+	// A server whose last tool goes disappears from the server index.
+	if err := e.Remove(ctx, []int64{5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.lex.byServ["s-files"]; ok || e.lex.servers.n != 2 {
+		t.Errorf("server documents after removing s-files: %d", e.lex.servers.n)
+	}
+	// A vector left in the index for a tool the engine no longer has is ignored.
+	_ = idx.Upsert(ctx, []VectorPoint{{ID: 77, ServerID: "s-ghost", Vector: embed.NewHashed(256).Vector("weather")}})
+	for _, r := range search(t, e, Query{Text: "weather"}) {
+		if r.ID == 77 {
+			t.Error("a vector without a tool was returned")
+		}
+	}
+}
+
+func TestEngineLexicalOnly(t *testing.T) {
+	e, err := New(nil, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Upsert(context.Background(), sampleDocs()); err != nil {
+		t.Fatal(err)
+	}
+	rs := search(t, e, Query{Text: "github issue"})
+	if len(rs) == 0 || rs[0].ID != 3 || rs[0].Vector != 0 {
+		t.Errorf("lexical-only: %+v", rs)
+	}
+	if _, _, ok := e.Model(); ok {
+		t.Error("lexical-only engine reports a model")
+	}
+	if _, err := New(embed.NewHashed(8), nil, Options{}); err == nil {
+		t.Error("embedder without index accepted")
+	}
+	if _, err := New(nil, newMemIndex(), Options{}); err == nil {
+		t.Error("index without embedder accepted")
+	}
+}
+
+// badEmbedder returns what it is told to.
+type badEmbedder struct {
+	dim  int
+	mode string // "fail", "nan", "zero", "short", "count", "ok"
+	next embed.Embedder
+}
+
+func (b *badEmbedder) Model() string  { return "bad-" + b.mode }
+func (b *badEmbedder) Dimension() int { return b.dim }
+func (b *badEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if b.mode == "fail" {
+		return nil, errors.New("service unavailable")
+	}
+	out, err := b.next.Embed(ctx, texts)
+	if err != nil {
+		return nil, err
+	}
+	switch b.mode {
+	case "nan":
+		out[len(out)-1][0] = float32(math.NaN())
+	case "zero":
+		clear(out[0])
+	case "short":
+		out[0] = out[0][:b.dim-1]
+	case "count":
+		out = out[:len(out)-1]
+	}
+	return out, nil
+}
+
+func TestEngineNeverStoresInvalidVectors(t *testing.T) {
+	for _, mode := range []string{"fail", "nan", "zero", "short", "count"} {
+		t.Run(mode, func(t *testing.T) {
+			idx := newMemIndex()
+			emb := &badEmbedder{dim: 64, mode: "ok", next: embed.NewHashed(64)}
+			e, err := New(emb, idx, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := e.Upsert(ctx, sampleDocs()[:2]); err != nil {
+				t.Fatal(err)
+			}
+			emb.mode = mode
+			err = e.Upsert(ctx, sampleDocs())
+			if err == nil {
+				t.Fatal("Upsert accepted a bad embedding")
+			}
+			if mode != "fail" && !errors.Is(err, embed.ErrInvalidVector) {
+				t.Errorf("err = %v, want ErrInvalidVector", err)
+			}
+			// Nothing of the failed batch is in the vector index, not even the old vectors of tools 1 and 2 ...
+			if idx.len() != 0 {
+				t.Errorf("%d vectors stored after a failed batch", idx.len())
+			}
+			// ... but every tool is still found lexically.
+			emb.mode = "ok"
+			if rs := search(t, e, Query{Text: "github issue"}); len(rs) == 0 || rs[0].ID != 3 {
+				t.Errorf("lexical fallback: %v", resultIDs(rs))
+			}
+			if e.Len() != 6 {
+				t.Errorf("Len %d", e.Len())
+			}
+		})
+	}
+}
+
+func TestEngineQueryEmbeddingFailureFallsBack(t *testing.T) {
+	var logs bytes.Buffer
+	idx := newMemIndex()
+	emb := &badEmbedder{dim: 64, mode: "ok", next: embed.NewHashed(64)}
+	e, err := New(emb, idx, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Upsert(context.Background(), sampleDocs()); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"fail", "nan", "zero", "short"} {
+		emb.mode = mode
+		logs.Reset()
+		rs := search(t, e, Query{Text: "weather forecast"})
+		if len(rs) == 0 || rs[0].ID != 1 || rs[0].Vector != 0 {
+			t.Errorf("%s: %+v", mode, rs)
+		}
+		if !strings.Contains(logs.String(), "vector search failed") {
+			t.Errorf("%s: no warning logged", mode)
+		}
+	}
+	emb.mode = "ok"
+	idx.failAt = func(op string) error { return errors.New("index down") }
+	if rs := search(t, e, Query{Text: "weather forecast"}); len(rs) == 0 || rs[0].ID != 1 {
+		t.Errorf("index down: %v", resultIDs(rs))
+	}
+}
+
+func TestEngineRebuild(t *testing.T) {
+	e, old := newTestEngine(t)
+	ctx := context.Background()
+	before := resultIDs(search(t, e, Query{Text: "weather forecast", Limit: 3}))
+
+	// A failing rebuild leaves the old model in place.
+	failing := &badEmbedder{dim: 32, mode: "fail"}
+	if err := e.Rebuild(ctx, failing, newMemIndex()); err == nil {
+		t.Fatal("failing rebuild succeeded")
+	}
+	if m, d, _ := e.Model(); m != embed.HashedModel || d != 256 {
+		t.Errorf("after a failed rebuild: %s/%d", m, d)
+	}
+	if got := resultIDs(search(t, e, Query{Text: "weather forecast", Limit: 3})); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("after a failed rebuild: %v, before %v", got, before)
+	}
+
+	// A new dimension: searches go on during the rebuild and never come back empty.
+	next := newMemIndex()
+	stop := make(chan struct{})
+	var empty atomic.Int32
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rs, err := e.Search(ctx, Query{Text: "weather forecast"})
+			if err != nil || len(rs) == 0 || rs[0].ID != 1 {
+				empty.Add(1)
+			}
+		}
+	})
+	if err := e.Rebuild(ctx, embed.NewHashed(512), next); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if empty.Load() != 0 {
+		t.Errorf("%d searches during the rebuild were empty or wrong", empty.Load())
+	}
+	if m, d, _ := e.Model(); m != embed.HashedModel || d != 512 || next.len() != 6 {
+		t.Errorf("after rebuild: %s/%d, %d vectors", m, d, next.len())
+	}
+	if rs := search(t, e, Query{Text: "weather forecast"}); len(rs) == 0 || rs[0].ID != 1 || rs[0].Vector == 0 {
+		t.Errorf("after rebuild: %+v", rs)
+	}
+	// Later updates go to the new index only.
+	if err := e.Upsert(ctx, []Doc{{ID: 9, ServerID: "s-x", Name: "x.translate", Description: "Translate text"}}); err != nil {
+		t.Fatal(err)
+	}
+	if next.len() != 7 || old.len() != 6 {
+		t.Errorf("vectors: new %d old %d", next.len(), old.len())
+	}
+	if err := e.Rebuild(ctx, nil, nil); err == nil {
+		t.Error("rebuild without embedder accepted")
+	}
+}
+
+func TestEngineConcurrent(t *testing.T) {
+	e, _ := newTestEngine(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 30 {
+				id := int64(100 + w*1000 + i)
+				d := Doc{ID: id, ServerID: fmt.Sprintf("s-%d", i%3), Name: fmt.Sprintf("srv.tool_%d", id),
+					Description: "weather tool number " + fmt.Sprint(i)}
+				if err := e.Upsert(ctx, []Doc{d}); err != nil {
+					t.Error(err)
+				}
+				if i%2 == 0 {
+					if err := e.Remove(ctx, []int64{id}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		})
+	}
+	for range 3 {
+		wg.Go(func() {
+			for range 50 {
+				rs, err := e.Search(ctx, Query{Text: "weather forecast", Limit: 5})
+				if err != nil || len(rs) == 0 {
+					t.Errorf("search during updates: %v, %d results", err, len(rs))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e.Len() != 6+30 {
+		t.Errorf("Len %d, want 36", e.Len())
+	}
+}

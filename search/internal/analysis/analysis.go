@@ -1,0 +1,193 @@
+// Package analysis turns text into the terms that search ranks on. It is shared by the lexical index (package
+// search) and the built-in embedder (package embed), so that a query, a tool and a skill are cut into words the
+// same way whichever side scores them. It is internal because its output is an implementation detail of ranking.
+package analysis
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxWordLen bounds one word; longer runs (base64 blobs, hashes) are cut so that a hostile description cannot
+// make the index or the embedder spend time on it.
+const maxWordLen = 64
+
+// Word is one word of a text, lower-cased. CJK is true for a CJK ideograph, kana or hangul syllable unigram or
+// bigram: such text has no spaces, so it is cut into characters and character pairs instead of words. Compound is
+// true for the concatenation of the parts of an identifier (getUserName -> getusername), emitted after the parts so
+// that an exact identifier in a query still matches as one rare term.
+type Word struct {
+	Text     string
+	CJK      bool
+	Compound bool
+}
+
+// Words splits s into lower-cased words. Identifiers are split on snake_case, camelCase, dots and dashes
+// ("github-mcp.create_issue" -> github, mcp, create, issue plus the compound), digits stay attached to their
+// letters (mp3, base64), CJK runs become unigrams and bigrams, and everything else that is not a letter or a digit
+// (including invalid UTF-8) separates words. It never fails and never panics.
+func Words(s string) []Word {
+	var out []Word
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case isCJK(r):
+			j := i
+			for j < len(s) {
+				r2, n := utf8.DecodeRuneInString(s[j:])
+				if !isCJK(r2) {
+					break
+				}
+				j += n
+			}
+			out = appendCJK(out, s[i:j])
+			i = j
+		case isWordRune(r):
+			j := i
+			for j < len(s) {
+				r2, n := utf8.DecodeRuneInString(s[j:])
+				if r2 == utf8.RuneError && n <= 1 {
+					break
+				}
+				if isWordRune(r2) || (isConnector(r2) && j+n < len(s) && nextIsWord(s[j+n:])) {
+					j += n
+					continue
+				}
+				break
+			}
+			out = appendIdentifier(out, s[i:j])
+			i = j
+		default:
+			i += size
+		}
+	}
+	return out
+}
+
+func nextIsWord(s string) bool {
+	r, n := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && n <= 1 {
+		return false
+	}
+	return isWordRune(r)
+}
+
+// isWordRune reports whether r belongs to a (non-CJK) word.
+func isWordRune(r rune) bool {
+	if r < utf8.RuneSelf {
+		return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	}
+	return (unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r)) && !isCJK(r) && r != utf8.RuneError
+}
+
+// isConnector reports whether r joins the parts of an identifier.
+func isConnector(r rune) bool { return r == '_' || r == '-' || r == '.' }
+
+// isCJK reports whether r is written without spaces between words.
+func isCJK(r rune) bool {
+	if r < 0x1100 { // below the first Hangul Jamo: no CJK
+		return false
+	}
+	return unicode.Is(unicode.Han, r) || unicode.Is(unicode.Hiragana, r) || unicode.Is(unicode.Katakana, r) ||
+		unicode.Is(unicode.Hangul, r)
+}
+
+func appendCJK(out []Word, run string) []Word {
+	var prev string
+	for _, r := range run {
+		c := string(r)
+		out = append(out, Word{Text: c, CJK: true})
+		if prev != "" {
+			out = append(out, Word{Text: prev + c, CJK: true})
+		}
+		prev = c
+	}
+	return out
+}
+
+// appendIdentifier splits one identifier-like run (letters, digits and inner connectors) into its parts. Dots
+// separate segments (server.tool, www.example.com); each segment split further by '_', '-' or camelCase also
+// yields its compound, so "github-mcp.create_issue" gives github, mcp, githubmcp, create, issue, createissue.
+func appendIdentifier(out []Word, id string) []Word {
+	for seg := range strings.SplitSeq(id, ".") {
+		out = appendSegment(out, seg)
+	}
+	return out
+}
+
+func appendSegment(out []Word, seg string) []Word {
+	start := len(out)
+	var part strings.Builder
+	flush := func() {
+		if part.Len() > 0 {
+			w := part.String()
+			if len(w) > maxWordLen {
+				w = truncate(w, maxWordLen)
+			}
+			out = append(out, Word{Text: w})
+			part.Reset()
+		}
+	}
+	var prev rune
+	runes := []rune(seg)
+	for k, r := range runes {
+		if isConnector(r) {
+			flush()
+			prev = r
+			continue
+		}
+		if part.Len() > 0 && unicode.IsUpper(r) {
+			// lower|Upper (getUser) or UPPER|Upper+lower (HTTPResponse -> HTTP, Response).
+			if unicode.IsLower(prev) || (unicode.IsUpper(prev) && k+1 < len(runes) && unicode.IsLower(runes[k+1])) {
+				flush()
+			}
+		}
+		part.WriteRune(unicode.ToLower(r))
+		prev = r
+	}
+	flush()
+	if n := len(out) - start; n > 1 {
+		var b strings.Builder
+		for _, w := range out[start:] {
+			b.WriteString(w.Text)
+		}
+		if b.Len() <= maxWordLen {
+			out = append(out, Word{Text: b.String(), Compound: true})
+		}
+	}
+	return out
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Terms returns the index terms of s: its words without English stop words, stemmed (Porter), compounds and CJK
+// n-grams kept as they are. Lexical search and the built-in embedder both use it.
+func Terms(s string) []string {
+	words := Words(s)
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		if t, ok := Term(w); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Term normalises one word into an index term; ok is false for a stop word.
+func Term(w Word) (string, bool) {
+	if w.CJK || w.Compound {
+		return w.Text, true
+	}
+	if IsStopWord(w.Text) {
+		return "", false
+	}
+	return Stem(w.Text), true
+}
