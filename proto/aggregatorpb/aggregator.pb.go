@@ -1253,6 +1253,59 @@ func (x *CancelCall) GetRequestId() string {
 	return ""
 }
 
+// ClassificationDone is published when tools of a server got (or failed to get) their skills.
+type ClassificationDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ToolIds       []int64                `protobuf:"varint,2,rep,packed,name=tool_ids,json=toolIds,proto3" json:"tool_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassificationDone) Reset() {
+	*x = ClassificationDone{}
+	mi := &file_proto_aggregator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassificationDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassificationDone) ProtoMessage() {}
+
+func (x *ClassificationDone) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassificationDone.ProtoReflect.Descriptor instead.
+func (*ClassificationDone) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ClassificationDone) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ClassificationDone) GetToolIds() []int64 {
+	if x != nil {
+		return x.ToolIds
+	}
+	return nil
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -1348,7 +1401,10 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"CancelCall\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestIdB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"request_id\x18\x01 \x01(\tR\trequestId\"L\n" +
+	"\x12ClassificationDone\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
+	"\btool_ids\x18\x02 \x03(\x03R\atoolIdsB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1362,7 +1418,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1385,6 +1441,7 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*ToolsChanged)(nil),        // 18: aggregator.v1.ToolsChanged
 	(*Progress)(nil),            // 19: aggregator.v1.Progress
 	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
+	(*ClassificationDone)(nil),  // 21: aggregator.v1.ClassificationDone
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	9,  // 0: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
@@ -1408,7 +1465,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
