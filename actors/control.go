@@ -69,4 +69,8 @@ type Control interface {
 	Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)
 	// RefreshTools starts a discovery of a connected server (UnavailableError when it is not connected).
 	RefreshTools(ctx context.Context, id string) error
+	// Search ranks the tools of the callable servers for a query (hierarchical or direct).
+	Search(ctx context.Context, r SearchRequest) (SearchResponse, error)
+	// Skills lists the skills taxonomy with tool counts and embeddings.
+	Skills() []SkillInfo
 }

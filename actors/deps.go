@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/supervision"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	Restart           supervision.Backoff // crashed actors restart after this backoff
 	AliasSeparator    string              // joins server and tool in the MCP endpoint's client-safe names ("__")
 	MaxToolsPerServer int                 // discovery keeps at most this many tools of one server, in listing order (5000; 0 no cap)
+	// The skills classifier pool (BR-004, EC-009); zero values take the defaults.
+	ClassifyConcurrency   int           // classifications in flight at once (5)
+	ClassifyRetryInterval time.Duration // while tools failed to classify, one is retried this often (30 s)
+	ClassifyTimeout       time.Duration // one classification may take this long (2 min)
 }
 
 // DefaultConfig is the contract's defaults.
@@ -46,6 +51,10 @@ func DefaultConfig() Config {
 		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
 		AliasSeparator:    "__",
 		MaxToolsPerServer: 5000,
+
+		ClassifyConcurrency:   5,
+		ClassifyRetryInterval: 30 * time.Second,
+		ClassifyTimeout:       2 * time.Minute,
 	}
 }
 
@@ -62,6 +71,10 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// MeterProvider receives protoactor's own instruments (nil: none).
 	MeterProvider metric.MeterProvider
+	// Search configures tool search (nil: the embedded defaults).
+	Search *SearchDeps
+	// Classifier assigns skills to discovered tools (nil: tools are not classified).
+	Classifier classify.Classifier
 }
 
 func (d *Deps) withDefaults() *Deps {

@@ -77,6 +77,9 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *pb.ToolsChanged:
 		r.reloadTools(m.ServerId)
 		r.publish()
+	case *pb.ClassificationDone:
+		r.reloadTools(m.ServerId)
+		r.publish()
 	case *pb.ServerRemoved:
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)

@@ -64,6 +64,7 @@ type RouteTable struct {
 	tools      map[string]*ToolEntry  // namespaced name -> tool
 	byOriginal map[string][]*ToolEntry
 	byAlias    map[string]*ToolEntry
+	byID       map[int64]*ToolEntry
 	ordered    []*ToolEntry // by namespaced name
 	version    uint64
 }
@@ -169,7 +170,7 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 	t := &RouteTable{
 		servers: make(map[string]ServerEntry, len(servers)), byName: make(map[string]string, len(servers)),
 		tools: map[string]*ToolEntry{}, byOriginal: map[string][]*ToolEntry{}, byAlias: map[string]*ToolEntry{},
-		version: version,
+		byID: map[int64]*ToolEntry{}, version: version,
 	}
 	for id, s := range servers {
 		t.servers[id] = s
@@ -183,6 +184,7 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 		for _, tool := range list {
 			e := &ToolEntry{Tool: tool, ServerName: s.Name}
 			t.tools[tool.Name] = e
+			t.byID[tool.ID] = e
 			t.byOriginal[tool.OriginalName] = append(t.byOriginal[tool.OriginalName], e)
 			t.ordered = append(t.ordered, e)
 		}
@@ -269,4 +271,10 @@ func (t *RouteTable) ToolCounts() (total, classified int) {
 		}
 	}
 	return total, classified
+}
+
+// ToolByID returns a tool by its database id.
+func (t *RouteTable) ToolByID(id int64) (*ToolEntry, bool) {
+	e, ok := t.byID[id]
+	return e, ok
 }

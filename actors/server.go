@@ -172,6 +172,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.callTool(ctx, m)
 	case *pb.ListTools:
 		a.listTools(ctx)
+	case *openProxy:
+		a.openProxy(ctx, m)
 	case *pb.CancelCall:
 		if id, ok := a.byReq[m.RequestId]; ok {
 			a.pending[id]()

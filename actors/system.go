@@ -30,6 +30,8 @@ type System struct {
 	routes    *atomic.Pointer[RouteTable]
 	hooks     *routeHooks
 	sub       *eventstream.Subscription
+	searcher  *searcher
+	indexer   *actor.PID
 	callSeq   atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 }
 
@@ -74,7 +76,20 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if _, err := s.askActor(ctx, s.router, &readyMsg{}, 30*time.Second); err != nil {
 		return fail(fmt.Errorf("router did not start: %w", err))
 	}
+	if s.searcher, err = newSearcher(ctx, d.Search); err != nil {
+		return fail(err)
+	}
+	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &indexerActor{d: d, sr: s.searcher, tools: map[int64]*indexedTool{}}
+	}, actor.WithSupervisor(strategy)), "indexer")
+	if err != nil {
+		return fail(fmt.Errorf("spawn indexer: %w", err))
+	}
 	s.sub = sys.EventStream.Subscribe(func(evt any) {
+		switch evt.(type) {
+		case *pb.ToolsChanged, *pb.ServerUpdated, *pb.ServerRemoved, *pb.ClassificationDone:
+			sys.Root.Send(s.indexer, evt)
+		}
 		switch e := evt.(type) {
 		case *pb.ServerRemoved:
 			d.Metrics.ForgetServer(e.ServerName)
@@ -87,7 +102,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		case *pb.ServerStatusChanged, *pb.ServerRemoved:
 			sys.Root.Send(s.router, evt)
 			sys.Root.Send(s.discovery, evt)
-		case *pb.ServerUpdated, *pb.ToolsChanged:
+		case *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone:
 			sys.Root.Send(s.router, evt)
 		case *pb.ToolsListChanged:
 			sys.Root.Send(s.discovery, evt)
@@ -99,6 +114,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	}
 	if _, err := s.ask(ctx, &readyMsg{}, 30*time.Second); err != nil {
 		return fail(fmt.Errorf("registry did not start: %w", err))
+	}
+	if err := s.startClassifier(); err != nil { // after the registry: it stops when the registry does
+		return fail(err)
 	}
 	return s, nil
 }

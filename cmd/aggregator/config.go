@@ -37,6 +37,8 @@ type config struct {
 	// RateLimit (tool calls per second per client, 0 off) and RateBurst size each client's token bucket.
 	RateLimit float64
 	RateBurst int
+	// Search holds the tool-search settings; see search.go.
+	Search searchConfig
 }
 
 // envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
@@ -73,6 +75,18 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},
 		{"MCP_AGGREGATOR_RATE_BURST", "200", "tool calls a client may make at once before the rate limit applies"},
 		{"MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER", "5000", "discovery keeps the first this many tools of a server (listing order) and logs a warning"},
+		{"MCP_AGGREGATOR_SEARCH_FIRST", "false", "true: the MCP endpoint lists only the meta-tools; clients search, then call (aliases and namespaced names still work)"},
+		{"MCP_AGGREGATOR_SKILLS_FILE", "", "a skills taxonomy file (the format of search/classify/skills.json); unset: the one that ships"},
+		{"MCP_AGGREGATOR_EMBEDDING_URL", "", "OpenAI-compatible embeddings API (OpenAI, Ollama, TEI, vLLM); unset: the built-in hashed embedder"},
+		{"MCP_AGGREGATOR_EMBEDDING_MODEL", "", "embedding model name (required with the URL)"},
+		{"MCP_AGGREGATOR_EMBEDDING_DIMENSIONS", "", "embedding size to ask for (unset: the model's own)"},
+		{"MCP_AGGREGATOR_EMBEDDING_API_KEY", "", "API key of the embeddings API"},
+		{"MCP_AGGREGATOR_CLASSIFIER_URL", "", "OpenAI-compatible chat completions API for the LLM skill classifier; unset: the built-in classifier"},
+		{"MCP_AGGREGATOR_CLASSIFIER_MODEL", "", "chat model of the LLM classifier (required with the URL)"},
+		{"MCP_AGGREGATOR_CLASSIFIER_API_KEY", "", "API key of the chat completions API"},
+		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
+		{"QDRANT_API_KEY", "", "Qdrant API key"},
+		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -134,6 +148,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
 	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
+	c.Search, errs = loadSearchConfig(get, errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -152,7 +153,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	// protoactor takes its meter from OpenTelemetry's global provider; this is the one place that sets it.
 	otel.SetMeterProvider(meters)
-	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters})
+	sd, classifier, err := buildSearch(ctx, cfg.Search, logger)
+	if err != nil {
+		return err
+	}
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
+		Search: sd, Classifier: classifier})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -165,7 +171,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		StartedAt:           started,
 		AskTimeout:          cfg.Actors.AskTimeout,
 	}})
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter, RequireIdentity: cfg.Tokens.Enabled()})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
+		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -180,6 +187,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
+	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.New(system, logger)))
 	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
@@ -218,12 +226,16 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
-	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors})
+	sd, classifier, err := buildSearch(ctx, cfg.Search, logger)
+	if err != nil {
+		return err
+	}
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
 	defer shutdownActors(system, cfg, logger)
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
 	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)

@@ -165,6 +165,8 @@ func New(d Deps) *fiber.App {
 	g.Get("/health", s.health)
 	g.Get("/audit", s.listAudit)
 	app.Post("/api/v1/tools/call", s.callTool)
+	app.Post("/api/v1/search", s.searchTools)
+	app.Get("/api/v1/skills", s.listSkills)
 	if d.Metrics != nil {
 		app.Get("/metrics", adaptor.HTTPHandler(d.Metrics.Handler()))
 	}

@@ -54,6 +54,9 @@ var adminRoutes = map[string]bool{
 	"GET " + base + "/health":                     false, // open: checked apart
 	"HEAD " + base + "/health":                    false,
 	"POST /api/v1/tools/call":                     false,
+	"POST /api/v1/search":                         false,
+	"GET /api/v1/skills":                          false,
+	"HEAD /api/v1/skills":                         false,
 	"GET /metrics":                                false,
 	"HEAD " + base + "/servers":                   false,
 	"HEAD " + base + "/servers/:id":               false,

@@ -275,9 +275,10 @@ type fakeControl struct {
 	block   bool   // wait for ctx to end, then return ErrAskTimeout (as the real asks do)
 	panics  string // panic with this value instead of answering
 	routes  *actors.RouteTable
-	reply   *pb.CallToolReply // what Call answers
-	args    []byte            // the arguments Call received
-	refresh error             // what RefreshTools answers
+	reply   *pb.CallToolReply    // what Call answers
+	args    []byte               // the arguments Call received
+	refresh error                // what RefreshTools answers
+	search  actors.SearchRequest // the last search asked
 }
 
 func (f *fakeControl) Routes() *actors.RouteTable {
@@ -298,6 +299,18 @@ func (f *fakeControl) Call(ctx context.Context, r actors.Route, args []byte, _ f
 	f.args = args
 	return f.reply, nil
 }
+
+func (f *fakeControl) Search(ctx context.Context, r actors.SearchRequest) (actors.SearchResponse, error) {
+	if err := f.record(ctx, controlCall{method: "Search"}); err != nil {
+		return actors.SearchResponse{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.search = r
+	return actors.SearchResponse{StrategyUsed: r.Strategy}, nil
+}
+
+func (f *fakeControl) Skills() []actors.SkillInfo { return nil }
 
 func (f *fakeControl) RefreshTools(ctx context.Context, id string) error {
 	if err := f.record(ctx, controlCall{method: "RefreshTools", id: id}); err != nil {

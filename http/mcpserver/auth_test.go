@@ -167,8 +167,9 @@ func TestMCPScopes(t *testing.T) {
 		if res := callTool(t, c, "execute_external_tool", map[string]any{"tool_name": "back.echo", "arguments": map[string]any{"y": 2}}); res.IsError {
 			t.Fatalf("sse=%v: execute_external_tool: %s", sse, text(res))
 		}
-		for _, name := range []string{"list_mcp_servers", "search_aggregated_tools", "get_server_status"} {
-			if res := callTool(t, c, name, map[string]any{"query": "echo", "server_id": "back"}); res.IsError {
+		for name, args := range map[string]map[string]any{"list_mcp_servers": {}, "search_aggregated_tools": {"query": "echo"},
+			"get_server_status": {"server_id": "back"}} {
+			if res := callTool(t, c, name, args); res.IsError {
 				t.Fatalf("sse=%v: client may use %s: %s", sse, name, text(res))
 			}
 		}

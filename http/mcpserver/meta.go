@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -62,8 +61,13 @@ func (s *Server) addMetaTools() {
 		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolStatus))
 	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
 		InputSchema: schema(`"status":{"type":"string","enum":["DISCONNECTED","CONNECTING","CONNECTED","DEGRADED","ERROR","DISCONNECTING"]}`)}, s.listServers)
-	s.mcp.AddTool(&mcp.Tool{Name: toolSearch, Description: "Find tools of the connected servers by what they do.",
-		InputSchema: schema(`"query":{"type":"string"},"server_filter":{"type":"array","items":{"type":"string"}},"limit":{"type":"integer","minimum":1,"maximum":100}`, "query")}, s.search)
+	s.mcp.AddTool(&mcp.Tool{Name: toolSearch, Description: "Find tools of the connected servers by what they do. Each result has " +
+		"the namespaced name to pass to execute_external_tool and the alias to call directly.",
+		InputSchema: schema(`"query":{"type":"string","description":"What the tool should do"},`+
+			`"server_filter":{"type":"array","items":{"type":"string"},"description":"Only these servers (names)"},`+
+			`"limit":{"type":"integer","minimum":1,"maximum":100},"strategy":{"type":"string","enum":["hierarchical","direct"]},`+
+			`"tool_threshold":{"type":"number","minimum":0,"maximum":1},"skill_threshold":{"type":"number","minimum":0,"maximum":1},`+
+			`"include_schemas":{"type":"boolean"},"item_type":{"type":"string","enum":["tool","skill"]},"include_external":{"type":"boolean"}`, "query")}, s.search)
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: schema(`"tool_name":{"type":"string"},"arguments":{"type":"object"},"server_id":{"type":"string"}`, "tool_name")}, s.execute)
 }
@@ -203,63 +207,33 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return success(map[string]any{"servers": out, "total": total}), nil
 }
 
-// search ranks the callable tools by how many query words their name and description contain. It is the
-// lexical baseline that the search engine (embeddings, BM25, skills) replaces.
+// search runs the same search as POST /api/v1/search (hybrid ranking, skills, server filter, thresholds) and
+// answers in its shape, with each tool's alias for calling it here.
 func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if _, denied := s.admit(ctx, req, auth.ScopeClient); denied != nil {
 		return denied, nil
 	}
-	var in struct {
-		Query        string   `json:"query"`
-		ServerFilter []string `json:"server_filter"`
-		Limit        int      `json:"limit"`
+	start := time.Now()
+	r, errs := api.ValidateSearch(req.Params.Arguments)
+	if len(errs) > 0 {
+		b, _ := json.Marshal(errs)
+		return failure(api.CodeValidation, string(b)), nil
 	}
-	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || strings.TrimSpace(in.Query) == "" {
-		return failure(api.CodeValidation, "query (a non-empty string) is required"), nil
+	res, err := s.gw.Search(ctx, r)
+	if err != nil {
+		return failureFor(err, ""), nil
 	}
-	if in.Limit <= 0 || in.Limit > 100 {
-		in.Limit = 10
-	}
-	filter := map[string]bool{}
-	for _, f := range in.ServerFilter {
-		filter[f] = true
-	}
-	words := strings.Fields(strings.ToLower(in.Query))
-	type hit struct {
-		e     *actors.ToolEntry
-		score float64
-	}
-	var hits []hit
-	rt := s.gw.Routes()
-	for _, e := range rt.Callable() {
-		if len(filter) > 0 && !filter[e.ServerName] {
-			continue
-		}
-		text := strings.ToLower(strings.NewReplacer("_", " ", "-", " ", ".", " ").Replace(e.Name + " " + e.Description))
-		score := 0.0
-		for _, w := range words {
-			if strings.Contains(text, w) {
-				score++
+	view, _ := json.Marshal(api.SearchJSON(r, res, time.Since(start)))
+	var data map[string]any
+	_ = json.Unmarshal(view, &data)
+	if tools, ok := data["tools"].([]any); ok {
+		for i, t := range tools {
+			if m, ok := t.(map[string]any); ok && i < len(res.Tools) {
+				m["alias"] = res.Tools[i].Tool.Alias
 			}
 		}
-		if score > 0 {
-			hits = append(hits, hit{e, score / float64(len(words))})
-		}
 	}
-	sort.SliceStable(hits, func(i, j int) bool { return hits[i].score > hits[j].score })
-	if len(hits) > in.Limit {
-		hits = hits[:in.Limit]
-	}
-	tools := make([]map[string]any, len(hits))
-	for i, h := range hits {
-		srv, _ := rt.Server(h.e.SourceServerID)
-		tools[i] = map[string]any{
-			"name": h.e.Name, "alias": h.e.Alias, "original_name": h.e.OriginalName, "description": h.e.Description,
-			"score": h.score, "input_schema": h.e.InputSchema,
-			"source_server": map[string]any{"id": srv.ID, "name": srv.Name, "status": srv.Status},
-		}
-	}
-	return success(map[string]any{"query": in.Query, "tools": tools}), nil
+	return success(data), nil
 }
 
 // execute calls any tool by name through the router and adds routing metadata in _meta.

@@ -40,6 +40,10 @@ type Options struct {
 	Version string
 	// Metrics records the aggregator's share of each call (nil: nothing).
 	Metrics *metrics.Metrics
+	// SearchFirst lists only the meta-tools: clients with hundreds of backend tools search, then call (by
+	// execute_external_tool, or by a tool's alias or namespaced name, which still work), instead of carrying
+	// every schema in their context.
+	SearchFirst bool
 	// Limiter rate-limits calls of backend tools and execute_external_tool per client (nil: no limit).
 	Limiter *auth.Limiter
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
@@ -50,14 +54,15 @@ type Options struct {
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
-	gw      Gateway
-	store   persistence.Store
-	log     *slog.Logger
-	metrics *metrics.Metrics
-	mcp     *mcp.Server
-	stop    func()
-	syncCh  chan *actors.RouteTable
-	limiter *auth.Limiter
+	gw          Gateway
+	searchFirst bool
+	store       persistence.Store
+	log         *slog.Logger
+	metrics     *metrics.Metrics
+	mcp         *mcp.Server
+	stop        func()
+	syncCh      chan *actors.RouteTable
+	limiter     *auth.Limiter
 	// requireIdentity: see Options.RequireIdentity.
 	requireIdentity bool
 
@@ -74,7 +79,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = actors.Version
 	}
-	s := &Server{gw: gw, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
+	s := &Server{gw: gw, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
@@ -149,6 +154,9 @@ func (s *Server) sync(t *actors.RouteTable) {
 	defer s.mu.Unlock()
 	want := map[string]bool{}
 	for _, e := range t.Callable() {
+		if s.searchFirst {
+			break // only the meta-tools are listed
+		}
 		tool, err := exposedTool(e)
 		if err != nil {
 			s.log.Warn("tool not exposed on the MCP endpoint", "tool", e.Name, "error", err)
@@ -224,8 +232,21 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 				_, exposed := s.exposed[p.Name]
 				s.mu.Unlock()
 				if !exposed && !isMetaTool(p.Name) {
-					if e, ok := s.gw.Routes().Tool(p.Name); ok {
-						p.Name = e.Alias
+					// The router's full resolution: alias, namespaced name, or an original name only one server has.
+					rt := s.gw.Routes()
+					if route, err := rt.Resolve(p.Name, ""); err == nil {
+						e, _ := rt.Tool(route.Name)
+						if s.searchFirst {
+							// Not listed, still callable: run it as execute_external_tool.
+							args := p.Arguments
+							if len(args) == 0 {
+								args = json.RawMessage("{}")
+							}
+							wrapped, _ := json.Marshal(map[string]any{"tool_name": e.Name, "arguments": args})
+							p.Name, p.Arguments = toolExecute, wrapped
+						} else {
+							p.Name = e.Alias
+						}
 					}
 				}
 			}

@@ -237,3 +237,36 @@ func TestSSETransport(t *testing.T) {
 		t.Fatalf("call over SSE: %v %+v", err, res)
 	}
 }
+
+// TestSearchFirstMode: tools/list shows only the meta-tools; a client searches, then calls a tool by the alias or
+// the namespaced name the search gave it.
+func TestSearchFirstMode(t *testing.T) {
+	r := newRig(t)
+	ep := mcpserver.New(r.sys, r.store, mcpserver.Options{SearchFirst: true})
+	t.Cleanup(ep.Close)
+	hs := httptest.NewServer(ep.StreamableHandler())
+	t.Cleanup(hs.Close)
+	cmd, args := peertest.EverythingStdio(t)
+	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	c := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL})
+	waitFor(t, "every.echo routable", func() bool { _, ok := r.sys.Routes().Tool("every.echo"); return ok })
+	names := c.toolNames(t)
+	if len(names) != 8 {
+		t.Fatalf("search-first lists %d tools, want the 8 meta-tools: %v", len(names), names)
+	}
+	var found string
+	waitFor(t, "search finds the echo tool", func() bool {
+		res, err := c.sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_aggregated_tools", Arguments: map[string]any{"query": "echo back a message", "strategy": "direct"}})
+		if err != nil || res.IsError {
+			return false
+		}
+		found = text(res)
+		return strings.Contains(found, `"alias":"every__echo"`)
+	})
+	for _, name := range []string{"every__echo", "every.echo"} {
+		res, err := c.sess.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"message": "unlisted but callable"}})
+		if err != nil || res.IsError || !strings.Contains(text(res), "unlisted but callable") {
+			t.Fatalf("call %s in search-first mode: %v %s", name, err, text(res))
+		}
+	}
+}

@@ -12,35 +12,30 @@ type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
 
-// Builtin classifies by embedding similarity: a tool gets the skills whose vectors are unusually close to its own.
-// A skill's vector starts as the embedding of its name and description and can be moved towards the centroid of
-// the tools classified into it (SetSkillVector), so skills sharpen as servers are added.
+// SkillSpace holds one vector per skill of a taxonomy and scores a tool or a query against them. A skill's vector
+// starts as the embedding of its name and description and can be moved towards the centroid of the tools
+// classified into it (SetSkillVector), so skills sharpen as servers are added; an emptied skill falls back to its
+// description (BR-008).
 //
-// Calibration: raw cosine similarities are not comparable across tools (a long description is close to
-// everything), so each similarity is turned into a z-score against the tool's similarities to all skills, and
-// the confidence is a logistic of it, centred so that a skill 1.5 standard deviations above the tool's mean scores
-// 0.5 and one 3 above scores about 0.95. A tool that stands out for no skill gets none.
-type Builtin struct {
-	emb  Embedder
+// Calibration: raw cosine similarities are not comparable across texts (a long description is close to
+// everything), so each similarity is turned into a z-score against the text's similarities to all skills, and the
+// score is a logistic of it, centred so that a skill 1.5 standard deviations above the text's mean scores 0.5 and
+// one 3 above scores about 0.95. A text that stands out for no skill scores low everywhere.
+type SkillSpace struct {
 	tax  *Taxonomy
-	text func(Tool) string
-
 	mu   sync.RWMutex
 	vecs [][]float32 // by taxonomy index
 	desc [][]float32 // description embeddings, the fallback of an empty skill
 }
 
-// Calibration of Builtin (see its doc).
+// Calibration of SkillSpace.Scores (see SkillSpace).
 const (
 	zCentre = 1.5
 	zSlope  = 2.0
 )
 
-// NewBuiltin embeds the taxonomy's skills. text builds a tool's embedding text (nil: name and description).
-func NewBuiltin(ctx context.Context, emb Embedder, tax *Taxonomy, text func(Tool) string) (*Builtin, error) {
-	if text == nil {
-		text = func(t Tool) string { return t.Name + "\n" + t.Description }
-	}
+// NewSkillSpace embeds the taxonomy's skills.
+func NewSkillSpace(ctx context.Context, emb Embedder, tax *Taxonomy) (*SkillSpace, error) {
 	texts := make([]string, len(tax.Skills))
 	for i, s := range tax.Skills {
 		texts[i] = SkillText(s)
@@ -54,45 +49,97 @@ func NewBuiltin(ctx context.Context, emb Embedder, tax *Taxonomy, text func(Tool
 	}
 	desc := make([][]float32, len(vecs))
 	copy(desc, vecs)
-	return &Builtin{emb: emb, tax: tax, text: text, vecs: vecs, desc: desc}, nil
+	return &SkillSpace{tax: tax, vecs: vecs, desc: desc}, nil
 }
 
 // SkillText is the text a skill is embedded from.
 func SkillText(s Skill) string { return s.Name + ": " + s.Description }
 
-// Name implements Classifier.
-func (b *Builtin) Name() string { return "builtin" }
+// Taxonomy is the space's taxonomy.
+func (sp *SkillSpace) Taxonomy() *Taxonomy { return sp.tax }
 
 // SkillVector returns a skill's current vector.
-func (b *Builtin) SkillVector(id string) ([]float32, bool) {
-	i, ok := b.tax.byID[id]
+func (sp *SkillSpace) SkillVector(id string) ([]float32, bool) {
+	i, ok := sp.tax.byID[id]
 	if !ok {
 		return nil, false
 	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.vecs[i], true
+	sp.mu.RLock()
+	defer sp.mu.RUnlock()
+	return sp.vecs[i], true
 }
 
-// SetSkillVector replaces a skill's vector (BR-008: recomputed when its tools change); nil restores the embedding
-// of its description, which is what an empty skill falls back to.
-func (b *Builtin) SetSkillVector(id string, v []float32) error {
-	i, ok := b.tax.byID[id]
+// DescriptionVector returns the embedding of a skill's own description.
+func (sp *SkillSpace) DescriptionVector(id string) ([]float32, bool) {
+	i, ok := sp.tax.byID[id]
+	if !ok {
+		return nil, false
+	}
+	return sp.desc[i], true
+}
+
+// SetSkillVector replaces a skill's vector; nil restores the embedding of its description.
+func (sp *SkillSpace) SetSkillVector(id string, v []float32) error {
+	i, ok := sp.tax.byID[id]
 	if !ok {
 		return fmt.Errorf("unknown skill %q", id)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
 	if v == nil {
-		b.vecs[i] = b.desc[i]
+		sp.vecs[i] = sp.desc[i]
 		return nil
 	}
-	if len(v) != len(b.desc[i]) {
-		return fmt.Errorf("skill %s: vector of %d dimensions, want %d", id, len(v), len(b.desc[i]))
+	if len(v) != len(sp.desc[i]) {
+		return fmt.Errorf("skill %s: vector of %d dimensions, want %d", id, len(v), len(sp.desc[i]))
 	}
-	b.vecs[i] = v
+	sp.vecs[i] = v
 	return nil
 }
+
+// Scores returns every skill's calibrated score (0..1) for an embedded text, in taxonomy order. A text equally
+// close to every skill scores 0 everywhere.
+func (sp *SkillSpace) Scores(v []float32) []Assignment {
+	sp.mu.RLock()
+	sims := make([]float64, len(sp.vecs))
+	for i, s := range sp.vecs {
+		sims[i] = cosine(v, s)
+	}
+	sp.mu.RUnlock()
+	out := make([]Assignment, len(sims))
+	mean, sd := meanStd(sims)
+	for i, s := range sims {
+		out[i].SkillID = sp.tax.Skills[i].ID
+		if sd > 0 {
+			z := (s - mean) / sd
+			out[i].Confidence = 1 / (1 + math.Exp(-zSlope*(z-zCentre)))
+		}
+	}
+	return out
+}
+
+// Builtin classifies by embedding similarity in a SkillSpace: a tool gets the skills whose vectors are unusually
+// close to its own (see SkillSpace for the calibration), under the rules of BR-004.
+type Builtin struct {
+	*SkillSpace
+	emb  Embedder
+	text func(Tool) string
+}
+
+// NewBuiltin embeds the taxonomy's skills. text builds a tool's embedding text (nil: name and description).
+func NewBuiltin(ctx context.Context, emb Embedder, tax *Taxonomy, text func(Tool) string) (*Builtin, error) {
+	if text == nil {
+		text = func(t Tool) string { return t.Name + "\n" + t.Description }
+	}
+	sp, err := NewSkillSpace(ctx, emb, tax)
+	if err != nil {
+		return nil, err
+	}
+	return &Builtin{SkillSpace: sp, emb: emb, text: text}, nil
+}
+
+// Name implements Classifier.
+func (b *Builtin) Name() string { return "builtin" }
 
 // Classify implements Classifier.
 func (b *Builtin) Classify(ctx context.Context, tool Tool) (Result, error) {
@@ -108,22 +155,7 @@ func (b *Builtin) Classify(ctx context.Context, tool Tool) (Result, error) {
 
 // ClassifyVector classifies an already embedded tool.
 func (b *Builtin) ClassifyVector(v []float32) (Result, error) {
-	b.mu.RLock()
-	sims := make([]float64, len(b.vecs))
-	for i, s := range b.vecs {
-		sims[i] = cosine(v, s)
-	}
-	b.mu.RUnlock()
-	mean, sd := meanStd(sims)
-	if sd == 0 {
-		return Result{}, nil // identical to every skill: it stands out for none
-	}
-	as := make([]Assignment, len(sims))
-	for i, s := range sims {
-		z := (s - mean) / sd
-		as[i] = Assignment{SkillID: b.tax.Skills[i].ID, Confidence: 1 / (1 + math.Exp(-zSlope*(z-zCentre)))}
-	}
-	return b.tax.apply(as)
+	return b.tax.apply(b.Scores(v))
 }
 
 func cosine(a, b []float32) float64 {

@@ -215,6 +215,40 @@ func TestAPIWithRealActors(t *testing.T) {
 	waitTool("everything.echo")
 	waitTool("gob.echo")
 
+	// Search: the contract's shape, over the connected servers.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r = e.do(t, "POST", "/api/v1/search", `{"query":"add two numbers","strategy":"direct","include_schemas":true,"limit":3}`)
+		if tools, _ := r.json(t)["tools"].([]any); len(tools) > 0 && tools[0].(map[string]any)["name"] == "everything.get-sum" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("search never ranked everything.get-sum first: %s", r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	sm := r.json(t)
+	hit := sm["tools"].([]any)[0].(map[string]any)
+	if hit["type"] != "tool" || hit["db_id"] == nil || hit["original_name"] != "get-sum" || hit["input_schema"] == nil ||
+		hit["source_server"].(map[string]any)["status"] != persistence.StatusConnected || hit["score"].(float64) <= 0 {
+		t.Errorf("search hit %v", hit)
+	}
+	if md := sm["metadata"].(map[string]any); md["strategy_used"] != "direct" || md["servers_searched"] != 2.0 ||
+		md["external_tools_count"].(float64) < 14 || md["total_time_ms"] == nil {
+		t.Errorf("search metadata %v", md)
+	}
+	if len(sm["tools"].([]any)) > 3 {
+		t.Errorf("limit not applied: %d tools", len(sm["tools"].([]any)))
+	}
+	for _, bad := range []string{`{"query":""}`, `{"query":"x","limit":0}`, `{"query":"x","limit":"5"}`, `{"query":"x","strategy":"magic"}`,
+		`{"query":"x","tool_threshold":2}`, `{"query":"x","extra":1}`, `{}`} {
+		wantError(t, e.do(t, "POST", "/api/v1/search", bad), http.StatusUnprocessableEntity, api.CodeValidation)
+	}
+	r = e.do(t, "GET", "/api/v1/skills", "")
+	if m := r.json(t); r.status != 200 || m["total"].(float64) < 15 {
+		t.Errorf("skills %d %s", r.status, r.body)
+	}
+
 	r = e.do(t, "GET", base+"/servers?status=CONNECTED", "")
 	if m := r.json(t); m["total"] != 2.0 {
 		t.Errorf("status filter %s", r.body)
@@ -285,7 +319,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	if r.status != 200 || r.json(t)["status"] != persistence.StatusDisconnected {
 		t.Fatalf("disconnect %d %s", r.status, r.body)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for {
 		r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.echo"}`)
 		if r.status == http.StatusServiceUnavailable || time.Now().After(deadline) {

@@ -1,0 +1,490 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/search"
+	"github.com/mcpgw/aggregator/search/classify"
+	"github.com/mcpgw/aggregator/search/embed"
+	"github.com/mcpgw/aggregator/search/vector"
+)
+
+// SearchDeps configures tool search. Zero values are the embedded defaults: the built-in hashed embedder, the
+// in-process vector index and the taxonomy that ships with the product.
+type SearchDeps struct {
+	Embedder embed.Embedder
+	Index    vector.Index
+	Taxonomy *classify.Taxonomy
+	// Skills, when set, is also told the recomputed skill vectors (the built-in classifier's space).
+	Skills *classify.SkillSpace
+}
+
+// searcher is what a search reads: the engine, the embedder and the skill space. It is built once at start and
+// safe for concurrent use; the indexer actor is its only writer.
+type searcher struct {
+	eng   *search.Engine
+	emb   embed.Embedder
+	idx   vector.Index
+	space *classify.SkillSpace
+	extra *classify.SkillSpace
+}
+
+func newSearcher(ctx context.Context, sd *SearchDeps) (*searcher, error) {
+	if sd == nil {
+		sd = &SearchDeps{}
+	}
+	emb, idx, tax := sd.Embedder, sd.Index, sd.Taxonomy
+	if emb == nil {
+		emb = embed.NewHashed(0)
+	}
+	if idx == nil {
+		idx = vector.NewMemory()
+	}
+	if tax == nil {
+		tax = classify.DefaultTaxonomy()
+	}
+	rebuild, err := idx.Ensure(ctx, vector.Spec{Dimension: emb.Dimension(), Model: emb.Model()})
+	if err != nil {
+		return nil, fmt.Errorf("prepare the vector index: %w", err)
+	}
+	_ = rebuild // every start indexes every stored tool anyway: the lexical side lives in memory
+	eng, err := search.New(emb, &vectorAdapter{idx: idx}, search.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("search engine: %w", err)
+	}
+	space, err := classify.NewSkillSpace(ctx, emb, tax)
+	if err != nil {
+		return nil, err
+	}
+	return &searcher{eng: eng, emb: emb, idx: idx, space: space, extra: sd.Skills}, nil
+}
+
+// vectorAdapter lets the engine use a vector.Index (ids and scores map one to one; the payload travels as is).
+type vectorAdapter struct{ idx vector.Index }
+
+func (a *vectorAdapter) Upsert(ctx context.Context, points []search.VectorPoint) error {
+	out := make([]vector.Point, len(points))
+	for i, p := range points {
+		pl, _ := p.Payload.(vector.Payload)
+		pl.ToolName, pl.OriginalName, pl.SourceServerID = p.Name, p.OriginalName, p.ServerID
+		out[i] = vector.Point{ID: uint64(p.ID), Vector: p.Vector, Payload: pl}
+	}
+	return a.idx.Upsert(ctx, out)
+}
+
+func (a *vectorAdapter) Delete(ctx context.Context, ids []int64) error {
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return a.idx.Delete(ctx, out)
+}
+
+func (a *vectorAdapter) Search(ctx context.Context, v []float32, f search.VectorFilter, limit int) ([]search.VectorHit, error) {
+	hits, err := a.idx.Search(ctx, v, vector.Filter{ServerIDs: f.ServerIDs}, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]search.VectorHit, len(hits))
+	for i, h := range hits {
+		out[i] = search.VectorHit{ID: int64(h.ID), Score: float64(h.Score)}
+	}
+	return out, nil
+}
+
+// indexedTool is what the indexer remembers of a tool to index only what changed.
+type indexedTool struct {
+	server string
+	hash   string // definition hash + name: a rename or a new definition is re-embedded
+	skills []string
+	vec    []float32
+}
+
+// indexerActor keeps the search engine equal to the stored tools (BR-003, BR-008): it indexes every tool at start,
+// re-indexes a server's tools when they or its name change, updates payloads on classification, drops a removed
+// server's tools, and recomputes the vectors of the skills whose tools changed (an emptied skill falls back to its
+// description). Searches never wait for it: they read the engine directly.
+type indexerActor struct {
+	d     *Deps
+	sr    *searcher
+	tools map[int64]*indexedTool
+}
+
+// Receive implements actor.Actor.
+func (a *indexerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.indexAll()
+	case *readyMsg:
+		ctx.Respond(&regResult{})
+	case *pb.ToolsChanged:
+		a.indexServer(m.ServerId)
+	case *pb.ServerUpdated:
+		a.indexServer(m.ServerId)
+	case *pb.ClassificationDone:
+		a.indexServer(m.ServerId)
+	case *pb.ServerRemoved:
+		a.removeServer(m.ServerId)
+	}
+}
+
+func (a *indexerActor) indexAll() {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	servers, _, err := a.d.Store.ListServers(sctx, persistence.ListServersFilter{})
+	if err != nil {
+		panic(fmt.Errorf("indexer: list servers: %w", err)) // the supervisor retries
+	}
+	start := time.Now()
+	for _, s := range servers {
+		a.indexServer(s.ID)
+	}
+	a.d.Logger.Info("search index built", "tools", len(a.tools), "servers", len(servers), "took", time.Since(start).String())
+}
+
+// indexServer makes the engine hold exactly the server's stored tools.
+func (a *indexerActor) indexServer(id string) {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	srv, err := a.d.Store.GetServer(sctx, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		a.removeServer(id)
+		return
+	}
+	if err != nil {
+		a.d.Logger.Error("indexer: load server", "server_id", id, "error", err)
+		return
+	}
+	tools, _, err := a.d.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		a.d.Logger.Error("indexer: load tools", "server_id", id, "error", err)
+		return
+	}
+	present := map[int64]bool{}
+	var docs []search.Doc
+	var texts []string
+	var embedIDs []int64
+	touched := map[string]bool{}
+	for _, t := range tools {
+		present[t.ID] = true
+		old := a.tools[t.ID]
+		hash := t.DefinitionHash + "\x00" + t.Name
+		payload := vector.Payload{SourceServerName: srv.Name, IsExternal: t.IsExternal, IsClassified: t.IsClassified,
+			SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
+		if old == nil || old.hash != hash {
+			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: t.OriginalName,
+				Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
+			texts = append(texts, embed.ToolText(t.Name, t.Description, t.InputSchema))
+			embedIDs = append(embedIDs, t.ID)
+		} else if !sameStrings(old.skills, t.SkillIDs) {
+			// Only the classification changed: update the stored payload, no re-embedding.
+			payload.ToolName, payload.OriginalName, payload.SourceServerID = t.Name, t.OriginalName, id
+			if err := a.sr.idx.SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
+				a.d.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
+			}
+		}
+		if old == nil {
+			old = &indexedTool{}
+			a.tools[t.ID] = old
+		}
+		if !sameStrings(old.skills, t.SkillIDs) || old.hash != hash {
+			for _, s := range old.skills {
+				touched[s] = true
+			}
+			for _, s := range t.SkillIDs {
+				touched[s] = true
+			}
+		}
+		old.server, old.hash, old.skills = id, hash, t.SkillIDs
+	}
+	if len(docs) > 0 {
+		if err := a.sr.eng.Upsert(sctx, docs); err != nil {
+			a.d.Logger.Error("indexer: index tools", "server_id", id, "error", err)
+		}
+		if vecs, err := a.sr.emb.Embed(sctx, texts); err == nil && len(vecs) == len(texts) {
+			for i, tid := range embedIDs {
+				a.tools[tid].vec = vecs[i]
+			}
+		}
+	}
+	var gone []int64
+	for tid, t := range a.tools {
+		if t.server == id && !present[tid] {
+			gone = append(gone, tid)
+			for _, s := range t.skills {
+				touched[s] = true
+			}
+		}
+	}
+	a.drop(sctx, gone)
+	a.recomputeSkills(touched)
+}
+
+func (a *indexerActor) removeServer(id string) {
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	touched := map[string]bool{}
+	var gone []int64
+	for tid, t := range a.tools {
+		if t.server == id {
+			gone = append(gone, tid)
+			for _, s := range t.skills {
+				touched[s] = true
+			}
+		}
+	}
+	a.drop(sctx, gone)
+	if err := a.sr.idx.DeleteByServer(sctx, id); err != nil {
+		a.d.Logger.Warn("indexer: delete server vectors", "server_id", id, "error", err)
+	}
+	a.recomputeSkills(touched)
+}
+
+func (a *indexerActor) drop(ctx context.Context, ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	if err := a.sr.eng.Remove(ctx, ids); err != nil {
+		a.d.Logger.Error("indexer: remove tools", "error", err)
+	}
+	for _, id := range ids {
+		delete(a.tools, id)
+	}
+}
+
+// recomputeSkills moves each touched skill's vector to the centroid of its tools (with its description), or back
+// to its description when it has none left.
+func (a *indexerActor) recomputeSkills(touched map[string]bool) {
+	if len(touched) == 0 {
+		return
+	}
+	members := map[string][][]float32{}
+	for _, t := range a.tools {
+		if t.vec == nil {
+			continue
+		}
+		for _, s := range t.skills {
+			if touched[s] {
+				members[s] = append(members[s], t.vec)
+			}
+		}
+	}
+	for s := range touched {
+		desc, ok := a.sr.space.DescriptionVector(s)
+		if !ok {
+			continue
+		}
+		v := classify.Centroid(desc, members[s])
+		_ = a.sr.space.SetSkillVector(s, v)
+		if a.sr.extra != nil {
+			_ = a.sr.extra.SetSkillVector(s, v)
+		}
+	}
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Search strategies.
+const (
+	StrategyHierarchical = "hierarchical"
+	StrategyDirect       = "direct"
+)
+
+// SearchRequest is a validated POST /api/v1/search (and search_aggregated_tools).
+type SearchRequest struct {
+	Query           string
+	ItemType        string // "tool" (default) or "skill"
+	IncludeExternal bool
+	ServerFilter    []string // server names
+	Limit           int
+	SkillThreshold  float64
+	ToolThreshold   float64
+	IncludeSchemas  bool
+	Strategy        string
+}
+
+// SearchHit is one tool in a search answer.
+type SearchHit struct {
+	Tool     *ToolEntry
+	Score    float64
+	Server   ServerEntry
+	Lexical  float64
+	Semantic float64
+}
+
+// MatchedSkill is a skill the query matched.
+type MatchedSkill struct {
+	Skill     classify.Skill
+	Score     float64
+	ToolCount int
+}
+
+// SearchResponse is the ranked answer.
+type SearchResponse struct {
+	Tools           []SearchHit
+	MatchedSkills   []MatchedSkill
+	StrategyUsed    string
+	Fallback        bool // hierarchical found no tool within the matched skills and searched all tools
+	ServersSearched int
+	ToolsSearched   int
+}
+
+// maxMatchedSkills bounds how many skills a hierarchical search narrows to.
+const maxMatchedSkills = 3
+
+// Search ranks the tools of the servers that execute calls (CONNECTED or DEGRADED: BR-007, AG-US2 AC3),
+// optionally restricted to some servers, by hybrid relevance. The hierarchical strategy first matches skills and
+// ranks the tools within them, falling back to all tools when that finds nothing; direct ranks all tools. It reads
+// the engine and the routing table only: no actor is asked.
+func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, error) {
+	start := time.Now()
+	defer func() { s.d.Metrics.Search(time.Since(start)) }()
+	resp := SearchResponse{StrategyUsed: r.Strategy}
+	if resp.StrategyUsed == "" {
+		resp.StrategyUsed = StrategyHierarchical
+	}
+	rt := s.Routes()
+	filter := map[string]bool{}
+	for _, n := range r.ServerFilter {
+		filter[n] = true
+	}
+	var allowed []string
+	if r.IncludeExternal {
+		for _, srv := range rt.Servers() {
+			if callable(srv.Status) && (len(filter) == 0 || filter[srv.Name]) {
+				allowed = append(allowed, srv.ID)
+			}
+		}
+	}
+	resp.ServersSearched = len(allowed)
+	allowedSet := map[string]bool{}
+	for _, id := range allowed {
+		allowedSet[id] = true
+	}
+	skillCount := map[string]int{}
+	for _, e := range rt.Callable() {
+		if allowedSet[e.SourceServerID] {
+			resp.ToolsSearched++
+			for _, sk := range e.SkillIDs {
+				skillCount[sk]++
+			}
+		}
+	}
+
+	needSkills := r.ItemType == "skill" || resp.StrategyUsed == StrategyHierarchical
+	if needSkills {
+		vecs, err := s.searcher.emb.Embed(ctx, []string{r.Query})
+		if err == nil && len(vecs) == 1 {
+			for _, a := range s.searcher.space.Scores(vecs[0]) {
+				if a.Confidence >= r.SkillThreshold {
+					sk, _ := s.searcher.space.Taxonomy().Skill(a.SkillID)
+					resp.MatchedSkills = append(resp.MatchedSkills, MatchedSkill{Skill: sk, Score: round3(a.Confidence), ToolCount: skillCount[a.SkillID]})
+				}
+			}
+			sort.SliceStable(resp.MatchedSkills, func(i, j int) bool { return resp.MatchedSkills[i].Score > resp.MatchedSkills[j].Score })
+			if len(resp.MatchedSkills) > maxMatchedSkills {
+				resp.MatchedSkills = resp.MatchedSkills[:maxMatchedSkills]
+			}
+		} else if err != nil {
+			s.d.Logger.Warn("search: embedding the query failed; skills not matched", "error", err)
+		}
+	}
+	if r.ItemType == "skill" || len(allowed) == 0 {
+		return resp, nil
+	}
+	limit := r.Limit
+	pool := limit
+	inSkill := map[string]bool{}
+	if resp.StrategyUsed == StrategyHierarchical && len(resp.MatchedSkills) > 0 {
+		for _, m := range resp.MatchedSkills {
+			inSkill[m.Skill.ID] = true
+		}
+		pool = search.MaxLimit // rank widely, then keep the tools within the matched skills
+	}
+	results, err := s.searcher.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed, Limit: pool, MinScore: r.ToolThreshold})
+	if err != nil {
+		return resp, fmt.Errorf("search: %w", err)
+	}
+	pick := func(within bool) []SearchHit {
+		var out []SearchHit
+		for _, res := range results {
+			e, ok := rt.ToolByID(res.ID)
+			if !ok || !allowedSet[e.SourceServerID] {
+				continue // left the callable set since it was indexed
+			}
+			if within && !anyIn(e.SkillIDs, inSkill) {
+				continue
+			}
+			srv, _ := rt.Server(e.SourceServerID)
+			out = append(out, SearchHit{Tool: e, Score: round3(res.Score), Server: srv, Lexical: res.Lexical, Semantic: res.Vector})
+			if len(out) == limit {
+				break
+			}
+		}
+		return out
+	}
+	if len(inSkill) > 0 {
+		resp.Tools = pick(true)
+		if len(resp.Tools) == 0 {
+			resp.Fallback = true
+		}
+	}
+	if len(inSkill) == 0 || resp.Fallback {
+		resp.Tools = pick(false)
+	}
+	return resp, nil
+}
+
+func anyIn(ids []string, set map[string]bool) bool {
+	for _, id := range ids {
+		if set[id] {
+			return true
+		}
+	}
+	return false
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+// SkillInfo is a skill as GET /api/v1/skills lists it.
+type SkillInfo struct {
+	classify.Skill
+	ToolCount int
+	Embedding []float32
+}
+
+// Skills lists the taxonomy with how many tools each skill has and its current embedding.
+func (s *System) Skills() []SkillInfo {
+	count := map[string]int{}
+	for _, e := range s.Routes().ordered {
+		for _, sk := range e.SkillIDs {
+			count[sk]++
+		}
+	}
+	tax := s.searcher.space.Taxonomy()
+	out := make([]SkillInfo, len(tax.Skills))
+	for i, sk := range tax.Skills {
+		v, _ := s.searcher.space.SkillVector(sk.ID)
+		out[i] = SkillInfo{Skill: sk, ToolCount: count[sk.ID], Embedding: v}
+	}
+	return out
+}

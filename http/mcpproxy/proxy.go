@@ -1,0 +1,368 @@
+// Package mcpproxy serves /mcp/servers/{name}: one registered backend exposed on its own MCP endpoint, transparently
+// (no namespacing, no meta-tools). It exists because the aggregated endpoint (package mcpserver) can only relay
+// tools: a client that needs a backend's prompts, resources, subscriptions, completions, logging, or the backend's
+// own requests back to the client (sampling, elicitation, roots) talks to that backend through this proxy instead.
+//
+// MCP sessions are stateful, so every downstream session gets its own upstream session to the backend, owned by a
+// proxy actor under the server's actor (actors.System.OpenProxySession): deleting or disconnecting the server, or
+// stopping the daemon, ends every proxy session and its child process. Downstream, each session is a go-sdk
+// *mcp.Server built for it from the backend's initialize answer (server info, capabilities, instructions, protocol
+// version) whose tools, prompts, resources and resource templates mirror the backend's, kept current on the
+// backend's list_changed notifications; its requests are forwarded to the upstream session, and what the backend
+// sends back (progress, logs, resource updates, sampling, elicitation, roots) is forwarded to the downstream
+// client on the stream of the request it belongs to. It is streamable HTTP (stateful) on net/http, not Fiber,
+// because Fiber buffers responses.
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Prefix is where the daemon mounts the handler: mux.Handle(Prefix, h).
+const Prefix = "/mcp/servers/"
+
+// maxBody bounds the initialize request the handler reads itself (the go-sdk's own limit for the others).
+const maxBody = mcp.DefaultMaxRequestBodyBytes
+
+// Error codes of the error body, as in the REST API.
+const (
+	codeServerNotFound    = "SERVER_NOT_FOUND"
+	codeServerUnavailable = "SERVER_UNAVAILABLE"
+	codeServiceBusy       = "SERVICE_BUSY"
+	codeServiceShutdown   = "SERVICE_UNAVAILABLE"
+	codeNotFound          = "NOT_FOUND"
+	codeForbidden         = "FORBIDDEN"
+	codeTooLarge          = "REQUEST_TOO_LARGE"
+	codeInternal          = "INTERNAL_ERROR"
+)
+
+// Options configure the proxy.
+type Options struct {
+	Logger *slog.Logger
+	// MaxSessionsPerServer caps the proxy sessions of one server (actors.DefaultMaxProxySessions when 0). Over
+	// stdio each session runs its own child process.
+	MaxSessionsPerServer int
+	// IdleTimeout closes a session that sent no request for this long, with its upstream session (30 minutes when
+	// 0; negative: never).
+	IdleTimeout time.Duration
+	// SyncTimeout bounds one refresh of a session's mirrored lists (30 s when 0).
+	SyncTimeout time.Duration
+}
+
+// Handler serves /mcp/servers/{name}. Create it with New or NewWithOptions.
+type Handler struct {
+	sys    *actors.System
+	log    *slog.Logger
+	sdkLog *slog.Logger
+	opts   Options
+	// bare answers a request that arrives without a session and is not an initialize, as a go-sdk server would.
+	bare *mcp.Server
+
+	mu       sync.Mutex
+	byServer map[string]*mcp.StreamableHTTPHandler // by server id: a session is only reachable through its server
+	sessions map[string]*session                   // by downstream session id
+}
+
+// New returns the proxy handler; mount it with mux.Handle("/mcp/servers/", h).
+func New(sys *actors.System, logger *slog.Logger) http.Handler {
+	return NewWithOptions(sys, Options{Logger: logger})
+}
+
+// NewWithOptions returns the proxy handler with explicit options.
+func NewWithOptions(sys *actors.System, opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 30 * time.Minute
+	}
+	if opts.IdleTimeout < 0 {
+		opts.IdleTimeout = 0
+	}
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = 30 * time.Second
+	}
+	log := opts.Logger.With("component", "mcpproxy")
+	// The go-sdk logs every session and notification at info: keep its warnings and errors only.
+	sdkLog := slog.New(levelFloor{log.Handler(), slog.LevelWarn})
+	return &Handler{
+		sys: sys, log: log, sdkLog: sdkLog, opts: opts,
+		bare:     mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator-proxy", Version: actors.Version}, &mcp.ServerOptions{Logger: sdkLog}),
+		byServer: map[string]*mcp.StreamableHTTPHandler{},
+		sessions: map[string]*session{},
+	}
+}
+
+// serverKey carries the *mcp.Server built for a new session to the go-sdk handler's getServer.
+type serverKey struct{}
+
+func getServer(r *http.Request) *mcp.Server {
+	s, _ := r.Context().Value(serverKey{}).(*mcp.Server)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// DNS rebinding protection before anything else: a new session costs an upstream session (and maybe a child
+	// process), so a forbidden request must not reach the backend. Same rule as the go-sdk handler's.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+		if isLoopback(la.String()) && !isLoopback(r.Host) {
+			writeError(w, http.StatusForbidden, errorBody{Detail: fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), ErrorCode: codeForbidden})
+			return
+		}
+	}
+	name, ok := serverName(r.URL.Path)
+	if !ok {
+		writeError(w, http.StatusNotFound, errorBody{Detail: "Not found", ErrorCode: codeNotFound})
+		return
+	}
+	srv, ok := h.sys.Routes().ServerByName(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, errorBody{Detail: "Server not found: " + name, ErrorCode: codeServerNotFound})
+		return
+	}
+	if srv.Status != persistence.StatusConnected && srv.Status != persistence.StatusDegraded {
+		writeError(w, http.StatusServiceUnavailable, unavailable(srv, "Server unavailable: "+srv.Name))
+		return
+	}
+	sdk := h.handlerFor(srv.ID)
+	sid := r.Header.Get("Mcp-Session-Id")
+	switch {
+	case r.Method == http.MethodPost && sid == "":
+		h.serveNew(w, r, srv, sdk)
+	case r.Method == http.MethodGet && sid != "":
+		// The standalone stream: server->client messages unrelated to a request wait for it (see session.detached).
+		if s := h.session(sid); s != nil {
+			done := s.streamOpened()
+			defer done()
+		}
+		sdk.ServeHTTP(w, r)
+	default:
+		sdk.ServeHTTP(w, r)
+	}
+}
+
+// serverName extracts {name} from /mcp/servers/{name} (a trailing slash is accepted).
+func serverName(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, Prefix)
+	if !ok {
+		rest = strings.TrimPrefix(path, "/") // mounted behind http.StripPrefix
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if rest == "" || strings.Contains(rest, "/") {
+		return "", false
+	}
+	return rest, true
+}
+
+// handlerFor returns the go-sdk handler of one server (created on first use): sessions are looked up per server, so
+// a session id cannot be used through another server's path.
+func (h *Handler) handlerFor(id string) *mcp.StreamableHTTPHandler {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sdk, ok := h.byServer[id]
+	if !ok {
+		sdk = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+			Logger: h.sdkLog, SessionTimeout: h.opts.IdleTimeout,
+		})
+		h.byServer[id] = sdk
+	}
+	return sdk
+}
+
+func (h *Handler) session(id string) *session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
+}
+
+func (h *Handler) track(id string, s *session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s == nil {
+		delete(h.sessions, id)
+		return
+	}
+	h.sessions[id] = s
+}
+
+// serveNew handles a POST without a session: an initialize opens the upstream session first, so that the
+// downstream session starts with the backend's capabilities, and builds the session's server from it.
+func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv actors.ServerEntry, sdk *mcp.StreamableHTTPHandler) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, errorBody{Detail: "Request body is too large", ErrorCode: codeTooLarge,
+				Context: map[string]any{"max_bytes": mbe.Limit}})
+			return
+		}
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	init, ok := parseInitialize(body)
+	if !ok {
+		// Not an initialize: the go-sdk answers it (a ping, or an error) on a throwaway session.
+		sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, h.bare)))
+		return
+	}
+	// The version is in the body; a header naming one newer than the backend's would make the go-sdk refuse the
+	// initialize instead of negotiating down.
+	r.Header.Del("Mcp-Protocol-Version")
+	s, err := h.open(r.Context(), srv, init)
+	if err != nil {
+		h.writeOpenError(w, srv, err)
+		return
+	}
+	sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, s.server)))
+	s.attach()
+}
+
+// initRequest is what the proxy needs of the downstream client's initialize.
+type initRequest struct {
+	ProtocolVersion string
+	ClientInfo      *mcp.Implementation
+	Capabilities    *mcp.ClientCapabilities
+}
+
+// parseInitialize recognises a single initialize request and reads the client's identity and capabilities.
+func parseInitialize(body []byte) (initRequest, bool) {
+	var msg struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil || msg.Method != "initialize" {
+		return initRequest{}, false
+	}
+	var p struct {
+		ProtocolVersion string              `json:"protocolVersion"`
+		ClientInfo      *mcp.Implementation `json:"clientInfo"`
+		Capabilities    json.RawMessage     `json:"capabilities"`
+	}
+	if err := json.Unmarshal(msg.Params, &p); err != nil {
+		return initRequest{}, false
+	}
+	caps := &mcp.ClientCapabilities{}
+	if len(p.Capabilities) > 0 {
+		if err := json.Unmarshal(p.Capabilities, caps); err != nil {
+			return initRequest{}, false
+		}
+		// "roots" present (even empty) means roots support: the go-sdk wants that in RootsV2.
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(p.Capabilities, &probe) == nil {
+			if raw, ok := probe["roots"]; ok {
+				rc := &mcp.RootCapabilities{}
+				_ = json.Unmarshal(raw, rc)
+				caps.RootsV2 = rc
+			}
+		}
+	}
+	return initRequest{ProtocolVersion: p.ProtocolVersion, ClientInfo: p.ClientInfo, Capabilities: caps}, true
+}
+
+// writeOpenError answers a session that could not be opened in the contract's error shape.
+func (h *Handler) writeOpenError(w http.ResponseWriter, srv actors.ServerEntry, err error) {
+	var ue *actors.UnavailableError
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		writeError(w, http.StatusNotFound, errorBody{Detail: "Server not found: " + srv.Name, ErrorCode: codeServerNotFound})
+	case errors.As(err, &ue):
+		writeError(w, http.StatusServiceUnavailable, unavailable(ue.Server, "Server unavailable: "+ue.Server.Name))
+	case errors.Is(err, actors.ErrProxyLimit):
+		w.Header().Set("Retry-After", "1")
+		limit := h.opts.MaxSessionsPerServer
+		if limit <= 0 {
+			limit = actors.DefaultMaxProxySessions
+		}
+		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "Too many proxy sessions for server " + srv.Name,
+			ErrorCode: codeServiceBusy, Context: map[string]any{"max_sessions": limit, "retryable": true}})
+	case errors.Is(err, actors.ErrProxyConnect), errors.Is(err, errMirror):
+		h.log.Warn("proxy session failed", "server", srv.Name, "error", err)
+		writeError(w, http.StatusServiceUnavailable, unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err)))
+	case errors.Is(err, actors.ErrShuttingDown):
+		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "The service is shutting down", ErrorCode: codeServiceShutdown})
+	case errors.Is(err, actors.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "Opening the proxy session timed out; it may be retried",
+			ErrorCode: codeServiceBusy, Context: map[string]any{"retryable": true}})
+	case errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "The request was cancelled", ErrorCode: codeServiceShutdown})
+	default:
+		h.log.Error("open proxy session", "server", srv.Name, "error", err)
+		writeError(w, http.StatusInternalServerError, errorBody{Detail: "Internal server error", ErrorCode: codeInternal})
+	}
+}
+
+// errorBody is the contract's one error shape ({"detail","error_code"[,"context"][,"server"]}).
+type errorBody struct {
+	Detail    any            `json:"detail"`
+	ErrorCode string         `json:"error_code"`
+	Context   map[string]any `json:"context,omitempty"`
+	Server    *serverRef     `json:"server,omitempty"`
+}
+
+// serverRef names a server and its state in a SERVER_UNAVAILABLE answer.
+type serverRef struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+func unavailable(srv actors.ServerEntry, detail string) errorBody {
+	return errorBody{Detail: detail, ErrorCode: codeServerUnavailable, Server: &serverRef{ID: srv.ID, Name: srv.Name, Status: srv.Status}}
+}
+
+func writeError(w http.ResponseWriter, status int, body errorBody) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// isLoopback reports whether addr (host or host:port) is localhost or a loopback IP.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// levelFloor drops records below min before they reach the wrapped handler.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= l.min && l.Handler.Enabled(ctx, level)
+}
+
+func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
+}
+
+func (l levelFloor) WithGroup(name string) slog.Handler {
+	return levelFloor{l.Handler.WithGroup(name), l.min}
+}

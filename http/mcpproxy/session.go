@@ -1,0 +1,693 @@
+package mcpproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+)
+
+// errMirror means the backend's lists could not be mirrored for a new session.
+var errMirror = errors.New("mirroring the backend's lists failed")
+
+// errClosed is what server->client requests get once the session has ended.
+var errClosed = errors.New("proxy session closed")
+
+const (
+	// readyWait bounds how long a backend's request waits for the downstream client to finish initializing.
+	readyWait = 30 * time.Second
+	// streamWait bounds how long a message unrelated to any request waits for a standalone stream to open.
+	streamWait = 5 * time.Second
+	// codeRejected is the go-sdk transport's "rejected by transport" (no stream to write to).
+	codeRejected = -32005
+)
+
+// Mirrored lists, indexes into session.kicks.
+const (
+	kindTools = iota
+	kindPrompts
+	kindResources
+	kinds
+)
+
+// session is one downstream session and its upstream proxy session.
+type session struct {
+	h      *Handler
+	srv    actors.ServerEntry
+	log    *slog.Logger
+	server *mcp.Server
+
+	life   context.Context // ends with the session
+	cancel context.CancelFunc
+	once   sync.Once
+	ready  chan struct{} // closed when the downstream client sent notifications/initialized
+	rOnce  sync.Once
+	kicks  [kinds]chan struct{}
+
+	mu       sync.Mutex
+	up       *actors.ProxySession
+	ss       *mcp.ServerSession
+	sid      string
+	seq      uint64
+	flights  map[uint64]*flight
+	tokens   map[string]*flight
+	streams  int
+	streamCh chan struct{} // closed while a standalone stream is open
+
+	// The mirror (name or URI -> JSON of what was added); owned by build and then by the sync goroutine.
+	mirror [kinds]map[string]string
+	tmpls  map[string]string
+}
+
+// flight is a downstream request being forwarded: backend messages that belong to it are sent on its stream.
+type flight struct {
+	ctx    context.Context
+	method string
+	seq    uint64
+	token  string
+}
+
+// open opens the upstream session for a new downstream session and builds the session's server from it.
+func (h *Handler) open(ctx context.Context, srv actors.ServerEntry, init initRequest) (*session, error) {
+	life, cancel := context.WithCancel(context.Background())
+	s := &session{
+		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
+		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
+		streamCh: make(chan struct{}), tmpls: map[string]string{},
+	}
+	for i := range s.kicks {
+		s.kicks[i] = make(chan struct{}, 1)
+		s.mirror[i] = map[string]string{}
+	}
+	up, err := h.sys.OpenProxySession(ctx, srv.Name, actors.ProxyOptions{
+		ClientInfo: init.ClientInfo, Capabilities: init.Capabilities, ProtocolVersion: init.ProtocolVersion,
+		MaxSessions: h.opts.MaxSessionsPerServer, Handlers: s.handlers(),
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.up = up
+	s.mu.Unlock()
+	if err := s.build(ctx); err != nil {
+		s.close(err)
+		return nil, fmt.Errorf("%w: %w", errMirror, err)
+	}
+	go s.syncLoop()
+	return s, nil
+}
+
+// build makes the session's server: the backend's info, capabilities, instructions and protocol version, its
+// lists mirrored, and every request forwarded.
+func (s *session) build(ctx context.Context) error {
+	init := s.up.InitializeResult()
+	caps := &mcp.ServerCapabilities{}
+	if init.Capabilities != nil {
+		*caps = *init.Capabilities
+	}
+	impl := &mcp.Implementation{Name: s.srv.Name}
+	if init.ServerInfo != nil {
+		c := *init.ServerInfo
+		impl = &c
+	}
+	opts := &mcp.ServerOptions{
+		Instructions:                init.Instructions,
+		Logger:                      s.h.sdkLog,
+		Capabilities:                caps,
+		InitializedHandler:          s.initialized,
+		ProgressNotificationHandler: s.downstreamProgress,
+		RootsListChangedHandler:     s.rootsChanged,
+		SupportedProtocolVersions:   versionsUpTo(init.ProtocolVersion),
+		// The session is known by its id before the initialize is answered, so that the client's standalone
+		// stream (GET), which may come at once, is seen (see ask).
+		GetSessionID: func() string {
+			id := rand.Text()
+			s.mu.Lock()
+			s.sid = id
+			s.mu.Unlock()
+			s.h.track(id, s)
+			return id
+		},
+	}
+	if caps.Resources != nil && caps.Resources.Subscribe {
+		opts.SubscribeHandler = func(ctx context.Context, r *mcp.SubscribeRequest) error {
+			return rpcError(s.up.Subscribe(ctx, r.Params))
+		}
+		opts.UnsubscribeHandler = func(ctx context.Context, r *mcp.UnsubscribeRequest) error {
+			return rpcError(s.up.Unsubscribe(ctx, r.Params))
+		}
+	}
+	s.server = mcp.NewServer(impl, opts)
+	s.server.AddReceivingMiddleware(s.forward)
+	sctx, cancel := context.WithTimeout(ctx, s.h.opts.SyncTimeout)
+	defer cancel()
+	for k := range kinds {
+		if err := s.sync(sctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// versionsUpTo narrows the downstream's protocol versions to the backend's: a client asking for a newer one is
+// answered with the backend's, as the backend would.
+func versionsUpTo(v string) []string {
+	var out []string
+	for _, x := range mcp.SupportedProtocolVersions() {
+		if x <= v && x < "2026-07-28" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// forward sends the downstream client's requests to the backend. Lists are answered from the mirror; initialize,
+// and the notifications, stay with the go-sdk (which calls the handlers of build).
+func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		defer s.inflight(ctx, method, req.GetParams())()
+		switch method {
+		case "tools/call":
+			return s.callTool(ctx, req.(*mcp.CallToolRequest))
+		case "prompts/get":
+			return result(s.up.GetPrompt(ctx, req.(*mcp.GetPromptRequest).Params))
+		case "resources/read":
+			return result(s.up.ReadResource(ctx, req.(*mcp.ReadResourceRequest).Params))
+		case "completion/complete":
+			return result(s.up.Complete(ctx, req.(*mcp.CompleteRequest).Params))
+		case "logging/setLevel":
+			// The backend filters what it sends; the go-sdk session filters what it forwards: both get the level.
+			p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
+			if err := s.up.SetLoggingLevel(ctx, p); err != nil {
+				return nil, rpcError(err)
+			}
+		case "ping":
+			if err := s.up.Ping(ctx); err != nil {
+				return nil, rpcError(err)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,
+		InputResponses: r.Params.InputResponses, RequestState: r.Params.RequestState}
+	if len(r.Params.Arguments) > 0 {
+		p.Arguments = r.Params.Arguments
+	}
+	res, err := s.up.CallTool(ctx, p)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	if res.Content == nil {
+		res.Content = []mcp.Content{} // the spec's content is an array, never null
+	}
+	return res, nil
+}
+
+// result turns an upstream answer into the middleware's.
+func result[R mcp.Result](r R, err error) (mcp.Result, error) {
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return r, nil
+}
+
+// rpcError passes the backend's JSON-RPC errors through unchanged (code, message, data); a failure of the proxy
+// itself is an internal error.
+func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "proxy: " + err.Error()}
+}
+
+// inflight records a downstream request until it is answered.
+func (s *session) inflight(ctx context.Context, method string, params mcp.Params) func() {
+	s.mu.Lock()
+	s.seq++
+	f := &flight{ctx: ctx, method: method, seq: s.seq}
+	if t := progressToken(params); t != nil {
+		f.token = tokenKey(t)
+		s.tokens[f.token] = f
+	}
+	s.flights[f.seq] = f
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.flights, f.seq)
+		if f.token != "" && s.tokens[f.token] == f {
+			delete(s.tokens, f.token)
+		}
+	}
+}
+
+func progressToken(p mcp.Params) any {
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p.GetMeta()["progressToken"]
+}
+
+// tokenKey tells a string token from a numeric one with the same text.
+func tokenKey(t any) string {
+	if s, ok := t.(string); ok {
+		return "s:" + s
+	}
+	return fmt.Sprintf("n:%v", t)
+}
+
+// byToken is the request a progress token belongs to.
+func (s *session) byToken(t any) *flight {
+	if t == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokens[tokenKey(t)]
+}
+
+// work reports whether a request makes the backend work for the client, which may call back (log, sample, elicit).
+func work(method string) bool {
+	switch method {
+	case "tools/call", "prompts/get", "resources/read", "completion/complete":
+		return true
+	}
+	return false
+}
+
+// related picks the downstream request a backend message without a progress token belongs to. The go-sdk client
+// does not say on which upstream request's stream a message arrived (and stdio has no streams), so this is a
+// choice: the most recent request in flight that does work, else the most recent one, else none (the message
+// goes to the standalone stream).
+func (s *session) related() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *flight
+	for _, f := range s.flights {
+		if f.ctx.Err() != nil {
+			continue
+		}
+		if best == nil || work(f.method) && !work(best.method) || work(f.method) == work(best.method) && f.seq > best.seq {
+			best = f
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.ctx
+}
+
+// handlers route what the backend sends to the downstream session.
+func (s *session) handlers() actors.ProxyHandlers {
+	return actors.ProxyHandlers{
+		ToolListChanged:     func(context.Context) { s.kick(kindTools) },
+		PromptListChanged:   func(context.Context) { s.kick(kindPrompts) },
+		ResourceListChanged: func(context.Context) { s.kick(kindResources) },
+		ResourceUpdated: func(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
+			if s.readySession() != nil {
+				_ = s.server.ResourceUpdated(ctx, p) // to the downstream session if it subscribed
+			}
+		},
+		Log: func(_ context.Context, p *mcp.LoggingMessageParams) {
+			if ss := s.readySession(); ss != nil {
+				_ = ss.Log(s.notifyContext(s.related()), p)
+			}
+		},
+		Progress: func(_ context.Context, p *mcp.ProgressNotificationParams) {
+			ss := s.readySession()
+			if f := s.byToken(p.ProgressToken); ss != nil && f != nil {
+				_ = ss.NotifyProgress(s.notifyContext(f.ctx), p)
+			}
+		},
+		ElicitationComplete: func(_ context.Context, p *mcp.ElicitationCompleteParams) {
+			if ss := s.readySession(); ss != nil {
+				_ = ss.NotifyElicitationComplete(s.notifyContext(nil), p)
+			}
+		},
+		CreateMessage: func(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
+			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.CreateMessageWithToolsResult, error) {
+				return ss.CreateMessageWithTools(ctx, p)
+			})
+		},
+		Elicit: func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ElicitResult, error) {
+				return ss.Elicit(ctx, p)
+			})
+		},
+		ListRoots: func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListRootsResult, error) {
+				return ss.ListRoots(ctx, p)
+			})
+		},
+		Closed: func(err error) {
+			if err == nil {
+				err = errClosed
+			}
+			s.close(fmt.Errorf("upstream: %w", err))
+		},
+	}
+}
+
+// notifyContext is the context of a message to the downstream client: the related request's values (so that the
+// go-sdk transport writes on that request's stream), none of its cancellation; nil means the standalone stream.
+func (s *session) notifyContext(related context.Context) context.Context {
+	if related == nil {
+		return context.Background()
+	}
+	return context.WithoutCancel(related)
+}
+
+// ask forwards a backend's request to the downstream client once it is initialized, on the stream of the request
+// it most likely belongs to, cancelled when the backend cancels it or the session ends. A request that belongs to
+// no request in flight goes to the standalone stream; if none is open yet it waits (briefly) for one.
+func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp.ServerSession) (R, error)) (R, error) {
+	var zero R
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+	case <-s.life.Done():
+		return zero, errClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	case <-t.C:
+		return zero, errors.New("the downstream client has not finished initializing")
+	}
+	ss := s.readySession()
+	rel := s.related()
+	if rel == nil {
+		s.waitStream(ctx, streamWait)
+	}
+	dctx, cancel := context.WithCancel(s.notifyContext(rel))
+	defer cancel()
+	stop1, stop2 := context.AfterFunc(ctx, cancel), context.AfterFunc(s.life, cancel)
+	defer stop1()
+	defer stop2()
+	res, err := call(dctx, ss)
+	var je *jsonrpc.Error
+	if err != nil && rel == nil && errors.As(err, &je) && je.Code == codeRejected && dctx.Err() == nil {
+		// No stream took it: a standalone stream may be opening right now.
+		if s.waitStream(ctx, streamWait) {
+			time.Sleep(50 * time.Millisecond)
+			res, err = call(dctx, ss)
+		}
+	}
+	return res, err
+}
+
+// streamOpened records a standalone stream (GET) while it is served.
+func (s *session) streamOpened() func() {
+	s.mu.Lock()
+	s.streams++
+	if s.streams == 1 {
+		close(s.streamCh)
+	}
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.streams--
+		if s.streams == 0 {
+			s.streamCh = make(chan struct{})
+		}
+	}
+}
+
+// waitStream waits up to d for a standalone stream; it reports whether one is open.
+func (s *session) waitStream(ctx context.Context, d time.Duration) bool {
+	s.mu.Lock()
+	ch := s.streamCh
+	s.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.life.Done():
+	}
+	return false
+}
+
+// initialized marks the downstream session ready for what the backend sends.
+func (s *session) initialized(_ context.Context, r *mcp.InitializedRequest) {
+	s.mu.Lock()
+	if s.ss == nil {
+		s.ss = r.Session
+	}
+	s.mu.Unlock()
+	s.rOnce.Do(func() { close(s.ready) })
+}
+
+// readySession is the downstream session once initialized, else nil (before, the client has no level set, no
+// subscription and no request in flight: there is nothing to forward to it).
+func (s *session) readySession() *mcp.ServerSession {
+	select {
+	case <-s.ready:
+	default:
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ss
+}
+
+// downstreamProgress forwards the client's progress on a request the backend made.
+func (s *session) downstreamProgress(_ context.Context, r *mcp.ProgressNotificationServerRequest) {
+	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	defer cancel()
+	if err := s.up.NotifyProgress(ctx, r.Params); err != nil {
+		s.log.Debug("forward progress upstream", "error", err)
+	}
+}
+
+// rootsChanged forwards notifications/roots/list_changed.
+func (s *session) rootsChanged(_ context.Context, _ *mcp.RootsListChangedRequest) {
+	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+	defer cancel()
+	if err := s.up.NotifyRootsListChanged(ctx); err != nil {
+		s.log.Debug("forward roots/list_changed upstream", "error", err)
+	}
+}
+
+// attach finds the downstream session the go-sdk created for the initialize just served and ties the two
+// sessions' ends together.
+func (s *session) attach() {
+	var ss *mcp.ServerSession
+	for x := range s.server.Sessions() {
+		ss = x
+	}
+	s.mu.Lock()
+	id := s.sid
+	if s.ss == nil {
+		s.ss = ss
+	}
+	s.mu.Unlock()
+	if ss == nil {
+		s.h.track(id, nil)
+		s.close(errors.New("downstream initialize failed"))
+		return
+	}
+	go func() {
+		err := ss.Wait()
+		s.h.track(id, nil)
+		if err == nil {
+			err = errors.New("downstream session ended")
+		}
+		s.close(err)
+	}()
+	if s.life.Err() != nil {
+		_ = ss.Close() // the upstream session ended while the initialize was answered
+	}
+}
+
+// close ends both sessions once.
+func (s *session) close(why error) {
+	s.once.Do(func() {
+		s.cancel()
+		s.mu.Lock()
+		ss, up := s.ss, s.up
+		s.mu.Unlock()
+		s.log.Info("proxy session closed", "reason", why)
+		if ss != nil {
+			_ = ss.Close()
+		}
+		if up != nil {
+			if err := up.Close(); err != nil {
+				s.log.Warn("close upstream session", "error", err)
+			}
+		}
+	})
+}
+
+func (s *session) kick(k int) {
+	select {
+	case s.kicks[k] <- struct{}{}:
+	default:
+	}
+}
+
+// syncLoop refreshes a mirrored list after each list_changed of the backend (kicks coalesce).
+func (s *session) syncLoop() {
+	for {
+		k := -1
+		select {
+		case <-s.life.Done():
+			return
+		case <-s.kicks[kindTools]:
+			k = kindTools
+		case <-s.kicks[kindPrompts]:
+			k = kindPrompts
+		case <-s.kicks[kindResources]:
+			k = kindResources
+		}
+		ctx, cancel := context.WithTimeout(s.life, s.h.opts.SyncTimeout)
+		switch err := s.sync(ctx, k); {
+		case err == nil:
+		case s.life.Err() != nil, errors.Is(err, actors.ErrProxyClosed), errors.Is(err, context.Canceled):
+			s.log.Debug("refresh mirrored list: session ending", "kind", k, "error", err)
+		default:
+			s.log.Warn("refresh mirrored list", "kind", k, "error", err)
+		}
+		cancel()
+	}
+}
+
+// sync makes one mirrored list equal to the backend's: what is new or changed is added (the go-sdk then tells the
+// downstream client with list_changed), what is gone is removed. A list the backend does not advertise is left
+// empty; one it fails to serve is logged and left as it was.
+func (s *session) sync(ctx context.Context, k int) error {
+	caps := s.up.InitializeResult().Capabilities
+	if caps == nil {
+		return nil
+	}
+	switch k {
+	case kindTools:
+		if caps.Tools == nil {
+			return nil
+		}
+		tools, err := s.up.ListTools(ctx)
+		if err != nil {
+			return s.listFailed("tools", err)
+		}
+		apply(s, s.mirror[k], tools, func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) {
+			s.server.AddTool(t, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return s.callTool(ctx, r)
+			})
+		}, s.server.RemoveTools)
+	case kindPrompts:
+		if caps.Prompts == nil {
+			return nil
+		}
+		prompts, err := s.up.ListPrompts(ctx)
+		if err != nil {
+			return s.listFailed("prompts", err)
+		}
+		apply(s, s.mirror[k], prompts, func(p *mcp.Prompt) string { return p.Name }, func(p *mcp.Prompt) {
+			s.server.AddPrompt(p, func(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				res, err := s.up.GetPrompt(ctx, r.Params)
+				return res, rpcError(err)
+			})
+		}, s.server.RemovePrompts)
+	case kindResources:
+		if caps.Resources == nil {
+			return nil
+		}
+		read := func(ctx context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			res, err := s.up.ReadResource(ctx, r.Params)
+			return res, rpcError(err)
+		}
+		resources, err := s.up.ListResources(ctx)
+		if err != nil {
+			return s.listFailed("resources", err)
+		}
+		apply(s, s.mirror[k], resources, func(r *mcp.Resource) string { return r.URI },
+			func(r *mcp.Resource) { s.server.AddResource(r, read) }, s.server.RemoveResources)
+		templates, err := s.up.ListResourceTemplates(ctx)
+		if err != nil {
+			return s.listFailed("resource templates", err)
+		}
+		apply(s, s.tmpls, templates, func(t *mcp.ResourceTemplate) string { return t.URITemplate },
+			func(t *mcp.ResourceTemplate) { s.server.AddResourceTemplate(t, read) }, s.server.RemoveResourceTemplates)
+	}
+	return nil
+}
+
+// listFailed: a method the backend does not implement is an empty list; other failures are errors.
+func (s *session) listFailed(what string, err error) error {
+	var je *jsonrpc.Error
+	if errors.As(err, &je) && je.Code == jsonrpc.CodeMethodNotFound {
+		return nil
+	}
+	return fmt.Errorf("list %s: %w", what, err)
+}
+
+// apply updates one mirrored list: add what is new or changed, remove what is gone. The go-sdk panics on items it
+// refuses (a tool whose input schema is not an object, an invalid URI or template): those are logged and left out.
+func apply[T any](s *session, have map[string]string, items []T, key func(T) string, add func(T), remove func(...string)) {
+	want := make(map[string]bool, len(items))
+	for _, it := range items {
+		k := key(it)
+		want[k] = true
+		b, err := json.Marshal(it)
+		if err != nil || have[k] == string(b) {
+			continue
+		}
+		if safeAdd(s, k, func() { add(it) }) {
+			have[k] = string(b)
+		} else if _, ok := have[k]; ok {
+			delete(have, k)
+			remove(k) // the previous version must not stay
+		}
+	}
+	var gone []string
+	for k := range have {
+		if !want[k] {
+			gone = append(gone, k)
+			delete(have, k)
+		}
+	}
+	if len(gone) > 0 {
+		remove(gone...)
+	}
+}
+
+func safeAdd(s *session, key string, add func()) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Warn("backend item not mirrored: the go-sdk refuses it", "item", key, "error", fmt.Sprint(r))
+			ok = false
+		}
+	}()
+	add()
+	return true
+}
