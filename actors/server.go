@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/http/api/requestid"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -26,6 +27,15 @@ const ProtocolVersion = "2025-11-25"
 
 // Version is reported to backends in initialize.
 const Version = "0.1.0"
+
+// RequestIDMetaKey is the _meta key under which a call's request id reaches the backend.
+const RequestIDMetaKey = "io.mcpgw.aggregator/request_id"
+
+// callObject answers a CallTool with want_object from a caller on the same node: the result as the go-sdk object.
+type callObject struct {
+	reply  *pb.CallToolReply
+	result *mcp.CallToolResult
+}
 
 // Error codes a server actor puts in ErrorInfo (system-contract.md plus REQUEST_TIMEOUT for 504).
 const (
@@ -134,7 +144,7 @@ type serverActor struct {
 	healthBusy  bool
 
 	pending  map[uint64]context.CancelFunc
-	byReq    map[string]uint64 // request id -> call id, for CancelCall
+	byReq    map[string]uint64 // call_id -> pending key, for CancelCall
 	nextCall uint64
 	lastOK   atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
@@ -175,7 +185,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *openProxy:
 		a.openProxy(ctx, m)
 	case *pb.CancelCall:
-		if id, ok := a.byReq[m.RequestId]; ok {
+		if id, ok := a.byReq[m.CallId]; ok {
 			a.pending[id]()
 		}
 
@@ -632,16 +642,26 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	a.nextCall++
 	id := a.nextCall
 	a.pending[id] = cancel
+	if m.CallId != "" {
+		a.byReq[m.CallId] = id
+	}
 	if m.RequestId != "" {
-		a.byReq[m.RequestId] = id
+		// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's
+		// transport, which reads the context) as X-Request-ID.
+		cctx = requestid.With(cctx, m.RequestId)
 	}
 	sess, sender, sys, self := a.sess.session, ctx.Sender(), a.sys, a.self
+	// A caller on this node that asked for it gets the result object itself: no JSON round trip.
+	local := m.WantObject && sender != nil && sender.Address == a.sys.Address()
 	name, status := a.rec.Name, a.status
 	args := json.RawMessage(m.ArgumentsJson)
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
 	params := &mcp.CallToolParams{Name: m.Tool, Arguments: args}
+	if m.RequestId != "" {
+		params.Meta = mcp.Meta{RequestIDMetaKey: m.RequestId}
+	}
 	var token string
 	if m.ProgressTo != nil {
 		token = fmt.Sprintf("%s/%d/%d", a.id, a.gen, id)
@@ -662,16 +682,24 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		reply := &pb.CallToolReply{ExecutionMs: float64(took.Microseconds()) / 1000}
 		if err == nil {
 			a.lastOK.Store(time.Now().UnixNano())
-			reply.ResultJson, err = json.Marshal(res)
+			if !local {
+				reply.ResultJson, err = json.Marshal(res)
+			}
 		}
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
 			reply.Error.Message = sec.scrub(reply.Error.Message)
+			a.d.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
+				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
 		// Count the call done before answering, so that whatever the asker does next sees it finished.
-		sys.Root.Send(self, &callDone{id: id, requestID: m.RequestId})
-		if sender != nil {
+		sys.Root.Send(self, &callDone{id: id, requestID: m.CallId})
+		switch {
+		case sender == nil:
+		case local:
+			sys.Root.Send(sender, &callObject{reply: reply, result: res})
+		default:
 			sys.Root.Send(sender, reply)
 		}
 	}()

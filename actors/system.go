@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/http/api/requestid"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -191,28 +192,23 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 // first (the caller left), a CallTool is cancelled at the backend.
 func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
 	pid := s.serverPID(id)
-	if call, ok := msg.(*pb.CallTool); ok && ctx.Done() != nil {
+	if call, ok := msg.(*pb.CallTool); ok {
+		call.CallId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
 		if call.RequestId == "" {
-			call.RequestId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
+			call.RequestId = requestid.From(ctx)
 		}
-		type answer struct {
-			res any
-			err error
-		}
-		ch := make(chan answer, 1)
-		go func() {
+		if ctx.Done() != nil {
+			// The caller left: cancel the backend call; the actor then answers at once with the call's end.
+			stop := context.AfterFunc(ctx, func() { s.sys.Root.Send(pid, &pb.CancelCall{CallId: call.CallId}) })
+			defer stop()
 			res, err := s.askActor(context.WithoutCancel(ctx), pid, msg, time.Until(deadline)+time.Second)
-			ch <- answer{res, err}
-		}()
-		select {
-		case a := <-ch:
-			if errors.Is(a.err, ErrShuttingDown) {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
+			}
+			if errors.Is(err, ErrShuttingDown) {
 				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 			}
-			return a.res, a.err
-		case <-ctx.Done():
-			s.sys.Root.Send(pid, &pb.CancelCall{RequestId: call.RequestId})
-			return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
+			return res, err
 		}
 	}
 	res, err := s.askActor(ctx, pid, msg, time.Until(deadline)+time.Second)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/http/api/requestid"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -114,8 +115,12 @@ type headerTransport struct {
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(h.headers) > 0 {
+	rid := requestid.From(r.Context())
+	if len(h.headers) > 0 || rid != "" {
 		r = r.Clone(r.Context())
+		if rid != "" {
+			r.Header.Set(requestid.Header, rid) // a configured header of the same name wins below
+		}
 		for k, v := range h.headers {
 			r.Header.Set(k, v)
 		}

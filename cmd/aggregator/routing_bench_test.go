@@ -134,7 +134,7 @@ func startBenchDaemon(b *testing.B, bin, logLevel string) *benchDaemon {
 		"MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
 		"MCP_AGGREGATOR_LOG_LEVEL="+logLevel,
 		"MCP_AGGREGATOR_LOG_FORMAT=json",
-		"MCP_AGGREGATOR_RATE_LIMIT=0", // the per-client limit (50/s) would answer most benchmark calls 429
+		"MCP_AGGREGATOR_RATE_LIMIT=0", // the per-client limit would answer most benchmark calls 429
 		"DATABASE_URL=",
 	)
 	cmd.Stdout, cmd.Stderr = d.logs, d.logs

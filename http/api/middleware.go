@@ -18,9 +18,6 @@ type localsKey int
 
 const localRequestID localsKey = iota
 
-// maxRequestIDLength bounds an id a client sends; a longer or odd one is replaced rather than logged.
-const maxRequestIDLength = 128
-
 // anonymousActor is the audit actor while auth is off.
 const anonymousActor = "anonymous"
 
@@ -29,7 +26,7 @@ const anonymousActor = "anonymous"
 // carry it), renders any error of the chain itself so the status is final, and writes one log line per request.
 func (s *server) requestContext(c *fiber.Ctx) error {
 	start := time.Now()
-	rid := sanitizeRequestID(c.Get(requestid.Header))
+	rid := requestid.Sanitize(c.Get(requestid.Header))
 	if rid == "" {
 		rid = uuid.NewString()
 	}
@@ -89,22 +86,6 @@ func routePattern(c *fiber.Ctx) string {
 		return "unmatched"
 	}
 	return r.Path
-}
-
-// sanitizeRequestID keeps a caller's id only when it is short and made of characters safe in logs and headers.
-func sanitizeRequestID(id string) string {
-	if id == "" || len(id) > maxRequestIDLength {
-		return ""
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == ':'
-		if !ok {
-			return ""
-		}
-	}
-	return id
 }
 
 // logPanic is the recover middleware's stack trace handler: the panic and stack go to the log with the request

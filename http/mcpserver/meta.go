@@ -261,7 +261,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return failureFor(err, in.ServerID), nil
 	}
 	routed := time.Now()
-	res, err := s.call(ctx, route, in.Arguments, progressFunc(ctx, req))
+	res, err := s.call(withRequestID(ctx, req), route, in.Arguments, progressFunc(ctx, req))
 	if err != nil {
 		return nil, err
 	}

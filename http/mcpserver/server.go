@@ -19,7 +19,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/google/uuid"
+
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/api/requestid"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -31,6 +34,8 @@ import (
 type Gateway interface {
 	actors.Control
 	OnRoutesChanged(fn func(*actors.RouteTable)) (cancel func())
+	// CallResult is Control.Call returning the go-sdk result object (no JSON round trip on one node).
+	CallResult(ctx context.Context, r actors.Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error)
 }
 
 // Options configure the endpoint.
@@ -266,7 +271,7 @@ func (s *Server) backendHandler(alias string) mcp.ToolHandler {
 		if err != nil {
 			return toolError(fmt.Sprintf("Tool %s is no longer available: %v", alias, err)), nil
 		}
-		return s.call(ctx, route, req.Params.Arguments, progressFunc(ctx, req))
+		return s.call(withRequestID(ctx, req), route, req.Params.Arguments, progressFunc(ctx, req))
 	}
 }
 
@@ -293,7 +298,7 @@ func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMess
 		args = json.RawMessage("{}")
 	}
 	start := time.Now()
-	reply, err := s.gw.Call(ctx, route, args, progress)
+	res, reply, err := s.gw.CallResult(ctx, route, args, progress)
 	if reply != nil {
 		s.metrics.Routing(time.Since(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
 	}
@@ -306,11 +311,21 @@ func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMess
 		}
 		return toolError(reply.Error.Message), nil
 	}
-	var res mcp.CallToolResult
-	if err := json.Unmarshal(reply.ResultJson, &res); err != nil {
-		return nil, fmt.Errorf("decode result of %s: %w", route.Name, err)
+	return res, nil
+}
+
+// withRequestID gives a call the client's X-Request-ID (streamable HTTP and SSE carry the HTTP headers), or a
+// new id, so that it can be followed in the logs through the actors to the backend.
+func withRequestID(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	if requestid.From(ctx) != "" {
+		return ctx
 	}
-	return &res, nil
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		if rid := requestid.Sanitize(req.Extra.Header.Get(requestid.Header)); rid != "" {
+			return requestid.With(ctx, rid)
+		}
+	}
+	return requestid.With(ctx, uuid.NewString())
 }
 
 func toolError(msg string) *mcp.CallToolResult {

@@ -464,10 +464,17 @@ type CallTool struct {
 	Tool          string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
 	ArgumentsJson []byte                 `protobuf:"bytes,2,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// deadline_unix_ms bounds the backend call; 0 means the actor's default request timeout.
-	DeadlineUnixMs int64  `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
-	RequestId      string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	DeadlineUnixMs int64 `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
+	// request_id correlates the call across logs, the aggregator and the backend (it is sent to the backend in the
+	// call's _meta and, over HTTP, as X-Request-ID). Callers may reuse one; it need not be unique.
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// progress_to, when set, receives Progress messages while the call runs (the caller asked for progress).
-	ProgressTo    *PID `protobuf:"bytes,5,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
+	ProgressTo *PID `protobuf:"bytes,5,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
+	// call_id is unique per call; CancelCall names it.
+	CallId string `protobuf:"bytes,6,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// want_object asks a caller on the same node to get the result as a Go object rather than JSON (no
+	// marshalling round trip); remote callers always get result_json.
+	WantObject    bool `protobuf:"varint,7,opt,name=want_object,json=wantObject,proto3" json:"want_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -535,6 +542,20 @@ func (x *CallTool) GetProgressTo() *PID {
 		return x.ProgressTo
 	}
 	return nil
+}
+
+func (x *CallTool) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallTool) GetWantObject() bool {
+	if x != nil {
+		return x.WantObject
+	}
+	return false
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -1211,7 +1232,7 @@ func (x *Progress) GetMessage() string {
 // CancelCall tells a server actor that the caller of a call in flight has gone; the backend call is cancelled.
 type CancelCall struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	CallId        string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1246,9 +1267,9 @@ func (*CancelCall) Descriptor() ([]byte, []int) {
 	return file_proto_aggregator_proto_rawDescGZIP(), []int{20}
 }
 
-func (x *CancelCall) GetRequestId() string {
+func (x *CancelCall) GetCallId() string {
 	if x != nil {
-		return x.RequestId
+		return x.CallId
 	}
 	return ""
 }
@@ -1337,7 +1358,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x10pending_requests\x18\x04 \x01(\x05R\x0fpendingRequests\x121\n" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xc3\x01\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\"\xfd\x01\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -1345,7 +1366,10 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x123\n" +
 	"\vprogress_to\x18\x05 \x01(\v2\x12.aggregator.v1.PIDR\n" +
-	"progressTo\"/\n" +
+	"progressTo\x12\x17\n" +
+	"\acall_id\x18\x06 \x01(\tR\x06callId\x12\x1f\n" +
+	"\vwant_object\x18\a \x01(\bR\n" +
+	"wantObject\"/\n" +
 	"\x03PID\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x83\x01\n" +
@@ -1397,11 +1421,10 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\bProgress\x12\x1a\n" +
 	"\bprogress\x18\x01 \x01(\x01R\bprogress\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x01R\x05total\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"+\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"%\n" +
 	"\n" +
-	"CancelCall\x12\x1d\n" +
-	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\"L\n" +
+	"CancelCall\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
 	"\btool_ids\x18\x02 \x03(\x03R\atoolIdsB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"

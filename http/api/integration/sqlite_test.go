@@ -127,6 +127,15 @@ func goBackend(t *testing.T) string {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "slept"}}}, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			header := ""
+			if r.Extra != nil && r.Extra.Header != nil {
+				header = r.Extra.Header.Get("X-Request-ID")
+			}
+			meta, _ := r.Params.Meta[actors.RequestIDMetaKey].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "header=" + header + " meta=" + meta}}}, nil
+		})
 	srv.AddTool(&mcp.Tool{Name: "fail", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: -32603, Message: "backend exploded"}
@@ -293,7 +302,23 @@ func TestAPIWithRealActors(t *testing.T) {
 	if r.status != 200 || r.json(t)["isError"] != true {
 		t.Fatalf("isError result: %d %s", r.status, r.body)
 	}
+	// The caller's request id follows the call through the actors to the backend (header and _meta).
+	req := httptest.NewRequest("POST", "/api/v1/tools/call", strings.NewReader(`{"name":"gob.whoami"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-ID", "trace-abc-123")
+	resp, err := e.app.Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "header=trace-abc-123 meta=trace-abc-123") || resp.Header.Get("X-Request-ID") != "trace-abc-123" {
+		t.Fatalf("request id did not reach the backend: %s (response id %q)", body, resp.Header.Get("X-Request-ID"))
+	}
 	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.fail"}`), http.StatusBadGateway, api.CodeExecutionFailed)
+	if !strings.Contains(logs.String(), `"request_id":`) || !strings.Contains(logs.String(), `"msg":"tool call failed"`) {
+		t.Errorf("the failed call is not logged with its request id")
+	}
 	if c := m["context"].(map[string]any); !strings.Contains(fmt.Sprint(c["backend_error"]), "backend exploded") {
 		t.Errorf("502 must carry the backend's error: %v", m)
 	}

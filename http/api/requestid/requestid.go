@@ -21,3 +21,23 @@ func From(ctx context.Context) string {
 	id, _ := ctx.Value(ctxKey{}).(string)
 	return id
 }
+
+// MaxLength bounds an id a client sends; a longer or odd one is replaced rather than logged.
+const MaxLength = 128
+
+// Sanitize keeps a caller's id only when it is short and made of characters safe in logs and headers; otherwise
+// it returns "" and the caller makes a new one.
+func Sanitize(id string) string {
+	if id == "" || len(id) > MaxLength {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':'
+		if !ok {
+			return ""
+		}
+	}
+	return id
+}
