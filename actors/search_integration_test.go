@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/search/classify"
+	"github.com/mcpgw/aggregator/search/embed"
 )
 
 // catalogue starts an in-process go-sdk server with a few tools that say plainly what they do.
@@ -182,5 +185,67 @@ func TestHierarchicalSearchMatchesSkills(t *testing.T) {
 	raw, _ := json.Marshal(sk[0].Skill)
 	if !strings.Contains(string(raw), sk[0].ID) {
 		t.Fatalf("skill json %s", raw)
+	}
+}
+
+// TestSkillVectorsFollowTheirTools: once tools are classified into a skill, its embedding moves to the centroid of
+// its tools (with its description); when the server is removed, the emptied skill falls back to its description's
+// embedding (BR-008); hierarchical search then finds tools within the matched skill.
+func TestSkillVectorsFollowTheirTools(t *testing.T) {
+	t.Parallel()
+	emb := embed.NewHashed(0)
+	builtin, err := classify.NewBuiltin(context.Background(), emb, classify.DefaultTaxonomy(),
+		func(t classify.Tool) string { return embed.ToolText(t.Name, t.Description, t.InputSchema) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newClassifierRig(t, testConfig(), builtin, nil)
+	srv := r.register("forecasts", persistence.TransportHTTP, map[string]any{"base_url": catalogue(t, map[string]string{
+		"get_forecast":     "Get the weather forecast: temperature, rain, snow and wind for a city",
+		"get_air_quality":  "Weather and air quality: pollution, humidity and temperature readings",
+		"severe_alerts":    "Severe weather alerts, storms and heat warnings for a region",
+		"climate_averages": "Climate data: monthly average temperature and precipitation",
+	})}, nil, true)
+	tools := waitClassified(t, r, srv.ID, 30*time.Second)
+	inWeather := 0
+	for _, tl := range tools {
+		if slices.Contains(tl.SkillIDs, "weather") {
+			inWeather++
+		}
+	}
+	if inWeather == 0 {
+		t.Fatalf("no tool classified into weather: %+v", tools)
+	}
+	space, _ := classify.NewSkillSpace(context.Background(), emb, classify.DefaultTaxonomy())
+	desc, _ := space.DescriptionVector("weather")
+	skillVec := func() []float32 {
+		for _, s := range r.sys.Skills() {
+			if s.ID == "weather" {
+				return s.Embedding
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for slices.Equal(skillVec(), desc) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the weather skill's embedding never moved to its tools")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res := search(t, r.sys, actors.SearchRequest{Query: "will it rain tomorrow in Paris", IncludeExternal: true,
+		Strategy: actors.StrategyHierarchical, SkillThreshold: 0.4})
+	if res.Fallback || len(res.Tools) == 0 || !slices.Contains(res.Tools[0].Tool.SkillIDs, "weather") {
+		t.Fatalf("hierarchical search within the weather skill: fallback=%v %v %+v", res.Fallback, names(res), res.MatchedSkills)
+	}
+	if err := r.sys.Remove(context.Background(), srv.ID); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !slices.Equal(skillVec(), desc) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the emptied weather skill did not fall back to its description")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -194,7 +194,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
-	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.New(system, logger)))
+	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter})))
 	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",

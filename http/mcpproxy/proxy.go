@@ -32,6 +32,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -64,6 +65,8 @@ type Options struct {
 	IdleTimeout time.Duration
 	// SyncTimeout bounds one refresh of a session's mirrored lists (30 s when 0).
 	SyncTimeout time.Duration
+	// Limiter rate-limits tool calls per client, shared with the other front ends (nil: no limit).
+	Limiter *auth.Limiter
 }
 
 // Handler serves /mcp/servers/{name}. Create it with New or NewWithOptions.

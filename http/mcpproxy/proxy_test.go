@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -454,5 +455,30 @@ func TestProxyKeepsNotificationOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProxyRateLimitsToolCalls: tool calls through /mcp/servers/{name} take tokens from the caller's bucket like
+// the other front ends; past the burst they are refused with RATE_LIMITED.
+func TestProxyRateLimitsToolCalls(t *testing.T) {
+	r := newRig(t, mcpproxy.Options{Limiter: auth.NewLimiter(0.001, 2)})
+	cmd, args := peertest.EverythingStdio(t)
+	r.register("limited", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args})
+	c := r.connect("limited", nil)
+	var limited int
+	for i := 0; i < 4; i++ {
+		res, err := c.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError {
+			if b, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(b), "RATE_LIMITED") {
+				t.Fatalf("refused call is not RATE_LIMITED: %s", b)
+			}
+			limited++
+		}
+	}
+	if limited != 2 {
+		t.Fatalf("%d of 4 calls refused with a burst of 2, want 2", limited)
 	}
 }

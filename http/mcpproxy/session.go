@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 )
 
 // errMirror means the backend's lists could not be mirrored for a new session.
@@ -206,6 +208,9 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if denied := s.rateLimited(ctx, r); denied != nil {
+		return denied, nil
+	}
 	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,
 		InputResponses: r.Params.InputResponses, RequestState: r.Params.RequestState}
 	if len(r.Params.Arguments) > 0 {
@@ -690,4 +695,29 @@ func safeAdd(s *session, key string, add func()) (ok bool) {
 	}()
 	add()
 	return true
+}
+
+// rateLimited takes a token from the caller's bucket (the identity the auth middleware established, as on the
+// other front ends) and answers the tool error RATE_LIMITED when it is empty.
+func (s *session) rateLimited(ctx context.Context, r *mcp.CallToolRequest) *mcp.CallToolResult {
+	lim := s.h.opts.Limiter
+	if lim == nil {
+		return nil
+	}
+	id, ok := auth.Identity{}, false
+	if r.Extra != nil {
+		id, ok = auth.FromTokenInfo(r.Extra.TokenInfo)
+	}
+	if !ok {
+		id, _ = auth.FromContext(ctx)
+	}
+	allowed, wait := lim.Allow(id.RateKey())
+	if allowed {
+		return nil
+	}
+	secs := auth.RetryAfterSeconds(wait)
+	body := map[string]any{"status": "error", "error_code": auth.CodeRateLimited,
+		"error": "Too many tool calls; retry after " + strconv.Itoa(secs) + " s", "retry_after_seconds": secs}
+	b, _ := json.Marshal(body)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }
