@@ -79,7 +79,9 @@ func BenchmarkSystemSearch10k(b *testing.B) {
 				schema = json.RawMessage(`{"type":"object"}`)
 			}
 			srv.AddTool(&mcp.Tool{Name: t.Server + "_" + t.Name, Description: t.Description, InputSchema: schema},
-				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{}, nil
+				})
 		}
 		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 		defer hs.Close()
