@@ -352,20 +352,11 @@ func (p *proxyActor) connect(ctx actor.Context) {
 	version := proxyProtocolVersion(p.opts.ProtocolVersion)
 	sys, self, timeout := p.sys, p.self, p.d.Config.ConnectionTimeout
 	go func() {
-		sess, err := client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
-		att.timer.Stop()
-		att.mu.Lock()
-		if att.abandoned {
-			att.mu.Unlock()
-			if sess != nil {
-				_ = sess.Close()
-			}
+		ok, err := att.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
+			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		})
+		if !ok {
 			return
-		}
-		att.sess = sess
-		att.mu.Unlock()
-		if err != nil && sctx.Err() != nil {
-			err = fmt.Errorf("connection timed out after %s: %w", timeout, err)
 		}
 		sys.Root.Send(self, &proxyConnected{att: att, client: client, err: err})
 	}()

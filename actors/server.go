@@ -84,6 +84,27 @@ type connectAttempt struct {
 	sess      *mcp.ClientSession
 }
 
+// handOver runs connect and hands the session to the attempt's owner. When the owner abandoned the attempt
+// meanwhile, the session is closed and ok is false. A failure after ctx ended is reported as a timeout.
+func (c *connectAttempt) handOver(ctx context.Context, timeout time.Duration, connect func() (*mcp.ClientSession, error)) (ok bool, err error) {
+	sess, err := connect()
+	c.timer.Stop()
+	c.mu.Lock()
+	if c.abandoned {
+		c.mu.Unlock()
+		if sess != nil {
+			_ = sess.Close()
+		}
+		return false, nil
+	}
+	c.sess = sess
+	c.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("connection timed out after %s: %w", timeout, err)
+	}
+	return true, err
+}
+
 // abandon makes the attempt's session, now or later, be closed instead of used.
 func (c *connectAttempt) abandon() {
 	c.mu.Lock()
@@ -368,20 +389,11 @@ func (a *serverActor) startConnect(reason string) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
 	sys, self := a.sys, a.self
 	go func() {
-		sess, err := client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
-		att.timer.Stop()
-		att.mu.Lock()
-		if att.abandoned {
-			att.mu.Unlock()
-			if sess != nil {
-				_ = sess.Close()
-			}
+		ok, err := att.handOver(sctx, a.d.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
+			return client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		})
+		if !ok {
 			return
-		}
-		att.sess = sess
-		att.mu.Unlock()
-		if err != nil && sctx.Err() != nil {
-			err = fmt.Errorf("connection timed out after %s: %w", a.d.Config.ConnectionTimeout, err)
 		}
 		if err != nil && b.proc != nil {
 			// A child that broke the connection is usually exiting: give it a moment so its exit status explains.

@@ -46,7 +46,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return nil, errors.New("actors: Deps.Store is required")
 	}
 	// protoactor logs through our logger (only its warnings and errors: its info lines are noise to operators).
-	actorLog := slog.New(levelFloor{d.Logger.Handler(), slog.LevelWarn}).With("lib", "protoactor")
+	actorLog := QuietLogger(d.Logger, slog.LevelWarn).With("lib", "protoactor")
 	opts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog })}
 	if d.MeterProvider != nil {
 		opts = append(opts, actor.WithMetricProviders(d.MeterProvider))
@@ -295,6 +295,12 @@ func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte)
 		return nil, fmt.Errorf("unexpected reply %T to call", res)
 	}
 	return r, nil
+}
+
+// QuietLogger is logger without its records below min: libraries (protoactor, the go-sdk) log their routine at
+// info level, which is noise to operators.
+func QuietLogger(logger *slog.Logger, min slog.Level) *slog.Logger {
+	return slog.New(levelFloor{logger.Handler(), min})
 }
 
 // levelFloor drops records below min before they reach the wrapped handler.

@@ -104,7 +104,7 @@ func NewWithOptions(sys *actors.System, opts Options) *Handler {
 	}
 	log := opts.Logger.With("component", "mcpproxy")
 	// The go-sdk logs every session and notification at info: keep its warnings and errors only.
-	sdkLog := slog.New(levelFloor{log.Handler(), slog.LevelWarn})
+	sdkLog := actors.QuietLogger(log, slog.LevelWarn)
 	return &Handler{
 		sys: sys, log: log, sdkLog: sdkLog, opts: opts,
 		bare:     mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator-proxy", Version: actors.Version}, &mcp.ServerOptions{Logger: sdkLog}),
@@ -350,22 +350,4 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
-}
-
-// levelFloor drops records below min before they reach the wrapped handler.
-type levelFloor struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
-	return level >= l.min && l.Handler.Enabled(ctx, level)
-}
-
-func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
-}
-
-func (l levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{l.Handler.WithGroup(name), l.min}
 }
