@@ -89,7 +89,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
 		&mcp.ServerOptions{
-			Logger: opts.Logger,
+			Logger: actors.QuietLogger(opts.Logger, slog.LevelWarn), // the go-sdk logs every session at info
 			Instructions: "This server aggregates the tools of many MCP servers. Backend tools are named " +
 				"{server}__{tool}; search_aggregated_tools finds tools by what they do, execute_external_tool calls " +
 				"any tool by its namespaced name {server}.{tool}.",
@@ -113,7 +113,7 @@ func (s *Server) Close() {
 
 // StreamableHandler serves MCP over streamable HTTP (stateful sessions).
 func (s *Server) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: s.log})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn)})
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport.
