@@ -29,11 +29,12 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-## fuzz: run each fuzz target for FUZZTIME
+## fuzz: run each fuzz target for FUZZTIME (make test runs only their seed corpora)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzValidateRegistration -fuzztime $(FUZZTIME) ./http/api
-	$(GO) test -run '^$$' -fuzz FuzzValidatePatch -fuzztime $(FUZZTIME) ./http/api
-	$(GO) test -run '^$$' -fuzz FuzzValidateCall -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateRegistration$$' -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateCall$$' -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis
 
 ## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)
 proto:
