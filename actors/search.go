@@ -488,3 +488,15 @@ func (s *System) Skills() []SkillInfo {
 	}
 	return out
 }
+
+// VectorIndexHealth reports the vector index for GET /health: "in_process" for the embedded index, "ok" when
+// Qdrant answers a count.
+func (s *System) VectorIndexHealth(ctx context.Context) (string, error) {
+	if _, ok := s.searcher.idx.(*vector.Memory); ok {
+		return "in_process", nil
+	}
+	if _, err := s.searcher.idx.Count(ctx); err != nil {
+		return "", fmt.Errorf("vector index: %w", err)
+	}
+	return "ok", nil
+}

@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	systemRef.Store(system)
 	defer shutdownActors(system, cfg, logger)
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, Tokens: cfg.Tokens, Limiter: limiter, Config: api.Config{
+	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter, Config: api.Config{
 		MetricsOpen:         cfg.MetricsOpen,
 		MaxBodyBytes:        cfg.MaxBodyBytes,
 		HealthCheckInterval: cfg.Actors.HealthInterval,

@@ -101,6 +101,9 @@ type Deps struct {
 	Config Config
 	// Metrics records requests and routing time and is served at /metrics (nil: no metrics, no route).
 	Metrics *metrics.Metrics
+	// VectorHealth reports the vector index for GET /health: "in_process", or "ok" when Qdrant answers (nil:
+	// "not_configured").
+	VectorHealth func(ctx context.Context) (string, error)
 	// Tokens are the bearer tokens every route but /health needs (nil or empty: auth off, everyone is an
 	// anonymous admin).
 	Tokens *auth.Tokens
@@ -115,6 +118,7 @@ type server struct {
 	log     *slog.Logger
 	cfg     Config
 	metrics *metrics.Metrics
+	vectors func(ctx context.Context) (string, error)
 	tokens  *auth.Tokens
 	policy  auth.Policy
 	limiter *auth.Limiter
@@ -126,7 +130,7 @@ func New(d Deps) *fiber.App {
 	if d.Store == nil || d.Control == nil {
 		panic("api.New: Deps.Store and Deps.Control are required")
 	}
-	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics,
+	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -105,6 +105,18 @@ func (s *server) health(c *fiber.Ctx) error {
 		Connected: byStatus[persistence.StatusConnected],
 		Error:     byStatus[persistence.StatusError],
 	}
+	if s.vectors != nil {
+		state, err := s.vectors(ctx)
+		out.Checks.Qdrant = state
+		if err != nil {
+			// Search falls back to lexical ranking; calls are not affected.
+			s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "health check: vector index failed",
+				slog.String("request_id", requestIDOf(c)), slog.Any("error", err))
+			out.Status = healthDegraded
+			out.Checks.Qdrant = "error: unavailable"
+			out.Issues = append(out.Issues, "vector index unreachable: search ranks lexically only")
+		}
+	}
 	if n := byStatus[persistence.StatusError]; n > 0 {
 		out.Status = healthDegraded
 		out.Checks.Sessions = "degraded"

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -110,4 +111,38 @@ func TestHealth(t *testing.T) {
 			t.Errorf("%d %s", r.status, r.body)
 		}
 	})
+}
+
+// TestHealthReportsTheVectorIndex: /health shows the vector index's state; an unreachable Qdrant degrades the
+// daemon (search falls back to lexical ranking) without making it unhealthy.
+func TestHealthReportsTheVectorIndex(t *testing.T) {
+	cases := []struct {
+		name       string
+		health     func(context.Context) (string, error)
+		wantCheck  string
+		wantStatus string
+		wantIssue  bool
+	}{
+		{"not configured", nil, "not_configured", "healthy", false},
+		{"in process", func(context.Context) (string, error) { return "in_process", nil }, "in_process", "healthy", false},
+		{"qdrant answers", func(context.Context) (string, error) { return "ok", nil }, "ok", "healthy", false},
+		{"qdrant down", func(context.Context) (string, error) { return "", errors.New("dial tcp 10.0.0.9:6334: refused") }, "error: unavailable", "degraded", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.app = New(Deps{Store: e.store, Control: e.control, VectorHealth: c.health})
+			r := e.do(t, "GET", base+"/health", "")
+			m := r.json(t)
+			if r.status != 200 || m["status"] != c.wantStatus || m["checks"].(map[string]any)["qdrant"] != c.wantCheck {
+				t.Fatalf("health %d %s", r.status, r.body)
+			}
+			if strings.Contains(string(r.body), "10.0.0.9") {
+				t.Fatalf("health leaks the connection error: %s", r.body)
+			}
+			if _, has := m["issues"]; has != c.wantIssue {
+				t.Fatalf("issues present=%v, want %v: %s", has, c.wantIssue, r.body)
+			}
+		})
+	}
 }
