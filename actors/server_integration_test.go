@@ -105,6 +105,25 @@ func (r *rig) waitStatus(id, want string, within time.Duration) time.Duration {
 	return 0
 }
 
+// waitServer is waitStatus returning the row it saw in that status (a second read could already see the next one:
+// a server in ERROR is retried after about a second).
+func (r *rig) waitServer(id, want string, within time.Duration) persistence.Server {
+	r.t.Helper()
+	start := time.Now()
+	var last persistence.Server
+	for time.Since(start) < within {
+		if s, err := r.store.GetServer(context.Background(), id); err == nil {
+			last = s
+			if s.Status == want {
+				return s
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("server %s did not reach %s within %v (status %s)", id, want, within, last.Status)
+	return last
+}
+
 func ptr(s *string) string {
 	if s == nil {
 		return "<nil>"
@@ -203,12 +222,13 @@ func TestLifecycleAgainstServerEverything(t *testing.T) {
 
 			// The backend dies: ERROR within 2 s, on every transport.
 			b.kill()
-			took := r.waitStatus(s.ID, persistence.StatusError, 10*time.Second)
+			died := time.Now()
+			got := r.waitServer(s.ID, persistence.StatusError, 10*time.Second)
+			took := time.Since(died)
 			t.Logf("%s: ERROR %v after the backend died", tr, took)
 			if took > 2*time.Second {
 				t.Errorf("%s: backend death noticed after %v, want within 2s", tr, took)
 			}
-			got, _ := r.store.GetServer(context.Background(), s.ID)
 			if got.ErrorMessage == nil || *got.ErrorMessage == "" {
 				t.Errorf("ERROR without error_message")
 			}
@@ -288,10 +308,8 @@ func TestClosedPortFollowsBackoffSchedule(t *testing.T) {
 			t.Errorf("gap %d = %v, want about %v", i+1, gap, want)
 		}
 	}
-	got, _ := r.store.GetServer(context.Background(), s.ID)
-	if got.Status != persistence.StatusError && got.Status != persistence.StatusConnecting {
-		t.Fatalf("status %s, want ERROR/CONNECTING while retrying", got.Status)
-	}
+	// Between attempts the server is in ERROR with the reason (CONNECTING clears it): read it there.
+	got := r.waitServer(s.ID, persistence.StatusError, 10*time.Second)
 	if !strings.Contains(ptr(got.ErrorMessage), "refused") {
 		t.Errorf("error_message %q should say the connection was refused", ptr(got.ErrorMessage))
 	}
@@ -329,8 +347,7 @@ func TestHealthURLFailuresDegradeThenError(t *testing.T) {
 
 	setCode(http.StatusInternalServerError)
 	r.waitStatus(s.ID, persistence.StatusDegraded, 5*time.Second)
-	r.waitStatus(s.ID, persistence.StatusError, 5*time.Second)
-	got, _ := r.store.GetServer(context.Background(), s.ID)
+	got := r.waitServer(s.ID, persistence.StatusError, 5*time.Second)
 	if got.LastHealthCheck == nil || got.ConsecutiveFailures < 3 {
 		t.Fatalf("health not recorded: last %v failures %d", got.LastHealthCheck, got.ConsecutiveFailures)
 	}
@@ -419,8 +436,7 @@ func TestStdioCommandThatFailsReportsStderr(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testConfig())
 	s := r.register("bad-cmd", persistence.TransportSTDIO, map[string]any{"command": "sh", "args": []string{"-c", "echo boom-on-stderr >&2; exit 3"}}, nil, true)
-	r.waitStatus(s.ID, persistence.StatusError, 10*time.Second)
-	got, _ := r.store.GetServer(context.Background(), s.ID)
+	got := r.waitServer(s.ID, persistence.StatusError, 10*time.Second)
 	if !strings.Contains(ptr(got.ErrorMessage), "boom-on-stderr") {
 		t.Fatalf("error_message %q lacks the child's stderr", ptr(got.ErrorMessage))
 	}
@@ -451,8 +467,7 @@ func TestEnvReferencesResolvedAtConnect(t *testing.T) {
 	os.Unsetenv("AGG_TEST_MISSING")
 	cfg["env"] = map[string]string{"X": "${AGG_TEST_MISSING}"}
 	m := r.register("env-missing", persistence.TransportSTDIO, cfg, nil, true)
-	r.waitStatus(m.ID, persistence.StatusError, 10*time.Second)
-	got, _ = r.store.GetServer(context.Background(), m.ID)
+	got = r.waitServer(m.ID, persistence.StatusError, 10*time.Second)
 	if !strings.Contains(ptr(got.ErrorMessage), "AGG_TEST_MISSING") {
 		t.Fatalf("error_message %q should name the missing variable", ptr(got.ErrorMessage))
 	}
@@ -534,8 +549,7 @@ func TestPingHealthOnFrozenBackend(t *testing.T) {
 		}
 	}()
 	r.waitStatus(s.ID, persistence.StatusDegraded, 5*time.Second)
-	r.waitStatus(s.ID, persistence.StatusError, 5*time.Second)
-	got, _ := r.store.GetServer(context.Background(), s.ID)
+	got := r.waitServer(s.ID, persistence.StatusError, 5*time.Second)
 	if !strings.Contains(ptr(got.ErrorMessage), "ping") {
 		t.Fatalf("error_message %q should name the failed ping", ptr(got.ErrorMessage))
 	}
