@@ -389,7 +389,8 @@ func TestSlowCallBlocksNeitherSameServerNorOthers(t *testing.T) {
 	for _, id := range []string{a.ID, b.ID} {
 		start := time.Now()
 		mustEcho(t, r, id, "fast")
-		if d := time.Since(start); d > time.Second {
+		// Blocked behind the 3 s call it would take at least 2.7 s; 2 s leaves room for a loaded machine.
+		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("fast call took %v while a slow call was running", d)
 		}
 	}
