@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/http/api/requestid"
+	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/persistence"
 )
 

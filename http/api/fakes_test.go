@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/http/api/requestid"
+	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/persistence"
 )
 

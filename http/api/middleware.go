@@ -10,7 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"github.com/mcpgw/aggregator/http/api/requestid"
+	"github.com/mcpgw/aggregator/actors/requestid"
 )
 
 // localsKey types the keys this package stores in fiber.Ctx locals, so they cannot collide with others.

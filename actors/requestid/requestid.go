@@ -1,6 +1,6 @@
-// Package requestid carries the id of the HTTP request that caused some work inside a context.Context. It lives
-// apart from package api, with no dependencies, so the actors, the stores and their loggers can read the id
-// without importing the HTTP front end (which would be an import cycle: api imports actors).
+// Package requestid carries the id of the request that caused some work inside a context.Context, from a front end
+// through the actors to a backend. It has no dependencies and lives below the actors, so the actors and both HTTP
+// front ends share it without the actors importing a front end.
 package requestid
 
 import "context"
