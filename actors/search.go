@@ -381,7 +381,7 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 		allowedSet[id] = true
 	}
 	skillCount := map[string]int{}
-	for _, e := range rt.Callable() {
+	for _, e := range rt.ordered { // allowedSet holds only callable servers: no need to build rt.Callable()
 		if allowedSet[e.SourceServerID] {
 			resp.ToolsSearched++
 			for _, sk := range e.SkillIDs {
