@@ -42,6 +42,13 @@ const (
 	CodeServerUnavailable = "SERVER_UNAVAILABLE"
 	CodeExecutionFailed   = "EXECUTION_FAILED"
 	CodeRequestTimeout    = "REQUEST_TIMEOUT"
+	// CodeServerBusy: the server already has its maximum of calls in flight (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER).
+	CodeServerBusy = "SERVER_BUSY"
+	// CodeResponseTooLarge: a backend message exceeded MCP_AGGREGATOR_MAX_MESSAGE_BYTES (or the budget of results in
+	// flight); the call fails, the session is kept when it can be.
+	CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
+	// CodeLoopDetected: the backend is this aggregator, or aggregates it (directly or through other aggregators).
+	CodeLoopDetected = "LOOP_DETECTED"
 )
 
 // Local messages a server actor sends itself from its goroutines; each carries the session generation it belongs

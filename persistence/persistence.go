@@ -17,6 +17,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAlreadyExists means a unique constraint (the server name) refused the write.
 	ErrAlreadyExists = errors.New("already exists")
+	// ErrUnavailable means the store could not be reached (connection refused, lost or timed out); the request may
+	// be retried later. The front ends answer 503 STORE_UNAVAILABLE, never 500.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // Server states of the lifecycle state machine (logic-contract.md plus the transient DISCONNECTING).
