@@ -147,7 +147,7 @@ func (r *routerActor) reloadTools(id string) {
 
 func (r *routerActor) publish() {
 	r.version++
-	t := buildRouteTable(r.servers, r.tools, r.sep, r.version)
+	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load())
 	r.table.Store(t)
 	r.hooks.call(t)
 }

@@ -65,6 +65,8 @@ type RouteTable struct {
 	byOriginal map[string][]*ToolEntry
 	byAlias    map[string]*ToolEntry
 	byID       map[int64]*ToolEntry
+	// extraAlias holds each tool's hashed alias where it is not the listed one (see assignAliases).
+	extraAlias map[string]*ToolEntry
 	ordered    []*ToolEntry // by namespaced name
 	version    uint64
 }
@@ -113,7 +115,15 @@ func (t *RouteTable) Tool(name string) (*ToolEntry, bool) {
 	if e, ok := t.tools[name]; ok {
 		return e, true
 	}
-	e, ok := t.byAlias[name]
+	return t.alias(name)
+}
+
+// alias finds a tool by its listed alias, or by its hashed alias when that is not the listed one.
+func (t *RouteTable) alias(name string) (*ToolEntry, bool) {
+	if e, ok := t.byAlias[name]; ok {
+		return e, true
+	}
+	e, ok := t.extraAlias[name]
 	return e, ok
 }
 
@@ -147,7 +157,7 @@ func (t *RouteTable) Resolve(name, serverID string) (Route, error) {
 			return Route{}, fmt.Errorf("tool %q: %w", name, ErrToolNotFound)
 		}
 	}
-	if e, ok := t.byAlias[name]; ok {
+	if e, ok := t.alias(name); ok {
 		return t.route(e, StrategyAlias), nil
 	}
 	switch c := t.byOriginal[name]; len(c) {
@@ -165,8 +175,21 @@ func (t *RouteTable) Resolve(name, serverID string) (Route, error) {
 	}
 }
 
-// buildRouteTable makes a snapshot from the router's per-server state.
-func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64) *RouteTable {
+// IsMetaToolName reports whether name is one of the MCP endpoint's own tools. They are not namespaced, so no
+// backend tool may take one as its alias, whatever the alias separator makes of a server and tool name.
+func IsMetaToolName(name string) bool {
+	switch name {
+	case "add_mcp_server", "remove_mcp_server", "list_mcp_servers", "connect_mcp_server", "disconnect_mcp_server",
+		"get_server_status", "search_aggregated_tools", "execute_external_tool":
+		return true
+	}
+	return false
+}
+
+// buildRouteTable makes a snapshot from the router's per-server state. prev is the table it replaces (nil at
+// start): aliases are assigned so that an alias, once given to a tool, keeps meaning that tool for as long as the
+// tool exists. A client or model holding an older tools/list must never reach another tool by an old alias.
+func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable) *RouteTable {
 	t := &RouteTable{
 		servers: make(map[string]ServerEntry, len(servers)), byName: make(map[string]string, len(servers)),
 		tools: map[string]*ToolEntry{}, byOriginal: map[string][]*ToolEntry{}, byAlias: map[string]*ToolEntry{},
@@ -190,15 +213,57 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 		}
 	}
 	sort.Slice(t.ordered, func(i, j int) bool { return t.ordered[i].Name < t.ordered[j].Name })
+	t.assignAliases(sep, prev)
+	return t
+}
+
+// assignAliases gives every tool its client-safe alias. Rules, in order:
+//  1. A tool keeps the alias it had in prev when that alias is still one of its own (its plain alias, or its
+//     hashed one) and is not a meta-tool name: an alias never moves to another tool while its tool exists.
+//  2. The other tools claim their plain alias oldest first (by database id, which only grows, so the order is
+//     the same after a restart): a collision gives the NEWCOMER the changed name.
+//  3. A tool whose plain alias is taken or reserved gets its hashed alias (the plain one shortened, with a hash
+//     of its canonical name).
+//
+// Every tool's hashed alias also resolves to it (byAlias) when no other tool holds that name, so a client that
+// learnt a hashed alias during a collision keeps reaching the same tool after the collision is gone.
+func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
+	plain := make(map[*ToolEntry]string, len(t.ordered))
+	var pending []*ToolEntry
 	for _, e := range t.ordered {
 		a := Alias(e.ServerName, e.OriginalName, sep)
-		if _, taken := t.byAlias[a]; taken {
-			a = hashedAlias(e.ServerName+sep+e.OriginalName, e.Name)
+		plain[e] = a
+		if prev != nil {
+			if old, ok := prev.byID[e.ID]; ok && old.Alias != "" && !IsMetaToolName(old.Alias) && t.byAlias[old.Alias] == nil &&
+				(old.Alias == a || old.Alias == hashedAlias(a, e.Name)) {
+				e.Alias = old.Alias
+				t.byAlias[old.Alias] = e
+				continue
+			}
+		}
+		pending = append(pending, e)
+	}
+	sort.SliceStable(pending, func(i, j int) bool { return pending[i].ID < pending[j].ID })
+	for _, e := range pending {
+		a := plain[e]
+		if _, taken := t.byAlias[a]; taken || IsMetaToolName(a) {
+			a = hashedAlias(a, e.Name)
+			for n := 2; t.byAlias[a] != nil; n++ { // a hash collision: practically never, but never share a name
+				a = hashedAlias(a, fmt.Sprintf("%s#%d", e.Name, n))
+			}
 		}
 		e.Alias = a
 		t.byAlias[a] = e
 	}
-	return t
+	// Secondary names: each tool's hashed alias, unless it is another tool's listed alias.
+	for _, e := range t.ordered {
+		if h := hashedAlias(plain[e], e.Name); h != e.Alias && t.byAlias[h] == nil && !IsMetaToolName(h) {
+			if t.extraAlias == nil {
+				t.extraAlias = map[string]*ToolEntry{}
+			}
+			t.extraAlias[h] = e
+		}
+	}
 }
 
 // MaxAliasLength is the longest tool name many MCP clients accept (^[a-zA-Z0-9_-]{1,64}$).
@@ -259,7 +324,7 @@ func NewRouteTable(servers []ServerEntry, tools []persistence.Tool, sep string) 
 	for _, t := range tools {
 		tm[t.SourceServerID] = append(tm[t.SourceServerID], t)
 	}
-	return buildRouteTable(sm, tm, sep, 1)
+	return buildRouteTable(sm, tm, sep, 1, nil)
 }
 
 // ToolCounts returns how many tools are stored for all servers and how many of them are classified.

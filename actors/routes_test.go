@@ -23,7 +23,7 @@ func table() *RouteTable {
 		"id-b": {tool("id-b", "b-server", "search_tool"), tool("id-b", "b-server", "x/y z")},
 		"id-c": {tool("id-c", "c-server", "dead_tool")},
 	}
-	return buildRouteTable(servers, tools, "__", 1)
+	return buildRouteTable(servers, tools, "__", 1, nil)
 }
 
 func TestResolve(t *testing.T) {
@@ -117,7 +117,7 @@ func TestAliasIsClientSafeAndDeterministic(t *testing.T) {
 		{Name: "s.a.b", OriginalName: "a.b", SourceServerID: "s"},
 		{Name: "s.a_b", OriginalName: "a_b", SourceServerID: "s"},
 	}}
-	rt := buildRouteTable(servers, tools, "__", 1)
+	rt := buildRouteTable(servers, tools, "__", 1, nil)
 	seen := map[string]bool{}
 	for _, e := range rt.Callable() {
 		if seen[e.Alias] || !safe.MatchString(e.Alias) {
@@ -127,5 +127,133 @@ func TestAliasIsClientSafeAndDeterministic(t *testing.T) {
 		if r, err := rt.Resolve(e.Alias, ""); err != nil || r.Name != e.Name {
 			t.Fatalf("alias %q resolves to %+v %v, want %s", e.Alias, r, err, e.Name)
 		}
+	}
+}
+
+// TestAliasesNeverRepoint: once an alias is given to a tool it keeps meaning that tool while the tool exists; a
+// collision gives the newcomer the changed name; meta-tool names are reserved whatever the separator.
+func TestAliasesNeverRepoint(t *testing.T) {
+	up := persistence.StatusConnected
+	srv := func(id, name string) ServerEntry { return ServerEntry{ID: id, Name: name, Status: up} }
+	tl := func(id int64, server, serverName, original string) persistence.Tool {
+		return persistence.Tool{ID: id, Name: serverName + "." + original, OriginalName: original, SourceServerID: server}
+	}
+	type step struct {
+		servers []ServerEntry
+		tools   []persistence.Tool
+	}
+	cases := []struct {
+		name  string
+		sep   string
+		steps []step
+		// want maps a namespaced tool name to its alias after the last step; "hashed" means not the plain alias.
+		want map[string]string
+	}{
+		{
+			name: "newcomer server n1 with tool a__b does not take n1__a's alias",
+			sep:  "__",
+			steps: []step{
+				{[]ServerEntry{srv("s1", "n1__a")}, []persistence.Tool{tl(1, "s1", "n1__a", "b")}},
+				{[]ServerEntry{srv("s1", "n1__a"), srv("s2", "n1")}, []persistence.Tool{tl(1, "s1", "n1__a", "b"), tl(2, "s2", "n1", "a__b")}},
+			},
+			want: map[string]string{"n1__a.b": "n1__a__b", "n1.a__b": "hashed"},
+		},
+		{
+			name: "first-come alias is kept even when an older tool is renamed onto it",
+			sep:  "__",
+			steps: []step{
+				{[]ServerEntry{srv("s1", "x"), srv("s2", "y__z")}, []persistence.Tool{tl(1, "s1", "x", "t"), tl(2, "s2", "y__z", "t")}},
+				// Server x is renamed to y and its tool to z__t: the older tool 1 now wants y__z__t, which tool 2 holds.
+				{[]ServerEntry{srv("s1", "y"), srv("s2", "y__z")}, []persistence.Tool{tl(1, "s1", "y", "z__t"), tl(2, "s2", "y__z", "t")}},
+			},
+			want: map[string]string{"y__z.t": "y__z__t", "y.z__t": "hashed"},
+		},
+		{
+			name:  "meta-tool names are reserved with separator _",
+			sep:   "_",
+			steps: []step{{[]ServerEntry{srv("s1", "list")}, []persistence.Tool{tl(1, "s1", "list", "mcp_servers")}}},
+			want:  map[string]string{"list.mcp_servers": "hashed"},
+		},
+		{
+			name:  "a meta-tool name made by sanitizing is reserved too",
+			sep:   "_",
+			steps: []step{{[]ServerEntry{srv("s1", "add")}, []persistence.Tool{tl(1, "s1", "add", "mcp.server")}}},
+			want:  map[string]string{"add.mcp.server": "hashed"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var rt *RouteTable
+			history := map[string]map[string]int64{} // alias -> tool ids it ever meant
+			for i, st := range c.steps {
+				sm := map[string]ServerEntry{}
+				for _, s := range st.servers {
+					sm[s.ID] = s
+				}
+				tm := map[string][]persistence.Tool{}
+				for _, tool := range st.tools {
+					tm[tool.SourceServerID] = append(tm[tool.SourceServerID], tool)
+				}
+				rt = buildRouteTable(sm, tm, c.sep, uint64(i+1), rt)
+				for _, e := range rt.Callable() {
+					if IsMetaToolName(e.Alias) {
+						t.Fatalf("step %d: tool %s got the meta-tool name %q", i, e.Name, e.Alias)
+					}
+					if history[e.Alias] == nil {
+						history[e.Alias] = map[string]int64{}
+					}
+					history[e.Alias][e.Name] = e.ID
+					ids := map[int64]bool{}
+					for _, id := range history[e.Alias] {
+						ids[id] = true
+					}
+					if len(ids) > 1 {
+						t.Fatalf("step %d: alias %q re-pointed: it meant tools %v", i, e.Alias, history[e.Alias])
+					}
+				}
+			}
+			for name, want := range c.want {
+				e, ok := rt.Tool(name)
+				if !ok {
+					t.Fatalf("tool %s missing", name)
+				}
+				plain := Alias(e.ServerName, e.OriginalName, c.sep)
+				if want == "hashed" {
+					if e.Alias == plain {
+						t.Errorf("%s: alias %q, want a hashed alias", name, e.Alias)
+					}
+				} else if e.Alias != want {
+					t.Errorf("%s: alias %q, want %q", name, e.Alias, want)
+				}
+				if r, err := rt.Resolve(e.Alias, ""); err != nil || r.Name != name {
+					t.Errorf("alias %q resolves to %+v, %v; want %s", e.Alias, r, err, name)
+				}
+			}
+		})
+	}
+}
+
+// TestHashedAliasOutlivesItsCollision: a client that learnt a tool's hashed alias during a collision still reaches
+// the same tool once the other tool is gone, and never another one.
+func TestHashedAliasOutlivesItsCollision(t *testing.T) {
+	up := persistence.StatusConnected
+	servers := map[string]ServerEntry{"s1": {ID: "s1", Name: "n1__a", Status: up}, "s2": {ID: "s2", Name: "n1", Status: up}}
+	old := persistence.Tool{ID: 1, Name: "n1__a.b", OriginalName: "b", SourceServerID: "s1"}
+	newer := persistence.Tool{ID: 2, Name: "n1.a__b", OriginalName: "a__b", SourceServerID: "s2"}
+	rt := buildRouteTable(servers, map[string][]persistence.Tool{"s1": {old}, "s2": {newer}}, "__", 1, nil)
+	e, _ := rt.Tool("n1.a__b")
+	hashed := e.Alias
+	if hashed == "n1__a__b" {
+		t.Fatalf("newcomer took the old alias")
+	}
+	// The old tool's server is removed: after a restart (no previous table) the newcomer lists its plain alias,
+	// and its hashed alias still resolves to it.
+	delete(servers, "s1")
+	rt = buildRouteTable(servers, map[string][]persistence.Tool{"s2": {newer}}, "__", 2, nil)
+	if r, err := rt.Resolve(hashed, ""); err != nil || r.Name != "n1.a__b" {
+		t.Fatalf("hashed alias %q resolves to %+v, %v", hashed, r, err)
+	}
+	if r, err := rt.Resolve("n1__a__b", ""); err != nil || r.Name != "n1.a__b" {
+		t.Fatalf("plain alias resolves to %+v, %v (the old tool no longer exists, so the plain alias may now name the newcomer)", r, err)
 	}
 }

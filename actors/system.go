@@ -53,7 +53,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	}
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	s := &System{d: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
-	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0))
+	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
 	fail := func(err error) (*System, error) {
 		sys.Shutdown()
 		return nil, err
