@@ -47,9 +47,9 @@ func slowBackend(t *testing.T, started chan<- struct{}) string {
 type errRig struct {
 	once sync.Once
 	sys  *actors.System
-	ep  *mcpserver.Server
-	url string
-	ids map[string]string
+	ep   *mcpserver.Server
+	url  string
+	ids  map[string]string
 }
 
 // shutdown stops the actor system once.

@@ -447,5 +447,3 @@ func withRequestID(ctx context.Context, req *mcp.CallToolRequest) context.Contex
 	}
 	return requestid.With(ctx, uuid.NewString())
 }
-
-
