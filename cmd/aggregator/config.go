@@ -39,6 +39,12 @@ type config struct {
 	RateBurst int
 	// Search holds the tool-search settings; see search.go.
 	Search searchConfig
+	// MCPSessionIdle (0: never), MCPMaxSessions and MCPMaxSessionsPerClient bound the sessions of /mcp and /sse.
+	MCPSessionIdle                          time.Duration
+	MCPMaxSessions, MCPMaxSessionsPerClient int
+	// ProxyMaxSessions and ProxyIdle (0: never) bound the sessions of /mcp/servers/{name}, per server.
+	ProxyMaxSessions int
+	ProxyIdle        time.Duration
 }
 
 // envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
@@ -87,6 +93,11 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_MCP_SESSION_IDLE_TIMEOUT", "600", "seconds an /mcp session may send nothing before it is closed; 0 never"},
+		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS", "1000", "sessions /mcp and /sse hold at once; beyond it a new session answers 503 SESSION_LIMIT_REACHED with Retry-After"},
+		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT", "100", "sessions one client (token name, or IP while auth is off) may hold on /mcp and /sse; beyond it 429 SESSION_LIMIT_REACHED with Retry-After"},
+		{"MCP_AGGREGATOR_PROXY_MAX_SESSIONS", "32", "sessions of one server on /mcp/servers/{name} (each over stdio runs its own child); beyond it 503 SERVICE_BUSY with Retry-After"},
+		{"MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", "600", "seconds a /mcp/servers/{name} session may send nothing before it and its upstream session are closed; 0 never"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -174,6 +185,11 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		c.RateLimit = r
 	}
 	c.RateBurst = integer("MCP_AGGREGATOR_RATE_BURST")
+	c.MCPSessionIdle = seconds("MCP_AGGREGATOR_MCP_SESSION_IDLE_TIMEOUT", true)
+	c.MCPMaxSessions = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS")
+	c.MCPMaxSessionsPerClient = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT")
+	c.ProxyMaxSessions = integer("MCP_AGGREGATOR_PROXY_MAX_SESSIONS")
+	c.ProxyIdle = seconds("MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", true)
 	if err := c.LogLevel.UnmarshalText([]byte(get("MCP_AGGREGATOR_LOG_LEVEL"))); err != nil {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_LEVEL=%q: want debug, info, warn or error", get("MCP_AGGREGATOR_LOG_LEVEL")))
 	}
@@ -227,4 +243,12 @@ func clientSafe(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// never turns a configured 0 ("never") into the negative duration the MCP handlers read as no timeout.
+func never(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

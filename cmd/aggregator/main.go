@@ -183,7 +183,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		AskTimeout:          cfg.Actors.AskTimeout,
 	}})
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
-		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst})
+		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
+		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -198,7 +199,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
-	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter})))
+	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle)})))
 	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
@@ -246,7 +247,7 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("start actors: %w", err)
 	}
 	defer shutdownActors(system, cfg, logger)
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
 	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)

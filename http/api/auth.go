@@ -1,11 +1,9 @@
 package api
 
 import (
-	"net/http"
-	"strconv"
-
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 )
 
@@ -45,11 +43,7 @@ func (s *server) authenticate(c *fiber.Ctx) error {
 
 	if auth.IsToolCall(c.Method(), c.Path()) {
 		if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
-			secs := auth.RetryAfterSeconds(wait)
-			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-			return &apiError{status: http.StatusTooManyRequests, code: CodeRateLimited,
-				detail:  "Too many tool calls; retry after " + strconv.Itoa(secs) + " s",
-				context: map[string]any{"retry_after_seconds": secs}}
+			return fromShared(apierror.RateLimited(wait))
 		}
 	}
 	return c.Next()

@@ -1,55 +1,46 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/http/apierror"
 )
 
-// Error codes of the error body (system-contract.md's table plus the front end's own), exported so clients and
-// tests compare against one spelling.
+// Error codes of the error body: the shared vocabulary of package apierror, under the names REST has always used.
 const (
-	CodeServerNotFound       = "SERVER_NOT_FOUND"
-	CodeServerAlreadyExists  = "SERVER_ALREADY_EXISTS"
-	CodeServerLimitReached   = "SERVER_LIMIT_REACHED"
-	CodeValidation           = "VALIDATION_ERROR"
-	CodeServiceBusy          = "SERVICE_BUSY"
-	CodeServiceUnavailable   = "SERVICE_UNAVAILABLE"
-	CodeRequestTooLarge      = "REQUEST_TOO_LARGE"
-	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
-	CodeNotFound             = "NOT_FOUND"
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	CodeInternal             = "INTERNAL_ERROR"
-	CodeToolNotFound         = "TOOL_NOT_FOUND"
-	CodeToolAmbiguous        = "TOOL_AMBIGUOUS"
-	CodeServerUnavailable    = "SERVER_UNAVAILABLE"
-	CodeExecutionFailed      = "EXECUTION_FAILED"
-	CodeRequestTimeout       = "REQUEST_TIMEOUT"
+	CodeServerNotFound       = apierror.CodeServerNotFound
+	CodeServerAlreadyExists  = apierror.CodeServerAlreadyExists
+	CodeServerLimitReached   = apierror.CodeServerLimitReached
+	CodeValidation           = apierror.CodeValidation
+	CodeServiceBusy          = apierror.CodeServiceBusy
+	CodeServiceUnavailable   = apierror.CodeServiceUnavailable
+	CodeStoreUnavailable     = apierror.CodeStoreUnavailable
+	CodeRequestTooLarge      = apierror.CodeRequestTooLarge
+	CodeUnsupportedMediaType = apierror.CodeUnsupportedMediaType
+	CodeNotFound             = apierror.CodeNotFound
+	CodeMethodNotAllowed     = apierror.CodeMethodNotAllowed
+	CodeInternal             = apierror.CodeInternal
+	CodeToolNotFound         = apierror.CodeToolNotFound
+	CodeToolAmbiguous        = apierror.CodeToolAmbiguous
+	CodeServerUnavailable    = apierror.CodeServerUnavailable
+	CodeExecutionFailed      = apierror.CodeExecutionFailed
+	CodeRequestTimeout       = apierror.CodeRequestTimeout
+	CodeServerBusy           = apierror.CodeServerBusy
+	CodeResponseTooLarge     = apierror.CodeResponseTooLarge
+	CodeLoopDetected         = apierror.CodeLoopDetected
 )
 
-// ErrorBody is the one shape of every error answer: Detail is a message, or for 422 the list of FieldError;
-// Context carries extra machine-readable facts and is omitted when empty.
-type ErrorBody struct {
-	Detail    any            `json:"detail"`
-	ErrorCode string         `json:"error_code"`
-	Context   map[string]any `json:"context,omitempty"`
-	// Server is set on SERVER_UNAVAILABLE: which server, and its state.
-	Server *ServerRef `json:"server,omitempty"`
-}
+// ErrorBody is the one shape of every error answer (apierror.Body).
+type ErrorBody = apierror.Body
 
-// ServerRef names a server and its state in an error or a search result.
-type ServerRef struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-}
+// ServerRef names a server and its state in an error or a search result (apierror.ServerRef).
+type ServerRef = apierror.ServerRef
 
 // apiError is what handlers return to answer with a given status and error body; the ErrorHandler renders it.
 type apiError struct {
@@ -58,6 +49,13 @@ type apiError struct {
 	detail  any
 	context map[string]any
 	server  *ServerRef
+	// retryAfter is the Retry-After header in seconds (0: none; SERVICE_BUSY always gets at least 1).
+	retryAfter int
+}
+
+// fromShared renders an answer of the shared vocabulary.
+func fromShared(e *apierror.Error) *apiError {
+	return &apiError{status: e.Status, code: e.Code, detail: e.Detail, context: e.Context, server: e.Server, retryAfter: e.RetryAfter}
 }
 
 func (e *apiError) Error() string {
@@ -85,27 +83,11 @@ type subject struct {
 	name string
 }
 
-// mapError turns the sentinel errors of the store and the actor system into their HTTP answers. Anything else is
-// returned unchanged and becomes a logged, generic 500.
+// mapError turns the sentinel errors of the store and the actor system into their HTTP answers (the shared
+// mapping of package apierror). Anything else is returned unchanged and becomes a logged, generic 500.
 func mapError(err error, s subject) error {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return serverNotFound(s.id)
-	case errors.Is(err, persistence.ErrAlreadyExists):
-		return &apiError{status: fiber.StatusConflict, code: CodeServerAlreadyExists,
-			detail: "Server already exists: " + s.name}
-	case errors.Is(err, actors.ErrMaxServers):
-		return &apiError{status: fiber.StatusConflict, code: CodeServerLimitReached,
-			detail: "Maximum number of servers reached; remove a server before registering another"}
-	case errors.Is(err, actors.ErrShuttingDown):
-		return &apiError{status: fiber.StatusServiceUnavailable, code: CodeServiceUnavailable,
-			detail: "The service is shutting down"}
-	case errors.Is(err, actors.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
-		return &apiError{status: fiber.StatusServiceUnavailable, code: CodeServiceBusy,
-			detail: "The operation timed out; it may be retried", context: map[string]any{"retryable": true}}
-	case errors.Is(err, context.Canceled):
-		return &apiError{status: fiber.StatusServiceUnavailable, code: CodeServiceUnavailable,
-			detail: "The request was cancelled"}
+	if e := apierror.FromError(err, apierror.Subject{ID: s.id, Name: s.name}); e != nil {
+		return fromShared(e)
 	}
 	return err
 }
@@ -140,7 +122,9 @@ func (s *server) handleError(c *fiber.Ctx, err error) error {
 }
 
 func writeError(c *fiber.Ctx, ae *apiError) error {
-	if ae.code == CodeServiceBusy {
+	if ae.retryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(ae.retryAfter))
+	} else if ae.code == CodeServiceBusy {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
 	body := ErrorBody{Detail: ae.detail, ErrorCode: ae.code, Server: ae.server}

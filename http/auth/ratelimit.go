@@ -87,7 +87,8 @@ func (l *Limiter) Len() int {
 	return len(l.buckets)
 }
 
-// RetryAfterSeconds is the Retry-After value for a wait: whole seconds, rounded up, at least 1.
+// RetryAfterSeconds is the Retry-After value for a wait: whole seconds, rounded up, at least 1. The answer to an
+// empty bucket (429 RATE_LIMITED, its detail and context) is apierror.RateLimited, the same on every front end.
 func RetryAfterSeconds(d time.Duration) int {
 	s := int(math.Ceil(d.Seconds()))
 	if s < 1 {

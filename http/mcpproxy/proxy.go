@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -42,16 +44,15 @@ const Prefix = "/mcp/servers/"
 // maxBody bounds the initialize request the handler reads itself (the go-sdk's own limit for the others).
 const maxBody = mcp.DefaultMaxRequestBodyBytes
 
-// Error codes of the error body, as in the REST API.
+// Error codes of the error body: the shared vocabulary of package apierror.
 const (
-	codeServerNotFound    = "SERVER_NOT_FOUND"
-	codeServerUnavailable = "SERVER_UNAVAILABLE"
-	codeServiceBusy       = "SERVICE_BUSY"
-	codeServiceShutdown   = "SERVICE_UNAVAILABLE"
-	codeNotFound          = "NOT_FOUND"
-	codeForbidden         = "FORBIDDEN"
-	codeTooLarge          = "REQUEST_TOO_LARGE"
-	codeInternal          = "INTERNAL_ERROR"
+	codeServerNotFound    = apierror.CodeServerNotFound
+	codeServerUnavailable = apierror.CodeServerUnavailable
+	codeServiceBusy       = apierror.CodeServiceBusy
+	codeNotFound          = apierror.CodeNotFound
+	codeForbidden         = apierror.CodeForbidden
+	codeTooLarge          = apierror.CodeRequestTooLarge
+	codeInternal          = apierror.CodeInternal
 )
 
 // Options configure the proxy.
@@ -60,14 +61,25 @@ type Options struct {
 	// MaxSessionsPerServer caps the proxy sessions of one server (actors.DefaultMaxProxySessions when 0). Over
 	// stdio each session runs its own child process.
 	MaxSessionsPerServer int
-	// IdleTimeout closes a session that sent no request for this long, with its upstream session (30 minutes when
-	// 0; negative: never).
+	// IdleTimeout closes a session that sent no request for this long, with its upstream session (and child
+	// process) (DefaultIdleTimeout when 0; negative: never).
 	IdleTimeout time.Duration
+	// StreamGrace reaps a session whose client is gone: once its last standalone stream (GET) has closed, the
+	// session ends when no stream reopens and no request arrives or runs for this long (DefaultStreamGrace when 0;
+	// negative: only the idle timeout reaps). Clients that never send DELETE (the conformance suite, the
+	// TypeScript SDK's close()) close their stream when they leave.
+	StreamGrace time.Duration
 	// SyncTimeout bounds one refresh of a session's mirrored lists (30 s when 0).
 	SyncTimeout time.Duration
 	// Limiter rate-limits tool calls per client, shared with the other front ends (nil: no limit).
 	Limiter *auth.Limiter
 }
+
+// Defaults of Options.
+const (
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultStreamGrace = 5 * time.Second
+)
 
 // Handler serves /mcp/servers/{name}. Create it with New or NewWithOptions.
 type Handler struct {
@@ -94,7 +106,10 @@ func NewWithOptions(sys *actors.System, opts Options) *Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = 30 * time.Minute
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.StreamGrace == 0 {
+		opts.StreamGrace = DefaultStreamGrace
 	}
 	if opts.IdleTimeout < 0 {
 		opts.IdleTimeout = 0
@@ -147,6 +162,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sdk := h.handlerFor(srv.ID)
 	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" {
+		if s := h.session(sid); s != nil {
+			s.touch()
+		}
+	}
 	switch {
 	case r.Method == http.MethodPost && sid == "":
 		h.serveNew(w, r, srv, sdk)
@@ -300,14 +320,12 @@ func (h *Handler) writeOpenError(w http.ResponseWriter, srv actors.ServerEntry, 
 	case errors.Is(err, actors.ErrProxyConnect), errors.Is(err, errMirror):
 		h.log.Warn("proxy session failed", "server", srv.Name, "error", err)
 		writeError(w, http.StatusServiceUnavailable, unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err)))
-	case errors.Is(err, actors.ErrShuttingDown):
-		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "The service is shutting down", ErrorCode: codeServiceShutdown})
-	case errors.Is(err, actors.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "Opening the proxy session timed out; it may be retried",
-			ErrorCode: codeServiceBusy, Context: map[string]any{"retryable": true}})
-	case errors.Is(err, context.Canceled):
-		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "The request was cancelled", ErrorCode: codeServiceShutdown})
+	case apierror.FromError(err, apierror.Subject{ID: srv.ID, Name: srv.Name}) != nil:
+		e := apierror.FromError(err, apierror.Subject{ID: srv.ID, Name: srv.Name})
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		}
+		writeError(w, e.Status, errorBody(e.Body()))
 	default:
 		h.log.Error("open proxy session", "server", srv.Name, "error", err)
 		writeError(w, http.StatusInternalServerError, errorBody{Detail: "Internal server error", ErrorCode: codeInternal})
@@ -315,19 +333,10 @@ func (h *Handler) writeOpenError(w http.ResponseWriter, srv actors.ServerEntry, 
 }
 
 // errorBody is the contract's one error shape ({"detail","error_code"[,"context"][,"server"]}).
-type errorBody struct {
-	Detail    any            `json:"detail"`
-	ErrorCode string         `json:"error_code"`
-	Context   map[string]any `json:"context,omitempty"`
-	Server    *serverRef     `json:"server,omitempty"`
-}
+type errorBody = apierror.Body
 
 // serverRef names a server and its state in a SERVER_UNAVAILABLE answer.
-type serverRef struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-}
+type serverRef = apierror.ServerRef
 
 func unavailable(srv actors.ServerEntry, detail string) errorBody {
 	return errorBody{Detail: detail, ErrorCode: codeServerUnavailable, Server: &serverRef{ID: srv.ID, Name: srv.Name, Status: srv.Status}}

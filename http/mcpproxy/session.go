@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 )
 
@@ -66,6 +66,8 @@ type session struct {
 	tokens   map[string]*flight
 	streams  int
 	streamCh chan struct{} // closed while a standalone stream is open
+	lastSeen time.Time     // the last request of the client
+	reaper   *time.Timer   // armed while no standalone stream is open after one was
 
 	// The mirror (name or URI -> JSON of what was added); owned by build and then by the sync goroutine.
 	mirror [kinds]map[string]string
@@ -83,7 +85,7 @@ type flight struct {
 // open opens the upstream session for a new downstream session and builds the session's server from it.
 func (h *Handler) open(ctx context.Context, srv actors.ServerEntry, init initRequest) (*session, error) {
 	life, cancel := context.WithCancel(context.Background())
-	s := &session{
+	s := &session{lastSeen: time.Now(),
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
 		streamCh: make(chan struct{}), tmpls: map[string]string{},
@@ -210,6 +212,12 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if denied := s.rateLimited(ctx, r); denied != nil {
 		return denied, nil
+	}
+	// The call rules every front end shares: the arguments, when given, are an object.
+	if _, ferrs := apierror.ValidateArguments(r.Params.Arguments); len(ferrs) > 0 {
+		body := apierror.Validation(ferrs).ToolResult()
+		b, _ := json.Marshal(body)
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}, nil
 	}
 	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,
 		InputResponses: r.Params.InputResponses, RequestState: r.Params.RequestState}
@@ -435,6 +443,10 @@ func (s *session) streamOpened() func() {
 	if s.streams == 1 {
 		close(s.streamCh)
 	}
+	if s.reaper != nil {
+		s.reaper.Stop()
+		s.reaper = nil
+	}
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
@@ -442,8 +454,42 @@ func (s *session) streamOpened() func() {
 		s.streams--
 		if s.streams == 0 {
 			s.streamCh = make(chan struct{})
+			if g := s.h.opts.StreamGrace; g > 0 && s.life.Err() == nil {
+				s.lastSeen = time.Now()
+				s.reaper = time.AfterFunc(g, s.reap)
+			}
 		}
 	}
+}
+
+// touch records a request of the client.
+func (s *session) touch() {
+	s.mu.Lock()
+	s.lastSeen = time.Now()
+	s.mu.Unlock()
+}
+
+// reap ends a session whose client left: its standalone stream closed and, for the grace period, no stream
+// reopened, no request arrived and none is running. Otherwise it looks again later.
+func (s *session) reap() {
+	g := s.h.opts.StreamGrace
+	s.mu.Lock()
+	if s.streams > 0 || s.life.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	if quiet := time.Since(s.lastSeen); len(s.flights) > 0 || quiet < g {
+		wait := g - quiet
+		if wait <= 0 || len(s.flights) > 0 {
+			wait = g
+		}
+		s.reaper = time.AfterFunc(wait, s.reap)
+		s.mu.Unlock()
+		return
+	}
+	s.reaper = nil
+	s.mu.Unlock()
+	s.close(errors.New("the client left: its stream closed and it sent nothing since"))
 }
 
 // waitStream waits up to d for a standalone stream; it reports whether one is open.
@@ -715,9 +761,7 @@ func (s *session) rateLimited(ctx context.Context, r *mcp.CallToolRequest) *mcp.
 	if allowed {
 		return nil
 	}
-	secs := auth.RetryAfterSeconds(wait)
-	body := map[string]any{"status": "error", "error_code": auth.CodeRateLimited,
-		"error": "Too many tool calls; retry after " + strconv.Itoa(secs) + " s", "retry_after_seconds": secs}
+	body := apierror.RateLimited(wait).ToolResult()
 	b, _ := json.Marshal(body)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }

@@ -2,12 +2,11 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -58,11 +57,7 @@ func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest) (auth.
 		return id, denied
 	}
 	if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
-		secs := auth.RetryAfterSeconds(wait)
-		body := map[string]any{"status": "error", "error_code": auth.CodeRateLimited,
-			"error": "Too many tool calls; retry after " + strconv.Itoa(secs) + " s", "retry_after_seconds": secs}
-		b, _ := json.Marshal(body)
-		return id, &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+		return id, fail(apierror.RateLimited(wait))
 	}
 	return id, nil
 }

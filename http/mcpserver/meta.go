@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -81,28 +80,30 @@ func success(data any) *mcp.CallToolResult {
 
 // failure answers {"status":"error","error":...,"error_code":...} as a tool error the model can read.
 func failure(code, msg string) *mcp.CallToolResult {
-	body := map[string]any{"status": "error", "error_code": code, "error": msg}
+	return fail(&apierror.Error{Code: code, Detail: msg})
+}
+
+// fail answers an error of the shared vocabulary as a tool error: the body {"status":"error","error_code",
+// "error"[,"context"][,"server"][,"retry_after_seconds"]} as text and as structured content.
+func fail(e *apierror.Error) *mcp.CallToolResult {
+	body := e.ToolResult()
 	b, _ := json.Marshal(body)
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }
 
-// failureFor maps the actors' and the store's errors to the REST error codes.
-func failureFor(err error, what string) *mcp.CallToolResult {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return failure(api.CodeServerNotFound, "Server not found: "+what)
-	case errors.Is(err, persistence.ErrAlreadyExists):
-		return failure(api.CodeServerAlreadyExists, "Server already exists: "+what)
-	case errors.Is(err, actors.ErrMaxServers):
-		return failure(api.CodeServerLimitReached, "Maximum number of servers reached")
-	case errors.Is(err, actors.ErrAskTimeout):
-		return failure(api.CodeServiceBusy, "The operation timed out; it may be retried")
+// failureFor maps the actors' and the store's errors with the shared mapping (the answers REST gives); anything
+// else is logged and answered INTERNAL_ERROR without its text.
+func (s *Server) failureFor(ctx context.Context, err error, subj apierror.Subject) *mcp.CallToolResult {
+	if e := apierror.FromError(err, subj); e != nil {
+		return fail(e)
 	}
-	return failure(api.CodeInternal, err.Error())
+	s.log.ErrorContext(ctx, "MCP tool call failed", "error", err)
+	return fail(apierror.Internal())
 }
 
-func askCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, 10*time.Second)
+// askCtx bounds a meta-tool's wait for an actor or the store by the ask timeout.
+func (s *Server) askCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opts.AskTimeout)
 }
 
 func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -112,15 +113,18 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	r, errs := api.ValidateRegistration(req.Params.Arguments)
 	if len(errs) > 0 {
-		b, _ := json.Marshal(errs)
-		return failure(api.CodeValidation, string(b)), nil
+		out := make([]apierror.FieldError, len(errs))
+		for i, e := range errs {
+			out[i] = apierror.FieldError(e)
+		}
+		return fail(apierror.Validation(out)), nil
 	}
 	r.Actor, r.IP = actorName(id), id.IP
-	c, cancel := askCtx(ctx)
+	c, cancel := s.askCtx(ctx)
 	defer cancel()
 	srv, err := s.gw.Register(c, r)
 	if err != nil {
-		return failureFor(err, r.Name), nil
+		return s.failureFor(ctx, err, apierror.Subject{Name: r.Name}), nil
 	}
 	s.audit(ctx, id, api.AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
 	return success(api.ServerDetailJSON(srv)), nil
@@ -150,32 +154,32 @@ func (s *Server) serverOp(op string) mcp.ToolHandler {
 			Force    bool   `json:"force"`
 		}
 		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.ServerID == "" {
-			return failure(api.CodeValidation, "server_id (a string) is required"), nil
+			return failure(apierror.CodeValidation, "server_id (a string) is required"), nil
 		}
-		c, cancel := askCtx(ctx)
+		c, cancel := s.askCtx(ctx)
 		defer cancel()
 		srv, err := s.resolveServer(c, in.ServerID)
 		if err != nil {
-			return failureFor(err, in.ServerID), nil
+			return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 		}
 		switch op {
 		case toolRemove:
 			if err := s.gw.Remove(c, srv.ID); err != nil {
-				return failureFor(err, in.ServerID), nil
+				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
 			s.audit(ctx, id, api.AuditServerRemoved, srv.ID, srv.Name, nil)
 			return success(map[string]any{"server_id": srv.ID, "name": srv.Name, "removed": true}), nil
 		case toolConnect:
 			res, err := s.gw.Connect(c, srv.ID)
 			if err != nil {
-				return failureFor(err, in.ServerID), nil
+				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
 			s.audit(ctx, id, api.AuditServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
 			return success(res), nil
 		case toolDisconnect:
 			res, err := s.gw.Disconnect(c, srv.ID, in.Force)
 			if err != nil {
-				return failureFor(err, in.ServerID), nil
+				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
 			s.audit(ctx, id, api.AuditServerDisconnected, srv.ID, srv.Name,
 				map[string]any{"force": in.Force, "status": res.Status, "pending_requests": res.PendingRequests})
@@ -194,11 +198,11 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		Status string `json:"status"`
 	}
 	_ = json.Unmarshal(req.Params.Arguments, &in)
-	c, cancel := askCtx(ctx)
+	c, cancel := s.askCtx(ctx)
 	defer cancel()
 	servers, total, err := s.store.ListServers(c, persistence.ListServersFilter{Status: in.Status})
 	if err != nil {
-		return failureFor(err, ""), nil
+		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
 	out := make([]any, len(servers))
 	for i, srv := range servers {
@@ -216,12 +220,15 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	start := time.Now()
 	r, errs := api.ValidateSearch(req.Params.Arguments)
 	if len(errs) > 0 {
-		b, _ := json.Marshal(errs)
-		return failure(api.CodeValidation, string(b)), nil
+		out := make([]apierror.FieldError, len(errs))
+		for i, e := range errs {
+			out[i] = apierror.FieldError(e)
+		}
+		return fail(apierror.Validation(out)), nil
 	}
 	res, err := s.gw.Search(ctx, r)
 	if err != nil {
-		return failureFor(err, ""), nil
+		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
 	view, _ := json.Marshal(api.SearchJSON(r, res, time.Since(start)))
 	var data map[string]any
@@ -236,43 +243,30 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	return success(data), nil
 }
 
-// execute calls any tool by name through the router and adds routing metadata in _meta.
+// execute calls any tool by name through the router, with REST's validation ({tool_name, arguments, server_id},
+// nothing else) and routing metadata in _meta.metadata.
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	if _, denied := s.admitCall(ctx, req); denied != nil {
 		return denied, nil
 	}
-	var in struct {
-		ToolName  string          `json:"tool_name"`
-		Arguments json.RawMessage `json:"arguments"`
-		ServerID  string          `json:"server_id"`
-	}
-	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.ToolName == "" {
-		return failure(api.CodeValidation, "tool_name (a string) is required"), nil
-	}
 	start := time.Now()
-	route, err := s.gw.Routes().Resolve(in.ToolName, in.ServerID)
-	var amb *actors.AmbiguousToolError
-	switch {
-	case errors.As(err, &amb):
-		return failure(api.CodeToolAmbiguous, fmt.Sprintf("%v (servers %s)", err, strings.Join(amb.ServerIDs, ", "))), nil
-	case errors.Is(err, actors.ErrToolNotFound):
-		return failure(api.CodeToolNotFound, "Tool not found: "+in.ToolName), nil
-	case err != nil:
-		return failureFor(err, in.ServerID), nil
+	in, errs := apierror.ValidateCall(req.Params.Arguments, apierror.ExecuteCall)
+	if len(errs) > 0 {
+		return fail(apierror.Validation(errs)), nil
 	}
-	routed := time.Now()
-	res, err := s.call(withRequestID(ctx, req), route, in.Arguments, progressFunc(ctx, req))
+	rt := s.gw.Routes()
+	route, err := rt.Resolve(in.Name, in.ServerID)
 	if err != nil {
-		return nil, err
+		var amb *actors.AmbiguousToolError
+		r := apierror.Resolution{Name: in.Name, ServerID: in.ServerID}
+		if errors.As(err, &amb) {
+			r.Candidates = candidates(rt, amb)
+		}
+		if e := apierror.RouteError(err, r); e != nil {
+			return fail(e), nil
+		}
+		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
 	}
-	done := time.Now()
-	if res.Meta == nil {
-		res.Meta = mcp.Meta{}
-	}
-	res.Meta["metadata"] = map[string]any{
-		"routed_to": route.ServerName, "server_id": route.ServerID, "tool": route.Name,
-		"routing_time_ms": float64(routed.Sub(start).Microseconds()) / 1000, "execution_time_ms": float64(done.Sub(routed).Microseconds()) / 1000,
-		"total_time_ms": float64(done.Sub(start).Microseconds()) / 1000,
-	}
-	return res, nil
+	return s.call(withRequestID(ctx, req), apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()},
+		in.Arguments, progressFunc(ctx, req))
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -54,7 +56,29 @@ type Options struct {
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
 	// is then behind auth.Middleware). Without it such calls (stdio, auth off) act as an anonymous admin.
 	RequireIdentity bool
+	// AliasSeparator joins server and tool in the aliases (actors.Config.AliasSeparator; "__" when empty), named
+	// in the server's instructions.
+	AliasSeparator string
+	// AskTimeout bounds the meta-tools' waits for an actor or the store (actors.Config.AskTimeout; 5 s when 0).
+	AskTimeout time.Duration
+	// SessionIdleTimeout ends a streamable HTTP session that sent no request for this long (10 minutes when 0;
+	// negative: never). Legacy SSE sessions end when their stream closes.
+	SessionIdleTimeout time.Duration
+	// MaxSessions caps the sessions open at once over /mcp and /sse (1000 when 0; negative: no cap), and
+	// MaxSessionsPerClient those of one client, by token name or, without auth, IP (100 when 0; negative: no cap).
+	MaxSessions, MaxSessionsPerClient int
+	// MaxCallsPerServer is reported in a SERVER_BUSY answer (actors' limit of calls in flight per server; 0: not
+	// reported).
+	MaxCallsPerServer int
 }
+
+// Defaults of Options.
+const (
+	DefaultSessionIdleTimeout   = 10 * time.Minute
+	DefaultMaxSessions          = 1000
+	DefaultMaxSessionsPerClient = 100
+	defaultAskTimeout           = 5 * time.Second
+)
 
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
@@ -70,6 +94,9 @@ type Server struct {
 	limiter     *auth.Limiter
 	// requireIdentity: see Options.RequireIdentity.
 	requireIdentity bool
+	opts            Options
+	sessions        *sessionTable
+	notifyLog       *summary
 
 	mu      sync.Mutex
 	exposed map[string]string // alias -> hash of what was added, to add only what changed
@@ -84,22 +111,46 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = actors.Version
 	}
+	if opts.AliasSeparator == "" {
+		opts.AliasSeparator = "__"
+	}
+	if opts.AskTimeout <= 0 {
+		opts.AskTimeout = defaultAskTimeout
+	}
+	if opts.SessionIdleTimeout == 0 {
+		opts.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxSessionsPerClient == 0 {
+		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	s := &Server{gw: gw, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
-		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
+		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts}
+	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
+	// fold the per-session notification failures into one line per event.
+	s.notifyLog = newSummary(opts.Logger, "calling notifications/", "notifying MCP sessions failed")
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
 		&mcp.ServerOptions{
-			Logger: actors.QuietLogger(opts.Logger, slog.LevelWarn), // the go-sdk logs every session at info
-			Instructions: "This server aggregates the tools of many MCP servers. Backend tools are named " +
-				"{server}__{tool}; search_aggregated_tools finds tools by what they do, execute_external_tool calls " +
-				"any tool by its namespaced name {server}.{tool}.",
+			Logger:       actors.QuietLogger(slog.New(s.notifyLog), slog.LevelWarn),
+			Instructions: instructions(opts.AliasSeparator),
 		})
-	s.mcp.AddReceivingMiddleware(s.canonicalNames)
+	s.sessions = newSessionTable(s)
+	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
 	s.enqueue(gw.Routes())
 	return s
+}
+
+// instructions tells the client how the tools are named.
+func instructions(sep string) string {
+	return "This server aggregates the tools of many MCP servers. Backend tools are named " +
+		"{server}" + sep + "{tool}; search_aggregated_tools finds tools by what they do, execute_external_tool calls " +
+		"any tool by its namespaced name {server}.{tool}."
 }
 
 // MCP is the underlying go-sdk server (for stdio or tests).
@@ -109,16 +160,26 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 func (s *Server) Close() {
 	s.stop()
 	close(s.done)
+	s.notifyLog.flush()
 }
 
-// StreamableHandler serves MCP over streamable HTTP (stateful sessions).
+// StreamableHandler serves MCP over streamable HTTP (stateful sessions). Sessions idle for
+// Options.SessionIdleTimeout end; new sessions beyond Options.MaxSessions or Options.MaxSessionsPerClient are
+// refused; a DELETE cancels the session's calls in flight before ending it.
 func (s *Server) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn)})
+	timeout := s.opts.SessionIdleTimeout
+	if timeout < 0 {
+		timeout = 0
+	}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn), SessionTimeout: timeout})
+	return s.sessions.streamable(sdk)
 }
 
-// SSEHandler serves MCP over the legacy HTTP+SSE transport.
+// SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
+// against the same caps.
 func (s *Server) SSEHandler() http.Handler {
-	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	return s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
@@ -228,51 +289,103 @@ func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
 }
 
 // canonicalNames lets a client call a backend tool by its canonical {server}.{tool} name (or any name the router
-// resolves) even though tools/list shows aliases: the call is rewritten to the alias before dispatch.
+// resolves) even though tools/list shows aliases, and answers the calls the go-sdk's tool set cannot: a tool of a
+// known server that is not callable right now (an isError SERVER_UNAVAILABLE result naming the server and its
+// state, not "unknown tool"), and a bare name several servers have (-32602 naming the candidates' aliases).
 func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/call" {
-			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				s.mu.Lock()
-				_, exposed := s.exposed[p.Name]
-				s.mu.Unlock()
-				if !exposed && !isMetaTool(p.Name) {
-					// The router's full resolution: alias, namespaced name, or an original name only one server has.
-					rt := s.gw.Routes()
-					if route, err := rt.Resolve(p.Name, ""); err == nil {
-						e, _ := rt.Tool(route.Name)
-						if s.searchFirst {
-							// Not listed, still callable: run it as execute_external_tool.
-							args := p.Arguments
-							if len(args) == 0 {
-								args = json.RawMessage("{}")
-							}
-							wrapped, _ := json.Marshal(map[string]any{"tool_name": e.Name, "arguments": args})
-							p.Name, p.Arguments = toolExecute, wrapped
-						} else {
-							p.Name = e.Alias
-						}
-					}
-				}
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		creq, ok := req.(*mcp.CallToolRequest)
+		if !ok || creq.Params == nil {
+			return next(ctx, method, req)
+		}
+		p := creq.Params
+		s.mu.Lock()
+		_, exposed := s.exposed[p.Name]
+		s.mu.Unlock()
+		if exposed || isMetaTool(p.Name) {
+			return next(ctx, method, req)
+		}
+		rt := s.gw.Routes()
+		route, err := rt.Resolve(p.Name, "")
+		var amb *actors.AmbiguousToolError
+		switch {
+		case errors.As(err, &amb):
+			e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: candidates(rt, amb)})
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())}
+		case err != nil:
+			return next(ctx, method, req) // the go-sdk's "unknown tool"
+		}
+		if s.searchFirst && apierror.NotCallable(route) == nil {
+			// Not listed, still callable: run it as execute_external_tool (same validation and metadata).
+			e, _ := rt.Tool(route.Name)
+			args := p.Arguments
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			wrapped, _ := json.Marshal(map[string]any{"tool_name": e.Name, "arguments": args})
+			p.Name, p.Arguments = toolExecute, wrapped
+			return next(ctx, method, req)
+		}
+		// Resolved but not (or not yet) in the go-sdk's tool set: answer it here.
+		return s.direct(ctx, creq, route, p.Name)
+	}
+}
+
+// candidates names the tools an ambiguous name could mean, by alias.
+func candidates(rt *actors.RouteTable, amb *actors.AmbiguousToolError) []string {
+	var out []string
+	for _, id := range amb.ServerIDs {
+		if srv, ok := rt.Server(id); ok {
+			if e, ok := rt.Tool(srv.Name + "." + amb.Name); ok {
+				out = append(out, e.Alias)
 			}
 		}
-		return next(ctx, method, req)
 	}
+	return out
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // backendHandler routes a call of one exposed tool through the actors, streaming the backend's progress to the
 // client when it asked for progress.
 func (s *Server) backendHandler(alias string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if _, denied := s.admitCall(ctx, req); denied != nil {
-			return denied, nil
-		}
+		start := time.Now()
 		route, err := s.gw.Routes().Resolve(alias, "")
 		if err != nil {
-			return toolError(fmt.Sprintf("Tool %s is no longer available: %v", alias, err)), nil
+			if _, denied := s.admitCall(ctx, req); denied != nil {
+				return denied, nil
+			}
+			return fail(apierror.RouteError(err, apierror.Resolution{Name: alias})), nil
 		}
-		return s.call(withRequestID(ctx, req), route, req.Params.Arguments, progressFunc(ctx, req))
+		return s.directAt(ctx, req, route, alias, start)
 	}
+}
+
+// direct runs a direct call of a backend tool (by alias or name): admitted, validated, routed, with the same
+// metadata as execute_external_tool.
+func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, route actors.Route, asked string) (*mcp.CallToolResult, error) {
+	return s.directAt(ctx, req, route, asked, time.Now())
+}
+
+func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route actors.Route, asked string, start time.Time) (*mcp.CallToolResult, error) {
+	if _, denied := s.admitCall(ctx, req); denied != nil {
+		return denied, nil
+	}
+	if fe := apierror.CheckToolName(asked); fe != "" {
+		return fail(apierror.Validation([]apierror.FieldError{{Loc: []any{"params", "name"}, Msg: fe, Type: apierror.FieldValueError}})), nil
+	}
+	args, ferrs := apierror.ValidateArguments(req.Params.Arguments)
+	if len(ferrs) > 0 {
+		return fail(apierror.Validation(ferrs)), nil
+	}
+	return s.call(withRequestID(ctx, req), apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args, progressFunc(ctx, req))
 }
 
 // progressFunc forwards backend progress to the client that asked for it with a progress token.
@@ -288,29 +401,36 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progre
 	}
 }
 
-// call runs a resolved call and turns the outcome into an MCP answer: the backend's result unchanged; a backend's
-// JSON-RPC error as a JSON-RPC error; an unavailable server or a timeout as a tool error the model can read.
-func (s *Server) call(ctx context.Context, route actors.Route, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
-	if route.ServerStatus != persistence.StatusConnected && route.ServerStatus != persistence.StatusDegraded {
-		return toolError(fmt.Sprintf("Server unavailable: %s (%s)", route.ServerName, route.ServerStatus)), nil
+// call runs a resolved call and turns the outcome into an MCP answer: the backend's result unchanged with the
+// routing metadata in _meta; a backend's JSON-RPC error as a JSON-RPC error; every other failure (an unavailable
+// or busy server, a timeout, an oversized answer, a loop) as a tool error in the shared error body.
+func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
+	route := c.Route
+	if e := apierror.NotCallable(route); e != nil {
+		return fail(e), nil
 	}
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	start := time.Now()
 	res, reply, err := s.gw.CallResult(ctx, route, args, progress)
+	c.Done = time.Now()
 	if reply != nil {
-		s.metrics.Routing(time.Since(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
+		s.metrics.Routing(c.Done.Sub(c.Start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
 	}
 	if err != nil {
-		return toolError(fmt.Sprintf("Call to %s failed: %v", route.Name, err)), nil
+		return s.failureFor(ctx, fmt.Errorf("call %s: %w", route.Name, err), apierror.Subject{ID: route.ServerID, Name: route.ServerName}), nil
 	}
 	if reply.Error != nil {
 		if reply.Error.Code == actors.CodeExecutionFailed {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reply.Error.Message}
 		}
-		return toolError(reply.Error.Message), nil
+		c.MaxCallsPerServer = s.opts.MaxCallsPerServer
+		return fail(apierror.CallError(c, reply.Error)), nil
 	}
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	res.Meta["metadata"] = apierror.Metadata(c)
 	return res, nil
 }
 
@@ -326,8 +446,4 @@ func withRequestID(ctx context.Context, req *mcp.CallToolRequest) context.Contex
 		}
 	}
 	return requestid.With(ctx, uuid.NewString())
-}
-
-func toolError(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
 }

@@ -1,0 +1,328 @@
+// Package apierror is the one error vocabulary of every front end: the error codes, the error body
+// {"detail","error_code","context"}, the mapping from the store's and the actors' errors to (HTTP status, code,
+// detail, context), the tool-call validator and the routing metadata of a call. REST (http/api), the aggregated
+// MCP endpoint (http/mcpserver, also served over stdio) and the per-server endpoint (http/mcpproxy) all use it, so
+// the same failure gets the same code and words everywhere. It imports no HTTP framework: the front ends render an
+// *Error in their own way (a JSON body with a status, or an MCP tool result with isError).
+package apierror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Error codes of the error body (system-contract.md's table plus the front ends' own), one spelling for clients
+// and tests.
+const (
+	CodeServerNotFound       = "SERVER_NOT_FOUND"
+	CodeServerAlreadyExists  = "SERVER_ALREADY_EXISTS"
+	CodeServerLimitReached   = "SERVER_LIMIT_REACHED"
+	CodeValidation           = "VALIDATION_ERROR"
+	CodeServiceBusy          = "SERVICE_BUSY"
+	CodeServiceUnavailable   = "SERVICE_UNAVAILABLE"
+	CodeStoreUnavailable     = "STORE_UNAVAILABLE"
+	CodeRequestTooLarge      = "REQUEST_TOO_LARGE"
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	CodeNotFound             = "NOT_FOUND"
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	CodeInternal             = "INTERNAL_ERROR"
+	CodeToolNotFound         = "TOOL_NOT_FOUND"
+	CodeToolAmbiguous        = "TOOL_AMBIGUOUS"
+	CodeServerUnavailable    = actors.CodeServerUnavailable
+	CodeExecutionFailed      = actors.CodeExecutionFailed
+	CodeRequestTimeout       = actors.CodeRequestTimeout
+	CodeServerBusy           = actors.CodeServerBusy
+	CodeResponseTooLarge     = actors.CodeResponseTooLarge
+	CodeLoopDetected         = actors.CodeLoopDetected
+	CodeUnauthorized         = "UNAUTHORIZED"
+	CodeForbidden            = "FORBIDDEN"
+	CodeRateLimited          = "RATE_LIMITED"
+	// CodeSessionLimit: an MCP endpoint already holds its maximum of sessions (in total or for this client).
+	CodeSessionLimit = "SESSION_LIMIT_REACHED"
+)
+
+// StatusLoopDetected is HTTP 508, the answer to a call that would loop back into this aggregator.
+const StatusLoopDetected = http.StatusLoopDetected
+
+// ServerRef names a server and its state in an error (SERVER_UNAVAILABLE) or a search result.
+type ServerRef struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+}
+
+// Body is the one shape of every error answer: Detail is a message, or for 422 the list of FieldError; Context
+// carries extra machine-readable facts and is omitted when empty; Server is set on SERVER_UNAVAILABLE.
+type Body struct {
+	Detail    any            `json:"detail"`
+	ErrorCode string         `json:"error_code"`
+	Context   map[string]any `json:"context,omitempty"`
+	Server    *ServerRef     `json:"server,omitempty"`
+}
+
+// Error is a failure with its answer: the HTTP status, the code, the detail (a string, or []FieldError), extra
+// context, the server it is about, and how many seconds to tell the client to wait (Retry-After; 0: none).
+type Error struct {
+	Status     int
+	Code       string
+	Detail     any
+	Context    map[string]any
+	Server     *ServerRef
+	RetryAfter int
+}
+
+func (e *Error) Error() string {
+	if s, ok := e.Detail.(string); ok {
+		return e.Code + ": " + s
+	}
+	return e.Code
+}
+
+// Body is the error body to send.
+func (e *Error) Body() Body {
+	b := Body{Detail: e.Detail, ErrorCode: e.Code, Server: e.Server}
+	if len(e.Context) > 0 {
+		b.Context = e.Context
+	}
+	return b
+}
+
+// Message is the detail as one line: the string, or the JSON of a field error list.
+func (e *Error) Message() string {
+	if s, ok := e.Detail.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(e.Detail)
+	return string(b)
+}
+
+// ToolResult is the body of the error as an MCP tool result's structured content:
+// {"status":"error","error_code","error"[,"context"][,"server"][,"retry_after_seconds"]}.
+func (e *Error) ToolResult() map[string]any {
+	body := map[string]any{"status": "error", "error_code": e.Code, "error": e.Message()}
+	if _, ok := e.Detail.(string); !ok && e.Detail != nil {
+		body["detail"] = e.Detail
+	}
+	if len(e.Context) > 0 {
+		body["context"] = e.Context
+	}
+	if e.Server != nil {
+		body["server"] = e.Server
+	}
+	if e.RetryAfter > 0 {
+		body["retry_after_seconds"] = e.RetryAfter
+	}
+	return body
+}
+
+// Internal is the generic 500 that leaks nothing.
+func Internal() *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Detail: "Internal server error"}
+}
+
+// Validation is a 422 with the field errors.
+func Validation(errs []FieldError) *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeValidation, Detail: errs}
+}
+
+// ServerNotFound is the 404 of an unknown server id or name.
+func ServerNotFound(idOrName string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeServerNotFound, Detail: "Server not found: " + idOrName}
+}
+
+// Unavailable is the 503 of a server that cannot take calls now, naming it and its state.
+func Unavailable(id, name, status, detail string, ctx map[string]any) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeServerUnavailable, Detail: detail, Context: ctx,
+		Server: &ServerRef{ID: id, Name: name, Status: status}}
+}
+
+// RetryAfterSeconds is the Retry-After value for a wait: whole seconds, rounded up, at least 1.
+func RetryAfterSeconds(d time.Duration) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// RateLimited is the 429 of an empty rate-limit bucket, the same on every front end.
+func RateLimited(wait time.Duration) *Error {
+	secs := RetryAfterSeconds(wait)
+	return &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited,
+		Detail:  "Too many tool calls; retry after " + strconv.Itoa(secs) + " s",
+		Context: map[string]any{"retry_after_seconds": secs}, RetryAfter: secs}
+}
+
+// Subject names what a failed operation was about, for the messages of 404 and 409.
+type Subject struct {
+	ID   string
+	Name string
+}
+
+func (s Subject) idOrName() string {
+	if s.ID != "" {
+		return s.ID
+	}
+	return s.Name
+}
+
+// FromError maps the sentinel errors of the store and the actor system (and a context's end) to their answer, or
+// returns nil for anything else, which the front end logs and answers as a generic internal error.
+func FromError(err error, s Subject) *Error {
+	var ae *Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, persistence.ErrUnavailable):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
+			Detail: "The store is unavailable; retry later", Context: map[string]any{"retryable": true}, RetryAfter: 1}
+	case errors.Is(err, persistence.ErrNotFound):
+		return ServerNotFound(s.idOrName())
+	case errors.Is(err, persistence.ErrAlreadyExists):
+		return &Error{Status: http.StatusConflict, Code: CodeServerAlreadyExists, Detail: "Server already exists: " + s.Name}
+	case errors.Is(err, actors.ErrMaxServers):
+		return &Error{Status: http.StatusConflict, Code: CodeServerLimitReached,
+			Detail: "Maximum number of servers reached; remove a server before registering another"}
+	case errors.Is(err, actors.ErrShuttingDown):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServiceUnavailable, Detail: "The service is shutting down"}
+	case errors.Is(err, actors.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServiceBusy,
+			Detail: "The operation timed out; it may be retried", Context: map[string]any{"retryable": true}, RetryAfter: 1}
+	case errors.Is(err, context.Canceled):
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServiceUnavailable, Detail: "The request was cancelled"}
+	}
+	return nil
+}
+
+// OrInternal is FromError with the generic internal error for what it does not know.
+func OrInternal(err error, s Subject) *Error {
+	if e := FromError(err, s); e != nil {
+		return e
+	}
+	return Internal()
+}
+
+// Resolution is a failed resolution of a tool name, for RouteError.
+type Resolution struct {
+	// Name is the name asked for, ServerID the server_id given (or "").
+	Name, ServerID string
+	// Candidates names the tools an ambiguous name could mean (their aliases or namespaced names), when known.
+	Candidates []string
+}
+
+// RouteError maps a failed resolution: unknown server id 404, unknown tool 404, ambiguous original name 400 (with
+// the candidate servers and, when given, the candidates' names). Anything else goes through FromError.
+func RouteError(err error, r Resolution) *Error {
+	var amb *actors.AmbiguousToolError
+	switch {
+	case errors.As(err, &amb):
+		ctx := map[string]any{"tool": r.Name, "server_ids": amb.ServerIDs}
+		detail := fmt.Sprintf("Tool %q is provided by several servers; call it by its namespaced name or with server_id", r.Name)
+		if len(r.Candidates) > 0 {
+			ctx["candidates"] = r.Candidates
+			detail += fmt.Sprintf(" (one of %q)", r.Candidates)
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeToolAmbiguous, Detail: detail, Context: ctx}
+	case errors.Is(err, persistence.ErrNotFound):
+		return ServerNotFound(r.ServerID)
+	case errors.Is(err, actors.ErrToolNotFound):
+		ctx := map[string]any{"tool": r.Name}
+		if r.ServerID != "" {
+			ctx["server_id"] = r.ServerID
+		}
+		return &Error{Status: http.StatusNotFound, Code: CodeToolNotFound, Detail: "Tool not found: " + r.Name, Context: ctx}
+	}
+	return FromError(err, Subject{ID: r.ServerID})
+}
+
+// NotCallable is the answer to a call of a tool whose server is known but not CONNECTED or DEGRADED (for example
+// while it reconnects), or nil when the server takes calls.
+func NotCallable(route actors.Route) *Error {
+	if route.ServerStatus == persistence.StatusConnected || route.ServerStatus == persistence.StatusDegraded {
+		return nil
+	}
+	return Unavailable(route.ServerID, route.ServerName, route.ServerStatus,
+		fmt.Sprintf("Server unavailable: %s (%s)", route.ServerName, route.ServerStatus), nil)
+}
+
+// Call describes a routed call, for CallError and Metadata.
+type Call struct {
+	Route actors.Route
+	// Asked is the name the client used.
+	Asked string
+	// Start is when the call was received, Routed when it was resolved, Done when the answer came.
+	Start, Routed, Done time.Time
+	// MaxCallsPerServer is reported in a SERVER_BUSY answer's context when known (0: not reported).
+	MaxCallsPerServer int
+}
+
+// Ms is a duration in milliseconds with microsecond precision, as the metadata reports times.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// CallError maps what a server actor reported about a call: lost or disconnected session 503 (with what was in
+// progress), the server's call limit 503 SERVER_BUSY with Retry-After, a JSON-RPC error from the backend 502, an
+// oversized answer 502, a loop back into the aggregator 508, the request timeout 504.
+func CallError(c Call, e *pb.ErrorInfo) *Error {
+	route := c.Route
+	status := e.ServerStatus
+	if status == "" {
+		status = route.ServerStatus
+	}
+	elapsed := c.Done.Sub(c.Routed)
+	if c.Done.IsZero() || c.Routed.IsZero() {
+		elapsed = 0
+	}
+	inProgress := map[string]any{"tool": route.Name, "requested_as": c.Asked, "elapsed_ms": Ms(elapsed)}
+	switch e.Code {
+	case actors.CodeExecutionFailed:
+		return &Error{Status: http.StatusBadGateway, Code: CodeExecutionFailed, Detail: e.Message,
+			Context: map[string]any{"tool": route.Name, "server_id": route.ServerID, "backend_error": e.Message}}
+	case actors.CodeRequestTimeout:
+		return &Error{Status: http.StatusGatewayTimeout, Code: CodeRequestTimeout, Detail: e.Message, Context: inProgress}
+	case actors.CodeServerBusy:
+		ctx := map[string]any{"server": route.ServerName, "server_id": route.ServerID, "tool": route.Name, "retryable": true}
+		if c.MaxCallsPerServer > 0 {
+			ctx["limit"] = c.MaxCallsPerServer
+		}
+		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServerBusy, Detail: e.Message, Context: ctx, RetryAfter: 1}
+	case actors.CodeResponseTooLarge:
+		return &Error{Status: http.StatusBadGateway, Code: CodeResponseTooLarge, Detail: e.Message,
+			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
+	case actors.CodeLoopDetected:
+		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
+			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
+	default:
+		return Unavailable(route.ServerID, route.ServerName, status, e.Message, map[string]any{"in_progress": inProgress})
+	}
+}
+
+// Metadata is the routing metadata of a successful call, the same on REST (the body's metadata) and MCP (the
+// result's _meta.metadata): where it went, how it was resolved, the times, and a warning for a DEGRADED server.
+func Metadata(c Call) map[string]any {
+	r := c.Route
+	meta := map[string]any{
+		"routed_to":         r.ServerName,
+		"server_id":         r.ServerID,
+		"tool":              r.Name,
+		"strategy":          r.Strategy,
+		"routing_time_ms":   Ms(c.Routed.Sub(c.Start)),
+		"execution_time_ms": Ms(c.Done.Sub(c.Routed)),
+		"total_time_ms":     Ms(c.Done.Sub(c.Start)),
+	}
+	if r.ServerStatus == persistence.StatusDegraded {
+		meta["warning"] = "Server " + r.ServerName + " is DEGRADED: recent health checks failed"
+	}
+	return meta
+}

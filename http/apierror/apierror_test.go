@@ -1,0 +1,92 @@
+package apierror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+func TestFromError(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter bool
+	}{
+		{fmt.Errorf("list: %w", persistence.ErrUnavailable), http.StatusServiceUnavailable, CodeStoreUnavailable, true},
+		{persistence.ErrNotFound, http.StatusNotFound, CodeServerNotFound, false},
+		{persistence.ErrAlreadyExists, http.StatusConflict, CodeServerAlreadyExists, false},
+		{actors.ErrMaxServers, http.StatusConflict, CodeServerLimitReached, false},
+		{actors.ErrShuttingDown, http.StatusServiceUnavailable, CodeServiceUnavailable, false},
+		{actors.ErrAskTimeout, http.StatusServiceUnavailable, CodeServiceBusy, true},
+		{context.DeadlineExceeded, http.StatusServiceUnavailable, CodeServiceBusy, true},
+		{context.Canceled, http.StatusServiceUnavailable, CodeServiceUnavailable, false},
+	} {
+		e := FromError(tc.err, Subject{ID: "id", Name: "name"})
+		if e == nil || e.Status != tc.status || e.Code != tc.code || (e.RetryAfter > 0) != tc.retryAfter {
+			t.Errorf("%v: got %+v, want %d %s", tc.err, e, tc.status, tc.code)
+		}
+	}
+	if e := FromError(errors.New("boom"), Subject{}); e != nil {
+		t.Errorf("an unknown error must stay unmapped, got %+v", e)
+	}
+}
+
+func TestCallError(t *testing.T) {
+	route := actors.Route{ServerID: "sid", ServerName: "srv", ServerStatus: persistence.StatusConnected, Name: "srv.t", Strategy: actors.StrategyAlias}
+	now := time.Now()
+	for _, tc := range []struct {
+		code, want string
+		status     int
+		retry      bool
+	}{
+		{actors.CodeServerBusy, CodeServerBusy, http.StatusServiceUnavailable, true},
+		{actors.CodeResponseTooLarge, CodeResponseTooLarge, http.StatusBadGateway, false},
+		{actors.CodeLoopDetected, CodeLoopDetected, http.StatusLoopDetected, false},
+		{actors.CodeExecutionFailed, CodeExecutionFailed, http.StatusBadGateway, false},
+		{actors.CodeRequestTimeout, CodeRequestTimeout, http.StatusGatewayTimeout, false},
+		{actors.CodeServerUnavailable, CodeServerUnavailable, http.StatusServiceUnavailable, false},
+	} {
+		e := CallError(Call{Route: route, Asked: "t", Start: now, Routed: now, Done: now, MaxCallsPerServer: 8}, &pb.ErrorInfo{Code: tc.code, Message: "m"})
+		if e.Status != tc.status || e.Code != tc.want || (e.RetryAfter > 0) != tc.retry {
+			t.Errorf("%s: got %+v", tc.code, e)
+		}
+		if tc.code == actors.CodeServerBusy && (e.Context["server"] != "srv" || e.Context["limit"] != 8) {
+			t.Errorf("SERVER_BUSY context %v must name the server and the limit", e.Context)
+		}
+	}
+}
+
+func TestMetadataAndValidation(t *testing.T) {
+	now := time.Now()
+	m := Metadata(Call{Route: actors.Route{ServerName: "srv", ServerStatus: persistence.StatusDegraded, Strategy: actors.StrategyAlias}, Start: now, Routed: now, Done: now})
+	if m["strategy"] != actors.StrategyAlias || m["warning"] == nil {
+		t.Errorf("metadata %v", m)
+	}
+	for _, tc := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{"tool_name":"a.b"}`, true},
+		{`{"tool_name":"a.b","arguments":{"x":1},"server_id":"6f1c1f0e-8a8e-4e8e-9a39-3c1f4b0a2d11"}`, true},
+		{`{"tool_name":"a.b","extra":1}`, false},
+		{`{"tool_name":"a.b","arguments":[1]}`, false},
+		{`{"tool_name":"a.b","server_id":"x"}`, false},
+		{`{"tool_name":""}`, false},
+		{`{"tool_name":"a.b","tool_name":"c"}`, false},
+		{`[]`, false},
+		{``, false},
+	} {
+		_, errs := ValidateCall([]byte(tc.body), ExecuteCall)
+		if (len(errs) == 0) != tc.ok {
+			t.Errorf("%s: errors %v", tc.body, errs)
+		}
+	}
+}

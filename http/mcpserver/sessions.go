@@ -1,0 +1,273 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/auth"
+)
+
+// sessionRetryAfter is the Retry-After of a refused new session: long enough for an idle session to be reaped or
+// a stream to close, short enough for a client to come back soon.
+const sessionRetryAfter = 5
+
+// sessionTable counts the endpoint's sessions per client so that new ones beyond the caps are refused before the
+// go-sdk builds them, and keeps the cancel functions of each session's calls in flight so that a DELETE of the
+// session cancels them instead of waiting for them.
+type sessionTable struct {
+	s *Server
+
+	mu      sync.Mutex
+	byID    map[string]string // streamable session id -> client key
+	pending map[string]int    // client key -> POSTs without a session id being served
+	sse     map[string]int    // client key -> open legacy SSE streams (a session each)
+	calls   map[string]map[*inflightCall]struct{}
+}
+
+type inflightCall struct{ cancel context.CancelFunc }
+
+func newSessionTable(s *Server) *sessionTable {
+	return &sessionTable{s: s, byID: map[string]string{}, pending: map[string]int{}, sse: map[string]int{},
+		calls: map[string]map[*inflightCall]struct{}{}}
+}
+
+// clientKey is who opens a session: the token's name, or the IP without auth.
+func clientKey(r *http.Request) string {
+	if id, ok := auth.FromContext(r.Context()); ok && !id.Anonymous && id.Name != "" {
+		return id.RateKey()
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "ip:" + host
+}
+
+// admit reserves room for one new session of key, or answers the cap. The streamable sessions the go-sdk has
+// ended (idle timeout, DELETE, close) are forgotten first.
+func (t *sessionTable) admit(key string) *apierror.Error {
+	live := map[string]bool{}
+	for ss := range t.s.mcp.Sessions() {
+		live[ss.ID()] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	total, mine := 0, 0
+	for id, k := range t.byID {
+		if !live[id] {
+			delete(t.byID, id)
+			continue
+		}
+		total++
+		if k == key {
+			mine++
+		}
+	}
+	for _, m := range []map[string]int{t.pending, t.sse} {
+		for k, n := range m {
+			total += n
+			if k == key {
+				mine += n
+			}
+		}
+	}
+	if lim := t.s.opts.MaxSessionsPerClient; lim > 0 && mine >= lim {
+		return &apierror.Error{Status: http.StatusTooManyRequests, Code: apierror.CodeSessionLimit,
+			Detail:     "Too many MCP sessions for this client; close (DELETE) sessions you no longer use",
+			Context:    map[string]any{"limit": lim, "scope": "client", "retryable": true},
+			RetryAfter: sessionRetryAfter}
+	}
+	if lim := t.s.opts.MaxSessions; lim > 0 && total >= lim {
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: apierror.CodeSessionLimit,
+			Detail:     "The MCP endpoint has its maximum of sessions; retry later",
+			Context:    map[string]any{"limit": lim, "scope": "total", "retryable": true},
+			RetryAfter: sessionRetryAfter}
+	}
+	return nil
+}
+
+// streamable wraps the go-sdk's streamable handler with the caps and the DELETE cancellation.
+func (t *sessionTable) streamable(sdk http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sid := r.Header.Get("Mcp-Session-Id")
+		if r.Method == http.MethodDelete && sid != "" {
+			t.cancelCalls(sid)
+		}
+		if r.Method != http.MethodPost || sid != "" {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		key := clientKey(r)
+		if e := t.admit(key); e != nil {
+			writeError(w, e)
+			return
+		}
+		t.mu.Lock()
+		t.pending[key]++
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.pending[key]--; t.pending[key] <= 0 {
+				delete(t.pending, key)
+			}
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+				t.byID[id] = key
+			}
+		}()
+		sdk.ServeHTTP(w, r)
+	})
+}
+
+// sse wraps the legacy SSE handler: a GET without a session opens a session that lasts as long as its stream.
+func (t *sessionTable) legacy(sdk http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Query().Get("sessionid") != "" {
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		key := clientKey(r)
+		if e := t.admit(key); e != nil {
+			writeError(w, e)
+			return
+		}
+		t.mu.Lock()
+		t.sse[key]++
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if t.sse[key]--; t.sse[key] <= 0 {
+				delete(t.sse, key)
+			}
+		}()
+		sdk.ServeHTTP(w, r)
+	})
+}
+
+// trackCalls gives each tools/call a context the session's DELETE cancels.
+func (s *Server) trackCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if method != "tools/call" || !ok || ss == nil || ss.ID() == "" {
+			return next(ctx, method, req)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		t, id, c := s.sessions, ss.ID(), &inflightCall{cancel: cancel}
+		t.mu.Lock()
+		if t.calls[id] == nil {
+			t.calls[id] = map[*inflightCall]struct{}{}
+		}
+		t.calls[id][c] = struct{}{}
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			delete(t.calls[id], c)
+			if len(t.calls[id]) == 0 {
+				delete(t.calls, id)
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// cancelCalls cancels the calls in flight of one session.
+func (t *sessionTable) cancelCalls(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c := range t.calls[id] {
+		c.cancel()
+	}
+}
+
+func writeError(w http.ResponseWriter, e *apierror.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e.Body())
+}
+
+// summary is a slog.Handler that folds records whose message starts with prefix (the go-sdk's one warning per
+// session when a notification fails) into one line per burst: the first starts a one-second window, at its end
+// one record says how many failed, with an example.
+type summary struct {
+	next   slog.Handler
+	prefix string
+	st     *summaryState
+}
+
+type summaryState struct {
+	log    *slog.Logger
+	msg    string
+	window time.Duration
+
+	mu     sync.Mutex
+	count  int
+	sample string
+	timer  *time.Timer
+}
+
+func newSummary(logger *slog.Logger, prefix, msg string) *summary {
+	return &summary{next: logger.Handler(), prefix: prefix, st: &summaryState{log: logger, msg: msg, window: time.Second}}
+}
+
+// Enabled implements slog.Handler.
+func (h *summary) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+// Handle implements slog.Handler.
+func (h *summary) Handle(ctx context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, h.prefix) {
+		return h.next.Handle(ctx, r)
+	}
+	st := h.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.count++
+	if st.sample == "" {
+		st.sample = r.Message
+	}
+	if st.timer == nil {
+		st.timer = time.AfterFunc(st.window, h.flush)
+	}
+	return nil
+}
+
+// WithAttrs implements slog.Handler.
+func (h *summary) WithAttrs(a []slog.Attr) slog.Handler {
+	return &summary{next: h.next.WithAttrs(a), prefix: h.prefix, st: h.st}
+}
+
+// WithGroup implements slog.Handler.
+func (h *summary) WithGroup(name string) slog.Handler {
+	return &summary{next: h.next.WithGroup(name), prefix: h.prefix, st: h.st}
+}
+
+// flush logs the pending summary, if any.
+func (h *summary) flush() {
+	st := h.st
+	st.mu.Lock()
+	n, sample := st.count, st.sample
+	st.count, st.sample = 0, ""
+	if st.timer != nil {
+		st.timer.Stop()
+		st.timer = nil
+	}
+	st.mu.Unlock()
+	if n > 0 {
+		st.log.Warn(st.msg, "sessions", n, "example", sample)
+	}
+}
