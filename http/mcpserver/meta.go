@@ -27,13 +27,9 @@ const (
 	toolExecute    = "execute_external_tool"
 )
 
-func isMetaTool(name string) bool {
-	switch name {
-	case toolAdd, toolRemove, toolList, toolConnect, toolDisconnect, toolStatus, toolSearch, toolExecute:
-		return true
-	}
-	return false
-}
+// isMetaTool reports whether name is one of the meta-tools; the routing table reserves the same names, so no
+// backend tool's alias can replace one.
+func isMetaTool(name string) bool { return actors.IsMetaToolName(name) }
 
 func schema(props string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)
