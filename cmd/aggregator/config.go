@@ -87,6 +87,7 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH", "", "comma-separated names of variables of the daemon's environment that stdio servers inherit besides the minimal set (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LANGUAGE, LC_*, TZ, TMPDIR); the daemon's own settings cannot be listed"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -149,6 +150,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
 	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
 	c.Search, errs = loadSearchConfig(get, errs)
+	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
@@ -201,6 +203,25 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		return c, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return c, nil
+}
+
+// stdioPassthrough parses MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: variable names, comma-separated. A name of the
+// daemon's own settings is refused (they hold its tokens and keys), as is a malformed name.
+func stdioPassthrough(raw string, errs []string) ([]string, []string) {
+	var names []string
+	for _, n := range strings.Split(raw, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+		case !actors.ValidEnvName(n):
+			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %q is not a variable name", n))
+		case actors.IsDaemonSetting(n):
+			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %s is a setting of the aggregator itself and is never passed to stdio servers", n))
+		default:
+			names = append(names, n)
+		}
+	}
+	return names, errs
 }
 
 // parseSeconds accepts a number of seconds ("30", "0.5") or a Go duration ("500ms").
