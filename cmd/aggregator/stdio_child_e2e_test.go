@@ -95,9 +95,23 @@ func TestStdioChildEnvironment(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("get-env: %d %s", code, raw)
 	}
-	for _, secret := range []string{e2eAdminToken, e2eClientToken, credKey, "MCP_AGGREGATOR_", "MCP_CREDENTIAL_KEY", "DATABASE_URL", "hidden-value-5678"} {
+	for _, secret := range []string{e2eAdminToken, e2eClientToken, credKey, "MCP_CREDENTIAL_KEY", "DATABASE_URL", "hidden-value-5678"} {
 		if strings.Contains(raw, secret) {
 			t.Errorf("the stdio child's environment contains %q:\n%s", secret, raw)
+		}
+	}
+	// The only MCP_AGGREGATOR_ variable is the process-group marker the daemon sets itself.
+	var result struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	var childEnv map[string]string
+	if err := json.Unmarshal([]byte(raw), &result); err != nil || len(result.Content) != 1 ||
+		json.Unmarshal([]byte(result.Content[0].Text), &childEnv) != nil {
+		t.Fatalf("get-env answer: %v %s", err, raw)
+	}
+	for k := range childEnv {
+		if strings.HasPrefix(k, "MCP_AGGREGATOR_") && k != "MCP_AGGREGATOR_PGROUP" {
+			t.Errorf("the stdio child's environment has %s", k)
 		}
 	}
 	for _, want := range []string{`\"OWN_VAR\": \"own-value\"`, `\"E2E_PASSED_VAR\": \"passed-value-1234\"`, `\"PATH\"`} {
