@@ -33,6 +33,9 @@ type Config struct {
 	ClassifyConcurrency   int           // classifications in flight at once (5)
 	ClassifyRetryInterval time.Duration // while tools failed to classify, one is retried this often (30 s)
 	ClassifyTimeout       time.Duration // one classification may take this long (2 min)
+	// StdioEnvPassthrough names the daemon's variables a stdio server inherits beyond the minimal set
+	// (MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH); the daemon's own settings are never passed, even when listed.
+	StdioEnvPassthrough []string
 }
 
 // DefaultConfig is the contract's defaults.
@@ -75,6 +78,12 @@ type Deps struct {
 	Search *SearchDeps
 	// Classifier assigns skills to discovered tools (nil: tools are not classified).
 	Classifier classify.Classifier
+	// DataDir is the node's data directory (MCP_AGGREGATOR_DATA_DIR): every stdio server's process group is
+	// recorded under DataDir/stdio-groups while it runs, so that ReapProcessGroups can kill what a daemon that died
+	// left behind. Empty: nothing is recorded.
+	DataDir string
+
+	groups *procGroups // the records under DataDir (nil: none); set by withDefaults
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -90,6 +99,9 @@ func (d *Deps) withDefaults() *Deps {
 	}
 	if out.Env == nil {
 		out.Env = os.LookupEnv
+	}
+	if out.groups == nil && out.DataDir != "" {
+		out.groups = newProcGroups(out.DataDir, out.Logger)
 	}
 	return &out
 }

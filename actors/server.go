@@ -367,7 +367,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := buildTransport(a.rec, a.d.Env, a.d.Config.TerminateDuration)
+	b, err := buildTransport(a.rec, a.d)
 	if err != nil {
 		a.connectFailed(err, "")
 		return

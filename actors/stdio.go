@@ -25,6 +25,9 @@ type stdioTransport struct {
 	mu      sync.Mutex
 	exitErr error
 	started bool
+
+	// group records the process group while it runs, for the reaper of a later daemon (nil: not recorded).
+	group *groupChild
 }
 
 func newStdioTransport(cmd *exec.Cmd, terminate time.Duration) *stdioTransport {
@@ -41,15 +44,21 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
+	// Recorded before the start too, so that a daemon that dies right after the fork leaves a trace (the marker).
+	t.group.record(0)
 	if err := t.cmd.Start(); err != nil {
+		t.group.remove()
 		return nil, fmt.Errorf("start %s: %w", t.cmd.Path, err)
 	}
 	t.mu.Lock()
 	t.started = true
 	t.mu.Unlock()
 	pid := t.cmd.Process.Pid
+	t.group.record(pid)
 	go func() {
 		// Learn of the exit without reaping (WNOWAIT), so the process group still exists to be killed; then reap.
+		// Every way a session ends (close, kill, the child's own exit) comes through here: the group is killed
+		// once its leader has gone, and only then is its record removed.
 		var info unix.Siginfo
 		for {
 			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -58,6 +67,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 			}
 		}
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		t.group.remove()
 		err := t.cmd.Wait()
 		t.mu.Lock()
 		t.exitErr = err

@@ -4,13 +4,13 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -35,8 +35,14 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // LookupEnv resolves a ${VAR} reference; os.LookupEnv in production, a map in tests.
 type LookupEnv func(string) (string, bool)
 
-// expand replaces every ${VAR} in s from lookup; an unset variable is an error naming it (never its value).
+// expand replaces every ${VAR} in s from lookup; an unset variable is an error naming it (never its value). A
+// reference to one of the daemon's own settings (IsDaemonSetting) is an error too, and is never looked up:
+// registration refuses such references, and this refuses them in configurations stored before that rule.
 func expand(s string, lookup LookupEnv) (string, error) {
+	if name := DaemonSettingReference(s); name != "" {
+		return "", fmt.Errorf("connection_config references %s, a setting of the aggregator itself: "+
+			"the aggregator's settings (MCP_AGGREGATOR_*, MCP_CREDENTIAL_KEY*, DATABASE_URL, QDRANT_*) are never given to servers", name)
+	}
 	var missing string
 	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
 		name := envRef.FindStringSubmatch(m)[1]
@@ -136,9 +142,10 @@ type built struct {
 	client    *http.Client
 }
 
-// buildTransport makes the go-sdk transport for a server from its resolved configuration.
-func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Duration) (*built, error) {
-	cfg, err := resolveConfig(rec.ConnectionConfig, lookup)
+// buildTransport makes the go-sdk transport for a server from its resolved configuration. d gives the ${VAR}
+// lookup (Env), the stdio settings (Config) and the process-group records (groups); d must have its defaults.
+func buildTransport(rec persistence.Server, d *Deps) (*built, error) {
+	cfg, err := resolveConfig(rec.ConnectionConfig, d.Env)
 	if err != nil {
 		return nil, err
 	}
@@ -148,16 +155,24 @@ func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Dur
 			return nil, fmt.Errorf("connection_config.command is empty")
 		}
 		cmd := exec.Command(cfg.Command, cfg.Args...)
-		cmd.Env = os.Environ()
-		for k, v := range cfg.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		// A minimal environment, never the daemon's own (childenv.go), plus the process-group marker the reaper
+		// recognises the child's tree by (procgroups.go).
+		own := maps.Clone(cfg.Env)
+		group := d.groups.child()
+		if group != nil {
+			if own == nil {
+				own = map[string]string{}
+			}
+			own[groupMarkerVar] = group.marker
 		}
+		cmd.Env = childEnv(os.Environ(), d.Config.StdioEnvPassthrough, own)
 		cmd.Dir = cfg.Cwd
 		// Own process group so that the whole tree (npx -> node ...) can be killed, and SIGKILL if the daemon dies.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		tail := &stderrTail{max: 4096}
 		cmd.Stderr = tail
-		proc := newStdioTransport(cmd, terminate)
+		proc := newStdioTransport(cmd, d.Config.TerminateDuration)
+		proc.group = group
 		return &built{transport: proc, proc: proc, stderr: tail}, nil
 	case persistence.TransportSSE, persistence.TransportHTTP:
 		endpoint := cfg.URL

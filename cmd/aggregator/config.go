@@ -98,6 +98,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT", "100", "sessions one client (token name, or IP while auth is off) may hold on /mcp and /sse; beyond it 429 SESSION_LIMIT_REACHED with Retry-After"},
 		{"MCP_AGGREGATOR_PROXY_MAX_SESSIONS", "32", "sessions of one server on /mcp/servers/{name} (each over stdio runs its own child); beyond it 503 SERVICE_BUSY with Retry-After"},
 		{"MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", "600", "seconds a /mcp/servers/{name} session may send nothing before it and its upstream session are closed; 0 never"},
+		{"MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH", "", "comma-separated names of variables of the daemon's environment that stdio servers inherit besides the minimal set (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LANGUAGE, LC_*, TZ, TMPDIR); the daemon's own settings cannot be listed"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -160,6 +161,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
 	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
 	c.Search, errs = loadSearchConfig(get, errs)
+	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
@@ -217,6 +219,25 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		return c, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return c, nil
+}
+
+// stdioPassthrough parses MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: variable names, comma-separated. A name of the
+// daemon's own settings is refused (they hold its tokens and keys), as is a malformed name.
+func stdioPassthrough(raw string, errs []string) ([]string, []string) {
+	var names []string
+	for _, n := range strings.Split(raw, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+		case !actors.ValidEnvName(n):
+			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %q is not a variable name", n))
+		case actors.IsDaemonSetting(n):
+			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %s is a setting of the aggregator itself and is never passed to stdio servers", n))
+		default:
+			names = append(names, n)
+		}
+	}
+	return names, errs
 }
 
 // parseSeconds accepts a number of seconds ("30", "0.5") or a Go duration ("500ms").

@@ -168,8 +168,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	actors.ReapProcessGroups(ctx, cfg.DataDir, logger) // what stdio servers of a daemon that died left behind
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
-		Search: sd, Classifier: classifier})
+		Search: sd, Classifier: classifier, DataDir: cfg.DataDir})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -242,7 +243,8 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier})
+	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier, DataDir: cfg.DataDir})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}

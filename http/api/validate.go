@@ -466,30 +466,36 @@ func (v *validator) connectionConfig(raw json.RawMessage, transport string, loc 
 			if s, ok := v.str(m.value, fieldLoc); ok {
 				if strings.TrimSpace(s) == "" {
 					v.add(FieldValueError, "command should not be empty", fieldLoc)
-				} else {
+				} else if v.noDaemonRef(s, fieldLoc) {
 					out[m.key] = s
 				}
 			}
 		case "cwd":
-			if s, ok := v.str(m.value, fieldLoc); ok {
+			if s, ok := v.str(m.value, fieldLoc); ok && v.noDaemonRef(s, fieldLoc) {
 				out[m.key] = s
 			}
 		case "args":
 			if args, ok := v.stringList(m.value, fieldLoc); ok {
-				out[m.key] = args
+				good := true
+				for i, a := range args {
+					good = v.noDaemonRef(a, at(fieldLoc, i)) && good
+				}
+				if good {
+					out[m.key] = args
+				}
 			}
 		case "env":
-			if env, ok := v.stringMap(m.value, fieldLoc, envKeyProblem, nulProblem); ok {
+			if env, ok := v.stringMap(m.value, fieldLoc, envKeyProblem, both(nulProblem, daemonRefProblem)); ok {
 				out[m.key] = env
 			}
 		case "headers":
-			if h, ok := v.stringMap(m.value, fieldLoc, headerNameProblem, headerValueProblem); ok {
+			if h, ok := v.stringMap(m.value, fieldLoc, headerNameProblem, both(headerValueProblem, daemonRefProblem)); ok {
 				if v.noCaseDuplicates(h, fieldLoc) {
 					out[m.key] = h
 				}
 			}
 		case "url", "base_url":
-			if u, ok := v.httpURL(m.value, fieldLoc); ok {
+			if u, ok := v.httpURL(m.value, fieldLoc); ok && v.noDaemonRef(u, fieldLoc) {
 				out[m.key] = u
 			}
 		case "allow_insecure_http":
@@ -594,6 +600,36 @@ func (v *validator) noCaseDuplicates(h map[string]string, loc []any) bool {
 		seen[lower] = true
 	}
 	return ok
+}
+
+// daemonRefProblem refuses a ${VAR} reference to one of the daemon's own settings (actors.IsDaemonSetting): they
+// hold its bearer tokens, the at-rest credential key and the database URL, and a backend can show its
+// configuration to any caller. The message names the variable, never its value.
+func daemonRefProblem(s string) string {
+	if name := actors.DaemonSettingReference(s); name != "" {
+		return "${" + name + "} is a setting of the aggregator itself; its settings (MCP_AGGREGATOR_*, " +
+			"MCP_CREDENTIAL_KEY*, DATABASE_URL, QDRANT_*) cannot be referenced in connection_config"
+	}
+	return ""
+}
+
+// noDaemonRef applies daemonRefProblem to one string, reporting at loc; it says whether s is fine.
+func (v *validator) noDaemonRef(s string, loc []any) bool {
+	if problem := daemonRefProblem(s); problem != "" {
+		v.add(FieldValueError, problem, loc)
+		return false
+	}
+	return true
+}
+
+// both applies two value rules in turn.
+func both(a, b func(string) string) func(string) string {
+	return func(s string) string {
+		if p := a(s); p != "" {
+			return p
+		}
+		return b(s)
+	}
 }
 
 func nulProblem(s string) string {
