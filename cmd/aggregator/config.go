@@ -39,6 +39,14 @@ type config struct {
 	RateBurst int
 	// Search holds the tool-search settings; see search.go.
 	Search searchConfig
+	// AllowedHosts and AllowedOrigins extend the host and origin guard of both listeners (auth.HostGuard) beyond
+	// the listen addresses and loopback names.
+	AllowedHosts, AllowedOrigins []string
+}
+
+// hostGuard is the DNS-rebinding and cross-origin guard of both listeners.
+func (c config) hostGuard() *auth.HostGuard {
+	return auth.NewHostGuard([]string{c.Listen, c.MCPListen}, c.AllowedHosts, c.AllowedOrigins)
 }
 
 // envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
@@ -87,6 +95,8 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_ALLOWED_HOSTS", "", "comma-separated extra host names both listeners answer to (`*.example.com` for subdomains, `*` for any); always allowed: the listen address, loopback names, and IP literals when listening on 0.0.0.0/::; any other Host header answers 403 HOST_NOT_ALLOWED (DNS rebinding)"},
+		{"MCP_AGGREGATOR_ALLOWED_ORIGINS", "", "comma-separated browser origins (`https://app.example.com`, `*` for any) allowed besides the daemon's own and loopback origins; any other Origin header answers 403 ORIGIN_NOT_ALLOWED"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -174,6 +184,12 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		c.RateLimit = r
 	}
 	c.RateBurst = integer("MCP_AGGREGATOR_RATE_BURST")
+	if c.AllowedHosts, err = auth.ParseAllowedHosts(get("MCP_AGGREGATOR_ALLOWED_HOSTS")); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.AllowedOrigins, err = auth.ParseAllowedOrigins(get("MCP_AGGREGATOR_ALLOWED_ORIGINS")); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("MCP_AGGREGATOR_LOG_LEVEL"))); err != nil {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_LEVEL=%q: want debug, info, warn or error", get("MCP_AGGREGATOR_LOG_LEVEL")))
 	}
