@@ -89,6 +89,8 @@ type subject struct {
 // returned unchanged and becomes a logged, generic 500.
 func mapError(err error, s subject) error {
 	switch {
+	case errors.Is(err, persistence.ErrUnavailable):
+		return storeUnavailableError()
 	case errors.Is(err, persistence.ErrNotFound):
 		return serverNotFound(s.id)
 	case errors.Is(err, persistence.ErrAlreadyExists):
