@@ -182,12 +182,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	guard := cfg.hostGuard()
 	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Config: api.Config{
-		MetricsOpen:         cfg.MetricsOpen,
-		MaxBodyBytes:        cfg.MaxBodyBytes,
-		HealthCheckInterval: cfg.Actors.HealthInterval,
-		StartedAt:           started,
-		AskTimeout:          cfg.Actors.AskTimeout,
-	}})
+			MetricsOpen:         cfg.MetricsOpen,
+			MaxBodyBytes:        cfg.MaxBodyBytes,
+			HealthCheckInterval: cfg.Actors.HealthInterval,
+			StartedAt:           started,
+			AskTimeout:          cfg.Actors.AskTimeout,
+		}})
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst})
 	defer endpoint.Close()

@@ -27,8 +27,11 @@ func TestOutageIsErrUnavailable(t *testing.T) {
 
 	proxy.Cut()
 	checks := map[string]func(context.Context) error{
-		"ping":  s.Ping,
-		"list":  func(ctx context.Context) error { _, _, err := s.ListServers(ctx, persistence.ListServersFilter{}); return err },
+		"ping": s.Ping,
+		"list": func(ctx context.Context) error {
+			_, _, err := s.ListServers(ctx, persistence.ListServersFilter{})
+			return err
+		},
 		"count": func(ctx context.Context) error { _, err := s.CountServersByStatus(ctx); return err },
 		"create": func(ctx context.Context) error {
 			return s.CreateServer(ctx, &persistence.Server{Name: "x", TransportType: persistence.TransportSTDIO,
