@@ -287,3 +287,43 @@ func TestStoreOutageE2E(t *testing.T) {
 		t.Fatalf("/readyz after the restore: %d", c)
 	}
 }
+
+// TestAllowedHostConsistentE2E: a host listed in MCP_AGGREGATOR_ALLOWED_HOSTS is served alike by REST, /mcp,
+// /sse and /mcp/servers/{name} (the go-sdk's own localhost check, which would refuse it on a loopback socket, is
+// off: the listener's guard decides), and a listed origin passes too.
+func TestAllowedHostConsistentE2E(t *testing.T) {
+	d := newDaemon(t, "")
+	d.env = append(d.env, "MCP_AGGREGATOR_ALLOWED_HOSTS=aggregator.example", "MCP_AGGREGATOR_ALLOWED_ORIGINS=https://app.example")
+	d.start()
+	_, restPort, _ := net.SplitHostPort(strings.TrimPrefix(strings.SplitN(d.base, "/api/", 2)[0], "http://"))
+	_, mcpPort, _ := net.SplitHostPort(strings.TrimPrefix(d.mcp, "http://"))
+	origin := map[string]string{"Origin": "https://app.example"}
+	if code, _, body := rawDo(t, "GET", d.base+"/servers", "aggregator.example:"+restPort, nil, origin); code != 200 {
+		t.Fatalf("REST with an allowed host: %d %v", code, body)
+	}
+	init := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}}
+	hdr := map[string]string{"Origin": "https://app.example", "Accept": "application/json, text/event-stream"}
+	if code, _, body := rawDo(t, "POST", d.mcp+"/mcp", "aggregator.example:"+mcpPort, init, hdr); code != 200 {
+		t.Errorf("/mcp with an allowed host: %d %v", code, body)
+	}
+	// /mcp/servers/{name} of an unknown server: the proxy's own 404, not a Host refusal.
+	if code, _, body := rawDo(t, "POST", d.mcp+"/mcp/servers/nope", "aggregator.example:"+mcpPort, init, hdr); code == 403 {
+		t.Errorf("/mcp/servers/{name} refused an allowed host: %d %v", code, body)
+	}
+	// /sse streams: only the status line matters.
+	req, _ := http.NewRequest("GET", d.mcp+"/sse", nil)
+	req.Host = "aggregator.example:" + mcpPort
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/sse with an allowed host: %d", resp.StatusCode)
+	}
+	if code, _, body := rawDo(t, "GET", d.base+"/servers", "other.example:"+restPort, nil, nil); code != 403 || body["error_code"] != "HOST_NOT_ALLOWED" {
+		t.Errorf("an unlisted host: %d %v", code, body)
+	}
+}

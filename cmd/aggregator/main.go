@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			AskTimeout:          cfg.Actors.AskTimeout,
 		}})
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
-		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst})
+		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, HostGuarded: true})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -204,7 +204,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
-	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter})))
+	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter, HostGuarded: true})))
 	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, 0, logger))
 	mux.Handle(api.LivePath, probes)
 	mux.Handle(api.ReadyPath, probes)

@@ -54,12 +54,16 @@ type Options struct {
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
 	// is then behind auth.Middleware). Without it such calls (stdio, auth off) act as an anonymous admin.
 	RequireIdentity bool
+	// HostGuarded says the listener checks Host and Origin itself (auth.HostGuard, with its allowed hosts): the
+	// go-sdk's built-in loopback Host check is then off, so every MCP route decides alike.
+	HostGuarded bool
 }
 
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
 	gw          Gateway
+	hostGuarded bool
 	searchFirst bool
 	store       persistence.Store
 	log         *slog.Logger
@@ -84,7 +88,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.Version == "" {
 		opts.Version = actors.Version
 	}
-	s := &Server{gw: gw, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
+	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
@@ -113,12 +117,14 @@ func (s *Server) Close() {
 
 // StreamableHandler serves MCP over streamable HTTP (stateful sessions).
 func (s *Server) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn)})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn),
+		DisableLocalhostProtection: s.hostGuarded})
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport.
 func (s *Server) SSEHandler() http.Handler {
-	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded})
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
