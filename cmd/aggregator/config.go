@@ -45,6 +45,14 @@ type config struct {
 	// ProxyMaxSessions and ProxyIdle (0: never) bound the sessions of /mcp/servers/{name}, per server.
 	ProxyMaxSessions int
 	ProxyIdle        time.Duration
+	// AllowedHosts and AllowedOrigins extend the host and origin guard of both listeners (auth.HostGuard) beyond
+	// the listen addresses and loopback names.
+	AllowedHosts, AllowedOrigins []string
+}
+
+// hostGuard is the DNS-rebinding and cross-origin guard of both listeners.
+func (c config) hostGuard() *auth.HostGuard {
+	return auth.NewHostGuard([]string{c.Listen, c.MCPListen}, c.AllowedHosts, c.AllowedOrigins)
 }
 
 // envVar documents one variable: its name, default and meaning. The table drives parsing and the README check.
@@ -99,6 +107,8 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_PROXY_MAX_SESSIONS", "32", "sessions of one server on /mcp/servers/{name} (each over stdio runs its own child); beyond it 503 SERVICE_BUSY with Retry-After"},
 		{"MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", "600", "seconds a /mcp/servers/{name} session may send nothing before it and its upstream session are closed; 0 never"},
 		{"MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH", "", "comma-separated names of variables of the daemon's environment that stdio servers inherit besides the minimal set (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LANGUAGE, LC_*, TZ, TMPDIR); the daemon's own settings cannot be listed"},
+		{"MCP_AGGREGATOR_ALLOWED_HOSTS", "", "comma-separated extra host names both listeners answer to (`*.example.com` for subdomains, `*` for any); always allowed: the listen address, loopback names, and IP literals when listening on 0.0.0.0/::; any other Host header answers 403 HOST_NOT_ALLOWED (DNS rebinding)"},
+		{"MCP_AGGREGATOR_ALLOWED_ORIGINS", "", "comma-separated browser origins (`https://app.example.com`, `*` for any) allowed besides the daemon's own and loopback origins; any other Origin header answers 403 ORIGIN_NOT_ALLOWED"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -192,6 +202,12 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	c.MCPMaxSessionsPerClient = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT")
 	c.ProxyMaxSessions = integer("MCP_AGGREGATOR_PROXY_MAX_SESSIONS")
 	c.ProxyIdle = seconds("MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", true)
+	if c.AllowedHosts, err = auth.ParseAllowedHosts(get("MCP_AGGREGATOR_ALLOWED_HOSTS")); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.AllowedOrigins, err = auth.ParseAllowedOrigins(get("MCP_AGGREGATOR_ALLOWED_ORIGINS")); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(get("MCP_AGGREGATOR_LOG_LEVEL"))); err != nil {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LOG_LEVEL=%q: want debug, info, warn or error", get("MCP_AGGREGATOR_LOG_LEVEL")))
 	}

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -176,16 +177,21 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	systemRef.Store(system)
 	defer shutdownActors(system, cfg, logger)
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter, Config: api.Config{
-		MetricsOpen:         cfg.MetricsOpen,
-		MaxBodyBytes:        cfg.MaxBodyBytes,
-		HealthCheckInterval: cfg.Actors.HealthInterval,
-		StartedAt:           started,
-		AskTimeout:          cfg.Actors.AskTimeout,
-	}})
+	// Readiness waits for the servers that should reconnect at start, bounded like `aggregator stdio` does.
+	var settled atomic.Bool
+	go awaitSettled(ctx, system, cfg.Actors.ConnectionTimeout, &settled, logger)
+	guard := cfg.hostGuard()
+	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+		HostGuard: guard, Settled: settled.Load, Config: api.Config{
+			MetricsOpen:         cfg.MetricsOpen,
+			MaxBodyBytes:        cfg.MaxBodyBytes,
+			HealthCheckInterval: cfg.Actors.HealthInterval,
+			StartedAt:           started,
+			AskTimeout:          cfg.Actors.AskTimeout,
+		}})
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
-		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient})
+		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -200,8 +206,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
-	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle)})))
-	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle), HostGuarded: true})))
+	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, 0, logger))
+	mux.Handle(api.LivePath, probes)
+	mux.Handle(api.ReadyPath, probes)
+	// Outside in: request id and access log, host/origin guard (403 before anything), bearer tokens, routes.
+	mcpHandler := api.AccessLog(logger, "mcp", mcpRoute, guard.Wrap(auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux)))
+	mcpHTTP := &http.Server{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
 		"mcp", "http://"+mcpLn.Addr().String()+"/mcp", "sse", "http://"+mcpLn.Addr().String()+"/sse", "version", actors.Version)
@@ -262,6 +273,39 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("stdio session: %w", err)
 	}
 	return nil
+}
+
+// awaitSettled sets settled once every server that should reconnect at start has connected (with its tools) or
+// failed, or after limit: readiness then depends on the store alone. A failed store read is retried.
+func awaitSettled(ctx context.Context, system *actors.System, limit time.Duration, settled *atomic.Bool, logger *slog.Logger) {
+	defer settled.Store(true)
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		err := system.AwaitStartup(wctx)
+		if err == nil {
+			return
+		}
+		if wctx.Err() != nil {
+			logger.Warn("ready before every server reconnected", "error", err)
+			return
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// mcpRoute is the route pattern of a path on the MCP listener, for the access log (bounded: never a raw path).
+func mcpRoute(path string) string {
+	switch {
+	case path == "/mcp" || path == "/sse" || path == api.LivePath || path == api.ReadyPath:
+		return path
+	case strings.HasPrefix(path, mcpproxy.Prefix):
+		return mcpproxy.Prefix + "{name}"
+	}
+	return "unmatched"
 }
 
 func shutdownActors(system *actors.System, cfg config, logger *slog.Logger) {

@@ -109,6 +109,11 @@ type Deps struct {
 	Tokens *auth.Tokens
 	// Limiter rate-limits POST /api/v1/tools/call per client (nil: no limit).
 	Limiter *auth.Limiter
+	// HostGuard refuses DNS-rebinding Host headers and foreign browser Origins with 403 before anything else
+	// (nil: no check; the daemon always sets one).
+	HostGuard *auth.HostGuard
+	// Settled reports whether startup reconnection has settled, for GET /readyz (nil: always settled).
+	Settled func() bool
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -122,6 +127,8 @@ type server struct {
 	tokens  *auth.Tokens
 	policy  auth.Policy
 	limiter *auth.Limiter
+	guard   *auth.HostGuard
+	settled func() bool
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -131,7 +138,8 @@ func New(d Deps) *fiber.App {
 		panic("api.New: Deps.Store and Deps.Control are required")
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
-		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter}
+		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
+		guard: d.HostGuard, settled: d.Settled}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -151,6 +159,7 @@ func New(d Deps) *fiber.App {
 		IdleTimeout:                  s.cfg.IdleTimeout,
 	})
 	app.Use(s.requestContext)
+	app.Use(s.guardHost)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))
 	app.Use(s.authenticate)
 
@@ -168,7 +177,9 @@ func New(d Deps) *fiber.App {
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
 	g.Get("/audit", s.listAudit)
-	app.Post("/api/v1/tools/call", s.callTool)
+	app.Get(LivePath, s.live)
+	app.Get(ReadyPath, s.ready)
+	app.Post("/api/v1/tools/call", s.watchDisconnect, s.callTool)
 	app.Post("/api/v1/search", s.searchTools)
 	app.Get("/api/v1/skills", s.listSkills)
 	if d.Metrics != nil {

@@ -53,6 +53,10 @@ var adminRoutes = map[string]bool{
 	"GET " + base + "/state":                      false,
 	"GET " + base + "/health":                     false, // open: checked apart
 	"HEAD " + base + "/health":                    false,
+	"GET /livez":                                  false, // open probes
+	"HEAD /livez":                                 false,
+	"GET /readyz":                                 false,
+	"HEAD /readyz":                                false,
 	"POST /api/v1/tools/call":                     false,
 	"POST /api/v1/search":                         false,
 	"GET /api/v1/skills":                          false,
@@ -81,7 +85,8 @@ func TestAuthEveryRoute(t *testing.T) {
 			admin = auth.Policy{}.Required(r.Method, path) == auth.ScopeAdmin
 			t.Logf("route %s not in the test's table: policy says admin=%v", key, admin)
 		}
-		if got := (auth.Policy{}).Required(r.Method, path) == auth.ScopeAdmin; got != admin && r.Path != base+"/health" {
+		open := r.Path == base+"/health" || r.Path == LivePath || r.Path == ReadyPath
+		if got := (auth.Policy{}).Required(r.Method, path) == auth.ScopeAdmin; got != admin && !open {
 			t.Errorf("%s: policy admin=%v, the table says %v", key, got, admin)
 		}
 		seen++
@@ -92,9 +97,9 @@ func TestAuthEveryRoute(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			variants := []string{path, strings.ToUpper(path), path + "/"}
 			for _, p := range variants {
-				if r.Path == base+"/health" {
+				if open {
 					if res := e.do(t, r.Method, p, body); res.status == 401 || res.status == 403 {
-						t.Fatalf("health must stay open: %d", res.status)
+						t.Fatalf("health and probes must stay open: %d", res.status)
 					}
 					continue
 				}

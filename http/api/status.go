@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -159,4 +162,105 @@ func (s *server) checkDatabase(ctx context.Context) (map[string]int, error) {
 func requestIDOf(c *fiber.Ctx) string {
 	rid, _ := c.Locals(localRequestID).(string)
 	return rid
+}
+
+// Probe paths, the same on both listeners and open without a token (auth.Policy): liveness says the process
+// serves HTTP; readiness says it can do its work (the store answers and startup reconnection has settled). The
+// contract's GET /api/v1/aggregator/health stays as it is (200 while degraded), for humans and dashboards.
+const (
+	LivePath  = "/livez"
+	ReadyPath = "/readyz"
+)
+
+// ProbeView is the body of GET /livez and GET /readyz.
+type ProbeView struct {
+	Status string            `json:"status"` // "ok" or "not_ready"
+	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// GET /livez: 200 as long as the process answers. It reads nothing, so a slow store cannot fail it (a liveness
+// failure restarts the process, which would not help the store).
+func (s *server) live(c *fiber.Ctx) error {
+	return c.JSON(ProbeView{Status: "ok"})
+}
+
+// GET /readyz: 200 when ready, else 503 (see Readiness).
+func (s *server) ready(c *fiber.Ctx) error {
+	ok, view := Readiness(c.UserContext(), s.store, s.settled, s.cfg.HealthTimeout, s.log)
+	if !ok {
+		c.Set(fiber.HeaderRetryAfter, "1")
+		return c.Status(fiber.StatusServiceUnavailable).JSON(view)
+	}
+	return c.JSON(view)
+}
+
+// Readiness decides GET /readyz on either listener: ready when startup reconnection has settled (settled nil or
+// true) and the store answers a ping within timeout. Store errors are logged, and reported only as "error:
+// unavailable" or "error: timeout".
+func Readiness(ctx context.Context, store persistence.Store, settled func() bool, timeout time.Duration, log *slog.Logger) (bool, ProbeView) {
+	view := ProbeView{Status: "ok", Checks: map[string]string{"store": "ok", "startup": "settled"}}
+	ready := true
+	if settled != nil && !settled() {
+		ready = false
+		view.Checks["startup"] = "reconnecting"
+	}
+	if timeout <= 0 {
+		timeout = DefaultHealthTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- store.Ping(pctx) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-pctx.Done():
+		err = fmt.Errorf("store ping: %w", pctx.Err())
+	}
+	if err != nil {
+		ready = false
+		view.Checks["store"] = "error: unavailable"
+		if errors.Is(err, context.DeadlineExceeded) {
+			view.Checks["store"] = "error: timeout"
+		}
+		if log != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "readiness: store check failed", slog.Any("error", err))
+		}
+	}
+	if !ready {
+		view.Status = "not_ready"
+	}
+	return ready, view
+}
+
+// ProbeHandler serves GET /livez and GET /readyz on a net/http listener (the MCP listener), with the answers of
+// the REST listener.
+func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Duration, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Detail: "Method not allowed", ErrorCode: CodeMethodNotAllowed})
+			return
+		}
+		switch r.URL.Path {
+		case LivePath:
+			writeJSON(w, http.StatusOK, ProbeView{Status: "ok"})
+		case ReadyPath:
+			ok, view := Readiness(r.Context(), store, settled, timeout, log)
+			status := http.StatusOK
+			if !ok {
+				w.Header().Set("Retry-After", "1")
+				status = http.StatusServiceUnavailable
+			}
+			writeJSON(w, status, view)
+		default:
+			writeJSON(w, http.StatusNotFound, ErrorBody{Detail: "Not found", ErrorCode: CodeNotFound})
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
 }

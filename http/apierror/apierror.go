@@ -187,7 +187,8 @@ func FromError(err error, s Subject) *Error {
 		return ae
 	case errors.Is(err, persistence.ErrUnavailable):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
-			Detail: "The store is unavailable; retry later", Context: map[string]any{"retryable": true}, RetryAfter: 1}
+			Detail:  "The database is unreachable; the request was not performed and may be retried",
+			Context: map[string]any{"retryable": true}, RetryAfter: 5}
 	case errors.Is(err, persistence.ErrNotFound):
 		return ServerNotFound(s.idOrName())
 	case errors.Is(err, persistence.ErrAlreadyExists):

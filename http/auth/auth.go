@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Scope is what a caller may do. Scopes are ordered: a higher scope allows everything a lower one does.
@@ -92,7 +93,38 @@ type ctxKey struct{}
 
 // WithIdentity returns ctx carrying id.
 func WithIdentity(ctx context.Context, id Identity) context.Context {
+	if seen, ok := ctx.Value(seenKey{}).(*Seen); ok {
+		seen.set(id)
+	}
 	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// Seen receives the identity WithIdentity attaches further down a request's chain, so an access log wrapped
+// outside the auth middleware can name the client. Safe for concurrent use.
+type Seen struct {
+	mu sync.Mutex
+	id Identity
+	ok bool
+}
+
+func (s *Seen) set(id Identity) {
+	s.mu.Lock()
+	s.id, s.ok = id, true
+	s.mu.Unlock()
+}
+
+// Identity returns the identity recorded, if any.
+func (s *Seen) Identity() (Identity, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.ok
+}
+
+type seenKey struct{}
+
+// WithSeen makes WithIdentity calls on ctx and the contexts derived from it record into seen.
+func WithSeen(ctx context.Context, seen *Seen) context.Context {
+	return context.WithValue(ctx, seenKey{}, seen)
 }
 
 // FromContext returns the identity WithIdentity put in ctx.

@@ -16,6 +16,8 @@ type Policy struct {
 // Paths the policy knows, normalized (lower case, no trailing slash).
 const (
 	healthPath    = "/api/v1/aggregator/health"
+	livePath      = "/livez"
+	readyPath     = "/readyz"
 	metricsPath   = "/metrics"
 	auditPath     = "/api/v1/aggregator/audit"
 	toolCallPath  = "/api/v1/tools/call"
@@ -34,6 +36,16 @@ func Normalize(path string) string {
 	return p
 }
 
+// IsProbe reports whether a path is a health probe or the metrics scrape: their request logs are at debug level,
+// so an orchestrator polling every few seconds does not flood the log.
+func IsProbe(path string) bool {
+	switch Normalize(path) {
+	case healthPath, livePath, readyPath, metricsPath:
+		return true
+	}
+	return false
+}
+
 // IsToolCall reports whether a request is a REST tool call (rate limited per client).
 func IsToolCall(method, path string) bool {
 	return strings.EqualFold(method, "POST") && Normalize(path) == toolCallPath
@@ -41,7 +53,8 @@ func IsToolCall(method, path string) bool {
 
 // Required returns the scope a request needs:
 //
-//   - none: GET /api/v1/aggregator/health, and /metrics when MetricsOpen;
+//   - none: GET /api/v1/aggregator/health, the probes /livez and /readyz (both listeners), and /metrics when
+//     MetricsOpen;
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
 //   - admin: the audit log, and every other write (register, patch, delete, connect, disconnect, refresh, and any
@@ -49,7 +62,7 @@ func IsToolCall(method, path string) bool {
 func (p Policy) Required(method, path string) Scope {
 	n := Normalize(path)
 	switch {
-	case n == healthPath:
+	case n == healthPath || n == livePath || n == readyPath:
 		return ScopeNone
 	case n == metricsPath:
 		if p.MetricsOpen {

@@ -73,6 +73,9 @@ type Options struct {
 	SyncTimeout time.Duration
 	// Limiter rate-limits tool calls per client, shared with the other front ends (nil: no limit).
 	Limiter *auth.Limiter
+	// HostGuarded says the listener already checks Host and Origin (auth.HostGuard, with its allowed hosts), so
+	// the built-in loopback Host check is skipped and every MCP route decides alike.
+	HostGuarded bool
 }
 
 // Defaults of Options.
@@ -140,7 +143,7 @@ func getServer(r *http.Request) *mcp.Server {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// DNS rebinding protection before anything else: a new session costs an upstream session (and maybe a child
 	// process), so a forbidden request must not reach the backend. Same rule as the go-sdk handler's.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil {
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && !h.opts.HostGuarded {
 		if isLoopback(la.String()) && !isLoopback(r.Host) {
 			writeError(w, http.StatusForbidden, errorBody{Detail: fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), ErrorCode: codeForbidden})
 			return
@@ -204,6 +207,7 @@ func (h *Handler) handlerFor(id string) *mcp.StreamableHTTPHandler {
 	if !ok {
 		sdk = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 			Logger: h.sdkLog, SessionTimeout: h.opts.IdleTimeout,
+			DisableLocalhostProtection: h.opts.HostGuarded, // then the listener's auth.HostGuard decides
 		})
 		h.byServer[id] = sdk
 	}

@@ -70,6 +70,9 @@ type Options struct {
 	// MaxCallsPerServer is reported in a SERVER_BUSY answer (actors' limit of calls in flight per server; 0: not
 	// reported).
 	MaxCallsPerServer int
+	// HostGuarded says the listener checks Host and Origin itself (auth.HostGuard, with its allowed hosts): the
+	// go-sdk's built-in loopback Host check is then off, so every MCP route decides alike.
+	HostGuarded bool
 }
 
 // Defaults of Options.
@@ -84,6 +87,7 @@ const (
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
 	gw          Gateway
+	hostGuarded bool
 	searchFirst bool
 	store       persistence.Store
 	log         *slog.Logger
@@ -126,7 +130,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.MaxSessionsPerClient == 0 {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
-	s := &Server{gw: gw, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
+	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
@@ -172,14 +176,15 @@ func (s *Server) StreamableHandler() http.Handler {
 		timeout = 0
 	}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn), SessionTimeout: timeout})
+		&mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn), SessionTimeout: timeout, DisableLocalhostProtection: s.hostGuarded})
 	return s.sessions.streamable(sdk)
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
 // against the same caps.
 func (s *Server) SSEHandler() http.Handler {
-	return s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil))
+	return s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded}))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.

@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
 // Store implements persistence.Store on a pgx pool. It is safe for concurrent use.
@@ -39,7 +43,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s:%d/%s: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port,
-			cfg.ConnConfig.Database, err)
+			cfg.ConnConfig.Database, mapErr(err))
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	_, err = migrations.Apply(ctx, db, migrations.Postgres)
@@ -56,7 +60,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
+		return fmt.Errorf("postgres: ping: %w", mapErr(err))
 	}
 	return nil
 }
@@ -69,14 +73,47 @@ func (s *Store) Kind() string { return "postgres" }
 
 // mapErr turns driver errors into the persistence sentinels, keeping the driver error in the chain.
 func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return persistence.ErrNotFound
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %w", persistence.ErrAlreadyExists, err)
 	}
 	return err
+}
+
+// unreachable reports whether err means the database could not be reached or the connection was lost: connect
+// errors, a connection closed or reset, timeouts, and the server's own "connection exception" and shutdown codes.
+// A caller's cancellation is not an outage.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "53300": // admin/crash shutdown, cannot connect now, too many connections
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08") // connection exception
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), pgconn.Timeout(err), errors.As(err, &netErr),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	return false
 }
 
 // querier is what pgxpool.Pool and pgx.Tx have in common.
@@ -294,7 +331,7 @@ func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) error {
 	}
 	if err := execOne(ctx, s.pool, "server", id,
 		`UPDATE mcp.external_servers SET auto_connect = $2, updated_at = $3 WHERE id = $1`, uid, on, storeutil.Now()); err != nil {
-		return fmt.Errorf("postgres: set auto-connect of %q: %w", id, err)
+		return fmt.Errorf("postgres: set auto-connect of %q: %w", id, mapErr(err))
 	}
 	return nil
 }
@@ -342,7 +379,7 @@ func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) er
 	if err := execOne(ctx, s.pool, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
 			health_response_ms = $3, consecutive_failures = $4, error_message = $5 WHERE id = $1`,
 		uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError); err != nil {
-		return fmt.Errorf("postgres: record health of %q: %w", h.ServerID, err)
+		return fmt.Errorf("postgres: record health of %q: %w", h.ServerID, mapErr(err))
 	}
 	return nil
 }
@@ -354,7 +391,7 @@ func (s *Store) DeleteServer(ctx context.Context, id string) error {
 		return fmt.Errorf("postgres: delete server: %w", storeutil.NotFound("server", id))
 	}
 	if err := execOne(ctx, s.pool, "server", id, `DELETE FROM mcp.external_servers WHERE id = $1`, uid); err != nil {
-		return fmt.Errorf("postgres: delete server %q: %w", id, err)
+		return fmt.Errorf("postgres: delete server %q: %w", id, mapErr(err))
 	}
 	return nil
 }
@@ -367,19 +404,19 @@ func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error
 	}
 	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM mcp.external_servers GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+		return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+			return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
 		}
 		out[st] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: count servers by status: %w", err)
+		return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
 	}
 	return out, nil
 }
@@ -599,7 +636,7 @@ func (s *Store) GetTool(ctx context.Context, id int64) (persistence.Tool, error)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return persistence.Tool{}, fmt.Errorf("postgres: get tool: %w", storeutil.NotFound("tool", fmt.Sprint(id)))
 		}
-		return persistence.Tool{}, fmt.Errorf("postgres: get tool %d: %w", id, err)
+		return persistence.Tool{}, fmt.Errorf("postgres: get tool %d: %w", id, mapErr(err))
 	}
 	return t, nil
 }

@@ -113,10 +113,10 @@ func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
 // Ping checks both pools answer.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", err)
+		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
 	}
 	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", err)
+		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
 	}
 	return nil
 }
@@ -141,8 +141,25 @@ func mapErr(err error) error {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
 			return fmt.Errorf("%w: %w", persistence.ErrAlreadyExists, err)
 		}
+		if unavailableCode(se.Code()) {
+			return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
+		}
+	}
+	if errors.Is(err, sql.ErrConnDone) {
+		return fmt.Errorf("%w: %w", persistence.ErrUnavailable, err)
 	}
 	return err
+}
+
+// unavailableCode reports whether an SQLite result code (primary or extended) means the file could not be used
+// right now: busy or locked past busy_timeout, an I/O error, a full disk, or a file that cannot be opened. The
+// request may succeed later; it is not the caller's mistake.
+func unavailableCode(code int) bool {
+	switch code & 0xff { // the primary code of an extended one
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN:
+		return true
+	}
+	return false
 }
 
 // querier is what *sql.DB and *sql.Tx have in common.
@@ -520,19 +537,19 @@ func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM external_servers GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+		return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+			return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
 		}
 		out[st] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: count servers by status: %w", err)
+		return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
 	}
 	return out, nil
 }
