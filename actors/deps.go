@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/search/classify"
@@ -33,6 +34,11 @@ type Config struct {
 	ClassifyConcurrency   int           // classifications in flight at once (5)
 	ClassifyRetryInterval time.Duration // while tools failed to classify, one is retried this often (30 s)
 	ClassifyTimeout       time.Duration // one classification may take this long (2 min)
+	// Backend messages (msglimit): the largest message read from a backend on any transport, and the bytes of large
+	// messages being read at once, across all servers and per server (0: no bound).
+	MaxMessageBytes             int   // 16 MiB
+	MessageBudgetBytes          int64 // 256 MiB
+	MessageBudgetPerServerBytes int64 // 64 MiB
 }
 
 // DefaultConfig is the contract's defaults.
@@ -55,6 +61,10 @@ func DefaultConfig() Config {
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,
 		ClassifyTimeout:       2 * time.Minute,
+
+		MaxMessageBytes:             msglimit.DefaultMaxMessageBytes,
+		MessageBudgetBytes:          256 << 20,
+		MessageBudgetPerServerBytes: 64 << 20,
 	}
 }
 
@@ -75,6 +85,9 @@ type Deps struct {
 	Search *SearchDeps
 	// Classifier assigns skills to discovered tools (nil: tools are not classified).
 	Classifier classify.Classifier
+
+	// budget is the memory budget of backend messages shared by every session of the tree (set by withDefaults).
+	budget *msglimit.Budget
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -91,5 +104,15 @@ func (d *Deps) withDefaults() *Deps {
 	if out.Env == nil {
 		out.Env = os.LookupEnv
 	}
+	if out.Config.MaxMessageBytes <= 0 {
+		out.Config.MaxMessageBytes = msglimit.DefaultMaxMessageBytes
+	}
+	out.budget = msglimit.NewBudget(out.Config.MessageBudgetBytes, out.Config.MessageBudgetPerServerBytes)
 	return &out
+}
+
+// newGuard is the message guard of one backend session: the message limit and a fresh share of the budget, closed
+// with the session.
+func (d *Deps) newGuard() *msglimit.Guard {
+	return &msglimit.Guard{Limit: d.Config.MaxMessageBytes, Account: d.budget.Account()}
 }

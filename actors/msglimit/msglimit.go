@@ -149,6 +149,9 @@ type Guard struct {
 	Account *Account
 }
 
+// Max is the largest message the guard lets through, in bytes.
+func (g *Guard) Max() int { return g.limit() }
+
 func (g *Guard) limit() int {
 	if g == nil || g.Limit <= 0 {
 		return DefaultMaxMessageBytes
