@@ -343,6 +343,7 @@ type collector struct {
 	head     []byte
 	tail     []byte
 	overSize int64
+	tried    bool // the head was already searched for an id to answer at once
 }
 
 // add appends p to the message, or to the head/tail bookkeeping once it is over.
@@ -406,5 +407,25 @@ func (c *collector) free() {
 
 // reset prepares for the next message; the caller must have freed or handed over the buffer.
 func (c *collector) reset() {
-	c.buf, c.over, c.head, c.tail, c.overSize = nil, nil, nil, nil, 0
+	c.buf, c.over, c.head, c.tail, c.overSize, c.tried = nil, nil, nil, nil, 0, false
+}
+
+// early is the id to answer as soon as a message is known to be over the limit, before the rest of it is read (an
+// endless message never ends): the id in its head, or fallback when the head shows a response without one. It is
+// tried once per message; nil means wait for the end of the message.
+func (c *collector) early(fallback json.RawMessage) json.RawMessage {
+	if c.over == nil || c.tried {
+		return nil
+	}
+	c.tried = true
+	id, k := headID(c.head)
+	switch {
+	case k == kindRequest:
+		return nil
+	case id != nil:
+		return id
+	case k == kindResponse:
+		return fallback
+	}
+	return nil
 }

@@ -300,3 +300,45 @@ func FuzzGuard(f *testing.F) {
 		}
 	})
 }
+
+// endless yields 'x' forever.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// TestEndlessMessageAnsweredAtOnce: a message that never ends is answered as soon as it passes the limit when its
+// head shows the id (or, on a POST stream, shows a response), instead of after an end that never comes.
+func TestEndlessMessageAnsweredAtOnce(t *testing.T) {
+	const limit = 100_000
+	g := &Guard{Limit: limit}
+	ev := g.Events(io.NopCloser(io.MultiReader(strings.NewReader(`data: {"jsonrpc":"2.0","id":5,"result":"`), endless{})), nil)
+	if got := readUntil(t, ev, "\n\n"); got != "data: "+tooLargeLine("5", limit)+"\n\n" {
+		t.Fatalf("event: got %.200q", got)
+	}
+	post := g.Events(io.NopCloser(io.MultiReader(strings.NewReader(`data: {"result":{"text":"`), endless{})), json.RawMessage("8"))
+	if got := readUntil(t, post, "\n\n"); got != "data: "+tooLargeLine("8", limit)+"\n\n" {
+		t.Fatalf("POST stream: got %.200q", got)
+	}
+	lines := g.Lines(io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":"a","result":"`), endless{}))
+	if got := readUntil(t, lines, "\n"); got != tooLargeLine(`"a"`, limit)+"\n" {
+		t.Fatalf("line: got %.200q", got)
+	}
+}
+
+func readUntil(t *testing.T, r io.Reader, end string) string {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 1)
+	for !strings.HasSuffix(string(out), end) {
+		if _, err := r.Read(buf); err != nil {
+			t.Fatalf("read: %v after %.200q", err, out)
+		}
+		out = append(out, buf[0])
+	}
+	return string(out)
+}

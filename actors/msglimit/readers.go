@@ -54,14 +54,28 @@ func (g *Guard) Lines(r io.Reader) io.Reader {
 
 type lineReader struct {
 	output
-	c   collector
-	src *bufio.Reader
+	c    collector
+	src  *bufio.Reader
+	skip bool // the rest of the current line was already answered: discard it
 }
 
 func (r *lineReader) Read(p []byte) (int, error) { return r.serve(p, r.next) }
 
 // next reads one line into out (or sets err).
 func (r *lineReader) next() {
+	if r.skip {
+		r.skip = false
+		for {
+			_, err := r.src.ReadSlice('\n')
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				r.err = err
+				return
+			}
+		}
+	}
 	for {
 		var err error
 		for {
@@ -73,6 +87,13 @@ func (r *lineReader) next() {
 			r.c.add(frag)
 			if !errors.Is(err, bufio.ErrBufferFull) {
 				break
+			}
+			if id := r.c.early(nil); id != nil {
+				// Answer now and discard the rest on the next read: the line may never end.
+				r.out = append(errorResponse(id, r.c.over.Error()), '\n')
+				r.c.reset()
+				r.skip = true
+				return
 			}
 		}
 		if err != nil {
@@ -123,6 +144,7 @@ type eventReader struct {
 	name, id, retry string
 	hasData         bool
 	hasFields       bool
+	skip            bool // the rest of the current event was already answered: discard it
 }
 
 func (r *eventReader) Read(p []byte) (int, error) { return r.serve(p, r.next) }
@@ -136,6 +158,12 @@ const field = 4096
 
 // next reads lines until an event is complete and puts its encoding into out.
 func (r *eventReader) next() {
+	if r.skip {
+		r.skip = false
+		if !r.skipEvent() {
+			return
+		}
+	}
 	for {
 		line, first := []byte(nil), true
 		var err error
@@ -173,6 +201,14 @@ func (r *eventReader) next() {
 			case ignore:
 			case key == "data":
 				r.c.add(frag)
+				if r.name == "" || r.name == "message" {
+					if id := r.c.early(r.fallback); id != nil {
+						// Answer now and discard the rest of the event: it may never end.
+						r.out = r.answer(id)
+						r.skip = true
+						return
+					}
+				}
 			case key == "event" || key == "id" || key == "retry":
 				if len(small)+len(frag) <= field {
 					small = append(small, frag...)
@@ -208,6 +244,43 @@ func (r *eventReader) next() {
 			r.err = err
 			return
 		}
+	}
+}
+
+// answer encodes the replacement of the current, oversized event and resets the event.
+func (r *eventReader) answer(id json.RawMessage) []byte {
+	var b bytes.Buffer
+	if r.name != "" {
+		b.WriteString("event: " + r.name + "\n")
+	}
+	if r.id != "" {
+		b.WriteString("id: " + r.id + "\n")
+	}
+	b.WriteString("data: ")
+	b.Write(errorResponse(id, r.c.over.Error()))
+	b.WriteString("\n\n")
+	r.c.reset()
+	r.name, r.id, r.retry, r.hasData, r.hasFields = "", "", "", false, false
+	return b.Bytes()
+}
+
+// skipEvent reads up to the blank line that ends the current event; false when the stream ended first.
+func (r *eventReader) skipEvent() bool {
+	first := true
+	for {
+		frag, err := r.src.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			first = false
+			continue
+		}
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if first && len(bytes.TrimRight(frag, "\r\n")) == 0 {
+			return true
+		}
+		first = true
 	}
 }
 
