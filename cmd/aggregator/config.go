@@ -87,6 +87,9 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_MAX_MESSAGE_BYTES", "16777216", "largest message read from a backend on any transport; a larger result fails its call with 502 RESPONSE_TOO_LARGE and the session is kept"},
+		{"MCP_AGGREGATOR_MESSAGE_BUDGET_BYTES", "268435456", "bytes of large backend messages (64 KiB and over) being read at once, all servers together; beyond it a message is refused like an oversized one; 0 no bound"},
+		{"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", "67108864", "the share of that budget one server may hold; 0 no bound"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -148,6 +151,20 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
 	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
+	a.MaxMessageBytes = integer("MCP_AGGREGATOR_MAX_MESSAGE_BYTES")
+	if a.MaxMessageBytes > 0 && a.MaxMessageBytes < 1024 {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_MAX_MESSAGE_BYTES=%q: want at least 1024 bytes", get("MCP_AGGREGATOR_MAX_MESSAGE_BYTES")))
+	}
+	for _, b := range []struct {
+		name string
+		dst  *int64
+	}{{"MCP_AGGREGATOR_MESSAGE_BUDGET_BYTES", &a.MessageBudgetBytes}, {"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", &a.MessageBudgetPerServerBytes}} {
+		n, err := strconv.ParseInt(get(b.name), 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Sprintf("%s=%q: want bytes (0: no bound)", b.name, get(b.name)))
+		}
+		*b.dst = n
+	}
 	c.Search, errs = loadSearchConfig(get, errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {
