@@ -98,7 +98,7 @@ func TestResolveRefusesDaemonSettings(t *testing.T) {
 		}
 		// The server goes to ERROR with that message (buildTransport is what the actor calls).
 		if _, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},
-			(&Deps{Env: lookup}).withDefaults()); err == nil {
+			(&Deps{Env: lookup}).withDefaults(), nil); err == nil {
 			t.Errorf("%s: buildTransport accepted it", cfg)
 		}
 	}
@@ -115,7 +115,7 @@ func TestBuildTransportChildEnv(t *testing.T) {
 	t.Setenv("NOT_PASSED", "no")
 	d := (&Deps{DataDir: t.TempDir(), Config: Config{StdioEnvPassthrough: []string{"PASSED_ON"}}}).withDefaults()
 	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO,
-		ConnectionConfig: json.RawMessage(`{"command":"node","env":{"OWN":"1","MCP_AGGREGATOR_PGROUP":"forged"}}`)}, d)
+		ConnectionConfig: json.RawMessage(`{"command":"node","env":{"OWN":"1","MCP_AGGREGATOR_PGROUP":"forged"}}`)}, d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

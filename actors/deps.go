@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/search/classify"
@@ -36,6 +37,11 @@ type Config struct {
 	// StdioEnvPassthrough names the daemon's variables a stdio server inherits beyond the minimal set
 	// (MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH); the daemon's own settings are never passed, even when listed.
 	StdioEnvPassthrough []string
+	// Backend messages (msglimit): the largest message read from a backend on any transport, and the bytes of large
+	// messages being read at once, across all servers and per server (0: no bound).
+	MaxMessageBytes             int   // 16 MiB
+	MessageBudgetBytes          int64 // 256 MiB
+	MessageBudgetPerServerBytes int64 // 64 MiB
 }
 
 // DefaultConfig is the contract's defaults.
@@ -58,6 +64,10 @@ func DefaultConfig() Config {
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,
 		ClassifyTimeout:       2 * time.Minute,
+
+		MaxMessageBytes:             msglimit.DefaultMaxMessageBytes,
+		MessageBudgetBytes:          256 << 20,
+		MessageBudgetPerServerBytes: 64 << 20,
 	}
 }
 
@@ -84,6 +94,9 @@ type Deps struct {
 	DataDir string
 
 	groups *procGroups // the records under DataDir (nil: none); set by withDefaults
+
+	// budget is the memory budget of backend messages shared by every session of the tree (set by withDefaults).
+	budget *msglimit.Budget
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -103,5 +116,15 @@ func (d *Deps) withDefaults() *Deps {
 	if out.groups == nil && out.DataDir != "" {
 		out.groups = newProcGroups(out.DataDir, out.Logger)
 	}
+	if out.Config.MaxMessageBytes <= 0 {
+		out.Config.MaxMessageBytes = msglimit.DefaultMaxMessageBytes
+	}
+	out.budget = msglimit.NewBudget(out.Config.MessageBudgetBytes, out.Config.MessageBudgetPerServerBytes)
 	return &out
+}
+
+// newGuard is the message guard of one backend session: the message limit and a fresh share of the budget, closed
+// with the session.
+func (d *Deps) newGuard() *msglimit.Guard {
+	return &msglimit.Guard{Limit: d.Config.MaxMessageBytes, Account: d.budget.Account()}
 }

@@ -211,7 +211,7 @@ func TestStdioGroupRecord(t *testing.T) {
 	tag := fmt.Sprintf("record-helper-%d", time.Now().UnixNano())
 	d := (&Deps{DataDir: dataDir}).withDefaults()
 	cfg, _ := json.Marshal(ConnectionConfig{Command: "bash", Args: []string{"-c", `exec -a "$0" sleep 1000 & exec cat`, tag}})
-	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg}, d)
+	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg}, d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -367,7 +368,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := buildTransport(a.rec, a.d)
+	b, err := buildTransport(a.rec, a.d, a.d.newGuard())
 	if err != nil {
 		a.connectFailed(err, "")
 		return
@@ -734,6 +735,8 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	case errors.Is(ctx.Err(), context.Canceled):
 		info.Code, info.Message = CodeServerUnavailable,
 			fmt.Sprintf("Server %s was disconnected while %s was in progress", server, tool)
+	case errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message):
+		info.Code, info.Message = CodeResponseTooLarge, fmt.Sprintf("Answer of %s to %s refused: %s", server, tool, rpcErr.Message)
 	case errors.As(err, &rpcErr):
 		info.Code, info.Message = CodeExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
 	default:
@@ -758,6 +761,9 @@ func (a *serverActor) listTools(ctx actor.Context) {
 			if err != nil {
 				reply.ToolsJson = nil
 				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
+				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
+					reply.Error.Code = CodeResponseTooLarge
+				}
 				break
 			}
 			b, err := json.Marshal(tool)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgw/aggregator/actors/msglimit"
 )
 
 // stdioTransport runs a stdio MCP server as a child process it watches itself, unlike the go-sdk's
@@ -20,6 +23,7 @@ import (
 type stdioTransport struct {
 	cmd       *exec.Cmd
 	terminate time.Duration
+	guard     *msglimit.Guard // bounds every line read from stdout
 
 	exited  chan struct{} // closed when the process has exited and been reaped
 	mu      sync.Mutex
@@ -30,8 +34,8 @@ type stdioTransport struct {
 	group *groupChild
 }
 
-func newStdioTransport(cmd *exec.Cmd, terminate time.Duration) *stdioTransport {
-	return &stdioTransport{cmd: cmd, terminate: terminate, exited: make(chan struct{})}
+func newStdioTransport(cmd *exec.Cmd, terminate time.Duration, guard *msglimit.Guard) *stdioTransport {
+	return &stdioTransport{cmd: cmd, terminate: terminate, guard: guard, exited: make(chan struct{})}
 }
 
 // Connect starts the process and speaks newline-delimited JSON-RPC over its stdin and stdout.
@@ -74,7 +78,14 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		t.mu.Unlock()
 		close(t.exited)
 	}()
-	conn, err := (&mcp.IOTransport{Reader: stdout, Writer: stdin}).Connect(ctx)
+	// The guard hands the go-sdk one line at a time, at most the message limit long (an oversized answer becomes an
+	// error response for its id); the go-sdk's own frame cap is only a backstop above it.
+	guarded := struct {
+		io.Reader
+		io.Closer
+	}{t.guard.Lines(stdout), stdout}
+	backstop := 2*t.guard.Max() + 1<<20
+	conn, err := (&mcp.IOTransport{Reader: guarded, Writer: stdin, MaxLineLength: backstop}).Connect(ctx)
 	if err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -140,11 +141,14 @@ type built struct {
 	proc      *stdioTransport // STDIO only
 	stderr    *stderrTail     // STDIO only
 	client    *http.Client
+	conns     *sessionConns   // SSE/HTTP only: every connection of the session, closed with it
+	guard     *msglimit.Guard // its budget share is given back when the session is released
 }
 
 // buildTransport makes the go-sdk transport for a server from its resolved configuration. d gives the ${VAR}
 // lookup (Env), the stdio settings (Config) and the process-group records (groups); d must have its defaults.
-func buildTransport(rec persistence.Server, d *Deps) (*built, error) {
+// guard bounds every message read from the server (nil: the defaults, no budget).
+func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*built, error) {
 	cfg, err := resolveConfig(rec.ConnectionConfig, d.Env)
 	if err != nil {
 		return nil, err
@@ -171,9 +175,12 @@ func buildTransport(rec persistence.Server, d *Deps) (*built, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		tail := &stderrTail{max: 4096}
 		cmd.Stderr = tail
-		proc := newStdioTransport(cmd, d.Config.TerminateDuration)
+		if guard == nil {
+			guard = &msglimit.Guard{}
+		}
+		proc := newStdioTransport(cmd, d.Config.TerminateDuration, guard)
 		proc.group = group
-		return &built{transport: proc, proc: proc, stderr: tail}, nil
+		return &built{transport: proc, proc: proc, stderr: tail, guard: guard}, nil
 	case persistence.TransportSSE, persistence.TransportHTTP:
 		endpoint := cfg.URL
 		if rec.TransportType == persistence.TransportHTTP {
@@ -190,12 +197,21 @@ func buildTransport(rec persistence.Server, d *Deps) (*built, error) {
 		// reused rather than re-dialled (the default keeps 2 per host).
 		base.MaxIdleConnsPerHost = 128
 		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers},
-			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
-		if rec.TransportType == persistence.TransportSSE {
-			return &built{transport: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client}, client: client}, nil
+		if guard == nil {
+			guard = &msglimit.Guard{}
 		}
-		return &built{transport: &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: 1}, client: client}, nil
+		conns := newSessionConns(base)
+		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers},
+			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
+		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.
+		backstop := 2*guard.Max() + 1<<20
+		b := &built{client: client, conns: conns, guard: guard}
+		if rec.TransportType == persistence.TransportSSE {
+			b.transport = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client, MaxEventSize: backstop}
+		} else {
+			b.transport = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: 1, MaxEventSize: backstop}
+		}
+		return b, nil
 	default:
 		return nil, fmt.Errorf("unknown transport_type %q", rec.TransportType)
 	}
@@ -219,9 +235,19 @@ func (b *built) exitReason() string {
 	return ""
 }
 
-// closeIdle releases an SSE/HTTP session's pooled connections.
+// closeIdle releases what a session holds beyond its process: every connection of an SSE/HTTP session (pooled
+// ones and ones still in use, so nothing waits for the idle timeout) and the session's share of the message budget.
 func (b *built) closeIdle() {
-	if b != nil && b.client != nil {
+	if b == nil {
+		return
+	}
+	if b.conns != nil {
+		b.conns.close()
+	}
+	if b.client != nil {
 		b.client.CloseIdleConnections()
+	}
+	if b.guard != nil {
+		b.guard.Account.Close()
 	}
 }

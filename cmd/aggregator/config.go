@@ -109,6 +109,9 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH", "", "comma-separated names of variables of the daemon's environment that stdio servers inherit besides the minimal set (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, LANGUAGE, LC_*, TZ, TMPDIR); the daemon's own settings cannot be listed"},
 		{"MCP_AGGREGATOR_ALLOWED_HOSTS", "", "comma-separated extra host names both listeners answer to (`*.example.com` for subdomains, `*` for any); always allowed: the listen address, loopback names, and IP literals when listening on 0.0.0.0/::; any other Host header answers 403 HOST_NOT_ALLOWED (DNS rebinding)"},
 		{"MCP_AGGREGATOR_ALLOWED_ORIGINS", "", "comma-separated browser origins (`https://app.example.com`, `*` for any) allowed besides the daemon's own and loopback origins; any other Origin header answers 403 ORIGIN_NOT_ALLOWED"},
+		{"MCP_AGGREGATOR_MAX_MESSAGE_BYTES", "16777216", "largest message read from a backend on any transport; a larger result fails its call with 502 RESPONSE_TOO_LARGE and the session is kept"},
+		{"MCP_AGGREGATOR_MESSAGE_BUDGET_BYTES", "268435456", "bytes of large backend messages (64 KiB and over) being read at once, all servers together; beyond it a message is refused like an oversized one; 0 no bound"},
+		{"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", "67108864", "the share of that budget one server may hold; 0 no bound"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -170,6 +173,20 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	a.DrainTimeout = seconds("MCP_AGGREGATOR_DRAIN_TIMEOUT", false)
 	a.AskTimeout = seconds("MCP_AGGREGATOR_ASK_TIMEOUT", false)
 	a.MaxToolsPerServer = integer("MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER")
+	a.MaxMessageBytes = integer("MCP_AGGREGATOR_MAX_MESSAGE_BYTES")
+	if a.MaxMessageBytes > 0 && a.MaxMessageBytes < 1024 {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_MAX_MESSAGE_BYTES=%q: want at least 1024 bytes", get("MCP_AGGREGATOR_MAX_MESSAGE_BYTES")))
+	}
+	for _, b := range []struct {
+		name string
+		dst  *int64
+	}{{"MCP_AGGREGATOR_MESSAGE_BUDGET_BYTES", &a.MessageBudgetBytes}, {"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", &a.MessageBudgetPerServerBytes}} {
+		n, err := strconv.ParseInt(get(b.name), 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Sprintf("%s=%q: want bytes (0: no bound)", b.name, get(b.name)))
+		}
+		*b.dst = n
+	}
 	c.Search, errs = loadSearchConfig(get, errs)
 	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")

@@ -1,0 +1,472 @@
+package msglimit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// readBuffer is the size of the readers' line buffers: a line longer than this arrives in fragments that are
+// accumulated (up to the limit) or discarded, never buffered whole by bufio.
+const readBuffer = 64 << 10
+
+// output is the part every guarded reader shares: the message being handed to the go-sdk and the reservation that
+// covers it until the go-sdk has read all of it.
+type output struct {
+	g    *Guard
+	out  []byte
+	held int64
+	err  error // returned once out is drained
+}
+
+// serve copies out into p; when out is drained it releases the reservation and asks next for another message.
+func (o *output) serve(p []byte, next func()) (int, error) {
+	for len(o.out) == 0 {
+		o.g.account().release(o.held)
+		o.held = 0
+		if o.err != nil {
+			return 0, o.err
+		}
+		next()
+	}
+	n := copy(p, o.out)
+	o.out = o.out[n:]
+	return n, nil
+}
+
+// take hands the collector's buffer and reservation over to the output.
+func (o *output) take(c *collector, out []byte) {
+	o.out = out
+	o.held, c.held = c.held, 0
+	c.reset()
+}
+
+// Lines guards a stream of newline-delimited JSON-RPC messages (a stdio server's stdout). Each line up to the limit
+// passes unchanged; a longer one is replaced by an error response for its id, dropped when it is a request or
+// notification, or ends the stream with an error naming the limit when it has no id.
+func (g *Guard) Lines(r io.Reader) io.Reader {
+	return &lineReader{output: output{g: g}, c: collector{g: g}, src: bufio.NewReaderSize(r, readBuffer)}
+}
+
+type lineReader struct {
+	output
+	c    collector
+	src  *bufio.Reader
+	skip bool // the rest of the current line was already answered: discard it
+}
+
+func (r *lineReader) Read(p []byte) (int, error) { return r.serve(p, r.next) }
+
+// next reads one line into out (or sets err).
+func (r *lineReader) next() {
+	if r.skip {
+		r.skip = false
+		for {
+			_, err := r.src.ReadSlice('\n')
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				r.err = err
+				return
+			}
+		}
+	}
+	for {
+		var err error
+		for {
+			var frag []byte
+			frag, err = r.src.ReadSlice('\n')
+			if err == nil {
+				frag = bytes.TrimSuffix(frag[:len(frag)-1], []byte{'\r'})
+			}
+			r.c.add(frag)
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+			if id := r.c.early(nil); id != nil {
+				// Answer now and discard the rest on the next read: the line may never end.
+				r.out = append(errorResponse(id, r.c.over.Error()), '\n')
+				r.c.reset()
+				r.skip = true
+				return
+			}
+		}
+		if err != nil {
+			r.err = err
+		}
+		if r.c.over == nil {
+			if len(r.c.buf) == 0 && err != nil {
+				r.c.free()
+				r.c.reset()
+				return
+			}
+			r.take(&r.c, append(r.c.buf, '\n'))
+			return
+		}
+		why := r.c.over
+		id, k := identify(r.c.head, r.c.tail)
+		r.c.reset()
+		switch {
+		case k == kindRequest:
+			// Nobody waits for a response to it: drop it and read on.
+		case id != nil:
+			r.out = append(errorResponse(id, why.Error()), '\n')
+			return
+		default:
+			r.err = streamError(why.Error())
+			return
+		}
+		if r.err != nil {
+			return
+		}
+	}
+}
+
+// Events guards a text/event-stream body (the legacy SSE stream, or the stream of a streamable HTTP POST).
+// fallback is the id to fail when an oversized message shows none (the POST's request id; nil on the SSE stream).
+func (g *Guard) Events(body io.ReadCloser, fallback json.RawMessage) io.ReadCloser {
+	return &eventReader{output: output{g: g}, c: collector{g: g}, src: bufio.NewReaderSize(body, readBuffer),
+		body: body, fallback: fallback}
+}
+
+type eventReader struct {
+	output
+	c        collector
+	src      *bufio.Reader
+	body     io.Closer
+	fallback json.RawMessage
+
+	name, id, retry string
+	hasData         bool
+	hasFields       bool
+	skip            bool // the rest of the current event was already answered: discard it
+}
+
+func (r *eventReader) Read(p []byte) (int, error) { return r.serve(p, r.next) }
+
+// Close closes the body. It may run while a Read waits on the body, so it leaves the reservation alone: the Read
+// that fails next releases it, and Account.Close releases whatever a session still holds.
+func (r *eventReader) Close() error { return r.body.Close() }
+
+// field is the largest value of an event, id or retry field that is kept; longer ones are ignored.
+const field = 4096
+
+// next reads lines until an event is complete and puts its encoding into out.
+func (r *eventReader) next() {
+	if r.skip {
+		r.skip = false
+		if !r.skipEvent() {
+			return
+		}
+	}
+	for {
+		line, first := []byte(nil), true
+		var err error
+		var key string
+		var small []byte // value of a non-data field
+		ignore := false
+		for {
+			var frag []byte
+			frag, err = r.src.ReadSlice('\n')
+			last := !errors.Is(err, bufio.ErrBufferFull)
+			if last {
+				frag = bytes.TrimRight(frag, "\r\n")
+			}
+			if first {
+				first = false
+				if len(frag) == 0 && last {
+					line = []byte{} // blank line: end of event
+					break
+				}
+				before, after, found := bytes.Cut(frag, []byte{':'})
+				if !found {
+					ignore = true // malformed or an over-long field name
+				} else {
+					key = string(before)
+					frag = bytes.TrimLeft(after, " ")
+				}
+				if key == "data" && !ignore {
+					if r.hasData {
+						r.c.add([]byte{'\n'})
+					}
+					r.hasData = true
+				}
+			}
+			switch {
+			case ignore:
+			case key == "data":
+				r.c.add(frag)
+				if r.name == "" || r.name == "message" {
+					if id := r.c.early(r.fallback); id != nil {
+						// Answer now and discard the rest of the event: it may never end.
+						r.out = r.answer(id)
+						r.skip = true
+						return
+					}
+				}
+			case key == "event" || key == "id" || key == "retry":
+				if len(small)+len(frag) <= field {
+					small = append(small, frag...)
+				} else {
+					ignore = true
+				}
+			}
+			if last {
+				break
+			}
+		}
+		if !ignore {
+			v := strings.TrimSpace(string(small))
+			switch key {
+			case "event":
+				r.name, r.hasFields = v, true
+			case "id":
+				r.id, r.hasFields = v, true
+			case "retry":
+				r.retry, r.hasFields = v, true
+			}
+		}
+		eof := err != nil
+		if line != nil || eof {
+			if r.emit() || r.err != nil {
+				if eof && r.err == nil {
+					r.err = err
+				}
+				return
+			}
+		}
+		if eof {
+			r.err = err
+			return
+		}
+	}
+}
+
+// answer encodes the replacement of the current, oversized event and resets the event.
+func (r *eventReader) answer(id json.RawMessage) []byte {
+	var b bytes.Buffer
+	if r.name != "" {
+		b.WriteString("event: " + r.name + "\n")
+	}
+	if r.id != "" {
+		b.WriteString("id: " + r.id + "\n")
+	}
+	b.WriteString("data: ")
+	b.Write(errorResponse(id, r.c.over.Error()))
+	b.WriteString("\n\n")
+	r.c.reset()
+	r.name, r.id, r.retry, r.hasData, r.hasFields = "", "", "", false, false
+	return b.Bytes()
+}
+
+// skipEvent reads up to the blank line that ends the current event; false when the stream ended first.
+func (r *eventReader) skipEvent() bool {
+	first := true
+	for {
+		frag, err := r.src.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			first = false
+			continue
+		}
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if first && len(bytes.TrimRight(frag, "\r\n")) == 0 {
+			return true
+		}
+		first = true
+	}
+}
+
+// emit ends the current event: it puts its encoding (or its replacement) into out, or sets err, and reports
+// whether there is something to hand over.
+func (r *eventReader) emit() bool {
+	name, id, retry, hasData := r.name, r.id, r.retry, r.hasData
+	r.name, r.id, r.retry, r.hasData, r.hasFields = "", "", "", false, false
+	header := func(b *bytes.Buffer) {
+		if name != "" {
+			b.WriteString("event: " + name + "\n")
+		}
+		if id != "" {
+			b.WriteString("id: " + id + "\n")
+		}
+		if retry != "" {
+			b.WriteString("retry: " + retry + "\n")
+		}
+	}
+	var b bytes.Buffer
+	if r.c.over == nil {
+		if !hasData && name == "" && id == "" && retry == "" {
+			r.c.free()
+			r.c.reset()
+			return false
+		}
+		b.Grow(len(r.c.buf) + 64)
+		header(&b)
+		if hasData {
+			for _, l := range bytes.Split(r.c.buf, []byte{'\n'}) {
+				b.WriteString("data: ")
+				b.Write(l)
+				b.WriteByte('\n')
+			}
+		}
+		b.WriteByte('\n')
+		r.c.buf = nil // the encoding replaces it; the reservation moves with it
+		r.take(&r.c, b.Bytes())
+		return true
+	}
+	why := r.c.over
+	msgID, k := identify(r.c.head, r.c.tail)
+	r.c.reset()
+	switch {
+	case name == "endpoint":
+		r.err = streamError(why.Error())
+		return false
+	case name != "" && name != "message", k == kindRequest:
+		// Not a message anyone waits for: drop it, keeping its event id for resumption.
+		if id == "" {
+			return false
+		}
+		name, retry = "", ""
+		header(&b)
+		b.WriteByte('\n')
+		r.out = b.Bytes()
+		return true
+	}
+	if msgID == nil {
+		msgID = r.fallback
+	}
+	if msgID == nil {
+		r.err = streamError(why.Error())
+		return false
+	}
+	header(&b)
+	b.WriteString("data: ")
+	b.Write(errorResponse(msgID, why.Error()))
+	b.WriteString("\n\n")
+	r.out = b.Bytes()
+	return true
+}
+
+// JSONBody guards an application/json response body (the answer to a streamable HTTP POST) whose request had id
+// (nil: the id is looked for in the head of the body). The body is read on the first Read, up to the limit; a longer
+// one is closed unread and replaced by an error response for id.
+func (g *Guard) JSONBody(body io.ReadCloser, id json.RawMessage) io.ReadCloser {
+	return &bodyReader{output: output{g: g}, c: collector{g: g}, body: body, id: id}
+}
+
+type bodyReader struct {
+	output
+	c      collector
+	body   io.ReadCloser
+	id     json.RawMessage
+	loaded bool
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	if !r.loaded {
+		r.loaded = true
+		r.load()
+	}
+	return r.serve(p, func() { r.err = io.EOF })
+}
+
+func (r *bodyReader) load() {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.body.Read(buf)
+		r.c.add(buf[:n])
+		if r.c.over != nil {
+			_ = r.body.Close() // unread: the connection is dropped rather than drained
+			break
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.c.free()
+				r.c.reset()
+				r.err = err
+				return
+			}
+			break
+		}
+	}
+	r.err = io.EOF
+	if r.c.over == nil {
+		r.take(&r.c, r.c.buf)
+		return
+	}
+	why := r.c.over
+	id := r.id
+	if id == nil {
+		id, _ = headID(r.c.head)
+	}
+	r.c.reset()
+	if id == nil {
+		r.err = streamError(why.Error())
+		return
+	}
+	r.out = errorResponse(id, why.Error())
+}
+
+// Close closes the body (see eventReader.Close for the reservation).
+func (r *bodyReader) Close() error { return r.body.Close() }
+
+// RoundTripper guards every response of an SSE or streamable HTTP session: event streams and JSON bodies message
+// by message, any other body (an error page) truncated at the limit.
+func (g *Guard) RoundTripper(base http.RoundTripper) http.RoundTripper {
+	return &roundTripper{g: g, base: base}
+}
+
+type roundTripper struct {
+	g    *Guard
+	base http.RoundTripper
+}
+
+func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	id := requestID(req)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
+		return resp, err
+	}
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	switch strings.ToLower(strings.TrimSpace(ct)) {
+	case "text/event-stream":
+		resp.Body = t.g.Events(resp.Body, id)
+	case "application/json":
+		resp.Body = t.g.JSONBody(resp.Body, id)
+	default:
+		resp.Body = &limitedBody{Reader: io.LimitReader(resp.Body, int64(t.g.limit())), Closer: resp.Body}
+	}
+	resp.ContentLength = -1
+	return resp, nil
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// requestID is the id of the JSON-RPC call a POST carries (nil for a notification, a response or no body).
+func requestID(req *http.Request) json.RawMessage {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return nil
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	head := make([]byte, headTailBytes)
+	n, _ := io.ReadFull(rc, head)
+	id, k := headID(head[:n])
+	if k != kindRequest {
+		return nil
+	}
+	return id
+}
