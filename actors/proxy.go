@@ -330,7 +330,7 @@ func (p *proxyActor) logger() *slog.Logger {
 // connect builds the backend's transport (resolving ${VAR} now) and connects in a goroutine, bounded by the
 // connection timeout, as the server actor's own connect does.
 func (p *proxyActor) connect(ctx actor.Context) {
-	b, err := buildTransport(p.rec, p.d.Env, p.d.Config.TerminateDuration)
+	b, err := buildTransport(p.rec, p.d.Env, p.d.Config.TerminateDuration, p.d.outbound)
 	if err != nil {
 		p.fail(ctx, err)
 		return

@@ -116,7 +116,7 @@ func TestBuildTransportTLSRule(t *testing.T) {
 		{persistence.TransportHTTP, `{"base_url":"https://h.example/mcp"}`, true},
 	}
 	for _, tc := range tests {
-		b, err := buildTransport(persistence.Server{TransportType: tc.transport, ConnectionConfig: json.RawMessage(tc.cfg)}, lookup, 0)
+		b, err := buildTransport(persistence.Server{TransportType: tc.transport, ConnectionConfig: json.RawMessage(tc.cfg)}, lookup, 0, nil)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s %s: err %v, want ok=%v", tc.transport, tc.cfg, err, tc.ok)
 		}

@@ -367,7 +367,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := buildTransport(a.rec, a.d.Env, a.d.Config.TerminateDuration)
+	b, err := buildTransport(a.rec, a.d.Env, a.d.Config.TerminateDuration, a.d.outbound)
 	if err != nil {
 		a.connectFailed(err, "")
 		return
@@ -443,6 +443,14 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 			tail = att.b.stderr.String()
 		}
 		a.connectFailed(err, tail)
+		return
+	}
+	if err := a.d.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
+		_ = sess.Close()
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		a.connectFailed(err, "")
 		return
 	}
 	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
@@ -800,7 +808,8 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		}
 	}
 	a.healthBusy = true
-	sess, client, timeout, sys, self := a.sess.session, a.d.HealthClient, a.d.Config.HealthTimeout, a.sys, a.self
+	sess, timeout, sys, self := a.sess.session, a.d.Config.HealthTimeout, a.sys, a.self
+	client := healthClientFor(a.d.HealthClient, allowsInsecureHTTP(a.rec.ConnectionConfig))
 	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

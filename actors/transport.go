@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -108,24 +108,53 @@ func (s *stderrTail) String() string {
 	return string(s.buf)
 }
 
-// headerTransport adds the configured headers to every request of an SSE or HTTP session.
+// headerTransport adds the configured headers to the requests of an SSE or HTTP session that go to the
+// configured endpoint's origin (scheme, host and port) and to no other: a redirect to another origin, or an SSE
+// message endpoint elsewhere, never receives the credentials. Every request carries the hop header with this
+// daemon's instance id (loop detection) and, when it has one, the request id. A literal IP host is checked
+// against the outbound policy here too, for requests that go through an HTTP proxy (whose dial the policy
+// cannot see).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  string // origin of the configured endpoint; "" sends the headers nowhere
+	out     *Outbound
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if ip, ok := ParseHostIP(r.URL.Hostname()); ok {
+		if port, err := urlPort(r.URL); err == nil {
+			if err := h.out.CheckAddr(ip, port); err != nil {
+				closeBody(r)
+				return nil, err
+			}
+		}
+	}
 	rid := requestid.From(r.Context())
-	if len(h.headers) > 0 || rid != "" {
+	id := h.out.InstanceID()
+	send := len(h.headers) > 0 && h.origin != "" && origin(r.URL) == h.origin
+	if send || rid != "" || id != "" {
 		r = r.Clone(r.Context())
 		if rid != "" {
 			r.Header.Set(requestid.Header, rid) // a configured header of the same name wins below
 		}
-		for k, v := range h.headers {
-			r.Header.Set(k, v)
+		if send {
+			for k, v := range h.headers {
+				r.Header.Set(k, v)
+			}
+		}
+		if id != "" {
+			r.Header.Set(HopHeader, id)
 		}
 	}
 	return h.base.RoundTrip(r)
+}
+
+// closeBody closes a request body a RoundTripper refuses to send, as the RoundTripper contract asks.
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
 }
 
 // built is a transport ready to connect plus what the actor must clean up after it.
@@ -137,7 +166,9 @@ type built struct {
 }
 
 // buildTransport makes the go-sdk transport for a server from its resolved configuration.
-func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Duration) (*built, error) {
+//
+// out is the outbound policy for SSE and HTTP (nil: the default rules, no instance id).
+func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Duration, out *Outbound) (*built, error) {
 	cfg, err := resolveConfig(rec.ConnectionConfig, lookup)
 	if err != nil {
 		return nil, err
@@ -170,12 +201,19 @@ func buildTransport(rec persistence.Server, lookup LookupEnv, terminate time.Dur
 		if problem := PlainHTTPProblem(endpoint, cfg.AllowInsecureHTTP); problem != "" {
 			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
 		}
-		base := http.DefaultTransport.(*http.Transport).Clone()
+		if problem := out.URLProblem(endpoint); problem != "" {
+			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
+		}
+		eu, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("connection_config endpoint is not a valid URL")
+		}
+		// Dials pass the outbound policy on the resolved address (metadata, link-local, our own listeners).
+		base := out.Transport()
 		// Calls to one backend run concurrently over its session: keep enough idle connections that they are
 		// reused rather than re-dialled (the default keeps 2 per host).
 		base.MaxIdleConnsPerHost = 128
-		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers},
+		client := &http.Client{Transport: &headerTransport{base: base, headers: cfg.Headers, origin: origin(eu), out: out},
 			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
 		if rec.TransportType == persistence.TransportSSE {
 			return &built{transport: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client}, client: client}, nil

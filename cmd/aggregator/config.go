@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,6 +88,8 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_OUTBOUND_DENY", "", "comma-separated CIDRs or IPs the daemon never connects to (SSE/HTTP sessions, redirects, health checks), in addition to the default metadata and link-local rules"},
+		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -153,6 +156,8 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
 	}
+	a.OutboundDeny, errs = prefixList("MCP_AGGREGATOR_OUTBOUND_DENY", get("MCP_AGGREGATOR_OUTBOUND_DENY"), errs)
+	a.OutboundAllow, errs = prefixList("MCP_AGGREGATOR_OUTBOUND_ALLOW", get("MCP_AGGREGATOR_OUTBOUND_ALLOW"), errs)
 	c.Actors = a
 	c.ShutdownTimeout = seconds("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", false)
 	c.MaxBodyBytes = integer("MCP_AGGREGATOR_MAX_BODY_BYTES")
@@ -201,6 +206,29 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		return c, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}
 	return c, nil
+}
+
+// prefixList parses a comma-separated list of CIDRs or single IPs (a single IP is its /32 or /128), appending a
+// problem to errs for every entry that does not parse.
+func prefixList(name, raw string, errs []string) ([]netip.Prefix, []string) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(item); err == nil {
+			ip = ip.Unmap().WithZone("")
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		errs = append(errs, fmt.Sprintf("%s: %q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", name, item))
+	}
+	return out, errs
 }
 
 // parseSeconds accepts a number of seconds ("30", "0.5") or a Go duration ("500ms").

@@ -168,6 +168,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
 		Search: sd, Classifier: classifier})
 	if err != nil {
@@ -199,7 +200,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
 	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.NewWithOptions(system, mcpproxy.Options{Logger: logger, Limiter: limiter})))
-	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux), ReadHeaderTimeout: 10 * time.Second}
+	mcpHTTP := &http.Server{Handler: auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, endpoint.LoopGuard(mux)), ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
 		"mcp", "http://"+mcpLn.Addr().String()+"/mcp", "sse", "http://"+mcpLn.Addr().String()+"/sse", "version", actors.Version)

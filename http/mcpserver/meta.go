@@ -110,7 +110,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if denied != nil {
 		return denied, nil
 	}
-	r, errs := api.ValidateRegistration(req.Params.Arguments)
+	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
 	if len(errs) > 0 {
 		b, _ := json.Marshal(errs)
 		return failure(api.CodeValidation, string(b)), nil

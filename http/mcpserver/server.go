@@ -54,6 +54,8 @@ type Options struct {
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
 	// is then behind auth.Middleware). Without it such calls (stdio, auth off) act as an anonymous admin.
 	RequireIdentity bool
+	// InstanceID is the daemon's instance id for loop detection (loop.go); empty: the gateway's, if it has one.
+	InstanceID string
 }
 
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
@@ -70,6 +72,8 @@ type Server struct {
 	limiter     *auth.Limiter
 	// requireIdentity: see Options.RequireIdentity.
 	requireIdentity bool
+	// instanceID: see Options.InstanceID.
+	instanceID string
 
 	mu      sync.Mutex
 	exposed map[string]string // alias -> hash of what was added, to add only what changed
@@ -86,7 +90,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	}
 	s := &Server{gw: gw, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
-		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity}
+		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, instanceID: instanceIDOf(gw, opts)}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
 		&mcp.ServerOptions{
 			Logger: actors.QuietLogger(opts.Logger, slog.LevelWarn), // the go-sdk logs every session at info
@@ -94,7 +98,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 				"{server}__{tool}; search_aggregated_tools finds tools by what they do, execute_external_tool calls " +
 				"any tool by its namespaced name {server}.{tool}.",
 		})
-	s.mcp.AddReceivingMiddleware(s.canonicalNames)
+	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.reportInstance)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -113,12 +117,12 @@ func (s *Server) Close() {
 
 // StreamableHandler serves MCP over streamable HTTP (stateful sessions).
 func (s *Server) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn)})
+	return s.LoopGuard(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn)}))
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport.
 func (s *Server) SSEHandler() http.Handler {
-	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+	return s.LoopGuard(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
@@ -168,6 +172,7 @@ func (s *Server) sync(t *actors.RouteTable) {
 			continue
 		}
 		want[e.Alias] = true
+		s.stampVia(tool)
 		h := hashTool(tool)
 		if s.exposed[e.Alias] == h {
 			continue
