@@ -35,6 +35,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateCall$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHostIP$$' -fuzztime $(FUZZTIME) ./actors
 
 ## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)
 proto:
