@@ -69,28 +69,42 @@ func (s *Server) LoopGuard(next http.Handler) http.Handler {
 }
 
 // reportInstance puts this daemon's instance id in the _meta of the initialize result, so that an aggregator
-// connecting to it can tell when it reached itself.
+// connecting to it can tell when it reached itself, and stamps every tool of a tools/list answer (meta-tools and
+// backend tools alike) with its provenance path.
 func (s *Server) reportInstance(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if method == "initialize" && s.instanceID != "" {
-			if init, ok := res.(*mcp.InitializeResult); ok && init != nil {
-				if init.Meta == nil {
-					init.Meta = mcp.Meta{}
+		if s.instanceID == "" || err != nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.InitializeResult:
+			if r != nil {
+				if r.Meta == nil {
+					r.Meta = mcp.Meta{}
 				}
-				init.Meta[actors.InstanceMetaKey] = s.instanceID
+				r.Meta[actors.InstanceMetaKey] = s.instanceID
+			}
+		case *mcp.ListToolsResult:
+			if r != nil {
+				stamped := make([]*mcp.Tool, len(r.Tools))
+				for i, t := range r.Tools {
+					stamped[i] = s.stampVia(t)
+				}
+				r.Tools = stamped
 			}
 		}
 		return res, err
 	}
 }
 
-// stampVia appends this daemon's instance id to a tool's provenance path (actors.ViaMetaKey in its _meta), after
-// the path the backend reported, if any.
-func (s *Server) stampVia(t *mcp.Tool) {
-	if s.instanceID == "" {
-		return
+// stampVia returns a copy of t whose provenance path (actors.ViaMetaKey in _meta) is the path the backend
+// reported, if any, followed by this daemon's instance id. The server's own tool is not modified.
+func (s *Server) stampVia(t *mcp.Tool) *mcp.Tool {
+	if t == nil {
+		return nil
 	}
+	c := *t
 	var path []any
 	if prev, ok := t.Meta[actors.ViaMetaKey].([]any); ok {
 		for _, v := range prev {
@@ -99,8 +113,10 @@ func (s *Server) stampVia(t *mcp.Tool) {
 			}
 		}
 	}
-	if t.Meta == nil {
-		t.Meta = mcp.Meta{}
+	c.Meta = make(mcp.Meta, len(t.Meta)+1)
+	for k, v := range t.Meta {
+		c.Meta[k] = v
 	}
-	t.Meta[actors.ViaMetaKey] = append(path, s.instanceID)
+	c.Meta[actors.ViaMetaKey] = append(path, s.instanceID)
+	return &c
 }

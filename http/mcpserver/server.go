@@ -172,7 +172,6 @@ func (s *Server) sync(t *actors.RouteTable) {
 			continue
 		}
 		want[e.Alias] = true
-		s.stampVia(tool)
 		h := hashTool(tool)
 		if s.exposed[e.Alias] == h {
 			continue
