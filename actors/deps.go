@@ -3,9 +3,11 @@ package actors
 import (
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mcpgw/aggregator/actors/msglimit"
@@ -42,6 +44,11 @@ type Config struct {
 	MaxMessageBytes             int   // 16 MiB
 	MessageBudgetBytes          int64 // 256 MiB
 	MessageBudgetPerServerBytes int64 // 64 MiB
+	// The outbound policy of SSE/HTTP sessions and health checks (README "Outbound targets").
+	OutboundAllow []netip.Prefix // always allowed, even when a default rule or OutboundDeny refuses them
+	OutboundDeny  []netip.Prefix // refused in addition to the default rules (metadata and link-local addresses)
+	// ListenAddrs are the daemon's own listen addresses (host:port): a backend there would be the daemon itself.
+	ListenAddrs []string
 }
 
 // DefaultConfig is the contract's defaults.
@@ -97,6 +104,12 @@ type Deps struct {
 
 	// budget is the memory budget of backend messages shared by every session of the tree (set by withDefaults).
 	budget *msglimit.Budget
+	// InstanceID identifies this daemon process in the hop header, in initialize and in tools' provenance path,
+	// to detect loops between aggregators (empty: a new random id).
+	InstanceID string
+
+	// outbound is the policy built from Config and InstanceID by withDefaults.
+	outbound *Outbound
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -104,8 +117,12 @@ func (d *Deps) withDefaults() *Deps {
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}
+	if out.InstanceID == "" {
+		out.InstanceID = uuid.NewString()
+	}
+	out.outbound = NewOutbound(out.Config, out.InstanceID)
 	if out.HealthClient == nil {
-		out.HealthClient = &http.Client{}
+		out.HealthClient = out.outbound.HealthClient()
 	}
 	if out.Config.AliasSeparator == "" {
 		out.Config.AliasSeparator = "__"

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -87,20 +89,35 @@ func (s *System) discover(ctx context.Context, id string) error {
 		return fmt.Errorf("tools/list: %s", reply.Error.Message)
 	}
 	defs := make([]persistence.ToolDef, 0, len(reply.ToolsJson))
+	var looped []string // tools that passed through this daemon already
+	var loopPath []string
 	for _, raw := range reply.ToolsJson {
 		var t struct {
 			Name        string          `json:"name"`
 			Description string          `json:"description"`
 			InputSchema json.RawMessage `json:"inputSchema"`
+			Meta        map[string]any  `json:"_meta"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
 			s.d.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
+			continue
+		}
+		if path := viaPath(t.Meta); slices.Contains(path, s.d.InstanceID) {
+			// The tool is one of ours coming back through another aggregator (A->B->...->A): keeping it would
+			// make each aggregator re-expose the other's copies without end.
+			looped = append(looped, t.Name)
+			loopPath = path
 			continue
 		}
 		if len(t.InputSchema) == 0 || string(t.InputSchema) == "null" {
 			t.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
 		defs = append(defs, persistence.ToolDef{OriginalName: t.Name, Description: t.Description, InputSchema: t.InputSchema, Definition: raw})
+	}
+	if len(looped) > 0 {
+		s.d.Logger.Warn("aggregator loop: the server re-exposes tools of this aggregator; dropping them",
+			"code", CodeLoopDetected, "server_id", id, "instance_id", s.d.InstanceID, "via", strings.Join(loopPath, " -> "),
+			"dropped", len(looped), "example", looped[0])
 	}
 	truncated := 0
 	if limit := s.d.Config.MaxToolsPerServer; limit > 0 && len(defs) > limit {

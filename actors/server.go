@@ -446,6 +446,14 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		a.connectFailed(err, tail)
 		return
 	}
+	if err := a.d.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
+		_ = sess.Close()
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		a.connectFailed(err, "")
+		return
+	}
 	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
 	a.sess = live
 	a.failures, a.retryN, a.lastError = 0, 0, ""
@@ -806,7 +814,8 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		}
 	}
 	a.healthBusy = true
-	sess, client, timeout, sys, self := a.sess.session, a.d.HealthClient, a.d.Config.HealthTimeout, a.sys, a.self
+	sess, timeout, sys, self := a.sess.session, a.d.Config.HealthTimeout, a.sys, a.self
+	client := healthClientFor(a.d.HealthClient, allowsInsecureHTTP(a.rec.ConnectionConfig))
 	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -1,11 +1,11 @@
 package actors
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -115,24 +115,53 @@ func (s *stderrTail) String() string {
 	return string(s.buf)
 }
 
-// headerTransport adds the configured headers to every request of an SSE or HTTP session.
+// headerTransport adds the configured headers to the requests of an SSE or HTTP session that go to the
+// configured endpoint's origin (scheme, host and port) and to no other: a redirect to another origin, or an SSE
+// message endpoint elsewhere, never receives the credentials. Every request carries the hop header with this
+// daemon's instance id (loop detection) and, when it has one, the request id. A literal IP host is checked
+// against the outbound policy here too, for requests that go through an HTTP proxy (whose dial the policy
+// cannot see).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	origin  string // origin of the configured endpoint; "" sends the headers nowhere
+	out     *Outbound
 }
 
 func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if ip, ok := ParseHostIP(r.URL.Hostname()); ok {
+		if port, err := urlPort(r.URL); err == nil {
+			if err := h.out.CheckAddr(ip, port); err != nil {
+				closeBody(r)
+				return nil, err
+			}
+		}
+	}
 	rid := requestid.From(r.Context())
-	if len(h.headers) > 0 || rid != "" {
+	id := h.out.InstanceID()
+	send := len(h.headers) > 0 && h.origin != "" && origin(r.URL) == h.origin
+	if send || rid != "" || id != "" {
 		r = r.Clone(r.Context())
 		if rid != "" {
 			r.Header.Set(requestid.Header, rid) // a configured header of the same name wins below
 		}
-		for k, v := range h.headers {
-			r.Header.Set(k, v)
+		if send {
+			for k, v := range h.headers {
+				r.Header.Set(k, v)
+			}
+		}
+		if id != "" {
+			r.Header.Set(HopHeader, id)
 		}
 	}
 	return h.base.RoundTrip(r)
+}
+
+// closeBody closes a request body a RoundTripper refuses to send, as the RoundTripper contract asks.
+func closeBody(r *http.Request) {
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
 }
 
 // built is a transport ready to connect plus what the actor must clean up after it.
@@ -147,9 +176,11 @@ type built struct {
 
 // buildTransport makes the go-sdk transport for a server from its resolved configuration. d gives the ${VAR}
 // lookup (Env), the stdio settings (Config) and the process-group records (groups); d must have its defaults.
-// guard bounds every message read from the server (nil: the defaults, no budget).
+// guard bounds every message read from the server (nil: the defaults, no budget). SSE and HTTP sessions follow
+// d's outbound policy (README "Outbound targets").
 func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*built, error) {
 	cfg, err := resolveConfig(rec.ConnectionConfig, d.Env)
+	out := d.outbound
 	if err != nil {
 		return nil, err
 	}
@@ -192,16 +223,23 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		if problem := PlainHTTPProblem(endpoint, cfg.AllowInsecureHTTP); problem != "" {
 			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
 		}
-		base := http.DefaultTransport.(*http.Transport).Clone()
+		if problem := out.URLProblem(endpoint); problem != "" {
+			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
+		}
+		eu, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("connection_config endpoint is not a valid URL")
+		}
+		// Dials pass the outbound policy on the resolved address (metadata, link-local, our own listeners).
+		base := out.Transport()
 		// Calls to one backend run concurrently over its session: keep enough idle connections that they are
 		// reused rather than re-dialled (the default keeps 2 per host).
 		base.MaxIdleConnsPerHost = 128
-		base.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		if guard == nil {
 			guard = &msglimit.Guard{}
 		}
 		conns := newSessionConns(base)
-		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers},
+		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers, origin: origin(eu), out: out},
 			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
 		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.
 		backstop := 2*guard.Max() + 1<<20

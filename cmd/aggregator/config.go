@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,6 +113,8 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_MAX_MESSAGE_BYTES", "16777216", "largest message read from a backend on any transport; a larger result fails its call with 502 RESPONSE_TOO_LARGE and the session is kept"},
 		{"MCP_AGGREGATOR_MESSAGE_BUDGET_BYTES", "268435456", "bytes of large backend messages (64 KiB and over) being read at once, all servers together; beyond it a message is refused like an oversized one; 0 no bound"},
 		{"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", "67108864", "the share of that budget one server may hold; 0 no bound"},
+		{"MCP_AGGREGATOR_OUTBOUND_DENY", "", "comma-separated CIDRs or IPs the daemon never connects to (SSE/HTTP sessions, redirects, health checks), in addition to the default metadata and link-local rules"},
+		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -193,6 +196,8 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	if !clientSafe(a.AliasSeparator) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ALIAS_SEPARATOR=%q: want characters from [a-zA-Z0-9_-]", a.AliasSeparator))
 	}
+	a.OutboundDeny, errs = prefixList("MCP_AGGREGATOR_OUTBOUND_DENY", get("MCP_AGGREGATOR_OUTBOUND_DENY"), errs)
+	a.OutboundAllow, errs = prefixList("MCP_AGGREGATOR_OUTBOUND_ALLOW", get("MCP_AGGREGATOR_OUTBOUND_ALLOW"), errs)
 	c.Actors = a
 	c.ShutdownTimeout = seconds("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", false)
 	c.MaxBodyBytes = integer("MCP_AGGREGATOR_MAX_BODY_BYTES")
@@ -271,6 +276,29 @@ func stdioPassthrough(raw string, errs []string) ([]string, []string) {
 		}
 	}
 	return names, errs
+}
+
+// prefixList parses a comma-separated list of CIDRs or single IPs (a single IP is its /32 or /128), appending a
+// problem to errs for every entry that does not parse.
+func prefixList(name, raw string, errs []string) ([]netip.Prefix, []string) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(item); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if ip, err := netip.ParseAddr(item); err == nil {
+			ip = ip.Unmap().WithZone("")
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			continue
+		}
+		errs = append(errs, fmt.Sprintf("%s: %q is not a CIDR (e.g. 10.0.0.0/8) or an IP address", name, item))
+	}
+	return out, errs
 }
 
 // parseSeconds accepts a number of seconds ("30", "0.5") or a Go duration ("500ms").

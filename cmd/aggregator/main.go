@@ -169,7 +169,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	actors.ReapProcessGroups(ctx, cfg.DataDir, logger) // what stdio servers of a daemon that died left behind
+	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)           // what stdio servers of a daemon that died left behind
+	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
 		Search: sd, Classifier: classifier, DataDir: cfg.DataDir})
 	if err != nil {
@@ -210,8 +211,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, 0, logger))
 	mux.Handle(api.LivePath, probes)
 	mux.Handle(api.ReadyPath, probes)
-	// Outside in: request id and access log, host/origin guard (403 before anything), bearer tokens, routes.
-	mcpHandler := api.AccessLog(logger, "mcp", mcpRoute, guard.Wrap(auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, mux)))
+	// Outside in: request id and access log, host/origin guard (403 before anything), bearer tokens, the loop guard
+	// (508 for a request that already passed through this daemon), routes.
+	mcpHandler := api.AccessLog(logger, "mcp", mcpRoute, guard.Wrap(auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, endpoint.LoopGuard(mux))))
 	mcpHTTP := &http.Server{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",

@@ -105,7 +105,7 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	req, ferrs := ValidateRegistration(body)
+	req, ferrs := ValidateRegistrationFor(body, OutboundOf(s.control))
 	if len(ferrs) > 0 {
 		return validationError(ferrs)
 	}
@@ -202,7 +202,7 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	patch, ferrs := ValidatePatch(body, current.TransportType)
+	patch, ferrs := ValidatePatchFor(body, current.TransportType, OutboundOf(s.control))
 	if len(ferrs) > 0 {
 		return validationError(ferrs)
 	}

@@ -73,7 +73,14 @@ func configKeys(transport string) (allowed []string, required string, ok bool) {
 // fills; ConnectionConfig is re-encoded from the validated values (so it holds only documented keys) with ${VAR}
 // references exactly as written. It is pure and safe on any input, so the MCP meta-tool can reuse it.
 func ValidateRegistration(body []byte) (actors.RegisterRequest, []FieldError) {
-	var v validator
+	return ValidateRegistrationFor(body, nil)
+}
+
+// ValidateRegistrationFor is ValidateRegistration that also refuses URLs whose literal host the daemon's outbound
+// policy refuses (metadata and link-local addresses in any IPv4 spelling, operator deny lists, the daemon's own
+// listeners); out nil applies the default rules only. The API passes OutboundOf(its Control).
+func ValidateRegistrationFor(body []byte, out *actors.Outbound) (actors.RegisterRequest, []FieldError) {
+	v := validator{out: out}
 	members, ok := v.topObject(body)
 	if !ok {
 		return actors.RegisterRequest{}, v.errs
@@ -111,7 +118,7 @@ func ValidateRegistration(body []byte) (actors.RegisterRequest, []FieldError) {
 	}
 
 	if raw, ok := fields["health_check_url"]; ok && kindOf(raw) != kindNull {
-		if u, ok := v.httpURL(raw, bodyAt("health_check_url")); ok {
+		if u, ok := v.healthURL(raw); ok {
 			req.HealthCheckURL = &u
 			v.checkHealthURLTLS(req.HealthCheckURL, req.ConnectionConfig)
 		}
@@ -142,7 +149,12 @@ func ValidateRegistration(body []byte) (actors.RegisterRequest, []FieldError) {
 // "health_check_url": null removes the health URL. A body with no field at all is refused. Like
 // ValidateRegistration it is strict, collects every error and is pure.
 func ValidatePatch(body []byte, transportType string) (persistence.ServerPatch, []FieldError) {
-	var v validator
+	return ValidatePatchFor(body, transportType, nil)
+}
+
+// ValidatePatchFor is ValidatePatch with the outbound policy of ValidateRegistrationFor.
+func ValidatePatchFor(body []byte, transportType string, out *actors.Outbound) (persistence.ServerPatch, []FieldError) {
+	v := validator{out: out}
 	members, ok := v.topObject(body)
 	if !ok {
 		return persistence.ServerPatch{}, v.errs
@@ -174,7 +186,7 @@ func ValidatePatch(body []byte, transportType string) (persistence.ServerPatch, 
 	if raw, ok := fields["health_check_url"]; ok {
 		if kindOf(raw) == kindNull {
 			p.ClearHealthCheckURL = true
-		} else if u, ok := v.httpURL(raw, bodyAt("health_check_url")); ok {
+		} else if u, ok := v.healthURL(raw); ok {
 			p.HealthCheckURL = &u
 			// Without a new connection_config the stored allow_insecure_http decides, at health-check time.
 			if p.ConnectionConfig != nil {
@@ -250,6 +262,15 @@ const maxFieldErrors = 50
 type validator struct {
 	errs []FieldError
 	n    int
+	out  *actors.Outbound // outbound policy for URLs (nil: the default rules)
+}
+
+// OutboundOf is the outbound policy of a Control that has one (actors.System does), else nil (the default rules).
+func OutboundOf(c any) *actors.Outbound {
+	if o, ok := c.(interface{ Outbound() *actors.Outbound }); ok {
+		return o.Outbound()
+	}
+	return nil
 }
 
 func (v *validator) add(typ, msg string, loc []any) {
@@ -400,6 +421,20 @@ func (v *validator) httpURL(raw json.RawMessage, loc []any) (string, bool) {
 	return s, true
 }
 
+// healthURL decodes health_check_url: an absolute http(s) URL whose literal host the outbound policy allows.
+func (v *validator) healthURL(raw json.RawMessage) (string, bool) {
+	loc := bodyAt("health_check_url")
+	u, ok := v.httpURL(raw, loc)
+	if !ok {
+		return "", false
+	}
+	if problem := v.out.URLProblem(u); problem != "" {
+		v.add(FieldValueError, problem, loc)
+		return "", false
+	}
+	return u, true
+}
+
 // httpURLProblem says what is wrong with s as an absolute http(s) URL, or "" when nothing is. ${VAR} references
 // are allowed: they are checked with a placeholder in their place, and a URL that starts with one (its scheme comes
 // from the environment) can only be checked when it is resolved, at connect time.
@@ -496,7 +531,11 @@ func (v *validator) connectionConfig(raw json.RawMessage, transport string, loc 
 			}
 		case "url", "base_url":
 			if u, ok := v.httpURL(m.value, fieldLoc); ok && v.noDaemonRef(u, fieldLoc) {
-				out[m.key] = u
+				if problem := v.out.URLProblem(u); problem != "" {
+					v.add(FieldValueError, problem, fieldLoc)
+				} else {
+					out[m.key] = u
+				}
 			}
 		case "allow_insecure_http":
 			if b, ok := v.boolean(m.value, fieldLoc); ok {

@@ -107,7 +107,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if denied != nil {
 		return denied, nil
 	}
-	r, errs := api.ValidateRegistration(req.Params.Arguments)
+	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
 	if len(errs) > 0 {
 		out := make([]apierror.FieldError, len(errs))
 		for i, e := range errs {

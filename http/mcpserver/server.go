@@ -73,6 +73,8 @@ type Options struct {
 	// HostGuarded says the listener checks Host and Origin itself (auth.HostGuard, with its allowed hosts): the
 	// go-sdk's built-in loopback Host check is then off, so every MCP route decides alike.
 	HostGuarded bool
+	// InstanceID is the daemon's instance id for loop detection (loop.go); empty: the gateway's, if it has one.
+	InstanceID string
 }
 
 // Defaults of Options.
@@ -101,6 +103,8 @@ type Server struct {
 	opts            Options
 	sessions        *sessionTable
 	notifyLog       *summary
+	// instanceID: see Options.InstanceID.
+	instanceID string
 
 	mu      sync.Mutex
 	exposed map[string]string // alias -> hash of what was added, to add only what changed
@@ -132,7 +136,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	}
 	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
-		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts}
+		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
 	s.notifyLog = newSummary(opts.Logger, "calling notifications/", "notifying MCP sessions failed")
@@ -142,7 +146,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 			Instructions: instructions(opts.AliasSeparator),
 		})
 	s.sessions = newSessionTable(s)
-	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls)
+	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls, s.reportInstance)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -177,14 +181,14 @@ func (s *Server) StreamableHandler() http.Handler {
 	}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
 		&mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn), SessionTimeout: timeout, DisableLocalhostProtection: s.hostGuarded})
-	return s.sessions.streamable(sdk)
+	return s.LoopGuard(s.sessions.streamable(sdk))
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
 // against the same caps.
 func (s *Server) SSEHandler() http.Handler {
-	return s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded}))
+	return s.LoopGuard(s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded})))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
