@@ -203,7 +203,14 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *pb.Disconnect:
 		ctx.Respond(a.disconnect(m.Force, m.Reason))
 	case *pb.Reload:
-		ctx.Respond(a.reload())
+		// The registry sends Reload without waiting for an answer (an update must not wait on a busy actor): a
+		// reply then would only reach dead letters, so the outcome is logged instead.
+		ack := a.reload()
+		if ctx.Sender() != nil {
+			ctx.Respond(ack)
+		} else if ack.Error != "" {
+			a.log().Error("reload after update failed", "error", ack.Error)
+		}
 	case *pb.GetStatus:
 		ctx.Respond(a.statusReply())
 	case *pb.CallTool:

@@ -1,0 +1,118 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+	"github.com/mcpgw/aggregator/search/embed"
+)
+
+// countingEmbedder counts how often each text is embedded.
+type countingEmbedder struct {
+	embed.Embedder
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c.mu.Lock()
+	for _, t := range texts {
+		c.counts[t]++
+	}
+	c.mu.Unlock()
+	return c.Embedder.Embed(ctx, texts)
+}
+
+func (c *countingEmbedder) count(sub string) (texts, calls int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for t, n := range c.counts {
+		if strings.Contains(t, sub) {
+			texts++
+			calls += n
+		}
+	}
+	return texts, calls
+}
+
+// TestEachToolIsEmbeddedOnce: a discovered tool costs one embedding, not one for the engine and one for the skill
+// vectors (an external embedding API is paid per text).
+func TestEachToolIsEmbeddedOnce(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	emb := &countingEmbedder{Embedder: embed.NewHashed(0), counts: map[string]int{}}
+	cfg := testConfig()
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: cfg, Search: &actors.SearchDeps{Embedder: emb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	defer r.stop()
+	_, url := manyTools(t, 20)
+	r.register("embedonce", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n, _ := emb.count("tool_00"); n == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, _ := emb.count("tool_00")
+			t.Fatalf("%d of 20 tools embedded", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // a second embedding would follow at once
+	if n, calls := emb.count("tool_00"); calls != n {
+		t.Fatalf("20 tools cost %d embeddings of %d texts, want one each", calls, n)
+	}
+}
+
+// TestPatchProducesNoDeadLetter: an update reloads the server actor without a reply going to dead letters.
+func TestPatchProducesNoDeadLetter(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	var mu sync.Mutex
+	var dead []string
+	sub := r.sys.ActorSystem().EventStream.Subscribe(func(evt any) {
+		if d, ok := evt.(*actor.DeadLetterEvent); ok {
+			mu.Lock()
+			dead = append(dead, strings.TrimSpace(jsonOf(d.Message)))
+			mu.Unlock()
+		}
+	})
+	defer r.sys.ActorSystem().EventStream.Unsubscribe(sub)
+	_, url := manyTools(t, 1)
+	s := r.register("patchme", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, false)
+	desc := "new description"
+	if _, err := r.sys.Update(context.Background(), s.ID, persistence.ServerPatch{Description: &desc}); err != nil {
+		t.Fatal(err)
+	}
+	// The actor answers its mailbox in order: once it answered a status ask, the Reload was handled.
+	if _, err := r.sys.Status(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dead) > 0 {
+		t.Fatalf("dead letters after PATCH: %v", dead)
+	}
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
