@@ -33,6 +33,8 @@ type System struct {
 	sub       *eventstream.Subscription
 	searcher  *searcher
 	indexer   *actor.PID
+	// guardian supervises the node's singleton actors with our strategy (see Start).
+	guardian actor.PropsOption
 	callSeq   atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 }
 
@@ -58,19 +60,23 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		sys.Shutdown()
 		return nil, err
 	}
+	// The node's singleton actors (router, discovery, indexer, classifier) are spawned from the root. In protoactor
+	// WithSupervisor would only apply to their children; WithGuardian makes a guardian with our strategy their
+	// parent, so a crash is restarted after our backoff, without limit, and counted by kind.
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
+	s.guardian = actor.WithGuardian(strategy)
 	var err error
 	// The router and discovery start before the registry, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{d: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}}
-	}, actor.WithSupervisor(strategy)), "router")
+	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
 	}
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &discoveryActor{d: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
-	}), "discovery")
+	}, s.guardian), "discovery")
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))
 	}
@@ -82,7 +88,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &indexerActor{d: d, sr: s.searcher, tools: map[int64]*indexedTool{}}
-	}, actor.WithSupervisor(strategy)), "indexer")
+	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
 	}
