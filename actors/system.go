@@ -35,7 +35,7 @@ type System struct {
 	indexer   *actor.PID
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
-	callSeq   atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
+	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 }
 
 var _ Control = (*System)(nil)
