@@ -29,6 +29,9 @@ type Config struct {
 	Restart           supervision.Backoff // crashed actors restart after this backoff
 	AliasSeparator    string              // joins server and tool in the MCP endpoint's client-safe names ("__")
 	MaxToolsPerServer int                 // discovery keeps at most this many tools of one server, in listing order (5000; 0 no cap)
+	// MaxCallsPerServer bounds the tool calls in flight on one server (64; 0 no bound): one more is refused at once
+	// with SERVER_BUSY instead of piling goroutines and requests onto a backend that serves them one by one.
+	MaxCallsPerServer int
 	// The skills classifier pool (BR-004, EC-009); zero values take the defaults.
 	ClassifyConcurrency   int           // classifications in flight at once (5)
 	ClassifyRetryInterval time.Duration // while tools failed to classify, one is retried this often (30 s)
@@ -51,6 +54,7 @@ func DefaultConfig() Config {
 		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
 		AliasSeparator:    "__",
 		MaxToolsPerServer: 5000,
+		MaxCallsPerServer: 64,
 
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,

@@ -3,12 +3,16 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/persistence"
@@ -115,4 +119,80 @@ func TestPatchProducesNoDeadLetter(t *testing.T) {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// gateServer is an in-process go-sdk backend whose tool "wait" blocks until the test opens the gate (or the call is
+// cancelled), and counts the calls that reached it.
+func gateServer(t *testing.T) (url string, entered chan struct{}, open func()) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gate", Version: "1"}, nil)
+	gate := make(chan struct{})
+	entered = make(chan struct{}, 100)
+	srv.AddTool(&mcp.Tool{Name: "wait", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			entered <- struct{}{}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	var once sync.Once
+	return hs.URL, entered, func() { once.Do(func() { close(gate) }) }
+}
+
+// TestCallsInFlightPerServerAreBounded: with the limit at 3, a fourth concurrent call is refused at once with
+// SERVER_BUSY naming the server and the limit; once the calls end, calls are accepted again.
+func TestCallsInFlightPerServerAreBounded(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.MaxCallsPerServer = 3
+	r := newRig(t, cfg)
+	url, entered, open := gateServer(t)
+	defer open()
+	s := r.register("busybox", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan string, 3)
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+			if err != nil || rep.Error != nil {
+				errs <- fmt.Sprint(err, rep)
+			}
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case <-entered:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("only %d calls reached the backend", i)
+		}
+	}
+	start := time.Now()
+	rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Error == nil || rep.Error.Code != actors.CodeServerBusy {
+		t.Fatalf("fourth call: %+v, want SERVER_BUSY", rep)
+	}
+	if !strings.Contains(rep.Error.Message, "busybox") || !strings.Contains(rep.Error.Message, "3") || rep.Error.ServerName != "busybox" {
+		t.Fatalf("SERVER_BUSY must name the server and the limit: %+v", rep.Error)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the refusal took %v: it must not wait", took)
+	}
+	open()
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatalf("a call within the limit failed: %s", e)
+	}
+	if rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil); err != nil || rep.Error != nil {
+		t.Fatalf("after the calls ended a call is accepted again: %v %+v", err, rep)
+	}
 }

@@ -660,6 +660,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		ctx.Respond(&pb.CallToolReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}
+	if max := a.d.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
+		a.d.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
+		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
+			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
+		return
+	}
 	deadline := time.Now().Add(a.d.Config.RequestTimeout)
 	if m.DeadlineUnixMs > 0 {
 		deadline = time.UnixMilli(m.DeadlineUnixMs)
