@@ -196,3 +196,29 @@ func TestCallsInFlightPerServerAreBounded(t *testing.T) {
 		t.Fatalf("after the calls ended a call is accepted again: %v %+v", err, rep)
 	}
 }
+
+// TestDeadHTTPBackendIsUnavailableNotFailed: between a streamable HTTP backend's death and its detection, a call
+// fails with SERVER_UNAVAILABLE naming the server and its state, not EXECUTION_FAILED "rejected by transport".
+func TestDeadHTTPBackendIsUnavailableNotFailed(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.KeepAlive = 0 // detection takes ~24 s without keep-alive: the window this test needs
+	r := newRig(t, cfg)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mortal", Version: "1"}, nil)
+	addTool(srv, "echo", "echo")
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	s := r.register("mortal", persistence.TransportHTTP, map[string]any{"base_url": hs.URL}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	hs.CloseClientConnections()
+	hs.Close()
+	rep, err := r.sys.CallTool(context.Background(), s.ID, "echo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable {
+		t.Fatalf("call to a dead backend: %+v, want SERVER_UNAVAILABLE", rep)
+	}
+	if !strings.Contains(rep.Error.Message, "mortal") || rep.Error.ServerName != "mortal" || rep.Error.ServerStatus == "" {
+		t.Fatalf("the error must name the server and its state: %+v", rep.Error)
+	}
+}

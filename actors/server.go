@@ -747,6 +747,9 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	case errors.Is(ctx.Err(), context.Canceled):
 		info.Code, info.Message = CodeServerUnavailable,
 			fmt.Sprintf("Server %s was disconnected while %s was in progress", server, tool)
+	case localTransportError(err):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("Server %s (status %s) is unavailable: the call to %s did not reach it: %v", server, status, tool, err)
 	case errors.As(err, &rpcErr):
 		info.Code, info.Message = CodeExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
 	default:
@@ -754,6 +757,15 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 			fmt.Sprintf("Connection to %s was lost while %s was in progress: %v", server, tool, err)
 	}
 	return info
+}
+
+// localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself
+// (-32003 client closing, -32004 server closing, -32005 rejected by the transport: connection refused, a 4xx/5xx
+// HTTP answer, a closed stream). They are *jsonrpc.Error values like a backend's answer, but say the backend was not
+// reached: SERVER_UNAVAILABLE. A backend's JSON-RPC body inside a rejected HTTP answer still counts as rejected.
+func localTransportError(err error) bool {
+	return errors.Is(err, &jsonrpc.Error{Code: -32003}) || errors.Is(err, &jsonrpc.Error{Code: -32004}) ||
+		errors.Is(err, &jsonrpc.Error{Code: -32005})
 }
 
 // listTools pages through tools/list to the end in a goroutine (a large server must not hold the mailbox).
