@@ -57,3 +57,24 @@ func TestClassifyCallError(t *testing.T) {
 		})
 	}
 }
+
+// TestStderrSummary keeps the decisive line and the tail, within a bound.
+func TestStderrSummary(t *testing.T) {
+	node := "node:internal/modules/cjs/loader:1210\n  throw err;\n  ^\n\nError: Cannot find module '/x.js'\n    at Module._resolveFilename (loader:1207:15)\n    at Module._load (loader:1038:27)\n  code: 'MODULE_NOT_FOUND',\n  requireStack: []\n}\n\nNode.js v20.20.2\n"
+	cases := []struct{ name, in, want string }{
+		{"node", node, "Error: Cannot find module '/x.js' | ... | requireStack: [] | } | Node.js v20.20.2"},
+		{"short", "listening\nfatal: bad flag\n", "listening | fatal: bad flag"},
+		{"no error line", "a\nb\nc\nd\ne\n", "c | d | e"},
+		{"adjacent", "x\nError: boom\ny\nz\nw\n", "x | Error: boom | y | z | w"[4:]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := stderrSummary(c.in); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	if got := stderrSummary(strings.Repeat("error ", 1000)); len(got) > stderrSummaryMax+3 {
+		t.Fatalf("not bounded: %d", len(got))
+	}
+}

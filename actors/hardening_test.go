@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 	"github.com/mcpgw/aggregator/search/embed"
@@ -220,5 +221,41 @@ func TestDeadHTTPBackendIsUnavailableNotFailed(t *testing.T) {
 	}
 	if !strings.Contains(rep.Error.Message, "mortal") || rep.Error.ServerName != "mortal" || rep.Error.ServerStatus == "" {
 		t.Fatalf("the error must name the server and its state: %+v", rep.Error)
+	}
+}
+
+// TestFailingCommandNamesItsCause: `node /nonexistent.js` prints its decisive line ("Cannot find module") before a
+// long stack; error_message keeps it, and history rows do not nest a copy of their own details.
+func TestFailingCommandNamesItsCause(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	node := peertest.Node(t)
+	s := r.register("nomodule", persistence.TransportSTDIO, map[string]any{"command": node, "args": []string{"/nonexistent.js"}}, nil, true)
+	row := r.waitServer(s.ID, persistence.StatusError, 30*time.Second)
+	msg := ptr(row.ErrorMessage)
+	if !strings.Contains(msg, "Cannot find module") {
+		t.Fatalf("error_message lost the decisive stderr line: %q", msg)
+	}
+	if len(msg) > 2000 {
+		t.Fatalf("error_message is not bounded: %d bytes", len(msg))
+	}
+	hist, err := r.store.ListHistory(context.Background(), s.ID, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) == 0 {
+		t.Fatal("no history")
+	}
+	for _, h := range hist {
+		var d map[string]json.RawMessage
+		if err := json.Unmarshal(h.Details, &d); err != nil {
+			t.Fatalf("history details %s: %v", h.Details, err)
+		}
+		if nested, ok := d["details"]; ok {
+			t.Fatalf("history row %s nests a copy of its details: %s", h.EventType, nested)
+		}
+		if h.EventType == persistence.StatusError && !strings.Contains(string(d["error_message"]), "Cannot find module") {
+			t.Fatalf("ERROR row without its cause: %s", h.Details)
+		}
 	}
 }

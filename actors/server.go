@@ -317,10 +317,11 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	a.status = to
 	a.d.Metrics.Transition(to)
 	now := time.Now().UTC()
-	details, _ := json.Marshal(map[string]any{"from": from, "reason": reason})
+	// The store writes from, reason and error_message into the row's details itself: Details is only for extra
+	// fields (setting it to from+reason nested a copy of the row in itself).
 	sctx, cancel := a.storeCtx()
 	err := a.d.Store.RecordTransition(sctx, persistence.Transition{
-		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now, Details: details,
+		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now,
 	})
 	cancel()
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
@@ -467,7 +468,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 func (a *serverActor) connectFailed(err error, stderrTail string) {
 	msg := err.Error()
 	if t := strings.TrimSpace(stderrTail); t != "" {
-		msg += "; stderr: " + lastLines(t, 5)
+		msg += "; stderr: " + stderrSummary(t)
 	}
 	msg = a.secrets.scrub(msg)
 	a.lastError = msg
@@ -504,7 +505,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	}
 	if a.sess.b.stderr != nil {
 		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
-			reason += "; stderr: " + lastLines(t, 5)
+			reason += "; stderr: " + stderrSummary(t)
 		}
 	}
 	reason = a.secrets.scrub(reason)
@@ -958,6 +959,57 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// stderrSummaryMax bounds the stderr part of an error message.
+const stderrSummaryMax = 1000
+
+// stderrSummary keeps what a failing command's stderr says went wrong: the first line that reads as an error (node
+// prints "Error: Cannot find module ..." before a long stack; Python's last line is its exception, a Go panic's
+// first) and the last 3 non-empty lines, joined by " | ", within stderrSummaryMax bytes.
+func stderrSummary(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	tail := 3
+	first := -1
+	for i, l := range lines {
+		if decisiveLine(l) {
+			first = i
+			break
+		}
+	}
+	var out []string
+	start := max(len(lines)-tail, 0)
+	if first >= 0 && first < start {
+		out = append(out, lines[first])
+		if first+1 < start {
+			out = append(out, "...")
+		}
+	}
+	out = append(out, lines[start:]...)
+	msg := strings.Join(out, " | ")
+	if len(msg) > stderrSummaryMax {
+		msg = msg[:stderrSummaryMax] + "..."
+	}
+	return msg
+}
+
+// decisiveLine reports whether a stderr line says what failed (rather than being a stack frame or a banner).
+func decisiveLine(l string) bool {
+	if strings.HasPrefix(l, "at ") || strings.HasPrefix(l, "File \"") {
+		return false // JavaScript and Python stack frames
+	}
+	low := strings.ToLower(l)
+	for _, w := range []string{"error", "cannot", "can't", "not found", "no such", "fatal", "failed", "denied", "panic", "exception", "invalid", "refused", "missing"} {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // callOutcome names how a call ended, for the tool call counter.
