@@ -259,3 +259,37 @@ func TestFailingCommandNamesItsCause(t *testing.T) {
 		}
 	}
 }
+
+// TestAwaitStartupAfterUncleanStop: a server whose stored status is still CONNECTED (the daemon was killed) is not
+// counted as settled by the reset of that stale status: AwaitStartup returns once it is connected again and its
+// tools are discovered by this process.
+func TestAwaitStartupAfterUncleanStop(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	cmd, args := peertest.EverythingStdio(t)
+	s := r.register("unclean", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	waitRoutes(t, r.sys, 30*time.Second, "echo listed", hasTool("unclean.echo"))
+	r.stop()
+	// What kill -9 leaves behind: the row still says CONNECTED, with the last run's tools.
+	if err := r.store.RecordTransition(context.Background(), persistence.Transition{ServerID: s.ID,
+		From: persistence.StatusDisconnected, To: persistence.StatusConnected, Reason: "test: unclean stop", At: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	r.start()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := r.sys.AwaitStartup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.sys.Status(context.Background(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != persistence.StatusConnected {
+		t.Fatalf("AwaitStartup returned while the server was %s", st.Status)
+	}
+	if !hasTool("unclean.echo")(r.sys.Routes()) {
+		t.Fatal("AwaitStartup returned before the tools were routable")
+	}
+}

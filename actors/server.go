@@ -51,6 +51,10 @@ const (
 	CodeLoopDetected = "LOOP_DETECTED"
 )
 
+// ReasonNoSessionAfterStart is the reason of the transition that resets a status a previous process (or actor
+// incarnation) left behind; it says nothing about the server's current connection, so waiting code ignores it.
+const ReasonNoSessionAfterStart = "no session after (re)start"
+
 // Local messages a server actor sends itself from its goroutines; each carries the session generation it belongs
 // to so that news about an old session is ignored.
 type (
@@ -294,7 +298,7 @@ func (a *serverActor) started(ctx actor.Context) {
 	a.rec, a.status = rec, rec.Status
 	a.secrets = newSecrets(rec, a.d.Env)
 	if a.status != persistence.StatusDisconnected {
-		a.setStatus(persistence.StatusDisconnected, "no session after (re)start", nil)
+		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
 	if rec.AutoConnect {
 		a.startConnect("auto_connect")

@@ -36,6 +36,8 @@ type System struct {
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
+	// discovered holds the ids of the servers whose tools this process has discovered (AwaitStartup).
+	discovered sync.Map
 }
 
 var _ Control = (*System)(nil)
@@ -359,14 +361,18 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		case *pb.ServerRemoved:
 			settle(e.ServerId)
 		case *pb.ServerStatusChanged:
-			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected && e.From != persistence.StatusConnecting {
+			// The reset of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the
+			// server is about to connect.
+			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
+				e.From != persistence.StatusConnecting && e.Reason != ReasonNoSessionAfterStart {
 				settle(e.ServerId)
 			}
 		}
 	})
 	defer s.sys.EventStream.Unsubscribe(sub)
-	// What happened before the subscription: servers already failed, or connected with their tools in the table.
-	rt := s.Routes()
+	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
+	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers
+	// connected whose tools this process has discovered.
 	mu.Lock()
 	ids := make([]string, 0, len(pending))
 	for id := range pending {
@@ -377,21 +383,26 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		return nil
 	}
 	for _, id := range ids {
-		srv, ok := rt.Server(id)
-		if ok && srv.Status == persistence.StatusError {
+		st, err := s.Status(ctx, id)
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
 			settle(id)
-		}
-		if ok && callable(srv.Status) {
-			for _, e := range rt.Callable() {
-				if e.SourceServerID == id {
-					settle(id)
-					break
-				}
+		case err != nil:
+			// Not answering yet (a busy or restarting actor): its events will tell.
+		case st.Status == persistence.StatusError:
+			settle(id)
+		case callable(st.Status):
+			if _, ok := s.discovered.Load(id); ok {
+				settle(id)
 			}
 		}
 	}
 	select {
 	case <-done:
+		// The router was sent every event before this wait saw it: once it answers, the table holds the tools.
+		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
