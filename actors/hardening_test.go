@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 	"github.com/mcpgw/aggregator/search/embed"
+	"github.com/mcpgw/aggregator/supervision"
 )
 
 // countingEmbedder counts how often each text is embedded.
@@ -291,5 +293,55 @@ func TestAwaitStartupAfterUncleanStop(t *testing.T) {
 	}
 	if !hasTool("unclean.echo")(r.sys.Routes()) {
 		t.Fatal("AwaitStartup returned before the tools were routable")
+	}
+}
+
+// TestEarlyFailureCountsTowardsBackoff: a backend that exits right after initialize is reconnected with growing
+// intervals (a failure before the session was stable does not reset the backoff), and the error names its cause
+// (its stderr line), not only "exit status 0".
+func TestEarlyFailureCountsTowardsBackoff(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Retry = supervision.RetrySchedule{Backoff: supervision.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}, Attempts: 6, Steady: 10 * time.Second}
+	r := newRig(t, cfg)
+	bin := peertest.GoBinary(t, "./testdata/hostile/exitafterinit")
+	s := r.register("quitter", persistence.TransportSTDIO, map[string]any{"command": bin}, nil, true)
+	var starts []time.Time
+	var hist []persistence.HistoryEvent
+	deadline := time.Now().Add(60 * time.Second)
+	for len(starts) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d connects within a minute", len(starts))
+		}
+		time.Sleep(100 * time.Millisecond)
+		var err error
+		hist, err = r.store.ListHistory(context.Background(), s.ID, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts = starts[:0]
+		for i := len(hist) - 1; i >= 0; i-- {
+			if hist[i].EventType == persistence.StatusConnecting {
+				starts = append(starts, hist[i].Timestamp)
+			}
+		}
+		if len(starts) >= 2 && starts[0].After(starts[1]) {
+			slices.Reverse(starts) // newest first: put them in time order
+		}
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	t.Logf("reconnect intervals: %v", gaps)
+	if last, first := gaps[len(gaps)-1], gaps[0]; last < 3*first || last < 1200*time.Millisecond {
+		t.Fatalf("reconnect intervals do not grow: %v", gaps)
+	}
+	row, err := r.store.GetServer(context.Background(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := ptr(row.ErrorMessage); !strings.Contains(msg, "license check failed") {
+		t.Fatalf("error_message does not name the cause: %q", msg)
 	}
 }

@@ -74,6 +74,11 @@ type (
 		requestID string
 	}
 	toolsChanged struct{ gen uint64 }
+	// toolsListFailed: a tools/list of the session failed without a JSON-RPC answer from the backend.
+	toolsListFailed struct {
+		gen uint64
+		err error
+	}
 	healthResult struct {
 		gen        uint64
 		ok         bool
@@ -159,14 +164,16 @@ type serverActor struct {
 	sys  *actor.ActorSystem
 	self *actor.PID
 
-	rec       persistence.Server
-	status    string
-	gen       uint64
-	sess      *liveSession
-	attempt   *connectAttempt
-	retryN    int
-	failures  int
-	lastError string
+	rec     persistence.Server
+	status  string
+	gen     uint64
+	sess    *liveSession
+	attempt *connectAttempt
+	retryN  int
+	// connectedAt is when the current session connected; a loss before StableAfter keeps the backoff growing.
+	connectedAt time.Time
+	failures    int
+	lastError   string
 	// secrets are the resolved secret values of the current config, scrubbed from every error text.
 	secrets *secrets
 
@@ -254,6 +261,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 			a.cancelPending()
 			a.finishDisconnect("drain timeout")
 		}
+	case *toolsListFailed:
+		a.onToolsListFailed(m)
 	case *toolsChanged:
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.ToolsListChanged{ServerId: a.id, ServerName: a.rec.Name})
@@ -459,7 +468,9 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 	}
 	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
 	a.sess = live
-	a.failures, a.retryN, a.lastError = 0, 0, ""
+	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).
+	a.failures, a.lastError = 0, ""
+	a.connectedAt = time.Now()
 	a.lastOK.Store(time.Now().UnixNano())
 	go func() {
 		err := sess.Wait()
@@ -523,7 +534,42 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	a.d.Metrics.SessionLost(a.rec.Name, cause)
 	a.log().Warn("session lost", "error", reason)
 	a.transition(persistence.StatusError, "session lost", &reason)
-	a.retryN = 0
+	a.resetBackoffIfStable()
+	a.scheduleRetry()
+}
+
+// resetBackoffIfStable starts the reconnect schedule again from its first delay when the lost session had lasted
+// StableAfter; a session that failed sooner counts as one more failed attempt, so the delays keep growing.
+func (a *serverActor) resetBackoffIfStable() {
+	if !a.connectedAt.IsZero() && time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		a.retryN = 0
+	}
+}
+
+// onToolsListFailed treats a tools/list that did not get an answer from a freshly connected session (the backend
+// exited, the answer broke the transport, it timed out) as a failed connection, with that error as its cause. Later
+// in a session's life, or when the backend answered a JSON-RPC error, discovery only logs: the session works.
+func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
+	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) ||
+		time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		return
+	}
+	reason := "tool discovery failed right after connecting: " + m.err.Error()
+	if exit := a.sess.b.exitReason(); exit != "" {
+		reason += " (" + exit + ")"
+	}
+	if a.sess.b.stderr != nil {
+		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
+			reason += "; stderr: " + stderrSummary(t)
+		}
+	}
+	reason = a.secrets.scrub(reason)
+	a.lastError = reason
+	a.cancelPending()
+	a.closeSession(false)
+	a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseClosed)
+	a.log().Warn("tool discovery failed right after connecting", "error", reason)
+	a.transition(persistence.StatusError, "tool discovery failure", &reason)
 	a.scheduleRetry()
 }
 
@@ -780,12 +826,17 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		return
 	}
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout, a.secrets
+	gen, self := a.sess.gen, a.self
 	go func() {
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		reply := &pb.ListToolsReply{}
 		for tool, err := range sess.Tools(lctx, nil) {
 			if err != nil {
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) || localTransportError(err) {
+					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
+				}
 				reply.ToolsJson = nil
 				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
 				break
@@ -917,7 +968,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.closeSession(false)
 		a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
 		a.transition(persistence.StatusError, "3 health failures", &msg)
-		a.retryN = 0
+		a.resetBackoffIfStable()
 		a.scheduleRetry()
 		return
 	case a.failures == 2 && a.status == persistence.StatusConnected:
