@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search/embed"
 	"github.com/mcpgw/aggregator/supervision"
 )
@@ -343,5 +344,69 @@ func TestEarlyFailureCountsTowardsBackoff(t *testing.T) {
 	}
 	if msg := ptr(row.ErrorMessage); !strings.Contains(msg, "license check failed") {
 		t.Fatalf("error_message does not name the cause: %q", msg)
+	}
+}
+
+// TestDrainCalls: once draining, new calls are refused with "shutting down"; a call that ends within the drain time
+// gets its result; one still running at the deadline gets SERVER_UNAVAILABLE saying the aggregator is shutting down.
+func TestDrainCalls(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	url, entered, open := gateServer(t)
+	defer open()
+	s := r.register("drainme", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+
+	// A call still running at the drain deadline.
+	replies := make(chan *pb.CallToolReply, 1)
+	go func() {
+		rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+		if err != nil {
+			rep = &pb.CallToolReply{Error: &pb.ErrorInfo{Message: err.Error()}}
+		}
+		replies <- rep
+	}()
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if n := r.sys.DrainCalls(ctx, 10*time.Second); n != 1 {
+		t.Fatalf("DrainCalls cancelled %d calls, want 1", n)
+	}
+	select {
+	case rep := <-replies:
+		if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
+			t.Fatalf("call cut by the shutdown: %+v, want SERVER_UNAVAILABLE shutting down", rep)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call got no answer")
+	}
+	rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+	if err != nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
+		t.Fatalf("a call after the drain began: %+v %v, want refused as shutting down", rep, err)
+	}
+}
+
+// TestDrainCallsLetsCallsFinish: a call that ends within the drain time gets its result.
+func TestDrainCallsLetsCallsFinish(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	url, entered, open := gateServer(t)
+	defer open()
+	s := r.register("drainok", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	replies := make(chan *pb.CallToolReply, 1)
+	go func() {
+		rep, _ := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+		replies <- rep
+	}()
+	<-entered
+	time.AfterFunc(300*time.Millisecond, open)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if n := r.sys.DrainCalls(ctx, time.Second); n != 0 {
+		t.Fatalf("DrainCalls cancelled %d calls, want 0", n)
+	}
+	if rep := <-replies; rep == nil || rep.Error != nil || !strings.Contains(string(rep.ResultJson), "done") {
+		t.Fatalf("a call finishing within the drain time: %+v", rep)
 	}
 }

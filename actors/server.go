@@ -182,10 +182,12 @@ type serverActor struct {
 	drainTimer  *time.Timer
 	healthBusy  bool
 
-	pending  map[uint64]context.CancelFunc
-	byReq    map[string]uint64 // call_id -> pending key, for CancelCall
-	nextCall uint64
-	lastOK   atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
+	pending map[uint64]context.CancelCauseFunc
+	// shuttingDown: the daemon's drain time is over; calls are refused and those in flight were cancelled.
+	shuttingDown bool
+	byReq        map[string]uint64 // call_id -> pending key, for CancelCall
+	nextCall     uint64
+	lastOK       atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
 	// the session's notification handler reads it from the transport's goroutine.
 	progress *sync.Map
@@ -195,7 +197,7 @@ type serverActor struct {
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
+		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
 	})
 }
 
@@ -232,7 +234,12 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.openProxy(ctx, m)
 	case *pb.CancelCall:
 		if id, ok := a.byReq[m.CallId]; ok {
-			a.pending[id]()
+			a.pending[id](nil)
+		}
+	case *cancelCallsForShutdown:
+		a.shuttingDown = true
+		for _, cancel := range a.pending {
+			cancel(ErrShuttingDown)
 		}
 
 	case *connectDone:
@@ -651,7 +658,7 @@ func (a *serverActor) finishDisconnect(reason string) {
 
 func (a *serverActor) cancelPending() {
 	for _, cancel := range a.pending {
-		cancel()
+		cancel(nil)
 	}
 }
 
@@ -711,6 +718,10 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		ctx.Respond(&pb.CallToolReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}
+	if a.shuttingDown {
+		ctx.Respond(&pb.CallToolReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", m.Tool, a.rec.Name))})
+		return
+	}
 	if max := a.d.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
 		a.d.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
 		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
@@ -721,10 +732,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	if m.DeadlineUnixMs > 0 {
 		deadline = time.UnixMilli(m.DeadlineUnixMs)
 	}
-	cctx, cancel := context.WithDeadline(context.Background(), deadline)
+	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
+	cctx, cancelCause := context.WithCancelCause(dctx)
+	cancel := func() { cancelCause(nil); cancelDeadline() }
 	a.nextCall++
 	id := a.nextCall
-	a.pending[id] = cancel
+	a.pending[id] = cancelCause
 	if m.CallId != "" {
 		a.byReq[m.CallId] = id
 	}
@@ -793,6 +806,9 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	info := &pb.ErrorInfo{ServerName: server, ServerStatus: status}
 	var rpcErr *jsonrpc.Error
 	switch {
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("The aggregator is shutting down: the call to %s on %s did not finish within the drain time", tool, server)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		info.Code, info.Message = CodeRequestTimeout, fmt.Sprintf("Tool call %s on %s timed out", tool, server)
 	case errors.Is(ctx.Err(), context.Canceled):

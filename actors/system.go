@@ -38,6 +38,88 @@ type System struct {
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 	// discovered holds the ids of the servers whose tools this process has discovered (AwaitStartup).
 	discovered sync.Map
+	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
+	calls callGate
+}
+
+// callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
+type callGate struct {
+	mu      sync.Mutex
+	closing bool
+	n       int
+	idle    chan struct{} // closed when n reaches 0 after close
+}
+
+// enter admits one call; false once the gate is closed.
+func (g *callGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *callGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// close refuses new calls and returns a channel closed once no call is in flight, and how many are.
+func (g *callGate) close() (<-chan struct{}, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closing = true
+	ch := make(chan struct{})
+	if g.n == 0 {
+		close(ch)
+	} else if g.idle != nil {
+		ch = g.idle
+	} else {
+		g.idle = ch
+	}
+	return ch, g.n
+}
+
+// cancelCallsForShutdown is what the registry passes to every server actor when the drain time is over: the calls
+// still in flight end with SERVER_UNAVAILABLE "shutting down", and the actor takes no new calls.
+type cancelCallsForShutdown struct{}
+
+// DrainCalls is the first step of a shutdown: tool calls are no longer accepted (new ones answer SERVER_UNAVAILABLE
+// saying the daemon is shutting down) and the calls in flight may finish until ctx ends. Those still running then
+// are cancelled at their backends and answered SERVER_UNAVAILABLE "shutting down"; DrainCalls waits up to grace for
+// those answers. It returns how many calls were cancelled.
+func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
+	idle, n := s.calls.close()
+	if n > 0 {
+		s.d.Logger.Info("shutdown: waiting for tool calls in flight", "calls", n)
+	}
+	select {
+	case <-idle:
+		return 0
+	case <-ctx.Done():
+	}
+	_, left := s.calls.close()
+	s.d.Logger.Warn("shutdown: cancelling tool calls still in flight after the drain time", "calls", left)
+	s.sys.Root.Send(s.registry, &cancelCallsForShutdown{})
+	select {
+	case <-idle:
+	case <-time.After(grace):
+	}
+	return left
+}
+
+// shutdownReply answers a call refused because the daemon is shutting down.
+func (s *System) shutdownReply(id, tool string) *pb.CallToolReply {
+	srv, _ := s.Routes().Server(id)
+	return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
+		Message: fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", tool, srv.Name)}}
 }
 
 var _ Control = (*System)(nil)
@@ -201,6 +283,10 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
 	pid := s.serverPID(id)
 	if call, ok := msg.(*pb.CallTool); ok {
+		if !s.calls.enter() {
+			return s.shutdownReply(id, call.Tool), nil
+		}
+		defer s.calls.leave()
 		call.CallId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
 		if call.RequestId == "" {
 			call.RequestId = requestid.From(ctx)

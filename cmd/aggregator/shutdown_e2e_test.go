@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/peertest"
+)
+
+// TestSIGTERMDrainsCallsInFlight: SIGTERM arrives while a 3 s tool call runs on REST and another on /mcp. Both
+// callers get the tool's result (or, past the drain budget, a proper shutdown error), nobody hangs, and the daemon
+// exits within its shutdown timeout.
+func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
+	d := newDaemon(t, "")
+	d.start()
+	cmd, args := peertest.EverythingStdio(t)
+	code, s := d.do("POST", "/servers", map[string]any{
+		"name": "slowpoke", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args},
+	})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	d.waitStatus(s["id"].(string), "CONNECTED", 30*time.Second)
+	restURL := strings.TrimSuffix(d.base, "/aggregator") + "/tools/call"
+	const tool = "trigger-long-running-operation"
+	callBody, _ := json.Marshal(map[string]any{"name": tool, "arguments": map[string]any{"duration": 3, "steps": 3}})
+
+	// The tool is routable once discovery ran.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Post(restURL, "application/json", bytes.NewReader([]byte(`{"name":"slowpoke.echo","arguments":{"message":"hi"}}`)))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("echo never routable")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "shutdown-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sess, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.mcp + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect /mcp: %v", err)
+	}
+	defer sess.Close()
+	mcpName := ""
+	for tl, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(tl.Name, tool) {
+			mcpName = tl.Name
+		}
+	}
+	if mcpName == "" {
+		t.Fatalf("%s not listed on /mcp", tool)
+	}
+
+	type outcome struct {
+		what string
+		text string
+		ok   bool // the result, or a proper shutdown error
+		took time.Duration
+	}
+	results := make(chan outcome, 2)
+	start := time.Now()
+	go func() {
+		resp, err := http.Post(restURL, "application/json", bytes.NewReader(callBody))
+		if err != nil {
+			results <- outcome{"REST", err.Error(), false, time.Since(start)}
+			return
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text := fmt.Sprintf("%d %s", resp.StatusCode, raw)
+		ok := resp.StatusCode == 200 && strings.Contains(string(raw), "completed") ||
+			resp.StatusCode == 503 && strings.Contains(string(raw), "shutting down")
+		results <- outcome{"REST", text, ok, time.Since(start)}
+	}()
+	go func() {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: mcpName, Arguments: map[string]any{"duration": 3, "steps": 3}})
+		if err != nil {
+			results <- outcome{"MCP", err.Error(), false, time.Since(start)}
+			return
+		}
+		raw, _ := json.Marshal(res)
+		ok := !res.IsError && strings.Contains(string(raw), "completed") || res.IsError && strings.Contains(string(raw), "shutting down")
+		results <- outcome{"MCP", string(raw), ok, time.Since(start)}
+	}()
+	time.Sleep(time.Second) // both calls are at the backend (a 3 s operation)
+	took := d.signal(syscall.SIGTERM, 15*time.Second)
+	t.Logf("SIGTERM: exited in %v", took)
+	for i := 0; i < 2; i++ {
+		select {
+		case o := <-results:
+			t.Logf("%s after %v: %.300s", o.what, o.took, o.text)
+			if !o.ok {
+				t.Errorf("%s call in flight at SIGTERM got %s", o.what, o.text)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a caller is still waiting 10 s after the daemon exited; logs:\n%s", d.logs)
+		}
+	}
+}
