@@ -17,11 +17,30 @@ import (
 	"github.com/mcpgw/aggregator/actors/peertest"
 )
 
-// TestSIGTERMDrainsCallsInFlight: SIGTERM arrives while a 3 s tool call runs on REST and another on /mcp. Both
-// callers get the tool's result (or, past the drain budget, a proper shutdown error), nobody hangs, and the daemon
-// exits within its shutdown timeout.
+// TestSIGTERMDrainsCallsInFlight: SIGTERM arrives while a tool call runs on REST and another on /mcp. A call that
+// ends within the drain time (half of MCP_AGGREGATOR_SHUTDOWN_TIMEOUT) gets its result; one that does not gets a
+// 503 / isError saying the aggregator is shutting down. Nobody hangs, and the daemon exits within its timeout.
 func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
+	cases := []struct {
+		name           string
+		duration       int // seconds the tool runs
+		timeout        int // MCP_AGGREGATOR_SHUTDOWN_TIMEOUT
+		wantCompletion bool
+	}{
+		{"finishes within the drain", 3, 10, true},
+		{"outlasts the drain", 12, 4, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sigtermDuringCalls(t, c.duration, c.timeout, c.wantCompletion)
+		})
+	}
+}
+
+func sigtermDuringCalls(t *testing.T, duration, timeout int, wantCompletion bool) {
 	d := newDaemon(t, "")
+	// GORACE: the race runtime otherwise sleeps a second at exit, which is not the daemon's time.
+	d.env = append(d.env, fmt.Sprintf("MCP_AGGREGATOR_SHUTDOWN_TIMEOUT=%d", timeout), "GORACE=atexit_sleep_ms=0")
 	d.start()
 	cmd, args := peertest.EverythingStdio(t)
 	code, s := d.do("POST", "/servers", map[string]any{
@@ -34,7 +53,7 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 	d.waitStatus(s["id"].(string), "CONNECTED", 30*time.Second)
 	restURL := strings.TrimSuffix(d.base, "/aggregator") + "/tools/call"
 	const tool = "trigger-long-running-operation"
-	callBody, _ := json.Marshal(map[string]any{"name": tool, "arguments": map[string]any{"duration": 3, "steps": 3}})
+	callBody, _ := json.Marshal(map[string]any{"name": tool, "arguments": map[string]any{"duration": duration, "steps": 3}})
 
 	// The tool is routable once discovery ran.
 	deadline := time.Now().Add(30 * time.Second)
@@ -90,22 +109,23 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		text := fmt.Sprintf("%d %s", resp.StatusCode, raw)
-		ok := resp.StatusCode == 200 && strings.Contains(string(raw), "completed") ||
-			resp.StatusCode == 503 && strings.Contains(string(raw), "shutting down")
+		ok := wantCompletion && resp.StatusCode == 200 && strings.Contains(string(raw), "completed") ||
+			!wantCompletion && resp.StatusCode == 503 && strings.Contains(string(raw), "shutting down")
 		results <- outcome{"REST", text, ok, time.Since(start)}
 	}()
 	go func() {
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: mcpName, Arguments: map[string]any{"duration": 3, "steps": 3}})
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: mcpName, Arguments: map[string]any{"duration": duration, "steps": 3}})
 		if err != nil {
 			results <- outcome{"MCP", err.Error(), false, time.Since(start)}
 			return
 		}
 		raw, _ := json.Marshal(res)
-		ok := !res.IsError && strings.Contains(string(raw), "completed") || res.IsError && strings.Contains(string(raw), "shutting down")
+		ok := wantCompletion && !res.IsError && strings.Contains(string(raw), "completed") ||
+			!wantCompletion && res.IsError && strings.Contains(string(raw), "shutting down")
 		results <- outcome{"MCP", string(raw), ok, time.Since(start)}
 	}()
-	time.Sleep(time.Second) // both calls are at the backend (a 3 s operation)
-	took := d.signal(syscall.SIGTERM, 15*time.Second)
+	time.Sleep(time.Second) // both calls are at the backend
+	took := d.signal(syscall.SIGTERM, time.Duration(timeout)*time.Second+500*time.Millisecond)
 	t.Logf("SIGTERM: exited in %v", took)
 	for i := 0; i < 2; i++ {
 		select {
@@ -117,5 +137,8 @@ func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("a caller is still waiting 10 s after the daemon exited; logs:\n%s", d.logs)
 		}
+	}
+	if t.Failed() {
+		t.Logf("daemon logs:\n%s", d.logs)
 	}
 }
