@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -140,5 +141,81 @@ func sigtermDuringCalls(t *testing.T, duration, timeout int, wantCompletion bool
 	}
 	if t.Failed() {
 		t.Logf("daemon logs:\n%s", d.logs)
+	}
+}
+
+// TestStdioAfterUncleanStop: after a SIGKILLed daemon (its server's row still says CONNECTED), `aggregator stdio`
+// answers its client's first tools/list with the backend's tools, not only the meta-tools; a SIGTERM while a 3 s
+// call runs lets the call finish, and the process exits within its shutdown timeout.
+func TestStdioAfterUncleanStop(t *testing.T) {
+	d := newDaemon(t, "")
+	d.env = append(d.env, "MCP_AGGREGATOR_SHUTDOWN_TIMEOUT=8", "GORACE=atexit_sleep_ms=0")
+	d.start()
+	cmd, args := peertest.EverythingStdio(t)
+	code, s := d.do("POST", "/servers", map[string]any{
+		"name": "everything", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args},
+	})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	d.waitStatus(s["id"].(string), "CONNECTED", 30*time.Second)
+	d.signal(syscall.SIGKILL, 5*time.Second)
+
+	proc := exec.Command(binary, "stdio")
+	proc.Env = d.env
+	logs := &syncBuf{}
+	proc.Stderr = logs
+	client := mcp.NewClient(&mcp.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: proc, TerminateDuration: time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect to aggregator stdio: %v; logs:\n%s", err, logs)
+	}
+	defer sess.Close()
+	var names []string
+	longOp := ""
+	for tl, err := range sess.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tl.Name)
+		if strings.HasSuffix(tl.Name, "trigger-long-running-operation") {
+			longOp = tl.Name
+		}
+	}
+	if longOp == "" {
+		t.Fatalf("the first tools/list after an unclean stop lacks the backend's tools: %v; logs:\n%s", names, logs)
+	}
+
+	done := make(chan string, 1)
+	go func() {
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: longOp, Arguments: map[string]any{"duration": 3, "steps": 3}})
+		if err != nil {
+			done <- "error: " + err.Error()
+			return
+		}
+		raw, _ := json.Marshal(res)
+		done <- string(raw)
+	}()
+	time.Sleep(time.Second)
+	exited := make(chan struct{})
+	go func() { _, _ = proc.Process.Wait(); close(exited) }()
+	start := time.Now()
+	_ = proc.Process.Signal(syscall.SIGTERM)
+	select {
+	case got := <-done:
+		if !strings.Contains(got, "completed") || strings.Contains(got, `"isError":true`) {
+			t.Fatalf("call in flight at SIGTERM: %s; logs:\n%s", got, logs)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the stdio client got no answer; logs:\n%s", logs)
+	}
+	select {
+	case <-exited:
+		t.Logf("aggregator stdio exited %v after SIGTERM", time.Since(start))
+	case <-time.After(8*time.Second + 500*time.Millisecond):
+		t.Fatalf("aggregator stdio did not exit within its shutdown timeout; logs:\n%s", logs)
 	}
 }
