@@ -410,3 +410,19 @@ func TestDrainCallsLetsCallsFinish(t *testing.T) {
 		t.Fatalf("a call finishing within the drain time: %+v", rep)
 	}
 }
+
+// TestDiscoveryFailureOfFreshSessionIsRecorded: a backend that connects but whose tools/list cannot be decoded is
+// not left CONNECTED with no tools: the failure is an ERROR naming the tools/list error, and it is retried with
+// growing intervals.
+func TestDiscoveryFailureOfFreshSessionIsRecorded(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Retry = supervision.RetrySchedule{Backoff: supervision.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}, Attempts: 6, Steady: 10 * time.Second}
+	r := newRig(t, cfg)
+	bin := peertest.GoBinary(t, "./testdata/hostile/badlist")
+	s := r.register("badlist", persistence.TransportSTDIO, map[string]any{"command": bin}, nil, true)
+	row := r.waitServer(s.ID, persistence.StatusError, 30*time.Second)
+	if msg := ptr(row.ErrorMessage); !strings.Contains(msg, "tool discovery failed") || !strings.Contains(msg, "tools") {
+		t.Fatalf("error_message does not name the tools/list failure: %q", msg)
+	}
+}
