@@ -309,8 +309,9 @@ func drainListeners(system *actors.System, app interface{ ShutdownWithTimeout(ti
 	}
 	dcancel()
 	// The answers are being written: wait for MCP requests (not the standalone GET streams, which never end by
-	// themselves) to finish; a legacy SSE answer goes out on its GET stream, hence the short settle.
-	active.waitIdle(grace)
+	// themselves) to finish, including calls through the per-server proxy, which DrainCalls does not see; a legacy
+	// SSE answer goes out on its GET stream, hence the short settle.
+	active.waitIdle(time.Until(start.Add(drain)) + grace)
 	time.Sleep(100 * time.Millisecond)
 	_ = mcpHTTP.Close()
 	if err := <-mcpDone; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, context.Canceled) {
