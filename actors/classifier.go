@@ -127,7 +127,7 @@ func (s *System) startClassifier() error {
 	if s.d.Classifier == nil {
 		return nil
 	}
-	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.d, s) }), "classifier")
+	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.d, s) }, s.guardian), "classifier")
 	if err != nil {
 		return fmt.Errorf("spawn classifier: %w", err)
 	}

@@ -32,6 +32,12 @@ type Config struct {
 	Restart           supervision.Backoff // crashed actors restart after this backoff
 	AliasSeparator    string              // joins server and tool in the MCP endpoint's client-safe names ("__")
 	MaxToolsPerServer int                 // discovery keeps at most this many tools of one server, in listing order (5000; 0 no cap)
+	// MaxCallsPerServer bounds the tool calls in flight on one server (64; 0 no bound): one more is refused at once
+	// with SERVER_BUSY instead of piling goroutines and requests onto a backend that serves them one by one.
+	MaxCallsPerServer int
+	// StableAfter is how long a session must last before its loss resets the reconnect backoff (30 s): a backend
+	// that fails right after connecting is retried with growing delays, not every second forever.
+	StableAfter time.Duration
 	// The skills classifier pool (BR-004, EC-009); zero values take the defaults.
 	ClassifyConcurrency   int           // classifications in flight at once (5)
 	ClassifyRetryInterval time.Duration // while tools failed to classify, one is retried this often (30 s)
@@ -67,6 +73,8 @@ func DefaultConfig() Config {
 		Restart:           supervision.Backoff{Initial: 100 * time.Millisecond, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2},
 		AliasSeparator:    "__",
 		MaxToolsPerServer: 5000,
+		MaxCallsPerServer: 64,
+		StableAfter:       30 * time.Second,
 
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,
@@ -126,6 +134,9 @@ func (d *Deps) withDefaults() *Deps {
 	}
 	if out.Config.AliasSeparator == "" {
 		out.Config.AliasSeparator = "__"
+	}
+	if out.Config.StableAfter <= 0 {
+		out.Config.StableAfter = 30 * time.Second
 	}
 	if out.Env == nil {
 		out.Env = os.LookupEnv

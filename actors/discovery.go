@@ -144,6 +144,7 @@ func (s *System) discover(ctx context.Context, id string) error {
 	}
 	s.d.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
 		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
+	s.discovered.Store(id, true)
 	s.sys.EventStream.Publish(&pb.ToolsChanged{
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
 	})

@@ -492,7 +492,7 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 		}
 		if att.b.stderr != nil {
 			if t := strings.TrimSpace(att.b.stderr.String()); t != "" {
-				err = fmt.Errorf("%w; stderr: %s", err, lastLines(t, 5))
+				err = fmt.Errorf("%w; stderr: %s", err, stderrSummary(t))
 			}
 		}
 		p.fail(ctx, err)

@@ -74,6 +74,10 @@ func (r *registryActor) Receive(ctx actor.Context) {
 		ctx.Respond(&regResult{pid: pid, err: err})
 	case *removeMsg:
 		r.remove(ctx, m.id)
+	case *cancelCallsForShutdown:
+		for _, pid := range r.children {
+			ctx.Send(pid, m)
+		}
 	}
 }
 

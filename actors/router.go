@@ -28,6 +28,10 @@ type routerActor struct {
 	version uint64
 }
 
+// panicForTest makes the router crash the way a bug would; the type is unexported, so only the package's own tests
+// send it (they check that the router is supervised).
+type panicForTest struct{}
+
 // routeHooks are the functions told about every new routing table (the MCP endpoint's tools/list_changed).
 type routeHooks struct {
 	mu   sync.Mutex
@@ -68,6 +72,8 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.publish()
 	case *readyMsg:
 		ctx.Respond(&regResult{})
+	case *panicForTest:
+		panic("router: crash injected by a test")
 	case *pb.ServerStatusChanged:
 		s := r.servers[m.ServerId]
 		s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To

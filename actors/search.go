@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,6 +35,7 @@ type searcher struct {
 	eng   *search.Engine
 	emb   embed.Embedder
 	idx   vector.Index
+	vec   *vectorAdapter
 	space *classify.SkillSpace
 	extra *classify.SkillSpace
 }
@@ -57,7 +59,8 @@ func newSearcher(ctx context.Context, sd *SearchDeps) (*searcher, error) {
 		return nil, fmt.Errorf("prepare the vector index: %w", err)
 	}
 	_ = rebuild // every start indexes every stored tool anyway: the lexical side lives in memory
-	eng, err := search.New(emb, &vectorAdapter{idx: idx}, search.Options{})
+	va := &vectorAdapter{idx: idx}
+	eng, err := search.New(emb, va, search.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("search engine: %w", err)
 	}
@@ -65,13 +68,41 @@ func newSearcher(ctx context.Context, sd *SearchDeps) (*searcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &searcher{eng: eng, emb: emb, idx: idx, space: space, extra: sd.Skills}, nil
+	return &searcher{eng: eng, emb: emb, idx: idx, vec: va, space: space, extra: sd.Skills}, nil
 }
 
-// vectorAdapter lets the engine use a vector.Index (ids and scores map one to one; the payload travels as is).
-type vectorAdapter struct{ idx vector.Index }
+// vectorAdapter lets the engine use a vector.Index (ids and scores map one to one; the payload travels as is). It
+// also hands the vectors the engine computed to the indexer (see capture), so that a tool is embedded once: an
+// external embedding API is paid per text.
+type vectorAdapter struct {
+	idx      vector.Index
+	mu       sync.Mutex
+	captured map[int64][]float32
+}
+
+// capture starts recording the vectors of the next upserts; take returns them and stops.
+func (a *vectorAdapter) capture() {
+	a.mu.Lock()
+	a.captured = map[int64][]float32{}
+	a.mu.Unlock()
+}
+
+func (a *vectorAdapter) take() map[int64][]float32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.captured
+	a.captured = nil
+	return out
+}
 
 func (a *vectorAdapter) Upsert(ctx context.Context, points []search.VectorPoint) error {
+	a.mu.Lock()
+	if a.captured != nil {
+		for _, p := range points {
+			a.captured[p.ID] = p.Vector
+		}
+	}
+	a.mu.Unlock()
 	out := make([]vector.Point, len(points))
 	for i, p := range points {
 		pl, _ := p.Payload.(vector.Payload)
@@ -171,7 +202,6 @@ func (a *indexerActor) indexServer(id string) {
 	}
 	present := map[int64]bool{}
 	var docs []search.Doc
-	var texts []string
 	var embedIDs []int64
 	touched := map[string]bool{}
 	for _, t := range tools {
@@ -183,7 +213,6 @@ func (a *indexerActor) indexServer(id string) {
 		if old == nil || old.hash != hash {
 			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: t.OriginalName,
 				Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
-			texts = append(texts, embed.ToolText(t.Name, t.Description, t.InputSchema))
 			embedIDs = append(embedIDs, t.ID)
 		} else if !sameStrings(old.skills, t.SkillIDs) {
 			// Only the classification changed: update the stored payload, no re-embedding.
@@ -207,12 +236,19 @@ func (a *indexerActor) indexServer(id string) {
 		old.server, old.hash, old.skills = id, hash, t.SkillIDs
 	}
 	if len(docs) > 0 {
-		if err := a.sr.eng.Upsert(sctx, docs); err != nil {
+		// The engine embeds the tools; their vectors also feed the skill centroids, taken from the same call.
+		a.sr.vec.capture()
+		err := a.sr.eng.Upsert(sctx, docs)
+		vecs := a.sr.vec.take()
+		if err != nil {
 			a.d.Logger.Error("indexer: index tools", "server_id", id, "error", err)
 		}
-		if vecs, err := a.sr.emb.Embed(sctx, texts); err == nil && len(vecs) == len(texts) {
-			for i, tid := range embedIDs {
-				a.tools[tid].vec = vecs[i]
+		for _, tid := range embedIDs {
+			a.tools[tid].vec = vecs[tid]
+			if err != nil {
+				// Not indexed: forget the hash so that the next change of this server tries the tool again, and
+				// keep it out of the skill centroids meanwhile.
+				a.tools[tid].vec, a.tools[tid].hash = nil, ""
 			}
 		}
 	}

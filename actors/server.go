@@ -52,6 +52,10 @@ const (
 	CodeLoopDetected = "LOOP_DETECTED"
 )
 
+// ReasonNoSessionAfterStart is the reason of the transition that resets a status a previous process (or actor
+// incarnation) left behind; it says nothing about the server's current connection, so waiting code ignores it.
+const ReasonNoSessionAfterStart = "no session after (re)start"
+
 // Local messages a server actor sends itself from its goroutines; each carries the session generation it belongs
 // to so that news about an old session is ignored.
 type (
@@ -71,6 +75,11 @@ type (
 		requestID string
 	}
 	toolsChanged struct{ gen uint64 }
+	// toolsListFailed: a tools/list of the session failed without a JSON-RPC answer from the backend.
+	toolsListFailed struct {
+		gen uint64
+		err error
+	}
 	healthResult struct {
 		gen        uint64
 		ok         bool
@@ -156,14 +165,16 @@ type serverActor struct {
 	sys  *actor.ActorSystem
 	self *actor.PID
 
-	rec       persistence.Server
-	status    string
-	gen       uint64
-	sess      *liveSession
-	attempt   *connectAttempt
-	retryN    int
-	failures  int
-	lastError string
+	rec     persistence.Server
+	status  string
+	gen     uint64
+	sess    *liveSession
+	attempt *connectAttempt
+	retryN  int
+	// connectedAt is when the current session connected; a loss before StableAfter keeps the backoff growing.
+	connectedAt time.Time
+	failures    int
+	lastError   string
 	// secrets are the resolved secret values of the current config, scrubbed from every error text.
 	secrets *secrets
 
@@ -172,10 +183,12 @@ type serverActor struct {
 	drainTimer  *time.Timer
 	healthBusy  bool
 
-	pending  map[uint64]context.CancelFunc
-	byReq    map[string]uint64 // call_id -> pending key, for CancelCall
-	nextCall uint64
-	lastOK   atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
+	pending map[uint64]context.CancelCauseFunc
+	// shuttingDown: the daemon's drain time is over; calls are refused and those in flight were cancelled.
+	shuttingDown bool
+	byReq        map[string]uint64 // call_id -> pending key, for CancelCall
+	nextCall     uint64
+	lastOK       atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
 	// the session's notification handler reads it from the transport's goroutine.
 	progress *sync.Map
@@ -185,7 +198,7 @@ type serverActor struct {
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
+		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
 	})
 }
 
@@ -204,7 +217,14 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *pb.Disconnect:
 		ctx.Respond(a.disconnect(m.Force, m.Reason))
 	case *pb.Reload:
-		ctx.Respond(a.reload())
+		// The registry sends Reload without waiting for an answer (an update must not wait on a busy actor): a
+		// reply then would only reach dead letters, so the outcome is logged instead.
+		ack := a.reload()
+		if ctx.Sender() != nil {
+			ctx.Respond(ack)
+		} else if ack.Error != "" {
+			a.log().Error("reload after update failed", "error", ack.Error)
+		}
 	case *pb.GetStatus:
 		ctx.Respond(a.statusReply())
 	case *pb.CallTool:
@@ -215,7 +235,12 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.openProxy(ctx, m)
 	case *pb.CancelCall:
 		if id, ok := a.byReq[m.CallId]; ok {
-			a.pending[id]()
+			a.pending[id](nil)
+		}
+	case *cancelCallsForShutdown:
+		a.shuttingDown = true
+		for _, cancel := range a.pending {
+			cancel(ErrShuttingDown)
 		}
 
 	case *connectDone:
@@ -244,6 +269,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 			a.cancelPending()
 			a.finishDisconnect("drain timeout")
 		}
+	case *toolsListFailed:
+		a.onToolsListFailed(m)
 	case *toolsChanged:
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.ToolsListChanged{ServerId: a.id, ServerName: a.rec.Name})
@@ -288,7 +315,7 @@ func (a *serverActor) started(ctx actor.Context) {
 	a.rec, a.status = rec, rec.Status
 	a.secrets = newSecrets(rec, a.d.Env)
 	if a.status != persistence.StatusDisconnected {
-		a.setStatus(persistence.StatusDisconnected, "no session after (re)start", nil)
+		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
 	if rec.AutoConnect {
 		a.startConnect("auto_connect")
@@ -311,10 +338,11 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	a.status = to
 	a.d.Metrics.Transition(to)
 	now := time.Now().UTC()
-	details, _ := json.Marshal(map[string]any{"from": from, "reason": reason})
+	// The store writes from, reason and error_message into the row's details itself: Details is only for extra
+	// fields (setting it to from+reason nested a copy of the row in itself).
 	sctx, cancel := a.storeCtx()
 	err := a.d.Store.RecordTransition(sctx, persistence.Transition{
-		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now, Details: details,
+		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now,
 	})
 	cancel()
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
@@ -456,7 +484,9 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 	}
 	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
 	a.sess = live
-	a.failures, a.retryN, a.lastError = 0, 0, ""
+	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).
+	a.failures, a.lastError = 0, ""
+	a.connectedAt = time.Now()
 	a.lastOK.Store(time.Now().UnixNano())
 	go func() {
 		err := sess.Wait()
@@ -469,7 +499,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 func (a *serverActor) connectFailed(err error, stderrTail string) {
 	msg := err.Error()
 	if t := strings.TrimSpace(stderrTail); t != "" {
-		msg += "; stderr: " + lastLines(t, 5)
+		msg += "; stderr: " + stderrSummary(t)
 	}
 	msg = a.secrets.scrub(msg)
 	a.lastError = msg
@@ -506,7 +536,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	}
 	if a.sess.b.stderr != nil {
 		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
-			reason += "; stderr: " + lastLines(t, 5)
+			reason += "; stderr: " + stderrSummary(t)
 		}
 	}
 	reason = a.secrets.scrub(reason)
@@ -520,7 +550,42 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	a.d.Metrics.SessionLost(a.rec.Name, cause)
 	a.log().Warn("session lost", "error", reason)
 	a.transition(persistence.StatusError, "session lost", &reason)
-	a.retryN = 0
+	a.resetBackoffIfStable()
+	a.scheduleRetry()
+}
+
+// resetBackoffIfStable starts the reconnect schedule again from its first delay when the lost session had lasted
+// StableAfter; a session that failed sooner counts as one more failed attempt, so the delays keep growing.
+func (a *serverActor) resetBackoffIfStable() {
+	if !a.connectedAt.IsZero() && time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		a.retryN = 0
+	}
+}
+
+// onToolsListFailed treats a tools/list that did not get an answer from a freshly connected session (the backend
+// exited, the answer broke the transport, it timed out) as a failed connection, with that error as its cause. Later
+// in a session's life, or when the backend answered a JSON-RPC error, discovery only logs: the session works.
+func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
+	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) ||
+		time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		return
+	}
+	reason := "tool discovery failed right after connecting: " + m.err.Error()
+	if exit := a.sess.b.exitReason(); exit != "" {
+		reason += " (" + exit + ")"
+	}
+	if a.sess.b.stderr != nil {
+		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
+			reason += "; stderr: " + stderrSummary(t)
+		}
+	}
+	reason = a.secrets.scrub(reason)
+	a.lastError = reason
+	a.cancelPending()
+	a.closeSession(false)
+	a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseClosed)
+	a.log().Warn("tool discovery failed right after connecting", "error", reason)
+	a.transition(persistence.StatusError, "tool discovery failure", &reason)
 	a.scheduleRetry()
 }
 
@@ -602,7 +667,7 @@ func (a *serverActor) finishDisconnect(reason string) {
 
 func (a *serverActor) cancelPending() {
 	for _, cancel := range a.pending {
-		cancel()
+		cancel(nil)
 	}
 }
 
@@ -662,14 +727,26 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		ctx.Respond(&pb.CallToolReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}
+	if a.shuttingDown {
+		ctx.Respond(&pb.CallToolReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", m.Tool, a.rec.Name))})
+		return
+	}
+	if max := a.d.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
+		a.d.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
+		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
+			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
+		return
+	}
 	deadline := time.Now().Add(a.d.Config.RequestTimeout)
 	if m.DeadlineUnixMs > 0 {
 		deadline = time.UnixMilli(m.DeadlineUnixMs)
 	}
-	cctx, cancel := context.WithDeadline(context.Background(), deadline)
+	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
+	cctx, cancelCause := context.WithCancelCause(dctx)
+	cancel := func() { cancelCause(nil); cancelDeadline() }
 	a.nextCall++
 	id := a.nextCall
-	a.pending[id] = cancel
+	a.pending[id] = cancelCause
 	if m.CallId != "" {
 		a.byReq[m.CallId] = id
 	}
@@ -738,6 +815,9 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	info := &pb.ErrorInfo{ServerName: server, ServerStatus: status}
 	var rpcErr *jsonrpc.Error
 	switch {
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("The aggregator is shutting down: the call to %s on %s did not finish within the drain time", tool, server)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		info.Code, info.Message = CodeRequestTimeout, fmt.Sprintf("Tool call %s on %s timed out", tool, server)
 	case errors.Is(ctx.Err(), context.Canceled):
@@ -745,6 +825,9 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 			fmt.Sprintf("Server %s was disconnected while %s was in progress", server, tool)
 	case errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message):
 		info.Code, info.Message = CodeResponseTooLarge, fmt.Sprintf("Answer of %s to %s refused: %s", server, tool, rpcErr.Message)
+	case localTransportError(err):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("Server %s (status %s) is unavailable: the call to %s did not reach it: %v", server, status, tool, err)
 	case errors.As(err, &rpcErr):
 		info.Code, info.Message = CodeExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
 	default:
@@ -754,6 +837,15 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	return info
 }
 
+// localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself
+// (-32003 client closing, -32004 server closing, -32005 rejected by the transport: connection refused, a 4xx/5xx
+// HTTP answer, a closed stream). They are *jsonrpc.Error values like a backend's answer, but say the backend was not
+// reached: SERVER_UNAVAILABLE. A backend's JSON-RPC body inside a rejected HTTP answer still counts as rejected.
+func localTransportError(err error) bool {
+	return errors.Is(err, &jsonrpc.Error{Code: -32003}) || errors.Is(err, &jsonrpc.Error{Code: -32004}) ||
+		errors.Is(err, &jsonrpc.Error{Code: -32005})
+}
+
 // listTools pages through tools/list to the end in a goroutine (a large server must not hold the mailbox).
 func (a *serverActor) listTools(ctx actor.Context) {
 	if !callable(a.status) || a.sess == nil {
@@ -761,12 +853,17 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		return
 	}
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout, a.secrets
+	gen, self := a.sess.gen, a.self
 	go func() {
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		reply := &pb.ListToolsReply{}
 		for tool, err := range sess.Tools(lctx, nil) {
 			if err != nil {
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) || localTransportError(err) {
+					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
+				}
 				reply.ToolsJson = nil
 				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
 				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
@@ -902,7 +999,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.closeSession(false)
 		a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
 		a.transition(persistence.StatusError, "3 health failures", &msg)
-		a.retryN = 0
+		a.resetBackoffIfStable()
 		a.scheduleRetry()
 		return
 	case a.failures == 2 && a.status == persistence.StatusConnected:
@@ -941,13 +1038,55 @@ func ptrStr(s *string) string {
 	return *s
 }
 
-// lastLines keeps the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// stderrSummaryMax bounds the stderr part of an error message.
+const stderrSummaryMax = 1000
+
+// stderrSummary keeps what a failing command's stderr says went wrong: the first line that reads as an error (node
+// prints "Error: Cannot find module ..." before a long stack; Python's last line is its exception, a Go panic's
+// first) and the last 3 non-empty lines, joined by " | ", within stderrSummaryMax bytes.
+func stderrSummary(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
 	}
-	return strings.Join(lines, " | ")
+	tail := 3
+	first := -1
+	for i, l := range lines {
+		if decisiveLine(l) {
+			first = i
+			break
+		}
+	}
+	var out []string
+	start := max(len(lines)-tail, 0)
+	if first >= 0 && first < start {
+		out = append(out, lines[first])
+		if first+1 < start {
+			out = append(out, "...")
+		}
+	}
+	out = append(out, lines[start:]...)
+	msg := strings.Join(out, " | ")
+	if len(msg) > stderrSummaryMax {
+		msg = msg[:stderrSummaryMax] + "..."
+	}
+	return msg
+}
+
+// decisiveLine reports whether a stderr line says what failed (rather than being a stack frame or a banner).
+func decisiveLine(l string) bool {
+	if strings.HasPrefix(l, "at ") || strings.HasPrefix(l, "File \"") {
+		return false // JavaScript and Python stack frames
+	}
+	low := strings.ToLower(l)
+	for _, w := range []string{"error", "cannot", "can't", "not found", "no such", "fatal", "failed", "denied", "panic", "exception", "invalid", "refused", "missing"} {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // callOutcome names how a call ended, for the tool call counter.

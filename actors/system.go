@@ -33,7 +33,93 @@ type System struct {
 	sub       *eventstream.Subscription
 	searcher  *searcher
 	indexer   *actor.PID
-	callSeq   atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
+	// guardian supervises the node's singleton actors with our strategy (see Start).
+	guardian actor.PropsOption
+	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
+	// discovered holds the ids of the servers whose tools this process has discovered (AwaitStartup).
+	discovered sync.Map
+	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
+	calls callGate
+}
+
+// callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
+type callGate struct {
+	mu      sync.Mutex
+	closing bool
+	n       int
+	idle    chan struct{} // closed when n reaches 0 after close
+}
+
+// enter admits one call; false once the gate is closed.
+func (g *callGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *callGate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+// close refuses new calls and returns a channel closed once no call is in flight, and how many are.
+func (g *callGate) close() (<-chan struct{}, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closing = true
+	ch := make(chan struct{})
+	if g.n == 0 {
+		close(ch)
+	} else if g.idle != nil {
+		ch = g.idle
+	} else {
+		g.idle = ch
+	}
+	return ch, g.n
+}
+
+// cancelCallsForShutdown is what the registry passes to every server actor when the drain time is over: the calls
+// still in flight end with SERVER_UNAVAILABLE "shutting down", and the actor takes no new calls.
+type cancelCallsForShutdown struct{}
+
+// DrainCalls is the first step of a shutdown: tool calls are no longer accepted (new ones answer SERVER_UNAVAILABLE
+// saying the daemon is shutting down) and the calls in flight may finish until ctx ends. Those still running then
+// are cancelled at their backends and answered SERVER_UNAVAILABLE "shutting down"; DrainCalls waits up to grace for
+// those answers. It returns how many calls were cancelled.
+func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
+	idle, n := s.calls.close()
+	if n > 0 {
+		s.d.Logger.Info("shutdown: waiting for tool calls in flight", "calls", n)
+	}
+	select {
+	case <-idle:
+		return 0
+	case <-ctx.Done():
+	}
+	_, left := s.calls.close()
+	s.d.Logger.Warn("shutdown: cancelling tool calls still in flight after the drain time", "calls", left)
+	s.sys.Root.Send(s.registry, &cancelCallsForShutdown{})
+	select {
+	case <-idle:
+	case <-time.After(grace):
+	}
+	return left
+}
+
+// shutdownReply answers a call refused because the daemon is shutting down.
+func (s *System) shutdownReply(id, tool string) *pb.CallToolReply {
+	srv, _ := s.Routes().Server(id)
+	return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
+		Message: fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", tool, srv.Name)}}
 }
 
 var _ Control = (*System)(nil)
@@ -58,19 +144,23 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		sys.Shutdown()
 		return nil, err
 	}
+	// The node's singleton actors (router, discovery, indexer, classifier) are spawned from the root. In protoactor
+	// WithSupervisor would only apply to their children; WithGuardian makes a guardian with our strategy their
+	// parent, so a crash is restarted after our backoff, without limit, and counted by kind.
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
+	s.guardian = actor.WithGuardian(strategy)
 	var err error
 	// The router and discovery start before the registry, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{d: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}}
-	}, actor.WithSupervisor(strategy)), "router")
+	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
 	}
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &discoveryActor{d: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
-	}), "discovery")
+	}, s.guardian), "discovery")
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))
 	}
@@ -82,7 +172,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &indexerActor{d: d, sr: s.searcher, tools: map[int64]*indexedTool{}}
-	}, actor.WithSupervisor(strategy)), "indexer")
+	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
 	}
@@ -193,6 +283,10 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
 	pid := s.serverPID(id)
 	if call, ok := msg.(*pb.CallTool); ok {
+		if !s.calls.enter() {
+			return s.shutdownReply(id, call.Tool), nil
+		}
+		defer s.calls.leave()
 		call.CallId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
 		if call.RequestId == "" {
 			call.RequestId = requestid.From(ctx)
@@ -353,14 +447,18 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		case *pb.ServerRemoved:
 			settle(e.ServerId)
 		case *pb.ServerStatusChanged:
-			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected && e.From != persistence.StatusConnecting {
+			// The reset of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the
+			// server is about to connect.
+			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
+				e.From != persistence.StatusConnecting && e.Reason != ReasonNoSessionAfterStart {
 				settle(e.ServerId)
 			}
 		}
 	})
 	defer s.sys.EventStream.Unsubscribe(sub)
-	// What happened before the subscription: servers already failed, or connected with their tools in the table.
-	rt := s.Routes()
+	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
+	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers
+	// connected whose tools this process has discovered.
 	mu.Lock()
 	ids := make([]string, 0, len(pending))
 	for id := range pending {
@@ -371,21 +469,26 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		return nil
 	}
 	for _, id := range ids {
-		srv, ok := rt.Server(id)
-		if ok && srv.Status == persistence.StatusError {
+		st, err := s.Status(ctx, id)
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
 			settle(id)
-		}
-		if ok && callable(srv.Status) {
-			for _, e := range rt.Callable() {
-				if e.SourceServerID == id {
-					settle(id)
-					break
-				}
+		case err != nil:
+			// Not answering yet (a busy or restarting actor): its events will tell.
+		case st.Status == persistence.StatusError:
+			settle(id)
+		case callable(st.Status):
+			if _, ok := s.discovered.Load(id); ok {
+				settle(id)
 			}
 		}
 	}
 	select {
 	case <-done:
+		// The router was sent every event before this wait saw it: once it answers, the table holds the tools.
+		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -177,7 +177,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("start actors: %w", err)
 	}
 	systemRef.Store(system)
-	defer shutdownActors(system, cfg, logger)
+	// Sessions close last, within what is left of the shutdown timeout once the listeners drained (see below).
+	var actorsDeadline time.Time
+	defer func() { shutdownActors(system, actorsDeadline, cfg, logger) }()
 	// Readiness waits for the servers that should reconnect at start, bounded like `aggregator stdio` does.
 	var settled atomic.Bool
 	go awaitSettled(ctx, system, cfg.Actors.ConnectionTimeout, &settled, logger)
@@ -192,7 +194,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}})
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
-		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true})
+		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
+		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer})
 	defer endpoint.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -211,9 +214,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, 0, logger))
 	mux.Handle(api.LivePath, probes)
 	mux.Handle(api.ReadyPath, probes)
-	// Outside in: request id and access log, host/origin guard (403 before anything), bearer tokens, the loop guard
+	// Outside in: request id and access log, the count of requests in flight (a shutdown waits for them), host/origin guard (403 before anything), bearer tokens, the loop guard
 	// (508 for a request that already passed through this daemon), routes.
-	mcpHandler := api.AccessLog(logger, "mcp", mcpRoute, guard.Wrap(auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, endpoint.LoopGuard(mux))))
+	active := &activeRequests{}
+	mcpHandler := api.AccessLog(logger, "mcp", mcpRoute, active.wrap(guard.Wrap(auth.Middleware(cfg.Tokens, auth.Policy{MetricsOpen: cfg.MetricsOpen}, endpoint.LoopGuard(mux)))))
 	mcpHTTP := &http.Server{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second}
 
 	logger.Info("aggregator listening", "rest", "http://"+ln.Addr().String()+"/api/v1/aggregator",
@@ -228,15 +232,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	case err = <-served:
 		logger.Error("HTTP server failed", "error", err)
 	}
-	if shErr := app.ShutdownWithTimeout(cfg.ShutdownTimeout / 4); shErr != nil {
-		logger.Warn("REST shutdown", "error", shErr)
-	}
-	// MCP streams (SSE GETs) stay open until closed: give them a moment, then close what is left.
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/4)
-	if shErr := mcpHTTP.Shutdown(sctx); shErr != nil {
-		_ = mcpHTTP.Close()
-	}
-	cancel()
+	actorsDeadline = drainListeners(system, app, mcpHTTP, active, cfg.ShutdownTimeout, logger)
 	logger.Info("stopping", "uptime", time.Since(started).Round(time.Second).String())
 	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -261,7 +257,8 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
-	defer shutdownActors(system, cfg, logger)
+	var actorsDeadline time.Time
+	defer func() { shutdownActors(system, actorsDeadline, cfg, logger) }()
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
@@ -271,7 +268,36 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	cancel()
 	logger.Info("serving MCP on stdio")
-	if err := endpoint.RunStdio(ctx); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+	// A signal does not end the session at once: tool calls in flight may finish (half the shutdown timeout; new
+	// ones and those still running then answer isError "shutting down"), then the session ends.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		select {
+		case <-ctx.Done():
+		case <-runCtx.Done():
+			return
+		}
+		start := time.Now()
+		logger.Info("shutting down: draining tool calls in flight")
+		dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/2)
+		if n := system.DrainCalls(dctx, cfg.ShutdownTimeout/10); n > 0 {
+			logger.Warn("shutdown: tool calls cancelled after the drain time", "calls", n)
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond) // the answers reach stdout
+		actorsDeadline = start.Add(cfg.ShutdownTimeout - cfg.ShutdownTimeout/10)
+		if floor := time.Now().Add(cfg.ShutdownTimeout / 4); actorsDeadline.Before(floor) {
+			actorsDeadline = floor
+		}
+		stopRun()
+	}()
+	err = endpoint.RunStdio(runCtx)
+	stopRun()
+	<-drained
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("stdio session: %w", err)
 	}
 	return nil
@@ -310,8 +336,81 @@ func mcpRoute(path string) string {
 	return "unmatched"
 }
 
-func shutdownActors(system *actors.System, cfg config, logger *slog.Logger) {
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+// drainListeners is the first part of a shutdown, bounded by timeout (MCP_AGGREGATOR_SHUTDOWN_TIMEOUT): the
+// listeners stop taking connections at once while requests in flight go on; tool calls in flight may finish for
+// half the timeout (new ones answer 503 / isError "shutting down"); calls still running then are cancelled and
+// answered SERVER_UNAVAILABLE "shutting down"; once their answers are written the MCP listener closes its
+// long-lived streams. It returns the deadline for closing sessions and child processes (the rest of the timeout,
+// at least a quarter of it).
+func drainListeners(system *actors.System, app interface{ ShutdownWithTimeout(time.Duration) error }, mcpHTTP *http.Server,
+	active *activeRequests, timeout time.Duration, logger *slog.Logger) time.Time {
+	start := time.Now()
+	drain, grace := timeout/2, timeout/10
+	restDone := make(chan error, 1)
+	go func() { restDone <- app.ShutdownWithTimeout(drain + 2*grace) }()
+	mctx, mcancel := context.WithTimeout(context.Background(), drain+2*grace)
+	defer mcancel()
+	mcpDone := make(chan error, 1)
+	go func() { mcpDone <- mcpHTTP.Shutdown(mctx) }()
+
+	dctx, dcancel := context.WithTimeout(context.Background(), drain)
+	if n := system.DrainCalls(dctx, grace); n > 0 {
+		logger.Warn("shutdown: tool calls cancelled after the drain time", "calls", n, "drain", drain.String())
+	}
+	dcancel()
+	// The answers are being written: wait for MCP requests (not the standalone GET streams, which never end by
+	// themselves) to finish, including calls through the per-server proxy, which DrainCalls does not see; a legacy
+	// SSE answer goes out on its GET stream, hence the short settle.
+	active.waitIdle(time.Until(start.Add(drain)) + grace)
+	time.Sleep(100 * time.Millisecond)
+	_ = mcpHTTP.Close()
+	if err := <-mcpDone; err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+		logger.Warn("MCP listener shutdown", "error", err)
+	}
+	select {
+	case err := <-restDone:
+		if err != nil {
+			logger.Warn("REST shutdown", "error", err)
+		}
+	case <-time.After(grace):
+		logger.Warn("REST shutdown: requests still open after the drain")
+	}
+	deadline := start.Add(timeout - timeout/10) // the last tenth: closing the store and exiting
+	if floor := time.Now().Add(timeout / 4); deadline.Before(floor) {
+		deadline = floor
+	}
+	return deadline
+}
+
+// activeRequests counts the MCP listener's requests in flight other than GETs (a streamable or SSE GET is a
+// stream that lasts as long as its session), so that a shutdown closes the streams only after the answers went out.
+type activeRequests struct{ n atomic.Int64 }
+
+func (a *activeRequests) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			a.n.Add(1)
+			defer a.n.Add(-1)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// waitIdle waits until no counted request is in flight, at most max.
+func (a *activeRequests) waitIdle(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for a.n.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// shutdownActors stops every server actor (closing sessions and child processes) by deadline (zero: the whole
+// shutdown timeout from now).
+func shutdownActors(system *actors.System, deadline time.Time, cfg config, logger *slog.Logger) {
+	if deadline.IsZero() {
+		deadline = time.Now().Add(cfg.ShutdownTimeout)
+	}
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := system.Shutdown(sctx); err != nil {
 		logger.Warn("actor shutdown", "error", err)

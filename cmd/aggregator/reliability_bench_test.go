@@ -33,12 +33,12 @@ import (
 )
 
 const (
-	relHealthy       = 10               // healthy backends
-	relWorkers       = 8                // closed-loop callers of the healthy backends
-	relQuietFor      = 5 * time.Second  // the quiet measurement
-	relHostileFor    = 8 * time.Second  // each hostile scenario
-	relRSSLimitMiB   = 300              // the bound on the daemon's memory
-	relP99RatioLimit = 2.0              // the bound on healthy p99 under attack, over quiet
+	relHealthy       = 10              // healthy backends
+	relWorkers       = 8               // closed-loop callers of the healthy backends
+	relQuietFor      = 5 * time.Second // the quiet measurement
+	relHostileFor    = 8 * time.Second // each hostile scenario
+	relRSSLimitMiB   = 300             // the bound on the daemon's memory
+	relP99RatioLimit = 2.0             // the bound on healthy p99 under attack, over quiet
 	relSampleEvery   = 50 * time.Millisecond
 )
 
@@ -52,8 +52,10 @@ type relDaemon struct {
 	done         chan struct{}
 }
 
-func (d *relDaemon) api() string  { return fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", d.port) }
-func (d *relDaemon) call() string { return fmt.Sprintf("http://127.0.0.1:%d/api/v1/tools/call", d.port) }
+func (d *relDaemon) api() string { return fmt.Sprintf("http://127.0.0.1:%d/api/v1/aggregator", d.port) }
+func (d *relDaemon) call() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/api/v1/tools/call", d.port)
+}
 func (d *relDaemon) mcpURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d/mcp", d.mcp)
 }

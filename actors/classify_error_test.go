@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestClassifyCallError: only a JSON-RPC error response of the backend is EXECUTION_FAILED; transport failures
+// (the go-sdk's local "rejected by transport", "client is closing", a lost connection) are SERVER_UNAVAILABLE
+// naming the server and its state.
+func TestClassifyCallError(t *testing.T) {
+	rejected := &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelExpired()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		code string
+		want []string
+	}{
+		{"backend error response", context.Background(), &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad args"}, CodeExecutionFailed, []string{"srv", "bad args"}},
+		{"wrapped backend error", context.Background(), fmt.Errorf("calling tools/call: %w", &jsonrpc.Error{Code: -32000, Message: "boom"}), CodeExecutionFailed, []string{"boom"}},
+		{"connection refused", context.Background(), fmt.Errorf("sending tools/call: %w: dial tcp 127.0.0.1:1: connect: connection refused", rejected), CodeServerUnavailable, []string{"srv", "CONNECTED", "connection refused"}},
+		{"4xx with JSON-RPC body", context.Background(), fmt.Errorf("POST: %w: %w: Bad Request", &jsonrpc.Error{Code: -32000, Message: "No valid session ID"}, rejected), CodeServerUnavailable, []string{"srv", "CONNECTED"}},
+		{"client closing", context.Background(), &jsonrpc.Error{Code: -32003, Message: "client is closing"}, CodeServerUnavailable, []string{"srv"}},
+		{"server closing", context.Background(), &jsonrpc.Error{Code: -32004, Message: "server is closing"}, CodeServerUnavailable, []string{"srv"}},
+		{"connection closed", context.Background(), mcp.ErrConnectionClosed, CodeServerUnavailable, []string{"srv"}},
+		{"EOF", context.Background(), io.EOF, CodeServerUnavailable, []string{"srv"}},
+		{"deadline", expired, errors.New("x"), CodeRequestTimeout, []string{"srv", "echo"}},
+		{"cancelled", cancelled, errors.New("x"), CodeServerUnavailable, []string{"srv"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			info := classifyCallError(c.ctx, c.err, "srv", "CONNECTED", "echo")
+			if info.Code != c.code {
+				t.Fatalf("code %s, want %s (message %q)", info.Code, c.code, info.Message)
+			}
+			if info.ServerName != "srv" || info.ServerStatus != "CONNECTED" {
+				t.Fatalf("server name/status not set: %+v", info)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(info.Message, w) {
+					t.Fatalf("message %q does not contain %q", info.Message, w)
+				}
+			}
+		})
+	}
+}
+
+// TestStderrSummary keeps the decisive line and the tail, within a bound.
+func TestStderrSummary(t *testing.T) {
+	node := "node:internal/modules/cjs/loader:1210\n  throw err;\n  ^\n\nError: Cannot find module '/x.js'\n    at Module._resolveFilename (loader:1207:15)\n    at Module._load (loader:1038:27)\n  code: 'MODULE_NOT_FOUND',\n  requireStack: []\n}\n\nNode.js v20.20.2\n"
+	cases := []struct{ name, in, want string }{
+		{"node", node, "Error: Cannot find module '/x.js' | ... | requireStack: [] | } | Node.js v20.20.2"},
+		{"short", "listening\nfatal: bad flag\n", "listening | fatal: bad flag"},
+		{"no error line", "a\nb\nc\nd\ne\n", "c | d | e"},
+		{"adjacent", "x\nError: boom\ny\nz\nw\n", "x | Error: boom | y | z | w"[4:]},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := stderrSummary(c.in); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+	if got := stderrSummary(strings.Repeat("error ", 1000)); len(got) > stderrSummaryMax+3 {
+		t.Fatalf("not bounded: %d", len(got))
+	}
+}
