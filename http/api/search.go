@@ -36,8 +36,8 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 	known := map[string]bool{"query": true, "item_type": true, "include_external": true, "server_filter": true, "limit": true,
 		"skill_threshold": true, "tool_threshold": true, "include_schemas": true, "strategy": true}
 	for _, m := range members {
-		if !known[m.key] {
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.key))
+		if !known[m.Key] {
+			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
 		}
 	}
 	present := func(k string) (json.RawMessage, bool) {

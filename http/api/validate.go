@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -131,10 +132,10 @@ func ValidateRegistrationFor(body []byte, out *actors.Outbound) (actors.Register
 	}
 
 	for _, m := range members {
-		switch m.key {
+		switch m.Key {
 		case "name", "description", "transport_type", "connection_config", "health_check_url", "auto_connect":
 		default:
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.key))
+			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
 		}
 	}
 
@@ -197,14 +198,14 @@ func ValidatePatchFor(body []byte, transportType string, out *actors.Outbound) (
 
 	known := 0
 	for _, m := range members {
-		switch m.key {
+		switch m.Key {
 		case "name", "description", "connection_config", "health_check_url":
 			known++
 		case "transport_type":
 			v.add(FieldExtraForbidden, "transport_type cannot be changed; remove the server and register it again",
-				bodyAt(m.key))
+				bodyAt(m.Key))
 		default:
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.key))
+			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
 		}
 	}
 	if known == 0 && len(v.errs) == 0 {
@@ -236,8 +237,8 @@ func validateDisconnect(body []byte) (bool, []FieldError) {
 		force, _ = v.boolean(raw, bodyAt("force"))
 	}
 	for _, m := range members {
-		if m.key != "force" {
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.key))
+		if m.Key != "force" {
+			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
 		}
 	}
 	if len(v.errs) > 0 {
@@ -320,11 +321,11 @@ func (v *validator) topObject(body []byte) ([]member, bool) {
 func (v *validator) index(members []member, loc []any) map[string]json.RawMessage {
 	fields := make(map[string]json.RawMessage, len(members))
 	for _, m := range members {
-		if _, dup := fields[m.key]; dup {
-			v.add(FieldValueError, "Duplicate key", at(loc, m.key))
+		if _, dup := fields[m.Key]; dup {
+			v.add(FieldValueError, "Duplicate key", at(loc, m.Key))
 			continue
 		}
-		fields[m.key] = m.value
+		fields[m.Key] = m.Value
 	}
 	return fields
 }
@@ -485,61 +486,61 @@ func (v *validator) connectionConfig(raw json.RawMessage, transport string, loc 
 	}
 
 	for _, m := range members {
-		if !slices.Contains(allowed, m.key) {
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted for "+transport+" transport", at(loc, m.key))
+		if !slices.Contains(allowed, m.Key) {
+			v.add(FieldExtraForbidden, "Extra inputs are not permitted for "+transport+" transport", at(loc, m.Key))
 			continue
 		}
-		if fields[m.key] == nil || !bytes.Equal(fields[m.key], m.value) {
+		if fields[m.Key] == nil || !bytes.Equal(fields[m.Key], m.Value) {
 			continue // a duplicate, already reported
 		}
-		if kindOf(m.value) == kindNull {
+		if kindOf(m.Value) == kindNull {
 			continue // an optional key given as null means absent; a null required key is reported above
 		}
-		fieldLoc := at(loc, m.key)
-		switch m.key {
+		fieldLoc := at(loc, m.Key)
+		switch m.Key {
 		case "command":
-			if s, ok := v.str(m.value, fieldLoc); ok {
+			if s, ok := v.str(m.Value, fieldLoc); ok {
 				if strings.TrimSpace(s) == "" {
 					v.add(FieldValueError, "command should not be empty", fieldLoc)
 				} else if v.noDaemonRef(s, fieldLoc) {
-					out[m.key] = s
+					out[m.Key] = s
 				}
 			}
 		case "cwd":
-			if s, ok := v.str(m.value, fieldLoc); ok && v.noDaemonRef(s, fieldLoc) {
-				out[m.key] = s
+			if s, ok := v.str(m.Value, fieldLoc); ok && v.noDaemonRef(s, fieldLoc) {
+				out[m.Key] = s
 			}
 		case "args":
-			if args, ok := v.stringList(m.value, fieldLoc); ok {
+			if args, ok := v.stringList(m.Value, fieldLoc); ok {
 				good := true
 				for i, a := range args {
 					good = v.noDaemonRef(a, at(fieldLoc, i)) && good
 				}
 				if good {
-					out[m.key] = args
+					out[m.Key] = args
 				}
 			}
 		case "env":
-			if env, ok := v.stringMap(m.value, fieldLoc, envKeyProblem, both(nulProblem, daemonRefProblem)); ok {
-				out[m.key] = env
+			if env, ok := v.stringMap(m.Value, fieldLoc, envKeyProblem, both(nulProblem, daemonRefProblem)); ok {
+				out[m.Key] = env
 			}
 		case "headers":
-			if h, ok := v.stringMap(m.value, fieldLoc, headerNameProblem, both(headerValueProblem, daemonRefProblem)); ok {
+			if h, ok := v.stringMap(m.Value, fieldLoc, headerNameProblem, both(headerValueProblem, daemonRefProblem)); ok {
 				if v.noCaseDuplicates(h, fieldLoc) {
-					out[m.key] = h
+					out[m.Key] = h
 				}
 			}
 		case "url", "base_url":
-			if u, ok := v.httpURL(m.value, fieldLoc); ok && v.noDaemonRef(u, fieldLoc) {
+			if u, ok := v.httpURL(m.Value, fieldLoc); ok && v.noDaemonRef(u, fieldLoc) {
 				if problem := v.out.URLProblem(u); problem != "" {
 					v.add(FieldValueError, problem, fieldLoc)
 				} else {
-					out[m.key] = u
+					out[m.Key] = u
 				}
 			}
 		case "allow_insecure_http":
-			if b, ok := v.boolean(m.value, fieldLoc); ok {
-				out[m.key] = b
+			if b, ok := v.boolean(m.Value, fieldLoc); ok {
+				out[m.Key] = b
 			}
 		}
 	}
@@ -605,15 +606,15 @@ func (v *validator) stringMap(raw json.RawMessage, loc []any, keyRule, valueRule
 	fields := v.index(members, loc)
 	out := make(map[string]string, len(members))
 	for _, m := range members {
-		if !bytes.Equal(fields[m.key], m.value) {
+		if !bytes.Equal(fields[m.Key], m.Value) {
 			continue
 		}
-		entryLoc := at(loc, m.key)
-		if problem := keyRule(m.key); problem != "" {
+		entryLoc := at(loc, m.Key)
+		if problem := keyRule(m.Key); problem != "" {
 			v.add(FieldValueError, problem, entryLoc)
 			continue
 		}
-		s, ok := v.str(m.value, entryLoc)
+		s, ok := v.str(m.Value, entryLoc)
 		if !ok {
 			continue
 		}
@@ -621,7 +622,7 @@ func (v *validator) stringMap(raw json.RawMessage, loc []any, keyRule, valueRule
 			v.add(FieldValueError, problem, entryLoc)
 			continue
 		}
-		out[m.key] = s
+		out[m.Key] = s
 	}
 	return out, v.n == before
 }
@@ -719,39 +720,11 @@ func isTokenChar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// member is one key and value of a JSON object, in document order.
-type member struct {
-	key   string
-	value json.RawMessage
-}
+// member is one key and value of a JSON object, in document order (apierror.Member).
+type member = apierror.Member
 
 // objectMembers splits raw into its members in document order, or reports false when raw is not a JSON object.
-func objectMembers(raw json.RawMessage) ([]member, bool) {
-	if kindOf(raw) != kindObject {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, false
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, false
-		}
-		out = append(out, member{key: key, value: value})
-	}
-	return out, true
-}
+func objectMembers(raw json.RawMessage) ([]member, bool) { return apierror.ObjectMembers(raw) }
 
 // jsonKind is the type of a JSON value, told by its first byte.
 type jsonKind int

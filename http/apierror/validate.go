@@ -67,21 +67,21 @@ func ValidateCall(body []byte, shape CallShape) (CallRequest, []FieldError) {
 	if err := json.Unmarshal(trimmed, &raw); err != nil {
 		return CallRequest{}, []FieldError{{Loc: loc(), Msg: "JSON decode error: " + err.Error(), Type: FieldJSONInvalid}}
 	}
-	members, ok := objectMembers(raw)
+	members, ok := ObjectMembers(raw)
 	if !ok {
 		return CallRequest{}, []FieldError{{Loc: loc(), Msg: "Input should be a JSON object", Type: FieldTypeError}}
 	}
 	fields := map[string]json.RawMessage{}
 	for _, m := range members {
-		if _, dup := fields[m.key]; dup {
-			add(FieldValueError, "Duplicate key", loc(m.key))
+		if _, dup := fields[m.Key]; dup {
+			add(FieldValueError, "Duplicate key", loc(m.Key))
 			continue
 		}
-		fields[m.key] = m.value
-		switch m.key {
+		fields[m.Key] = m.Value
+		switch m.Key {
 		case shape.NameKey, "arguments", "server_id":
 		default:
-			add(FieldExtraForbidden, "Extra inputs are not permitted", loc(m.key))
+			add(FieldExtraForbidden, "Extra inputs are not permitted", loc(m.Key))
 		}
 		if len(errs) >= 50 {
 			break
@@ -164,13 +164,16 @@ func str(raw json.RawMessage) (string, bool) {
 	return s, true
 }
 
-type member struct {
-	key   string
-	value json.RawMessage
+// Member is one key and value of a JSON object, in document order: validators read objects member by member so
+// that duplicates, unknown keys and wrong types are each reported at their own location.
+type Member struct {
+	Key   string
+	Value json.RawMessage
 }
 
-// objectMembers splits a JSON object into its members in document order (duplicates kept), or reports false.
-func objectMembers(raw json.RawMessage) ([]member, bool) {
+// ObjectMembers splits a JSON object into its members in document order (duplicates kept), or reports false when
+// raw is not a JSON object.
+func ObjectMembers(raw json.RawMessage) ([]Member, bool) {
 	if !IsObject(raw) {
 		return nil, false
 	}
@@ -178,7 +181,7 @@ func objectMembers(raw json.RawMessage) ([]member, bool) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, false
 	}
-	var out []member
+	var out []Member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -192,7 +195,7 @@ func objectMembers(raw json.RawMessage) ([]member, bool) {
 		if err := dec.Decode(&value); err != nil {
 			return nil, false
 		}
-		out = append(out, member{key: key, value: value})
+		out = append(out, Member{Key: key, Value: value})
 	}
 	return out, true
 }

@@ -112,18 +112,15 @@ func (t *sessionTable) streamable(sdk http.Handler) http.Handler {
 			writeError(w, e)
 			return
 		}
-		t.mu.Lock()
-		t.pending[key]++
-		t.mu.Unlock()
+		release := t.hold(t.pending, key)
 		defer func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			if t.pending[key]--; t.pending[key] <= 0 {
-				delete(t.pending, key)
-			}
+			// The new session counts before the pending open stops counting: never a moment below the cap.
 			if id := w.Header().Get("Mcp-Session-Id"); id != "" {
+				t.mu.Lock()
 				t.byID[id] = key
+				t.mu.Unlock()
 			}
+			release()
 		}()
 		sdk.ServeHTTP(w, r)
 	})
@@ -141,18 +138,24 @@ func (t *sessionTable) legacy(sdk http.Handler) http.Handler {
 			writeError(w, e)
 			return
 		}
-		t.mu.Lock()
-		t.sse[key]++
-		t.mu.Unlock()
-		defer func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			if t.sse[key]--; t.sse[key] <= 0 {
-				delete(t.sse, key)
-			}
-		}()
+		defer t.hold(t.sse, key)()
 		sdk.ServeHTTP(w, r)
 	})
+}
+
+// hold counts one more session of key in counts (sessions being opened, or open SSE streams) until the returned
+// release is called.
+func (t *sessionTable) hold(counts map[string]int, key string) (release func()) {
+	t.mu.Lock()
+	counts[key]++
+	t.mu.Unlock()
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if counts[key]--; counts[key] <= 0 {
+			delete(counts, key)
+		}
+	}
 }
 
 // trackCalls gives each tools/call a context the session's DELETE cancels.
