@@ -8,10 +8,12 @@
 package msglimit
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -147,6 +149,29 @@ type Guard struct {
 	Limit int
 	// Account is the server's share of the shared Budget (nil: unbounded).
 	Account *Account
+
+	// readers recycles the line buffers of the session's guarded readers: a routed call reads one small message
+	// per POST response, and a fresh 64 KiB buffer per call was most of the guard's cost on the call path.
+	readers sync.Pool // of *bufio.Reader, readBuffer bytes each
+}
+
+// reader is a buffered reader of r, recycled when the guard has one.
+func (g *Guard) reader(r io.Reader) *bufio.Reader {
+	if g != nil {
+		if br, ok := g.readers.Get().(*bufio.Reader); ok {
+			br.Reset(r)
+			return br
+		}
+	}
+	return bufio.NewReaderSize(r, readBuffer)
+}
+
+// recycle hands br back for the next reader; the caller must not use it again.
+func (g *Guard) recycle(br *bufio.Reader) {
+	if g != nil && br != nil {
+		br.Reset(nil)
+		g.readers.Put(br)
+	}
 }
 
 // Max is the largest message the guard lets through, in bytes.

@@ -130,8 +130,7 @@ func (r *lineReader) next() {
 // Events guards a text/event-stream body (the legacy SSE stream, or the stream of a streamable HTTP POST).
 // fallback is the id to fail when an oversized message shows none (the POST's request id; nil on the SSE stream).
 func (g *Guard) Events(body io.ReadCloser, fallback json.RawMessage) io.ReadCloser {
-	return &eventReader{output: output{g: g}, c: collector{g: g}, src: bufio.NewReaderSize(body, readBuffer),
-		body: body, fallback: fallback}
+	return &eventReader{output: output{g: g}, c: collector{g: g}, src: g.reader(body), body: body, fallback: fallback}
 }
 
 type eventReader struct {
@@ -147,7 +146,15 @@ type eventReader struct {
 	skip            bool // the rest of the current event was already answered: discard it
 }
 
-func (r *eventReader) Read(p []byte) (int, error) { return r.serve(p, r.next) }
+// Read hands the go-sdk the next message; once the stream has ended, the line buffer goes back to the guard.
+func (r *eventReader) Read(p []byte) (int, error) {
+	n, err := r.serve(p, r.next)
+	if err != nil && r.src != nil {
+		r.g.recycle(r.src)
+		r.src = nil
+	}
+	return n, err
+}
 
 // Close closes the body. It may run while a Read waits on the body, so it leaves the reservation alone: the Read
 // that fails next releases it, and Account.Close releases whatever a session still holds.
@@ -378,23 +385,17 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 }
 
 func (r *bodyReader) load() {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := r.body.Read(buf)
-		r.c.add(buf[:n])
-		if r.c.over != nil {
-			_ = r.body.Close() // unread: the connection is dropped rather than drained
-			break
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				r.c.free()
-				r.c.reset()
-				r.err = err
-				return
-			}
-			break
-		}
+	br := r.g.reader(r.body)
+	_, err := br.WriteTo(collectorWriter{&r.c})
+	r.g.recycle(br)
+	switch {
+	case r.c.over != nil:
+		_ = r.body.Close() // unread: the connection is dropped rather than drained
+	case err != nil:
+		r.c.free()
+		r.c.reset()
+		r.err = err
+		return
 	}
 	r.err = io.EOF
 	if r.c.over == nil {
@@ -413,6 +414,20 @@ func (r *bodyReader) load() {
 	}
 	r.out = errorResponse(id, why.Error())
 }
+
+// collectorWriter feeds a collector from bufio.Reader.WriteTo, stopping the copy once the message is over the limit.
+type collectorWriter struct{ c *collector }
+
+func (w collectorWriter) Write(p []byte) (int, error) {
+	w.c.add(p)
+	if w.c.over != nil {
+		return len(p), errStopCopy
+	}
+	return len(p), nil
+}
+
+// errStopCopy ends a body's copy into its collector once the body is known to be too large.
+var errStopCopy = errors.New("message over the limit")
 
 // Close closes the body (see eventReader.Close for the reservation).
 func (r *bodyReader) Close() error { return r.body.Close() }
