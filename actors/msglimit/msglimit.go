@@ -54,6 +54,52 @@ type Budget struct {
 	total     int64
 	perServer int64
 	used      int64
+
+	// bufs recycles the buffers of large messages by size class (SmallMessage<<k bytes): an oversized answer fills
+	// up to the limit before it is refused, and allocating that afresh for every such call made garbage at the rate
+	// a hostile backend sends, which the collector let the heap grow into.
+	bufs [bufClasses]sync.Pool // of *[]byte
+}
+
+// bufClasses is the number of buffer size classes: SmallMessage (64 KiB) up to 2 GiB.
+const bufClasses = 16
+
+// class is the smallest size class that holds n bytes, or -1 past the largest.
+func class(n int) int {
+	for k := 0; k < bufClasses; k++ {
+		if n <= SmallMessage<<k {
+			return k
+		}
+	}
+	return -1
+}
+
+// grow returns buf's bytes in a recycled buffer that holds need bytes, handing buf back when it was one.
+func (a *Account) grow(buf []byte, need int) []byte {
+	k := class(need)
+	if a == nil || a.b == nil || k < 0 {
+		return append(make([]byte, 0, max(need, 2*cap(buf))), buf...)
+	}
+	var next []byte
+	if p, ok := a.b.bufs[k].Get().(*[]byte); ok {
+		next = (*p)[:0]
+	} else {
+		next = make([]byte, 0, SmallMessage<<k)
+	}
+	next = append(next, buf...)
+	a.recycle(buf)
+	return next
+}
+
+// recycle hands back a buffer that grow made (its capacity is a size class); others are left to the collector.
+func (a *Account) recycle(buf []byte) {
+	if a == nil || a.b == nil || cap(buf) < SmallMessage {
+		return
+	}
+	if k := class(cap(buf)); k >= 0 && cap(buf) == SmallMessage<<k {
+		buf = buf[:0]
+		a.b.bufs[k].Put(&buf)
+	}
 }
 
 // NewBudget makes a Budget of total bytes with at most perServer bytes for one server; 0 or less means no bound.
@@ -397,6 +443,9 @@ func (c *collector) add(p []byte) {
 		}
 		c.held = want
 	}
+	if need > int64(cap(c.buf)) && need >= SmallMessage {
+		c.buf = c.g.account().grow(c.buf, int(need))
+	}
 	c.buf = append(c.buf, p...)
 }
 
@@ -409,6 +458,7 @@ func (c *collector) discard(why error, p []byte) {
 	c.keepTail(c.buf)
 	c.keepTail(p)
 	c.overSize = int64(len(c.buf) + len(p))
+	c.g.account().recycle(c.buf)
 	c.buf = nil
 	c.free()
 }

@@ -17,10 +17,11 @@ const readBuffer = 64 << 10
 // output is the part every guarded reader shares: the message being handed to the go-sdk and the reservation that
 // covers it until the go-sdk has read all of it.
 type output struct {
-	g    *Guard
-	out  []byte
-	held int64
-	err  error // returned once out is drained
+	g     *Guard
+	out   []byte
+	whole []byte // out as taken, recycled once drained
+	held  int64
+	err   error // returned once out is drained
 }
 
 // serve copies out into p; when out is drained it releases the reservation and asks next for another message.
@@ -28,6 +29,10 @@ func (o *output) serve(p []byte, next func()) (int, error) {
 	for len(o.out) == 0 {
 		o.g.account().release(o.held)
 		o.held = 0
+		if o.whole != nil {
+			o.g.account().recycle(o.whole)
+			o.whole = nil
+		}
 		if o.err != nil {
 			return 0, o.err
 		}
@@ -40,7 +45,7 @@ func (o *output) serve(p []byte, next func()) (int, error) {
 
 // take hands the collector's buffer and reservation over to the output.
 func (o *output) take(c *collector, out []byte) {
-	o.out = out
+	o.out, o.whole = out, out
 	o.held, c.held = c.held, 0
 	c.reset()
 }
@@ -213,6 +218,7 @@ func (r *eventReader) next() {
 						// Answer now and discard the rest of the event: it may never end.
 						r.out = r.answer(id)
 						r.skip = true
+						r.endPOST()
 						return
 					}
 				}
@@ -252,6 +258,18 @@ func (r *eventReader) next() {
 			return
 		}
 	}
+}
+
+// endPOST ends a POST's stream once its oversized answer is replaced: the response to the POST's request is what
+// the stream was for, so the rest of it (up to gigabytes from a hostile backend) is not read, and the connection is
+// dropped instead of drained. The legacy SSE stream (no fallback id) carries the whole session and is kept.
+func (r *eventReader) endPOST() {
+	if r.fallback == nil {
+		return
+	}
+	r.skip = false
+	r.err = io.EOF
+	_ = r.body.Close()
 }
 
 // answer encodes the replacement of the current, oversized event and resets the event.
@@ -314,7 +332,12 @@ func (r *eventReader) emit() bool {
 			r.c.reset()
 			return false
 		}
-		b.Grow(len(r.c.buf) + 64)
+		// Exactly what the encoding takes, from the recycled buffers when it is large.
+		size := len(r.c.buf) + 7*(bytes.Count(r.c.buf, []byte{'\n'})+1) + len(name) + len(id) + len(retry) + 32
+		if size >= SmallMessage {
+			b = *bytes.NewBuffer(r.g.account().grow(nil, size))
+		}
+		b.Grow(size)
 		header(&b)
 		if hasData {
 			for _, l := range bytes.Split(r.c.buf, []byte{'\n'}) {
@@ -324,6 +347,7 @@ func (r *eventReader) emit() bool {
 			}
 		}
 		b.WriteByte('\n')
+		r.g.account().recycle(r.c.buf)
 		r.c.buf = nil // the encoding replaces it; the reservation moves with it
 		r.take(&r.c, b.Bytes())
 		return true
@@ -358,6 +382,7 @@ func (r *eventReader) emit() bool {
 	b.Write(errorResponse(msgID, why.Error()))
 	b.WriteString("\n\n")
 	r.out = b.Bytes()
+	r.endPOST()
 	return true
 }
 

@@ -418,6 +418,9 @@ func BenchmarkReliability(b *testing.B) {
 			cancel()
 			wg.Wait()
 			peak := rss.done()
+			if len(res.lat) == 0 {
+				b.Fatalf("no healthy call succeeded (%d failed, last: %v); peak RSS %.0f MiB; daemon logs:\n%s", res.errs, res.lastErr, peak, tail(d.logs.String(), 3000))
+			}
 			p99 := percentile(res.lat, 0.99)
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(ms(p99), "healthy-p99-ms")
