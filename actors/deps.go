@@ -48,8 +48,8 @@ type Config struct {
 	// Backend messages (msglimit): the largest message read from a backend on any transport, and the bytes of large
 	// messages being read at once, across all servers and per server (0: no bound).
 	MaxMessageBytes             int   // 16 MiB
-	MessageBudgetBytes          int64 // 256 MiB
-	MessageBudgetPerServerBytes int64 // 64 MiB
+	MessageBudgetBytes          int64 // 128 MiB
+	MessageBudgetPerServerBytes int64 // 32 MiB
 	// The outbound policy of SSE/HTTP sessions and health checks (README "Outbound targets").
 	OutboundAllow []netip.Prefix // always allowed, even when a default rule or OutboundDeny refuses them
 	OutboundDeny  []netip.Prefix // refused in addition to the default rules (metadata and link-local addresses)
@@ -81,8 +81,8 @@ func DefaultConfig() Config {
 		ClassifyTimeout:       2 * time.Minute,
 
 		MaxMessageBytes:             msglimit.DefaultMaxMessageBytes,
-		MessageBudgetBytes:          256 << 20,
-		MessageBudgetPerServerBytes: 64 << 20,
+		MessageBudgetBytes:          128 << 20,
+		MessageBudgetPerServerBytes: 32 << 20,
 	}
 }
 

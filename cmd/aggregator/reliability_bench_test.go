@@ -40,6 +40,7 @@ const (
 	relRSSLimitMiB   = 300             // the bound on the daemon's memory
 	relP99RatioLimit = 2.0             // the bound on healthy p99 under attack, over quiet
 	relSampleEvery   = 50 * time.Millisecond
+	relMaxCalls      = 100000 // healthy calls of one measurement, at most
 )
 
 // relDaemon is one daemon process that can be killed with SIGKILL and started again on the same data directory.
@@ -206,7 +207,7 @@ func healthyLoad(client *http.Client, url string, names []string, limit time.Dur
 	}
 	return closedLoop(func(ctx context.Context) error {
 		return callers[next.Add(1)%uint64(len(callers))](ctx)
-	}, relWorkers, 1<<30, limit)
+	}, relWorkers, relMaxCalls, limit)
 }
 
 // hostile is one scenario: setup registers the hostile backend and returns a function that attacks until ctx
@@ -214,6 +215,26 @@ func healthyLoad(client *http.Client, url string, names []string, limit time.Dur
 type hostile struct {
 	name  string
 	setup func(b *testing.B, d *relDaemon, client *http.Client) (attack func(ctx context.Context), check func(b *testing.B))
+}
+
+// removeServers deletes every server but the healthy ones, so that a scenario's hostile backend does not run on into
+// the next scenario.
+func (d *relDaemon) removeServers(b *testing.B, client *http.Client, keep map[string]bool) {
+	b.Helper()
+	_, list, err := restJSON(context.Background(), client, "GET", d.api()+"/servers?limit=1000", nil)
+	if err != nil {
+		b.Fatalf("list servers: %v", err)
+	}
+	servers, _ := list["servers"].([]any)
+	for _, v := range servers {
+		s, _ := v.(map[string]any)
+		if name, _ := s["name"].(string); !keep[name] {
+			id, _ := s["id"].(string)
+			if code, _, err := restJSON(context.Background(), client, "DELETE", d.api()+"/servers/"+id, nil); err != nil || code != 204 {
+				b.Errorf("delete %s: %d %v", name, code, err)
+			}
+		}
+	}
 }
 
 // repeat runs fn in n goroutines until ctx ends.
@@ -403,9 +424,15 @@ func BenchmarkReliability(b *testing.B) {
 		b.ReportMetric(float64(quiet.errs), "healthy-errors")
 		b.ReportMetric(quietRSS, "peak-rss-MiB")
 	})
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
+	hostileClient := benchHTTPClient() // the attack's connections are its own, as another client's would be
 	for _, h := range hostileScenarios() {
 		b.Run(h.name, func(b *testing.B) {
-			attack, check := h.setup(b, d, client)
+			defer d.removeServers(b, client, keep)
+			attack, check := h.setup(b, d, hostileClient)
 			ctx, cancel := context.WithTimeout(context.Background(), relHostileFor)
 			defer cancel()
 			rss := sampleRSS(d.cmd.Process.Pid)
@@ -448,7 +475,15 @@ func BenchmarkReliability(b *testing.B) {
 		id := d.register(b, client, map[string]any{"name": "envcheck", "transport_type": "STDIO",
 			"connection_config": map[string]any{"command": node, "args": args}})
 		d.waitStatus(b, client, id, "CONNECTED", 60*time.Second)
-		code, res, err := restJSON(context.Background(), client, "POST", d.call(), map[string]any{"name": "envcheck.get-env", "arguments": map[string]any{}})
+		var code int
+		var res map[string]any
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // until discovered
+			code, res, err = restJSON(context.Background(), client, "POST", d.call(), map[string]any{"name": "envcheck.get-env", "arguments": map[string]any{}})
+			if err == nil && code == 200 || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil || code != 200 {
 			b.Fatalf("get-env: %d %v %v", code, err, res)
 		}
@@ -477,9 +512,14 @@ func BenchmarkReliability(b *testing.B) {
 		d.kill9()
 		d.start(b)
 		d.waitStatus(b, client, id, "CONNECTED", 60*time.Second)
+		// Live processes of the old tree (zombies waiting for init to reap them are dead): by pid, from before.
+		alive := map[int]bool{}
+		for _, pid := range peertest.ProcessesWithArg(marker) {
+			alive[pid] = true
+		}
 		left := 0
 		for _, pid := range before {
-			if syscall.Kill(pid, 0) == nil {
+			if alive[pid] {
 				left++
 			}
 		}
