@@ -233,10 +233,18 @@ func TestSkillVectorsFollowTheirTools(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	res := search(t, r.sys, actors.SearchRequest{Query: "will it rain tomorrow in Paris", IncludeExternal: true,
-		Strategy: actors.StrategyHierarchical, SkillThreshold: 0.4})
-	if res.Fallback || len(res.Tools) == 0 || !slices.Contains(res.Tools[0].Tool.SkillIDs, "weather") {
-		t.Fatalf("hierarchical search within the weather skill: fallback=%v %v %+v", res.Fallback, names(res), res.MatchedSkills)
+	// The skill vectors (indexer) and the tools' skills in the routing table (router) follow the same event in two
+	// actors: search until both have it.
+	req := actors.SearchRequest{Query: "will it rain tomorrow in Paris", IncludeExternal: true,
+		Strategy: actors.StrategyHierarchical, SkillThreshold: 0.4}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res := search(t, r.sys, req)
+		if !res.Fallback && len(res.Tools) > 0 && slices.Contains(res.Tools[0].Tool.SkillIDs, "weather") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hierarchical search within the weather skill: fallback=%v %v %+v", res.Fallback, names(res), res.MatchedSkills)
+		}
 	}
 	if err := r.sys.Remove(context.Background(), srv.ID); err != nil {
 		t.Fatal(err)
