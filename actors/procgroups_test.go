@@ -55,7 +55,12 @@ func startTree(t *testing.T, tag, marker string) *exec.Cmd {
 		}
 		_ = cmd.Wait()
 	})
-	waitFor(t, func() bool { return len(peertest.ProcessesWithArg(tag)) == 1 }, "the helper to start")
+	// Until the leader has exec'd, its own command line (bash -c ... tag) carries the tag too: wait for the helper,
+	// and only the helper, to carry it.
+	waitFor(t, func() bool {
+		pids := peertest.ProcessesWithArg(tag)
+		return len(pids) == 1 && pids[0] != cmd.Process.Pid
+	}, "the helper to start")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -570,6 +571,11 @@ func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
 		time.Since(a.connectedAt) >= a.d.Config.StableAfter {
 		return
 	}
+	if connectionBroken(m.err) {
+		// The session itself ended (a stdio child that exited, a stream that closed): its loss is reported by
+		// onSessionLost, with the exit status and stderr that explain it, and counts towards backoff there too.
+		return
+	}
 	reason := "tool discovery failed right after connecting: " + m.err.Error()
 	if exit := a.sess.b.exitReason(); exit != "" {
 		reason += " (" + exit + ")"
@@ -835,6 +841,11 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 			fmt.Sprintf("Connection to %s was lost while %s was in progress: %v", server, tool, err)
 	}
 	return info
+}
+
+// connectionBroken reports an error that means the session's connection is gone, not that one exchange failed.
+func connectionBroken(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed)
 }
 
 // localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself
