@@ -24,11 +24,7 @@ type callRequest struct {
 func validateCall(body []byte) (callRequest, []FieldError) {
 	r, errs := apierror.ValidateCall(body, apierror.RESTCall)
 	if len(errs) > 0 {
-		out := make([]FieldError, len(errs))
-		for i, e := range errs {
-			out[i] = FieldError(e)
-		}
-		return callRequest{}, out
+		return callRequest{}, errs
 	}
 	return callRequest{name: r.Name, arguments: r.Arguments, serverID: r.ServerID}, nil
 }

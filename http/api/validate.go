@@ -16,27 +16,18 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// FieldError is one entry of a 422 body's detail list. It keeps FastAPI's shape ({loc, msg, type}) so clients
-// written against the original service keep parsing validation failures. Loc holds strings (field names, with
-// "body" or "query" first) and ints (array indexes).
-type FieldError struct {
-	Loc  []any  `json:"loc"`
-	Msg  string `json:"msg"`
-	Type string `json:"type"`
-}
+// FieldError is one entry of a 422 body's detail list in FastAPI's shape ({loc, msg, type}), so clients written
+// against the original service keep parsing validation failures (apierror.FieldError: one definition for REST and
+// the MCP endpoints).
+type FieldError = apierror.FieldError
 
 // FieldError.Type values, so callers (tests, the MCP endpoint) can tell failures apart without parsing messages.
 const (
-	// FieldMissing: a required field is absent (or the whole body is empty).
-	FieldMissing = "missing"
-	// FieldExtraForbidden: a field the request does not know.
-	FieldExtraForbidden = "extra_forbidden"
-	// FieldTypeError: the field has the wrong JSON type.
-	FieldTypeError = "type_error"
-	// FieldValueError: the field has the right type but a value the rules refuse.
-	FieldValueError = "value_error"
-	// FieldJSONInvalid: the body is not JSON at all.
-	FieldJSONInvalid = "json_invalid"
+	FieldMissing        = apierror.FieldMissing        // a required field is absent (or the whole body is empty)
+	FieldExtraForbidden = apierror.FieldExtraForbidden // a field the request does not know
+	FieldTypeError      = apierror.FieldTypeError      // the field has the wrong JSON type
+	FieldValueError     = apierror.FieldValueError     // the right type but a value the rules refuse
+	FieldJSONInvalid    = apierror.FieldJSONInvalid    // the body is not JSON at all
 )
 
 // Limits from BR-001.

@@ -109,11 +109,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
 	if len(errs) > 0 {
-		out := make([]apierror.FieldError, len(errs))
-		for i, e := range errs {
-			out[i] = apierror.FieldError(e)
-		}
-		return fail(apierror.Validation(out)), nil
+		return fail(apierror.Validation(errs)), nil
 	}
 	r.Actor, r.IP = actorName(id), id.IP
 	c, cancel := s.askCtx(ctx)
@@ -216,11 +212,7 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	start := time.Now()
 	r, errs := api.ValidateSearch(req.Params.Arguments)
 	if len(errs) > 0 {
-		out := make([]apierror.FieldError, len(errs))
-		for i, e := range errs {
-			out[i] = apierror.FieldError(e)
-		}
-		return fail(apierror.Validation(out)), nil
+		return fail(apierror.Validation(errs)), nil
 	}
 	res, err := s.gw.Search(ctx, r)
 	if err != nil {
