@@ -196,6 +196,7 @@ func TestQualityLiveMCPBench(t *testing.T) {
 			t.fusion = fuseLexicalOnly
 			t.tool.w = [numFields]float64{fieldName: 1, fieldServer: 1, fieldDesc: 1}
 			t.tool.b = [numFields]float64{0.75, 0.75, 0.75, 0.75, 0.75}
+			t.tool.delta = 0
 			t.srvW = 0
 		}), nil},
 		{"BM25F (fields, pairs)", with(func(t *tuning) { t.fusion = fuseLexicalOnly; t.srvW = 0 }), nil},
