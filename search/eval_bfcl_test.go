@@ -11,7 +11,7 @@ import (
 // Quality floors on the BFCL fixture (the engine's figures minus a margin of 0.01).
 const (
 	floorBFCLRecall5 = 0.78
-	floorBFCLNDCG10  = 0.68
+	floorBFCLNDCG10  = 0.685
 )
 
 // namedFixtureDir finds shared/fixtures/<name> beside the repository root; a missing fixture skips the test, except

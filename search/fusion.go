@@ -29,7 +29,7 @@ type tuning struct {
 // defaultTuning is what the engine ranks with. Weights are round values that were best among a few tried on the
 // fixture (vector 0.2..1, server 0..1): the results moved within about 0.01 nDCG@10 around them.
 var defaultTuning = tuning{
-	tool: defaultBM25, server: defaultBM25,
+	tool: defaultBM25, server: serverBM25,
 	fusion: fuseBlend, vecW: 0.4, srvW: 0.2, rrfK: 60,
 }
 
