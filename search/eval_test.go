@@ -234,6 +234,8 @@ func testQuality(t *testing.T, set qualitySet) {
 		}), nil},
 		{"BM25F (fields, pairs)", with(func(t *tuning) { t.fusion = fuseLexicalOnly; t.srvW = 0 }), nil},
 		{"BM25F + server", with(func(t *tuning) { t.fusion = fuseLexicalOnly }), nil},
+		{"vector only, hashed", with(func(t *tuning) { t.fusion = fuseVectorOnly }), embed.NewHashedMix(0, 0)},
+		{"vector only, word vectors", with(func(t *tuning) { t.fusion = fuseVectorOnly }), embed.NewHashedMix(0, 1)},
 		{"vector only (built-in)", with(func(t *tuning) { t.fusion = fuseVectorOnly }), emb},
 		{"hybrid, blend (engine)", defaultTuning, emb},
 	}
@@ -242,12 +244,12 @@ func testQuality(t *testing.T, set qualitySet) {
 		runs = runs[len(runs)-1:] // the engine only, without the baselines
 	} else {
 		plain = evaluateRanker(t, fx, newPlainBM25(fx).rank)
-		t.Logf("%-24s Recall@5 %.3f  nDCG@10 %.3f", "plain BM25 (README)", plain.recall5, plain.ndcg10)
+		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", "plain BM25 (README)", plain.recall5, plain.ndcg10)
 	}
 	var hybrid quality
 	for _, r := range runs {
 		q := evaluate(t, fixtureEngine(t, fx, r.tun, r.emb), fx)
-		t.Logf("%-24s Recall@5 %.3f  nDCG@10 %.3f", r.name, q.recall5, q.ndcg10)
+		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", r.name, q.recall5, q.ndcg10)
 		hybrid = q
 	}
 	if plain.ndcg10 > 0 {
