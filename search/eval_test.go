@@ -23,11 +23,12 @@ type qualitySet struct {
 	name                      string
 	tools, queries            int
 	floorRecall5, floorNDCG10 float64
+	slow                      bool // skipped under the race detector
 }
 
 var qualitySets = []qualitySet{
 	{name: "livemcpbench", tools: 527, queries: 94, floorRecall5: 0.365, floorNDCG10: 0.365},
-	{name: "bfcl", tools: 1665, queries: 567, floorRecall5: 0.65, floorNDCG10: 0.65},
+	{name: "bfcl", tools: 1665, queries: 567, floorRecall5: 0.65, floorNDCG10: 0.65, slow: true},
 }
 
 type fixtureTool struct {
@@ -210,6 +211,9 @@ func TestQuality(t *testing.T) {
 }
 
 func testQuality(t *testing.T, set qualitySet) {
+	if set.slow && raceEnabled {
+		t.Skip("measured without -race: the race detector makes it about 20 times slower and ranking is single-threaded")
+	}
 	fx := loadFixture(t, set.name)
 	if len(fx.docs) != set.tools || len(fx.queries) != set.queries {
 		t.Fatalf("fixture has %d tools and %d queries with gold, want %d and %d", len(fx.docs), len(fx.queries),
