@@ -65,8 +65,8 @@ func syntheticQueries(n int) []string {
 
 // BenchmarkSearch10k measures one search over 10,000 tools on 100 servers and reports the 95th percentile latency
 // and the CPU time per search (the machine may be shared). "hybrid" is the full path: query embedding, BM25F over
-// tools and servers, an exact scan of 1024-dimension vectors (memIndex, standing in for the in-process index) and
-// fusion; "lexical" is the engine without a vector side, i.e. the engine's own share.
+// tools and servers, an exact scan of the built-in embedder's vectors (memIndex, standing in for the in-process
+// index) and fusion; "lexical" is the engine without a vector side, i.e. the engine's own share.
 func BenchmarkSearch10k(b *testing.B) {
 	ctx := context.Background()
 	docs := syntheticDocs(10000, 100)

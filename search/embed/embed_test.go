@@ -1,6 +1,7 @@
 package embed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -182,4 +183,47 @@ func TestHashedConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func TestWordVectorsTable(t *testing.T) {
+	wv, err := readWordVectors(bytes.NewReader(wordVecData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wv.dim != 100 || len(wv.rank) != 40000 || len(wv.values) != 40000*100 {
+		t.Fatalf("table of %d words, %d dimensions, %d values", len(wv.rank), wv.dim, len(wv.values))
+	}
+	for _, w := range []string{"weather", "email", "file", "translate"} {
+		if _, ok := wv.index[w]; !ok {
+			t.Errorf("common word %q missing", w)
+		}
+	}
+	if _, err := readWordVectors(bytes.NewReader(wordVecData[:len(wordVecData)/2])); err == nil {
+		t.Error("a truncated table decodes")
+	}
+}
+
+// TestHashedWordVectors checks what the word-vector part adds: texts that share no word but a meaning are closer
+// than unrelated ones, which hashed features alone cannot see.
+func TestHashedWordVectors(t *testing.T) {
+	tests := []struct{ query, near, far string }{
+		{"will it rain tomorrow", "name: get_forecast\ndescription: weather forecast for a city", "name: get_quote\ndescription: stock price of a company"},
+		{"send a message to my colleague", "name: compose_mail\ndescription: write an email", "name: resize\ndescription: scale a picture"},
+	}
+	for _, share := range []float64{0, DefaultWordShare} {
+		h := NewHashedMix(512, share)
+		for _, tt := range tests {
+			q := h.Vector(tt.query)
+			near, far := cos(q, h.Vector(tt.near)), cos(q, h.Vector(tt.far))
+			if share == 0 && math.Abs(near-far) > 0.1 {
+				t.Errorf("hashed only, %q: cos %.3f vs %.3f, want both near 0 (no shared word)", tt.query, near, far)
+			}
+			if share > 0 && near <= far+0.05 {
+				t.Errorf("with word vectors, %q: cos to the related tool %.3f, to the unrelated %.3f", tt.query, near, far)
+			}
+		}
+	}
+	if NewHashedMix(512, 0.3).Model() == HashedModel || NewHashed(0).Model() != HashedModel || NewHashed(64).Model() != HashedModel {
+		t.Error("Model must name the word-vector share when it is not the default")
+	}
 }
