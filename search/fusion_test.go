@@ -14,7 +14,8 @@ func TestComponentScores(t *testing.T) {
 		{"lexical capped", lexicalScore(9, 8), 1},
 		{"lexical without reachable score", lexicalScore(1, 0), 0},
 		{"lexical zero", lexicalScore(0, 8), 0},
-		{"vector", vectorScore(0.42), 0.42},
+		{"vector", vectorScore(0.55), 0.5},
+		{"vector at the floor", vectorScore(0.1), 0},
 		{"vector negative", vectorScore(-0.3), 0},
 		{"vector above 1", vectorScore(1.0000001), 1},
 		{"vector NaN", vectorScore(math.NaN()), 0},
@@ -51,8 +52,8 @@ func TestBlend(t *testing.T) {
 func TestFuse(t *testing.T) {
 	cands := func() []candidate {
 		return []candidate{
-			{id: 1, lex: 0.1, vecCos: 0.1, lexRank: 3, vecRank: 3},
-			{id: 2, lex: 0.8, vecCos: 0.3, lexRank: 1, vecRank: 2},
+			{id: 1, lex: 0.1, vecCos: 0.2, lexRank: 3, vecRank: 3},
+			{id: 2, lex: 0.9, vecCos: 0.5, lexRank: 1, vecRank: 2},
 			{id: 3, lex: 0.5, vecCos: 0.9, lexRank: 2, vecRank: 1},
 			{id: 4, lex: 0.5, vecCos: 0.9, lexRank: 2, vecRank: 1}, // tie with 3: lower id first
 			{id: 5}, // no evidence: never returned
@@ -74,7 +75,7 @@ func TestFuse(t *testing.T) {
 	}{
 		{"blend", fuseBlend, 10, 0, []int64{2, 3, 4, 1}},
 		{"blend limit", fuseBlend, 2, 0, []int64{2, 3}},
-		{"blend threshold", fuseBlend, 10, 0.75, []int64{2}},
+		{"blend threshold", fuseBlend, 10, 0.785, []int64{2}},
 		{"lexical only", fuseLexicalOnly, 10, 0, []int64{2, 3, 4, 1}},
 		{"vector only", fuseVectorOnly, 10, 0, []int64{3, 4, 2, 1}},
 	}

@@ -100,7 +100,7 @@ type vectorSide struct {
 // description, parameters and adjacent word pairs, a second BM25F index with one document per server (all its
 // tools together), and, optionally, an embedder with a vector index. Search blends the three:
 //
-//	Score = sqrt((Lexical + 0.4·Vector + 0.2·Server) / 1.6)
+//	Score = sqrt((Lexical + 0.8·Vector + 0.2·Server) / 2)
 //
 // (without a vector side, sqrt((Lexical + 0.2·Server) / 1.2)). Each component is an absolute measure in 0..1, not
 // a rank or a per-query min-max, so Score is comparable across queries: a tool that covers little of the query,
