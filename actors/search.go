@@ -232,8 +232,8 @@ type SearchResponse struct {
 	MatchedSkills []MatchedSkill
 	StrategyUsed  string
 	// Fallback is set by the hierarchical strategy when its skill signal did not inform the answer: the query
-	// matched no skill, or no tool answered lies within a matched skill (by the tools' skill_ids). The tools are
-	// then ranked by relevance alone, exactly as direct ranks them.
+	// matched no skill, or no tool answered has a matched skill in its profile (the skills its own text is
+	// closest to; see vectorAdapter.profile). The answer is then exactly direct's.
 	Fallback        bool
 	ServersSearched int
 	ToolsSearched   int
@@ -335,9 +335,10 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 	}
 	hierarchical := resp.StrategyUsed == StrategyHierarchical && len(resp.MatchedSkills) > 0
 	type ranked struct {
-		hit  SearchHit
-		key  float64
-		name string
+		hit    SearchHit
+		key    float64
+		name   string
+		signal float64
 	}
 	pool := make([]ranked, 0, len(results))
 	for _, res := range results {
@@ -346,12 +347,13 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 			continue // left the callable set since it was indexed
 		}
 		srv, _ := rt.Server(e.SourceServerID)
-		key := res.Score
+		key, signal := res.Score, 0.0
 		if hierarchical {
-			key += skillBoost * skillSignal(querySkill, s.searcher.vec.profileOf(res.ID))
+			signal = skillSignal(querySkill, s.searcher.vec.profileOf(res.ID))
+			key += skillBoost * signal
 		}
 		pool = append(pool, ranked{hit: SearchHit{Tool: e, Score: round3(min(1, key)), Server: srv, Lexical: res.Lexical,
-			Semantic: res.Vector}, key: key, name: e.Name})
+			Semantic: res.Vector}, key: key, name: e.Name, signal: signal})
 	}
 	sort.SliceStable(pool, func(i, j int) bool {
 		if pool[i].key != pool[j].key {
@@ -362,21 +364,12 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 	if len(pool) > limit {
 		pool = pool[:limit]
 	}
+	resp.Fallback = resp.StrategyUsed == StrategyHierarchical
 	resp.Tools = make([]SearchHit, len(pool))
 	for i, p := range pool {
 		resp.Tools[i] = p.hit
-	}
-	if resp.StrategyUsed == StrategyHierarchical {
-		inSkill := map[string]bool{}
-		for _, m := range resp.MatchedSkills {
-			inSkill[m.Skill.ID] = true
-		}
-		resp.Fallback = true
-		for _, h := range resp.Tools {
-			if anyIn(h.Tool.SkillIDs, inSkill) {
-				resp.Fallback = false
-				break
-			}
+		if p.signal > 0 {
+			resp.Fallback = false
 		}
 	}
 	return resp, nil
@@ -392,15 +385,6 @@ func skillSignal(query []float64, profile []skillAffinity) float64 {
 		}
 	}
 	return best
-}
-
-func anyIn(ids []string, set map[string]bool) bool {
-	for _, id := range ids {
-		if set[id] {
-			return true
-		}
-	}
-	return false
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

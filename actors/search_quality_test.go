@@ -264,7 +264,8 @@ func unclassified(sys *actors.System) int {
 type searchQuality struct{ ndcg10, recall5 float64 }
 
 // rankings runs every query through System.Search with a strategy and returns the namespaced names answered.
-func rankings(t *testing.T, sys *actors.System, set qualitySet, strategy string) [][]string {
+// fallbacks, when not nil, receives each answer's metadata.fallback.
+func rankings(t *testing.T, sys *actors.System, set qualitySet, strategy string, fallbacks ...*[]bool) [][]string {
 	t.Helper()
 	out := make([][]string, len(set.queries))
 	for i, q := range set.queries {
@@ -286,6 +287,9 @@ func rankings(t *testing.T, sys *actors.System, set qualitySet, strategy string)
 		}
 		for _, h := range res.Tools {
 			out[i] = append(out[i], h.Tool.Name)
+		}
+		for _, f := range fallbacks {
+			*f = append(*f, res.Fallback)
 		}
 	}
 	return out
@@ -359,8 +363,20 @@ func TestSearchQuality(t *testing.T) {
 			}
 			names := serverNames(t, set.servers)
 			sys := qualityDaemon(t, set, names, set.servers, true)
-			def := rankings(t, sys, set, actors.StrategyHierarchical)
+			var fallback []bool
+			def := rankings(t, sys, set, actors.StrategyHierarchical, &fallback)
 			dir := rankings(t, sys, set, actors.StrategyDirect)
+			// metadata.fallback means the skills did not inform the answer: it is then exactly direct's.
+			fell := 0
+			for i, f := range fallback {
+				if f {
+					fell++
+					if !slices.Equal(def[i], dir[i]) {
+						t.Errorf("query %s: fallback, yet ranked %v where direct ranks %v", set.queries[i].QID, def[i], dir[i])
+					}
+				}
+			}
+			t.Logf("%s: fallback in %d of %d answers", c.set, fell, len(fallback))
 			qd, qx := measure(t, set, names, def), measure(t, set, names, dir)
 			t.Logf("%s default (hierarchical): nDCG@10 %.3f  Recall@5 %.3f", c.set, qd.ndcg10, qd.recall5)
 			t.Logf("%s direct:                 nDCG@10 %.3f  Recall@5 %.3f", c.set, qx.ndcg10, qx.recall5)
