@@ -33,6 +33,10 @@ type searcher struct {
 	vec   *vectorAdapter
 	space *classify.SkillSpace
 	extra *classify.SkillSpace
+	// fixed scores texts against the skills' own descriptions and never moves (the indexer moves space's vectors
+	// to the centroids of classified tools). The ranking's skill signal is read in it, so that the order of tools
+	// does not depend on when classification finished (see System.Search).
+	fixed *classify.SkillSpace
 }
 
 func newSearcher(ctx context.Context, sd *SearchDeps) (*searcher, error) {
@@ -63,16 +67,61 @@ func newSearcher(ctx context.Context, sd *SearchDeps) (*searcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &searcher{eng: eng, emb: emb, idx: idx, vec: va, space: space, extra: sd.Skills}, nil
+	fixed, err := classify.NewSkillSpace(ctx, emb, tax)
+	if err != nil {
+		return nil, err
+	}
+	va.fixed = fixed
+	return &searcher{eng: eng, emb: emb, idx: idx, vec: va, space: space, extra: sd.Skills, fixed: fixed}, nil
 }
 
 // vectorAdapter lets the engine use a vector.Index (ids and scores map one to one; the payload travels as is). It
 // also hands the vectors the engine computed to the indexer (see capture), so that a tool is embedded once: an
-// external embedding API is paid per text.
+// external embedding API is paid per text, and keeps each tool's skill profile (see profile) from the same vector.
 type vectorAdapter struct {
 	idx      vector.Index
+	fixed    *classify.SkillSpace
 	mu       sync.Mutex
 	captured map[int64][]float32
+	profiles map[int64][]skillAffinity
+}
+
+// skillAffinity is a tool's score (0..1) for one skill of the taxonomy, by index.
+type skillAffinity struct {
+	skill uint16
+	score float32
+}
+
+// profile computes a tool's skill profile: its scores against the skills' descriptions (the fixed space), the
+// skills that reach classify.MinConfidence, at most classify.MaxSkills. It depends on the tool's text only, not on
+// classification, so ranking by it is deterministic.
+func (a *vectorAdapter) profile(v []float32) []skillAffinity {
+	if a.fixed == nil || len(v) == 0 {
+		return nil
+	}
+	var out []skillAffinity
+	for i, s := range a.fixed.Scores(v) {
+		if s.Confidence >= classify.MinConfidence {
+			out = append(out, skillAffinity{skill: uint16(i), score: float32(s.Confidence)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
+		return out[i].skill < out[j].skill
+	})
+	if len(out) > classify.MaxSkills {
+		out = out[:classify.MaxSkills:classify.MaxSkills]
+	}
+	return out
+}
+
+// profileOf returns a tool's skill profile (nil when it has none or was not embedded).
+func (a *vectorAdapter) profileOf(id int64) []skillAffinity {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.profiles[id]
 }
 
 // capture starts recording the vectors of the next upserts; take returns them and stops.
@@ -91,10 +140,22 @@ func (a *vectorAdapter) take() map[int64][]float32 {
 }
 
 func (a *vectorAdapter) Upsert(ctx context.Context, points []search.VectorPoint) error {
+	profiles := make([][]skillAffinity, len(points))
+	for i, p := range points {
+		profiles[i] = a.profile(p.Vector)
+	}
 	a.mu.Lock()
-	if a.captured != nil {
-		for _, p := range points {
+	if a.profiles == nil {
+		a.profiles = map[int64][]skillAffinity{}
+	}
+	for i, p := range points {
+		if a.captured != nil {
 			a.captured[p.ID] = p.Vector
+		}
+		if profiles[i] == nil {
+			delete(a.profiles, p.ID)
+		} else {
+			a.profiles[p.ID] = profiles[i]
 		}
 	}
 	a.mu.Unlock()
@@ -109,9 +170,12 @@ func (a *vectorAdapter) Upsert(ctx context.Context, points []search.VectorPoint)
 
 func (a *vectorAdapter) Delete(ctx context.Context, ids []int64) error {
 	out := make([]uint64, len(ids))
+	a.mu.Lock()
 	for i, id := range ids {
 		out[i] = uint64(id)
+		delete(a.profiles, id)
 	}
+	a.mu.Unlock()
 	return a.idx.Delete(ctx, out)
 }
 
@@ -164,21 +228,34 @@ type MatchedSkill struct {
 
 // SearchResponse is the ranked answer.
 type SearchResponse struct {
-	Tools           []SearchHit
-	MatchedSkills   []MatchedSkill
-	StrategyUsed    string
-	Fallback        bool // hierarchical found no tool within the matched skills and searched all tools
+	Tools         []SearchHit
+	MatchedSkills []MatchedSkill
+	StrategyUsed  string
+	// Fallback is set by the hierarchical strategy when its skill signal did not inform the answer: the query
+	// matched no skill, or no tool answered has a matched skill in its profile (the skills its own text is
+	// closest to; see vectorAdapter.profile). The answer is then exactly direct's.
+	Fallback        bool
 	ServersSearched int
 	ToolsSearched   int
 }
 
-// maxMatchedSkills bounds how many skills a hierarchical search narrows to.
-const maxMatchedSkills = 3
+// Ranking of the hierarchical strategy. The matched skills are a bounded boost, never a filter: a tool's fused
+// relevance (0..1) gains at most skillBoost when its skill profile holds a matched skill, which reorders tools of
+// nearly equal relevance and cannot lift a weak tool over a clearly better one. The pool is how many of the
+// engine's best tools are re-ordered (and, for both strategies, re-sorted with the tool's name as the tie-break:
+// the engine breaks ties by database id, which depends on the order of discovery).
+const (
+	maxMatchedSkills = 3
+	skillBoost       = 0.01
+	rerankSlack      = 20
+)
 
 // Search ranks the tools of the servers that execute calls (CONNECTED or DEGRADED: BR-007, AG-US2 AC3),
-// optionally restricted to some servers, by hybrid relevance. The hierarchical strategy first matches skills and
-// ranks the tools within them, falling back to all tools when that finds nothing; direct ranks all tools. It reads
-// the engine and the routing table only: no actor is asked.
+// optionally restricted to some servers, by hybrid relevance. Both strategies rank every allowed tool; the
+// hierarchical one (the default) also matches the query to skills and uses them as a bounded boost (skillBoost).
+// The ranking is deterministic: the skill signal comes from fixed vectors (the skills' descriptions, the tools' own
+// text), never from classification results or the skill centroids, which depend on when classification ran, and
+// ties fall to the tool's name. It reads the engine and the routing table only: no actor is asked.
 func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, error) {
 	start := time.Now()
 	defer func() { s.d.Metrics.Search(time.Since(start)) }()
@@ -199,6 +276,7 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 			}
 		}
 	}
+	sort.Strings(allowed)
 	resp.ServersSearched = len(allowed)
 	allowedSet := map[string]bool{}
 	for _, id := range allowed {
@@ -214,19 +292,30 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 		}
 	}
 
+	// The query's skills, scored in the fixed space (the skills' descriptions), as the tools' profiles are.
+	var querySkill []float64 // by taxonomy index: the matched skills' scores, 0 elsewhere
 	needSkills := r.ItemType == "skill" || resp.StrategyUsed == StrategyHierarchical
 	if needSkills {
 		vecs, err := s.searcher.emb.Embed(ctx, []string{r.Query})
 		if err == nil && len(vecs) == 1 {
-			for _, a := range s.searcher.space.Scores(vecs[0]) {
+			tax := s.searcher.fixed.Taxonomy()
+			scores := s.searcher.fixed.Scores(vecs[0])
+			idx := make([]int, 0, len(scores))
+			for i, a := range scores {
 				if a.Confidence >= r.SkillThreshold {
-					sk, _ := s.searcher.space.Taxonomy().Skill(a.SkillID)
-					resp.MatchedSkills = append(resp.MatchedSkills, MatchedSkill{Skill: sk, Score: round3(a.Confidence), ToolCount: skillCount[a.SkillID]})
+					idx = append(idx, i)
 				}
 			}
-			sort.SliceStable(resp.MatchedSkills, func(i, j int) bool { return resp.MatchedSkills[i].Score > resp.MatchedSkills[j].Score })
-			if len(resp.MatchedSkills) > maxMatchedSkills {
-				resp.MatchedSkills = resp.MatchedSkills[:maxMatchedSkills]
+			sort.SliceStable(idx, func(i, j int) bool { return scores[idx[i]].Confidence > scores[idx[j]].Confidence })
+			if len(idx) > maxMatchedSkills {
+				idx = idx[:maxMatchedSkills]
+			}
+			querySkill = make([]float64, len(scores))
+			for _, i := range idx {
+				a := scores[i]
+				querySkill[i] = a.Confidence
+				resp.MatchedSkills = append(resp.MatchedSkills, MatchedSkill{Skill: tax.Skills[i], Score: round3(a.Confidence),
+					ToolCount: skillCount[a.SkillID]})
 			}
 		} else if err != nil {
 			s.d.Logger.Warn("search: embedding the query failed; skills not matched", "error", err)
@@ -236,55 +325,66 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 		return resp, nil
 	}
 	limit := r.Limit
-	pool := limit
-	inSkill := map[string]bool{}
-	if resp.StrategyUsed == StrategyHierarchical && len(resp.MatchedSkills) > 0 {
-		for _, m := range resp.MatchedSkills {
-			inSkill[m.Skill.ID] = true
-		}
-		pool = search.MaxLimit // rank widely, then keep the tools within the matched skills
+	if limit <= 0 {
+		limit = search.DefaultLimit
 	}
-	results, err := s.searcher.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed, Limit: pool, MinScore: r.ToolThreshold})
+	results, err := s.searcher.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed,
+		Limit: min(search.MaxLimit, limit+rerankSlack), MinScore: r.ToolThreshold})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}
-	pick := func(within bool) []SearchHit {
-		var out []SearchHit
-		for _, res := range results {
-			e, ok := rt.ToolByID(res.ID)
-			if !ok || !allowedSet[e.SourceServerID] {
-				continue // left the callable set since it was indexed
-			}
-			if within && !anyIn(e.SkillIDs, inSkill) {
-				continue
-			}
-			srv, _ := rt.Server(e.SourceServerID)
-			out = append(out, SearchHit{Tool: e, Score: round3(res.Score), Server: srv, Lexical: res.Lexical, Semantic: res.Vector})
-			if len(out) == limit {
-				break
-			}
-		}
-		return out
+	hierarchical := resp.StrategyUsed == StrategyHierarchical && len(resp.MatchedSkills) > 0
+	type ranked struct {
+		hit    SearchHit
+		key    float64
+		name   string
+		signal float64
 	}
-	if len(inSkill) > 0 {
-		resp.Tools = pick(true)
-		if len(resp.Tools) == 0 {
-			resp.Fallback = true
+	pool := make([]ranked, 0, len(results))
+	for _, res := range results {
+		e, ok := rt.ToolByID(res.ID)
+		if !ok || !allowedSet[e.SourceServerID] {
+			continue // left the callable set since it was indexed
 		}
+		srv, _ := rt.Server(e.SourceServerID)
+		key, signal := res.Score, 0.0
+		if hierarchical {
+			signal = skillSignal(querySkill, s.searcher.vec.profileOf(res.ID))
+			key += skillBoost * signal
+		}
+		pool = append(pool, ranked{hit: SearchHit{Tool: e, Score: round3(min(1, key)), Server: srv, Lexical: res.Lexical,
+			Semantic: res.Vector}, key: key, name: e.Name, signal: signal})
 	}
-	if len(inSkill) == 0 || resp.Fallback {
-		resp.Tools = pick(false)
+	sort.SliceStable(pool, func(i, j int) bool {
+		if pool[i].key != pool[j].key {
+			return pool[i].key > pool[j].key
+		}
+		return pool[i].name < pool[j].name
+	})
+	if len(pool) > limit {
+		pool = pool[:limit]
+	}
+	resp.Fallback = resp.StrategyUsed == StrategyHierarchical
+	resp.Tools = make([]SearchHit, len(pool))
+	for i, p := range pool {
+		resp.Tools[i] = p.hit
+		if p.signal > 0 {
+			resp.Fallback = false
+		}
 	}
 	return resp, nil
 }
 
-func anyIn(ids []string, set map[string]bool) bool {
-	for _, id := range ids {
-		if set[id] {
-			return true
+// skillSignal is how strongly a tool's skill profile meets the query's matched skills: the best product of the two
+// scores over the skills they share, in 0..1.
+func skillSignal(query []float64, profile []skillAffinity) float64 {
+	var best float64
+	for _, p := range profile {
+		if int(p.skill) < len(query) {
+			best = max(best, query[p.skill]*float64(p.score))
 		}
 	}
-	return false
+	return best
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

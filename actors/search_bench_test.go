@@ -97,7 +97,7 @@ func BenchmarkSystemSearch10k(b *testing.B) {
 		total, _ := sys.Routes().ToolCounts()
 		res, err := sys.Search(context.Background(), actors.SearchRequest{Query: queries[0].Query, IncludeExternal: true,
 			Limit: 10, Strategy: actors.StrategyDirect})
-		if total >= want && err == nil && res.ServersSearched == backends && res.ToolsSearched >= want {
+		if total >= want && err == nil && res.ServersSearched == backends && res.ToolsSearched >= want && sys.IndexedTools() >= want {
 			break
 		}
 		if time.Since(start) > 3*time.Minute {
@@ -105,7 +105,6 @@ func BenchmarkSystemSearch10k(b *testing.B) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second) // let the indexer finish the last servers
 	b.ReportMetric(float64(want), "tools")
 	for _, strategy := range []string{actors.StrategyDirect, actors.StrategyHierarchical} {
 		b.Run(strategy, func(b *testing.B) {

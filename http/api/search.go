@@ -142,6 +142,7 @@ type searchToolView struct {
 	DBID           int64           `json:"db_id"`
 	Type           string          `json:"type"`
 	Name           string          `json:"name"`
+	Alias          string          `json:"alias"` // the name to call on the aggregator's MCP endpoint
 	OriginalName   string          `json:"original_name"`
 	Description    string          `json:"description"`
 	Score          float64         `json:"score"`
@@ -176,7 +177,7 @@ func SearchJSON(r actors.SearchRequest, res actors.SearchResponse, took time.Dur
 			skills = []string{}
 		}
 		v := searchToolView{ID: strconv.FormatInt(h.Tool.ID, 10), DBID: h.Tool.ID, Type: "tool", Name: h.Tool.Name,
-			OriginalName: h.Tool.OriginalName, Description: h.Tool.Description, Score: h.Score, SkillIDs: skills,
+			Alias: h.Tool.Alias, OriginalName: h.Tool.OriginalName, Description: h.Tool.Description, Score: h.Score, SkillIDs: skills,
 			PrimarySkillID: h.Tool.PrimarySkillID, IsClassified: h.Tool.IsClassified,
 			SourceServer: ServerRef{ID: h.Server.ID, Name: h.Server.Name, Status: h.Server.Status}}
 		if r.IncludeSchemas {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -56,15 +59,134 @@ func (s *Server) addMetaTools() {
 		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolStatus))
 	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
 		InputSchema: schema(`"status":{"type":"string","enum":["DISCONNECTED","CONNECTING","CONNECTED","DEGRADED","ERROR","DISCONNECTING"]}`)}, s.listServers)
-	s.mcp.AddTool(&mcp.Tool{Name: toolSearch, Description: "Find tools of the connected servers by what they do. Each result has " +
-		"the namespaced name to pass to execute_external_tool and the alias to call directly.",
-		InputSchema: schema(`"query":{"type":"string","description":"What the tool should do"},`+
-			`"server_filter":{"type":"array","items":{"type":"string"},"description":"Only these servers (names)"},`+
-			`"limit":{"type":"integer","minimum":1,"maximum":100},"strategy":{"type":"string","enum":["hierarchical","direct"]},`+
-			`"tool_threshold":{"type":"number","minimum":0,"maximum":1},"skill_threshold":{"type":"number","minimum":0,"maximum":1},`+
-			`"include_schemas":{"type":"boolean"},"item_type":{"type":"string","enum":["tool","skill"]},"include_external":{"type":"boolean"}`, "query")}, s.search)
+	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.skillNames())), s.search)
+	s.followCatalogue()
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: schema(`"tool_name":{"type":"string"},"arguments":{"type":"object"},"server_id":{"type":"string"}`, "tool_name")}, s.execute)
+}
+
+// searchSchema is search_aggregated_tools' input: the fields of POST /api/v1/search.
+var searchSchema = schema(`"query":{"type":"string","description":"What the tool should do"},`+
+	`"server_filter":{"type":"array","items":{"type":"string"},"description":"Only these servers (names)"},`+
+	`"limit":{"type":"integer","minimum":1,"maximum":100},"strategy":{"type":"string","enum":["hierarchical","direct"]},`+
+	`"tool_threshold":{"type":"number","minimum":0,"maximum":1},"skill_threshold":{"type":"number","minimum":0,"maximum":1},`+
+	`"include_schemas":{"type":"boolean"},"item_type":{"type":"string","enum":["tool","skill"]},"include_external":{"type":"boolean"}`, "query")
+
+func searchTool(description string) *mcp.Tool {
+	return &mcp.Tool{Name: toolSearch, Description: description, InputSchema: searchSchema}
+}
+
+// Bounds of search_aggregated_tools' description: how many servers and skills it names, and how often it may
+// change (a burst of registrations updates it once per describeEvery, not once per server).
+const (
+	describeServers = 12
+	describeSkills  = 6
+	describeEvery   = time.Second
+)
+
+// searchDescription is search_aggregated_tools' description: what it does, and what the catalogue holds right now
+// (how many tools of how many connected servers, the largest servers, the skills most tools have), so that a model
+// knows when searching is worth it.
+func searchDescription(t *actors.RouteTable, skillNames map[string]string) string {
+	const what = "Find tools of the connected MCP servers by what they do (plain-language query; hybrid keyword and " +
+		"semantic ranking). Each result has its alias, the name to call directly on this server, and its namespaced " +
+		"name {server}.{tool} for execute_external_tool."
+	tools := t.Callable()
+	if len(tools) == 0 {
+		return what + " No tools are connected yet."
+	}
+	perServer := map[string]int{}
+	perSkill := map[string]int{}
+	for _, e := range tools {
+		perServer[e.ServerName]++
+		for _, sk := range e.SkillIDs {
+			perSkill[sk]++
+		}
+	}
+	var b strings.Builder
+	b.WriteString(what)
+	fmt.Fprintf(&b, " The catalogue holds %d tools of %d servers: ", len(tools), len(perServer))
+	b.WriteString(topCounts(perServer, describeServers, func(k string) string { return k }))
+	if len(perSkill) > 0 {
+		b.WriteString(". Main skills: ")
+		b.WriteString(topCounts(perSkill, describeSkills, func(k string) string {
+			if n, ok := skillNames[k]; ok {
+				return n
+			}
+			return k
+		}))
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// topCounts renders the n largest counts as "name (count), ...", largest first then by name, with how many more.
+func topCounts(counts map[string]int, n int, label func(string) string) string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, 0, n+1)
+	for i, k := range keys {
+		if i == n {
+			parts = append(parts, fmt.Sprintf("and %d more", len(keys)-n))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d)", label(k), counts[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// skillNames maps the taxonomy's skill ids to their names.
+func (s *Server) skillNames() map[string]string {
+	out := map[string]string{}
+	for _, sk := range s.gw.Skills() {
+		out[sk.ID] = sk.Name
+	}
+	return out
+}
+
+// followCatalogue keeps search_aggregated_tools' description current: on every change of the routing table it
+// re-renders the description and, when it differs, re-adds the tool (the go-sdk replaces a tool of the same name
+// and sends notifications/tools/list_changed). Updates are at most one per describeEvery: changes meanwhile are
+// folded into the next one. It stops with Close.
+func (s *Server) followCatalogue() {
+	kick := make(chan struct{}, 1)
+	stop := s.gw.OnRoutesChanged(func(*actors.RouteTable) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	})
+	names := s.skillNames()
+	last := searchDescription(s.gw.Routes(), names)
+	go func() {
+		defer stop()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-kick:
+			}
+			if d := searchDescription(s.gw.Routes(), names); d != last {
+				last = d
+				s.mcp.AddTool(searchTool(d), s.search)
+			}
+			throttle := time.NewTimer(describeEvery)
+			select {
+			case <-s.done:
+				throttle.Stop()
+				return
+			case <-throttle.C:
+			}
+		}
+	}()
 }
 
 // success answers {"status":"success","data":...} as text and as structured content.
@@ -221,13 +343,6 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	view, _ := json.Marshal(api.SearchJSON(r, res, time.Since(start)))
 	var data map[string]any
 	_ = json.Unmarshal(view, &data)
-	if tools, ok := data["tools"].([]any); ok {
-		for i, t := range tools {
-			if m, ok := t.(map[string]any); ok && i < len(res.Tools) {
-				m["alias"] = res.Tools[i].Tool.Alias
-			}
-		}
-	}
 	return success(data), nil
 }
 
