@@ -148,6 +148,9 @@ func (r *routerActor) reloadTools(id string) {
 		r.d.Logger.Error("router: reload tools", "server_id", id, "error", err)
 		return
 	}
+	for i := range tools {
+		tools[i] = routedTool(tools[i])
+	}
 	r.tools[id] = tools
 }
 

@@ -140,6 +140,24 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 	return nil
 }
 
+// EachVector calls fn with the stored (unit-length) vector of each of ids that the index holds, in the order
+// given; unknown ids are skipped. fn must not keep v nor call the index: it reads the index's own rows under its
+// read lock, so that a caller needing many vectors (the skill centroids) keeps no copy of them.
+func (m *Memory) EachVector(ids []uint64, fn func(id uint64, v []float32)) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.ready("vectors"); err != nil {
+		return err
+	}
+	dim := m.spec.Dimension
+	for _, id := range ids {
+		if at, ok := m.pos[id]; ok {
+			fn(id, m.vecs[at*dim:(at+1)*dim:(at+1)*dim])
+		}
+	}
+	return nil
+}
+
 // removeAt deletes row at by moving the last row into its place; the caller
 // holds mu for writing.
 func (m *Memory) removeAt(at int) {

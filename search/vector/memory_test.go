@@ -109,3 +109,31 @@ func BenchmarkMemorySearch10k(b *testing.B) {
 		_ = m.Close()
 	}
 }
+
+// TestMemoryEachVector checks that the stored vectors come back unit-length, for the ids asked in their order,
+// skipping unknown ids, and that an index not ensured refuses.
+func TestMemoryEachVector(t *testing.T) {
+	m := NewMemory()
+	var got []uint64
+	if err := m.EachVector([]uint64{1}, func(id uint64, v []float32) { got = append(got, id) }); err == nil {
+		t.Fatal("EachVector before Ensure succeeded")
+	}
+	if _, err := m.Ensure(t.Context(), Spec{Dimension: 2, Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	mustUpsert(t, m, Point{ID: 1, Vector: []float32{3, 4}, Payload: Payload{SourceServerID: "a"}},
+		Point{ID: 2, Vector: []float32{0, 2}, Payload: Payload{SourceServerID: "a"}})
+	want := map[uint64][]float32{1: {0.6, 0.8}, 2: {0, 1}}
+	err := m.EachVector([]uint64{2, 7, 1}, func(id uint64, v []float32) {
+		got = append(got, id)
+		if !slices.Equal(v, want[id]) {
+			t.Errorf("vector %d = %v, want %v", id, v, want[id])
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []uint64{2, 1}) {
+		t.Errorf("ids %v, want [2 1]", got)
+	}
+}
