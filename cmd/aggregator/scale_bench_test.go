@@ -281,7 +281,8 @@ func (d *scaleDaemon) classifiedCount() int {
 
 // BenchmarkSearchAtScaleHeap runs the same catalogue as BenchmarkSearchAtScale in this process (embedded store,
 // default configuration) to see where the memory goes: once classification has settled it collects garbage,
-// reports the heap in use and, with SCALE_HEAP_PROFILE=file, writes a heap profile for `go tool pprof`.
+// reports the heap in use and, with SCALE_HEAP_PROFILE=file, writes a heap profile for `go tool pprof` (and
+// SCALE_CPU_PROFILE=file a CPU profile of searches in the default strategy).
 func BenchmarkSearchAtScaleHeap(b *testing.B) {
 	catalog := peertest.GoBinary(b, "./testdata/catalog")
 	for i := 0; i < b.N; i++ {
@@ -308,6 +309,25 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 			if err := pprof.WriteHeapProfile(f); err != nil {
 				b.Fatal(err)
 			}
+			_ = f.Close()
+		}
+		// With SCALE_CPU_PROFILE=file, a CPU profile of 300 searches in the default strategy.
+		if path := os.Getenv("SCALE_CPU_PROFILE"); path != "" {
+			queries := scaleQueries(350)
+			for _, q := range queries[:50] {
+				d.search(q, "", 10)
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range queries[50:] {
+				d.search(q, "", 10)
+			}
+			pprof.StopCPUProfile()
 			_ = f.Close()
 		}
 	}
