@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 )
 
 // scaleServers and scaleToolsPerServer size the catalogue of BenchmarkSearchAtScale (issue 11): 10,000 tools of
@@ -282,11 +283,17 @@ func (d *scaleDaemon) classifiedCount() int {
 // BenchmarkSearchAtScaleHeap runs the same catalogue as BenchmarkSearchAtScale in this process (embedded store,
 // default configuration) to see where the memory goes: once classification has settled it collects garbage,
 // reports the heap in use and, with SCALE_HEAP_PROFILE=file, writes a heap profile for `go tool pprof` (and
-// SCALE_CPU_PROFILE=file a CPU profile of searches in the default strategy).
+// SCALE_CPU_PROFILE=file a CPU profile of searches in the default strategy). SCALE_WITH_MCP=1 adds the MCP
+// endpoint, which the daemon runs and which lists every tool.
 func BenchmarkSearchAtScaleHeap(b *testing.B) {
 	catalog := peertest.GoBinary(b, "./testdata/catalog")
 	for i := 0; i < b.N; i++ {
-		_, base := inProcess(b, openBenchStore(b, "sqlite"), actors.DefaultConfig())
+		st := openBenchStore(b, "sqlite")
+		sys, base := inProcess(b, st, actors.DefaultConfig())
+		if os.Getenv("SCALE_WITH_MCP") != "" { // the MCP endpoint as the daemon runs it, listing every tool
+			endpoint := mcpserver.New(sys, st, mcpserver.Options{})
+			b.Cleanup(endpoint.Close)
+		}
 		d := &scaleDaemon{b: b, base: strings.TrimSuffix(base, "/api/v1/aggregator")}
 		prefixes := make([]string, scaleServers)
 		start := time.Now()
