@@ -8,13 +8,12 @@ import (
 	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
-// lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries and the
-// text it is embedded from (to re-embed it on Rebuild), and its analysed fields (to rebuild its server's document)
-// as the tool index's term ids, field after field: 4 bytes a term instead of a string each.
+// lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries, and its
+// analysed fields (to rebuild its server's document) as the tool index's term ids, field after field: 4 bytes a
+// term instead of a string each. Its text is not kept: Rebuild reads it from a DocSource.
 type lexDocRecord struct {
 	serverID, name, originalName string
 	payload                      any
-	text                         string
 	terms                        []int32          // term ids of every field in turn
 	ends                         [numFields]int32 // terms[ends[f-1]:ends[f]] are field f's
 }
@@ -45,11 +44,11 @@ func newLexicon(tool, server bm25Params) *lexicon {
 }
 
 // add indexes a tool, replacing an earlier version. Call refreshServers after a batch.
-func (l *lexicon) add(d Doc, text string, ft fieldTerms) {
+func (l *lexicon) add(d Doc, ft fieldTerms) {
 	id, serverID := d.ID, d.ServerID
 	l.detach(id)
 	l.tools.add(id, serverID, ft)
-	rec := lexDocRecord{serverID: serverID, name: d.Name, originalName: d.OriginalName, payload: d.Payload, text: text}
+	rec := lexDocRecord{serverID: serverID, name: d.Name, originalName: d.OriginalName, payload: d.Payload}
 	var n int
 	for f := range numFields {
 		n += len(ft[f])
