@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,7 +12,6 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search"
-	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/vector"
 )
 
@@ -20,7 +20,7 @@ type indexedTool struct {
 	server string
 	hash   string // definition hash + name: a rename or a new definition is re-embedded
 	skills []string
-	vec    []float32
+	vec    []float32 // only when the index cannot hand vectors back (see vector.VectorSource)
 }
 
 // indexerActor keeps the search engine equal to the stored tools (BR-003, BR-008): it indexes every tool at start,
@@ -119,10 +119,17 @@ func (a *indexerActor) indexServer(id string) {
 		old.server, old.hash, old.skills = id, hash, t.SkillIDs
 	}
 	if len(docs) > 0 {
-		// The engine embeds the tools; their vectors also feed the skill centroids, taken from the same call.
-		a.sr.vec.capture()
+		// The engine embeds the tools; their vectors also feed the skill centroids. The in-process index gives them
+		// back when a centroid is computed; with another index they are taken from the same call and kept.
+		_, fromIndex := a.sr.idx.(vector.VectorSource)
+		if !fromIndex {
+			a.sr.vec.capture()
+		}
 		err := a.sr.eng.Upsert(sctx, docs)
-		vecs := a.sr.vec.take()
+		var vecs map[int64][]float32
+		if !fromIndex {
+			vecs = a.sr.vec.take()
+		}
 		if err != nil {
 			a.d.Logger.Error("indexer: index tools", "server_id", id, "error", err)
 		}
@@ -186,28 +193,87 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 	if len(touched) == 0 {
 		return
 	}
-	members := map[string][][]float32{}
-	for _, t := range a.tools {
-		if t.vec == nil {
-			continue
-		}
-		for _, s := range t.skills {
-			if touched[s] {
-				members[s] = append(members[s], t.vec)
+	sums := map[string][]float64{}
+	add := func(skills []string, v []float32) {
+		for _, s := range skills {
+			if !touched[s] {
+				continue
+			}
+			sum := sums[s]
+			if sum == nil {
+				desc, ok := a.sr.space.DescriptionVector(s)
+				if !ok {
+					continue
+				}
+				sum = make([]float64, len(desc))
+				for i, x := range desc {
+					sum[i] = float64(x)
+				}
+				sums[s] = sum
+			}
+			for i := range min(len(sum), len(v)) {
+				sum[i] += float64(v[i])
 			}
 		}
 	}
+	src, fromIndex := a.sr.idx.(vector.VectorSource)
+	var ids []uint64
+	for tid, t := range a.tools {
+		if !hasTouched(t.skills, touched) || t.hash == "" {
+			continue // not a member of a touched skill, or not indexed
+		}
+		if fromIndex {
+			ids = append(ids, uint64(tid))
+		} else if t.vec != nil {
+			add(t.skills, t.vec)
+		}
+	}
+	if fromIndex && len(ids) > 0 {
+		err := src.EachVector(ids, func(id uint64, v []float32) { add(a.tools[int64(id)].skills, v) })
+		if err != nil {
+			a.d.Logger.Warn("indexer: read tool vectors for the skills", "error", err)
+			return
+		}
+	}
 	for s := range touched {
-		desc, ok := a.sr.space.DescriptionVector(s)
-		if !ok {
+		if _, ok := a.sr.space.DescriptionVector(s); !ok {
 			continue
 		}
-		v := classify.Centroid(desc, members[s])
+		v := unitVector(sums[s]) // nil for a skill without tools: back to its description
 		_ = a.sr.space.SetSkillVector(s, v)
 		if a.sr.extra != nil {
 			_ = a.sr.extra.SetSkillVector(s, v)
 		}
 	}
+}
+
+// hasTouched reports whether any of skills is touched.
+func hasTouched(skills []string, touched map[string]bool) bool {
+	for _, s := range skills {
+		if touched[s] {
+			return true
+		}
+	}
+	return false
+}
+
+// unitVector scales sum to unit length as float32 (classify.Centroid's last step); nil stays nil.
+func unitVector(sum []float64) []float32 {
+	if sum == nil {
+		return nil
+	}
+	var norm float64
+	for _, x := range sum {
+		norm += x * x
+	}
+	norm = math.Sqrt(norm)
+	out := make([]float32, len(sum))
+	for i, x := range sum {
+		if norm > 0 {
+			out[i] = float32(x / norm)
+		}
+	}
+	return out
 }
 
 func sameStrings(a, b []string) bool {

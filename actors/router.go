@@ -148,6 +148,18 @@ func (r *routerActor) reloadTools(id string) {
 		r.d.Logger.Error("router: reload tools", "server_id", id, "error", err)
 		return
 	}
+	// A definition that did not change keeps its routed form: classification reloads a server many times.
+	prev := make(map[int64]*persistence.Tool, len(r.tools[id]))
+	for i, t := range r.tools[id] {
+		prev[t.ID] = &r.tools[id][i]
+	}
+	for i, t := range tools {
+		if p := prev[t.ID]; p != nil && p.DefinitionHash == t.DefinitionHash {
+			tools[i].Definition = p.Definition
+			continue
+		}
+		tools[i] = routedTool(t)
+	}
 	r.tools[id] = tools
 }
 

@@ -3,6 +3,7 @@ package actors
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -184,6 +185,30 @@ func IsMetaToolName(name string) bool {
 		return true
 	}
 	return false
+}
+
+// routedTool is a stored tool as the routing table keeps it: its definition without the name, description and
+// input schema, which the entry already holds in its own fields (the MCP endpoint takes those from there), so that
+// the text of a tool is held once and not twice. A definition that cannot be read is kept as it is.
+func routedTool(t persistence.Tool) persistence.Tool {
+	if len(t.Definition) == 0 {
+		return t
+	}
+	var def map[string]json.RawMessage
+	if err := json.Unmarshal(t.Definition, &def); err != nil {
+		return t
+	}
+	delete(def, "name")
+	delete(def, "description")
+	delete(def, "inputSchema")
+	if len(def) == 0 {
+		t.Definition = nil
+		return t
+	}
+	if raw, err := json.Marshal(def); err == nil {
+		t.Definition = raw
+	}
+	return t
 }
 
 // buildRouteTable makes a snapshot from the router's per-server state. prev is the table it replaces (nil at

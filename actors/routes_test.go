@@ -257,3 +257,29 @@ func TestHashedAliasOutlivesItsCollision(t *testing.T) {
 		t.Fatalf("plain alias resolves to %+v, %v (the old tool no longer exists, so the plain alias may now name the newcomer)", r, err)
 	}
 }
+
+// TestRoutedToolKeepsTheDefinitionOnce checks that the routing table's copy of a definition drops only what the
+// entry holds in its own fields, and keeps a definition it cannot read as it is.
+func TestRoutedToolKeepsTheDefinitionOnce(t *testing.T) {
+	for _, tc := range []struct{ name, def, want string }{
+		{"annotations kept", `{"name":"x","description":"d","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`,
+			`{"annotations":{"readOnlyHint":true}}`},
+		{"nothing else", `{"name":"x","description":"d","inputSchema":{"type":"object"}}`, ``},
+		{"unreadable", `[1,2]`, `[1,2]`},
+		{"none", ``, ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := persistence.Tool{Name: "s.x", Description: "d", InputSchema: []byte(`{"type":"object"}`), Definition: []byte(tc.def)}
+			if tc.def == "" {
+				in.Definition = nil
+			}
+			out := routedTool(in)
+			if string(out.Definition) != tc.want {
+				t.Errorf("definition %s, want %s", out.Definition, tc.want)
+			}
+			if out.Name != in.Name || out.Description != in.Description || string(out.InputSchema) != string(in.InputSchema) {
+				t.Errorf("fields changed: %+v", out)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,8 +314,12 @@ func TestEngineRebuild(t *testing.T) {
 
 	// A failing rebuild leaves the old model in place.
 	failing := &badEmbedder{dim: 32, mode: "fail"}
-	if err := e.Rebuild(ctx, failing, newMemIndex()); err == nil {
+	if err := e.Rebuild(ctx, failing, newMemIndex(), docSource(sampleDocs())); err == nil {
 		t.Fatal("failing rebuild succeeded")
+	}
+	// So does one whose documents miss an indexed tool.
+	if err := e.Rebuild(ctx, embed.NewHashed(512), newMemIndex(), docSource(sampleDocs()[1:])); err == nil {
+		t.Fatal("rebuild without every document succeeded")
 	}
 	if m, d, _ := e.Model(); m != embed.HashedModel || d != 256 {
 		t.Errorf("after a failed rebuild: %s/%d", m, d)
@@ -341,7 +346,7 @@ func TestEngineRebuild(t *testing.T) {
 			}
 		}
 	})
-	if err := e.Rebuild(ctx, embed.NewHashed(512), next); err != nil {
+	if err := e.Rebuild(ctx, embed.NewHashed(512), next, docSource(sampleDocs())); err != nil {
 		t.Fatal(err)
 	}
 	close(stop)
@@ -362,8 +367,21 @@ func TestEngineRebuild(t *testing.T) {
 	if next.len() != 7 || old.len() != 6 {
 		t.Errorf("vectors: new %d old %d", next.len(), old.len())
 	}
-	if err := e.Rebuild(ctx, nil, nil); err == nil {
+	if err := e.Rebuild(ctx, nil, nil, nil); err == nil {
 		t.Error("rebuild without embedder accepted")
+	}
+}
+
+// docSource serves docs as a store would: those of the ids asked that it has.
+func docSource(docs []Doc) DocSource {
+	return func(_ context.Context, ids []int64) ([]Doc, error) {
+		var out []Doc
+		for _, d := range docs {
+			if slices.Contains(ids, d.ID) {
+				out = append(out, d)
+			}
+		}
+		return out, nil
 	}
 }
 

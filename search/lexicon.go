@@ -8,13 +8,14 @@ import (
 	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
-// lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries and the
-// text it is embedded from (to re-embed it on Rebuild), and its analysed fields (to rebuild its server's document).
+// lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries, and its
+// analysed fields (to rebuild its server's document) as the tool index's term ids, field after field: 4 bytes a
+// term instead of a string each. Its text is not kept: Rebuild reads it from a DocSource.
 type lexDocRecord struct {
 	serverID, name, originalName string
 	payload                      any
-	text                         string
-	fields                       fieldTerms
+	terms                        []int32          // term ids of every field in turn
+	ends                         [numFields]int32 // terms[ends[f-1]:ends[f]] are field f's
 }
 
 // serverRecord is a server as one document of the server index: the union of its tools.
@@ -29,6 +30,7 @@ type lexicon struct {
 	tools   *bm25
 	servers *bm25
 	docs    map[int64]lexDocRecord
+	text    []string // term id of the tool index -> term
 	byServ  map[string]*serverRecord
 	dirty   map[string]struct{} // servers whose document is out of date
 	nextKey int64
@@ -42,12 +44,30 @@ func newLexicon(tool, server bm25Params) *lexicon {
 }
 
 // add indexes a tool, replacing an earlier version. Call refreshServers after a batch.
-func (l *lexicon) add(d Doc, text string, ft fieldTerms) {
+func (l *lexicon) add(d Doc, ft fieldTerms) {
 	id, serverID := d.ID, d.ServerID
 	l.detach(id)
 	l.tools.add(id, serverID, ft)
-	l.docs[id] = lexDocRecord{serverID: serverID, name: d.Name, originalName: d.OriginalName, payload: d.Payload,
-		text: text, fields: ft}
+	rec := lexDocRecord{serverID: serverID, name: d.Name, originalName: d.OriginalName, payload: d.Payload}
+	var n int
+	for f := range numFields {
+		n += len(ft[f])
+	}
+	rec.terms = make([]int32, 0, n)
+	for f := range numFields {
+		for _, t := range ft[f] {
+			tid := l.tools.termID[t]
+			for int(tid) >= len(l.text) {
+				l.text = append(l.text, "")
+			}
+			if l.text[tid] == "" {
+				l.text[tid] = t
+			}
+			rec.terms = append(rec.terms, tid)
+		}
+		rec.ends[f] = int32(len(rec.terms))
+	}
+	l.docs[id] = rec
 	sr := l.byServ[serverID]
 	if sr == nil {
 		l.nextKey++
@@ -97,12 +117,17 @@ func (l *lexicon) refreshServers() {
 		slices.Sort(ids)
 		var ft fieldTerms
 		for i, id := range ids {
-			f := l.docs[id].fields
+			r := l.docs[id]
+			var from int32
 			for k := range numFields {
 				if k == fieldServer && i > 0 {
+					from = r.ends[k]
 					continue // the server's name once, not once per tool
 				}
-				ft[k] = append(ft[k], f[k]...)
+				for _, tid := range r.terms[from:r.ends[k]] {
+					ft[k] = append(ft[k], l.text[tid])
+				}
+				from = r.ends[k]
 			}
 		}
 		l.servers.add(sr.key, sid, ft)

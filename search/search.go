@@ -182,7 +182,7 @@ func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 	defer e.wmu.Unlock()
 	e.mu.Lock()
 	for i, d := range docs {
-		e.lex.add(d, texts[i], fields[i])
+		e.lex.add(d, fields[i])
 	}
 	e.lex.refreshServers()
 	e.mu.Unlock()
@@ -255,13 +255,17 @@ func (e *Engine) Remove(ctx context.Context, ids []int64) error {
 	return nil
 }
 
+// DocSource returns the current documents of the given tools (from the store). Rebuild reads the tools' text there:
+// the engine does not keep it (about 1.4 KB a tool).
+type DocSource func(ctx context.Context, ids []int64) ([]Doc, error)
+
 // Rebuild switches to another embedder (model or dimension) and the index its vectors go to, embedding every
-// indexed tool into idx first. Searches keep using the old pair until the new one is complete, so a model change
+// indexed tool into idx first, its text taken from docs (a tool docs does not return fails the rebuild). Searches keep using the old pair until the new one is complete, so a model change
 // never gives empty or mixed results; if anything fails, the old pair stays and the error is returned. idx should
 // be empty (a fresh collection). Updates wait while it runs.
-func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorIndex) error {
-	if emb == nil || idx == nil {
-		return errors.New("search: rebuild needs an embedder and a vector index")
+func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorIndex, docs DocSource) error {
+	if emb == nil || idx == nil || docs == nil {
+		return errors.New("search: rebuild needs an embedder, a vector index and the documents")
 	}
 	if emb.Dimension() <= 0 {
 		return fmt.Errorf("search: embedder %q has dimension %d", emb.Model(), emb.Dimension())
@@ -274,11 +278,9 @@ func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorInde
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	texts := make([]string, len(ids))
 	points := make([]VectorPoint, len(ids))
 	for i, id := range ids {
 		r := e.lex.docs[id]
-		texts[i] = r.text
 		points[i] = VectorPoint{ID: id, ServerID: r.serverID, Name: r.name, OriginalName: r.originalName, Payload: r.payload}
 	}
 	e.mu.RUnlock()
@@ -286,7 +288,11 @@ func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorInde
 	const chunk = 1024
 	for start := 0; start < len(points); start += chunk {
 		end := min(start+chunk, len(points))
-		if err := embedPoints(ctx, emb, texts[start:end], points[start:end]); err != nil {
+		texts, err := docTexts(ctx, docs, ids[start:end])
+		if err != nil {
+			return fmt.Errorf("search: rebuild: %w", err)
+		}
+		if err := embedPoints(ctx, emb, texts, points[start:end]); err != nil {
 			return fmt.Errorf("search: rebuild: %w", err)
 		}
 		if err := idx.Upsert(ctx, points[start:end]); err != nil {
@@ -298,6 +304,27 @@ func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorInde
 	}
 	e.vec.Store(&vectorSide{emb: emb, idx: idx})
 	return nil
+}
+
+// docTexts returns the embedding text of each of ids, in order, from docs.
+func docTexts(ctx context.Context, docs DocSource, ids []int64) ([]string, error) {
+	ds, err := docs(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load documents: %w", err)
+	}
+	byID := make(map[int64]*Doc, len(ds))
+	for i := range ds {
+		byID[ds[i].ID] = &ds[i]
+	}
+	texts := make([]string, len(ids))
+	for i, id := range ids {
+		d := byID[id]
+		if d == nil {
+			return nil, fmt.Errorf("no document for tool %d", id)
+		}
+		texts[i] = embed.ToolText(d.Name, d.Description, d.InputSchema)
+	}
+	return texts, nil
 }
 
 // Search ranks the indexed tools against q, best first. If the query cannot be embedded or the vector index fails

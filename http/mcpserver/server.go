@@ -274,14 +274,18 @@ func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
 	}
 	var schema map[string]any
 	if err := json.Unmarshal(e.InputSchema, &schema); err != nil || schema == nil {
-		schema = map[string]any{"type": "object"}
+		schema = map[string]any{}
 	}
 	if typ, ok := schema["type"]; !ok {
 		schema["type"] = "object"
+		t.InputSchema = schema
 	} else if typ != "object" {
 		return nil, fmt.Errorf("input schema type %v is not object", typ)
+	} else {
+		// The stored bytes as they are, shared with the routing table: a decoded schema of every tool would hold
+		// several times its text (about 40 MB at 10,000 tools).
+		t.InputSchema = json.RawMessage(e.InputSchema)
 	}
-	t.InputSchema = schema
 	if t.OutputSchema != nil {
 		if m, ok := t.OutputSchema.(map[string]any); !ok || m["type"] != "object" {
 			t.OutputSchema = nil

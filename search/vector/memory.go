@@ -9,7 +9,7 @@ import (
 )
 
 // Memory is the default, in-process Index: exact cosine search by brute force
-// over unit vectors kept in one contiguous slice. It exists because at the
+// over unit vectors kept in chunks of rows. It exists because at the
 // scale of an aggregator (about 10,000 tools) an exact scan takes a few
 // milliseconds and needs no external service; its content is not persisted and
 // is rebuilt from the store at start.
@@ -18,7 +18,7 @@ type Memory struct {
 	spec     Spec // what the stored vectors were made for
 	ensured  bool // the last Ensure succeeded: data calls may run
 	closed   bool
-	vecs     []float32 // len(ids) rows of spec.Dimension unit-length components
+	chunks   [][]float32 // len(ids) rows of spec.Dimension unit-length components, chunkRows rows a chunk
 	ids      []uint64
 	payloads []Payload
 	pos      map[uint64]int // ID -> row
@@ -31,6 +31,18 @@ func NewMemory() *Memory {
 }
 
 var _ Index = (*Memory)(nil)
+
+// chunkRows is how many rows one allocation holds: growing the index never copies the rows already stored nor
+// leaves more than one chunk unused (one contiguous slice grown by append held up to 25 % more than its rows, and
+// twice its size while it was copied).
+const chunkRows = 256
+
+// row returns row r's vector.
+func (m *Memory) row(r int) []float32 {
+	dim := m.spec.Dimension
+	at := (r % chunkRows) * dim
+	return m.chunks[r/chunkRows][at : at+dim : at+dim]
+}
 
 // parallelMinWork is the number of multiply-adds (rows x dimension) above
 // which a search is split across goroutines; below it the goroutine start-up
@@ -64,7 +76,7 @@ func (m *Memory) Ensure(ctx context.Context, spec Spec) (bool, error) {
 	}
 	m.spec = spec
 	m.ensured = true
-	m.vecs = nil
+	m.chunks = nil
 	m.ids = nil
 	m.payloads = nil
 	m.pos = make(map[uint64]int)
@@ -128,14 +140,35 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 		row := rows[i*dim : (i+1)*dim]
 		id := points[i].ID
 		if at, ok := m.pos[id]; ok {
-			copy(m.vecs[at*dim:(at+1)*dim], row)
+			copy(m.row(at), row)
 			m.payloads[at] = points[i].Payload.clone()
 			continue
 		}
 		m.pos[id] = len(m.ids)
 		m.ids = append(m.ids, id)
 		m.payloads = append(m.payloads, points[i].Payload.clone())
-		m.vecs = append(m.vecs, row...)
+		if r := len(m.ids) - 1; r%chunkRows == 0 {
+			m.chunks = append(m.chunks, make([]float32, 0, chunkRows*dim))
+		}
+		c := len(m.chunks) - 1
+		m.chunks[c] = append(m.chunks[c], row...)
+	}
+	return nil
+}
+
+// EachVector calls fn with the stored (unit-length) vector of each of ids that the index holds, in the order
+// given; unknown ids are skipped. fn must not keep v nor call the index: it reads the index's own rows under its
+// read lock, so that a caller needing many vectors (the skill centroids) keeps no copy of them.
+func (m *Memory) EachVector(ids []uint64, fn func(id uint64, v []float32)) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if err := m.ready("vectors"); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if at, ok := m.pos[id]; ok {
+			fn(id, m.row(at))
+		}
 	}
 	return nil
 }
@@ -147,7 +180,7 @@ func (m *Memory) removeAt(at int) {
 	last := len(m.ids) - 1
 	delete(m.pos, m.ids[at])
 	if at != last {
-		copy(m.vecs[at*dim:(at+1)*dim], m.vecs[last*dim:(last+1)*dim])
+		copy(m.row(at), m.row(last))
 		m.ids[at] = m.ids[last]
 		m.payloads[at] = m.payloads[last]
 		m.pos[m.ids[at]] = at
@@ -155,7 +188,13 @@ func (m *Memory) removeAt(at int) {
 	m.payloads[last] = Payload{} // drop references for the garbage collector
 	m.ids = m.ids[:last]
 	m.payloads = m.payloads[:last]
-	m.vecs = m.vecs[:last*dim]
+	c := last / chunkRows
+	if last%chunkRows == 0 {
+		m.chunks[c] = nil
+		m.chunks = m.chunks[:c]
+	} else {
+		m.chunks[c] = m.chunks[c][:(last%chunkRows)*dim]
+	}
 }
 
 // Delete implements Index.
@@ -234,7 +273,7 @@ func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	m.vecs, m.ids, m.payloads, m.pos = nil, nil, nil, nil
+	m.chunks, m.ids, m.payloads, m.pos = nil, nil, nil, nil
 	return nil
 }
 
@@ -341,7 +380,6 @@ func (m *Memory) scanParallel(ctx context.Context, q []float32, rows *scanRows, 
 
 // scan returns the best limit rows of [lo, hi) (unordered).
 func (m *Memory) scan(ctx context.Context, q []float32, rows *scanRows, limit, lo, hi int) ([]scored, error) {
-	dim := len(q)
 	h := topK{limit: limit, items: make([]scored, 0, min(limit, hi-lo))}
 	for r := lo; r < hi; r++ {
 		if (r-lo)%ctxCheckRows == ctxCheckRows-1 {
@@ -352,7 +390,7 @@ func (m *Memory) scan(ctx context.Context, q []float32, rows *scanRows, limit, l
 		if rows.mask != nil && !rows.stream && !rows.mask[r] {
 			continue
 		}
-		s := m.dot(q, m.vecs[r*dim:(r+1)*dim])
+		s := m.dot(q, m.row(r))
 		if rows.mask != nil && !rows.mask[r] {
 			continue
 		}

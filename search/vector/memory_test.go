@@ -109,3 +109,83 @@ func BenchmarkMemorySearch10k(b *testing.B) {
 		_ = m.Close()
 	}
 }
+
+// TestMemoryEachVector checks that the stored vectors come back unit-length, for the ids asked in their order,
+// skipping unknown ids, and that an index not ensured refuses.
+func TestMemoryEachVector(t *testing.T) {
+	m := NewMemory()
+	var got []uint64
+	if err := m.EachVector([]uint64{1}, func(id uint64, v []float32) { got = append(got, id) }); err == nil {
+		t.Fatal("EachVector before Ensure succeeded")
+	}
+	if _, err := m.Ensure(t.Context(), Spec{Dimension: 2, Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	mustUpsert(t, m, Point{ID: 1, Vector: []float32{3, 4}, Payload: Payload{SourceServerID: "a"}},
+		Point{ID: 2, Vector: []float32{0, 2}, Payload: Payload{SourceServerID: "a"}})
+	want := map[uint64][]float32{1: {0.6, 0.8}, 2: {0, 1}}
+	err := m.EachVector([]uint64{2, 7, 1}, func(id uint64, v []float32) {
+		got = append(got, id)
+		if !slices.Equal(v, want[id]) {
+			t.Errorf("vector %d = %v, want %v", id, v, want[id])
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []uint64{2, 1}) {
+		t.Errorf("ids %v, want [2 1]", got)
+	}
+}
+
+// TestMemoryChunksAfterDeletes fills several chunks, deletes rows across them (the last row moves into each hole,
+// emptied chunks are dropped), replaces some vectors, and checks searches and EachVector against the survivors.
+func TestMemoryChunksAfterDeletes(t *testing.T) {
+	const dim = 8
+	m := NewMemory()
+	if _, err := m.Ensure(t.Context(), Spec{Dimension: dim, Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	pts := randomPoints(rng, 3*chunkRows+7, dim)
+	mustUpsert(t, m, pts...)
+	var keep []Point
+	var gone []uint64
+	for i, p := range pts {
+		if i%3 == 0 || i >= 2*chunkRows { // empties the last chunk and a half
+			gone = append(gone, p.ID)
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if err := m.Delete(t.Context(), gone); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(keep); i += 5 {
+		keep[i].Vector = randomPoints(rng, 1, dim)[0].Vector
+		mustUpsert(t, m, keep[i])
+	}
+	if n, _ := m.Count(t.Context()); n != len(keep) {
+		t.Fatalf("count %d, want %d", n, len(keep))
+	}
+	if want := (len(keep) + chunkRows - 1) / chunkRows; len(m.chunks) != want {
+		t.Errorf("%d chunks for %d rows, want %d", len(m.chunks), len(keep), want)
+	}
+	for range 5 {
+		q := randomPoints(rng, 1, dim)[0].Vector
+		checkAgainstReference(t, mustSearch(t, m, q, Filter{}, 20), keep, q, Filter{}, 20)
+	}
+	ids := make([]uint64, len(keep))
+	for i, p := range keep {
+		ids[i] = p.ID
+	}
+	seen := 0
+	if err := m.EachVector(ids, func(id uint64, v []float32) {
+		if v := v[:cap(v)]; len(v) != dim {
+			t.Errorf("vector %d has capacity %d", id, len(v))
+		}
+		seen++
+	}); err != nil || seen != len(keep) {
+		t.Errorf("EachVector saw %d of %d: %v", seen, len(keep), err)
+	}
+}

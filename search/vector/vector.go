@@ -25,6 +25,12 @@ import (
 	"unicode/utf8"
 )
 
+// VectorSource is an Index that can hand back its stored vectors (the in-process index): a caller that needs
+// them again, such as the skill centroids, then reads them there instead of keeping a copy of every vector.
+type VectorSource interface {
+	EachVector(ids []uint64, fn func(id uint64, v []float32)) error
+}
+
 // Index stores tool embeddings and searches them by cosine similarity.
 //
 // It exists so the search engine does not care whether vectors live in this

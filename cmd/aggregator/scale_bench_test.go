@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+)
+
+// scaleServers and scaleToolsPerServer size the catalogue of BenchmarkSearchAtScale (issue 11): 10,000 tools of
+// about 1.3 KB of text each, on 10 stdio servers.
+const (
+	scaleServers        = 10
+	scaleToolsPerServer = 1000
+)
+
+// catalogID is the letters-only id the catalog server ends tool i's name with (testdata/catalog).
+func catalogID(prefix string, n int) string {
+	var b []byte
+	for {
+		b = append(b, byte('a'+n%26))
+		n /= 26
+		if n == 0 {
+			break
+		}
+	}
+	return prefix + "q" + string(b)
+}
+
+// scaleQueries returns n requests composed from general English words (not the catalogue's own sentences, not a
+// fixture's queries), with a seeded generator so that every run asks the same.
+func scaleQueries(n int) []string {
+	words := strings.Fields(`find send show list my recent open all new files messages reports for the team
+		create a weekly budget chart check order status of customer update contact details book a meeting room
+		download photos from album track shipment and delivery translate document into review pending invoices
+		schedule posts on channel search songs by artist weather forecast for city export table to sheet`)
+	r := rand.New(rand.NewPCG(11, 7))
+	out := make([]string, n)
+	for i := range out {
+		k := 3 + r.IntN(6)
+		q := make([]string, k)
+		for j := range q {
+			q[j] = words[r.IntN(len(words))]
+		}
+		out[i] = strings.Join(q, " ")
+	}
+	return out
+}
+
+type scaleDaemon struct {
+	b    *testing.B
+	base string // http://host:port
+	cmd  *exec.Cmd
+}
+
+func (d *scaleDaemon) post(path string, body any) (*http.Response, error) {
+	raw, _ := json.Marshal(body)
+	return http.Post(d.base+path, "application/json", bytes.NewReader(raw))
+}
+
+// search runs one POST /api/v1/search and returns the names of the tools found.
+func (d *scaleDaemon) search(query, strategy string, limit int) []string {
+	d.b.Helper()
+	body := map[string]any{"query": query, "limit": limit}
+	if strategy != "" {
+		body["strategy"] = strategy
+	}
+	resp, err := d.post("/api/v1/search", body)
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Tools []struct {
+			Name         string `json:"name"`
+			IsClassified bool   `json:"is_classified"`
+		} `json:"tools"`
+	}
+	if resp.StatusCode != 200 {
+		d.b.Fatalf("search %q: status %d", query, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		d.b.Fatal(err)
+	}
+	names := make([]string, len(out.Tools))
+	for i, t := range out.Tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// register adds a stdio catalog server serving tools with ids prefix+"q…".
+func (d *scaleDaemon) register(bin, name, prefix string, seed, tools int) {
+	d.b.Helper()
+	resp, err := d.post("/api/v1/aggregator/servers", map[string]any{"name": name, "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": bin,
+			"args": []string{"-tools", strconv.Itoa(tools), "-seed", strconv.Itoa(seed), "-prefix", prefix}}})
+	if err != nil || resp.StatusCode != 201 {
+		d.b.Fatalf("register %s: %v %v", name, err, resp)
+	}
+	resp.Body.Close()
+}
+
+// waitSearchable waits until the first and the last tool of each named server are found by their id (a server's
+// tools are indexed in one batch) and returns the time it took from start.
+func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools int) time.Duration {
+	d.b.Helper()
+	pending := append([]string(nil), prefixes...)
+	for len(pending) > 0 {
+		var still []string
+		for _, p := range pending {
+			ok := true
+			for _, i := range []int{0, tools - 1} {
+				want := catalogID(p, i)
+				found := d.search(want, "direct", 1)
+				if len(found) == 0 || !strings.HasSuffix(found[0], want) {
+					ok = false
+				}
+			}
+			if !ok {
+				still = append(still, p)
+			}
+		}
+		pending = still
+		if time.Since(start) > 5*time.Minute {
+			d.b.Fatalf("servers %v not searchable after 5 minutes", pending)
+		}
+		if len(pending) > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return time.Since(start)
+}
+
+// goHeapInuse reads go_memstats_heap_inuse_bytes from the daemon's /metrics.
+func (d *scaleDaemon) goHeapInuse() float64 {
+	d.b.Helper()
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	d.b.Fatal("no go_memstats_heap_inuse_bytes in /metrics")
+	return 0
+}
+
+// BenchmarkSearchAtScale (issue 11) runs the real daemon binary (built without -race; embedded store, its own
+// GOGC=400 and GOMEMLIMIT=256MiB) with a generated catalogue served by testdata/catalog over stdio: one server of
+// 1,000 tools first (registration to searchable: s-index-1k), then 9 more (s-index-9k, to every tool searchable),
+// then sequential POST /api/v1/search latency of the default strategy and of direct over 300 generated queries
+// after 50 of warm-up, and the daemon's VmRSS and Go heap in use once classification has settled.
+func BenchmarkSearchAtScale(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "aggregator")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	catalog := peertest.GoBinary(b, "./testdata/catalog")
+	queries := scaleQueries(350)
+	for i := 0; i < b.N; i++ {
+		port := peertest.FreePort(b)
+		d := &scaleDaemon{b: b, base: fmt.Sprintf("http://127.0.0.1:%d", port)}
+		d.cmd = exec.Command(bin, "serve")
+		d.cmd.Env = append(os.Environ(), fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port), "MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
+			fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", peertest.FreePort(b)),
+			"MCP_AGGREGATOR_LOG_LEVEL=warn", "MCP_AGGREGATOR_METRICS_OPEN=true", "DATABASE_URL=")
+		d.cmd.Stderr = os.Stderr
+		if err := d.cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		waitHTTP(b, d.base+"/api/v1/aggregator/health")
+
+		prefixes := make([]string, scaleServers)
+		for j := range prefixes {
+			prefixes[j] = string(rune('a' + j))
+		}
+		start := time.Now()
+		d.register(catalog, "cat00", prefixes[0], 1, scaleToolsPerServer)
+		b.ReportMetric(d.waitSearchable(start, prefixes[:1], scaleToolsPerServer).Seconds(), "s-index-1k")
+		start = time.Now()
+		for j := 1; j < scaleServers; j++ {
+			d.register(catalog, fmt.Sprintf("cat%02d", j), prefixes[j], j+1, scaleToolsPerServer)
+		}
+		b.ReportMetric(d.waitSearchable(start, prefixes[1:], scaleToolsPerServer).Seconds(), "s-index-9k")
+
+		// Settle: wait until classification has finished (every tool's is_classified), then let the collector run.
+		d.waitClassified()
+		time.Sleep(3 * time.Second)
+		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "daemon-RSS-MiB")
+		b.ReportMetric(d.goHeapInuse()/(1<<20), "heap-inuse-MiB")
+
+		for _, strategy := range []string{"", "direct"} {
+			for _, q := range queries[:50] {
+				d.search(q, strategy, 10)
+			}
+			var ds []time.Duration
+			for _, q := range queries[50:] {
+				t := time.Now()
+				d.search(q, strategy, 10)
+				ds = append(ds, time.Since(t))
+			}
+			name := "default"
+			if strategy != "" {
+				name = strategy
+			}
+			b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1000, name+"-p50-ms")
+			b.ReportMetric(float64(percentile(ds, 0.95).Microseconds())/1000, name+"-p95-ms")
+		}
+		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "daemon-RSS-after-search-MiB")
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		_ = d.cmd.Wait()
+	}
+}
+
+// waitClassified waits until the skills' tool counts (GET /api/v1/skills) cover the catalogue and stop moving for
+// a second, or stop moving for 10 s (tools without a skill).
+func (d *scaleDaemon) waitClassified() {
+	d.b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	last, stable := -1, 0
+	for time.Now().Before(deadline) {
+		n := d.classifiedCount()
+		if n == last {
+			stable++
+		} else {
+			stable = 0
+		}
+		last = n
+		if n >= scaleServers*scaleToolsPerServer && stable >= 2 {
+			return
+		}
+		if stable >= 20 { // 10 s without progress: some tools have no skill
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	d.b.Fatalf("classification did not settle (%d)", last)
+}
+
+// classifiedCount sums the tool counts of GET /api/v1/skills.
+func (d *scaleDaemon) classifiedCount() int {
+	resp, err := http.Get(d.base + "/api/v1/skills")
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Skills []struct {
+			ToolCount int `json:"tool_count"`
+		} `json:"skills"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	n := 0
+	for _, s := range out.Skills {
+		n += s.ToolCount
+	}
+	return n
+}
+
+// BenchmarkSearchAtScaleHeap runs the same catalogue as BenchmarkSearchAtScale in this process (embedded store,
+// default configuration) to see where the memory goes: once classification has settled it collects garbage,
+// reports the heap in use and, with SCALE_HEAP_PROFILE=file, writes a heap profile for `go tool pprof` (and
+// SCALE_CPU_PROFILE=file a CPU profile of searches in the default strategy). SCALE_WITH_MCP=1 adds the MCP
+// endpoint, which the daemon runs and which lists every tool.
+func BenchmarkSearchAtScaleHeap(b *testing.B) {
+	catalog := peertest.GoBinary(b, "./testdata/catalog")
+	for i := 0; i < b.N; i++ {
+		st := openBenchStore(b, "sqlite")
+		sys, base := inProcess(b, st, actors.DefaultConfig())
+		if os.Getenv("SCALE_WITH_MCP") != "" { // the MCP endpoint as the daemon runs it, listing every tool
+			endpoint := mcpserver.New(sys, st, mcpserver.Options{})
+			b.Cleanup(endpoint.Close)
+		}
+		d := &scaleDaemon{b: b, base: strings.TrimSuffix(base, "/api/v1/aggregator")}
+		prefixes := make([]string, scaleServers)
+		start := time.Now()
+		for j := range prefixes {
+			prefixes[j] = string(rune('a' + j))
+			d.register(catalog, fmt.Sprintf("cat%02d", j), prefixes[j], j+1, scaleToolsPerServer)
+		}
+		b.ReportMetric(d.waitSearchable(start, prefixes, scaleToolsPerServer).Seconds(), "s-index-10k")
+		d.waitClassified()
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+		if path := os.Getenv("SCALE_HEAP_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			_ = f.Close()
+		}
+		// With SCALE_CPU_PROFILE=file, a CPU profile of 300 searches in the default strategy.
+		if path := os.Getenv("SCALE_CPU_PROFILE"); path != "" {
+			queries := scaleQueries(350)
+			for _, q := range queries[:50] {
+				d.search(q, "", 10)
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			for _, q := range queries[50:] {
+				d.search(q, "", 10)
+			}
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}
+	}
+}
