@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,8 +129,9 @@ func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools i
 			ok := true
 			for _, i := range []int{0, tools - 1} {
 				want := catalogID(p, i)
-				found := d.search(want, "direct", 1)
-				if len(found) == 0 || !strings.HasSuffix(found[0], want) {
+				// Ids stem alike ("cqa", "cqas"), so the tool is looked for among the first five, not only first.
+				found := d.search(want, "direct", 5)
+				if !slices.ContainsFunc(found, func(n string) bool { return strings.HasSuffix(n, "_"+want) }) {
 					ok = false
 				}
 			}
