@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -78,18 +77,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		t.mu.Unlock()
 		close(t.exited)
 	}()
-	// The guard hands the go-sdk one line at a time, at most the message limit long (an oversized answer becomes an
-	// error response for its id); the go-sdk's own frame cap is only a backstop above it.
-	guarded := struct {
-		io.Reader
-		io.Closer
-	}{t.guard.Lines(stdout), stdout}
-	backstop := 2*t.guard.Max() + 1<<20
-	conn, err := (&mcp.IOTransport{Reader: guarded, Writer: stdin, MaxLineLength: backstop}).Connect(ctx)
-	if err != nil {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		return nil, err
-	}
+	// The guard bounds every line at the message limit (an oversized answer becomes an error response for its id);
+	// lineConn decodes each line from the guard's buffer and hands the buffer back at once.
+	conn := newLineConn(t.guard.LineMessages(stdout), stdout, stdin)
 	return &stdioConn{Connection: conn, t: t}, nil
 }
 

@@ -2,6 +2,7 @@ package search
 
 import (
 	"math"
+	"slices"
 )
 
 // Fields of a document that the lexical index scores separately, each with its own weight and length
@@ -54,11 +55,18 @@ var serverBM25 = func() bm25Params {
 	return p
 }()
 
-// posting is one document's occurrences of a term, per field.
-type posting struct {
-	slot int32
-	tf   [numFields]uint16
+// postingList is a term's postings: the slots of the documents that contain it and, at the same index, the term's
+// frequency in each of their fields. The two are kept in separate arrays (9 bytes a posting, where a struct of an
+// int32 and the counts is padded to 12 or 16): postings are most of the index's memory, millions of them at 10,000
+// tools (BENCHMARKS.md, search at scale).
+type postingList struct {
+	slots []int32
+	tfs   [][numFields]uint8
 }
+
+// maxTF is where a field's term frequency saturates. BM25's k1 of 1.2 makes a frequency past a few dozen add next
+// to nothing (tf 255 is within 0.5% of the saturated score), so counts above it are not worth a wider integer.
+const maxTF = math.MaxUint8
 
 // lexDoc is what the lexical index keeps about one document.
 type lexDoc struct {
@@ -76,7 +84,7 @@ type bm25 struct {
 	free     []int32
 	slotOf   map[int64]int32
 	termID   map[string]int32
-	postings [][]posting
+	postings []postingList
 	df       []int32
 	sumLen   [numFields]int64
 	n        int
@@ -105,8 +113,9 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 	for f := range numFields {
 		total += len(ft[f])
 	}
-	at := make(map[int32]int, total) // term id -> index in d.terms and tfs
-	tfs := make([][numFields]uint16, 0, total)
+	at := make(map[int32]int, total) // term id -> index in terms and tfs
+	terms := make([]int32, 0, total)
+	tfs := make([][numFields]uint8, 0, total)
 	for f := range numFields {
 		d.lens[f] = int32(len(ft[f]))
 		x.sumLen[f] += int64(len(ft[f]))
@@ -115,23 +124,26 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 			if !ok {
 				tid = int32(len(x.postings))
 				x.termID[t] = tid
-				x.postings = append(x.postings, nil)
+				x.postings = append(x.postings, postingList{})
 				x.df = append(x.df, 0)
 			}
 			i, ok := at[tid]
 			if !ok {
-				i = len(d.terms)
+				i = len(terms)
 				at[tid] = i
-				d.terms = append(d.terms, tid)
-				tfs = append(tfs, [numFields]uint16{})
+				terms = append(terms, tid)
+				tfs = append(tfs, [numFields]uint8{})
 			}
-			if tfs[i][f] < math.MaxUint16 {
+			if tfs[i][f] < maxTF {
 				tfs[i][f]++
 			}
 		}
 	}
+	d.terms = slices.Clone(terms) // exactly as long as the document's distinct terms: kept for its lifetime
 	for i, tid := range d.terms {
-		x.postings[tid] = append(x.postings[tid], posting{slot: slot, tf: tfs[i]})
+		pl := &x.postings[tid]
+		pl.slots = append(pl.slots, slot)
+		pl.tfs = append(pl.tfs, tfs[i])
 		x.df[tid]++
 	}
 	x.slots[slot] = d
@@ -147,15 +159,15 @@ func (x *bm25) remove(id int64) {
 	}
 	d := &x.slots[slot]
 	for _, tid := range d.terms {
-		ps := x.postings[tid]
-		for i := range ps {
-			if ps[i].slot == slot {
-				ps[i] = ps[len(ps)-1]
-				ps = ps[:len(ps)-1]
+		pl := &x.postings[tid]
+		for i, s := range pl.slots {
+			if s == slot {
+				last := len(pl.slots) - 1
+				pl.slots[i], pl.tfs[i] = pl.slots[last], pl.tfs[last]
+				pl.slots, pl.tfs = pl.slots[:last], pl.tfs[:last]
 				break
 			}
 		}
-		x.postings[tid] = ps
 		x.df[tid]--
 	}
 	for f := range numFields {
@@ -211,17 +223,19 @@ func (x *bm25) score(q []queryTerm, scores []float64) (maxPossible float64) {
 		}
 		idf := x.idf(x.df[tid]) * qt.weight
 		maxPossible += idf
-		for _, p := range x.postings[tid] {
-			d := &x.slots[p.slot]
+		pl := &x.postings[tid]
+		for i, slot := range pl.slots {
+			d := &x.slots[slot]
+			ptf := &pl.tfs[i]
 			var tf float64
 			for f := range numFields {
-				if p.tf[f] == 0 {
+				if ptf[f] == 0 {
 					continue
 				}
 				norm := 1 - x.p.b[f] + x.p.b[f]*float64(d.lens[f])/avg[f]
-				tf += x.p.w[f] * float64(p.tf[f]) / norm
+				tf += x.p.w[f] * float64(ptf[f]) / norm
 			}
-			scores[p.slot] += idf * (tf*(k1+1)/(tf+k1) + x.p.delta)
+			scores[slot] += idf * (tf*(k1+1)/(tf+k1) + x.p.delta)
 		}
 	}
 	return maxPossible * (k1 + 1 + x.p.delta)

@@ -128,7 +128,7 @@ func TestBM25IncrementalEqualsFresh(t *testing.T) {
 			}
 		}
 	}
-	if tid, ok := inc.termID["weather"]; !ok || inc.df[tid] != 0 || len(inc.postings[tid]) != 0 {
+	if tid, ok := inc.termID["weather"]; !ok || inc.df[tid] != 0 || len(inc.postings[tid].slots) != 0 {
 		t.Errorf("a term of removed versions keeps postings")
 	}
 }
@@ -163,5 +163,44 @@ func TestBM25MaxPossibleBoundsScores(t *testing.T) {
 	}
 	if idf0, idf1 := x.idf(0), x.idf(2); idf0 <= idf1 || idf1 <= 0 {
 		t.Errorf("idf not positive and decreasing: %v %v", idf0, idf1)
+	}
+}
+
+// TestBM25TermFrequencySaturates checks the postings' one-byte counts: frequencies up to maxTF score as counted,
+// and larger ones as maxTF instead of wrapping around.
+func TestBM25TermFrequencySaturates(t *testing.T) {
+	repeat := func(n int) fieldTerms {
+		var ft fieldTerms
+		ft[fieldName] = []string{"tool"}
+		ft[fieldDesc] = slices.Repeat([]string{"weather"}, n)
+		return ft
+	}
+	score := func(tf int) float64 {
+		x := newBM25(defaultBM25)
+		x.add(1, "s", repeat(tf))
+		scores := x.scratch(nil)
+		x.score([]queryTerm{{text: "weather", weight: 1}}, scores)
+		return scores[x.slotOf[1]]
+	}
+	tests := []struct {
+		name   string
+		lo, hi int
+		equal  bool
+	}{
+		{"counts below the cap differ", 100, 254, false},
+		{"the cap is counted", 254, maxTF, false},
+		{"past the cap saturates", maxTF, 300, true},
+		{"far past the cap saturates", maxTF, 1000, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi := score(tt.lo), score(tt.hi)
+			if tt.equal && lo != hi {
+				t.Errorf("tf %d scores %v, tf %d scores %v: want equal", tt.lo, lo, tt.hi, hi)
+			}
+			if !tt.equal && !(lo < hi) {
+				t.Errorf("tf %d scores %v, tf %d scores %v: want the larger count to score more", tt.lo, lo, tt.hi, hi)
+			}
+		})
 	}
 }

@@ -342,3 +342,51 @@ func readUntil(t *testing.T, r io.Reader, end string) string {
 	}
 	return string(out)
 }
+
+// TestLineMessages: lines come one at a time as Lines passes them (an oversized one as its error response), and a
+// large line's reservation is held until Release or the next Next, not for the rest of the session.
+func TestLineMessages(t *testing.T) {
+	big := msg(t, "head", "1", 150_000)
+	tests := []struct {
+		name    string
+		in      string
+		want    []string // each line, checked by prefix and suffix
+		tooBig  []bool   // the line is a synthesized error response
+		wantErr error
+	}{
+		{"two small lines and EOF", "{\"id\":1}\n{\"id\":2}\n", []string{"{\"id\":1}\n", "{\"id\":2}\n"}, []bool{false, false}, io.EOF},
+		{"last line without newline", "{\"id\":1}", []string{"{\"id\":1}\n"}, []bool{false}, io.EOF},
+		{"a large line passes", big + "\n", []string{big + "\n"}, []bool{false}, io.EOF},
+		{"an oversized line becomes its error", msg(t, "head", "9", 2<<20) + "\n", []string{""}, []bool{true}, io.EOF},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBudget(1<<30, 1<<30)
+			m := (&Guard{Limit: 1 << 20, Account: b.Account()}).LineMessages(strings.NewReader(tc.in))
+			for i, want := range tc.want {
+				line, err := m.Next()
+				if err != nil {
+					t.Fatalf("line %d: %v", i, err)
+				}
+				switch {
+				case tc.tooBig[i]:
+					if !TooLarge(ErrorCode, gjson(t, line)) {
+						t.Fatalf("line %d: want an error response, got %.200q", i, line)
+					}
+				case string(line) != want:
+					t.Fatalf("line %d: got %.100q, want %.100q", i, line, want)
+				}
+				if len(line) >= SmallMessage && !tc.tooBig[i] && b.Used() < int64(len(line)-1) {
+					t.Fatalf("line %d: used %d while the line is held", i, b.Used())
+				}
+				m.Release()
+				if b.Used() != 0 {
+					t.Fatalf("line %d: used %d after Release", i, b.Used())
+				}
+			}
+			if _, err := m.Next(); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("at the end: %v, want %v", err, tc.wantErr)
+			}
+		})
+	}
+}

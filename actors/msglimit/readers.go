@@ -57,6 +57,45 @@ func (g *Guard) Lines(r io.Reader) io.Reader {
 	return &lineReader{output: output{g: g}, c: collector{g: g}, src: bufio.NewReaderSize(r, readBuffer)}
 }
 
+// LineMessages is Lines one message at a time, for a transport that decodes each line itself: the line is handed
+// over without a copy and its buffer goes back to the pool as soon as the caller has decoded it. Through an
+// io.Reader the go-sdk's json.Decoder kept a buffer as large as the largest message it had read (the tools/list
+// answer, megabytes for a large catalogue) for the whole session, beside this reader's own.
+type LineMessages struct{ r *lineReader }
+
+// LineMessages guards r like Lines.
+func (g *Guard) LineMessages(r io.Reader) *LineMessages {
+	return &LineMessages{r: g.Lines(r).(*lineReader)}
+}
+
+// Next returns the next line with its newline, or the error that ended the stream. The line is valid until Release
+// or the next call of Next, which releases it. It is not safe for concurrent use.
+func (m *LineMessages) Next() ([]byte, error) {
+	r := m.r
+	r.out = nil
+	for len(r.out) == 0 {
+		m.Release()
+		if r.err != nil {
+			return nil, r.err
+		}
+		r.next()
+	}
+	line := r.out
+	r.out = nil
+	return line, nil
+}
+
+// Release gives back the buffer and the reservation of the line Next returned last.
+func (m *LineMessages) Release() {
+	r := m.r
+	r.g.account().release(r.held)
+	r.held = 0
+	if r.whole != nil {
+		r.g.account().recycle(r.whole)
+		r.whole = nil
+	}
+}
+
 type lineReader struct {
 	output
 	c    collector
