@@ -294,10 +294,14 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 
 	// The query's skills, scored in the fixed space (the skills' descriptions), as the tools' profiles are.
 	var querySkill []float64 // by taxonomy index: the matched skills' scores, 0 elsewhere
+	var queryVec []float32   // handed to the engine when it embeds with the same model, to embed the query once
 	needSkills := r.ItemType == "skill" || resp.StrategyUsed == StrategyHierarchical
 	if needSkills {
-		vecs, err := s.searcher.emb.Embed(ctx, []string{r.Query})
+		vecs, err := s.searcher.emb.Embed(ctx, []string{search.QueryText(r.Query)})
 		if err == nil && len(vecs) == 1 {
+			if model, _, ok := s.searcher.eng.Model(); ok && model == s.searcher.emb.Model() {
+				queryVec = vecs[0]
+			}
 			tax := s.searcher.fixed.Taxonomy()
 			scores := s.searcher.fixed.Scores(vecs[0])
 			idx := make([]int, 0, len(scores))
@@ -329,7 +333,7 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 		limit = search.DefaultLimit
 	}
 	results, err := s.searcher.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed,
-		Limit: min(search.MaxLimit, limit+rerankSlack), MinScore: r.ToolThreshold})
+		Limit: min(search.MaxLimit, limit+rerankSlack), MinScore: r.ToolThreshold, Vector: queryVec})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)
 	}

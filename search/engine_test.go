@@ -421,3 +421,65 @@ func TestEngineConcurrent(t *testing.T) {
 		t.Errorf("Len %d, want 36", e.Len())
 	}
 }
+
+// countingEmbedder counts the texts it embeds.
+type countingEmbedder struct {
+	embed.Embedder
+	texts atomic.Int64
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c.texts.Add(int64(len(texts)))
+	return c.Embedder.Embed(ctx, texts)
+}
+
+// TestQueryVectorIsNotEmbeddedAgain checks that a caller's query embedding is used as is (one embedding call per
+// search when the caller also matched skills with it), and that a vector of the wrong size is not.
+func TestQueryVectorIsNotEmbeddedAgain(t *testing.T) {
+	ctx := context.Background()
+	emb := &countingEmbedder{Embedder: embed.NewHashed(64)}
+	e, err := New(emb, newMemIndex(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []Doc{
+		{ID: 1, ServerID: "s", Name: "s.send_email", Description: "Send an email message to a recipient"},
+		{ID: 2, ServerID: "s", Name: "s.get_weather", Description: "Current weather for a city"},
+	}
+	if err := e.Upsert(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	q := "  send a mail to Bob \n"
+	vecs, err := emb.Embed(ctx, []string{QueryText(q)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		vector    []float32
+		wantEmbed int64
+	}{
+		{"caller's vector", vecs[0], 0},
+		{"no vector", nil, 1},
+		{"wrong size", vecs[0][:10], 1},
+	}
+	var first []Result
+	for _, tt := range tests {
+		before := emb.texts.Load()
+		rs, err := e.Search(ctx, Query{Text: q, Vector: tt.vector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := emb.texts.Load() - before; got != tt.wantEmbed {
+			t.Errorf("%s: %d texts embedded, want %d", tt.name, got, tt.wantEmbed)
+		}
+		if first == nil {
+			first = rs
+		} else if !slices.Equal(first, rs) {
+			t.Errorf("%s: results %+v, with the caller's vector %+v", tt.name, rs, first)
+		}
+	}
+	if len(first) == 0 || first[0].ID != 1 {
+		t.Errorf("results %+v, want send_email first", first)
+	}
+}

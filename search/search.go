@@ -64,6 +64,10 @@ type Query struct {
 	Limit int
 	// MinScore drops results whose Score is below it (tool_threshold).
 	MinScore float64
+	// Vector, when set, is QueryText(Text)'s embedding by the engine's embedder (the model Model reports), so that a caller
+	// that already embedded the query (to match skills) does not pay a second embedding call. It is ignored when
+	// its dimension is not the embedder's.
+	Vector []float32
 }
 
 // Result is one ranked tool. Besides Score it carries the evidence it was fused from, for debugging and for
@@ -333,12 +337,9 @@ func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	text := strings.TrimSpace(q.Text)
+	text := QueryText(q.Text)
 	if text == "" {
 		return nil, ErrEmptyQuery
-	}
-	if len(text) > maxQueryBytes {
-		text = strings.ToValidUTF8(text[:maxQueryBytes], "")
 	}
 	limit := q.Limit
 	if limit <= 0 {
@@ -358,7 +359,7 @@ func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
 	side := e.vec.Load()
 	if side != nil && e.tun.fusion != fuseLexicalOnly {
 		var err error
-		hits, err = vectorSearch(ctx, side, text, q.ServerIDs, pool)
+		hits, err = vectorSearch(ctx, side, text, q.Vector, q.ServerIDs, pool)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("search: %w", ctx.Err())
@@ -371,14 +372,27 @@ func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
 	return e.tun.fuse(cands, side != nil, limit, q.MinScore), nil
 }
 
-// vectorSearch embeds the query and asks the index for its nearest tools.
-func vectorSearch(ctx context.Context, side *vectorSide, text string, servers []string, pool int) ([]VectorHit, error) {
-	vecs, err := side.emb.Embed(ctx, []string{text})
-	if err != nil {
-		return nil, fmt.Errorf("embed query: %w", err)
+// QueryText is the part of a query's text that Search analyses and embeds: trimmed, and cut at 4 KiB. A caller that
+// embeds a query to pass it as Query.Vector embeds QueryText(text).
+func QueryText(text string) string {
+	text = strings.TrimSpace(text)
+	if len(text) > maxQueryBytes {
+		text = strings.ToValidUTF8(text[:maxQueryBytes], "")
 	}
-	if err := embed.ValidateAll(vecs, 1, side.emb.Dimension()); err != nil {
-		return nil, fmt.Errorf("embed query: %w", err)
+	return text
+}
+
+// vectorSearch embeds the query and asks the index for its nearest tools.
+func vectorSearch(ctx context.Context, side *vectorSide, text string, given []float32, servers []string, pool int) ([]VectorHit, error) {
+	vecs := [][]float32{slices.Clone(given)} // normalised in place below: the caller's slice stays as it was
+	if embed.ValidateAll(vecs, 1, side.emb.Dimension()) != nil {
+		var err error
+		if vecs, err = side.emb.Embed(ctx, []string{text}); err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
+		if err := embed.ValidateAll(vecs, 1, side.emb.Dimension()); err != nil {
+			return nil, fmt.Errorf("embed query: %w", err)
+		}
 	}
 	hits, err := side.idx.Search(ctx, embed.Normalize(vecs[0]), VectorFilter{ServerIDs: servers}, pool)
 	if err != nil {
