@@ -97,6 +97,10 @@ func TestSearchToolFollowsTheCatalogue(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids[city] = srv.ID
+		// One server after the other, each routable before the next: every step changes the description, so
+		// without the throttle each would be its own notification (the go-sdk only merges changes 10 ms apart).
+		want := 2 * len(ids)
+		waitFor(t, city+"'s tools routable", func() bool { return len(sys.Routes().Callable()) == want })
 	}
 	var d string
 	waitFor(t, "the description names the whole catalogue", func() bool {
