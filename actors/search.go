@@ -92,27 +92,23 @@ type skillAffinity struct {
 	score float32
 }
 
-// profile computes a tool's skill profile: its scores against the skills' descriptions (the fixed space), the
-// skills that reach classify.MinConfidence, at most classify.MaxSkills. It depends on the tool's text only, not on
-// classification, so ranking by it is deterministic.
+// profile computes a tool's skill profile: its classification in the fixed space (the skills' descriptions), by
+// the same rules as the built-in classifier (classify.SkillSpace.ClassifyVector). It depends on the tool's text
+// only, not on when or by what the tool was classified, so ranking by it is deterministic.
 func (a *vectorAdapter) profile(v []float32) []skillAffinity {
 	if a.fixed == nil || len(v) == 0 {
 		return nil
 	}
-	var out []skillAffinity
-	for i, s := range a.fixed.Scores(v) {
-		if s.Confidence >= classify.MinConfidence {
-			out = append(out, skillAffinity{skill: uint16(i), score: float32(s.Confidence)})
-		}
+	r, err := a.fixed.ClassifyVector(v)
+	if err != nil || len(r.Assignments) == 0 {
+		return nil
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].score != out[j].score {
-			return out[i].score > out[j].score
+	tax := a.fixed.Taxonomy()
+	out := make([]skillAffinity, 0, len(r.Assignments))
+	for _, as := range r.Assignments {
+		if i, ok := tax.Index(as.SkillID); ok {
+			out = append(out, skillAffinity{skill: uint16(i), score: float32(as.Confidence)})
 		}
-		return out[i].skill < out[j].skill
-	})
-	if len(out) > classify.MaxSkills {
-		out = out[:classify.MaxSkills:classify.MaxSkills]
 	}
 	return out
 }

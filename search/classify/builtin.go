@@ -153,9 +153,10 @@ func (b *Builtin) Classify(ctx context.Context, tool Tool) (Result, error) {
 	return b.ClassifyVector(vecs[0])
 }
 
-// ClassifyVector classifies an already embedded tool.
-func (b *Builtin) ClassifyVector(v []float32) (Result, error) {
-	return b.tax.apply(b.Scores(v))
+// ClassifyVector classifies an already embedded text by the rules of BR-004 (see Result): the skills whose scores
+// in this space reach MinConfidence, at most MaxSkills, highest first.
+func (sp *SkillSpace) ClassifyVector(v []float32) (Result, error) {
+	return sp.tax.apply(sp.Scores(v))
 }
 
 func cosine(a, b []float32) float64 {

@@ -85,6 +85,12 @@ func ParseTaxonomy(b []byte) (*Taxonomy, error) {
 }
 
 // Skill returns the skill with this id.
+// Index returns a skill's position in Skills (the order of SkillSpace.Scores).
+func (t *Taxonomy) Index(id string) (int, bool) {
+	i, ok := t.byID[id]
+	return i, ok
+}
+
 func (t *Taxonomy) Skill(id string) (Skill, bool) {
 	i, ok := t.byID[id]
 	if !ok {
