@@ -28,7 +28,7 @@ type tuning struct {
 
 // defaultTuning is what the engine ranks with. Weights are round values in the middle of a plateau measured on both
 // fixtures (LiveMCPBench and BFCL) with the built-in embedder: vector 0.6..1 and word-vector share 0.3..0.4 at 512
-// and 640 dimensions all gave nDCG@10 0.382-0.393 and 0.692-0.704; 0.8 has neighbours as good as itself on both.
+// and 640 dimensions all gave nDCG@10 0.381-0.393 and 0.692-0.704; 0.8 has neighbours as good as itself on both.
 var defaultTuning = tuning{
 	tool: defaultBM25, server: serverBM25,
 	fusion: fuseBlend, vecW: 0.8, srvW: 0.2, rrfK: 60,

@@ -10,7 +10,7 @@ import (
 
 // lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries, and its
 // analysed fields (to rebuild its server's document) as the tool index's term ids, field after field: 4 bytes a
-// term instead of a string each. Its text is not kept: Rebuild reads it from a DocSource.
+// term instead of a string each. Its text is not kept (the store has it).
 type lexDocRecord struct {
 	serverID, name, originalName string
 	payload                      any

@@ -64,9 +64,9 @@ type Query struct {
 	Limit int
 	// MinScore drops results whose Score is below it (tool_threshold).
 	MinScore float64
-	// Vector, when set, is QueryText(Text)'s embedding by the engine's embedder (the model Model reports), so that a caller
-	// that already embedded the query (to match skills) does not pay a second embedding call. It is ignored when
-	// its dimension is not the embedder's.
+	// Vector, when set, is QueryText(Text)'s embedding by the engine's embedder (the model Model reports), so that
+	// a caller that already embedded the query (to match skills) does not pay a second embedding call. It is
+	// ignored when it is not a valid vector of the embedder's dimension.
 	Vector []float32
 }
 
@@ -94,7 +94,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// vectorSide is an embedder and the index that holds its vectors; they only ever change together (Rebuild).
+// vectorSide is an embedder and the index that holds its vectors; they only make sense together.
 type vectorSide struct {
 	emb embed.Embedder
 	idx VectorIndex
@@ -115,9 +115,9 @@ type vectorSide struct {
 // (BENCHMARKS.md); RRF scores, being ranks, could not be thresholded anyway.
 //
 // It is safe for concurrent use: searches run in parallel with each other and with updates; updates (Upsert,
-// Remove, Rebuild) are serialised.
+// Remove) are serialised.
 type Engine struct {
-	wmu sync.Mutex // serialises Upsert, Remove and Rebuild
+	wmu sync.Mutex // serialises Upsert and Remove
 
 	mu  sync.RWMutex // guards lex
 	lex *lexicon
@@ -156,8 +156,8 @@ func (e *Engine) Len() int {
 }
 
 // Model returns the identity of the vector space in use: the embedder's model and dimension; ok is false for a
-// lexical-only engine. Whoever persists vectors records it and calls Rebuild with a fresh index when the configured
-// embedder no longer matches it.
+// lexical-only engine. Whoever persists vectors records it, and starts over with a fresh index when the configured
+// embedder no longer matches it (the daemon does at start: vector.Index.Ensure, then every tool is indexed).
 func (e *Engine) Model() (model string, dim int, ok bool) {
 	side := e.vec.Load()
 	if side == nil {
@@ -168,7 +168,7 @@ func (e *Engine) Model() (model string, dim int, ok bool) {
 
 // Upsert indexes docs, replacing earlier versions with the same ids. The lexical index is always updated, so a
 // tool is searchable even when embedding fails; the error then says which part failed, and the tools' old vectors
-// are deleted so that they never answer for the new text (call Upsert again, or Rebuild, to restore them).
+// are deleted so that they never answer for the new text (call Upsert again to restore them).
 func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 	if len(docs) == 0 {
 		return nil
@@ -259,78 +259,6 @@ func (e *Engine) Remove(ctx context.Context, ids []int64) error {
 	return nil
 }
 
-// DocSource returns the current documents of the given tools (from the store). Rebuild reads the tools' text there:
-// the engine does not keep it (about 1.4 KB a tool).
-type DocSource func(ctx context.Context, ids []int64) ([]Doc, error)
-
-// Rebuild switches to another embedder (model or dimension) and the index its vectors go to, embedding every
-// indexed tool into idx first, its text taken from docs (a tool docs does not return fails the rebuild). Searches keep using the old pair until the new one is complete, so a model change
-// never gives empty or mixed results; if anything fails, the old pair stays and the error is returned. idx should
-// be empty (a fresh collection). Updates wait while it runs.
-func (e *Engine) Rebuild(ctx context.Context, emb embed.Embedder, idx VectorIndex, docs DocSource) error {
-	if emb == nil || idx == nil || docs == nil {
-		return errors.New("search: rebuild needs an embedder, a vector index and the documents")
-	}
-	if emb.Dimension() <= 0 {
-		return fmt.Errorf("search: embedder %q has dimension %d", emb.Model(), emb.Dimension())
-	}
-	e.wmu.Lock()
-	defer e.wmu.Unlock()
-	e.mu.RLock()
-	ids := make([]int64, 0, len(e.lex.docs))
-	for id := range e.lex.docs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	points := make([]VectorPoint, len(ids))
-	for i, id := range ids {
-		r := e.lex.docs[id]
-		points[i] = VectorPoint{ID: id, ServerID: r.serverID, Name: r.name, OriginalName: r.originalName, Payload: r.payload}
-	}
-	e.mu.RUnlock()
-	// The documents cannot change meanwhile: every writer holds wmu.
-	const chunk = 1024
-	for start := 0; start < len(points); start += chunk {
-		end := min(start+chunk, len(points))
-		texts, err := docTexts(ctx, docs, ids[start:end])
-		if err != nil {
-			return fmt.Errorf("search: rebuild: %w", err)
-		}
-		if err := embedPoints(ctx, emb, texts, points[start:end]); err != nil {
-			return fmt.Errorf("search: rebuild: %w", err)
-		}
-		if err := idx.Upsert(ctx, points[start:end]); err != nil {
-			return fmt.Errorf("search: rebuild: store vectors: %w", err)
-		}
-		for i := start; i < end; i++ {
-			points[i].Vector = nil
-		}
-	}
-	e.vec.Store(&vectorSide{emb: emb, idx: idx})
-	return nil
-}
-
-// docTexts returns the embedding text of each of ids, in order, from docs.
-func docTexts(ctx context.Context, docs DocSource, ids []int64) ([]string, error) {
-	ds, err := docs(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("load documents: %w", err)
-	}
-	byID := make(map[int64]*Doc, len(ds))
-	for i := range ds {
-		byID[ds[i].ID] = &ds[i]
-	}
-	texts := make([]string, len(ids))
-	for i, id := range ids {
-		d := byID[id]
-		if d == nil {
-			return nil, fmt.Errorf("no document for tool %d", id)
-		}
-		texts[i] = embed.ToolText(d.Name, d.Description, d.InputSchema)
-	}
-	return texts, nil
-}
-
 // Search ranks the indexed tools against q, best first. If the query cannot be embedded or the vector index fails
 // (an embedding service down), the search falls back to lexical ranking and logs a warning instead of failing.
 func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
@@ -382,7 +310,7 @@ func QueryText(text string) string {
 	return text
 }
 
-// vectorSearch embeds the query and asks the index for its nearest tools.
+// vectorSearch embeds the query (unless given holds its embedding) and asks the index for its nearest tools.
 func vectorSearch(ctx context.Context, side *vectorSide, text string, given []float32, servers []string, pool int) ([]VectorHit, error) {
 	vecs := [][]float32{slices.Clone(given)} // normalised in place below: the caller's slice stays as it was
 	if embed.ValidateAll(vecs, 1, side.emb.Dimension()) != nil {

@@ -7,7 +7,7 @@ import "context"
 // search/vector plug in alike, through a few lines of adapter (ids, filter and hits map one to one). Implementations
 // must be safe for concurrent use and compare by cosine similarity (the vectors given to them are L2-normalised, so
 // a dot product will do). Checking that the index was built for the embedder's Model and Dimension is the index
-// owner's job; Engine.Rebuild switches both at once.
+// owner's job.
 type VectorIndex interface {
 	// Upsert stores the points, replacing any earlier vector with the same id.
 	Upsert(ctx context.Context, points []VectorPoint) error
