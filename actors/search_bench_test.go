@@ -1,13 +1,11 @@
 package actors_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -16,44 +14,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
-
-type fixtureTool struct {
-	Name        string          `json:"name"`
-	Server      string          `json:"server"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-func readJSONL[T any](b *testing.B, path string) []T {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Skipf("fixture missing: %v", err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			b.Fatal(err)
-		}
-		out = append(out, v)
-	}
-	return out
-}
 
 // BenchmarkSystemSearch10k measures System.Search, the path of POST /api/v1/search and search_aggregated_tools,
 // over about 10,000 real tool definitions: the 527 LiveMCPBench tools served by 19 go-sdk backends, discovered,
 // stored and indexed by the daemon's own actors; the 94 LiveMCPBench tasks are the queries.
 func BenchmarkSystemSearch10k(b *testing.B) {
-	dir := filepath.Join(peertest.RepoRoot(b), "..", "shared", "fixtures", "livemcpbench")
-	tools := readJSONL[fixtureTool](b, filepath.Join(dir, "tools.jsonl"))
-	queries := readJSONL[struct{ Query string }](b, filepath.Join(dir, "queries.jsonl"))
+	set := loadQualitySet(b, "livemcpbench", 1, foldMaxTools, "")
+	tools, queries := set.tools, set.queries
 	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "agg.db"))
 	if err != nil {
 		b.Fatal(err)

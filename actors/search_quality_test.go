@@ -73,7 +73,7 @@ type qualitySet struct {
 // servers fold-01, fold-02 ... of at most maxTools tools each, in file order (their tools' names keep the fixture
 // server as a prefix). Registering hundreds of one-tool servers, and re-reading a server of 1,500 tools each time
 // some of its tools are classified, is what would make the test slow, not what it measures.
-func loadQualitySet(t *testing.T, name string, minTools, maxTools int, fold string) qualitySet {
+func loadQualitySet(t testing.TB, name string, minTools, maxTools int, fold string) qualitySet {
 	t.Helper()
 	dir := filepath.Join(peertest.RepoRoot(t), "..", "shared", "fixtures", name)
 	if _, err := os.Stat(filepath.Join(dir, "tools.jsonl")); err != nil {
@@ -106,7 +106,7 @@ func loadQualitySet(t *testing.T, name string, minTools, maxTools int, fold stri
 	return set
 }
 
-func readLines[T any](t *testing.T, path string) []T {
+func readLines[T any](t testing.TB, path string) []T {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
