@@ -23,7 +23,7 @@ type qualitySet struct {
 	name                      string
 	tools, queries            int
 	floorRecall5, floorNDCG10 float64
-	slow                      bool // skipped under the race detector
+	slow                      bool // the engine only (no baselines) under the race detector
 }
 
 var qualitySets = []qualitySet{
@@ -211,9 +211,9 @@ func TestQuality(t *testing.T) {
 }
 
 func testQuality(t *testing.T, set qualitySet) {
-	if set.slow && raceEnabled {
-		t.Skip("measured without -race: the race detector makes it about 20 times slower and ranking is single-threaded")
-	}
+	// Under the race detector (make test) the larger set runs the engine only, as -short does: the baselines would
+	// take a minute there and check nothing the floors do not.
+	engineOnly := testing.Short() || set.slow && raceEnabled
 	fx := loadFixture(t, set.name)
 	if len(fx.docs) != set.tools || len(fx.queries) != set.queries {
 		t.Fatalf("fixture has %d tools and %d queries with gold, want %d and %d", len(fx.docs), len(fx.queries),
@@ -245,7 +245,7 @@ func testQuality(t *testing.T, set qualitySet) {
 		{"hybrid, blend (engine)", defaultTuning, emb},
 	}
 	var plain quality
-	if testing.Short() {
+	if engineOnly {
 		runs = runs[len(runs)-1:] // the engine only, without the baselines
 	} else {
 		plain = evaluateRanker(t, fx, newPlainBM25(fx).rank)

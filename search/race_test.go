@@ -3,5 +3,5 @@
 package search
 
 // raceEnabled is true when the tests run under the race detector, which makes the quality test on the larger
-// fixture about twenty times slower without checking anything more (ranking a query is single-threaded).
+// fixture about twenty times slower, so there it measures the engine only, without the baselines.
 const raceEnabled = true
