@@ -1,6 +1,8 @@
 package search
 
 import (
+	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"slices"
 )
@@ -55,49 +57,74 @@ var serverBM25 = func() bm25Params {
 	return p
 }()
 
-// postingList is a term's postings: the slots of the documents that contain it and, at the same index, the term's
-// frequency in each of their fields. The two are kept in separate arrays (9 bytes a posting, where a struct of an
-// int32 and the counts is padded to 12 or 16): postings are most of the index's memory, millions of them at 10,000
-// tools (BENCHMARKS.md, search at scale).
-type postingList struct {
-	slots []int32
-	tfs   [][numFields]uint8
+// posting is one document's entry in a term's postings: the document's slot (4 bytes, little-endian) and the
+// term's frequency in each field of it (one byte each). Packed into 9 bytes with no padding (a struct of an int32
+// and the counts takes 12): postings are most of the index's memory, over a million of them at 10,000 tools
+// (BENCHMARKS.md, search at scale).
+type posting [4 + numFields]byte
+
+func makePosting(slot int32, tf [numFields]uint8) posting {
+	var p posting
+	binary.LittleEndian.PutUint32(p[:4], uint32(slot))
+	copy(p[4:], tf[:])
+	return p
 }
+
+func (p *posting) slot() int32 { return int32(binary.LittleEndian.Uint32(p[:4])) }
 
 // maxTF is where a field's term frequency saturates. BM25's k1 of 1.2 makes a frequency past a few dozen add next
 // to nothing (tf 255 is within 0.5% of the saturated score), so counts above it are not worth a wider integer.
 const maxTF = math.MaxUint8
 
-// lexDoc is what the lexical index keeps about one document.
+// lexDoc is what the lexical index keeps about one document besides its postings.
 type lexDoc struct {
 	id       int64
 	serverID string
 	lens     [numFields]int32
-	terms    []int32 // distinct term ids, to remove the document's postings
+	live     bool
 }
 
-// bm25 is an incremental BM25F index. Documents live in slots (reused after removal) so that scoring accumulates
-// into a dense array instead of a map. It is not safe for concurrent use; Engine guards it.
+// staged is a posting of a document added since the last commit.
+type staged struct {
+	term int32
+	p    posting
+}
+
+// bm25 is a BM25F index whose postings are one array in term order (compressed sparse rows): term t's postings
+// are post[off[t]:off[t+1]]. Changes are staged by add and remove and applied by commit, which builds the new
+// array from the old one in one pass. One array instead of a slice per term saves the slice headers and the
+// allocation of each of the hundreds of thousands of terms that occur once (most of them word pairs), and leaves
+// nothing for the collector to scatter across the heap.
+//
+// Documents live in slots so that scoring accumulates into a dense array instead of a map; a removed document's
+// slot is reused after the next commit. It is not safe for concurrent use; Engine guards it, and readers see it
+// only between commits.
 type bm25 struct {
-	p        bm25Params
-	slots    []lexDoc
-	free     []int32
-	slotOf   map[int64]int32
-	termID   map[string]int32
-	postings []postingList
-	df       []int32
-	sumLen   [numFields]int64
-	n        int
+	p      bm25Params
+	dict   *termDict
+	slots  []lexDoc
+	free   []int32
+	slotOf map[int64]int32
+	off    []int32 // len: terms in the postings + 1
+	post   []posting
+	sumLen [numFields]int64
+	n      int
+
+	pending []staged
+	dead    []int32 // slots removed since the last commit
 }
 
-func newBM25(p bm25Params) *bm25 {
-	return &bm25{p: p, slotOf: make(map[int64]int32), termID: make(map[string]int32)}
+// newBM25 returns an empty index with a dictionary of its own (the engine's two indexes share one: newLexicon).
+func newBM25(p bm25Params) *bm25 { return newBM25With(p, newTermDict()) }
+
+func newBM25With(p bm25Params, dict *termDict) *bm25 {
+	return &bm25{p: p, dict: dict, slotOf: make(map[int64]int32), off: []int32{0}}
 }
 
 // fieldTerms are the analysed terms of a document, per field.
 type fieldTerms [numFields][]string
 
-// add indexes a document, replacing any earlier version with the same id.
+// add stages a document, replacing any earlier version with the same id; commit applies it.
 func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 	x.remove(id)
 	var slot int32
@@ -108,7 +135,7 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 		slot = int32(len(x.slots))
 		x.slots = append(x.slots, lexDoc{})
 	}
-	d := lexDoc{id: id, serverID: serverID}
+	d := lexDoc{id: id, serverID: serverID, live: true}
 	var total int
 	for f := range numFields {
 		total += len(ft[f])
@@ -120,13 +147,7 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 		d.lens[f] = int32(len(ft[f]))
 		x.sumLen[f] += int64(len(ft[f]))
 		for _, t := range ft[f] {
-			tid, ok := x.termID[t]
-			if !ok {
-				tid = int32(len(x.postings))
-				x.termID[t] = tid
-				x.postings = append(x.postings, postingList{})
-				x.df = append(x.df, 0)
-			}
+			tid := x.dict.id(t)
 			i, ok := at[tid]
 			if !ok {
 				i = len(terms)
@@ -139,44 +160,84 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 			}
 		}
 	}
-	d.terms = slices.Clone(terms) // exactly as long as the document's distinct terms: kept for its lifetime
-	for i, tid := range d.terms {
-		pl := &x.postings[tid]
-		pl.slots = append(pl.slots, slot)
-		pl.tfs = append(pl.tfs, tfs[i])
-		x.df[tid]++
+	for i, tid := range terms {
+		x.pending = append(x.pending, staged{term: tid, p: makePosting(slot, tfs[i])})
 	}
 	x.slots[slot] = d
 	x.slotOf[id] = slot
 	x.n++
 }
 
-// remove drops a document; unknown ids are ignored.
+// remove stages the removal of a document; unknown ids are ignored.
 func (x *bm25) remove(id int64) {
 	slot, ok := x.slotOf[id]
 	if !ok {
 		return
 	}
 	d := &x.slots[slot]
-	for _, tid := range d.terms {
-		pl := &x.postings[tid]
-		for i, s := range pl.slots {
-			if s == slot {
-				last := len(pl.slots) - 1
-				pl.slots[i], pl.tfs[i] = pl.slots[last], pl.tfs[last]
-				pl.slots, pl.tfs = pl.slots[:last], pl.tfs[:last]
-				break
-			}
-		}
-		x.df[tid]--
-	}
 	for f := range numFields {
 		x.sumLen[f] -= int64(d.lens[f])
 	}
 	*d = lexDoc{}
 	delete(x.slotOf, id)
-	x.free = append(x.free, slot)
+	x.dead = append(x.dead, slot)
 	x.n--
+}
+
+// commit applies the staged changes: the postings of removed documents are dropped, those of added documents
+// joined in, and the removed documents' slots freed. It costs one pass over the postings.
+func (x *bm25) commit() {
+	if len(x.pending) == 0 && len(x.dead) == 0 {
+		return
+	}
+	gone := make([]bool, len(x.slots))
+	for _, s := range x.dead {
+		gone[s] = true
+	}
+	terms := max(x.dict.size(), len(x.off)-1)
+	off := make([]int32, terms+1)
+	for t := range len(x.off) - 1 {
+		for i := x.off[t]; i < x.off[t+1]; i++ {
+			if !gone[x.post[i].slot()] {
+				off[t+1]++
+			}
+		}
+	}
+	pending := x.pending[:0] // a document added and removed again within the batch leaves nothing
+	for _, sp := range x.pending {
+		if !gone[sp.p.slot()] {
+			pending = append(pending, sp)
+			off[sp.term+1]++
+		}
+	}
+	for t := range terms {
+		off[t+1] += off[t]
+	}
+	post := make([]posting, off[terms])
+	next := slices.Clone(off[:terms])
+	for t := range len(x.off) - 1 {
+		for i := x.off[t]; i < x.off[t+1]; i++ {
+			if !gone[x.post[i].slot()] {
+				post[next[t]] = x.post[i]
+				next[t]++
+			}
+		}
+	}
+	for _, sp := range pending {
+		post[next[sp.term]] = sp.p
+		next[sp.term]++
+	}
+	x.off, x.post = off, post
+	x.free = append(x.free, x.dead...)
+	x.pending, x.dead = nil, nil
+}
+
+// df is the number of documents containing term t.
+func (x *bm25) df(t int32) int32 {
+	if int(t)+1 >= len(x.off) {
+		return 0
+	}
+	return x.off[t+1] - x.off[t]
 }
 
 // scratch returns buf resized to hold one score per slot, zeroed.
@@ -217,26 +278,58 @@ func (x *bm25) score(q []queryTerm, scores []float64) (maxPossible float64) {
 	}
 	k1 := x.p.k1
 	for _, qt := range q {
-		tid, ok := x.termID[qt.text]
-		if !ok || x.df[tid] == 0 {
+		tid, ok := x.dict.lookup(qt.text)
+		if !ok || x.df(tid) == 0 {
 			continue
 		}
-		idf := x.idf(x.df[tid]) * qt.weight
+		idf := x.idf(x.df(tid)) * qt.weight
 		maxPossible += idf
-		pl := &x.postings[tid]
-		for i, slot := range pl.slots {
+		for i := x.off[tid]; i < x.off[tid+1]; i++ {
+			p := &x.post[i]
+			slot := p.slot()
 			d := &x.slots[slot]
-			ptf := &pl.tfs[i]
 			var tf float64
 			for f := range numFields {
-				if ptf[f] == 0 {
+				if p[4+f] == 0 {
 					continue
 				}
 				norm := 1 - x.p.b[f] + x.p.b[f]*float64(d.lens[f])/avg[f]
-				tf += x.p.w[f] * float64(ptf[f]) / norm
+				tf += x.p.w[f] * float64(p[4+f]) / norm
 			}
 			scores[slot] += idf * (tf*(k1+1)/(tf+k1) + x.p.delta)
 		}
 	}
 	return maxPossible * (k1 + 1 + x.p.delta)
 }
+
+// termDict gives every analysed term a dense id, shared by the tool and server indexes. It keeps a 64-bit hash of
+// each term, not the term: 8 bytes instead of a string (and the text it may share), and two different terms of a
+// catalogue collide with a probability of about n²/2⁶⁵ (10⁻⁸ at a million terms). The seed is the dictionary's
+// own; ids never reach a ranking (ties fall to document ids), so rankings do not depend on it.
+type termDict struct {
+	seed maphash.Seed
+	ids  map[uint64]int32
+}
+
+func newTermDict() *termDict {
+	return &termDict{seed: maphash.MakeSeed(), ids: make(map[uint64]int32)}
+}
+
+// id returns t's id, giving it the next one if it is new.
+func (d *termDict) id(t string) int32 {
+	h := maphash.String(d.seed, t)
+	id, ok := d.ids[h]
+	if !ok {
+		id = int32(len(d.ids))
+		d.ids[h] = id
+	}
+	return id
+}
+
+// lookup returns t's id if it has one.
+func (d *termDict) lookup(t string) (int32, bool) {
+	id, ok := d.ids[maphash.String(d.seed, t)]
+	return id, ok
+}
+
+func (d *termDict) size() int { return len(d.ids) }

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -18,6 +19,7 @@ func fieldsOf(name, desc string) fieldTerms {
 
 // rank scores q and returns the ids with a positive score, best first.
 func rank(x *bm25, q string) []int64 {
+	x.commit()
 	scores := x.scratch(nil)
 	x.score(queryTerms(q), scores)
 	var ids []int64
@@ -106,11 +108,13 @@ func TestBM25IncrementalEqualsFresh(t *testing.T) {
 	inc.add(2, "a", fieldsOf("get_forecast", "Forecast of rain"))
 	inc.remove(1)
 	inc.add(4, "b", fieldsOf("crypto_price", "Price of a coin"))
+	inc.commit()
 
 	fresh := newBM25(defaultBM25)
 	fresh.add(2, "a", fieldsOf("get_forecast", "Forecast of rain"))
 	fresh.add(3, "b", fieldsOf("stock_price", "Price of a stock"))
 	fresh.add(4, "b", fieldsOf("crypto_price", "Price of a coin"))
+	fresh.commit()
 
 	if inc.n != fresh.n || inc.sumLen != fresh.sumLen {
 		t.Fatalf("n %d/%d sumLen %v/%v", inc.n, fresh.n, inc.sumLen, fresh.sumLen)
@@ -128,8 +132,11 @@ func TestBM25IncrementalEqualsFresh(t *testing.T) {
 			}
 		}
 	}
-	if tid, ok := inc.termID["weather"]; !ok || inc.df[tid] != 0 || len(inc.postings[tid].slots) != 0 {
+	if tid, ok := inc.dict.lookup("weather"); !ok || inc.df(tid) != 0 {
 		t.Errorf("a term of removed versions keeps postings")
+	}
+	if len(inc.post) != len(fresh.post) {
+		t.Errorf("%d postings after updates, %d in a fresh index", len(inc.post), len(fresh.post))
 	}
 }
 
@@ -156,6 +163,7 @@ func TestBM25MaxPossibleBoundsScores(t *testing.T) {
 	x := newBM25(defaultBM25)
 	x.add(1, "s", fieldsOf("weather weather weather", "weather weather weather weather"))
 	x.add(2, "s", fieldsOf("other", "unrelated"))
+	x.commit()
 	scores := x.scratch(nil)
 	m := x.score(queryTerms("weather"), scores)
 	if scores[x.slotOf[1]] <= 0 || scores[x.slotOf[1]] > m {
@@ -178,6 +186,7 @@ func TestBM25TermFrequencySaturates(t *testing.T) {
 	score := func(tf int) float64 {
 		x := newBM25(defaultBM25)
 		x.add(1, "s", repeat(tf))
+		x.commit()
 		scores := x.scratch(nil)
 		x.score([]queryTerm{{text: "weather", weight: 1}}, scores)
 		return scores[x.slotOf[1]]
@@ -202,5 +211,47 @@ func TestBM25TermFrequencySaturates(t *testing.T) {
 				t.Errorf("tf %d scores %v, tf %d scores %v: want the larger count to score more", tt.lo, lo, tt.hi, hi)
 			}
 		})
+	}
+}
+
+// TestLexiconForgetsDeadTerms checks that a catalogue whose tools keep changing their text does not grow the term
+// dictionary without end, and that renumbering the terms keeps both indexes answering.
+func TestLexiconForgetsDeadTerms(t *testing.T) {
+	l := newLexicon(defaultBM25, serverBM25)
+	doc := func(id int64, gen int) (Doc, fieldTerms) {
+		d := Doc{ID: id, ServerID: "s", Name: fmt.Sprintf("s.tool%d", id)}
+		return d, fieldsOf(d.Name, fmt.Sprintf("word%dx%d other%dx%d stable", id, gen, id, gen))
+	}
+	const tools = 500
+	for gen := range 20 {
+		for id := int64(1); id <= tools; id++ {
+			l.add(doc(id, gen))
+		}
+		l.commit()
+	}
+	// Each generation brings 2 words and 3 pairs per tool; the live ones are one generation's plus the shared.
+	live := 0
+	for tm := range len(l.tools.off) - 1 {
+		if l.tools.df(int32(tm)) > 0 {
+			live++
+		}
+	}
+	if n := l.dict.size(); n > 2*live+minDictCompaction {
+		t.Errorf("dictionary holds %d terms for %d live ones", n, live)
+	}
+	scores := l.tools.scratch(nil)
+	l.tools.score(queryTerms("word7x19"), scores)
+	if s := scores[l.tools.slotOf[7]]; s <= 0 {
+		t.Errorf("tool 7 not found by its current text after compaction")
+	}
+	scores = l.tools.scratch(scores)
+	l.tools.score(queryTerms("word7x3"), scores) // a word of an old version
+	for slot, s := range scores {
+		if s > 0 && l.tools.slots[slot].id != 7 {
+			t.Errorf("slot %d scores %v", slot, s)
+		}
+	}
+	if got := l.serverScores(queryTerms("word9x19")); got["s"] <= 0 {
+		t.Errorf("server index lost the renumbered terms: %v", got)
 	}
 }

@@ -8,131 +8,155 @@ import (
 	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
-// lexDocRecord is what the engine keeps about one tool besides its postings: what a vector point carries, and its
-// analysed fields (to rebuild its server's document) as the tool index's term ids, field after field: 4 bytes a
-// term instead of a string each. Its text is not kept (the store has it).
-type lexDocRecord struct {
-	serverID, name, originalName string
-	payload                      any
-	terms                        []int32          // term ids of every field in turn
-	ends                         [numFields]int32 // terms[ends[f-1]:ends[f]] are field f's
-}
-
-// serverRecord is a server as one document of the server index: the union of its tools.
-type serverRecord struct {
-	key   int64 // document id in the server index
-	tools map[int64]struct{}
-}
-
-// lexicon is the lexical side of the engine: the tool index, the server index and the records they are built
-// from. It is not safe for concurrent use; Engine guards it.
+// lexicon is the lexical side of the engine: the tool index and the server index, whose documents are each
+// server's tools together, over one term dictionary. It keeps no text and no copy of the tools' terms: the server
+// index is derived from the tool index's postings at every commit. It is not safe for concurrent use; Engine
+// guards it.
 type lexicon struct {
+	dict    *termDict
 	tools   *bm25
 	servers *bm25
-	docs    map[int64]lexDocRecord
-	text    []string // term id of the tool index -> term
-	byServ  map[string]*serverRecord
-	dirty   map[string]struct{} // servers whose document is out of date
-	nextKey int64
 }
 
 func newLexicon(tool, server bm25Params) *lexicon {
-	return &lexicon{
-		tools: newBM25(tool), servers: newBM25(server),
-		docs: make(map[int64]lexDocRecord), byServ: make(map[string]*serverRecord), dirty: make(map[string]struct{}),
-	}
+	dict := newTermDict()
+	return &lexicon{dict: dict, tools: newBM25With(tool, dict), servers: newBM25With(server, dict)}
 }
 
-// add indexes a tool, replacing an earlier version. Call refreshServers after a batch.
-func (l *lexicon) add(d Doc, ft fieldTerms) {
-	id, serverID := d.ID, d.ServerID
-	l.detach(id)
-	l.tools.add(id, serverID, ft)
-	rec := lexDocRecord{serverID: serverID, name: d.Name, originalName: d.OriginalName, payload: d.Payload}
-	var n int
-	for f := range numFields {
-		n += len(ft[f])
-	}
-	rec.terms = make([]int32, 0, n)
-	for f := range numFields {
-		for _, t := range ft[f] {
-			tid := l.tools.termID[t]
-			for int(tid) >= len(l.text) {
-				l.text = append(l.text, "")
-			}
-			if l.text[tid] == "" {
-				l.text[tid] = t
-			}
-			rec.terms = append(rec.terms, tid)
-		}
-		rec.ends[f] = int32(len(rec.terms))
-	}
-	l.docs[id] = rec
-	sr := l.byServ[serverID]
-	if sr == nil {
-		l.nextKey++
-		sr = &serverRecord{key: l.nextKey, tools: make(map[int64]struct{})}
-		l.byServ[serverID] = sr
-	}
-	sr.tools[id] = struct{}{}
-	l.dirty[serverID] = struct{}{}
-}
+// add stages a tool, replacing an earlier version. Call commit after a batch.
+func (l *lexicon) add(d Doc, ft fieldTerms) { l.tools.add(d.ID, d.ServerID, ft) }
 
-// remove drops a tool; unknown ids are ignored. Call refreshServers after a batch.
-func (l *lexicon) remove(id int64) {
-	l.detach(id)
-	l.tools.remove(id)
-	delete(l.docs, id)
-}
+// remove stages the removal of a tool; unknown ids are ignored. Call commit after a batch.
+func (l *lexicon) remove(id int64) { l.tools.remove(id) }
 
-// detach takes a tool out of its server's record.
-func (l *lexicon) detach(id int64) {
-	old, ok := l.docs[id]
-	if !ok {
+// commit applies the staged changes to the tool index, forgets the terms no tool holds any more once they are
+// most of the dictionary (a catalogue whose descriptions keep changing would otherwise grow it without end), and
+// rebuilds the server index. The cost is a few passes over the postings, once per batch.
+func (l *lexicon) commit() {
+	if len(l.tools.pending) == 0 && len(l.tools.dead) == 0 {
 		return
 	}
-	if sr := l.byServ[old.serverID]; sr != nil {
-		delete(sr.tools, id)
-		l.dirty[old.serverID] = struct{}{}
-	}
+	l.tools.commit()
+	l.compactDict()
+	l.rebuildServers()
 }
 
-// refreshServers rebuilds the documents of the servers whose tools changed. The cost is proportional to the size
-// of those servers, once per batch.
-func (l *lexicon) refreshServers() {
-	for sid := range l.dirty {
-		sr := l.byServ[sid]
-		if sr == nil {
-			continue
+// minDictCompaction is the dictionary size below which dead terms are left alone: compaction costs a pass over
+// the dictionary, and a few thousand dead ids cost next to nothing.
+const minDictCompaction = 4096
+
+// compactDict renumbers the terms that still have postings and drops the others, when the others are more than
+// half of the dictionary.
+func (l *lexicon) compactDict() {
+	x := l.tools
+	terms := len(x.off) - 1
+	live := 0
+	for t := range terms {
+		if x.off[t+1] > x.off[t] {
+			live++
 		}
-		if len(sr.tools) == 0 {
-			l.servers.remove(sr.key)
-			delete(l.byServ, sid)
-			continue
+	}
+	if l.dict.size() < minDictCompaction || l.dict.size() <= 2*live {
+		return
+	}
+	remap := make([]int32, terms)
+	off := make([]int32, 1, live+1)
+	for t := range terms {
+		remap[t] = -1
+		if x.off[t+1] > x.off[t] {
+			remap[t] = int32(len(off) - 1)
+			off = append(off, x.off[t+1])
 		}
-		ids := make([]int64, 0, len(sr.tools))
-		for id := range sr.tools {
-			ids = append(ids, id)
+	}
+	ids := make(map[uint64]int32, live)
+	for h, t := range l.dict.ids {
+		if int(t) < terms && remap[t] >= 0 {
+			ids[h] = remap[t]
 		}
-		slices.Sort(ids)
-		var ft fieldTerms
-		for i, id := range ids {
-			r := l.docs[id]
-			var from int32
-			for k := range numFields {
-				if k == fieldServer && i > 0 {
-					from = r.ends[k]
-					continue // the server's name once, not once per tool
-				}
-				for _, tid := range r.terms[from:r.ends[k]] {
-					ft[k] = append(ft[k], l.text[tid])
-				}
-				from = r.ends[k]
+	}
+	l.dict.ids = ids
+	x.off = off // the postings keep their order: only empty rows went
+}
+
+// rebuildServers builds the server index from the tool index: a server's document is the union of its tools,
+// each field's frequency the sum of its tools' (the server-name field once: it is the same in every tool of a
+// server), its lengths likewise.
+func (l *lexicon) rebuildServers() {
+	tools := l.tools
+	var ids []string
+	slotOf := map[string]int32{}
+	for i := range tools.slots {
+		d := &tools.slots[i]
+		if d.live {
+			if _, ok := slotOf[d.serverID]; !ok {
+				slotOf[d.serverID] = 0
+				ids = append(ids, d.serverID)
 			}
 		}
-		l.servers.add(sr.key, sid, ft)
 	}
-	clear(l.dirty)
+	slices.Sort(ids)
+	x := newBM25With(l.servers.p, l.dict)
+	x.slots = make([]lexDoc, len(ids))
+	for i, id := range ids {
+		slotOf[id] = int32(i)
+		x.slots[i] = lexDoc{id: int64(i + 1), serverID: id, live: true}
+		x.slotOf[int64(i+1)] = int32(i)
+	}
+	x.n = len(ids)
+	toolServer := make([]int32, len(tools.slots)) // tool slot -> server slot
+	for i := range tools.slots {
+		d := &tools.slots[i]
+		if !d.live {
+			continue
+		}
+		s := slotOf[d.serverID]
+		toolServer[i] = s
+		for f := range numFields {
+			if f == fieldServer {
+				x.slots[s].lens[f] = max(x.slots[s].lens[f], d.lens[f])
+			} else {
+				x.slots[s].lens[f] += d.lens[f]
+			}
+		}
+	}
+	for s := range x.slots {
+		for f := range numFields {
+			x.sumLen[f] += int64(x.slots[s].lens[f])
+		}
+	}
+	terms := len(tools.off) - 1
+	x.off = make([]int32, terms+1)
+	acc := make([][numFields]int32, len(ids))
+	var touched []int32
+	for t := range terms {
+		for i := tools.off[t]; i < tools.off[t+1]; i++ {
+			p := &tools.post[i]
+			s := toolServer[p.slot()]
+			if acc[s] == ([numFields]int32{}) {
+				touched = append(touched, s)
+			}
+			for f := range numFields {
+				if f == fieldServer {
+					acc[s][f] = max(acc[s][f], int32(p[4+f]))
+				} else {
+					acc[s][f] += int32(p[4+f])
+				}
+			}
+		}
+		slices.Sort(touched)
+		for _, s := range touched {
+			var tf [numFields]uint8
+			for f := range numFields {
+				tf[f] = uint8(min(acc[s][f], maxTF))
+			}
+			x.post = append(x.post, makePosting(s, tf))
+			acc[s] = [numFields]int32{}
+		}
+		touched = touched[:0]
+		x.off[t+1] = int32(len(x.post))
+	}
+	x.post = slices.Clone(x.post) // exactly sized: appending left up to a quarter unused
+	l.servers = x
 }
 
 // serverScores returns each matching server's lexical score (0..1) for the query.

@@ -188,7 +188,7 @@ func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 	for i, d := range docs {
 		e.lex.add(d, fields[i])
 	}
-	e.lex.refreshServers()
+	e.lex.commit()
 	e.mu.Unlock()
 
 	side := e.vec.Load()
@@ -249,7 +249,7 @@ func (e *Engine) Remove(ctx context.Context, ids []int64) error {
 	for _, id := range ids {
 		e.lex.remove(id)
 	}
-	e.lex.refreshServers()
+	e.lex.commit()
 	e.mu.Unlock()
 	if side := e.vec.Load(); side != nil {
 		if err := side.idx.Delete(ctx, ids); err != nil {

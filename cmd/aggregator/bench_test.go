@@ -245,17 +245,20 @@ func waitHTTP(b *testing.B, url string) {
 	b.Fatalf("%s did not answer", url)
 }
 
-func rssKiB(b *testing.B, pid int) int {
+func rssKiB(b *testing.B, pid int) int { return procStatusKiB(b, pid, "VmRSS") }
+
+// procStatusKiB reads one kB field of /proc/pid/status (VmRSS, RssAnon, RssFile, VmHWM).
+func procStatusKiB(b *testing.B, pid int, field string) int {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			n, _ := strconv.Atoi(strings.Fields(line)[1])
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
 			return n
 		}
 	}
-	b.Fatal("no VmRSS")
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

@@ -150,8 +150,8 @@ func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools i
 	return time.Since(start)
 }
 
-// goHeapInuse reads go_memstats_heap_inuse_bytes from the daemon's /metrics.
-func (d *scaleDaemon) goHeapInuse() float64 {
+// goMetric reads one of the Go runtime's gauges (go_memstats_heap_inuse_bytes, ...) from the daemon's /metrics.
+func (d *scaleDaemon) goMetric(name string) float64 {
 	d.b.Helper()
 	resp, err := http.Get(d.base + "/metrics")
 	if err != nil {
@@ -160,12 +160,12 @@ func (d *scaleDaemon) goHeapInuse() float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}
 	}
-	d.b.Fatal("no go_memstats_heap_inuse_bytes in /metrics")
+	d.b.Fatalf("no %s in /metrics", name)
 	return 0
 }
 
@@ -212,7 +212,14 @@ func BenchmarkSearchAtScale(b *testing.B) {
 		d.waitClassified()
 		time.Sleep(3 * time.Second)
 		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "daemon-RSS-MiB")
-		b.ReportMetric(d.goHeapInuse()/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(d.goMetric("go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-MiB")
+		// Where the rest of RSS is: file-backed pages (the binary's text and data), anonymous pages, and the
+		// runtime's own accounts (stacks, span and GC metadata) and heap pages it holds but does not use.
+		pid := d.cmd.Process.Pid
+		b.ReportMetric(float64(procStatusKiB(b, pid, "RssFile"))/1024, "rss-file-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, pid, "RssAnon"))/1024, "rss-anon-MiB")
+		b.ReportMetric((d.goMetric("go_memstats_heap_idle_bytes")-d.goMetric("go_memstats_heap_released_bytes"))/(1<<20), "heap-idle-unreleased-MiB")
+		b.ReportMetric((d.goMetric("go_memstats_stack_sys_bytes")+d.goMetric("go_memstats_mspan_sys_bytes")+d.goMetric("go_memstats_gc_sys_bytes")+d.goMetric("go_memstats_other_sys_bytes")+d.goMetric("go_memstats_buck_hash_sys_bytes")+d.goMetric("go_memstats_mcache_sys_bytes"))/(1<<20), "runtime-sys-MiB")
 
 		for _, strategy := range []string{"", "direct"} {
 			for _, q := range queries[:50] {
@@ -310,6 +317,7 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heap-live-MiB") // after a collection: the live objects
 		if path := os.Getenv("SCALE_HEAP_PROFILE"); path != "" {
 			f, err := os.Create(path)
 			if err != nil {
