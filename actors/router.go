@@ -1,15 +1,11 @@
 package actors
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -180,52 +176,4 @@ func (s *System) OnRoutesChanged(fn func(*RouteTable)) (cancel func()) { return 
 // serverPID addresses a server actor directly: its name is fixed by the registry, and it survives restarts.
 func (s *System) serverPID(id string) *actor.PID {
 	return actor.NewPID(s.sys.Address(), "registry/server-"+id)
-}
-
-// Call runs a tool through the server actor the route names, straight from the caller: no other actor is on the
-// path, and nothing blocks but this call. progress, when set, receives the backend's progress notifications. The
-// result comes back as JSON (ResultJson), as it would across nodes.
-func (s *System) Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error) {
-	reply, _, err := s.call(ctx, r, argsJSON, progress, false)
-	return reply, err
-}
-
-// CallResult is Call for a caller that wants the go-sdk result object: on this node it skips the JSON round trip
-// (the MCP endpoint hands the object straight to its own session).
-func (s *System) CallResult(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error) {
-	reply, res, err := s.call(ctx, r, argsJSON, progress, true)
-	if err != nil || reply.Error != nil || res != nil {
-		return res, reply, err
-	}
-	// Answered as JSON (the server actor runs on another node).
-	var out mcp.CallToolResult
-	if err := json.Unmarshal(reply.ResultJson, &out); err != nil {
-		return nil, reply, fmt.Errorf("decode result of %s: %w", r.Name, err)
-	}
-	return &out, reply, nil
-}
-
-func (s *System) call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress), object bool) (*pb.CallToolReply, *mcp.CallToolResult, error) {
-	deadline := s.callDeadline(ctx)
-	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object}
-	if progress != nil {
-		pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			if p, ok := c.Message().(*pb.Progress); ok {
-				progress(p)
-			}
-		}))
-		defer s.sys.Root.Stop(pid)
-		msg.ProgressTo = &pb.PID{Address: pid.Address, Id: pid.Id}
-	}
-	res, err := s.askServer(ctx, r.ServerID, msg, deadline)
-	if err != nil {
-		return nil, nil, err
-	}
-	switch v := res.(type) {
-	case *pb.CallToolReply:
-		return v, nil, nil
-	case *callObject:
-		return v.reply, v.result, nil
-	}
-	return nil, nil, fmt.Errorf("unexpected reply %T to call", res)
 }

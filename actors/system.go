@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +13,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
-	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -266,50 +264,6 @@ func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout 
 		return nil, r.err
 	}
 	return res, nil
-}
-
-// callDeadline is when a call started now must end: the request timeout, or ctx's earlier deadline.
-func (s *System) callDeadline(ctx context.Context) time.Time {
-	deadline := time.Now().Add(s.d.Config.RequestTimeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
-	return deadline
-}
-
-// askServer asks a server actor directly; an actor that is gone (deleted) is persistence.ErrNotFound. The actor
-// answers within the deadline itself, so the ask waits a little longer to hear its REQUEST_TIMEOUT. When ctx ends
-// first (the caller left), a CallTool is cancelled at the backend.
-func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
-	pid := s.serverPID(id)
-	if call, ok := msg.(*pb.CallTool); ok {
-		if !s.calls.enter() {
-			return s.shutdownReply(id, call.Tool), nil
-		}
-		defer s.calls.leave()
-		call.CallId = s.sys.ID + "-" + strconv.FormatUint(s.callSeq.Add(1), 10)
-		if call.RequestId == "" {
-			call.RequestId = requestid.From(ctx)
-		}
-		if ctx.Done() != nil {
-			// The caller left: cancel the backend call; the actor then answers at once with the call's end.
-			stop := context.AfterFunc(ctx, func() { s.sys.Root.Send(pid, &pb.CancelCall{CallId: call.CallId}) })
-			defer stop()
-			res, err := s.askActor(context.WithoutCancel(ctx), pid, msg, time.Until(deadline)+time.Second)
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
-			}
-			if errors.Is(err, ErrShuttingDown) {
-				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
-			}
-			return res, err
-		}
-	}
-	res, err := s.askActor(ctx, pid, msg, time.Until(deadline)+time.Second)
-	if errors.Is(err, ErrShuttingDown) {
-		return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
-	}
-	return res, err
 }
 
 // Register implements Control.
