@@ -33,14 +33,6 @@ const (
 	maxErrorBody  = 512
 )
 
-// Environment variables read by ConfigFromEnv.
-const (
-	EnvURL        = "MCP_AGGREGATOR_EMBEDDING_URL"
-	EnvModel      = "MCP_AGGREGATOR_EMBEDDING_MODEL"
-	EnvDimensions = "MCP_AGGREGATOR_EMBEDDING_DIMENSIONS"
-	EnvAPIKey     = "MCP_AGGREGATOR_EMBEDDING_API_KEY"
-)
-
 // Config configures an OpenAI-compatible embeddings client (OpenAI, Azure-style proxies, Ollama, TEI, vLLM...).
 type Config struct {
 	// BaseURL of the service, with or without the /v1 suffix: https://api.openai.com, http://localhost:11434/v1.
@@ -63,24 +55,6 @@ type Config struct {
 	Timeout time.Duration
 	// HTTPClient is used for requests (a new http.Client if nil).
 	HTTPClient *http.Client
-}
-
-// ConfigFromEnv reads a Config from the environment through getenv (os.Getenv): MCP_AGGREGATOR_EMBEDDING_URL,
-// _MODEL, _DIMENSIONS and _API_KEY. ok is false when no URL is set: the built-in embedder is then the default.
-func ConfigFromEnv(getenv func(string) string) (cfg Config, ok bool, err error) {
-	cfg.BaseURL = strings.TrimSpace(getenv(EnvURL))
-	if cfg.BaseURL == "" {
-		return Config{}, false, nil
-	}
-	cfg.Model = strings.TrimSpace(getenv(EnvModel))
-	cfg.APIKey = strings.TrimSpace(getenv(EnvAPIKey))
-	if d := strings.TrimSpace(getenv(EnvDimensions)); d != "" {
-		cfg.Dimensions, err = strconv.Atoi(d)
-		if err != nil {
-			return Config{}, false, fmt.Errorf("embed: %s: %w", EnvDimensions, err)
-		}
-	}
-	return cfg, true, nil
 }
 
 // OpenAI is an Embedder backed by an OpenAI-compatible POST /v1/embeddings endpoint. It batches texts, retries

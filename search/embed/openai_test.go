@@ -211,22 +211,6 @@ func TestOpenAIConfig(t *testing.T) {
 	}
 }
 
-func TestConfigFromEnv(t *testing.T) {
-	env := map[string]string{EnvURL: " http://localhost:11434/v1 ", EnvModel: "nomic-embed-text", EnvDimensions: "768", EnvAPIKey: "k"}
-	cfg, ok, err := ConfigFromEnv(func(k string) string { return env[k] })
-	if err != nil || !ok || cfg.BaseURL != "http://localhost:11434/v1" || cfg.Model != "nomic-embed-text" ||
-		cfg.Dimensions != 768 || cfg.APIKey != "k" {
-		t.Errorf("ConfigFromEnv = %+v, %v, %v", cfg, ok, err)
-	}
-	if _, ok, err := ConfigFromEnv(func(string) string { return "" }); ok || err != nil {
-		t.Errorf("no URL: ok %v err %v", ok, err)
-	}
-	env[EnvDimensions] = "many"
-	if _, _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil {
-		t.Error("bad dimensions accepted")
-	}
-}
-
 func TestOpenAIOutOfOrderIndexes(t *testing.T) {
 	f, srv := newFake(t, 4)
 	f.reverse = true
