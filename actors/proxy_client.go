@@ -115,7 +115,7 @@ func (p *proxyActor) bound(ctx context.Context) (context.Context, context.Cancel
 }
 
 // gateTransport puts the ordering gate under a built transport: around the connection for stdio, around the HTTP
-// bodies for SSE and streamable HTTP (whose connection the go-sdk must see unwrapped).
+// bodies for SSE and streamable HTTP (the go-sdk must see a streamable HTTP connection unwrapped; see notifyorder).
 func gateTransport(g *notifyorder.Gate, b *built) mcp.Transport {
 	if b.client != nil {
 		b.client.Transport = g.RoundTripper(b.client.Transport)

@@ -14,12 +14,14 @@
 // never reaches the middleware, and must delay one response, not every later one).
 //
 // Where the count is taken depends on the transport. Around a stdio (or any io) transport the gate wraps the
-// mcp.Connection. The SSE and streamable HTTP client connections cannot be wrapped: the go-sdk tells them the
-// negotiated protocol version through an unexported interface (clientConnection.sessionUpdated, found by a type
-// assertion in mcp/client.go), which a wrapper would hide. There the gate wraps the HTTP client's RoundTripper
-// and reads the bodies the go-sdk reads: an application/json body (a response) is held until the notifications
-// before it are handled, and an event stream is re-parsed event by event, each event passed up unchanged once it
-// has been classified as a notification (counted) or a response (held).
+// mcp.Connection. The streamable HTTP client connection cannot be wrapped: after initialize the go-sdk hands it the
+// session's state (the protocol version its requests must carry, the cue to open the standalone GET stream)
+// through an unexported interface (clientConnection.sessionUpdated, found by a type assertion in mcp/client.go),
+// which a wrapper hides. So for HTTP transports (streamable HTTP, and SSE with it, as both are built on an
+// *http.Client) the gate wraps the client's RoundTripper and reads the bodies the go-sdk reads: an
+// application/json body (a response) is held until the notifications before it are handled, and an event stream
+// is re-parsed event by event, each event passed up unchanged once it has been classified as a notification
+// (counted) or a response (held).
 //
 // Wiring, for a client whose transport is t or whose HTTP client is hc:
 //
