@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
@@ -49,13 +47,9 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error
 		return fmt.Errorf("crypt: create server %q: connection_config is not valid JSON", srv.Name)
 	}
 	origID := srv.ID
-	id := canonicalID(srv.ID)
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return fmt.Errorf("crypt: create server %q: generate id: %w", srv.Name, err)
-		}
-		id = u.String()
+	id, err := storeutil.CreateID(srv.ID) // the id the inner store keeps, known before the insert for the AAD
+	if err != nil {
+		return fmt.Errorf("crypt: create server %q: %w", srv.Name, err)
 	}
 	sealed, err := s.ring.Seal(id, plain)
 	if err != nil {

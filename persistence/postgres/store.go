@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -58,11 +57,9 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 }
 
 // Ping checks the database answers.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping: %w", mapErr(err))
-	}
-	return nil
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer wrap(&err, "ping")
+	return s.pool.Ping(ctx)
 }
 
 // Close closes the pool, waiting for connections in use to be released.
@@ -87,6 +84,13 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", persistence.ErrAlreadyExists, err)
 	}
 	return err
+}
+
+// wrap gives the error a Store method returns, if any, its context once: the driver's error mapped to the
+// persistence sentinels, behind "postgres: " and what the method was doing. Each method defers it first thing.
+func wrap(errp *error, format string, args ...any) {
+	*errp = mapErr(*errp)
+	storeutil.Wrapf(errp, "postgres: "+format, args...)
 }
 
 // unreachable reports whether err means the database could not be reached or the connection was lost: connect
@@ -142,13 +146,21 @@ func limitArg(limit int) any {
 
 func offsetArg(offset int) int { return max(offset, 0) }
 
+// nullIfEmpty binds the empty string as NULL: a filter's "every server".
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // ---- servers ----
 
 const serverColumns = `id::text, name, description, transport_type, connection_config, health_check_url,
 	auto_connect, status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures,
 	registered_at, connected_at, updated_at`
 
-func scanServer(row pgx.Row) (persistence.Server, error) {
+func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
 	var cfg []byte
 	err := row.Scan(&v.ID, &v.Name, &v.Description, &v.TransportType, &cfg, &v.HealthCheckURL, &v.AutoConnect,
@@ -165,74 +177,57 @@ func scanServer(row pgx.Row) (persistence.Server, error) {
 	return v, nil
 }
 
-// CreateServer inserts s as given, except that the store fills ID (a UUIDv7 when empty), RegisteredAt and
-// UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and brings s's times to UTC microseconds. The name's UNIQUE
-// constraint decides duplicates: ErrAlreadyExists.
-func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
-	id := srv.ID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return fmt.Errorf("postgres: create server %q: generate id: %w", srv.Name, err)
-		}
-		id = u.String()
-	} else if canon, ok := storeutil.ParseID(id); ok {
-		id = canon
-	} else {
-		return fmt.Errorf("postgres: create server %q: id %q is not a UUID", srv.Name, srv.ID)
+// CreateServer inserts s as given, except for the create-time defaults (storeutil.PrepareCreate): the store fills
+// ID (a UUIDv7 when empty), RegisteredAt and UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and
+// brings s's times to UTC microseconds. The name's UNIQUE constraint decides duplicates: ErrAlreadyExists.
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) (err error) {
+	defer wrap(&err, "create server %q", srv.Name)
+	v, err := storeutil.PrepareCreate(*srv)
+	if err != nil {
+		return err
 	}
-	status := srv.Status
-	if status == "" {
-		status = persistence.StatusDisconnected
-	}
-	ts := storeutil.Now()
-	lastHealth, connectedAt := storeutil.NormTimePtr(srv.LastHealthCheck), storeutil.NormTimePtr(srv.ConnectedAt)
 	var cfg any // a nil RawMessage must reach the database as NULL and fail NOT NULL
-	if srv.ConnectionConfig != nil {
-		cfg = []byte(srv.ConnectionConfig)
+	if v.ConnectionConfig != nil {
+		cfg = []byte(v.ConnectionConfig)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
+	if _, err := s.pool.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14)`,
-		id, srv.Name, srv.Description, srv.TransportType, cfg, srv.HealthCheckURL, srv.AutoConnect, status,
-		srv.ErrorMessage, srv.ToolCount, lastHealth, srv.HealthResponseMs, srv.ConsecutiveFailures, ts,
-		connectedAt)
-	if err != nil {
-		return fmt.Errorf("postgres: create server %q: %w", srv.Name, mapErr(err))
+		v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
+		v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
+		v.ConnectedAt); err != nil {
+		return err
 	}
-	srv.ID, srv.Status, srv.RegisteredAt, srv.UpdatedAt = id, status, ts, ts
-	srv.LastHealthCheck, srv.ConnectedAt = lastHealth, connectedAt
+	*srv = v
 	return nil
 }
 
 // GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.
-func (s *Store) GetServer(ctx context.Context, id string) (persistence.Server, error) {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return persistence.Server{}, fmt.Errorf("postgres: get server: %w", storeutil.NotFound("server", id))
-	}
-	v, err := scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE id = $1`, uid))
+func (s *Store) GetServer(ctx context.Context, id string) (_ persistence.Server, err error) {
+	defer wrap(&err, "get server %q", id)
+	uid, err := storeutil.ServerID(id)
 	if err != nil {
-		return persistence.Server{}, fmt.Errorf("postgres: get server %q: %w", id, mapErr(err))
+		return persistence.Server{}, err
 	}
-	return v, nil
+	return s.getServer(ctx, uid)
+}
+
+// getServer reads the server with that canonical id.
+func (s *Store) getServer(ctx context.Context, uid string) (persistence.Server, error) {
+	return scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE id = $1`, uid))
 }
 
 // GetServerByName returns the server with that name.
-func (s *Store) GetServerByName(ctx context.Context, name string) (persistence.Server, error) {
-	v, err := scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE name = $1`, name))
-	if err != nil {
-		return persistence.Server{}, fmt.Errorf("postgres: get server by name %q: %w", name, mapErr(err))
-	}
-	return v, nil
+func (s *Store) GetServerByName(ctx context.Context, name string) (_ persistence.Server, err error) {
+	defer wrap(&err, "get server by name %q", name)
+	return scanServer(s.pool.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE name = $1`, name))
 }
 
 // ListServers returns one page of servers in registration order and the number matching the filter.
-func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error) {
-	var out []persistence.Server
-	var total int
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) (out []persistence.Server, total int, err error) {
+	defer wrap(&err, "list servers")
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.external_servers WHERE ($1::text = '' OR status = $1)`,
 			f.Status).Scan(&total); err != nil {
 			return err
@@ -243,47 +238,32 @@ func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, scanServer)
+		out, err = storeutil.Collect(rows, scanServer)
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list servers: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
-}
-
-// collect scans every row with scan and closes rows.
-func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // UpdateServer applies p in one transaction and returns the new row. A rename renames every tool of the server
 // to {new name}.{original name} in the same transaction; a taken name is ErrAlreadyExists and changes nothing.
 // ClearHealthCheckURL wins over HealthCheckURL. An empty patch changes nothing, not even UpdatedAt.
-func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return persistence.Server{}, fmt.Errorf("postgres: update server: %w", storeutil.NotFound("server", id))
+func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (out persistence.Server, err error) {
+	defer wrap(&err, "update server %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return persistence.Server{}, err
 	}
-	if p.Name == nil && p.Description == nil && p.ConnectionConfig == nil && p.HealthCheckURL == nil &&
-		!p.ClearHealthCheckURL {
-		return s.GetServer(ctx, uid)
+	if storeutil.EmptyPatch(p) {
+		return s.getServer(ctx, uid)
 	}
 	var cfg any
 	if p.ConnectionConfig != nil {
 		cfg = []byte(p.ConnectionConfig)
 	}
-	var out persistence.Server
-	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		ts := storeutil.Now()
 		v, err := scanServer(tx.QueryRow(ctx, `UPDATE mcp.external_servers SET
 				name = COALESCE($2, name),
@@ -306,7 +286,7 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 		return nil
 	})
 	if err != nil {
-		return persistence.Server{}, fmt.Errorf("postgres: update server %q: %w", id, mapErr(err))
+		return persistence.Server{}, err
 	}
 	return out, nil
 }
@@ -315,44 +295,36 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 func execOne(ctx context.Context, q querier, what, id string, sql string, args ...any) error {
 	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
-		return mapErr(err)
+		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return storeutil.NotFound(what, id)
-	}
-	return nil
+	return storeutil.OneRow(tag.RowsAffected(), what, id)
 }
 
 // SetAutoConnect records whether the daemon should keep the server connected.
-func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) error {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return fmt.Errorf("postgres: set auto-connect: %w", storeutil.NotFound("server", id))
+func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) (err error) {
+	defer wrap(&err, "set auto-connect of %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.pool, "server", id,
-		`UPDATE mcp.external_servers SET auto_connect = $2, updated_at = $3 WHERE id = $1`, uid, on, storeutil.Now()); err != nil {
-		return fmt.Errorf("postgres: set auto-connect of %q: %w", id, mapErr(err))
-	}
-	return nil
+	return execOne(ctx, s.pool, "server", id,
+		`UPDATE mcp.external_servers SET auto_connect = $2, updated_at = $3 WHERE id = $1`, uid, on, storeutil.Now())
 }
 
 // RecordTransition sets status = To, error_message = ErrorMessage (nil clears it), connected_at = At when To is
 // CONNECTED and updated_at = At (zero At: storeutil.Now), and appends a history row (event_type To, details
 // {"from","reason","error_message","details"}) in one transaction.
-func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) error {
-	uid, ok := storeutil.ParseID(t.ServerID)
-	if !ok {
-		return fmt.Errorf("postgres: record transition: %w", storeutil.NotFound("server", t.ServerID))
-	}
-	if t.To == "" {
-		return fmt.Errorf("postgres: record transition of %q: no target status", t.ServerID)
-	}
-	details, err := storeutil.HistoryDetails(t)
+func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) (err error) {
+	defer wrap(&err, "record transition of %q to %q", t.ServerID, t.To)
+	uid, err := storeutil.ServerID(t.ServerID)
 	if err != nil {
-		return fmt.Errorf("postgres: record transition of %q: details: %w", t.ServerID, err)
+		return err
 	}
-	at := storeutil.NormTime(t.At)
-	err = s.writeTx(ctx, func(tx pgx.Tx) error {
+	details, at, err := storeutil.PrepareTransition(t)
+	if err != nil {
+		return err
+	}
+	return s.writeTx(ctx, func(tx pgx.Tx) error {
 		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE mcp.external_servers SET status = $2,
 				error_message = $3, connected_at = CASE WHEN $5::boolean THEN $4 ELSE connected_at END, updated_at = $4
 			WHERE id = $1`, uid, t.To, t.ErrorMessage, at, t.To == persistence.StatusConnected); err != nil {
@@ -362,63 +334,40 @@ func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) 
 			VALUES ($1, $2, $3::jsonb, $4)`, uid, t.To, details, at)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("postgres: record transition of %q to %s: %w", t.ServerID, t.To, mapErr(err))
-	}
-	return nil
 }
 
 // RecordHealth stores a health check on the server row: last_health_check (zero CheckedAt: storeutil.Now),
 // health_response_ms, consecutive_failures, and error_message = LastError (nil clears it). It leaves updated_at,
 // the time of the last change to the server, alone.
-func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
-	uid, ok := storeutil.ParseID(h.ServerID)
-	if !ok {
-		return fmt.Errorf("postgres: record health: %w", storeutil.NotFound("server", h.ServerID))
+func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) (err error) {
+	defer wrap(&err, "record health of %q", h.ServerID)
+	uid, err := storeutil.ServerID(h.ServerID)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.pool, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
+	return execOne(ctx, s.pool, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
 			health_response_ms = $3, consecutive_failures = $4, error_message = $5 WHERE id = $1`,
-		uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError); err != nil {
-		return fmt.Errorf("postgres: record health of %q: %w", h.ServerID, mapErr(err))
-	}
-	return nil
+		uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError)
 }
 
 // DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
-func (s *Store) DeleteServer(ctx context.Context, id string) error {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return fmt.Errorf("postgres: delete server: %w", storeutil.NotFound("server", id))
+func (s *Store) DeleteServer(ctx context.Context, id string) (err error) {
+	defer wrap(&err, "delete server %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.pool, "server", id, `DELETE FROM mcp.external_servers WHERE id = $1`, uid); err != nil {
-		return fmt.Errorf("postgres: delete server %q: %w", id, mapErr(err))
-	}
-	return nil
+	return execOne(ctx, s.pool, "server", id, `DELETE FROM mcp.external_servers WHERE id = $1`, uid)
 }
 
 // CountServersByStatus returns the number of servers per status; every known status is present, zero or not.
-func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error) {
-	out := make(map[string]int)
-	for _, st := range storeutil.AllStatuses() {
-		out[st] = 0
-	}
+func (s *Store) CountServersByStatus(ctx context.Context) (_ map[string]int, err error) {
+	defer wrap(&err, "count servers by status")
 	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM mcp.external_servers GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: count servers by status: %w", mapErr(err))
-	}
-	return out, nil
+	return storeutil.CountByStatus(rows)
 }
 
 // serverExists returns ErrNotFound when no server has that (canonical) id.
@@ -436,13 +385,13 @@ func serverExists(ctx context.Context, q querier, id, shown string) error {
 
 // ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
 // ErrNotFound.
-func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]persistence.HistoryEvent, error) {
-	uid, ok := storeutil.ParseID(serverID)
-	if !ok {
-		return nil, fmt.Errorf("postgres: list history: %w", storeutil.NotFound("server", serverID))
+func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) (out []persistence.HistoryEvent, err error) {
+	defer wrap(&err, "list history of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return nil, err
 	}
-	var out []persistence.HistoryEvent
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		if err := serverExists(ctx, tx, uid, serverID); err != nil {
 			return err
 		}
@@ -451,7 +400,7 @@ func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, func(row pgx.Row) (persistence.HistoryEvent, error) {
+		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.HistoryEvent, error) {
 			var e persistence.HistoryEvent
 			var details []byte
 			err := row.Scan(&e.ID, &e.ServerID, &e.EventType, &details, &e.Timestamp)
@@ -461,7 +410,7 @@ func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: list history of %q: %w", serverID, mapErr(err))
+		return nil, err
 	}
 	return out, nil
 }
@@ -472,7 +421,7 @@ const toolColumns = `id, name, original_name, description, input_schema, definit
 	is_external, is_classified, classification_state, skill_ids, primary_skill_id, definition_hash, discovered_at,
 	updated_at, changed_at`
 
-func scanTool(row pgx.Row) (persistence.Tool, error) {
+func scanTool(row storeutil.Scanner) (persistence.Tool, error) {
 	var t persistence.Tool
 	var schema, def []byte
 	err := row.Scan(&t.ID, &t.Name, &t.OriginalName, &t.Description, &schema, &def, &t.SourceServerID,
@@ -494,20 +443,17 @@ func scanTool(row pgx.Row) (persistence.Tool, error) {
 // that stays keeps its id, discovered_at and classification, and gets ChangedAt (and a place in Changed) only
 // when its definition hash (description and canonical input schema) differs. A nil input schema or definition is
 // stored as {}. The work is a handful of set-based statements whatever the number of tools.
-func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (persistence.ToolDiff, error) {
-	uid, ok := storeutil.ParseID(serverID)
-	if !ok {
-		return persistence.ToolDiff{}, fmt.Errorf("postgres: replace tools: %w", storeutil.NotFound("server", serverID))
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (diff persistence.ToolDiff, err error) {
+	defer wrap(&err, "replace tools of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return persistence.ToolDiff{}, err
 	}
-	var diff persistence.ToolDiff
-	err := s.writeTx(ctx, func(tx pgx.Tx) error {
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		var serverName string
 		if err := tx.QueryRow(ctx, `SELECT name FROM mcp.external_servers WHERE id = $1 FOR UPDATE`, uid).
 			Scan(&serverName); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return storeutil.NotFound("server", serverID)
-			}
-			return err
+			return err // no row: ErrNotFound
 		}
 		rows, err := tx.Query(ctx, `SELECT id, name, original_name, definition_hash FROM mcp.tools
 			WHERE source_server_id = $1`, uid)
@@ -565,7 +511,7 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		return nil
 	})
 	if err != nil {
-		return persistence.ToolDiff{}, fmt.Errorf("postgres: replace tools of %q: %w", serverID, mapErr(err))
+		return persistence.ToolDiff{}, err
 	}
 	return diff, nil
 }
@@ -593,20 +539,16 @@ func columnsOf(ts []storeutil.PlannedTool) toolColumnsArgs {
 
 // ListTools returns one page of tools ordered by name, and the number matching the filter. A ServerID naming no
 // server is ErrNotFound.
-func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([]persistence.Tool, int, error) {
-	var uid any // nil: all servers
-	if f.ServerID != "" {
-		id, ok := storeutil.ParseID(f.ServerID)
-		if !ok {
-			return nil, 0, fmt.Errorf("postgres: list tools: %w", storeutil.NotFound("server", f.ServerID))
-		}
-		uid = id
+func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) (out []persistence.Tool, total int, err error) {
+	defer wrap(&err, "list tools")
+	sid, err := storeutil.OptionalServerID(f.ServerID)
+	if err != nil {
+		return nil, 0, err
 	}
-	var out []persistence.Tool
-	var total int
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if uid != nil {
-			if err := serverExists(ctx, tx, uid.(string), f.ServerID); err != nil {
+	uid := nullIfEmpty(sid)
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		if sid != "" {
+			if err := serverExists(ctx, tx, sid, f.ServerID); err != nil {
 				return err
 			}
 		}
@@ -620,102 +562,81 @@ func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, scanTool)
+		out, err = storeutil.Collect(rows, scanTool)
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list tools: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
 }
 
 // GetTool returns the tool with that id.
-func (s *Store) GetTool(ctx context.Context, id int64) (persistence.Tool, error) {
-	t, err := scanTool(s.pool.QueryRow(ctx, `SELECT `+toolColumns+` FROM mcp.tools WHERE id = $1`, id))
-	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return persistence.Tool{}, fmt.Errorf("postgres: get tool: %w", storeutil.NotFound("tool", fmt.Sprint(id)))
-		}
-		return persistence.Tool{}, fmt.Errorf("postgres: get tool %d: %w", id, mapErr(err))
-	}
-	return t, nil
+func (s *Store) GetTool(ctx context.Context, id int64) (_ persistence.Tool, err error) {
+	defer wrap(&err, "get tool %d", id)
+	return scanTool(s.pool.QueryRow(ctx, `SELECT `+toolColumns+` FROM mcp.tools WHERE id = $1`, id))
 }
 
 // CountTools counts the tools of a server (all servers when serverID is empty); Unclassified is every tool that
 // is not CLASSIFIED. An unknown server is ErrNotFound.
-func (s *Store) CountTools(ctx context.Context, serverID string) (persistence.ToolCounts, error) {
-	var uid any
-	if serverID != "" {
-		id, ok := storeutil.ParseID(serverID)
-		if !ok {
-			return persistence.ToolCounts{}, fmt.Errorf("postgres: count tools: %w", storeutil.NotFound("server", serverID))
-		}
-		uid = id
+func (s *Store) CountTools(ctx context.Context, serverID string) (c persistence.ToolCounts, err error) {
+	defer wrap(&err, "count tools")
+	sid, err := storeutil.OptionalServerID(serverID)
+	if err != nil {
+		return persistence.ToolCounts{}, err
 	}
-	var c persistence.ToolCounts
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		if uid != nil {
-			if err := serverExists(ctx, tx, uid.(string), serverID); err != nil {
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
+		if sid != "" {
+			if err := serverExists(ctx, tx, sid, serverID); err != nil {
 				return err
 			}
 		}
 		return tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE is_classified) FROM mcp.tools
-			WHERE ($1::uuid IS NULL OR source_server_id = $1)`, uid).Scan(&c.Total, &c.Classified)
+			WHERE ($1::uuid IS NULL OR source_server_id = $1)`, nullIfEmpty(sid)).Scan(&c.Total, &c.Classified)
 	})
 	if err != nil {
-		return persistence.ToolCounts{}, fmt.Errorf("postgres: count tools: %w", mapErr(err))
+		return persistence.ToolCounts{}, err
 	}
 	c.Unclassified = c.Total - c.Classified
 	return c, nil
 }
 
 // SetToolClassification stores the tool's classification; is_classified is State == CLASSIFIED.
-func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) error {
-	if !storeutil.ValidClassificationState(c.State) {
-		return fmt.Errorf("postgres: classify tool %d: unknown classification state %q", id, c.State)
+func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) (err error) {
+	defer wrap(&err, "classify tool %d", id)
+	c, err = storeutil.PrepareClassification(c)
+	if err != nil {
+		return err
 	}
-	skills := c.SkillIDs
-	if skills == nil {
-		skills = []string{}
-	}
-	if err := execOne(ctx, s.pool, "tool", fmt.Sprint(id), `UPDATE mcp.tools SET classification_state = $2,
+	return execOne(ctx, s.pool, "tool", fmt.Sprint(id), `UPDATE mcp.tools SET classification_state = $2,
 			is_classified = $3, skill_ids = $4, primary_skill_id = $5, updated_at = $6 WHERE id = $1`,
-		id, c.State, c.State == persistence.ClassificationClassified, skills, c.PrimarySkillID, storeutil.Now()); err != nil {
-		return fmt.Errorf("postgres: classify tool %d: %w", id, err)
-	}
-	return nil
+		id, c.State, c.State == persistence.ClassificationClassified, c.SkillIDs, c.PrimarySkillID, storeutil.Now())
 }
 
 // ---- audit ----
 
 // InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
 // the audit outlives the server).
-func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) error {
-	var sid any
-	if r.ServerID != nil {
-		id, ok := storeutil.ParseID(*r.ServerID)
-		if !ok {
-			return fmt.Errorf("postgres: insert audit %s: server id %q is not a UUID", r.Event, *r.ServerID)
-		}
-		sid = id
+func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) (err error) {
+	defer wrap(&err, "insert audit %s", r.Event)
+	sid, err := storeutil.AuditServerID(r.ServerID)
+	if err != nil {
+		return err
 	}
 	var details any
 	if r.Details != nil {
 		details = []byte(r.Details)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO mcp.audit_log (event, server_id, server_name, actor, ip_address,
+	_, err = s.pool.Exec(ctx, `INSERT INTO mcp.audit_log (event, server_id, server_name, actor, ip_address,
 			details, timestamp) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
-		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, details, storeutil.NormTime(r.Timestamp)); err != nil {
-		return fmt.Errorf("postgres: insert audit %s: %w", r.Event, mapErr(err))
-	}
-	return nil
+		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, details, storeutil.NormTime(r.Timestamp))
+	return err
 }
 
 // ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
-func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence.AuditRecord, int, error) {
-	var out []persistence.AuditRecord
-	var total int
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+func (s *Store) ListAudit(ctx context.Context, limit, offset int) (out []persistence.AuditRecord, total int, err error) {
+	defer wrap(&err, "list audit")
+	err = s.readTx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.audit_log`).Scan(&total); err != nil {
 			return err
 		}
@@ -725,7 +646,7 @@ func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, func(row pgx.Row) (persistence.AuditRecord, error) {
+		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.AuditRecord, error) {
 			var r persistence.AuditRecord
 			var details []byte
 			err := row.Scan(&r.ID, &r.Event, &r.ServerID, &r.ServerName, &r.Actor, &r.IPAddress, &details,
@@ -736,7 +657,7 @@ func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("postgres: list audit: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
 }

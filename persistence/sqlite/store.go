@@ -13,19 +13,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
 // readConns is the size of the read pool; reads are short, and the machine running the embedded store is small.
@@ -111,14 +110,12 @@ func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
 }
 
 // Ping checks both pools answer.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer wrap(&err, "ping")
 	if err := s.w.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
+		return err
 	}
-	if err := s.r.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
-	}
-	return nil
+	return s.r.PingContext(ctx)
 }
 
 // Close closes both pools.
@@ -151,6 +148,15 @@ func mapErr(err error) error {
 	return err
 }
 
+// wrap gives the error a Store method returns, if any, its context once: the driver's error mapped to the
+// persistence sentinels, behind "sqlite: " and what the method was doing. Each method defers it first thing.
+func wrap(errp *error, format string, args ...any) {
+	if *errp != nil {
+		*errp = mapErr(*errp)
+	}
+	storeutil.Wrapf(errp, "sqlite: "+format, args...)
+}
+
 // unavailableCode reports whether an SQLite result code (primary or extended) means the file could not be used
 // right now: busy or locked past busy_timeout, an I/O error, a full disk, or a file that cannot be opened. The
 // request may succeed later; it is not the caller's mistake.
@@ -167,11 +173,6 @@ type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// scanner is what *sql.Row and *sql.Rows have in common.
-type scanner interface {
-	Scan(dest ...any) error
 }
 
 // writeTx runs fn in a transaction on the write connection, committing when fn succeeds.
@@ -273,7 +274,7 @@ const serverColumns = `id, name, description, transport_type, connection_config,
 	status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures, registered_at,
 	connected_at, updated_at`
 
-func scanServer(row scanner) (persistence.Server, error) {
+func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
 	var desc, health, errMsg, lastHealth, connectedAt sql.NullString
 	var cfg, registeredAt, updatedAt string
@@ -302,84 +303,53 @@ func scanServer(row scanner) (persistence.Server, error) {
 	return v, nil
 }
 
-// CreateServer inserts s as given, except that the store fills ID (a UUIDv7 when empty), RegisteredAt and
-// UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and brings s's times to UTC microseconds. The name's UNIQUE
-// constraint decides duplicates: ErrAlreadyExists.
-func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
-	id := srv.ID
-	if id == "" {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return fmt.Errorf("sqlite: create server %q: generate id: %w", srv.Name, err)
-		}
-		id = u.String()
-	} else if canon, ok := storeutil.ParseID(id); ok {
-		id = canon
-	} else {
-		return fmt.Errorf("sqlite: create server %q: id %q is not a UUID", srv.Name, srv.ID)
+// CreateServer inserts s as given, except for the create-time defaults (storeutil.PrepareCreate): the store fills
+// ID (a UUIDv7 when empty), RegisteredAt and UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and
+// brings s's times to UTC microseconds. The name's UNIQUE constraint decides duplicates: ErrAlreadyExists.
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) (err error) {
+	defer wrap(&err, "create server %q", srv.Name)
+	v, err := storeutil.PrepareCreate(*srv)
+	if err != nil {
+		return err
 	}
-	status := srv.Status
-	if status == "" {
-		status = persistence.StatusDisconnected
-	}
-	ts := storeutil.Now()
-	lastHealth, connectedAt := storeutil.NormTimePtr(srv.LastHealthCheck), storeutil.NormTimePtr(srv.ConnectedAt)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, srv.Name, srv.Description, srv.TransportType, jsonArg(srv.ConnectionConfig), srv.HealthCheckURL,
-		srv.AutoConnect, status, srv.ErrorMessage, srv.ToolCount, fmtTimePtr(lastHealth), srv.HealthResponseMs,
-		srv.ConsecutiveFailures, fmtTime(ts), fmtTimePtr(connectedAt), fmtTime(ts))
-	if err != nil {
-		return fmt.Errorf("sqlite: create server %q: %w", srv.Name, mapErr(err))
+		v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
+		v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
+		v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt)); err != nil {
+		return err
 	}
-	srv.ID, srv.Status, srv.RegisteredAt, srv.UpdatedAt = id, status, ts, ts
-	srv.LastHealthCheck, srv.ConnectedAt = lastHealth, connectedAt
+	*srv = v
 	return nil
 }
 
 // GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.
-func (s *Store) GetServer(ctx context.Context, id string) (persistence.Server, error) {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return persistence.Server{}, fmt.Errorf("sqlite: get server: %w", storeutil.NotFound("server", id))
-	}
-	v, err := scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE id = ?`, uid))
+func (s *Store) GetServer(ctx context.Context, id string) (_ persistence.Server, err error) {
+	defer wrap(&err, "get server %q", id)
+	uid, err := storeutil.ServerID(id)
 	if err != nil {
-		return persistence.Server{}, fmt.Errorf("sqlite: get server %q: %w", id, mapErr(err))
+		return persistence.Server{}, err
 	}
-	return v, nil
+	return s.getServer(ctx, uid)
+}
+
+// getServer reads the server with that canonical id.
+func (s *Store) getServer(ctx context.Context, uid string) (persistence.Server, error) {
+	return scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE id = ?`, uid))
 }
 
 // GetServerByName returns the server with that name.
-func (s *Store) GetServerByName(ctx context.Context, name string) (persistence.Server, error) {
-	v, err := scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE name = ?`, name))
-	if err != nil {
-		return persistence.Server{}, fmt.Errorf("sqlite: get server by name %q: %w", name, mapErr(err))
-	}
-	return v, nil
-}
-
-// collect scans every row with scan and closes rows.
-func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+func (s *Store) GetServerByName(ctx context.Context, name string) (_ persistence.Server, err error) {
+	defer wrap(&err, "get server by name %q", name)
+	return scanServer(s.r.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE name = ?`, name))
 }
 
 // ListServers returns one page of servers in registration order and the number matching the filter.
-func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error) {
-	var out []persistence.Server
-	var total int
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter) (out []persistence.Server, total int, err error) {
+	defer wrap(&err, "list servers")
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM external_servers WHERE (?1 = '' OR status = ?1)`,
 			f.Status).Scan(&total); err != nil {
 			return err
@@ -390,11 +360,11 @@ func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, scanServer)
+		out, err = storeutil.Collect(rows, scanServer)
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list servers: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
 }
@@ -402,17 +372,16 @@ func (s *Store) ListServers(ctx context.Context, f persistence.ListServersFilter
 // UpdateServer applies p in one transaction and returns the new row. A rename renames every tool of the server
 // to {new name}.{original name} in the same transaction; a taken name is ErrAlreadyExists and changes nothing.
 // ClearHealthCheckURL wins over HealthCheckURL. An empty patch changes nothing, not even UpdatedAt.
-func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return persistence.Server{}, fmt.Errorf("sqlite: update server: %w", storeutil.NotFound("server", id))
+func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.ServerPatch) (out persistence.Server, err error) {
+	defer wrap(&err, "update server %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return persistence.Server{}, err
 	}
-	if p.Name == nil && p.Description == nil && p.ConnectionConfig == nil && p.HealthCheckURL == nil &&
-		!p.ClearHealthCheckURL {
-		return s.GetServer(ctx, uid)
+	if storeutil.EmptyPatch(p) {
+		return s.getServer(ctx, uid)
 	}
-	var out persistence.Server
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		ts := fmtTime(storeutil.Now())
 		v, err := scanServer(tx.QueryRowContext(ctx, `UPDATE external_servers SET
 				name = COALESCE(?2, name),
@@ -435,7 +404,7 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 		return nil
 	})
 	if err != nil {
-		return persistence.Server{}, fmt.Errorf("sqlite: update server %q: %w", id, mapErr(err))
+		return persistence.Server{}, err
 	}
 	return out, nil
 }
@@ -444,114 +413,83 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 func execOne(ctx context.Context, q querier, what, id string, query string, args ...any) error {
 	res, err := q.ExecContext(ctx, query, args...)
 	if err != nil {
-		return mapErr(err)
+		return err
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return storeutil.NotFound(what, id)
-	}
-	return nil
+	return storeutil.OneRow(n, what, id)
 }
 
 // SetAutoConnect records whether the daemon should keep the server connected.
-func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) error {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return fmt.Errorf("sqlite: set auto-connect: %w", storeutil.NotFound("server", id))
+func (s *Store) SetAutoConnect(ctx context.Context, id string, on bool) (err error) {
+	defer wrap(&err, "set auto-connect of %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.w, "server", id, `UPDATE external_servers SET auto_connect = ?, updated_at = ? WHERE id = ?`,
-		on, fmtTime(storeutil.Now()), uid); err != nil {
-		return fmt.Errorf("sqlite: set auto-connect of %q: %w", id, err)
-	}
-	return nil
+	return execOne(ctx, s.w, "server", id, `UPDATE external_servers SET auto_connect = ?, updated_at = ? WHERE id = ?`,
+		on, fmtTime(storeutil.Now()), uid)
 }
 
 // RecordTransition sets status = To, error_message = ErrorMessage (nil clears it), connected_at = At when To is
 // CONNECTED and updated_at = At (zero At: storeutil.Now), and appends a history row (event_type To, details
 // {"from","reason","error_message","details"}) in one transaction.
-func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) error {
-	uid, ok := storeutil.ParseID(t.ServerID)
-	if !ok {
-		return fmt.Errorf("sqlite: record transition: %w", storeutil.NotFound("server", t.ServerID))
-	}
-	if t.To == "" {
-		return fmt.Errorf("sqlite: record transition of %q: no target status", t.ServerID)
-	}
-	details, err := storeutil.HistoryDetails(t)
+func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) (err error) {
+	defer wrap(&err, "record transition of %q to %q", t.ServerID, t.To)
+	uid, err := storeutil.ServerID(t.ServerID)
 	if err != nil {
-		return fmt.Errorf("sqlite: record transition of %q: details: %w", t.ServerID, err)
+		return err
 	}
-	at := fmtTime(storeutil.NormTime(t.At))
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	details, at, err := storeutil.PrepareTransition(t)
+	if err != nil {
+		return err
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE external_servers SET status = ?2, error_message = ?3,
 				connected_at = CASE WHEN ?5 THEN ?4 ELSE connected_at END, updated_at = ?4
-			WHERE id = ?1`, uid, t.To, t.ErrorMessage, at, t.To == persistence.StatusConnected); err != nil {
+			WHERE id = ?1`, uid, t.To, t.ErrorMessage, fmtTime(at), t.To == persistence.StatusConnected); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO server_connection_history (server_id, event_type, details, timestamp)
-			VALUES (?, ?, ?, ?)`, uid, t.To, string(details), at)
+			VALUES (?, ?, ?, ?)`, uid, t.To, string(details), fmtTime(at))
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("sqlite: record transition of %q to %s: %w", t.ServerID, t.To, mapErr(err))
-	}
-	return nil
 }
 
 // RecordHealth stores a health check on the server row: last_health_check (zero CheckedAt: storeutil.Now),
 // health_response_ms, consecutive_failures, and error_message = LastError (nil clears it). It leaves updated_at,
 // the time of the last change to the server, alone.
-func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
-	uid, ok := storeutil.ParseID(h.ServerID)
-	if !ok {
-		return fmt.Errorf("sqlite: record health: %w", storeutil.NotFound("server", h.ServerID))
+func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) (err error) {
+	defer wrap(&err, "record health of %q", h.ServerID)
+	uid, err := storeutil.ServerID(h.ServerID)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.w, "server", h.ServerID, `UPDATE external_servers SET last_health_check = ?,
+	return execOne(ctx, s.w, "server", h.ServerID, `UPDATE external_servers SET last_health_check = ?,
 			health_response_ms = ?, consecutive_failures = ?, error_message = ? WHERE id = ?`,
-		fmtTime(storeutil.NormTime(h.CheckedAt)), h.ResponseMs, h.ConsecutiveFailures, h.LastError, uid); err != nil {
-		return fmt.Errorf("sqlite: record health of %q: %w", h.ServerID, err)
-	}
-	return nil
+		fmtTime(storeutil.NormTime(h.CheckedAt)), h.ResponseMs, h.ConsecutiveFailures, h.LastError, uid)
 }
 
 // DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
-func (s *Store) DeleteServer(ctx context.Context, id string) error {
-	uid, ok := storeutil.ParseID(id)
-	if !ok {
-		return fmt.Errorf("sqlite: delete server: %w", storeutil.NotFound("server", id))
+func (s *Store) DeleteServer(ctx context.Context, id string) (err error) {
+	defer wrap(&err, "delete server %q", id)
+	uid, err := storeutil.ServerID(id)
+	if err != nil {
+		return err
 	}
-	if err := execOne(ctx, s.w, "server", id, `DELETE FROM external_servers WHERE id = ?`, uid); err != nil {
-		return fmt.Errorf("sqlite: delete server %q: %w", id, err)
-	}
-	return nil
+	return execOne(ctx, s.w, "server", id, `DELETE FROM external_servers WHERE id = ?`, uid)
 }
 
 // CountServersByStatus returns the number of servers per status; every known status is present, zero or not.
-func (s *Store) CountServersByStatus(ctx context.Context) (map[string]int, error) {
-	out := make(map[string]int)
-	for _, st := range storeutil.AllStatuses() {
-		out[st] = 0
-	}
+func (s *Store) CountServersByStatus(ctx context.Context) (_ map[string]int, err error) {
+	defer wrap(&err, "count servers by status")
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM external_servers GROUP BY status`)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
-		}
-		out[st] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: count servers by status: %w", mapErr(err))
-	}
-	return out, nil
+	return storeutil.CountByStatus(rows)
 }
 
 // serverExists returns ErrNotFound when no server has that (canonical) id.
@@ -569,13 +507,13 @@ func serverExists(ctx context.Context, q querier, id, shown string) error {
 
 // ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
 // ErrNotFound.
-func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]persistence.HistoryEvent, error) {
-	uid, ok := storeutil.ParseID(serverID)
-	if !ok {
-		return nil, fmt.Errorf("sqlite: list history: %w", storeutil.NotFound("server", serverID))
+func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) (out []persistence.HistoryEvent, err error) {
+	defer wrap(&err, "list history of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return nil, err
 	}
-	var out []persistence.HistoryEvent
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
 		if err := serverExists(ctx, tx, uid, serverID); err != nil {
 			return err
 		}
@@ -584,7 +522,7 @@ func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, func(row scanner) (persistence.HistoryEvent, error) {
+		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.HistoryEvent, error) {
 			var e persistence.HistoryEvent
 			var details sql.NullString
 			var ts string
@@ -599,7 +537,7 @@ func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) ([]
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list history of %q: %w", serverID, mapErr(err))
+		return nil, err
 	}
 	return out, nil
 }
@@ -610,7 +548,7 @@ const toolColumns = `id, name, original_name, description, input_schema, definit
 	is_classified, classification_state, skill_ids, primary_skill_id, definition_hash, discovered_at, updated_at,
 	changed_at`
 
-func scanTool(row scanner) (persistence.Tool, error) {
+func scanTool(row storeutil.Scanner) (persistence.Tool, error) {
 	var t persistence.Tool
 	var schema, def, skills, discoveredAt, updatedAt string
 	var primary, changedAt sql.NullString
@@ -643,20 +581,17 @@ func scanTool(row scanner) (persistence.Tool, error) {
 // {server name}.{original name}; a tool that stays keeps its id, discovered_at and classification, and gets
 // ChangedAt (and a place in Changed) only when its definition hash (description and canonical input schema)
 // differs. A nil input schema or definition is stored as {}.
-func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (persistence.ToolDiff, error) {
-	uid, ok := storeutil.ParseID(serverID)
-	if !ok {
-		return persistence.ToolDiff{}, fmt.Errorf("sqlite: replace tools: %w", storeutil.NotFound("server", serverID))
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (diff persistence.ToolDiff, err error) {
+	defer wrap(&err, "replace tools of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return persistence.ToolDiff{}, err
 	}
-	var diff persistence.ToolDiff
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		var serverName string
 		if err := tx.QueryRowContext(ctx, `SELECT name FROM external_servers WHERE id = ?`, uid).
 			Scan(&serverName); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return storeutil.NotFound("server", serverID)
-			}
-			return err
+			return err // no row: ErrNotFound
 		}
 		existing, err := existingTools(ctx, tx, uid)
 		if err != nil {
@@ -698,7 +633,7 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		return nil
 	})
 	if err != nil {
-		return persistence.ToolDiff{}, fmt.Errorf("sqlite: replace tools of %q: %w", serverID, mapErr(err))
+		return persistence.ToolDiff{}, err
 	}
 	return diff, nil
 }
@@ -742,18 +677,13 @@ func eachPrepared(ctx context.Context, tx *sql.Tx, query string, n int, args fun
 
 // ListTools returns one page of tools ordered by name, and the number matching the filter. A ServerID naming no
 // server is ErrNotFound.
-func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([]persistence.Tool, int, error) {
-	uid := ""
-	if f.ServerID != "" {
-		id, ok := storeutil.ParseID(f.ServerID)
-		if !ok {
-			return nil, 0, fmt.Errorf("sqlite: list tools: %w", storeutil.NotFound("server", f.ServerID))
-		}
-		uid = id
+func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) (out []persistence.Tool, total int, err error) {
+	defer wrap(&err, "list tools")
+	uid, err := storeutil.OptionalServerID(f.ServerID)
+	if err != nil {
+		return nil, 0, err
 	}
-	var out []persistence.Tool
-	var total int
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
 		if uid != "" {
 			if err := serverExists(ctx, tx, uid, f.ServerID); err != nil {
 				return err
@@ -769,40 +699,30 @@ func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) ([
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, scanTool)
+		out, err = storeutil.Collect(rows, scanTool)
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list tools: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
 }
 
 // GetTool returns the tool with that id.
-func (s *Store) GetTool(ctx context.Context, id int64) (persistence.Tool, error) {
-	t, err := scanTool(s.r.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE id = ?`, id))
-	if err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return persistence.Tool{}, fmt.Errorf("sqlite: get tool: %w", storeutil.NotFound("tool", fmt.Sprint(id)))
-		}
-		return persistence.Tool{}, fmt.Errorf("sqlite: get tool %d: %w", id, err)
-	}
-	return t, nil
+func (s *Store) GetTool(ctx context.Context, id int64) (_ persistence.Tool, err error) {
+	defer wrap(&err, "get tool %d", id)
+	return scanTool(s.r.QueryRowContext(ctx, `SELECT `+toolColumns+` FROM tools WHERE id = ?`, id))
 }
 
 // CountTools counts the tools of a server (all servers when serverID is empty); Unclassified is every tool that
 // is not CLASSIFIED. An unknown server is ErrNotFound.
-func (s *Store) CountTools(ctx context.Context, serverID string) (persistence.ToolCounts, error) {
-	uid := ""
-	if serverID != "" {
-		id, ok := storeutil.ParseID(serverID)
-		if !ok {
-			return persistence.ToolCounts{}, fmt.Errorf("sqlite: count tools: %w", storeutil.NotFound("server", serverID))
-		}
-		uid = id
+func (s *Store) CountTools(ctx context.Context, serverID string) (c persistence.ToolCounts, err error) {
+	defer wrap(&err, "count tools")
+	uid, err := storeutil.OptionalServerID(serverID)
+	if err != nil {
+		return persistence.ToolCounts{}, err
 	}
-	var c persistence.ToolCounts
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
 		if uid != "" {
 			if err := serverExists(ctx, tx, uid, serverID); err != nil {
 				return err
@@ -812,60 +732,49 @@ func (s *Store) CountTools(ctx context.Context, serverID string) (persistence.To
 			WHERE (?1 = '' OR source_server_id = ?1)`, uid).Scan(&c.Total, &c.Classified)
 	})
 	if err != nil {
-		return persistence.ToolCounts{}, fmt.Errorf("sqlite: count tools: %w", mapErr(err))
+		return persistence.ToolCounts{}, err
 	}
 	c.Unclassified = c.Total - c.Classified
 	return c, nil
 }
 
 // SetToolClassification stores the tool's classification; is_classified is State == CLASSIFIED.
-func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) error {
-	if !storeutil.ValidClassificationState(c.State) {
-		return fmt.Errorf("sqlite: classify tool %d: unknown classification state %q", id, c.State)
-	}
-	skills := c.SkillIDs
-	if skills == nil {
-		skills = []string{}
-	}
-	skillsJSON, err := json.Marshal(skills)
+func (s *Store) SetToolClassification(ctx context.Context, id int64, c persistence.ToolClassification) (err error) {
+	defer wrap(&err, "classify tool %d", id)
+	c, err = storeutil.PrepareClassification(c)
 	if err != nil {
-		return fmt.Errorf("sqlite: classify tool %d: %w", id, err)
+		return err
 	}
-	if err := execOne(ctx, s.w, "tool", fmt.Sprint(id), `UPDATE tools SET classification_state = ?, is_classified = ?,
+	skillsJSON, err := json.Marshal(c.SkillIDs)
+	if err != nil {
+		return err
+	}
+	return execOne(ctx, s.w, "tool", fmt.Sprint(id), `UPDATE tools SET classification_state = ?, is_classified = ?,
 			skill_ids = ?, primary_skill_id = ?, updated_at = ? WHERE id = ?`,
 		c.State, c.State == persistence.ClassificationClassified, string(skillsJSON), c.PrimarySkillID,
-		fmtTime(storeutil.Now()), id); err != nil {
-		return fmt.Errorf("sqlite: classify tool %d: %w", id, err)
-	}
-	return nil
+		fmtTime(storeutil.Now()), id)
 }
 
 // ---- audit ----
 
 // InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
 // the audit outlives the server).
-func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) error {
-	var sid any
-	if r.ServerID != nil {
-		id, ok := storeutil.ParseID(*r.ServerID)
-		if !ok {
-			return fmt.Errorf("sqlite: insert audit %s: server id %q is not a UUID", r.Event, *r.ServerID)
-		}
-		sid = id
+func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) (err error) {
+	defer wrap(&err, "insert audit %s", r.Event)
+	sid, err := storeutil.AuditServerID(r.ServerID)
+	if err != nil {
+		return err
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO audit_log (event, server_id, server_name, actor, ip_address,
+	_, err = s.w.ExecContext(ctx, `INSERT INTO audit_log (event, server_id, server_name, actor, ip_address,
 			details, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, jsonArg(r.Details), fmtTime(storeutil.NormTime(r.Timestamp))); err != nil {
-		return fmt.Errorf("sqlite: insert audit %s: %w", r.Event, mapErr(err))
-	}
-	return nil
+		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, jsonArg(r.Details), fmtTime(storeutil.NormTime(r.Timestamp)))
+	return err
 }
 
 // ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
-func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence.AuditRecord, int, error) {
-	var out []persistence.AuditRecord
-	var total int
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+func (s *Store) ListAudit(ctx context.Context, limit, offset int) (out []persistence.AuditRecord, total int, err error) {
+	defer wrap(&err, "list audit")
+	err = s.readTx(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM audit_log`).Scan(&total); err != nil {
 			return err
 		}
@@ -875,7 +784,7 @@ func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence
 		if err != nil {
 			return err
 		}
-		out, err = collect(rows, func(row scanner) (persistence.AuditRecord, error) {
+		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.AuditRecord, error) {
 			var r persistence.AuditRecord
 			var sid, name, details sql.NullString
 			var ts string
@@ -890,7 +799,7 @@ func (s *Store) ListAudit(ctx context.Context, limit, offset int) ([]persistence
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("sqlite: list audit: %w", mapErr(err))
+		return nil, 0, err
 	}
 	return out, total, nil
 }

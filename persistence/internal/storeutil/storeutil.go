@@ -1,5 +1,7 @@
 // Package storeutil holds what both Store implementations compute the same way: time normalisation, id parsing,
-// canonical JSON and definition hashes, and the plan that turns a discovery into inserts, updates and deletes.
+// canonical JSON and definition hashes, the plan that turns a discovery into inserts, updates and deletes, and the
+// guards around each method's SQL (guards.go: error context, id checks, create-time defaults, row checks), so that
+// a dialect's store.go holds only its SQL and what its driver needs.
 package storeutil
 
 import (

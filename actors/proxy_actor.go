@@ -1,0 +1,394 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/notifyorder"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// proxyUpstream is what a request runs against: the session and its client (which sends roots/list_changed).
+type proxyUpstream struct {
+	client *mcp.Client
+	sess   *mcp.ClientSession
+}
+
+// Local messages of the proxy machinery.
+type (
+	// openProxy asks a server actor for a new proxy session; the proxy actor answers the asker once connected.
+	openProxy struct {
+		opts  ProxyOptions
+		claim *proxyClaim
+	}
+	proxyOpened struct {
+		pid  *actor.PID
+		init *mcp.InitializeResult
+	}
+	proxyConnected struct {
+		att    *connectAttempt
+		client *mcp.Client
+		err    error
+	}
+	proxyRequest struct {
+		ctx      context.Context
+		deadline time.Time
+		do       func(context.Context, proxyUpstream) (any, error)
+	}
+	proxyReply struct {
+		res any
+		err error
+	}
+	proxyRequestDone struct{ id uint64 }
+	proxyLost        struct{ err error }
+	proxyServerGone  struct{ reason string }
+)
+
+// proxyClaim lets an asker that gave up (timeout, cancelled) stop the proxy actor it asked for, whether the server
+// actor has spawned it yet or not: no abandoned upstream session (or child process) is left behind.
+type proxyClaim struct {
+	mu        sync.Mutex
+	abandoned bool
+	pid       *actor.PID
+}
+
+// spawned records the proxy actor; it reports false (and the caller stops the actor) when the asker gave up.
+func (c *proxyClaim) spawned(pid *actor.PID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pid = pid
+	return !c.abandoned
+}
+
+// abandon marks the claim abandoned and returns the actor to stop, if already spawned.
+func (c *proxyClaim) abandon() *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.abandoned = true
+	return c.pid
+}
+
+// proxyShared is what a proxy actor's incarnations share: a restarted actor has lost its session, so it stops
+// instead of serving; and the event stream subscription the server actor made for it.
+type proxyShared struct {
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	replied bool
+	sub     *eventstream.Subscription
+	es      *eventstream.EventStream
+}
+
+func (s *proxyShared) firstStart() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := !s.started
+	s.started = true
+	return first
+}
+
+// setSub keeps the subscription, or drops it at once when the actor already stopped.
+func (s *proxyShared) setSub(es *eventstream.EventStream, sub *eventstream.Subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		es.Unsubscribe(sub)
+		return
+	}
+	s.es, s.sub = es, sub
+}
+
+func (s *proxyShared) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.sub != nil {
+		s.es.Unsubscribe(s.sub)
+		s.sub = nil
+	}
+}
+
+// reply reports whether the asker still waits for the open answer (only the first caller gets true).
+func (s *proxyShared) reply() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := !s.replied
+	s.replied = true
+	return first
+}
+
+// openProxy spawns a proxy actor for a CONNECTED or DEGRADED server, within the server's cap, and watches the
+// server's state for it. The server actor handles one message at a time, so no state change can slip between the
+// check and the subscription.
+func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
+	if !callable(a.status) || a.sess == nil {
+		ctx.Respond(&regResult{err: &UnavailableError{Server: ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
+		return
+	}
+	max := m.opts.MaxSessions
+	if max <= 0 {
+		max = DefaultMaxProxySessions
+	}
+	n := 0
+	for _, c := range ctx.Children() {
+		if strings.Contains(c.Id, "/proxy-") {
+			n++
+		}
+	}
+	if n >= max {
+		ctx.Respond(&regResult{err: fmt.Errorf("server %s has %d proxy sessions: %w", a.rec.Name, n, ErrProxyLimit)})
+		return
+	}
+	shared := &proxyShared{}
+	p := &proxyActor{d: a.d, rec: a.rec, opts: m.opts, replyTo: ctx.Sender(), shared: shared}
+	pid := ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
+		c := *p
+		c.pending = map[uint64]context.CancelFunc{}
+		return &c
+	}), "proxy-")
+	id, sys := a.id, a.sys
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		switch e := evt.(type) {
+		case *pb.ServerStatusChanged:
+			if e.ServerId == id && !callable(e.To) {
+				sys.Root.Send(pid, &proxyServerGone{reason: fmt.Sprintf("server %s is %s", e.ServerName, e.To)})
+			}
+		case *pb.ServerRemoved:
+			if e.ServerId == id {
+				sys.Root.Send(pid, &proxyServerGone{reason: "server " + e.ServerName + " was removed"})
+			}
+		}
+	})
+	shared.setSub(sys.EventStream, sub)
+	if !m.claim.spawned(pid) {
+		ctx.Stop(pid)
+	}
+	a.log().Info("proxy session opening", "proxy", pid.Id, "proxy_sessions", n+1)
+}
+
+// proxyActor owns one upstream session of the per-server proxy: it connects it, runs the front end's requests on
+// it (each in a goroutine), and closes it, with the stdio child's process group, when it stops.
+type proxyActor struct {
+	d       *Deps
+	rec     persistence.Server
+	opts    ProxyOptions
+	replyTo *actor.PID
+	shared  *proxyShared
+
+	sys     *actor.ActorSystem
+	self    *actor.PID
+	attempt *connectAttempt
+	live    *liveSession
+	client  *mcp.Client
+	pending map[uint64]context.CancelFunc
+	next    uint64
+	why     error
+	// stopping ends, when the actor stops, what the backend's requests are waiting for: the go-sdk closes a
+	// session only once its incoming requests have returned.
+	stopping context.Context
+	stop     context.CancelFunc
+}
+
+// Receive implements actor.Actor.
+func (p *proxyActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.sys, p.self = ctx.ActorSystem(), ctx.Self()
+		if !p.shared.firstStart() {
+			// A restarted proxy actor has lost its session: the front end has to open a new one.
+			p.why = errors.New("proxy actor restarted")
+			ctx.Stop(p.self)
+			return
+		}
+		p.connect(ctx)
+	case *actor.Stopping:
+		p.cleanup()
+	case *actor.Restarting:
+		p.cleanup()
+	case *actor.Stopped:
+		if h := p.opts.Handlers.Closed; h != nil {
+			why := p.why
+			go h(why)
+		}
+	case *proxyConnected:
+		p.onConnected(ctx, m)
+	case *proxyRequest:
+		p.request(ctx, m)
+	case *proxyRequestDone:
+		delete(p.pending, m.id)
+	case *proxyLost:
+		if p.live != nil && !p.live.closing.Load() {
+			if m.err != nil {
+				p.why = fmt.Errorf("upstream session ended: %w", m.err)
+			} else {
+				p.why = errors.New("upstream session closed by the server")
+			}
+			ctx.Stop(p.self)
+		}
+	case *proxyServerGone:
+		p.why = errors.New(m.reason)
+		ctx.Stop(p.self)
+	}
+}
+
+// logger prefixes the proxy actor's log lines with its server and its own id.
+func (p *proxyActor) logger() *slog.Logger {
+	id := ""
+	if p.self != nil {
+		id = p.self.Id
+	}
+	return p.d.Logger.With("server_id", p.rec.ID, "server", p.rec.Name, "proxy", id)
+}
+
+// connect builds the backend's transport (resolving ${VAR} now) and connects in a goroutine, bounded by the
+// connection timeout, as the server actor's own connect does.
+func (p *proxyActor) connect(ctx actor.Context) {
+	b, err := buildTransport(p.rec, p.d, p.d.newGuard())
+	if err != nil {
+		p.fail(ctx, err)
+		return
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	att := &connectAttempt{b: b, cancel: cancel}
+	att.timer = time.AfterFunc(p.d.Config.ConnectionTimeout, cancel)
+	p.attempt = att
+	p.stopping, p.stop = context.WithCancel(context.Background())
+	impl := p.opts.ClientInfo
+	if impl == nil {
+		impl = &mcp.Implementation{Name: "mcp-aggregator", Version: Version}
+	}
+	// The backend's notifications reach the handlers before the response they precede (notifyorder).
+	gate := notifyorder.New(p.stopping)
+	transport := gateTransport(gate, b)
+	client := mcp.NewClient(impl, p.clientOptions())
+	client.AddReceivingMiddleware(p.requestMiddleware)
+	client.AddReceivingMiddleware(gate.Middleware) // outermost: counts a notification once fully handled
+	version := proxyProtocolVersion(p.opts.ProtocolVersion)
+	sys, self, timeout := p.sys, p.self, p.d.Config.ConnectionTimeout
+	go func() {
+		ok, err := att.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
+			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		})
+		if !ok {
+			return
+		}
+		sys.Root.Send(self, &proxyConnected{att: att, client: client, err: err})
+	}()
+}
+
+func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
+	att := m.att
+	att.mu.Lock()
+	sess := att.sess
+	att.sess = nil
+	att.mu.Unlock()
+	if att != p.attempt {
+		if sess != nil {
+			_ = sess.Close()
+		}
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		return
+	}
+	p.attempt = nil
+	if m.err != nil {
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		err := m.err
+		if exit := att.b.exitReason(); exit != "" {
+			err = fmt.Errorf("%s: %w", exit, err)
+		}
+		if att.b.stderr != nil {
+			if t := strings.TrimSpace(att.b.stderr.String()); t != "" {
+				err = fmt.Errorf("%w; stderr: %s", err, stderrSummary(t))
+			}
+		}
+		p.fail(ctx, err)
+		return
+	}
+	live := &liveSession{session: sess, b: att.b, cancel: att.cancel}
+	p.live, p.client = live, m.client
+	sys, self := p.sys, p.self
+	go func() {
+		err := sess.Wait()
+		sys.Root.Send(self, &proxyLost{err: err})
+	}()
+	if p.shared.reply() {
+		ctx.Send(p.replyTo, &proxyOpened{pid: p.self, init: sess.InitializeResult()})
+	}
+	p.logger().Info("proxy session connected", "protocol_version", sess.InitializeResult().ProtocolVersion)
+}
+
+// fail answers the asker with the connect error and stops.
+func (p *proxyActor) fail(ctx actor.Context, err error) {
+	p.why = fmt.Errorf("%w: %w", ErrProxyConnect, err)
+	if p.shared.reply() {
+		ctx.Send(p.replyTo, &regResult{err: p.why})
+	}
+	p.logger().Warn("proxy session connect failed", "error", err)
+	ctx.Stop(p.self)
+}
+
+// request runs one front-end request on the session in a goroutine and answers the asker from there.
+func (p *proxyActor) request(ctx actor.Context, m *proxyRequest) {
+	if p.live == nil {
+		ctx.Respond(&proxyReply{err: ErrProxyClosed})
+		return
+	}
+	// A fresh context: the request's deadline and cancellation, but none of the front end's values (the
+	// downstream transport's request ids must not leak into the upstream session).
+	rctx, cancel := context.WithDeadline(context.Background(), m.deadline)
+	stop := context.AfterFunc(m.ctx, cancel)
+	p.next++
+	id := p.next
+	p.pending[id] = cancel
+	up := proxyUpstream{client: p.client, sess: p.live.session}
+	sender, sys, self := ctx.Sender(), p.sys, p.self
+	go func() {
+		defer cancel()
+		defer stop()
+		res, err := m.do(rctx, up)
+		sys.Root.Send(self, &proxyRequestDone{id: id})
+		if sender != nil {
+			sys.Root.Send(sender, &proxyReply{res: res, err: err})
+		}
+	}()
+}
+
+// cleanup cancels requests in flight and closes the session and its child process synchronously, so that a server
+// actor (and a Remove or Shutdown waiting on it) stops only after its proxy sessions are gone.
+func (p *proxyActor) cleanup() {
+	p.shared.stop()
+	if p.stop != nil {
+		p.stop()
+	}
+	if p.attempt != nil {
+		p.attempt.abandon()
+		p.attempt = nil
+	}
+	for _, cancel := range p.pending {
+		cancel()
+	}
+	if p.live != nil {
+		p.live.close()
+		p.live = nil
+	}
+	if p.why == nil {
+		p.why = ErrProxyClosed
+	}
+	if p.replyTo != nil && p.shared.reply() && p.sys != nil {
+		p.sys.Root.Send(p.replyTo, &regResult{err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
+	}
+}

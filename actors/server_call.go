@@ -1,0 +1,218 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/metrics"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// The server actor's requests on a live session: tools/call and tools/list, each run in a goroutine that answers
+// the asker, and the mapping of their failures to the contract's error codes.
+
+// callObject answers a CallTool with want_object from a caller on the same node: the result as the go-sdk object.
+type callObject struct {
+	reply  *pb.CallToolReply
+	result *mcp.CallToolResult
+}
+
+func (a *serverActor) unavailable(detail string) *pb.ErrorInfo {
+	return &pb.ErrorInfo{Code: CodeServerUnavailable, Message: detail, ServerStatus: a.status, ServerName: a.rec.Name}
+}
+
+// callTool starts the call on the session in a goroutine and answers the asker from there: the mailbox is free for
+// the next call at once, and the session multiplexes them.
+func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
+	if !callable(a.status) || a.sess == nil {
+		ctx.Respond(&pb.CallToolReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
+		return
+	}
+	if a.shuttingDown {
+		ctx.Respond(&pb.CallToolReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", m.Tool, a.rec.Name))})
+		return
+	}
+	if max := a.d.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
+		a.d.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
+		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
+			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
+		return
+	}
+	deadline := time.Now().Add(a.d.Config.RequestTimeout)
+	if m.DeadlineUnixMs > 0 {
+		deadline = time.UnixMilli(m.DeadlineUnixMs)
+	}
+	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
+	cctx, cancelCause := context.WithCancelCause(dctx)
+	cancel := func() { cancelCause(nil); cancelDeadline() }
+	a.nextCall++
+	id := a.nextCall
+	a.pending[id] = cancelCause
+	if m.CallId != "" {
+		a.byReq[m.CallId] = id
+	}
+	if m.RequestId != "" {
+		// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's
+		// transport, which reads the context) as X-Request-ID.
+		cctx = requestid.With(cctx, m.RequestId)
+	}
+	sess, sender, sys, self := a.sess.session, ctx.Sender(), a.sys, a.self
+	// A caller on this node that asked for it gets the result object itself: no JSON round trip.
+	local := m.WantObject && sender != nil && sender.Address == a.sys.Address()
+	name, status := a.rec.Name, a.status
+	args := json.RawMessage(m.ArgumentsJson)
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	params := &mcp.CallToolParams{Name: m.Tool, Arguments: args}
+	if m.RequestId != "" {
+		params.Meta = mcp.Meta{RequestIDMetaKey: m.RequestId}
+	}
+	var token string
+	if m.ProgressTo != nil {
+		token = fmt.Sprintf("%s/%d/%d", a.id, a.gen, id)
+		params.SetProgressToken(token)
+		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
+	}
+	progress, mx, sec := a.progress, a.d.Metrics, a.secrets
+	mx.InFlight(name, 1)
+	go func() {
+		defer mx.InFlight(name, -1)
+		defer cancel()
+		if token != "" {
+			defer progress.Delete(token)
+		}
+		start := time.Now()
+		res, err := sess.CallTool(cctx, params)
+		took := time.Since(start)
+		reply := &pb.CallToolReply{ExecutionMs: float64(took.Microseconds()) / 1000}
+		if err == nil {
+			a.lastOK.Store(time.Now().UnixNano())
+			if !local {
+				reply.ResultJson, err = json.Marshal(res)
+			}
+		}
+		if err != nil {
+			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
+			reply.Error.Message = sec.scrub(reply.Error.Message)
+			a.d.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
+				"code", reply.Error.Code, "error", reply.Error.Message)
+		}
+		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
+		// Count the call done before answering, so that whatever the asker does next sees it finished.
+		sys.Root.Send(self, &callDone{id: id, requestID: m.CallId})
+		switch {
+		case sender == nil:
+		case local:
+			sys.Root.Send(sender, &callObject{reply: reply, result: res})
+		default:
+			sys.Root.Send(sender, reply)
+		}
+	}()
+}
+
+// classifyCallError maps what went wrong with a call to the contract's codes.
+func classifyCallError(ctx context.Context, err error, server, status, tool string) *pb.ErrorInfo {
+	info := &pb.ErrorInfo{ServerName: server, ServerStatus: status}
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.Is(context.Cause(ctx), ErrShuttingDown):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("The aggregator is shutting down: the call to %s on %s did not finish within the drain time", tool, server)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		info.Code, info.Message = CodeRequestTimeout, fmt.Sprintf("Tool call %s on %s timed out", tool, server)
+	case errors.Is(ctx.Err(), context.Canceled):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("Server %s was disconnected while %s was in progress", server, tool)
+	case errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message):
+		info.Code, info.Message = CodeResponseTooLarge, fmt.Sprintf("Answer of %s to %s refused: %s", server, tool, rpcErr.Message)
+	case localTransportError(err):
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("Server %s (status %s) is unavailable: the call to %s did not reach it: %v", server, status, tool, err)
+	case errors.As(err, &rpcErr):
+		info.Code, info.Message = CodeExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
+	default:
+		info.Code, info.Message = CodeServerUnavailable,
+			fmt.Sprintf("Connection to %s was lost while %s was in progress: %v", server, tool, err)
+	}
+	return info
+}
+
+// connectionBroken reports an error that means the session's connection is gone, not that one exchange failed.
+func connectionBroken(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed)
+}
+
+// localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself
+// (-32003 client closing, -32004 server closing, -32005 rejected by the transport: connection refused, a 4xx/5xx
+// HTTP answer, a closed stream). They are *jsonrpc.Error values like a backend's answer, but say the backend was not
+// reached: SERVER_UNAVAILABLE. A backend's JSON-RPC body inside a rejected HTTP answer still counts as rejected.
+func localTransportError(err error) bool {
+	return errors.Is(err, &jsonrpc.Error{Code: -32003}) || errors.Is(err, &jsonrpc.Error{Code: -32004}) ||
+		errors.Is(err, &jsonrpc.Error{Code: -32005})
+}
+
+// listTools pages through tools/list to the end in a goroutine (a large server must not hold the mailbox).
+func (a *serverActor) listTools(ctx actor.Context) {
+	if !callable(a.status) || a.sess == nil {
+		ctx.Respond(&pb.ListToolsReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
+		return
+	}
+	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout, a.secrets
+	gen, self := a.sess.gen, a.self
+	go func() {
+		lctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		reply := &pb.ListToolsReply{}
+		for tool, err := range sess.Tools(lctx, nil) {
+			if err != nil {
+				var rpcErr *jsonrpc.Error
+				if !errors.As(err, &rpcErr) || localTransportError(err) {
+					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
+				}
+				reply.ToolsJson = nil
+				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
+				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
+					reply.Error.Code = CodeResponseTooLarge
+				}
+				break
+			}
+			b, err := json.Marshal(tool)
+			if err != nil {
+				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: err.Error()}
+				break
+			}
+			reply.ToolsJson = append(reply.ToolsJson, b)
+		}
+		if sender != nil {
+			sys.Root.Send(sender, reply)
+		}
+	}()
+}
+
+// callOutcome names how a call ended, for the tool call counter.
+func callOutcome(res *mcp.CallToolResult, e *pb.ErrorInfo, ctx context.Context) string {
+	switch {
+	case e == nil && res != nil && res.IsError:
+		return metrics.OutcomeToolError
+	case e == nil:
+		return metrics.OutcomeOK
+	case e.Code == CodeExecutionFailed:
+		return metrics.OutcomeFailed
+	case e.Code == CodeRequestTimeout:
+		return metrics.OutcomeTimeout
+	case errors.Is(ctx.Err(), context.Canceled):
+		return metrics.OutcomeCancelled
+	}
+	return metrics.OutcomeUnavailable
+}

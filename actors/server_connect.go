@@ -1,0 +1,486 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/metrics"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// The server actor's session lifecycle: connect in a goroutine and hand the session over, retry on the backoff
+// schedule, notice a lost session, disconnect (draining calls in flight) and reconnect on a configuration change.
+
+// connectAttempt hands a session from the connecting goroutine to the actor. Whoever loses the race closes it, so
+// no session (and no child process) is left behind when the actor gives up on an attempt or stops meanwhile.
+type connectAttempt struct {
+	gen       uint64
+	b         *built
+	cancel    context.CancelFunc
+	timer     *time.Timer
+	mu        sync.Mutex
+	abandoned bool
+	sess      *mcp.ClientSession
+}
+
+// handOver runs connect and hands the session to the attempt's owner. When the owner abandoned the attempt
+// meanwhile, the session is closed and ok is false. A failure after ctx ended is reported as a timeout.
+func (c *connectAttempt) handOver(ctx context.Context, timeout time.Duration, connect func() (*mcp.ClientSession, error)) (ok bool, err error) {
+	sess, err := connect()
+	c.timer.Stop()
+	c.mu.Lock()
+	if c.abandoned {
+		c.mu.Unlock()
+		if sess != nil {
+			_ = sess.Close()
+		}
+		return false, nil
+	}
+	c.sess = sess
+	c.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("connection timed out after %s: %w", timeout, err)
+	}
+	return true, err
+}
+
+// abandon makes the attempt's session, now or later, be closed instead of used.
+func (c *connectAttempt) abandon() {
+	c.mu.Lock()
+	c.abandoned = true
+	s := c.sess
+	c.sess = nil
+	c.mu.Unlock()
+	c.timer.Stop()
+	if s != nil {
+		_ = s.Close()
+	}
+	c.cancel()
+	c.b.kill()
+	c.b.closeIdle()
+}
+
+// liveSession is the connected session and what has to be released with it.
+type liveSession struct {
+	gen     uint64
+	session *mcp.ClientSession
+	b       *built
+	cancel  context.CancelFunc
+	closing atomic.Bool
+}
+
+// close ends the session, the stdio child's whole process group and pooled HTTP connections.
+func (l *liveSession) close() {
+	l.closing.Store(true)
+	_ = l.session.Close()
+	l.cancel()
+	l.b.kill()
+	l.b.closeIdle()
+}
+
+func (a *serverActor) connect(reason string) *pb.ConnectReply {
+	r := &pb.ConnectReply{ServerId: a.id}
+	switch a.status {
+	case persistence.StatusConnected, persistence.StatusDegraded:
+		r.Status, r.Message = a.status, "Server already connected"
+		return r
+	case persistence.StatusConnecting:
+		r.Status, r.Message = a.status, "Connection already in progress"
+		return r
+	case persistence.StatusDisconnecting:
+		a.cancelPending()
+		a.finishDisconnect("reconnect requested")
+	}
+	a.setAutoConnect(true)
+	a.stopTimer(&a.retryTimer)
+	a.retryN = 0
+	if reason == "" {
+		reason = "connect()"
+	}
+	a.startConnect(reason)
+	r.Status, r.Message = a.status, "Connection initiated"
+	return r
+}
+
+// startConnect enters CONNECTING and connects in a goroutine, bounded by the connection timeout.
+func (a *serverActor) startConnect(reason string) {
+	if !a.transition(persistence.StatusConnecting, reason, nil) {
+		return
+	}
+	a.gen++
+	b, err := buildTransport(a.rec, a.d, a.d.newGuard())
+	if err != nil {
+		a.connectFailed(err, "")
+		return
+	}
+	// The session's context lives as long as the session (an SSE stream is bound to it); the timeout only
+	// bounds the connect itself.
+	sctx, cancel := context.WithCancel(context.Background())
+	att := &connectAttempt{gen: a.gen, b: b, cancel: cancel}
+	att.timer = time.AfterFunc(a.d.Config.ConnectionTimeout, cancel)
+	a.attempt = att
+
+	opts := &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			a.sys.Root.Send(a.self, &toolsChanged{gen: att.gen})
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if to, ok := a.progress.Load(req.Params.ProgressToken); ok {
+				a.sys.Root.Send(to.(*actor.PID), &pb.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+			}
+		},
+	}
+	if a.rec.TransportType != persistence.TransportSTDIO {
+		opts.KeepAlive = a.d.Config.KeepAlive
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
+	sys, self := a.sys, a.self
+	go func() {
+		ok, err := att.handOver(sctx, a.d.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
+			return client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+		})
+		if !ok {
+			return
+		}
+		if err != nil && b.proc != nil {
+			// A child that broke the connection is usually exiting: give it a moment so its exit status explains.
+			select {
+			case <-b.proc.exited:
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		sys.Root.Send(self, &connectDone{att: att, err: err})
+	}()
+}
+
+func (a *serverActor) onConnectDone(m *connectDone) {
+	att := m.att
+	att.mu.Lock()
+	sess := att.sess
+	att.sess = nil
+	att.mu.Unlock()
+	if att != a.attempt || a.status != persistence.StatusConnecting {
+		// Superseded (disconnected or reconnected meanwhile): never use it.
+		if sess != nil {
+			_ = sess.Close()
+		}
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		return
+	}
+	a.attempt = nil
+	if m.err != nil {
+		err := m.err
+		if exit := att.b.exitReason(); exit != "" {
+			err = fmt.Errorf("%s: %w", exit, err)
+		}
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		tail := ""
+		if att.b.stderr != nil {
+			tail = att.b.stderr.String()
+		}
+		a.connectFailed(err, tail)
+		return
+	}
+	if err := a.d.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
+		_ = sess.Close()
+		att.cancel()
+		att.b.kill()
+		att.b.closeIdle()
+		a.connectFailed(err, "")
+		return
+	}
+	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
+	a.sess = live
+	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).
+	a.failures, a.lastError = 0, ""
+	a.connectedAt = time.Now()
+	a.lastOK.Store(time.Now().UnixNano())
+	go func() {
+		err := sess.Wait()
+		a.sys.Root.Send(a.self, &sessionLost{gen: live.gen, err: err})
+	}()
+	a.transition(persistence.StatusConnected, "connection success", nil)
+	a.scheduleHealth()
+}
+
+func (a *serverActor) connectFailed(err error, stderrTail string) {
+	msg := err.Error()
+	if t := strings.TrimSpace(stderrTail); t != "" {
+		msg += "; stderr: " + stderrSummary(t)
+	}
+	msg = a.secrets.scrub(msg)
+	a.lastError = msg
+	a.log().Warn("connection failed", "error", msg, "attempt", a.retryN+1)
+	a.transition(persistence.StatusError, "connection failure", &msg)
+	a.scheduleRetry()
+}
+
+// scheduleRetry arms the next reconnect of the retry schedule (1 s, 2 s, 4 s, 8 s, 16 s, then every minute).
+func (a *serverActor) scheduleRetry() {
+	a.retryN++
+	delay, ok := a.d.Config.Retry.Next(a.retryN, nil)
+	if !ok {
+		return
+	}
+	gen := a.gen
+	a.stopTimer(&a.retryTimer)
+	a.retryTimer = time.AfterFunc(delay, func() { a.sys.Root.Send(a.self, &retryTick{gen: gen}) })
+}
+
+func (a *serverActor) onSessionLost(m *sessionLost) {
+	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() {
+		return // we closed it ourselves, or it is an old session
+	}
+	reason := "session lost"
+	cause := metrics.CauseClosed
+	if exit := a.sess.b.exitReason(); exit != "" {
+		reason += ": " + exit
+		cause = metrics.CauseProcessExit
+	} else if m.err != nil {
+		reason += ": " + m.err.Error()
+	} else {
+		reason += ": connection closed by the server"
+	}
+	if a.sess.b.stderr != nil {
+		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
+			reason += "; stderr: " + stderrSummary(t)
+		}
+	}
+	reason = a.secrets.scrub(reason)
+	a.closeSession(false)
+	if a.status == persistence.StatusDisconnecting {
+		a.cancelPending()
+		a.transition(persistence.StatusDisconnected, "session lost while draining", nil)
+		return
+	}
+	a.lastError = reason
+	a.d.Metrics.SessionLost(a.rec.Name, cause)
+	a.log().Warn("session lost", "error", reason)
+	a.transition(persistence.StatusError, "session lost", &reason)
+	a.resetBackoffIfStable()
+	a.scheduleRetry()
+}
+
+// resetBackoffIfStable starts the reconnect schedule again from its first delay when the lost session had lasted
+// StableAfter; a session that failed sooner counts as one more failed attempt, so the delays keep growing.
+func (a *serverActor) resetBackoffIfStable() {
+	if !a.connectedAt.IsZero() && time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		a.retryN = 0
+	}
+}
+
+// onToolsListFailed treats a tools/list that did not get an answer from a freshly connected session (the backend
+// exited, the answer broke the transport, it timed out) as a failed connection, with that error as its cause. Later
+// in a session's life, or when the backend answered a JSON-RPC error, discovery only logs: the session works.
+func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
+	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) ||
+		time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		return
+	}
+	if connectionBroken(m.err) {
+		// The session itself ended (a stdio child that exited, a stream that closed): its loss is reported by
+		// onSessionLost, with the exit status and stderr that explain it, and counts towards backoff there too.
+		return
+	}
+	reason := "tool discovery failed right after connecting: " + m.err.Error()
+	if exit := a.sess.b.exitReason(); exit != "" {
+		reason += " (" + exit + ")"
+	}
+	if a.sess.b.stderr != nil {
+		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
+			reason += "; stderr: " + stderrSummary(t)
+		}
+	}
+	reason = a.secrets.scrub(reason)
+	a.lastError = reason
+	a.cancelPending()
+	a.closeSession(false)
+	a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseClosed)
+	a.log().Warn("tool discovery failed right after connecting", "error", reason)
+	a.transition(persistence.StatusError, "tool discovery failure", &reason)
+	a.scheduleRetry()
+}
+
+// closeSession ends the live session; sync waits for the stdio child to exit (shutdown, delete).
+func (a *serverActor) closeSession(sync bool) {
+	a.stopTimer(&a.healthTimer)
+	a.healthBusy = false
+	s := a.sess
+	a.sess = nil
+	if s == nil {
+		return
+	}
+	s.closing.Store(true)
+	if sync {
+		s.close()
+	} else {
+		go s.close()
+	}
+}
+
+func (a *serverActor) disconnect(force bool, reason string) *pb.DisconnectReply {
+	if reason == "" {
+		reason = "disconnect()"
+	}
+	a.setAutoConnect(false)
+	r := &pb.DisconnectReply{ServerId: a.id}
+	switch a.status {
+	case persistence.StatusDisconnected:
+		r.Status, r.Message = a.status, "Server already disconnected"
+		return r
+	case persistence.StatusConnecting:
+		if a.attempt != nil {
+			a.attempt.abandon()
+			a.attempt = nil
+		}
+		a.transition(persistence.StatusDisconnected, reason, nil)
+	case persistence.StatusError:
+		a.stopTimer(&a.retryTimer)
+		a.transition(persistence.StatusDisconnected, reason, nil)
+	case persistence.StatusDisconnecting:
+		if force {
+			r.PendingRequests = int32(len(a.pending))
+			a.cancelPending()
+			a.finishDisconnect(reason + " (force)")
+		}
+	case persistence.StatusConnected, persistence.StatusDegraded:
+		n := len(a.pending)
+		r.PendingRequests = int32(n)
+		if n == 0 || force {
+			a.cancelPending()
+			a.closeSession(false)
+			a.transition(persistence.StatusDisconnected, reason, nil)
+		} else {
+			a.transition(persistence.StatusDisconnecting, reason, nil)
+			gen := a.gen
+			a.stopTimer(&a.drainTimer)
+			a.drainTimer = time.AfterFunc(a.d.Config.DrainTimeout, func() { a.sys.Root.Send(a.self, &drainTimeout{gen: gen}) })
+		}
+	}
+	r.Status = a.status
+	switch {
+	case a.status == persistence.StatusDisconnecting:
+		r.Message = fmt.Sprintf("Waiting for %d pending requests to complete", len(a.pending))
+	case force && r.PendingRequests > 0:
+		r.Message = fmt.Sprintf("Server disconnected; %d pending requests cancelled", r.PendingRequests)
+	default:
+		r.Message = "Server disconnected successfully"
+	}
+	return r
+}
+
+func (a *serverActor) finishDisconnect(reason string) {
+	a.stopTimer(&a.drainTimer)
+	a.closeSession(false)
+	if a.status != persistence.StatusDisconnected {
+		a.transition(persistence.StatusDisconnected, reason, nil)
+	}
+}
+
+func (a *serverActor) cancelPending() {
+	for _, cancel := range a.pending {
+		cancel(nil)
+	}
+}
+
+// reload picks up a changed registration; a server with a session reconnects with the new configuration.
+func (a *serverActor) reload() *pb.Ack {
+	sctx, cancel := a.storeCtx()
+	rec, err := a.d.Store.GetServer(sctx, a.id)
+	cancel()
+	if err != nil {
+		return &pb.Ack{Error: err.Error()}
+	}
+	old := a.rec
+	rec.Status = a.status
+	a.rec = rec
+	a.secrets = newSecrets(rec, a.d.Env)
+	// Only the connection config matters to the session; a rename or a new description keeps it.
+	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
+	if !changed {
+		if a.sess != nil && ptrStr(old.HealthCheckURL) != ptrStr(rec.HealthCheckURL) {
+			a.scheduleHealth()
+		}
+		return &pb.Ack{}
+	}
+	switch a.status {
+	case persistence.StatusConnected, persistence.StatusDegraded, persistence.StatusDisconnecting:
+		a.cancelPending()
+		a.finishDisconnect("configuration changed")
+		a.startConnect("configuration changed")
+	case persistence.StatusConnecting:
+		a.attempt.abandon()
+		a.attempt = nil
+		a.transition(persistence.StatusDisconnected, "configuration changed", nil)
+		a.startConnect("configuration changed")
+	case persistence.StatusError:
+		a.stopTimer(&a.retryTimer)
+		a.retryN = 0
+		a.startConnect("configuration changed")
+	}
+	return &pb.Ack{}
+}
+
+// stderrSummaryMax bounds the stderr part of an error message.
+const stderrSummaryMax = 1000
+
+// stderrSummary keeps what a failing command's stderr says went wrong: the first line that reads as an error (node
+// prints "Error: Cannot find module ..." before a long stack; Python's last line is its exception, a Go panic's
+// first) and the last 3 non-empty lines, joined by " | ", within stderrSummaryMax bytes.
+func stderrSummary(s string) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	tail := 3
+	first := -1
+	for i, l := range lines {
+		if decisiveLine(l) {
+			first = i
+			break
+		}
+	}
+	var out []string
+	start := max(len(lines)-tail, 0)
+	if first >= 0 && first < start {
+		out = append(out, lines[first])
+		if first+1 < start {
+			out = append(out, "...")
+		}
+	}
+	out = append(out, lines[start:]...)
+	msg := strings.Join(out, " | ")
+	if len(msg) > stderrSummaryMax {
+		msg = msg[:stderrSummaryMax] + "..."
+	}
+	return msg
+}
+
+// decisiveLine reports whether a stderr line says what failed (rather than being a stack frame or a banner).
+func decisiveLine(l string) bool {
+	if strings.HasPrefix(l, "at ") || strings.HasPrefix(l, "File \"") {
+		return false // JavaScript and Python stack frames
+	}
+	low := strings.ToLower(l)
+	for _, w := range []string{"error", "cannot", "can't", "not found", "no such", "fatal", "failed", "denied", "panic", "exception", "invalid", "refused", "missing"} {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}

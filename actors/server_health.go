@@ -1,0 +1,139 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mcpgw/aggregator/metrics"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// The server actor's health checks: one per interval on a live session (GET health_check_url, or an MCP ping when
+// no message succeeded within the interval); two failures degrade the server, three end its session.
+
+func (a *serverActor) scheduleHealth() {
+	if a.d.Config.HealthInterval <= 0 || a.sess == nil {
+		return
+	}
+	gen := a.sess.gen
+	a.stopTimer(&a.healthTimer)
+	a.healthTimer = time.AfterFunc(a.d.Config.HealthInterval, func() { a.sys.Root.Send(a.self, &healthTick{gen: gen}) })
+}
+
+// onHealthTick runs one health check (BR-006 as READING.md decides): GET health_check_url when configured;
+// otherwise healthy without I/O when a message succeeded within the interval, else an MCP ping.
+func (a *serverActor) onHealthTick(m *healthTick) {
+	if a.sess == nil || a.sess.gen != m.gen || !callable(a.status) || a.healthBusy {
+		return
+	}
+	url := ptrStr(a.rec.HealthCheckURL)
+	if url == "" && time.Since(time.Unix(0, a.lastOK.Load())) < a.d.Config.HealthInterval {
+		a.onHealthResult(&healthResult{gen: m.gen, ok: true, counted: true})
+		return
+	}
+	if url != "" {
+		if problem := PlainHTTPProblem(url, allowsInsecureHTTP(a.rec.ConnectionConfig)); problem != "" {
+			a.onHealthResult(&healthResult{gen: m.gen, err: "health_check_url refused: " + problem})
+			return
+		}
+	}
+	a.healthBusy = true
+	sess, timeout, sys, self := a.sess.session, a.d.Config.HealthTimeout, a.sys, a.self
+	client := healthClientFor(a.d.HealthClient, allowsInsecureHTTP(a.rec.ConnectionConfig))
+	sec := a.secrets
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		r := &healthResult{gen: m.gen, counted: true}
+		if url != "" {
+			r.ok, r.counted, r.err = httpHealth(ctx, client, url)
+		} else if err := sess.Ping(ctx, nil); err != nil {
+			r.err = "ping failed: " + err.Error()
+		} else {
+			r.ok = true
+		}
+		r.err = sec.scrub(r.err)
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		r.responseMs = &ms
+		sys.Root.Send(self, r)
+	}()
+}
+
+// httpHealth GETs a health URL: 2xx is healthy; 5xx, timeouts and connection errors are failures; 4xx is a
+// configuration problem that is reported but not counted.
+func httpHealth(ctx context.Context, client *http.Client, url string) (ok, counted bool, errText string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, false, "invalid health_check_url: " + err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, true, "health check request failed: " + err.Error()
+	}
+	_ = resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return true, true, ""
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return false, false, fmt.Sprintf("health_check_url answered %d (not counted as a failure)", resp.StatusCode)
+	default:
+		return false, true, fmt.Sprintf("health_check_url answered %d", resp.StatusCode)
+	}
+}
+
+func (a *serverActor) onHealthResult(r *healthResult) {
+	if a.sess == nil || a.sess.gen != r.gen {
+		return
+	}
+	a.healthBusy = false
+	var took time.Duration
+	if r.responseMs != nil {
+		took = time.Duration(*r.responseMs * float64(time.Millisecond))
+	}
+	a.d.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
+	switch {
+	case r.ok:
+		a.failures = 0
+		if a.status == persistence.StatusDegraded {
+			a.transition(persistence.StatusConnected, "health check success", nil)
+		}
+	case !r.counted:
+		a.log().Warn("health check answered 4xx; check health_check_url", "error", r.err)
+	default:
+		a.failures++
+		a.lastError = r.err
+		a.log().Warn("health check failed", "error", r.err, "consecutive_failures", a.failures)
+	}
+	var lastErr *string
+	if r.err != "" {
+		e := r.err
+		lastErr = &e
+	}
+	sctx, cancel := a.storeCtx()
+	if err := a.d.Store.RecordHealth(sctx, persistence.HealthRecord{
+		ServerID: a.id, CheckedAt: time.Now().UTC(), ResponseMs: r.responseMs, ConsecutiveFailures: a.failures, LastError: lastErr,
+	}); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		a.log().Error("persist health check", "error", err)
+	}
+	cancel()
+	switch {
+	case r.ok || !r.counted:
+	case a.failures >= 3:
+		msg := fmt.Sprintf("%d consecutive health check failures: %s", a.failures, r.err)
+		a.lastError = msg
+		a.cancelPending()
+		a.closeSession(false)
+		a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
+		a.transition(persistence.StatusError, "3 health failures", &msg)
+		a.resetBackoffIfStable()
+		a.scheduleRetry()
+		return
+	case a.failures == 2 && a.status == persistence.StatusConnected:
+		a.transition(persistence.StatusDegraded, "2 health failures", nil)
+	}
+	a.scheduleHealth()
+}
