@@ -36,7 +36,7 @@ type (
 		init *mcp.InitializeResult
 	}
 	proxyConnected struct {
-		att    *connectAttempt
+		attempt    *connectAttempt
 		client *mcp.Client
 		err    error
 	}
@@ -259,9 +259,9 @@ func (p *proxyActor) connect(ctx actor.Context) {
 		return
 	}
 	sctx, cancel := context.WithCancel(context.Background())
-	att := &connectAttempt{b: b, cancel: cancel}
-	att.timer = time.AfterFunc(p.d.Config.ConnectionTimeout, cancel)
-	p.attempt = att
+	attempt := &connectAttempt{b: b, cancel: cancel}
+	attempt.timer = time.AfterFunc(p.d.Config.ConnectionTimeout, cancel)
+	p.attempt = attempt
 	p.stopping, p.stop = context.WithCancel(context.Background())
 	impl := p.opts.ClientInfo
 	if impl == nil {
@@ -276,49 +276,39 @@ func (p *proxyActor) connect(ctx actor.Context) {
 	version := proxyProtocolVersion(p.opts.ProtocolVersion)
 	sys, self, timeout := p.sys, p.self, p.d.Config.ConnectionTimeout
 	go func() {
-		ok, err := att.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
+		ok, err := attempt.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		})
 		if !ok {
 			return
 		}
-		sys.Root.Send(self, &proxyConnected{att: att, client: client, err: err})
+		sys.Root.Send(self, &proxyConnected{attempt: attempt, client: client, err: err})
 	}()
 }
 
 func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
-	att := m.att
-	att.mu.Lock()
-	sess := att.sess
-	att.sess = nil
-	att.mu.Unlock()
-	if att != p.attempt {
-		if sess != nil {
-			_ = sess.Close()
-		}
-		att.cancel()
-		att.b.kill()
-		att.b.closeIdle()
+	attempt := m.attempt
+	sess := attempt.take()
+	if attempt != p.attempt {
+		attempt.discard(sess)
 		return
 	}
 	p.attempt = nil
 	if m.err != nil {
-		att.cancel()
-		att.b.kill()
-		att.b.closeIdle()
+		attempt.release()
 		err := m.err
-		if exit := att.b.exitReason(); exit != "" {
+		if exit := attempt.b.exitReason(); exit != "" {
 			err = fmt.Errorf("%s: %w", exit, err)
 		}
-		if att.b.stderr != nil {
-			if t := strings.TrimSpace(att.b.stderr.String()); t != "" {
+		if attempt.b.stderr != nil {
+			if t := strings.TrimSpace(attempt.b.stderr.String()); t != "" {
 				err = fmt.Errorf("%w; stderr: %s", err, stderrSummary(t))
 			}
 		}
 		p.fail(ctx, err)
 		return
 	}
-	live := &liveSession{session: sess, b: att.b, cancel: att.cancel}
+	live := &liveSession{session: sess, b: attempt.b, cancel: attempt.cancel}
 	p.live, p.client = live, m.client
 	sys, self := p.sys, p.self
 	go func() {

@@ -46,7 +46,7 @@ const ReasonNoSessionAfterStart = "no session after (re)start"
 // to so that news about an old session is ignored.
 type (
 	connectDone struct {
-		att *connectAttempt
+		attempt *connectAttempt
 		err error
 	}
 	sessionLost struct {

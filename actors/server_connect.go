@@ -31,6 +31,31 @@ type connectAttempt struct {
 	sess      *mcp.ClientSession
 }
 
+// take returns the session handOver left for the owner (nil when connect failed), once.
+func (c *connectAttempt) take() *mcp.ClientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sess := c.sess
+	c.sess = nil
+	return sess
+}
+
+// discard ends an attempt whose outcome the owner will not use: its session, if any, its context, its child
+// process and its idle connections.
+func (c *connectAttempt) discard(sess *mcp.ClientSession) {
+	if sess != nil {
+		_ = sess.Close()
+	}
+	c.release()
+}
+
+// release cancels the attempt and frees its transport (kills a stdio child, closes idle HTTP connections).
+func (c *connectAttempt) release() {
+	c.cancel()
+	c.b.kill()
+	c.b.closeIdle()
+}
+
 // handOver runs connect and hands the session to the attempt's owner. When the owner abandoned the attempt
 // meanwhile, the session is closed and ok is false. A failure after ctx ended is reported as a timeout.
 func (c *connectAttempt) handOver(ctx context.Context, timeout time.Duration, connect func() (*mcp.ClientSession, error)) (ok bool, err error) {
@@ -124,14 +149,14 @@ func (a *serverActor) startConnect(reason string) {
 	// The session's context lives as long as the session (an SSE stream is bound to it); the timeout only
 	// bounds the connect itself.
 	sctx, cancel := context.WithCancel(context.Background())
-	att := &connectAttempt{gen: a.gen, b: b, cancel: cancel}
-	att.timer = time.AfterFunc(a.d.Config.ConnectionTimeout, cancel)
-	a.attempt = att
+	attempt := &connectAttempt{gen: a.gen, b: b, cancel: cancel}
+	attempt.timer = time.AfterFunc(a.d.Config.ConnectionTimeout, cancel)
+	a.attempt = attempt
 
 	opts := &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			a.sys.Root.Send(a.self, &toolsChanged{gen: att.gen})
+			a.sys.Root.Send(a.self, &toolsChanged{gen: attempt.gen})
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			if to, ok := a.progress.Load(req.Params.ProgressToken); ok {
@@ -145,7 +170,7 @@ func (a *serverActor) startConnect(reason string) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
 	sys, self := a.sys, a.self
 	go func() {
-		ok, err := att.handOver(sctx, a.d.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
+		ok, err := attempt.handOver(sctx, a.d.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 		})
 		if !ok {
@@ -158,51 +183,37 @@ func (a *serverActor) startConnect(reason string) {
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		sys.Root.Send(self, &connectDone{att: att, err: err})
+		sys.Root.Send(self, &connectDone{attempt: attempt, err: err})
 	}()
 }
 
 func (a *serverActor) onConnectDone(m *connectDone) {
-	att := m.att
-	att.mu.Lock()
-	sess := att.sess
-	att.sess = nil
-	att.mu.Unlock()
-	if att != a.attempt || a.status != persistence.StatusConnecting {
-		// Superseded (disconnected or reconnected meanwhile): never use it.
-		if sess != nil {
-			_ = sess.Close()
-		}
-		att.cancel()
-		att.b.kill()
-		att.b.closeIdle()
+	attempt := m.attempt
+	sess := attempt.take()
+	if attempt != a.attempt || a.status != persistence.StatusConnecting {
+		attempt.discard(sess) // superseded (disconnected or reconnected meanwhile): never use it
 		return
 	}
 	a.attempt = nil
 	if m.err != nil {
 		err := m.err
-		if exit := att.b.exitReason(); exit != "" {
+		if exit := attempt.b.exitReason(); exit != "" {
 			err = fmt.Errorf("%s: %w", exit, err)
 		}
-		att.cancel()
-		att.b.kill()
-		att.b.closeIdle()
+		attempt.release()
 		tail := ""
-		if att.b.stderr != nil {
-			tail = att.b.stderr.String()
+		if attempt.b.stderr != nil {
+			tail = attempt.b.stderr.String()
 		}
 		a.connectFailed(err, tail)
 		return
 	}
 	if err := a.d.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
-		_ = sess.Close()
-		att.cancel()
-		att.b.kill()
-		att.b.closeIdle()
+		attempt.discard(sess)
 		a.connectFailed(err, "")
 		return
 	}
-	live := &liveSession{gen: att.gen, session: sess, b: att.b, cancel: att.cancel}
+	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel}
 	a.sess = live
 	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).
 	a.failures, a.lastError = 0, ""
