@@ -36,9 +36,9 @@ type (
 		init *mcp.InitializeResult
 	}
 	proxyConnected struct {
-		attempt    *connectAttempt
-		client *mcp.Client
-		err    error
+		attempt *connectAttempt
+		client  *mcp.Client
+		err     error
 	}
 	proxyRequest struct {
 		ctx      context.Context

@@ -47,7 +47,7 @@ const ReasonNoSessionAfterStart = "no session after (re)start"
 type (
 	connectDone struct {
 		attempt *connectAttempt
-		err error
+		err     error
 	}
 	sessionLost struct {
 		gen uint64
