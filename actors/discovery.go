@@ -45,7 +45,7 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 		a.trigger(ctx, m.ServerId)
 	case *refreshMsg:
 		a.trigger(ctx, m.id)
-		ctx.Respond(&regResult{})
+		ctx.Respond(&askReply{})
 	case *pb.ServerRemoved:
 		delete(a.again, m.ServerId)
 	case *discoveryDone:

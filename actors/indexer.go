@@ -39,7 +39,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.indexAll()
 	case *readyMsg:
-		ctx.Respond(&regResult{})
+		ctx.Respond(&askReply{})
 	case *pb.ToolsChanged:
 		a.indexServer(m.ServerId)
 	case *pb.ServerUpdated:

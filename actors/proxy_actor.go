@@ -132,7 +132,7 @@ func (s *proxyShared) reply() bool {
 // check and the subscription.
 func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 	if !callable(a.status) || a.sess == nil {
-		ctx.Respond(&regResult{err: &UnavailableError{Server: ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
+		ctx.Respond(&askReply{err: &UnavailableError{Server: ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
 		return
 	}
 	max := m.opts.MaxSessions
@@ -146,7 +146,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		}
 	}
 	if n >= max {
-		ctx.Respond(&regResult{err: fmt.Errorf("server %s has %d proxy sessions: %w", a.rec.Name, n, ErrProxyLimit)})
+		ctx.Respond(&askReply{err: fmt.Errorf("server %s has %d proxy sessions: %w", a.rec.Name, n, ErrProxyLimit)})
 		return
 	}
 	shared := &proxyShared{}
@@ -325,7 +325,7 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 func (p *proxyActor) fail(ctx actor.Context, err error) {
 	p.why = fmt.Errorf("%w: %w", ErrProxyConnect, err)
 	if p.shared.reply() {
-		ctx.Send(p.replyTo, &regResult{err: p.why})
+		ctx.Send(p.replyTo, &askReply{err: p.why})
 	}
 	p.logger().Warn("proxy session connect failed", "error", err)
 	ctx.Stop(p.self)
@@ -379,6 +379,6 @@ func (p *proxyActor) cleanup() {
 		p.why = ErrProxyClosed
 	}
 	if p.replyTo != nil && p.shared.reply() && p.sys != nil {
-		p.sys.Root.Send(p.replyTo, &regResult{err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
+		p.sys.Root.Send(p.replyTo, &askReply{err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
 	}
 }

@@ -29,7 +29,10 @@ type (
 	}
 	pidOf     struct{ id string }
 	readyMsg  struct{}
-	regResult struct {
+	// askReply answers every ask made of the node's own actors (registry, router, discovery, indexer, proxy
+	// actors): an acknowledgement, the server a registration or update produced, a spawned actor, or the error
+	// (System.askActor returns it as the error).
+	askReply struct {
 		server persistence.Server
 		pid    *actor.PID
 		err    error
@@ -57,7 +60,7 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.loadAll(ctx)
 	case *readyMsg:
-		ctx.Respond(&regResult{})
+		ctx.Respond(&askReply{})
 	case *registerMsg:
 		ctx.Respond(r.register(ctx, m.req))
 	case *updateMsg:
@@ -65,13 +68,13 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	case *toServer:
 		pid, err := r.child(m.id)
 		if err != nil {
-			ctx.Respond(&regResult{err: err})
+			ctx.Respond(&askReply{err: err})
 			return
 		}
 		ctx.RequestWithCustomSender(pid, m.msg, ctx.Sender())
 	case *pidOf:
 		pid, err := r.child(m.id)
-		ctx.Respond(&regResult{pid: pid, err: err})
+		ctx.Respond(&askReply{pid: pid, err: err})
 	case *removeMsg:
 		r.remove(ctx, m.id)
 	case *cancelCallsForShutdown:
@@ -119,12 +122,12 @@ func (r *registryActor) spawn(ctx actor.Context, id string) {
 	r.children[id] = pid
 }
 
-func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *regResult {
+func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askReply {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	// The registry holds an actor for every stored server, so its own count needs no database round trip.
 	if max := r.d.Config.MaxServers; max > 0 && len(r.children) >= max {
-		return &regResult{err: fmt.Errorf("%d servers registered: %w", len(r.children), ErrMaxServers)}
+		return &askReply{err: fmt.Errorf("%d servers registered: %w", len(r.children), ErrMaxServers)}
 	}
 	s := persistence.Server{
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
@@ -132,7 +135,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *regRes
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
 	}
 	if err := r.d.Store.CreateServer(sctx, &s); err != nil {
-		return &regResult{err: err}
+		return &askReply{err: err}
 	}
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
 	r.spawn(ctx, s.ID)
@@ -141,27 +144,27 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *regRes
 		s.Status = persistence.StatusConnecting
 	}
 	r.d.Logger.Info("server registered", "server_id", s.ID, "server", s.Name, "transport", s.TransportType)
-	return &regResult{server: s}
+	return &askReply{server: s}
 }
 
-func (r *registryActor) update(ctx actor.Context, m *updateMsg) *regResult {
+func (r *registryActor) update(ctx actor.Context, m *updateMsg) *askReply {
 	pid, err := r.child(m.id)
 	if err != nil {
-		return &regResult{err: err}
+		return &askReply{err: err}
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
 	old, err := r.d.Store.GetServer(sctx, m.id)
 	if err != nil {
-		return &regResult{err: err}
+		return &askReply{err: err}
 	}
 	s, err := r.d.Store.UpdateServer(sctx, m.id, m.patch)
 	if err != nil {
-		return &regResult{err: err}
+		return &askReply{err: err}
 	}
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, OldName: old.Name, NewName: s.Name})
 	ctx.Send(pid, &pb.Reload{})
-	return &regResult{server: s}
+	return &askReply{server: s}
 }
 
 // remove stops the server actor (which closes its session and child process) and then deletes the server with its
@@ -169,7 +172,7 @@ func (r *registryActor) update(ctx actor.Context, m *updateMsg) *regResult {
 func (r *registryActor) remove(ctx actor.Context, id string) {
 	pid, err := r.child(id)
 	if err != nil {
-		ctx.Respond(&regResult{err: err})
+		ctx.Respond(&askReply{err: err})
 		return
 	}
 	r.removing[id] = true
@@ -192,7 +195,7 @@ func (r *registryActor) remove(ctx actor.Context, id string) {
 			r.d.Logger.Info("server removed", "server_id", id, "server", name)
 		}
 		if sender != nil {
-			ctx.Send(sender, &regResult{err: err})
+			ctx.Send(sender, &askReply{err: err})
 		}
 	})
 }

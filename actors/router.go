@@ -67,7 +67,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.loadAll()
 		r.publish()
 	case *readyMsg:
-		ctx.Respond(&regResult{})
+		ctx.Respond(&askReply{})
 	case *panicForTest:
 		panic("router: crash injected by a test")
 	case *pb.ServerStatusChanged:

@@ -237,7 +237,7 @@ func (s *System) ask(ctx context.Context, msg any, timeout time.Duration) (any, 
 	return s.askActor(ctx, s.registry, msg, timeout)
 }
 
-// askActor asks one actor; a timeout is ErrAskTimeout, a stopped actor ErrShuttingDown, and a regResult's error is
+// askActor asks one actor; a timeout is ErrAskTimeout, a stopped actor ErrShuttingDown, and a askReply's error is
 // returned as the error.
 func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if timeout <= 0 {
@@ -260,7 +260,7 @@ func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout 
 	case err != nil:
 		return nil, fmt.Errorf("ask %s: %w", pid.Id, err)
 	}
-	if r, ok := res.(*regResult); ok && r.err != nil {
+	if r, ok := res.(*askReply); ok && r.err != nil {
 		return nil, r.err
 	}
 	return res, nil
@@ -272,7 +272,7 @@ func (s *System) Register(ctx context.Context, r RegisterRequest) (persistence.S
 	if err != nil {
 		return persistence.Server{}, err
 	}
-	return res.(*regResult).server, nil
+	return res.(*askReply).server, nil
 }
 
 // Update implements Control.
@@ -281,7 +281,7 @@ func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatc
 	if err != nil {
 		return persistence.Server{}, err
 	}
-	return res.(*regResult).server, nil
+	return res.(*askReply).server, nil
 }
 
 // Connect implements Control.
