@@ -27,8 +27,8 @@ type (
 		id  string
 		msg any
 	}
-	pidOf     struct{ id string }
-	readyMsg  struct{}
+	pidOf    struct{ id string }
+	readyMsg struct{}
 	// askReply answers every ask made of the node's own actors (registry, router, discovery, indexer, proxy
 	// actors): an acknowledgement, the server a registration or update produced, a spawned actor, or the error
 	// (System.askActor returns it as the error).
