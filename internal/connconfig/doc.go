@@ -1,0 +1,16 @@
+// Package connconfig is a server's connection_config (BR-001): the JSON shape the REST API and the meta-tools
+// accept, the store keeps (sealed, as opaque bytes) and the actors connect with. Every rule about it lives here
+// once: which keys each transport takes (Keys), how a body is checked (Validate, in the 422 shape of
+// system-contract.md), how the stored bytes are read (Parse) and resolved at connect time (Resolve, ${VAR}
+// references), which parts are secret and how answers show them (Mask, and the Rewrite functions the actors use to
+// scrub error texts), when plain http is allowed (PlainHTTPProblem), and which environment variables are the
+// daemon's own and may never be referenced or inherited (IsDaemonSetting).
+//
+// Before, these rules were spread over the REST validator, the actors' transport and secrets code and the REST
+// masking, and the REST API imported the actor system to validate a body. Now the front ends (http/api,
+// http/mcpserver) and the actors each import this package and not each other. What needs the running daemon (its
+// outbound policy, a live session's secrets) stays with its owner and is handed in (Checks).
+//
+// The package is internal (the top-level internal/ of the module) because its names are this daemon's contract,
+// not an API: nothing outside github.com/mcpgw/aggregator may import it, so it can change with the contract.
+package connconfig
