@@ -105,11 +105,11 @@ type auditListView struct {
 
 // GET /audit?limit=&offset=: the audit log, newest first (admin scope).
 func (s *server) listAudit(c *fiber.Ctx) error {
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := newValidator(nil)
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return validationError(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

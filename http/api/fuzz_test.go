@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
 // FuzzValidateRegistration: on any input ValidateRegistration must not panic and must answer either a complete,
@@ -38,7 +40,7 @@ func FuzzValidateRegistration(f *testing.F) {
 			if !nameRe.MatchString(req.Name) || len(req.Name) > MaxNameLength {
 				t.Fatalf("accepted bad name %q", req.Name)
 			}
-			_, required, ok := configKeys(req.TransportType)
+			_, required, ok := connconfig.Keys(req.TransportType)
 			if !ok {
 				t.Fatalf("accepted transport %q", req.TransportType)
 			}
@@ -52,7 +54,7 @@ func FuzzValidateRegistration(f *testing.F) {
 			if req.Description != nil && utf8.RuneCountInString(*req.Description) > MaxDescriptionLength {
 				t.Fatalf("accepted long description")
 			}
-			if req.HealthCheckURL != nil && httpURLProblem(*req.HealthCheckURL) != "" {
+			if req.HealthCheckURL != nil && connconfig.HTTPURLProblem(*req.HealthCheckURL) != "" {
 				t.Fatalf("accepted health url %q", *req.HealthCheckURL)
 			}
 			// What was accepted must survive a second pass unchanged (the stored config is canonical).

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
 // Defaults of POST /api/v1/search where the contract gives only examples. Engine and skill scores are calibrated
@@ -27,31 +28,31 @@ const (
 func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 	r := actors.SearchRequest{ItemType: "tool", IncludeExternal: true, Limit: DefaultSearchLimit,
 		SkillThreshold: DefaultSkillThreshold, ToolThreshold: DefaultToolThreshold, Strategy: actors.StrategyHierarchical}
-	var v validator
-	members, ok := v.topObject(body)
+	v := newValidator(nil)
+	members, ok := v.Object(body)
 	if !ok {
-		return r, v.errs
+		return r, v.Errors()
 	}
-	fields := v.index(members, bodyAt())
+	fields := v.Index(members, bodyAt())
 	known := map[string]bool{"query": true, "item_type": true, "include_external": true, "server_filter": true, "limit": true,
 		"skill_threshold": true, "tool_threshold": true, "include_schemas": true, "strategy": true}
 	for _, m := range members {
 		if !known[m.Key] {
-			v.add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
+			v.Add(FieldExtraForbidden, "Extra inputs are not permitted", bodyAt(m.Key))
 		}
 	}
 	present := func(k string) (json.RawMessage, bool) {
 		raw, ok := fields[k]
-		return raw, ok && kindOf(raw) != kindNull
+		return raw, ok && strictjson.KindOf(raw) != strictjson.KindNull
 	}
 	if raw, ok := present("query"); !ok {
-		v.add(FieldMissing, "Field required", bodyAt("query"))
-	} else if q, ok := v.str(raw, bodyAt("query")); ok {
+		v.Add(FieldMissing, "Field required", bodyAt("query"))
+	} else if q, ok := v.String(raw, bodyAt("query")); ok {
 		switch {
 		case len(q) == 0 || isBlank(q):
-			v.add(FieldValueError, "query must not be empty", bodyAt("query"))
+			v.Add(FieldValueError, "query must not be empty", bodyAt("query"))
 		case len(q) > maxSearchQueryLength:
-			v.add(FieldValueError, fmt.Sprintf("query must be at most %d characters", maxSearchQueryLength), bodyAt("query"))
+			v.Add(FieldValueError, fmt.Sprintf("query must be at most %d characters", maxSearchQueryLength), bodyAt("query"))
 		}
 		r.Query = q
 	}
@@ -60,7 +61,7 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 		if !ok {
 			return "", false
 		}
-		s, ok := v.str(raw, bodyAt(k))
+		s, ok := v.String(raw, bodyAt(k))
 		if !ok {
 			return "", false
 		}
@@ -69,7 +70,7 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 				return s, true
 			}
 		}
-		v.add(FieldValueError, fmt.Sprintf("%s must be one of %v", k, allowed), bodyAt(k))
+		v.Add(FieldValueError, fmt.Sprintf("%s must be one of %v", k, allowed), bodyAt(k))
 		return "", false
 	}
 	if s, ok := oneOf("item_type", "tool", "skill"); ok {
@@ -80,7 +81,7 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 	}
 	for _, k := range []string{"include_external", "include_schemas"} {
 		if raw, ok := present(k); ok {
-			if b, ok := v.boolean(raw, bodyAt(k)); ok {
+			if b, ok := v.Bool(raw, bodyAt(k)); ok {
 				if k == "include_external" {
 					r.IncludeExternal = b
 				} else {
@@ -90,19 +91,19 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 		}
 	}
 	if raw, ok := present("server_filter"); ok {
-		if names, ok := v.stringList(raw, bodyAt("server_filter")); ok {
+		if names, ok := v.StringList(raw, bodyAt("server_filter")); ok {
 			if len(names) > maxSearchServerFilters {
-				v.add(FieldValueError, fmt.Sprintf("server_filter lists at most %d servers", maxSearchServerFilters), bodyAt("server_filter"))
+				v.Add(FieldValueError, fmt.Sprintf("server_filter lists at most %d servers", maxSearchServerFilters), bodyAt("server_filter"))
 			}
 			r.ServerFilter = names
 		}
 	}
 	if raw, ok := present("limit"); ok {
 		n, err := strconv.Atoi(string(raw))
-		if kindOf(raw) != kindNumber || err != nil {
-			v.add(FieldTypeError, "limit must be an integer", bodyAt("limit"))
+		if strictjson.KindOf(raw) != strictjson.KindNumber || err != nil {
+			v.Add(FieldTypeError, "limit must be an integer", bodyAt("limit"))
 		} else if n < 1 || n > MaxSearchLimit {
-			v.add(FieldValueError, fmt.Sprintf("limit must be between 1 and %d", MaxSearchLimit), bodyAt("limit"))
+			v.Add(FieldValueError, fmt.Sprintf("limit must be between 1 and %d", MaxSearchLimit), bodyAt("limit"))
 		} else {
 			r.Limit = n
 		}
@@ -110,10 +111,10 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 	for _, k := range []string{"skill_threshold", "tool_threshold"} {
 		if raw, ok := present(k); ok {
 			f, err := strconv.ParseFloat(string(raw), 64)
-			if kindOf(raw) != kindNumber || err != nil {
-				v.add(FieldTypeError, k+" must be a number", bodyAt(k))
+			if strictjson.KindOf(raw) != strictjson.KindNumber || err != nil {
+				v.Add(FieldTypeError, k+" must be a number", bodyAt(k))
 			} else if f < 0 || f > 1 {
-				v.add(FieldValueError, k+" must be between 0 and 1", bodyAt(k))
+				v.Add(FieldValueError, k+" must be between 0 and 1", bodyAt(k))
 			} else if k == "skill_threshold" {
 				r.SkillThreshold = f
 			} else {
@@ -121,8 +122,8 @@ func ValidateSearch(body []byte) (actors.SearchRequest, []FieldError) {
 			}
 		}
 	}
-	if len(v.errs) > 0 {
-		return actors.SearchRequest{}, v.errs
+	if v.Count() > 0 {
+		return actors.SearchRequest{}, v.Errors()
 	}
 	return r, nil
 }

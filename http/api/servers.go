@@ -66,7 +66,7 @@ func jsonBody(c *fiber.Ctx, maxBytes int) ([]byte, error) {
 }
 
 // queryInt reads an integer query parameter within [lo, hi]; absent means def. Errors go to v.
-func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
+func queryInt(c *fiber.Ctx, v validator, name string, def, lo, hi int) int {
 	args := c.Context().QueryArgs()
 	if !args.Has(name) {
 		return def
@@ -75,11 +75,11 @@ func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
 	n, err := strconv.Atoi(string(args.Peek(name)))
 	switch {
 	case err != nil:
-		v.add(FieldTypeError, "Input should be a valid integer", loc)
+		v.Add(FieldTypeError, "Input should be a valid integer", loc)
 	case n < lo:
-		v.add(FieldValueError, fmt.Sprintf("Input should be greater than or equal to %d", lo), loc)
+		v.Add(FieldValueError, fmt.Sprintf("Input should be greater than or equal to %d", lo), loc)
 	case n > hi:
-		v.add(FieldValueError, fmt.Sprintf("Input should be less than or equal to %d", hi), loc)
+		v.Add(FieldValueError, fmt.Sprintf("Input should be less than or equal to %d", hi), loc)
 	default:
 		return n
 	}
@@ -87,14 +87,14 @@ func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
 }
 
 // queryBool reads a boolean query parameter (true/false/1/0, any case); absent means false.
-func queryBool(c *fiber.Ctx, v *validator, name string) bool {
+func queryBool(c *fiber.Ctx, v validator, name string) bool {
 	args := c.Context().QueryArgs()
 	if !args.Has(name) {
 		return false
 	}
 	b, err := strconv.ParseBool(strings.ToLower(string(args.Peek(name))))
 	if err != nil {
-		v.add(FieldTypeError, "Input should be a valid boolean", []any{"query", name})
+		v.Add(FieldTypeError, "Input should be a valid boolean", []any{"query", name})
 	}
 	return b
 }
@@ -125,19 +125,19 @@ func (s *server) createServer(c *fiber.Ctx) error {
 
 // GET /servers: page of servers, optionally filtered by status and with their tools.
 func (s *server) listServers(c *fiber.Ctx) error {
-	var v validator
+	v := newValidator(nil)
 	status := ""
 	if c.Context().QueryArgs().Has("status") {
 		status = strings.ToUpper(c.Query("status"))
 		if !knownStatus(status) {
-			v.add(FieldValueError, "Input should be one of "+statusList, []any{"query", "status"})
+			v.Add(FieldValueError, "Input should be one of "+statusList, []any{"query", "status"})
 		}
 	}
-	includeTools := queryBool(c, &v, "include_tools")
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	includeTools := queryBool(c, v, "include_tools")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return validationError(v.Errors())
 	}
 
 	ctx, cancel := s.opContext(c)
@@ -281,11 +281,11 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := newValidator(nil)
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return validationError(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -314,10 +314,10 @@ func (s *server) serverHistory(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultHistoryLimit, 1, maxLimit)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := newValidator(nil)
+	limit := queryInt(c, v, "limit", defaultHistoryLimit, 1, maxLimit)
+	if v.Count() > 0 {
+		return validationError(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

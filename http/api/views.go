@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -158,21 +159,21 @@ func newServerView(s persistence.Server) serverView {
 	}
 }
 
-// maskedURL is MaskURL for an optional URL.
+// maskedURL is connconfig.MaskURL for an optional URL.
 func maskedURL(u *string) *string {
 	if u == nil {
 		return nil
 	}
-	m := MaskURL(*u)
+	m := connconfig.MaskURL(*u)
 	return &m
 }
 
-// newServerDetailView shows connection_config as written with its secrets masked (MaskConfig): ${VAR} references
+// newServerDetailView shows connection_config as written with its secrets masked (connconfig.Mask): ${VAR} references
 // appear as written, never resolved.
 func newServerDetailView(s persistence.Server) serverDetailView {
 	return serverDetailView{
 		serverView:           newServerView(s),
-		ConnectionConfig:     MaskConfig(s.ConnectionConfig),
+		ConnectionConfig:     connconfig.Mask(s.ConnectionConfig),
 		ErrorMessage:         s.ErrorMessage,
 		UpdatedAt:            formatTime(s.UpdatedAt),
 		AutoConnect:          s.AutoConnect,

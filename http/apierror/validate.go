@@ -7,23 +7,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
-// FieldError is one entry of a 422 body's detail list, in FastAPI's shape ({loc, msg, type}). Loc holds strings
-// (field names, with "body", "query" or "arguments" first) and ints (array indexes).
-type FieldError struct {
-	Loc  []any  `json:"loc"`
-	Msg  string `json:"msg"`
-	Type string `json:"type"`
-}
+// FieldError is one entry of a 422 body's detail list, in FastAPI's shape ({loc, msg, type}); it is declared with
+// the strict JSON reader that produces it (strictjson.FieldError), so the connection_config rules need no HTTP.
+type FieldError = strictjson.FieldError
 
-// FieldError.Type values.
+// FieldError.Type values (strictjson's).
 const (
-	FieldMissing        = "missing"
-	FieldExtraForbidden = "extra_forbidden"
-	FieldTypeError      = "type_error"
-	FieldValueError     = "value_error"
-	FieldJSONInvalid    = "json_invalid"
+	FieldMissing        = strictjson.FieldMissing
+	FieldExtraForbidden = strictjson.FieldExtraForbidden
+	FieldTypeError      = strictjson.FieldTypeError
+	FieldValueError     = strictjson.FieldValueError
+	FieldJSONInvalid    = strictjson.FieldJSONInvalid
 )
 
 // MaxToolNameLength is the longest tool name a call may give.
@@ -67,7 +65,7 @@ func ValidateCall(body []byte, shape CallShape) (CallRequest, []FieldError) {
 	if err := json.Unmarshal(trimmed, &raw); err != nil {
 		return CallRequest{}, []FieldError{{Loc: loc(), Msg: "JSON decode error: " + err.Error(), Type: FieldJSONInvalid}}
 	}
-	members, ok := ObjectMembers(raw)
+	members, ok := strictjson.ObjectMembers(raw)
 	if !ok {
 		return CallRequest{}, []FieldError{{Loc: loc(), Msg: "Input should be a JSON object", Type: FieldTypeError}}
 	}
@@ -100,7 +98,7 @@ func ValidateCall(body []byte, shape CallShape) (CallRequest, []FieldError) {
 	}
 	r.Arguments = json.RawMessage("{}")
 	if v, ok := fields["arguments"]; ok && !isNull(v) {
-		if !IsObject(v) {
+		if !strictjson.IsObject(v) {
 			add(FieldTypeError, "arguments must be an object", loc("arguments"))
 		} else {
 			r.Arguments = bytes.TrimSpace(v)
@@ -138,16 +136,10 @@ func ValidateArguments(args json.RawMessage) (json.RawMessage, []FieldError) {
 	if len(bytes.TrimSpace(args)) == 0 || isNull(args) {
 		return json.RawMessage("{}"), nil
 	}
-	if !IsObject(args) {
+	if !strictjson.IsObject(args) {
 		return nil, []FieldError{{Loc: []any{"params", "arguments"}, Msg: "arguments must be an object", Type: FieldTypeError}}
 	}
 	return args, nil
-}
-
-// IsObject reports whether raw is a JSON object.
-func IsObject(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && t[0] == '{'
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
@@ -162,40 +154,4 @@ func str(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-// Member is one key and value of a JSON object, in document order: validators read objects member by member so
-// that duplicates, unknown keys and wrong types are each reported at their own location.
-type Member struct {
-	Key   string
-	Value json.RawMessage
-}
-
-// ObjectMembers splits a JSON object into its members in document order (duplicates kept), or reports false when
-// raw is not a JSON object.
-func ObjectMembers(raw json.RawMessage) ([]Member, bool) {
-	if !IsObject(raw) {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	var out []Member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, false
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, false
-		}
-		out = append(out, Member{Key: key, Value: value})
-	}
-	return out, true
 }
