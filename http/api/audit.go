@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -109,7 +110,7 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
 	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
 	if v.Count() > 0 {
-		return validationError(v.Errors())
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

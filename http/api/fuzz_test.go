@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
@@ -92,7 +93,7 @@ func checkFieldErrors(t *testing.T, errs []FieldError) {
 			t.Fatalf("unknown error type %q", e.Type)
 		}
 	}
-	if _, err := json.Marshal(ErrorBody{Detail: errs, ErrorCode: CodeValidation}); err != nil {
+	if _, err := json.Marshal(apierror.Body{Detail: errs, ErrorCode: apierror.CodeValidation}); err != nil {
 		t.Fatalf("errors do not encode: %v", err)
 	}
 }

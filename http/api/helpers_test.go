@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -145,7 +146,7 @@ func wantError(t *testing.T, r response, status int, code string) map[string]any
 // fieldErrors decodes a 422 body's detail list.
 func fieldErrors(t *testing.T, r response) []FieldError {
 	t.Helper()
-	wantError(t, r, fiber.StatusUnprocessableEntity, CodeValidation)
+	wantError(t, r, fiber.StatusUnprocessableEntity, apierror.CodeValidation)
 	var body struct {
 		Detail []FieldError `json:"detail"`
 	}

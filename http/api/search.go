@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
@@ -139,19 +140,19 @@ func isBlank(s string) bool {
 
 // searchToolView is one tool of a search answer (system-contract.md).
 type searchToolView struct {
-	ID             string          `json:"id"`
-	DBID           int64           `json:"db_id"`
-	Type           string          `json:"type"`
-	Name           string          `json:"name"`
-	Alias          string          `json:"alias"` // the name to call on the aggregator's MCP endpoint
-	OriginalName   string          `json:"original_name"`
-	Description    string          `json:"description"`
-	Score          float64         `json:"score"`
-	SkillIDs       []string        `json:"skill_ids"`
-	PrimarySkillID *string         `json:"primary_skill_id"`
-	IsClassified   bool            `json:"is_classified"`
-	SourceServer   ServerRef       `json:"source_server"`
-	InputSchema    json.RawMessage `json:"input_schema,omitempty"`
+	ID             string             `json:"id"`
+	DBID           int64              `json:"db_id"`
+	Type           string             `json:"type"`
+	Name           string             `json:"name"`
+	Alias          string             `json:"alias"` // the name to call on the aggregator's MCP endpoint
+	OriginalName   string             `json:"original_name"`
+	Description    string             `json:"description"`
+	Score          float64            `json:"score"`
+	SkillIDs       []string           `json:"skill_ids"`
+	PrimarySkillID *string            `json:"primary_skill_id"`
+	IsClassified   bool               `json:"is_classified"`
+	SourceServer   apierror.ServerRef `json:"source_server"`
+	InputSchema    json.RawMessage    `json:"input_schema,omitempty"`
 }
 
 type matchedSkillView struct {
@@ -180,7 +181,7 @@ func SearchJSON(r actors.SearchRequest, res actors.SearchResponse, took time.Dur
 		v := searchToolView{ID: strconv.FormatInt(h.Tool.ID, 10), DBID: h.Tool.ID, Type: "tool", Name: h.Tool.Name,
 			Alias: h.Tool.Alias, OriginalName: h.Tool.OriginalName, Description: h.Tool.Description, Score: h.Score, SkillIDs: skills,
 			PrimarySkillID: h.Tool.PrimarySkillID, IsClassified: h.Tool.IsClassified,
-			SourceServer: ServerRef{ID: h.Server.ID, Name: h.Server.Name, Status: h.Server.Status}}
+			SourceServer: apierror.ServerRef{ID: h.Server.ID, Name: h.Server.Name, Status: h.Server.Status}}
 		if r.IncludeSchemas {
 			v.InputSchema = h.Tool.InputSchema
 		}
@@ -215,7 +216,7 @@ func (s *server) searchTools(c *fiber.Ctx) error {
 	}
 	req, ferrs := ValidateSearch(body)
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -243,7 +244,7 @@ func (s *server) listSkills(c *fiber.Ctx) error {
 	case "true", "1":
 		withVec = true
 	default:
-		return validationError([]FieldError{{Loc: []any{"query", "include_embedding"}, Msg: "include_embedding must be true or false", Type: FieldTypeError}})
+		return apierror.Validation([]FieldError{{Loc: []any{"query", "include_embedding"}, Msg: "include_embedding must be true or false", Type: FieldTypeError}})
 	}
 	skills := s.control.Skills()
 	out := make([]skillView, len(skills))

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -37,11 +38,11 @@ const statusList = "DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR, DISCON
 func serverID(c *fiber.Ctx) (string, error) {
 	raw := c.Params("id")
 	if len(raw) != 36 {
-		return "", serverNotFound(raw)
+		return "", apierror.ServerNotFound(raw)
 	}
 	u, err := uuid.Parse(raw)
 	if err != nil {
-		return "", serverNotFound(raw)
+		return "", apierror.ServerNotFound(raw)
 	}
 	return u.String(), nil
 }
@@ -107,7 +108,7 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	}
 	req, ferrs := ValidateRegistrationFor(body, OutboundOf(s.control))
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	req.Actor = actorOf(c)
 	req.IP = c.IP()
@@ -137,7 +138,7 @@ func (s *server) listServers(c *fiber.Ctx) error {
 	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
 	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
 	if v.Count() > 0 {
-		return validationError(v.Errors())
+		return apierror.Validation(v.Errors())
 	}
 
 	ctx, cancel := s.opContext(c)
@@ -204,7 +205,7 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	}
 	patch, ferrs := ValidatePatchFor(body, current.TransportType, OutboundOf(s.control))
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	name := current.Name
 	if patch.Name != nil {
@@ -262,7 +263,7 @@ func (s *server) disconnectServer(c *fiber.Ctx) error {
 	}
 	force, ferrs := validateDisconnect(body)
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -285,7 +286,7 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
 	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
 	if v.Count() > 0 {
-		return validationError(v.Errors())
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -317,7 +318,7 @@ func (s *server) serverHistory(c *fiber.Ctx) error {
 	v := newValidator(nil)
 	limit := queryInt(c, v, "limit", defaultHistoryLimit, 1, maxLimit)
 	if v.Count() > 0 {
-		return validationError(v.Errors())
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -86,7 +87,7 @@ func TestCreateServerConflict(t *testing.T) {
 		t.Fatalf("first: %d %s", r.status, r.body)
 	}
 	r := e.do(t, "POST", base+"/servers", sseBody)
-	m := wantError(t, r, http.StatusConflict, CodeServerAlreadyExists)
+	m := wantError(t, r, http.StatusConflict, apierror.CodeServerAlreadyExists)
 	if m["detail"] != "Server already exists: github-mcp" {
 		t.Errorf("detail = %v", m["detail"])
 	}
@@ -159,12 +160,12 @@ func TestCreateServerControlErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"ask timeout", fmt.Errorf("ask registry: %w", actors.ErrAskTimeout), http.StatusServiceUnavailable, CodeServiceBusy},
-		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, CodeServiceBusy},
-		{"max servers", fmt.Errorf("x: %w", actors.ErrMaxServers), http.StatusConflict, CodeServerLimitReached},
-		{"shutting down", actors.ErrShuttingDown, http.StatusServiceUnavailable, CodeServiceUnavailable},
-		{"exists", fmt.Errorf("insert: %w", persistence.ErrAlreadyExists), http.StatusConflict, CodeServerAlreadyExists},
-		{"unexpected", errors.New("pq: password authentication failed for user secret-user"), http.StatusInternalServerError, CodeInternal},
+		{"ask timeout", fmt.Errorf("ask registry: %w", actors.ErrAskTimeout), http.StatusServiceUnavailable, apierror.CodeServiceBusy},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, apierror.CodeServiceBusy},
+		{"max servers", fmt.Errorf("x: %w", actors.ErrMaxServers), http.StatusConflict, apierror.CodeServerLimitReached},
+		{"shutting down", actors.ErrShuttingDown, http.StatusServiceUnavailable, apierror.CodeServiceUnavailable},
+		{"exists", fmt.Errorf("insert: %w", persistence.ErrAlreadyExists), http.StatusConflict, apierror.CodeServerAlreadyExists},
+		{"unexpected", errors.New("pq: password authentication failed for user secret-user"), http.StatusInternalServerError, apierror.CodeInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,12 +176,12 @@ func TestCreateServerControlErrors(t *testing.T) {
 			if strings.Contains(string(r.body), "secret-user") {
 				t.Errorf("internal error leaked: %s", r.body)
 			}
-			if tt.code == CodeServiceBusy {
+			if tt.code == apierror.CodeServiceBusy {
 				if r.header.Get("Retry-After") == "" || !strings.Contains(m["detail"].(string), "retried") {
 					t.Errorf("busy answer: %v %s", r.header, r.body)
 				}
 			}
-			if tt.code == CodeInternal {
+			if tt.code == apierror.CodeInternal {
 				if m["detail"] != "Internal server error" {
 					t.Errorf("detail = %v", m["detail"])
 				}
@@ -206,7 +207,7 @@ func TestAskTimeout(t *testing.T) {
 	} {
 		start := time.Now()
 		r := e.do(t, req.method, req.path, req.body)
-		wantError(t, r, http.StatusServiceUnavailable, CodeServiceBusy)
+		wantError(t, r, http.StatusServiceUnavailable, apierror.CodeServiceBusy)
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("%s %s took %v", req.method, req.path, d)
 		}
@@ -264,7 +265,7 @@ func TestUnknownAndMalformedIDs(t *testing.T) {
 	for _, id := range ids {
 		for _, rt := range routes {
 			r := e.do(t, rt.method, base+"/servers/"+id+rt.suffix, rt.body)
-			m := wantError(t, r, http.StatusNotFound, CodeServerNotFound)
+			m := wantError(t, r, http.StatusNotFound, apierror.CodeServerNotFound)
 			if !strings.HasPrefix(m["detail"].(string), "Server not found: ") {
 				t.Errorf("%s %s: detail %v", rt.method, id, m["detail"])
 			}
@@ -385,7 +386,7 @@ func TestListServers(t *testing.T) {
 		e.store.mu.Unlock()
 		defer func() { e.store.mu.Lock(); e.store.listErr = nil; e.store.mu.Unlock() }()
 		r := e.do(t, "GET", base+"/servers", "")
-		wantError(t, r, http.StatusInternalServerError, CodeInternal)
+		wantError(t, r, http.StatusInternalServerError, apierror.CodeInternal)
 		if strings.Contains(string(r.body), "secret") {
 			t.Errorf("leak: %s", r.body)
 		}
@@ -415,7 +416,7 @@ func TestPatchServer(t *testing.T) {
 	}
 
 	r = e.do(t, "PATCH", base+"/servers/"+a.ID, `{"name":"taken"}`)
-	if m := wantError(t, r, http.StatusConflict, CodeServerAlreadyExists); m["detail"] != "Server already exists: taken" {
+	if m := wantError(t, r, http.StatusConflict, apierror.CodeServerAlreadyExists); m["detail"] != "Server already exists: taken" {
 		t.Errorf("detail %v", m["detail"])
 	}
 
@@ -462,7 +463,7 @@ func TestConnect(t *testing.T) {
 		t.Errorf("%d %s", r.status, r.body)
 	}
 	wantError(t, e.do(t, "POST", base+"/servers/6f1c1f8e-4a7e-4c59-9d0b-4f0f0b0b0b0b/connect", ""),
-		http.StatusNotFound, CodeServerNotFound)
+		http.StatusNotFound, apierror.CodeServerNotFound)
 }
 
 func TestDisconnect(t *testing.T) {
@@ -518,8 +519,8 @@ func TestDelete(t *testing.T) {
 	if r.status != http.StatusNoContent || len(r.body) != 0 {
 		t.Fatalf("%d %q", r.status, r.body)
 	}
-	wantError(t, e.do(t, "GET", base+"/servers/"+s.ID, ""), http.StatusNotFound, CodeServerNotFound)
-	wantError(t, e.do(t, "DELETE", base+"/servers/"+s.ID, ""), http.StatusNotFound, CodeServerNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/"+s.ID, ""), http.StatusNotFound, apierror.CodeServerNotFound)
+	wantError(t, e.do(t, "DELETE", base+"/servers/"+s.ID, ""), http.StatusNotFound, apierror.CodeServerNotFound)
 }
 
 func TestServerTools(t *testing.T) {
@@ -559,7 +560,7 @@ func TestServerTools(t *testing.T) {
 	}
 	fieldErrors(t, e.do(t, "GET", base+"/servers/"+s.ID+"/tools?limit=-1", ""))
 	fieldErrors(t, e.do(t, "GET", base+"/servers/"+s.ID+"/tools?offset=a", ""))
-	wantError(t, e.do(t, "GET", base+"/servers/550e8400-e29b-41d4-a716-446655440000/tools", ""), 404, CodeServerNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/550e8400-e29b-41d4-a716-446655440000/tools", ""), 404, apierror.CodeServerNotFound)
 }
 
 func TestServerHistory(t *testing.T) {

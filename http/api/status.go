@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -239,7 +240,7 @@ func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Dur
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Detail: "Method not allowed", ErrorCode: CodeMethodNotAllowed})
+			apierror.Write(w, &apierror.Error{Status: http.StatusMethodNotAllowed, Code: apierror.CodeMethodNotAllowed, Detail: "Method not allowed"})
 			return
 		}
 		switch r.URL.Path {
@@ -254,7 +255,7 @@ func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Dur
 			}
 			writeJSON(w, status, view)
 		default:
-			writeJSON(w, http.StatusNotFound, ErrorBody{Detail: "Not found", ErrorCode: CodeNotFound})
+			apierror.Write(w, &apierror.Error{Status: http.StatusNotFound, Code: apierror.CodeNotFound, Detail: "Not found"})
 		}
 	})
 }

@@ -2,13 +2,11 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
 )
 
@@ -39,7 +37,7 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	}
 	req, ferrs := validateCall(body)
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	route, err := s.control.Routes().Resolve(req.name, req.serverID)
 	if err != nil {
@@ -48,7 +46,7 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	call := apierror.Call{Route: route, Asked: req.name, Start: start, Routed: time.Now()}
 	if e := apierror.NotCallable(route); e != nil {
 		e.Detail = "Server unavailable: " + route.ServerName
-		return fromShared(e)
+		return e
 	}
 	// The call is bounded by the actors' request timeout, not by the admin ask deadline.
 	reply, err := s.control.Call(c.UserContext(), route, req.arguments, nil)
@@ -58,7 +56,7 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	call.Done = time.Now()
 	s.metrics.Routing(call.Done.Sub(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
 	if reply.Error != nil {
-		return fromShared(apierror.CallError(call, reply.Error))
+		return apierror.CallError(call, reply.Error)
 	}
 	var result map[string]json.RawMessage
 	if err := json.Unmarshal(reply.ResultJson, &result); err != nil {
@@ -76,13 +74,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // routeError maps a failed resolution: unknown server id 404, unknown tool 404, ambiguous original name 400.
 func routeError(err error, req callRequest) error {
 	if e := apierror.RouteError(err, apierror.Resolution{Name: req.name, ServerID: req.serverID}); e != nil {
-		return fromShared(e)
+		return e
 	}
 	return err
-}
-
-func unavailable(id, name, status, detail string, ctx map[string]any) *apiError {
-	return fromShared(apierror.Unavailable(id, name, status, detail, ctx))
 }
 
 // POST /servers/{id}/tools/refresh: start a discovery of a connected server; 202 at once.
@@ -93,10 +87,7 @@ func (s *server) refreshTools(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	var ue *actors.UnavailableError
-	if err := s.control.RefreshTools(ctx, id); errors.As(err, &ue) {
-		return unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, "Server unavailable: "+ue.Server.Name, nil)
-	} else if err != nil {
+	if err := s.control.RefreshTools(ctx, id); err != nil {
 		return mapError(fmt.Errorf("refresh tools of %s: %w", id, err), subject{id: id})
 	}
 	s.audit(c, AuditToolsRefreshed, id, s.serverName(ctx, id), nil)

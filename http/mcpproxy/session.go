@@ -215,9 +215,7 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 	}
 	// The call rules every front end shares: the arguments, when given, are an object.
 	if _, ferrs := apierror.ValidateArguments(r.Params.Arguments); len(ferrs) > 0 {
-		body := apierror.Validation(ferrs).ToolResult()
-		b, _ := json.Marshal(body)
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}, nil
+		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
 	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,
 		InputResponses: r.Params.InputResponses, RequestState: r.Params.RequestState}
@@ -757,11 +755,8 @@ func (s *session) rateLimited(ctx context.Context, r *mcp.CallToolRequest) *mcp.
 	if !ok {
 		id, _ = auth.FromContext(ctx)
 	}
-	allowed, wait := lim.Allow(id.RateKey())
-	if allowed {
-		return nil
+	if e := apierror.RateLimit(lim, id); e != nil {
+		return e.CallToolResult()
 	}
-	body := apierror.RateLimited(wait).ToolResult()
-	b, _ := json.Marshal(body)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+	return nil
 }

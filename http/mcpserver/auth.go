@@ -41,10 +41,10 @@ func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (auth.Ide
 func (s *Server) admit(ctx context.Context, req *mcp.CallToolRequest, need auth.Scope) (auth.Identity, *mcp.CallToolResult) {
 	id, ok := s.caller(ctx, req)
 	if !ok {
-		return id, failure(auth.CodeUnauthorized, "A valid bearer token is required")
+		return id, failure(apierror.CodeUnauthorized, "A valid bearer token is required")
 	}
 	if !id.Allows(need) {
-		return id, failure(auth.CodeForbidden, "This tool needs a token with the "+need.String()+" scope")
+		return id, failure(apierror.CodeForbidden, "This tool needs a token with the "+need.String()+" scope")
 	}
 	return id, nil
 }
@@ -56,8 +56,8 @@ func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest) (auth.
 	if denied != nil {
 		return id, denied
 	}
-	if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
-		return id, fail(apierror.RateLimited(wait))
+	if e := apierror.RateLimit(s.limiter, id); e != nil {
+		return id, e.CallToolResult()
 	}
 	return id, nil
 }

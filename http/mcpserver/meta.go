@@ -196,27 +196,20 @@ func success(data any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }
 
-// failure answers {"status":"error","error":...,"error_code":...} as a tool error the model can read.
+// failure answers {"status":"error","error":...,"error_code":...} as a tool error the model can read
+// (apierror.Error.CallToolResult).
 func failure(code, msg string) *mcp.CallToolResult {
-	return fail(&apierror.Error{Code: code, Detail: msg})
-}
-
-// fail answers an error of the shared vocabulary as a tool error: the body {"status":"error","error_code",
-// "error"[,"context"][,"server"][,"retry_after_seconds"]} as text and as structured content.
-func fail(e *apierror.Error) *mcp.CallToolResult {
-	body := e.ToolResult()
-	b, _ := json.Marshal(body)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+	return (&apierror.Error{Code: code, Detail: msg}).CallToolResult()
 }
 
 // failureFor maps the actors' and the store's errors with the shared mapping (the answers REST gives); anything
 // else is logged and answered INTERNAL_ERROR without its text.
 func (s *Server) failureFor(ctx context.Context, err error, subj apierror.Subject) *mcp.CallToolResult {
 	if e := apierror.FromError(err, subj); e != nil {
-		return fail(e)
+		return e.CallToolResult()
 	}
 	s.log.ErrorContext(ctx, "MCP tool call failed", "error", err)
-	return fail(apierror.Internal())
+	return apierror.Internal().CallToolResult()
 }
 
 // askCtx bounds a meta-tool's wait for an actor or the store by the ask timeout.
@@ -231,7 +224,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	r.Actor, r.IP = actorName(id), id.IP
 	c, cancel := s.askCtx(ctx)
@@ -334,7 +327,7 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	start := time.Now()
 	r, errs := api.ValidateSearch(req.Params.Arguments)
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	res, err := s.gw.Search(ctx, r)
 	if err != nil {
@@ -355,7 +348,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	start := time.Now()
 	in, errs := apierror.ValidateCall(req.Params.Arguments, apierror.ExecuteCall)
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	rt := s.gw.Routes()
 	route, err := rt.Resolve(in.Name, in.ServerID)
@@ -366,7 +359,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			r.Candidates = candidates(rt, amb)
 		}
 		if e := apierror.RouteError(err, r); e != nil {
-			return fail(e), nil
+			return e.CallToolResult(), nil
 		}
 		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
 	}
