@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -219,7 +220,7 @@ func TestRESTAuditRecords(t *testing.T) {
 			t.Fatalf("%s %s: %d %s", step.method, step.path, res.status, res.body)
 		}
 	}
-	want := []string{AuditServerRemoved, AuditToolsRefreshed, AuditServerDisconnected, AuditServerConnected, AuditServerUpdated, AuditServerRegistered}
+	want := []string{audit.ServerRemoved, audit.ToolsRefreshed, audit.ServerDisconnected, audit.ServerConnected, audit.ServerUpdated, audit.ServerRegistered}
 	res = e.do(t, "GET", base+"/audit", "", admin)
 	if res.status != http.StatusOK {
 		t.Fatalf("audit: %d %s", res.status, res.body)

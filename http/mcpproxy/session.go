@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/validate"
 )
 
 // errMirror means the backend's lists could not be mirrored for a new session.
@@ -214,7 +215,7 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 		return denied, nil
 	}
 	// The call rules every front end shares: the arguments, when given, are an object.
-	if _, ferrs := apierror.ValidateArguments(r.Params.Arguments); len(ferrs) > 0 {
+	if _, ferrs := validate.Arguments(r.Params.Arguments); len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
 	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,

@@ -5,10 +5,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
-	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/http/internal/audit"
 )
 
 // caller is who made an MCP tool call. One go-sdk server serves every session, so scopes are checked per call from
@@ -72,16 +71,6 @@ func actorName(id auth.Identity) string {
 
 // audit records an admin operation made through a meta-tool.
 func (s *Server) audit(ctx context.Context, id auth.Identity, event, serverID, serverName string, details map[string]any) {
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["via"] = "mcp"
-	r := persistence.AuditRecord{Event: event, Actor: actorName(id), IPAddress: id.IP, Details: api.AuditDetails(details)}
-	if serverID != "" {
-		r.ServerID = &serverID
-	}
-	if serverName != "" {
-		r.ServerName = &serverName
-	}
-	api.RecordAudit(ctx, s.store, s.log, r)
+	audit.Record(ctx, s.store, s.log, audit.Entry{Event: event, Actor: actorName(id), IP: id.IP, Via: "mcp",
+		ServerID: serverID, ServerName: serverName, Details: details})
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/internal/validate"
+	"github.com/mcpgw/aggregator/http/internal/view"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -222,7 +224,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if denied != nil {
 		return denied, nil
 	}
-	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
+	r, errs := validate.Registration(req.Params.Arguments, validate.Outbound(s.gw))
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
@@ -233,8 +235,8 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{Name: r.Name}), nil
 	}
-	s.audit(ctx, id, api.AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
-	return success(api.ServerDetailJSON(srv)), nil
+	s.audit(ctx, id, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
+	return success(view.NewServerDetail(srv)), nil
 }
 
 // resolveServer accepts a server's id or its name.
@@ -274,25 +276,25 @@ func (s *Server) serverOp(op string) mcp.ToolHandler {
 			if err := s.gw.Remove(c, srv.ID); err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerRemoved, srv.ID, srv.Name, nil)
+			s.audit(ctx, id, audit.ServerRemoved, srv.ID, srv.Name, nil)
 			return success(map[string]any{"server_id": srv.ID, "name": srv.Name, "removed": true}), nil
 		case toolConnect:
 			res, err := s.gw.Connect(c, srv.ID)
 			if err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
+			s.audit(ctx, id, audit.ServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
 			return success(res), nil
 		case toolDisconnect:
 			res, err := s.gw.Disconnect(c, srv.ID, in.Force)
 			if err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerDisconnected, srv.ID, srv.Name,
+			s.audit(ctx, id, audit.ServerDisconnected, srv.ID, srv.Name,
 				map[string]any{"force": in.Force, "status": res.Status, "pending_requests": res.PendingRequests})
 			return success(res), nil
 		default: // toolStatus
-			return success(api.ServerDetailJSON(srv)), nil
+			return success(view.NewServerDetail(srv)), nil
 		}
 	}
 }
@@ -313,7 +315,7 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	}
 	out := make([]any, len(servers))
 	for i, srv := range servers {
-		out[i] = api.ServerSummaryJSON(srv)
+		out[i] = view.NewServer(srv)
 	}
 	return success(map[string]any{"servers": out, "total": total}), nil
 }
@@ -325,7 +327,7 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return denied, nil
 	}
 	start := time.Now()
-	r, errs := api.ValidateSearch(req.Params.Arguments)
+	r, errs := validate.Search(req.Params.Arguments)
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
@@ -333,9 +335,9 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
-	view, _ := json.Marshal(api.SearchJSON(r, res, time.Since(start)))
+	answer, _ := json.Marshal(view.NewSearch(r, res, time.Since(start)))
 	var data map[string]any
-	_ = json.Unmarshal(view, &data)
+	_ = json.Unmarshal(answer, &data)
 	return success(data), nil
 }
 
@@ -346,7 +348,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return denied, nil
 	}
 	start := time.Now()
-	in, errs := apierror.ValidateCall(req.Params.Arguments, apierror.ExecuteCall)
+	in, errs := validate.Call(req.Params.Arguments, validate.ExecuteCall)
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}

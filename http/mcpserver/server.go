@@ -17,15 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/google/uuid"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/validate"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -391,10 +391,10 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route a
 	if _, denied := s.admitCall(ctx, req); denied != nil {
 		return denied, nil
 	}
-	if fe := apierror.CheckToolName(asked); fe != "" {
+	if fe := validate.ToolName(asked); fe != "" {
 		return apierror.Validation([]apierror.FieldError{{Loc: []any{"params", "name"}, Msg: fe, Type: apierror.FieldValueError}}).CallToolResult(), nil
 	}
-	args, ferrs := apierror.ValidateArguments(req.Params.Arguments)
+	args, ferrs := validate.Arguments(req.Params.Arguments)
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}

@@ -23,11 +23,12 @@ type Checks struct {
 	URLProblem func(rawURL string) string
 }
 
-func (k Checks) urlProblem(u string) string {
+// CheckURL judges a URL with URLProblem: "" when it may be used (or there is no such rule), else why not.
+func (k Checks) CheckURL(rawURL string) string {
 	if k.URLProblem == nil {
 		return ""
 	}
-	return k.URLProblem(u)
+	return k.URLProblem(rawURL)
 }
 
 // Validate checks raw as the connection_config of a server of the given transport (BR-001) and returns it
@@ -120,7 +121,7 @@ func CheckInto(c *strictjson.Checker, raw json.RawMessage, transport string, loc
 				if problem := HTTPURLProblem(s); problem != "" {
 					c.Add(strictjson.FieldValueError, problem, at)
 				} else if noRef(s, at) {
-					if problem := checks.urlProblem(s); problem != "" {
+					if problem := checks.CheckURL(s); problem != "" {
 						c.Add(strictjson.FieldValueError, problem, at)
 					} else {
 						out[m.Key] = s
