@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"mime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,18 +25,9 @@ const (
 	defaultHistoryLimit = 50
 )
 
-// knownStatus reports whether s is a server status, the values the status filter accepts.
-func knownStatus(s string) bool {
-	switch s {
-	case persistence.StatusDisconnected, persistence.StatusConnecting, persistence.StatusConnected,
-		persistence.StatusDegraded, persistence.StatusError, persistence.StatusDisconnecting:
-		return true
-	}
-	return false
-}
-
-// statusList names the accepted statuses in the filter's error message.
-const statusList = "DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR, DISCONNECTING"
+// knownStatus reports whether s is a server status, the values the status filter accepts (validate.Statuses, the
+// enum of list_mcp_servers' filter too).
+func knownStatus(s string) bool { return slices.Contains(validate.Statuses, s) }
 
 // serverID reads the :id parameter. Only a canonical UUID (8-4-4-4-12 hex, any case) is accepted; anything else is
 // a server that cannot exist, answered 404 without asking anyone. The id is returned in lowercase canonical form.
@@ -135,7 +127,7 @@ func (s *server) listServers(c *fiber.Ctx) error {
 	if c.Context().QueryArgs().Has("status") {
 		status = strings.ToUpper(c.Query("status"))
 		if !knownStatus(status) {
-			v.Add(apierror.FieldValueError, "Input should be one of "+statusList, []any{"query", "status"})
+			v.Add(apierror.FieldValueError, "Input should be one of "+strings.Join(validate.Statuses, ", "), []any{"query", "status"})
 		}
 	}
 	includeTools := queryBool(c, v, "include_tools")

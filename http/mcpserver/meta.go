@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
@@ -36,46 +37,53 @@ const (
 // backend tool's alias can replace one.
 func isMetaTool(name string) bool { return actors.IsMetaToolName(name) }
 
-func schema(props string, required ...string) json.RawMessage {
-	req, _ := json.Marshal(required)
-	if len(required) == 0 {
-		req = []byte("[]")
+// serverOpSchema is the input of the per-server meta-tools (the REST routes take the id from the path): the
+// server's id or name, and for disconnect_mcp_server whether to cut the calls in flight. Other fields are ignored.
+func serverOpSchema(force bool) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Required: []string{"server_id"}, Properties: map[string]*jsonschema.Schema{
+		"server_id": {Type: "string", Description: "The server's id (UUID) or name"}}}
+	if force {
+		s.Properties["force"] = &jsonschema.Schema{Type: "boolean", Default: json.RawMessage("false"),
+			Description: "Cancel the calls in flight instead of letting them drain"}
 	}
-	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
+	return s
 }
 
-const serverIDProp = `"server_id":{"type":"string","description":"The server's id (UUID) or name"}`
+// listSchema is list_mcp_servers' input: an optional status filter, the values of GET /servers?status=.
+func listSchema() *jsonschema.Schema {
+	statuses := make([]any, len(validate.Statuses))
+	for i, st := range validate.Statuses {
+		statuses[i] = st
+	}
+	return &jsonschema.Schema{Type: "object", Required: []string{}, Properties: map[string]*jsonschema.Schema{
+		"status": {Type: "string", Enum: statuses}}}
+}
 
+// The inputs of the meta-tools that have a REST twin are that twin's schema (package validate), which also
+// drives the validation, so a model and the API are told the same rules.
 func (s *Server) addMetaTools() {
 	s.mcp.AddTool(&mcp.Tool{Name: toolAdd, Description: "Register an external MCP server (and connect it unless auto_connect is false).",
-		InputSchema: schema(`"name":{"type":"string"},"description":{"type":"string"},"transport_type":{"type":"string","enum":["STDIO","SSE","HTTP"]},`+
-			`"connection_config":{"type":"object"},"health_check_url":{"type":"string"},"auto_connect":{"type":"boolean"}`,
-			"name", "transport_type", "connection_config")}, s.addServer)
+		InputSchema: validate.RegistrationSchema()}, s.addServer)
 	s.mcp.AddTool(&mcp.Tool{Name: toolRemove, Description: "Disconnect and remove an external MCP server with its tools.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolRemove))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolRemove))
 	s.mcp.AddTool(&mcp.Tool{Name: toolConnect, Description: "Connect a registered external MCP server.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolConnect))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolConnect))
 	s.mcp.AddTool(&mcp.Tool{Name: toolDisconnect, Description: "Disconnect an external MCP server; calls in flight drain unless force is true.",
-		InputSchema: schema(serverIDProp+`,"force":{"type":"boolean"}`, "server_id")}, s.serverOp(toolDisconnect))
+		InputSchema: serverOpSchema(true)}, s.serverOp(toolDisconnect))
 	s.mcp.AddTool(&mcp.Tool{Name: toolStatus, Description: "Status and health of one external MCP server.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolStatus))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolStatus))
 	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
-		InputSchema: schema(`"status":{"type":"string","enum":["DISCONNECTED","CONNECTING","CONNECTED","DEGRADED","ERROR","DISCONNECTING"]}`)}, s.listServers)
+		InputSchema: listSchema()}, s.listServers)
 	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.skillNames())), s.search)
 	s.followCatalogue()
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
-		InputSchema: schema(`"tool_name":{"type":"string"},"arguments":{"type":"object"},"server_id":{"type":"string"}`, "tool_name")}, s.execute)
+		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
 }
 
-// searchSchema is search_aggregated_tools' input: the fields of POST /api/v1/search.
-var searchSchema = schema(`"query":{"type":"string","description":"What the tool should do"},`+
-	`"server_filter":{"type":"array","items":{"type":"string"},"description":"Only these servers (names)"},`+
-	`"limit":{"type":"integer","minimum":1,"maximum":100},"strategy":{"type":"string","enum":["hierarchical","direct"]},`+
-	`"tool_threshold":{"type":"number","minimum":0,"maximum":1},"skill_threshold":{"type":"number","minimum":0,"maximum":1},`+
-	`"include_schemas":{"type":"boolean"},"item_type":{"type":"string","enum":["tool","skill"]},"include_external":{"type":"boolean"}`, "query")
-
+// searchTool is search_aggregated_tools with a description of the catalogue; its input is POST /api/v1/search's
+// (validate.SearchSchema).
 func searchTool(description string) *mcp.Tool {
-	return &mcp.Tool{Name: toolSearch, Description: description, InputSchema: searchSchema}
+	return &mcp.Tool{Name: toolSearch, Description: description, InputSchema: validate.SearchSchema()}
 }
 
 // Bounds of search_aggregated_tools' description: how many servers and skills it names, and how often it may
