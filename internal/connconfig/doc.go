@@ -6,10 +6,11 @@
 // scrub error texts), when plain http is allowed (PlainHTTPProblem), and which environment variables are the
 // daemon's own and may never be referenced or inherited (IsDaemonSetting).
 //
-// Before, these rules were spread over the REST validator, the actors' transport and secrets code and the REST
-// masking, and the REST API imported the actor system to validate a body. Now the front ends (http/api,
-// http/mcpserver) and the actors each import this package and not each other. What needs the running daemon (its
-// outbound policy, a live session's secrets) stays with its owner and is handed in (Checks).
+// The front ends (http/internal/validate for REST and the meta-tools, http/internal/view for answers) and the
+// actors (transport, scrubbing of error texts, the stdio child's environment) each import this package rather than
+// each other, so a rule cannot drift between the place that accepts a config and the place that uses it. What
+// needs the running daemon (its outbound policy, a live session's secrets) stays with its owner and is handed in
+// (Checks).
 //
 // The package is internal (the top-level internal/ of the module) because its names are this daemon's contract,
 // not an API: nothing outside github.com/mcpgw/aggregator may import it, so it can change with the contract.

@@ -2,8 +2,8 @@
 // FastAPI's {loc, msg, type} shape, the 422 detail of system-contract.md. It exists because encoding/json is too
 // lenient for a request contract: it takes the last of two duplicate keys (other decoders take the first), drops
 // unknown fields, and stops at the first wrong type; a client of the original service expects every problem at
-// once, each at its own location. The REST validators (http/api) and the connection_config rules
-// (internal/connconfig) read through it, so a wrong type or a duplicate key reads the same everywhere.
+// once, each at its own location. The request validators (http/internal/validate) and the connection_config
+// rules (internal/connconfig) read through it, so a wrong type or a duplicate key reads the same everywhere.
 package strictjson
 
 import (
