@@ -31,8 +31,9 @@ lint:
 
 ## fuzz: run each fuzz target for FUZZTIME (make test runs only their seed corpora)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateRegistration$$' -fuzztime $(FUZZTIME) ./http/api
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateCall$$' -fuzztime $(FUZZTIME) ./http/api
+	$(GO) test -run '^$$' -fuzz '^FuzzRegistration$$' -fuzztime $(FUZZTIME) ./http/internal/validate
+	$(GO) test -run '^$$' -fuzz '^FuzzCall$$' -fuzztime $(FUZZTIME) ./http/internal/validate
+	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/connconfig
 	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/msglimit

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
 // The environment of a stdio server's process. The daemon's own environment holds its bearer tokens, the at-rest
@@ -11,7 +13,8 @@ import (
 // get-env tool does): so a child never inherits it whole. It gets the few variables a program needs to run, as the
 // MCP SDKs' default environment does (the TypeScript SDK's getDefaultEnvironment), the variables the operator lists
 // in MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH, and its own connection_config env. The daemon's settings are never
-// inherited, even when listed, and ${VAR} references may not name them (expand, and http/api's validation).
+// inherited, even when listed (connconfig.IsDaemonSetting), and ${VAR} references may not name them
+// (connconfig.Validate at registration, connconfig.Expand at connect time).
 
 // inheritedEnv are the variables every stdio server inherits from the daemon when they are set: the TypeScript
 // SDK's default set (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus the locale, the time zone and the temporary
@@ -21,53 +24,9 @@ var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", 
 // inheritedEnvPrefixes are prefixes of inherited variable names.
 var inheritedEnvPrefixes = []string{"LC_"}
 
-// daemonSettingPrefixes and daemonSettings name the daemon's own configuration (the README's configuration table,
-// plus TEST_DATABASE_URL): never passed to a child, never resolvable in a connection_config.
-var (
-	daemonSettingPrefixes = []string{"MCP_AGGREGATOR_", "MCP_CREDENTIAL_KEY", "QDRANT_"}
-	daemonSettings        = []string{"DATABASE_URL", "TEST_DATABASE_URL"}
-)
-
-// IsDaemonSetting reports whether an environment variable is one of the daemon's own settings (MCP_AGGREGATOR_*,
-// MCP_CREDENTIAL_KEY*, DATABASE_URL, QDRANT_*; case-insensitive). Those hold its tokens, keys and database
-// credentials: a stdio server never inherits them and a connection_config may not reference them.
-func IsDaemonSetting(name string) bool {
-	n := strings.ToUpper(name)
-	for _, p := range daemonSettingPrefixes {
-		if strings.HasPrefix(n, p) {
-			return true
-		}
-	}
-	return slices.Contains(daemonSettings, n)
-}
-
-// DaemonSettingReference returns the first ${VAR} reference in s that names one of the daemon's settings, or "".
-func DaemonSettingReference(s string) string {
-	for _, m := range envRef.FindAllStringSubmatch(s, -1) {
-		if IsDaemonSetting(m[1]) {
-			return m[1]
-		}
-	}
-	return ""
-}
-
-// ValidEnvName reports whether name can be an environment variable of a child (letters, digits and _, not
-// starting with a digit), the form MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH accepts.
-func ValidEnvName(name string) bool {
-	if name == "" || name[0] >= '0' && name[0] <= '9' {
-		return false
-	}
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // inherited reports whether the daemon's variable name goes to every child.
 func inherited(name string, passthrough []string) bool {
-	if IsDaemonSetting(name) {
+	if connconfig.IsDaemonSetting(name) {
 		return false
 	}
 	if slices.Contains(inheritedEnv, name) || slices.Contains(passthrough, name) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -54,25 +55,14 @@ func TestChildEnv(t *testing.T) {
 	}
 }
 
-func TestIsDaemonSetting(t *testing.T) {
-	for name, want := range map[string]bool{
-		"MCP_AGGREGATOR_ADMIN_TOKENS": true, "MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH": true, "MCP_CREDENTIAL_KEY": true,
-		"MCP_CREDENTIAL_KEY_PREVIOUS": true, "DATABASE_URL": true, "TEST_DATABASE_URL": true, "QDRANT_URL": true,
-		"qdrant_api_key": true, "MCP_AGGREGATOR_PGROUP": true,
-		"PATH": false, "MY_DATABASE_URL": false, "GITHUB_TOKEN": false, "MCP_URL": false, "MCP_AGGREGATOR": false,
-	} {
-		if got := IsDaemonSetting(name); got != want {
-			t.Errorf("IsDaemonSetting(%s) = %v, want %v", name, got, want)
-		}
-	}
-}
-
-// TestResolveRefusesDaemonSettings: at connect time a reference to a daemon setting (a configuration stored
-// before registration refused them) is an error naming the variable; its value is never read or returned.
-func TestResolveRefusesDaemonSettings(t *testing.T) {
-	read := []string{}
+// TestBuildTransportRefusesDaemonSettings: a configuration stored before registration refused references to the
+// daemon's settings cannot connect: the server goes to ERROR (buildTransport is what the actor calls), and the
+// reference is never looked up (connconfig.Resolve).
+func TestBuildTransportRefusesDaemonSettings(t *testing.T) {
 	lookup := func(k string) (string, bool) {
-		read = append(read, k)
+		if connconfig.IsDaemonSetting(k) {
+			t.Errorf("looked up %s", k)
+		}
 		return "the-secret-value", true
 	}
 	for _, cfg := range []string{
@@ -82,28 +72,11 @@ func TestResolveRefusesDaemonSettings(t *testing.T) {
 		`{"url":"https://h/${QDRANT_API_KEY}"}`,
 		`{"base_url":"https://h/mcp","headers":{"Authorization":"Bearer ${MCP_AGGREGATOR_CLIENT_TOKENS}"}}`,
 	} {
-		read = read[:0]
-		c, err := resolveConfig(json.RawMessage(cfg), lookup)
-		if err == nil || !strings.Contains(err.Error(), "a setting of the aggregator itself") {
-			t.Errorf("%s: err %v", cfg, err)
-			continue
+		_, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},
+			(&Deps{Env: lookup}).withDefaults(), nil)
+		if err == nil || !strings.Contains(err.Error(), "a setting of the aggregator itself") || strings.Contains(err.Error(), "the-secret-value") {
+			t.Errorf("%s: buildTransport: %v", cfg, err)
 		}
-		if b, _ := json.Marshal(c); strings.Contains(string(b), "the-secret-value") || strings.Contains(err.Error(), "the-secret-value") {
-			t.Errorf("%s: the value was resolved: %s / %v", cfg, b, err)
-		}
-		for _, k := range read {
-			if IsDaemonSetting(k) {
-				t.Errorf("%s: looked up %s", cfg, k)
-			}
-		}
-		// The server goes to ERROR with that message (buildTransport is what the actor calls).
-		if _, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},
-			(&Deps{Env: lookup}).withDefaults(), nil); err == nil {
-			t.Errorf("%s: buildTransport accepted it", cfg)
-		}
-	}
-	if c, err := resolveConfig(json.RawMessage(`{"command":"node","env":{"T":"${MY_TOKEN}"}}`), lookup); err != nil || c.Env["T"] != "the-secret-value" {
-		t.Errorf("an ordinary reference: %v %v", c, err)
 	}
 }
 

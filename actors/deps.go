@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/search/classify"
@@ -94,7 +95,7 @@ type Deps struct {
 	// HealthClient makes health_check_url requests.
 	HealthClient *http.Client
 	// Env resolves ${VAR} references at connect time.
-	Env LookupEnv
+	Env connconfig.LookupEnv
 	// Metrics records calls, health checks, reconnects and state changes (nil: nothing is recorded).
 	Metrics *metrics.Metrics
 	// MeterProvider receives protoactor's own instruments (nil: none).

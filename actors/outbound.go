@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
 // Loop detection between aggregators (one daemon registered as a backend of itself, directly or through others).
@@ -221,13 +223,7 @@ func (o *Outbound) URLProblem(rawURL string) string {
 
 // judgeableURL parses rawURL unless its scheme or host is still a ${VAR} reference.
 func judgeableURL(rawURL string) (*url.URL, bool) {
-	head := rawURL
-	if i := strings.Index(head, "://"); i >= 0 {
-		if j := strings.IndexAny(head[i+3:], "/?#"); j >= 0 {
-			head = head[:i+3+j]
-		}
-	}
-	if strings.Contains(head, "${") {
+	if connconfig.HostIsRef(rawURL) {
 		return nil, false
 	}
 	u, err := url.Parse(rawURL)
@@ -345,14 +341,14 @@ func (o *Outbound) Transport() *http.Transport {
 // HealthClient is the default client of health_check_url requests: guarded dials, the hop header, and the
 // redirect policy of MCP sessions (see healthClientFor).
 func (o *Outbound) HealthClient() *http.Client {
-	return &http.Client{Transport: &headerTransport{base: o.Transport(), out: o}, CheckRedirect: checkRedirect(false)}
+	return &http.Client{Transport: &headerTransport{base: o.Transport(), out: o}, CheckRedirect: connconfig.CheckRedirect(false)}
 }
 
 // healthClientFor is client with the redirect policy of one server: plain http only to loopback unless the
 // server allows insecure http, at most 10 redirects. (Health checks send no configured headers.)
 func healthClientFor(client *http.Client, allowInsecure bool) *http.Client {
 	c := *client
-	c.CheckRedirect = checkRedirect(allowInsecure)
+	c.CheckRedirect = connconfig.CheckRedirect(allowInsecure)
 	return &c
 }
 

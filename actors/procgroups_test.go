@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -215,7 +216,7 @@ func TestStdioGroupRecord(t *testing.T) {
 	dataDir := t.TempDir()
 	tag := fmt.Sprintf("record-helper-%d", time.Now().UnixNano())
 	d := (&Deps{DataDir: dataDir}).withDefaults()
-	cfg, _ := json.Marshal(ConnectionConfig{Command: "bash", Args: []string{"-c", `exec -a "$0" sleep 1000 & exec cat`, tag}})
+	cfg, _ := json.Marshal(connconfig.Config{Command: "bash", Args: []string{"-c", `exec -a "$0" sleep 1000 & exec cat`, tag}})
 	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg}, d, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -35,14 +36,14 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		return
 	}
 	if url != "" {
-		if problem := PlainHTTPProblem(url, allowsInsecureHTTP(a.rec.ConnectionConfig)); problem != "" {
+		if problem := connconfig.PlainHTTPProblem(url, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig)); problem != "" {
 			a.onHealthResult(&healthResult{gen: m.gen, err: "health_check_url refused: " + problem})
 			return
 		}
 	}
 	a.healthBusy = true
 	sess, timeout, sys, self := a.sess.session, a.d.Config.HealthTimeout, a.sys, a.self
-	client := healthClientFor(a.d.HealthClient, allowsInsecureHTTP(a.rec.ConnectionConfig))
+	client := healthClientFor(a.d.HealthClient, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig))
 	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -1,14 +1,12 @@
 package actors
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
-	"regexp"
 	"sync"
 	"syscall"
 
@@ -16,81 +14,9 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
 )
-
-// ConnectionConfig is the union of the transport-specific connection_config fields (BR-001).
-type ConnectionConfig struct {
-	Command           string            `json:"command,omitempty"`
-	Args              []string          `json:"args,omitempty"`
-	Env               map[string]string `json:"env,omitempty"`
-	Cwd               string            `json:"cwd,omitempty"`
-	URL               string            `json:"url,omitempty"`
-	BaseURL           string            `json:"base_url,omitempty"`
-	Headers           map[string]string `json:"headers,omitempty"`
-	AllowInsecureHTTP bool              `json:"allow_insecure_http,omitempty"`
-}
-
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// LookupEnv resolves a ${VAR} reference; os.LookupEnv in production, a map in tests.
-type LookupEnv func(string) (string, bool)
-
-// expand replaces every ${VAR} in s from lookup; an unset variable is an error naming it (never its value). A
-// reference to one of the daemon's own settings (IsDaemonSetting) is an error too, and is never looked up:
-// registration refuses such references, and this refuses them in configurations stored before that rule.
-func expand(s string, lookup LookupEnv) (string, error) {
-	if name := DaemonSettingReference(s); name != "" {
-		return "", fmt.Errorf("connection_config references %s, a setting of the aggregator itself: "+
-			"the aggregator's settings (MCP_AGGREGATOR_*, MCP_CREDENTIAL_KEY*, DATABASE_URL, QDRANT_*) are never given to servers", name)
-	}
-	var missing string
-	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := envRef.FindStringSubmatch(m)[1]
-		v, ok := lookup(name)
-		if !ok && missing == "" {
-			missing = name
-		}
-		return v
-	})
-	if missing != "" {
-		return "", fmt.Errorf("environment variable %s referenced in connection_config is not set", missing)
-	}
-	return out, nil
-}
-
-// resolveConfig parses raw and resolves ${VAR} references in every string the transport uses. The stored config
-// keeps the references; only this in-memory copy holds resolved values.
-func resolveConfig(raw json.RawMessage, lookup LookupEnv) (ConnectionConfig, error) {
-	var c ConnectionConfig
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return c, fmt.Errorf("parse connection_config: %w", err)
-	}
-	var err error
-	one := func(s *string) {
-		if err == nil {
-			*s, err = expand(*s, lookup)
-		}
-	}
-	one(&c.Command)
-	one(&c.Cwd)
-	one(&c.URL)
-	one(&c.BaseURL)
-	for i := range c.Args {
-		one(&c.Args[i])
-	}
-	for k, v := range c.Env {
-		v := v
-		one(&v)
-		c.Env[k] = v
-	}
-	for k, v := range c.Headers {
-		v := v
-		one(&v)
-		c.Headers[k] = v
-	}
-	return c, err
-}
 
 // stderrTail keeps the last bytes a child process wrote to stderr, to explain why it failed.
 type stderrTail struct {
@@ -179,7 +105,7 @@ type built struct {
 // guard bounds every message read from the server (nil: the defaults, no budget). SSE and HTTP sessions follow
 // d's outbound policy (README "Outbound targets").
 func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*built, error) {
-	cfg, err := resolveConfig(rec.ConnectionConfig, d.Env)
+	cfg, err := connconfig.Resolve(rec.ConnectionConfig, d.Env)
 	out := d.outbound
 	if err != nil {
 		return nil, err
@@ -213,14 +139,11 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		proc.group = group
 		return &built{transport: proc, proc: proc, stderr: tail, guard: guard}, nil
 	case persistence.TransportSSE, persistence.TransportHTTP:
-		endpoint := cfg.URL
-		if rec.TransportType == persistence.TransportHTTP {
-			endpoint = cfg.BaseURL
-		}
+		endpoint := cfg.Endpoint(rec.TransportType)
 		if endpoint == "" {
 			return nil, fmt.Errorf("connection_config has no endpoint URL")
 		}
-		if problem := PlainHTTPProblem(endpoint, cfg.AllowInsecureHTTP); problem != "" {
+		if problem := connconfig.PlainHTTPProblem(endpoint, cfg.AllowInsecureHTTP); problem != "" {
 			return nil, fmt.Errorf("connection_config endpoint refused: %s", problem)
 		}
 		if problem := out.URLProblem(endpoint); problem != "" {
@@ -240,7 +163,7 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		}
 		conns := newSessionConns(base)
 		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers, origin: origin(eu), out: out},
-			CheckRedirect: checkRedirect(cfg.AllowInsecureHTTP)}
+			CheckRedirect: connconfig.CheckRedirect(cfg.AllowInsecureHTTP)}
 		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.
 		backstop := 2*guard.Max() + 1<<20
 		b := &built{client: client, conns: conns, guard: guard}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence/crypt"
 )
 
@@ -269,9 +270,9 @@ func stdioPassthrough(raw string, errs []string) ([]string, []string) {
 		n = strings.TrimSpace(n)
 		switch {
 		case n == "":
-		case !actors.ValidEnvName(n):
+		case !connconfig.ValidEnvName(n):
 			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %q is not a variable name", n))
-		case actors.IsDaemonSetting(n):
+		case connconfig.IsDaemonSetting(n):
 			errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH: %s is a setting of the aggregator itself and is never passed to stdio servers", n))
 		default:
 			names = append(names, n)

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
 // TestEveryConfigVariableIsADaemonSetting: every variable of the configuration table is one of the daemon's
-// settings as the actors see them, so none can reach a stdio child or be referenced in a connection_config.
+// settings as connconfig sees them, so none can reach a stdio child or be referenced in a connection_config.
 func TestEveryConfigVariableIsADaemonSetting(t *testing.T) {
 	for _, e := range envVars() {
-		if !actors.IsDaemonSetting(e.Name) {
-			t.Errorf("%s is not covered by actors.IsDaemonSetting", e.Name)
+		if !connconfig.IsDaemonSetting(e.Name) {
+			t.Errorf("%s is not covered by connconfig.IsDaemonSetting", e.Name)
 		}
 	}
 }

@@ -4,74 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/internal/view"
+	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// Audit events (system-contract.md, "Audit Logging"): one record after every successful admin operation, from the
-// REST API and from the MCP meta-tools alike.
-const (
-	AuditServerRegistered   = "server.registered"
-	AuditServerUpdated      = "server.updated"
-	AuditServerConnected    = "server.connected" // a connect was requested (it completes in the background)
-	AuditServerDisconnected = "server.disconnected"
-	AuditServerRemoved      = "server.removed"
-	AuditToolsRefreshed     = "server.tools_refreshed"
-)
-
-// auditTimeout bounds the write of one audit record.
-const auditTimeout = 5 * time.Second
-
-// RecordAudit stores one audit record. The operation it describes has already happened, so a failed write is
-// logged, not returned; it runs detached from the request's cancellation so a client hanging up cannot lose it.
-// Details must never hold connection_config or anything secret.
-func RecordAudit(ctx context.Context, store persistence.Store, log *slog.Logger, r persistence.AuditRecord) {
-	if r.Timestamp.IsZero() {
-		r.Timestamp = time.Now()
-	}
-	r.Timestamp = r.Timestamp.UTC()
-	if r.Actor == "" {
-		r.Actor = anonymousActor
-	}
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := store.InsertAudit(c, r); err != nil && log != nil {
-		log.LogAttrs(ctx, slog.LevelError, "audit record not stored", slog.String("event", r.Event),
-			slog.Any("server_id", r.ServerID), slog.String("actor", r.Actor), slog.Any("error", err))
-	}
-}
-
-// AuditDetails encodes small details of an audit record (nil stays nil).
-func AuditDetails(d map[string]any) json.RawMessage {
-	if len(d) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
 // audit records an admin operation of a REST request: its actor, client IP and the app's clock.
 func (s *server) audit(c *fiber.Ctx, event, serverID, serverName string, details map[string]any) {
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["via"] = "rest"
-	r := persistence.AuditRecord{Event: event, Actor: actorOf(c), IPAddress: c.IP(), Details: AuditDetails(details),
-		Timestamp: s.cfg.Now()}
-	if serverID != "" {
-		r.ServerID = &serverID
-	}
-	if serverName != "" {
-		r.ServerName = &serverName
-	}
-	RecordAudit(c.UserContext(), s.store, s.log, r)
+	audit.Record(c.UserContext(), s.store, s.log, audit.Entry{Event: event, Actor: actorOf(c), IP: c.IP(), Via: "rest",
+		ServerID: serverID, ServerName: serverName, Details: details, At: s.cfg.Now()})
 }
 
 // serverName finds a server's name for the audit log: from the routing table, else the store ("" if unknown).
@@ -105,11 +51,11 @@ type auditListView struct {
 
 // GET /audit?limit=&offset=: the audit log, newest first (admin scope).
 func (s *server) listAudit(c *fiber.Ctx) error {
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := strictjson.New("body")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -120,8 +66,8 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 	out := auditListView{Records: make([]auditRecordView, 0, len(recs)), Total: total, Limit: limit, Offset: offset}
 	for _, r := range recs {
 		out.Records = append(out.Records, auditRecordView{ID: r.ID, Event: r.Event, ServerID: r.ServerID,
-			ServerName: r.ServerName, Actor: r.Actor, IPAddress: r.IPAddress, Timestamp: formatTime(r.Timestamp),
-			Details: rawOrNull(r.Details)})
+			ServerName: r.ServerName, Actor: r.Actor, IPAddress: r.IPAddress, Timestamp: view.Time(r.Timestamp),
+			Details: view.Raw(r.Details)})
 	}
 	return c.JSON(out)
 }

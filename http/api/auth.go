@@ -7,13 +7,6 @@ import (
 	"github.com/mcpgw/aggregator/http/auth"
 )
 
-// Error codes of authentication, authorization and the rate limit.
-const (
-	CodeUnauthorized = auth.CodeUnauthorized
-	CodeForbidden    = auth.CodeForbidden
-	CodeRateLimited  = auth.CodeRateLimited
-)
-
 // identityKey is the locals key of the caller's auth.Identity.
 type identityKey struct{}
 
@@ -34,7 +27,7 @@ func (s *server) authenticate(c *fiber.Ctx) error {
 		if status != 0 {
 			code, detail := auth.Detail(status, required)
 			c.Set(fiber.HeaderWWWAuthenticate, auth.Challenge(status, required))
-			return &apiError{status: status, code: code, detail: detail}
+			return &apierror.Error{Status: status, Code: code, Detail: detail}
 		}
 		id.IP = c.IP()
 	}
@@ -42,8 +35,8 @@ func (s *server) authenticate(c *fiber.Ctx) error {
 	c.SetUserContext(auth.WithIdentity(c.UserContext(), id))
 
 	if auth.IsToolCall(c.Method(), c.Path()) {
-		if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
-			return fromShared(apierror.RateLimited(wait))
+		if e := apierror.RateLimit(s.limiter, id); e != nil {
+			return e
 		}
 	}
 	return c.Next()

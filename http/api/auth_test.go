@@ -10,7 +10,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -114,7 +116,7 @@ func TestAuthEveryRoute(t *testing.T) {
 						t.Fatalf("%s %s with %q: status %d, want 401 with WWW-Authenticate; body %s", r.Method, p, authz, res.status, res.body)
 					}
 					if r.Method != http.MethodHead {
-						wantError(t, res, http.StatusUnauthorized, CodeUnauthorized)
+						wantError(t, res, http.StatusUnauthorized, apierror.CodeUnauthorized)
 					}
 				}
 				res := e.do(t, r.Method, p, body, "Authorization: Bearer "+testClientToken)
@@ -123,7 +125,7 @@ func TestAuthEveryRoute(t *testing.T) {
 						t.Fatalf("client token on admin route %s %s: %d %s", r.Method, p, res.status, res.body)
 					}
 					if r.Method != http.MethodHead {
-						wantError(t, res, http.StatusForbidden, CodeForbidden)
+						wantError(t, res, http.StatusForbidden, apierror.CodeForbidden)
 					}
 				} else if res.status == 401 || res.status == 403 {
 					t.Fatalf("client token on client route %s %s: %d %s", r.Method, p, res.status, res.body)
@@ -139,8 +141,8 @@ func TestAuthEveryRoute(t *testing.T) {
 		t.Fatalf("only %d routes enumerated", seen)
 	}
 	// An unknown path is 401 without a token (the routes are not revealed), 404 with one.
-	wantError(t, e.do(t, "GET", base+"/nope", ""), http.StatusUnauthorized, CodeUnauthorized)
-	wantError(t, e.do(t, "GET", base+"/nope", "", "Authorization: Bearer "+testClientToken), http.StatusNotFound, CodeNotFound)
+	wantError(t, e.do(t, "GET", base+"/nope", ""), http.StatusUnauthorized, apierror.CodeUnauthorized)
+	wantError(t, e.do(t, "GET", base+"/nope", "", "Authorization: Bearer "+testClientToken), http.StatusNotFound, apierror.CodeNotFound)
 }
 
 // TestAuthOffIsAnonymousAdmin: with no token every route works and the audit actor is anonymous.
@@ -174,7 +176,7 @@ func TestRateLimitToolCalls(t *testing.T) {
 		}
 	}
 	res := call(testClientToken)
-	m := wantError(t, res, http.StatusTooManyRequests, CodeRateLimited)
+	m := wantError(t, res, http.StatusTooManyRequests, apierror.CodeRateLimited)
 	ra, err := strconv.Atoi(res.header.Get("Retry-After"))
 	if err != nil || ra < 1 || ra > 2 {
 		t.Fatalf("Retry-After %q", res.header.Get("Retry-After"))
@@ -218,7 +220,7 @@ func TestRESTAuditRecords(t *testing.T) {
 			t.Fatalf("%s %s: %d %s", step.method, step.path, res.status, res.body)
 		}
 	}
-	want := []string{AuditServerRemoved, AuditToolsRefreshed, AuditServerDisconnected, AuditServerConnected, AuditServerUpdated, AuditServerRegistered}
+	want := []string{audit.ServerRemoved, audit.ToolsRefreshed, audit.ServerDisconnected, audit.ServerConnected, audit.ServerUpdated, audit.ServerRegistered}
 	res = e.do(t, "GET", base+"/audit", "", admin)
 	if res.status != http.StatusOK {
 		t.Fatalf("audit: %d %s", res.status, res.body)
@@ -281,7 +283,7 @@ func TestRefreshUnavailableNotAudited(t *testing.T) {
 // TestMetricsOpen: /metrics needs a token unless MCP_AGGREGATOR_METRICS_OPEN; the API still does.
 func TestMetricsOpen(t *testing.T) {
 	closed := newAuthEnv(t, nil)
-	wantError(t, closed.do(t, "GET", "/metrics", ""), http.StatusUnauthorized, CodeUnauthorized)
+	wantError(t, closed.do(t, "GET", "/metrics", ""), http.StatusUnauthorized, apierror.CodeUnauthorized)
 	if res := closed.do(t, "GET", "/metrics", "", "Authorization: Bearer "+testClientToken); res.status != http.StatusOK {
 		t.Fatalf("metrics with a client token: %d", res.status)
 	}
@@ -289,5 +291,5 @@ func TestMetricsOpen(t *testing.T) {
 	if res := open.do(t, "GET", "/metrics", ""); res.status != http.StatusOK {
 		t.Fatalf("open metrics: %d", res.status)
 	}
-	wantError(t, open.do(t, "GET", base+"/servers", ""), http.StatusUnauthorized, CodeUnauthorized)
+	wantError(t, open.do(t, "GET", base+"/servers", ""), http.StatusUnauthorized, apierror.CodeUnauthorized)
 }

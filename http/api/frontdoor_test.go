@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -138,13 +139,13 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	down := fmt.Errorf("postgres: list servers: %w", errors.Join(persistence.ErrUnavailable, errors.New("connection refused")))
 	e.store.listErr = down
 	r := e.do(t, "GET", base+"/servers", "")
-	wantError(t, r, http.StatusServiceUnavailable, CodeStoreUnavailable)
+	wantError(t, r, http.StatusServiceUnavailable, apierror.CodeStoreUnavailable)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}
 	e.control.err = fmt.Errorf("register: %w", down)
 	r = e.do(t, "POST", base+"/servers", sseBody)
-	wantError(t, r, http.StatusServiceUnavailable, CodeStoreUnavailable)
+	wantError(t, r, http.StatusServiceUnavailable, apierror.CodeStoreUnavailable)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After on the write")
 	}

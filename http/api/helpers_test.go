@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -143,11 +145,11 @@ func wantError(t *testing.T, r response, status int, code string) map[string]any
 }
 
 // fieldErrors decodes a 422 body's detail list.
-func fieldErrors(t *testing.T, r response) []FieldError {
+func fieldErrors(t *testing.T, r response) []apierror.FieldError {
 	t.Helper()
-	wantError(t, r, fiber.StatusUnprocessableEntity, CodeValidation)
+	wantError(t, r, fiber.StatusUnprocessableEntity, apierror.CodeValidation)
 	var body struct {
-		Detail []FieldError `json:"detail"`
+		Detail []apierror.FieldError `json:"detail"`
 	}
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		t.Fatalf("422 detail is not a list: %v: %s", err, r.body)
@@ -199,3 +201,22 @@ const sseBody = `{"name":"github-mcp","description":"GitHub MCP Server for repos
 	"health_check_url":"https://github-mcp.example.com/health","auto_connect":true}`
 
 const base = "/api/v1/aggregator"
+
+// locString renders a loc for comparison: body.connection_config.args.1
+func locString(loc []any) string {
+	parts := make([]string, len(loc))
+	for i, p := range loc {
+		parts[i] = fmt.Sprint(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// hasError reports whether errs holds an error at loc of type typ.
+func hasError(errs []apierror.FieldError, loc, typ string) bool {
+	for _, e := range errs {
+		if locString(e.Loc) == loc && e.Type == typ {
+			return true
+		}
+	}
+	return false
+}

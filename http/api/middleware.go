@@ -115,18 +115,18 @@ func routePattern(c *fiber.Ctx) string {
 // storeUnavailable makes every error caused by an unreachable store (persistence.ErrUnavailable, however a handler
 // wrapped it) the shared 503 STORE_UNAVAILABLE answer with Retry-After, instead of a 500. Nothing is queued.
 func storeUnavailable(_ *fiber.Ctx, err error) error {
-	var ae *apiError
+	var ae *apierror.Error
 	if errors.As(err, &ae) || !errors.Is(err, persistence.ErrUnavailable) {
 		return err
 	}
-	return fromShared(apierror.FromError(err, apierror.Subject{}))
+	return apierror.FromError(err, apierror.Subject{})
 }
 
 // guardHost is the middleware after request ids: a DNS-rebinding Host or a foreign browser Origin is answered 403
 // (HOST_NOT_ALLOWED, ORIGIN_NOT_ALLOWED) before authentication and before any handler.
 func (s *server) guardHost(c *fiber.Ctx) error {
 	if status, code, detail := s.guard.Check(string(c.Request().Host()), c.Get(fiber.HeaderOrigin), c.Protocol()); status != 0 {
-		return &apiError{status: status, code: code, detail: detail}
+		return &apierror.Error{Status: status, Code: code, Detail: detail}
 	}
 	return c.Next()
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -96,25 +97,25 @@ func TestAccessLog(t *testing.T) {
 
 func TestFiberErrorsAreShaped(t *testing.T) {
 	e := newEnv(t)
-	wantError(t, e.do(t, "GET", "/nope", ""), http.StatusNotFound, CodeNotFound)
-	wantError(t, e.do(t, "GET", base+"/servers/x/y/z", ""), http.StatusNotFound, CodeNotFound)
-	wantError(t, e.do(t, "POST", base+"/nothing-here", "{}"), http.StatusNotFound, CodeNotFound)
+	wantError(t, e.do(t, "GET", "/nope", ""), http.StatusNotFound, apierror.CodeNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/x/y/z", ""), http.StatusNotFound, apierror.CodeNotFound)
+	wantError(t, e.do(t, "POST", base+"/nothing-here", "{}"), http.StatusNotFound, apierror.CodeNotFound)
 
 	r := e.do(t, "PUT", base+"/servers", "{}")
-	wantError(t, r, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+	wantError(t, r, http.StatusMethodNotAllowed, apierror.CodeMethodNotAllowed)
 	if !strings.Contains(r.header.Get("Allow"), "GET") || !strings.Contains(r.header.Get("Allow"), "POST") {
 		t.Errorf("Allow = %q", r.header.Get("Allow"))
 	}
-	wantError(t, e.do(t, "DELETE", base+"/state", ""), http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+	wantError(t, e.do(t, "DELETE", base+"/state", ""), http.StatusMethodNotAllowed, apierror.CodeMethodNotAllowed)
 	wantError(t, e.do(t, "GET", base+"/servers/550e8400-e29b-41d4-a716-446655440000/connect", ""),
-		http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+		http.StatusMethodNotAllowed, apierror.CodeMethodNotAllowed)
 }
 
 func TestPanicIsShaped500(t *testing.T) {
 	e := newEnv(t)
 	e.control.panics = "kaboom with internal detail"
 	r := e.do(t, "POST", base+"/servers", sseBody, "X-Request-ID: p-1")
-	m := wantError(t, r, http.StatusInternalServerError, CodeInternal)
+	m := wantError(t, r, http.StatusInternalServerError, apierror.CodeInternal)
 	if strings.Contains(string(r.body), "kaboom") || m["detail"] != "Internal server error" {
 		t.Errorf("leak: %s", r.body)
 	}
@@ -132,7 +133,7 @@ func TestUnsupportedMediaType(t *testing.T) {
 	e := newEnv(t)
 	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "garbage;;"} {
 		r := e.do(t, "POST", base+"/servers", sseBody, "Content-Type: "+ct)
-		wantError(t, r, http.StatusUnsupportedMediaType, CodeUnsupportedMediaType)
+		wantError(t, r, http.StatusUnsupportedMediaType, apierror.CodeUnsupportedMediaType)
 	}
 	for i, ct := range []string{"application/json; charset=utf-8", "application/merge-patch+json", "APPLICATION/JSON"} {
 		name := "n" + strconv.Itoa(i)
@@ -172,7 +173,7 @@ func TestBodyTooLarge(t *testing.T) {
 
 	big := []byte(`{"name":"a","description":"` + strings.Repeat("x", 2000) + `"}`)
 	r := post("/servers", big)
-	m := wantError(t, r, http.StatusRequestEntityTooLarge, CodeRequestTooLarge)
+	m := wantError(t, r, http.StatusRequestEntityTooLarge, apierror.CodeRequestTooLarge)
 	if m["context"].(map[string]any)["max_bytes"] != 1024.0 {
 		t.Errorf("body %s", r.body)
 	}
@@ -182,7 +183,7 @@ func TestBodyTooLarge(t *testing.T) {
 	if !strings.Contains(e.logs.String(), `"status":413`) {
 		t.Errorf("413 not logged: %s", e.logs.String())
 	}
-	wantError(t, post("/servers/550e8400-e29b-41d4-a716-446655440000/disconnect", big), http.StatusRequestEntityTooLarge, CodeRequestTooLarge)
+	wantError(t, post("/servers/550e8400-e29b-41d4-a716-446655440000/disconnect", big), http.StatusRequestEntityTooLarge, apierror.CodeRequestTooLarge)
 
 	// Just under the limit is processed normally.
 	if r := post("/servers", []byte(sseBody)); r.status != http.StatusCreated {

@@ -3,12 +3,18 @@ package api
 import (
 	"fmt"
 	"mime"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/internal/validate"
+	"github.com/mcpgw/aggregator/http/internal/view"
+	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -19,29 +25,20 @@ const (
 	defaultHistoryLimit = 50
 )
 
-// knownStatus reports whether s is a server status, the values the status filter accepts.
-func knownStatus(s string) bool {
-	switch s {
-	case persistence.StatusDisconnected, persistence.StatusConnecting, persistence.StatusConnected,
-		persistence.StatusDegraded, persistence.StatusError, persistence.StatusDisconnecting:
-		return true
-	}
-	return false
-}
-
-// statusList names the accepted statuses in the filter's error message.
-const statusList = "DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR, DISCONNECTING"
+// knownStatus reports whether s is a server status, the values the status filter accepts (validate.Statuses, the
+// enum of list_mcp_servers' filter too).
+func knownStatus(s string) bool { return slices.Contains(validate.Statuses, s) }
 
 // serverID reads the :id parameter. Only a canonical UUID (8-4-4-4-12 hex, any case) is accepted; anything else is
 // a server that cannot exist, answered 404 without asking anyone. The id is returned in lowercase canonical form.
 func serverID(c *fiber.Ctx) (string, error) {
 	raw := c.Params("id")
 	if len(raw) != 36 {
-		return "", serverNotFound(raw)
+		return "", apierror.ServerNotFound(raw)
 	}
 	u, err := uuid.Parse(raw)
 	if err != nil {
-		return "", serverNotFound(raw)
+		return "", apierror.ServerNotFound(raw)
 	}
 	return u.String(), nil
 }
@@ -66,7 +63,7 @@ func jsonBody(c *fiber.Ctx, maxBytes int) ([]byte, error) {
 }
 
 // queryInt reads an integer query parameter within [lo, hi]; absent means def. Errors go to v.
-func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
+func queryInt(c *fiber.Ctx, v *strictjson.Checker, name string, def, lo, hi int) int {
 	args := c.Context().QueryArgs()
 	if !args.Has(name) {
 		return def
@@ -75,11 +72,11 @@ func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
 	n, err := strconv.Atoi(string(args.Peek(name)))
 	switch {
 	case err != nil:
-		v.add(FieldTypeError, "Input should be a valid integer", loc)
+		v.Add(apierror.FieldTypeError, "Input should be a valid integer", loc)
 	case n < lo:
-		v.add(FieldValueError, fmt.Sprintf("Input should be greater than or equal to %d", lo), loc)
+		v.Add(apierror.FieldValueError, fmt.Sprintf("Input should be greater than or equal to %d", lo), loc)
 	case n > hi:
-		v.add(FieldValueError, fmt.Sprintf("Input should be less than or equal to %d", hi), loc)
+		v.Add(apierror.FieldValueError, fmt.Sprintf("Input should be less than or equal to %d", hi), loc)
 	default:
 		return n
 	}
@@ -87,14 +84,14 @@ func queryInt(c *fiber.Ctx, v *validator, name string, def, lo, hi int) int {
 }
 
 // queryBool reads a boolean query parameter (true/false/1/0, any case); absent means false.
-func queryBool(c *fiber.Ctx, v *validator, name string) bool {
+func queryBool(c *fiber.Ctx, v *strictjson.Checker, name string) bool {
 	args := c.Context().QueryArgs()
 	if !args.Has(name) {
 		return false
 	}
 	b, err := strconv.ParseBool(strings.ToLower(string(args.Peek(name))))
 	if err != nil {
-		v.add(FieldTypeError, "Input should be a valid boolean", []any{"query", name})
+		v.Add(apierror.FieldTypeError, "Input should be a valid boolean", []any{"query", name})
 	}
 	return b
 }
@@ -105,9 +102,9 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	req, ferrs := ValidateRegistrationFor(body, OutboundOf(s.control))
+	req, ferrs := validate.Registration(body, validate.Outbound(s.control))
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	req.Actor = actorOf(c)
 	req.IP = c.IP()
@@ -118,26 +115,26 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("register server %q: %w", req.Name, err), subject{name: req.Name})
 	}
-	s.audit(c, AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": req.AutoConnect})
+	s.audit(c, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": req.AutoConnect})
 	c.Location(apiPrefix + "/servers/" + srv.ID)
-	return c.Status(fiber.StatusCreated).JSON(newServerDetailView(srv))
+	return c.Status(fiber.StatusCreated).JSON(view.NewServerDetail(srv))
 }
 
 // GET /servers: page of servers, optionally filtered by status and with their tools.
 func (s *server) listServers(c *fiber.Ctx) error {
-	var v validator
+	v := strictjson.New("body")
 	status := ""
 	if c.Context().QueryArgs().Has("status") {
 		status = strings.ToUpper(c.Query("status"))
 		if !knownStatus(status) {
-			v.add(FieldValueError, "Input should be one of "+statusList, []any{"query", "status"})
+			v.Add(apierror.FieldValueError, "Input should be one of "+strings.Join(validate.Statuses, ", "), []any{"query", "status"})
 		}
 	}
-	includeTools := queryBool(c, &v, "include_tools")
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	includeTools := queryBool(c, v, "include_tools")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
 	}
 
 	ctx, cancel := s.opContext(c)
@@ -154,13 +151,13 @@ func (s *server) listServers(c *fiber.Ctx) error {
 			if err != nil {
 				return mapError(fmt.Errorf("list tools of %s: %w", srv.ID, err), subject{id: srv.ID})
 			}
-			items = append(items, serverWithToolsView{serverView: newServerView(srv), Tools: newToolViews(tools)})
+			items = append(items, serverWithToolsView{Server: view.NewServer(srv), Tools: view.NewTools(tools)})
 		}
 		out.Servers = items
 	} else {
-		items := make([]serverView, 0, len(servers))
+		items := make([]view.Server, 0, len(servers))
 		for _, srv := range servers {
-			items = append(items, newServerView(srv))
+			items = append(items, view.NewServer(srv))
 		}
 		out.Servers = items
 	}
@@ -182,7 +179,7 @@ func (s *server) getServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	return c.JSON(newServerDetailView(srv))
+	return c.JSON(view.NewServerDetail(srv))
 }
 
 // PATCH /servers/{id}: change name, description, connection config or health URL through the actors. The
@@ -202,9 +199,9 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	patch, ferrs := ValidatePatchFor(body, current.TransportType, OutboundOf(s.control))
+	patch, ferrs := validate.Patch(body, current.TransportType, validate.Outbound(s.control))
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	name := current.Name
 	if patch.Name != nil {
@@ -214,8 +211,8 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("update server %s: %w", id, err), subject{id: c.Params("id"), name: name})
 	}
-	s.audit(c, AuditServerUpdated, srv.ID, srv.Name, patchDetails(patch, current.Name))
-	return c.JSON(newServerDetailView(srv))
+	s.audit(c, audit.ServerUpdated, srv.ID, srv.Name, patchDetails(patch, current.Name))
+	return c.JSON(view.NewServerDetail(srv))
 }
 
 // DELETE /servers/{id}: disconnect and remove with tools and history. 204.
@@ -230,7 +227,7 @@ func (s *server) deleteServer(c *fiber.Ctx) error {
 	if err := s.control.Remove(ctx, id); err != nil {
 		return mapError(fmt.Errorf("remove server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	s.audit(c, AuditServerRemoved, id, name, nil)
+	s.audit(c, audit.ServerRemoved, id, name, nil)
 	return c.SendStatus(fiber.StatusNoContent)
 }
 
@@ -246,7 +243,7 @@ func (s *server) connectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("connect server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	s.audit(c, AuditServerConnected, id, s.serverName(ctx, id), map[string]any{"status": res.Status, "message": res.Message})
+	s.audit(c, audit.ServerConnected, id, s.serverName(ctx, id), map[string]any{"status": res.Status, "message": res.Message})
 	return c.JSON(res)
 }
 
@@ -260,9 +257,9 @@ func (s *server) disconnectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	force, ferrs := validateDisconnect(body)
+	force, ferrs := validate.Disconnect(body)
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -270,7 +267,7 @@ func (s *server) disconnectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("disconnect server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	s.audit(c, AuditServerDisconnected, id, s.serverName(ctx, id),
+	s.audit(c, audit.ServerDisconnected, id, s.serverName(ctx, id),
 		map[string]any{"force": force, "status": res.Status, "pending_requests": res.PendingRequests})
 	return c.JSON(res)
 }
@@ -281,11 +278,11 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, &v, "offset", 0, 0, maxOffset)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := strictjson.New("body")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
@@ -301,7 +298,7 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 		return mapError(fmt.Errorf("count tools of %s: %w", id, err), subject{id: c.Params("id")})
 	}
 	return c.JSON(toolListView{
-		Tools:        newToolViews(tools),
+		Tools:        view.NewTools(tools),
 		Total:        counts.Total,
 		Classified:   counts.Classified,
 		Unclassified: counts.Unclassified,
@@ -314,10 +311,10 @@ func (s *server) serverHistory(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var v validator
-	limit := queryInt(c, &v, "limit", defaultHistoryLimit, 1, maxLimit)
-	if len(v.errs) > 0 {
-		return validationError(v.errs)
+	v := strictjson.New("body")
+	limit := queryInt(c, v, "limit", defaultHistoryLimit, 1, maxLimit)
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -86,7 +87,7 @@ func TestCreateServerConflict(t *testing.T) {
 		t.Fatalf("first: %d %s", r.status, r.body)
 	}
 	r := e.do(t, "POST", base+"/servers", sseBody)
-	m := wantError(t, r, http.StatusConflict, CodeServerAlreadyExists)
+	m := wantError(t, r, http.StatusConflict, apierror.CodeServerAlreadyExists)
 	if m["detail"] != "Server already exists: github-mcp" {
 		t.Errorf("detail = %v", m["detail"])
 	}
@@ -103,29 +104,29 @@ func TestCreateServerValidation(t *testing.T) {
 		loc  string
 		typ  string
 	}{
-		{"empty body", "", "body", FieldMissing},
-		{"malformed JSON", `{"name": "x",`, "body", FieldJSONInvalid},
-		{"not an object", `["x"]`, "body", FieldTypeError},
-		{"name missing", `{"transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", FieldMissing},
-		{"name format", `{"name":"Bad","transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", FieldValueError},
-		{"name too long", `{"name":"` + strings.Repeat("a", 256) + `","transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", FieldValueError},
-		{"name wrong type", `{"name":["a"],"transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", FieldTypeError},
-		{"transport missing", `{"name":"a","connection_config":{"url":"https://h"}}`, "body.transport_type", FieldMissing},
-		{"transport invalid", `{"name":"a","transport_type":"GRPC","connection_config":{"url":"https://h"}}`, "body.transport_type", FieldValueError},
-		{"config missing", `{"name":"a","transport_type":"SSE"}`, "body.connection_config", FieldMissing},
-		{"config not object", `{"name":"a","transport_type":"SSE","connection_config":"x"}`, "body.connection_config", FieldTypeError},
-		{"STDIO needs command", `{"name":"a","transport_type":"STDIO","connection_config":{}}`, "body.connection_config.command", FieldValueError},
-		{"SSE needs url", `{"name":"a","transport_type":"SSE","connection_config":{"headers":{}}}`, "body.connection_config.url", FieldValueError},
-		{"HTTP needs base_url", `{"name":"a","transport_type":"HTTP","connection_config":{}}`, "body.connection_config.base_url", FieldValueError},
-		{"url not http", `{"name":"a","transport_type":"SSE","connection_config":{"url":"file:///etc/passwd"}}`, "body.connection_config.url", FieldValueError},
-		{"unknown config key", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h","proxy":"x"}}`, "body.connection_config.proxy", FieldExtraForbidden},
-		{"args wrong type", `{"name":"a","transport_type":"STDIO","connection_config":{"command":"x","args":[true]}}`, "body.connection_config.args.0", FieldTypeError},
-		{"env wrong type", `{"name":"a","transport_type":"STDIO","connection_config":{"command":"x","env":{"A":1}}}`, "body.connection_config.env.A", FieldTypeError},
-		{"headers wrong type", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h","headers":"x"}}`, "body.connection_config.headers", FieldTypeError},
-		{"description too long", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"description":"` + strings.Repeat("d", 1001) + `"}`, "body.description", FieldValueError},
-		{"health url invalid", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"health_check_url":"localhost"}`, "body.health_check_url", FieldValueError},
-		{"auto_connect wrong type", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"auto_connect":"no"}`, "body.auto_connect", FieldTypeError},
-		{"unknown field", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"owner":"me"}`, "body.owner", FieldExtraForbidden},
+		{"empty body", "", "body", apierror.FieldMissing},
+		{"malformed JSON", `{"name": "x",`, "body", apierror.FieldJSONInvalid},
+		{"not an object", `["x"]`, "body", apierror.FieldTypeError},
+		{"name missing", `{"transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", apierror.FieldMissing},
+		{"name format", `{"name":"Bad","transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", apierror.FieldValueError},
+		{"name too long", `{"name":"` + strings.Repeat("a", 256) + `","transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", apierror.FieldValueError},
+		{"name wrong type", `{"name":["a"],"transport_type":"SSE","connection_config":{"url":"https://h"}}`, "body.name", apierror.FieldTypeError},
+		{"transport missing", `{"name":"a","connection_config":{"url":"https://h"}}`, "body.transport_type", apierror.FieldMissing},
+		{"transport invalid", `{"name":"a","transport_type":"GRPC","connection_config":{"url":"https://h"}}`, "body.transport_type", apierror.FieldValueError},
+		{"config missing", `{"name":"a","transport_type":"SSE"}`, "body.connection_config", apierror.FieldMissing},
+		{"config not object", `{"name":"a","transport_type":"SSE","connection_config":"x"}`, "body.connection_config", apierror.FieldTypeError},
+		{"STDIO needs command", `{"name":"a","transport_type":"STDIO","connection_config":{}}`, "body.connection_config.command", apierror.FieldValueError},
+		{"SSE needs url", `{"name":"a","transport_type":"SSE","connection_config":{"headers":{}}}`, "body.connection_config.url", apierror.FieldValueError},
+		{"HTTP needs base_url", `{"name":"a","transport_type":"HTTP","connection_config":{}}`, "body.connection_config.base_url", apierror.FieldValueError},
+		{"url not http", `{"name":"a","transport_type":"SSE","connection_config":{"url":"file:///etc/passwd"}}`, "body.connection_config.url", apierror.FieldValueError},
+		{"unknown config key", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h","proxy":"x"}}`, "body.connection_config.proxy", apierror.FieldExtraForbidden},
+		{"args wrong type", `{"name":"a","transport_type":"STDIO","connection_config":{"command":"x","args":[true]}}`, "body.connection_config.args.0", apierror.FieldTypeError},
+		{"env wrong type", `{"name":"a","transport_type":"STDIO","connection_config":{"command":"x","env":{"A":1}}}`, "body.connection_config.env.A", apierror.FieldTypeError},
+		{"headers wrong type", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h","headers":"x"}}`, "body.connection_config.headers", apierror.FieldTypeError},
+		{"description too long", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"description":"` + strings.Repeat("d", 1001) + `"}`, "body.description", apierror.FieldValueError},
+		{"health url invalid", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"health_check_url":"localhost"}`, "body.health_check_url", apierror.FieldValueError},
+		{"auto_connect wrong type", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"auto_connect":"no"}`, "body.auto_connect", apierror.FieldTypeError},
+		{"unknown field", `{"name":"a","transport_type":"SSE","connection_config":{"url":"https://h"},"owner":"me"}`, "body.owner", apierror.FieldExtraForbidden},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,12 +160,12 @@ func TestCreateServerControlErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"ask timeout", fmt.Errorf("ask registry: %w", actors.ErrAskTimeout), http.StatusServiceUnavailable, CodeServiceBusy},
-		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, CodeServiceBusy},
-		{"max servers", fmt.Errorf("x: %w", actors.ErrMaxServers), http.StatusConflict, CodeServerLimitReached},
-		{"shutting down", actors.ErrShuttingDown, http.StatusServiceUnavailable, CodeServiceUnavailable},
-		{"exists", fmt.Errorf("insert: %w", persistence.ErrAlreadyExists), http.StatusConflict, CodeServerAlreadyExists},
-		{"unexpected", errors.New("pq: password authentication failed for user secret-user"), http.StatusInternalServerError, CodeInternal},
+		{"ask timeout", fmt.Errorf("ask registry: %w", actors.ErrAskTimeout), http.StatusServiceUnavailable, apierror.CodeServiceBusy},
+		{"deadline", fmt.Errorf("x: %w", context.DeadlineExceeded), http.StatusServiceUnavailable, apierror.CodeServiceBusy},
+		{"max servers", fmt.Errorf("x: %w", actors.ErrMaxServers), http.StatusConflict, apierror.CodeServerLimitReached},
+		{"shutting down", actors.ErrShuttingDown, http.StatusServiceUnavailable, apierror.CodeServiceUnavailable},
+		{"exists", fmt.Errorf("insert: %w", persistence.ErrAlreadyExists), http.StatusConflict, apierror.CodeServerAlreadyExists},
+		{"unexpected", errors.New("pq: password authentication failed for user secret-user"), http.StatusInternalServerError, apierror.CodeInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,12 +176,12 @@ func TestCreateServerControlErrors(t *testing.T) {
 			if strings.Contains(string(r.body), "secret-user") {
 				t.Errorf("internal error leaked: %s", r.body)
 			}
-			if tt.code == CodeServiceBusy {
+			if tt.code == apierror.CodeServiceBusy {
 				if r.header.Get("Retry-After") == "" || !strings.Contains(m["detail"].(string), "retried") {
 					t.Errorf("busy answer: %v %s", r.header, r.body)
 				}
 			}
-			if tt.code == CodeInternal {
+			if tt.code == apierror.CodeInternal {
 				if m["detail"] != "Internal server error" {
 					t.Errorf("detail = %v", m["detail"])
 				}
@@ -206,7 +207,7 @@ func TestAskTimeout(t *testing.T) {
 	} {
 		start := time.Now()
 		r := e.do(t, req.method, req.path, req.body)
-		wantError(t, r, http.StatusServiceUnavailable, CodeServiceBusy)
+		wantError(t, r, http.StatusServiceUnavailable, apierror.CodeServiceBusy)
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("%s %s took %v", req.method, req.path, d)
 		}
@@ -264,7 +265,7 @@ func TestUnknownAndMalformedIDs(t *testing.T) {
 	for _, id := range ids {
 		for _, rt := range routes {
 			r := e.do(t, rt.method, base+"/servers/"+id+rt.suffix, rt.body)
-			m := wantError(t, r, http.StatusNotFound, CodeServerNotFound)
+			m := wantError(t, r, http.StatusNotFound, apierror.CodeServerNotFound)
 			if !strings.HasPrefix(m["detail"].(string), "Server not found: ") {
 				t.Errorf("%s %s: detail %v", rt.method, id, m["detail"])
 			}
@@ -355,18 +356,18 @@ func TestListServers(t *testing.T) {
 	})
 	t.Run("invalid query", func(t *testing.T) {
 		tests := []struct{ query, loc, typ string }{
-			{"limit=-1", "query.limit", FieldValueError},
-			{"limit=0", "query.limit", FieldValueError},
-			{"limit=1001", "query.limit", FieldValueError},
-			{"limit=abc", "query.limit", FieldTypeError},
-			{"limit=", "query.limit", FieldTypeError},
-			{"limit=1.5", "query.limit", FieldTypeError},
-			{"limit=99999999999999999999999", "query.limit", FieldTypeError},
-			{"offset=-5", "query.offset", FieldValueError},
-			{"offset=x", "query.offset", FieldTypeError},
-			{"status=BOGUS", "query.status", FieldValueError},
-			{"status=", "query.status", FieldValueError},
-			{"include_tools=maybe", "query.include_tools", FieldTypeError},
+			{"limit=-1", "query.limit", apierror.FieldValueError},
+			{"limit=0", "query.limit", apierror.FieldValueError},
+			{"limit=1001", "query.limit", apierror.FieldValueError},
+			{"limit=abc", "query.limit", apierror.FieldTypeError},
+			{"limit=", "query.limit", apierror.FieldTypeError},
+			{"limit=1.5", "query.limit", apierror.FieldTypeError},
+			{"limit=99999999999999999999999", "query.limit", apierror.FieldTypeError},
+			{"offset=-5", "query.offset", apierror.FieldValueError},
+			{"offset=x", "query.offset", apierror.FieldTypeError},
+			{"status=BOGUS", "query.status", apierror.FieldValueError},
+			{"status=", "query.status", apierror.FieldValueError},
+			{"include_tools=maybe", "query.include_tools", apierror.FieldTypeError},
 		}
 		for _, tt := range tests {
 			r := e.do(t, "GET", base+"/servers?"+tt.query, "")
@@ -385,7 +386,7 @@ func TestListServers(t *testing.T) {
 		e.store.mu.Unlock()
 		defer func() { e.store.mu.Lock(); e.store.listErr = nil; e.store.mu.Unlock() }()
 		r := e.do(t, "GET", base+"/servers", "")
-		wantError(t, r, http.StatusInternalServerError, CodeInternal)
+		wantError(t, r, http.StatusInternalServerError, apierror.CodeInternal)
 		if strings.Contains(string(r.body), "secret") {
 			t.Errorf("leak: %s", r.body)
 		}
@@ -415,7 +416,7 @@ func TestPatchServer(t *testing.T) {
 	}
 
 	r = e.do(t, "PATCH", base+"/servers/"+a.ID, `{"name":"taken"}`)
-	if m := wantError(t, r, http.StatusConflict, CodeServerAlreadyExists); m["detail"] != "Server already exists: taken" {
+	if m := wantError(t, r, http.StatusConflict, apierror.CodeServerAlreadyExists); m["detail"] != "Server already exists: taken" {
 		t.Errorf("detail %v", m["detail"])
 	}
 
@@ -462,7 +463,7 @@ func TestConnect(t *testing.T) {
 		t.Errorf("%d %s", r.status, r.body)
 	}
 	wantError(t, e.do(t, "POST", base+"/servers/6f1c1f8e-4a7e-4c59-9d0b-4f0f0b0b0b0b/connect", ""),
-		http.StatusNotFound, CodeServerNotFound)
+		http.StatusNotFound, apierror.CodeServerNotFound)
 }
 
 func TestDisconnect(t *testing.T) {
@@ -518,8 +519,8 @@ func TestDelete(t *testing.T) {
 	if r.status != http.StatusNoContent || len(r.body) != 0 {
 		t.Fatalf("%d %q", r.status, r.body)
 	}
-	wantError(t, e.do(t, "GET", base+"/servers/"+s.ID, ""), http.StatusNotFound, CodeServerNotFound)
-	wantError(t, e.do(t, "DELETE", base+"/servers/"+s.ID, ""), http.StatusNotFound, CodeServerNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/"+s.ID, ""), http.StatusNotFound, apierror.CodeServerNotFound)
+	wantError(t, e.do(t, "DELETE", base+"/servers/"+s.ID, ""), http.StatusNotFound, apierror.CodeServerNotFound)
 }
 
 func TestServerTools(t *testing.T) {
@@ -559,7 +560,7 @@ func TestServerTools(t *testing.T) {
 	}
 	fieldErrors(t, e.do(t, "GET", base+"/servers/"+s.ID+"/tools?limit=-1", ""))
 	fieldErrors(t, e.do(t, "GET", base+"/servers/"+s.ID+"/tools?offset=a", ""))
-	wantError(t, e.do(t, "GET", base+"/servers/550e8400-e29b-41d4-a716-446655440000/tools", ""), 404, CodeServerNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/550e8400-e29b-41d4-a716-446655440000/tools", ""), 404, apierror.CodeServerNotFound)
 }
 
 func TestServerHistory(t *testing.T) {

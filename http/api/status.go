@@ -11,6 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/internal/view"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -48,7 +50,7 @@ func (s *server) state(c *fiber.Ctx) error {
 			}
 		}
 		if !latest.IsZero() {
-			t := formatTime(latest)
+			t := view.Time(latest)
 			lastSync = &t
 		}
 	}
@@ -186,23 +188,23 @@ func (s *server) live(c *fiber.Ctx) error {
 
 // GET /readyz: 200 when ready, else 503 (see Readiness).
 func (s *server) ready(c *fiber.Ctx) error {
-	ok, view := Readiness(c.UserContext(), s.store, s.settled, s.cfg.HealthTimeout, s.log)
+	ok, probe := Readiness(c.UserContext(), s.store, s.settled, s.cfg.HealthTimeout, s.log)
 	if !ok {
 		c.Set(fiber.HeaderRetryAfter, "1")
-		return c.Status(fiber.StatusServiceUnavailable).JSON(view)
+		return c.Status(fiber.StatusServiceUnavailable).JSON(probe)
 	}
-	return c.JSON(view)
+	return c.JSON(probe)
 }
 
 // Readiness decides GET /readyz on either listener: ready when startup reconnection has settled (settled nil or
 // true) and the store answers a ping within timeout. Store errors are logged, and reported only as "error:
 // unavailable" or "error: timeout".
 func Readiness(ctx context.Context, store persistence.Store, settled func() bool, timeout time.Duration, log *slog.Logger) (bool, ProbeView) {
-	view := ProbeView{Status: "ok", Checks: map[string]string{"store": "ok", "startup": "settled"}}
+	probe := ProbeView{Status: "ok", Checks: map[string]string{"store": "ok", "startup": "settled"}}
 	ready := true
 	if settled != nil && !settled() {
 		ready = false
-		view.Checks["startup"] = "reconnecting"
+		probe.Checks["startup"] = "reconnecting"
 	}
 	if timeout <= 0 {
 		timeout = DefaultHealthTimeout
@@ -219,18 +221,18 @@ func Readiness(ctx context.Context, store persistence.Store, settled func() bool
 	}
 	if err != nil {
 		ready = false
-		view.Checks["store"] = "error: unavailable"
+		probe.Checks["store"] = "error: unavailable"
 		if errors.Is(err, context.DeadlineExceeded) {
-			view.Checks["store"] = "error: timeout"
+			probe.Checks["store"] = "error: timeout"
 		}
 		if log != nil {
 			log.LogAttrs(ctx, slog.LevelWarn, "readiness: store check failed", slog.Any("error", err))
 		}
 	}
 	if !ready {
-		view.Status = "not_ready"
+		probe.Status = "not_ready"
 	}
-	return ready, view
+	return ready, probe
 }
 
 // ProbeHandler serves GET /livez and GET /readyz on a net/http listener (the MCP listener), with the answers of
@@ -239,22 +241,22 @@ func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Dur
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Detail: "Method not allowed", ErrorCode: CodeMethodNotAllowed})
+			apierror.Write(w, &apierror.Error{Status: http.StatusMethodNotAllowed, Code: apierror.CodeMethodNotAllowed, Detail: "Method not allowed"})
 			return
 		}
 		switch r.URL.Path {
 		case LivePath:
 			writeJSON(w, http.StatusOK, ProbeView{Status: "ok"})
 		case ReadyPath:
-			ok, view := Readiness(r.Context(), store, settled, timeout, log)
+			ok, probe := Readiness(r.Context(), store, settled, timeout, log)
 			status := http.StatusOK
 			if !ok {
 				w.Header().Set("Retry-After", "1")
 				status = http.StatusServiceUnavailable
 			}
-			writeJSON(w, status, view)
+			writeJSON(w, status, probe)
 		default:
-			writeJSON(w, http.StatusNotFound, ErrorBody{Detail: "Not found", ErrorCode: CodeNotFound})
+			apierror.Write(w, &apierror.Error{Status: http.StatusNotFound, Code: apierror.CodeNotFound, Detail: "Not found"})
 		}
 	})
 }

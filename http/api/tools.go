@@ -2,32 +2,15 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/internal/validate"
 )
-
-// callRequest is a validated POST /api/v1/tools/call body.
-type callRequest struct {
-	name      string
-	arguments json.RawMessage
-	serverID  string
-}
-
-// validateCall reads {"name": string, "arguments": object (optional), "server_id": uuid (optional)} with the call
-// rules every front end shares (apierror.ValidateCall).
-func validateCall(body []byte) (callRequest, []FieldError) {
-	r, errs := apierror.ValidateCall(body, apierror.RESTCall)
-	if len(errs) > 0 {
-		return callRequest{}, errs
-	}
-	return callRequest{name: r.Name, arguments: r.Arguments, serverID: r.ServerID}, nil
-}
 
 // POST /api/v1/tools/call (BR-005, AG-US4): resolve from the in-memory routing table (no database on this path),
 // run on the server's actor, return the backend's result unchanged plus routing metadata.
@@ -37,28 +20,28 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	req, ferrs := validateCall(body)
+	req, ferrs := validate.Call(body, validate.RESTCall)
 	if len(ferrs) > 0 {
-		return validationError(ferrs)
+		return apierror.Validation(ferrs)
 	}
-	route, err := s.control.Routes().Resolve(req.name, req.serverID)
+	route, err := s.control.Routes().Resolve(req.Name, req.ServerID)
 	if err != nil {
 		return routeError(err, req)
 	}
-	call := apierror.Call{Route: route, Asked: req.name, Start: start, Routed: time.Now()}
+	call := apierror.Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}
 	if e := apierror.NotCallable(route); e != nil {
 		e.Detail = "Server unavailable: " + route.ServerName
-		return fromShared(e)
+		return e
 	}
 	// The call is bounded by the actors' request timeout, not by the admin ask deadline.
-	reply, err := s.control.Call(c.UserContext(), route, req.arguments, nil)
+	reply, err := s.control.Call(c.UserContext(), route, req.Arguments, nil)
 	if err != nil {
 		return mapError(fmt.Errorf("call %s: %w", route.Name, err), subject{id: route.ServerID, name: route.ServerName})
 	}
 	call.Done = time.Now()
 	s.metrics.Routing(call.Done.Sub(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
 	if reply.Error != nil {
-		return fromShared(apierror.CallError(call, reply.Error))
+		return apierror.CallError(call, reply.Error)
 	}
 	var result map[string]json.RawMessage
 	if err := json.Unmarshal(reply.ResultJson, &result); err != nil {
@@ -71,18 +54,12 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	return c.JSON(result)
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // routeError maps a failed resolution: unknown server id 404, unknown tool 404, ambiguous original name 400.
-func routeError(err error, req callRequest) error {
-	if e := apierror.RouteError(err, apierror.Resolution{Name: req.name, ServerID: req.serverID}); e != nil {
-		return fromShared(e)
+func routeError(err error, req validate.CallRequest) error {
+	if e := apierror.RouteError(err, apierror.Resolution{Name: req.Name, ServerID: req.ServerID}); e != nil {
+		return e
 	}
 	return err
-}
-
-func unavailable(id, name, status, detail string, ctx map[string]any) *apiError {
-	return fromShared(apierror.Unavailable(id, name, status, detail, ctx))
 }
 
 // POST /servers/{id}/tools/refresh: start a discovery of a connected server; 202 at once.
@@ -93,12 +70,9 @@ func (s *server) refreshTools(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	var ue *actors.UnavailableError
-	if err := s.control.RefreshTools(ctx, id); errors.As(err, &ue) {
-		return unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, "Server unavailable: "+ue.Server.Name, nil)
-	} else if err != nil {
+	if err := s.control.RefreshTools(ctx, id); err != nil {
 		return mapError(fmt.Errorf("refresh tools of %s: %w", id, err), subject{id: id})
 	}
-	s.audit(c, AuditToolsRefreshed, id, s.serverName(ctx, id), nil)
+	s.audit(c, audit.ToolsRefreshed, id, s.serverName(ctx, id), nil)
 	return c.Status(fiber.StatusAccepted).JSON(fiber.Map{"server_id": id, "status": "REFRESHING", "message": "Tool discovery initiated"})
 }

@@ -1,9 +1,9 @@
 // Package apierror is the one error vocabulary of every front end: the error codes, the error body
-// {"detail","error_code","context"}, the mapping from the store's and the actors' errors to (HTTP status, code,
-// detail, context), the tool-call validator and the routing metadata of a call. REST (http/api), the aggregated
-// MCP endpoint (http/mcpserver, also served over stdio) and the per-server endpoint (http/mcpproxy) all use it, so
-// the same failure gets the same code and words everywhere. It imports no HTTP framework: the front ends render an
-// *Error in their own way (a JSON body with a status, or an MCP tool result with isError).
+// {"detail","error_code","context"}, the one mapping from the store's and the actors' errors to (HTTP status, code,
+// detail, context), the rate-limit answer, and how an answer is rendered on net/http (Write) and as an MCP tool
+// result (CallToolResult). REST (http/api), the aggregated MCP endpoint (http/mcpserver, also served over stdio) and
+// the per-server endpoint (http/mcpproxy) all use it, so the same failure gets the same code and words everywhere.
+// It imports no HTTP framework: Fiber code adapts an *Error in a few lines (http/api's ErrorHandler).
 package apierror
 
 import (
@@ -16,13 +16,17 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // Error codes of the error body (system-contract.md's table plus the front ends' own), one spelling for clients
-// and tests.
+// and tests. The codes the actors put on their wire (server.go) and those of package auth's own answers (401, 403,
+// the host guard) are declared by their owners and re-exported here, so this block is the whole list.
 const (
 	CodeServerNotFound       = "SERVER_NOT_FOUND"
 	CodeServerAlreadyExists  = "SERVER_ALREADY_EXISTS"
@@ -44,8 +48,10 @@ const (
 	CodeServerBusy           = actors.CodeServerBusy
 	CodeResponseTooLarge     = actors.CodeResponseTooLarge
 	CodeLoopDetected         = actors.CodeLoopDetected
-	CodeUnauthorized         = "UNAUTHORIZED"
-	CodeForbidden            = "FORBIDDEN"
+	CodeUnauthorized         = auth.CodeUnauthorized
+	CodeForbidden            = auth.CodeForbidden
+	CodeHostNotAllowed       = auth.CodeHostNotAllowed
+	CodeOriginNotAllowed     = auth.CodeOriginNotAllowed
 	CodeRateLimited          = "RATE_LIMITED"
 	// CodeSessionLimit: an MCP endpoint already holds its maximum of sessions (in total or for this client).
 	CodeSessionLimit = "SESSION_LIMIT_REACHED"
@@ -106,6 +112,28 @@ func (e *Error) Message() string {
 	return string(b)
 }
 
+// RetryAfterHeader is the Retry-After header of the answer in seconds, "" for none: RetryAfter when set, and 1
+// for SERVICE_BUSY (a busy answer always says when to come back).
+func (e *Error) RetryAfterHeader() string {
+	switch {
+	case e.RetryAfter > 0:
+		return strconv.Itoa(e.RetryAfter)
+	case e.Code == CodeServiceBusy:
+		return "1"
+	}
+	return ""
+}
+
+// Write answers e on a net/http response: the JSON error body with its status and Retry-After.
+func Write(w http.ResponseWriter, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	if ra := e.RetryAfterHeader(); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(e.Body())
+}
+
 // ToolResult is the body of the error as an MCP tool result's structured content:
 // {"status":"error","error_code","error"[,"context"][,"server"][,"retry_after_seconds"]}.
 func (e *Error) ToolResult() map[string]any {
@@ -123,6 +151,14 @@ func (e *Error) ToolResult() map[string]any {
 		body["retry_after_seconds"] = e.RetryAfter
 	}
 	return body
+}
+
+// CallToolResult is the error as an MCP tool error (isError) the model can read: ToolResult as text and as
+// structured content.
+func (e *Error) CallToolResult() *mcp.CallToolResult {
+	body := e.ToolResult()
+	b, _ := json.Marshal(body)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }
 
 // Internal is the generic 500 that leaks nothing.
@@ -155,6 +191,15 @@ func RetryAfterSeconds(d time.Duration) int {
 	return s
 }
 
+// RateLimit takes one token from the caller's bucket of lim (one budget per client across REST and MCP): nil when
+// the call may go ahead (always with a nil lim), else the RateLimited answer.
+func RateLimit(lim *auth.Limiter, id auth.Identity) *Error {
+	if ok, wait := lim.Allow(id.RateKey()); !ok {
+		return RateLimited(wait)
+	}
+	return nil
+}
+
 // RateLimited is the 429 of an empty rate-limit bucket, the same on every front end.
 func RateLimited(wait time.Duration) *Error {
 	secs := RetryAfterSeconds(wait)
@@ -177,14 +222,18 @@ func (s Subject) idOrName() string {
 }
 
 // FromError maps the sentinel errors of the store and the actor system (and a context's end) to their answer, or
-// returns nil for anything else, which the front end logs and answers as a generic internal error.
+// returns nil for anything else, which the front end logs and answers as a generic internal error. It is the one
+// such mapping: every front end answers a failure of the store or the actors through it.
 func FromError(err error, s Subject) *Error {
 	var ae *Error
+	var ue *actors.UnavailableError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &ue):
+		return Unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, "Server unavailable: "+ue.Server.Name, nil)
 	case errors.Is(err, persistence.ErrUnavailable):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
 			Detail:  "The database is unreachable; the request was not performed and may be retried",

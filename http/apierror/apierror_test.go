@@ -2,13 +2,16 @@ package apierror
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -64,29 +67,71 @@ func TestCallError(t *testing.T) {
 	}
 }
 
-func TestMetadataAndValidation(t *testing.T) {
+func TestMetadata(t *testing.T) {
 	now := time.Now()
 	m := Metadata(Call{Route: actors.Route{ServerName: "srv", ServerStatus: persistence.StatusDegraded, Strategy: actors.StrategyAlias}, Start: now, Routed: now, Done: now})
 	if m["strategy"] != actors.StrategyAlias || m["warning"] == nil {
 		t.Errorf("metadata %v", m)
 	}
+}
+
+// TestUnavailableError: a server that cannot take the request now answers 503 SERVER_UNAVAILABLE naming it, on
+// every front end (REST's tool refresh, the proxy's new session).
+func TestUnavailableError(t *testing.T) {
+	err := fmt.Errorf("refresh: %w", &actors.UnavailableError{Server: actors.ServerEntry{ID: "i", Name: "n", Status: "ERROR"}})
+	e := FromError(err, Subject{})
+	if e == nil || e.Status != http.StatusServiceUnavailable || e.Code != CodeServerUnavailable ||
+		e.Detail != "Server unavailable: n" || *e.Server != (ServerRef{ID: "i", Name: "n", Status: "ERROR"}) {
+		t.Errorf("got %+v", e)
+	}
+}
+
+// TestRateLimit: one answer to an empty bucket, with the wait rounded up to whole seconds, on every front end:
+// the 429 body and Retry-After on HTTP, retry_after_seconds in a tool error.
+func TestRateLimit(t *testing.T) {
+	if RetryAfterSeconds(0) != 1 || RetryAfterSeconds(time.Millisecond) != 1 || RetryAfterSeconds(1500*time.Millisecond) != 2 {
+		t.Error("RetryAfterSeconds rounds up to whole seconds, at least 1")
+	}
+	if RateLimit(nil, auth.Anonymous("1.2.3.4")) != nil {
+		t.Error("a nil limiter refused a call")
+	}
+	lim := auth.NewLimiter(1, 1)
+	id := auth.Anonymous("1.2.3.4")
+	if RateLimit(lim, id) != nil {
+		t.Fatal("the first call was refused")
+	}
+	e := RateLimit(lim, id)
+	if e == nil || e.Status != http.StatusTooManyRequests || e.Code != CodeRateLimited || e.RetryAfter != 1 ||
+		e.Context["retry_after_seconds"] != 1 {
+		t.Fatalf("second call: %+v", e)
+	}
+	rec := httptest.NewRecorder()
+	Write(rec, e)
+	var body map[string]any
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" ||
+		rec.Header().Get("Content-Type") != "application/json" || json.Unmarshal(rec.Body.Bytes(), &body) != nil ||
+		body["error_code"] != CodeRateLimited || body["detail"] != "Too many tool calls; retry after 1 s" {
+		t.Errorf("HTTP answer %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	res := e.CallToolResult()
+	sc, _ := res.StructuredContent.(map[string]any)
+	if !res.IsError || sc["error_code"] != CodeRateLimited || sc["retry_after_seconds"] != 1 || len(res.Content) != 1 {
+		t.Errorf("tool answer %+v", res)
+	}
+}
+
+func TestRetryAfterHeader(t *testing.T) {
 	for _, tc := range []struct {
-		body string
-		ok   bool
+		e    Error
+		want string
 	}{
-		{`{"tool_name":"a.b"}`, true},
-		{`{"tool_name":"a.b","arguments":{"x":1},"server_id":"6f1c1f0e-8a8e-4e8e-9a39-3c1f4b0a2d11"}`, true},
-		{`{"tool_name":"a.b","extra":1}`, false},
-		{`{"tool_name":"a.b","arguments":[1]}`, false},
-		{`{"tool_name":"a.b","server_id":"x"}`, false},
-		{`{"tool_name":""}`, false},
-		{`{"tool_name":"a.b","tool_name":"c"}`, false},
-		{`[]`, false},
-		{``, false},
+		{Error{Code: CodeServiceBusy}, "1"},
+		{Error{Code: CodeServiceBusy, RetryAfter: 3}, "3"},
+		{Error{Code: CodeStoreUnavailable, RetryAfter: 5}, "5"},
+		{Error{Code: CodeInternal}, ""},
 	} {
-		_, errs := ValidateCall([]byte(tc.body), ExecuteCall)
-		if (len(errs) == 0) != tc.ok {
-			t.Errorf("%s: errors %v", tc.body, errs)
+		if got := tc.e.RetryAfterHeader(); got != tc.want {
+			t.Errorf("%s/%d: %q, want %q", tc.e.Code, tc.e.RetryAfter, got, tc.want)
 		}
 	}
 }

@@ -51,11 +51,11 @@ func (s Scope) String() string {
 	return fmt.Sprintf("scope(%d)", int(s))
 }
 
-// Error codes of the auth answers, in the one error shape {"detail","error_code"}.
+// Error codes of the auth answers, in the one error shape {"detail","error_code"} (re-exported by package
+// apierror with the rest of the vocabulary; the rate limit's 429 is apierror.RateLimited).
 const (
 	CodeUnauthorized = "UNAUTHORIZED"
 	CodeForbidden    = "FORBIDDEN"
-	CodeRateLimited  = "RATE_LIMITED"
 )
 
 // MinTokenLength is the shortest token accepted at start.

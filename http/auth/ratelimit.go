@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -85,14 +84,4 @@ func (l *Limiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.buckets)
-}
-
-// RetryAfterSeconds is the Retry-After value for a wait: whole seconds, rounded up, at least 1. The answer to an
-// empty bucket (429 RATE_LIMITED, its detail and context) is apierror.RateLimited, the same on every front end.
-func RetryAfterSeconds(d time.Duration) int {
-	s := int(math.Ceil(d.Seconds()))
-	if s < 1 {
-		s = 1
-	}
-	return s
 }

@@ -25,7 +25,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,17 +42,6 @@ const Prefix = "/mcp/servers/"
 
 // maxBody bounds the initialize request the handler reads itself (the go-sdk's own limit for the others).
 const maxBody = mcp.DefaultMaxRequestBodyBytes
-
-// Error codes of the error body: the shared vocabulary of package apierror.
-const (
-	codeServerNotFound    = apierror.CodeServerNotFound
-	codeServerUnavailable = apierror.CodeServerUnavailable
-	codeServiceBusy       = apierror.CodeServiceBusy
-	codeNotFound          = apierror.CodeNotFound
-	codeForbidden         = apierror.CodeForbidden
-	codeTooLarge          = apierror.CodeRequestTooLarge
-	codeInternal          = apierror.CodeInternal
-)
 
 // Options configure the proxy.
 type Options struct {
@@ -145,22 +133,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// process), so a forbidden request must not reach the backend. Same rule as the go-sdk handler's.
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && !h.opts.HostGuarded {
 		if isLoopback(la.String()) && !isLoopback(r.Host) {
-			writeError(w, http.StatusForbidden, errorBody{Detail: fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), ErrorCode: codeForbidden})
+			apierror.Write(w, &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
+				Detail: fmt.Sprintf("Forbidden: invalid Host header %q", r.Host)})
 			return
 		}
 	}
 	name, ok := serverName(r.URL.Path)
 	if !ok {
-		writeError(w, http.StatusNotFound, errorBody{Detail: "Not found", ErrorCode: codeNotFound})
+		apierror.Write(w, &apierror.Error{Status: http.StatusNotFound, Code: apierror.CodeNotFound, Detail: "Not found"})
 		return
 	}
 	srv, ok := h.sys.Routes().ServerByName(name)
 	if !ok {
-		writeError(w, http.StatusNotFound, errorBody{Detail: "Server not found: " + name, ErrorCode: codeServerNotFound})
+		apierror.Write(w, apierror.ServerNotFound(name))
 		return
 	}
 	if srv.Status != persistence.StatusConnected && srv.Status != persistence.StatusDegraded {
-		writeError(w, http.StatusServiceUnavailable, unavailable(srv, "Server unavailable: "+srv.Name))
+		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name))
 		return
 	}
 	sdk := h.handlerFor(srv.ID)
@@ -237,8 +226,8 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv actors.Se
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, errorBody{Detail: "Request body is too large", ErrorCode: codeTooLarge,
-				Context: map[string]any{"max_bytes": mbe.Limit}})
+			apierror.Write(w, &apierror.Error{Status: http.StatusRequestEntityTooLarge, Code: apierror.CodeRequestTooLarge,
+				Detail: "Request body is too large", Context: map[string]any{"max_bytes": mbe.Limit}})
 			return
 		}
 		http.Error(w, "failed to read body", http.StatusBadRequest)
@@ -256,7 +245,7 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv actors.Se
 	r.Header.Del("Mcp-Protocol-Version")
 	s, err := h.open(r.Context(), srv, init)
 	if err != nil {
-		h.writeOpenError(w, srv, err)
+		apierror.Write(w, h.openError(srv, err))
 		return
 	}
 	sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, s.server)))
@@ -305,51 +294,33 @@ func parseInitialize(body []byte) (initRequest, bool) {
 	return initRequest{ProtocolVersion: p.ProtocolVersion, ClientInfo: p.ClientInfo, Capabilities: caps}, true
 }
 
-// writeOpenError answers a session that could not be opened in the contract's error shape.
-func (h *Handler) writeOpenError(w http.ResponseWriter, srv actors.ServerEntry, err error) {
-	var ue *actors.UnavailableError
+// openError is the answer to a session that could not be opened: the proxy's own failures (its session cap,
+// a backend that refuses the session), then the mapping every front end shares (apierror.FromError, which knows
+// a server that is not callable), else a logged internal error.
+func (h *Handler) openError(srv actors.ServerEntry, err error) *apierror.Error {
 	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		writeError(w, http.StatusNotFound, errorBody{Detail: "Server not found: " + srv.Name, ErrorCode: codeServerNotFound})
-	case errors.As(err, &ue):
-		writeError(w, http.StatusServiceUnavailable, unavailable(ue.Server, "Server unavailable: "+ue.Server.Name))
 	case errors.Is(err, actors.ErrProxyLimit):
-		w.Header().Set("Retry-After", "1")
 		limit := h.opts.MaxSessionsPerServer
 		if limit <= 0 {
 			limit = actors.DefaultMaxProxySessions
 		}
-		writeError(w, http.StatusServiceUnavailable, errorBody{Detail: "Too many proxy sessions for server " + srv.Name,
-			ErrorCode: codeServiceBusy, Context: map[string]any{"max_sessions": limit, "retryable": true}})
+		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: apierror.CodeServiceBusy,
+			Detail: "Too many proxy sessions for server " + srv.Name, Context: map[string]any{"max_sessions": limit, "retryable": true},
+			RetryAfter: 1}
 	case errors.Is(err, actors.ErrProxyConnect), errors.Is(err, errMirror):
 		h.log.Warn("proxy session failed", "server", srv.Name, "error", err)
-		writeError(w, http.StatusServiceUnavailable, unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err)))
-	case apierror.FromError(err, apierror.Subject{ID: srv.ID, Name: srv.Name}) != nil:
-		e := apierror.FromError(err, apierror.Subject{ID: srv.ID, Name: srv.Name})
-		if e.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-		}
-		writeError(w, e.Status, errorBody(e.Body()))
-	default:
-		h.log.Error("open proxy session", "server", srv.Name, "error", err)
-		writeError(w, http.StatusInternalServerError, errorBody{Detail: "Internal server error", ErrorCode: codeInternal})
+		return unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err))
 	}
+	if e := apierror.FromError(err, apierror.Subject{Name: srv.Name}); e != nil {
+		return e
+	}
+	h.log.Error("open proxy session", "server", srv.Name, "error", err)
+	return apierror.Internal()
 }
 
-// errorBody is the contract's one error shape ({"detail","error_code"[,"context"][,"server"]}).
-type errorBody = apierror.Body
-
-// serverRef names a server and its state in a SERVER_UNAVAILABLE answer.
-type serverRef = apierror.ServerRef
-
-func unavailable(srv actors.ServerEntry, detail string) errorBody {
-	return errorBody{Detail: detail, ErrorCode: codeServerUnavailable, Server: &serverRef{ID: srv.ID, Name: srv.Name, Status: srv.Status}}
-}
-
-func writeError(w http.ResponseWriter, status int, body errorBody) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+// unavailable is the 503 SERVER_UNAVAILABLE of a server that cannot take a proxy session now.
+func unavailable(srv actors.ServerEntry, detail string) *apierror.Error {
+	return apierror.Unavailable(srv.ID, srv.Name, srv.Status, detail, nil)
 }
 
 // isLoopback reports whether addr (host or host:port) is localhost or a loopback IP.

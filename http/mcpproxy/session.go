@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/validate"
 )
 
 // errMirror means the backend's lists could not be mirrored for a new session.
@@ -214,10 +215,8 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 		return denied, nil
 	}
 	// The call rules every front end shares: the arguments, when given, are an object.
-	if _, ferrs := apierror.ValidateArguments(r.Params.Arguments); len(ferrs) > 0 {
-		body := apierror.Validation(ferrs).ToolResult()
-		b, _ := json.Marshal(body)
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}, nil
+	if _, ferrs := validate.Arguments(r.Params.Arguments); len(ferrs) > 0 {
+		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
 	p := &mcp.CallToolParams{Meta: r.Params.Meta, Name: r.Params.Name,
 		InputResponses: r.Params.InputResponses, RequestState: r.Params.RequestState}
@@ -757,11 +756,8 @@ func (s *session) rateLimited(ctx context.Context, r *mcp.CallToolRequest) *mcp.
 	if !ok {
 		id, _ = auth.FromContext(ctx)
 	}
-	allowed, wait := lim.Allow(id.RateKey())
-	if allowed {
-		return nil
+	if e := apierror.RateLimit(lim, id); e != nil {
+		return e.CallToolResult()
 	}
-	body := apierror.RateLimited(wait).ToolResult()
-	b, _ := json.Marshal(body)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+	return nil
 }

@@ -5,10 +5,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
-	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/http/internal/audit"
 )
 
 // caller is who made an MCP tool call. One go-sdk server serves every session, so scopes are checked per call from
@@ -41,10 +40,10 @@ func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (auth.Ide
 func (s *Server) admit(ctx context.Context, req *mcp.CallToolRequest, need auth.Scope) (auth.Identity, *mcp.CallToolResult) {
 	id, ok := s.caller(ctx, req)
 	if !ok {
-		return id, failure(auth.CodeUnauthorized, "A valid bearer token is required")
+		return id, failure(apierror.CodeUnauthorized, "A valid bearer token is required")
 	}
 	if !id.Allows(need) {
-		return id, failure(auth.CodeForbidden, "This tool needs a token with the "+need.String()+" scope")
+		return id, failure(apierror.CodeForbidden, "This tool needs a token with the "+need.String()+" scope")
 	}
 	return id, nil
 }
@@ -56,8 +55,8 @@ func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest) (auth.
 	if denied != nil {
 		return id, denied
 	}
-	if ok, wait := s.limiter.Allow(id.RateKey()); !ok {
-		return id, fail(apierror.RateLimited(wait))
+	if e := apierror.RateLimit(s.limiter, id); e != nil {
+		return id, e.CallToolResult()
 	}
 	return id, nil
 }
@@ -72,16 +71,6 @@ func actorName(id auth.Identity) string {
 
 // audit records an admin operation made through a meta-tool.
 func (s *Server) audit(ctx context.Context, id auth.Identity, event, serverID, serverName string, details map[string]any) {
-	if details == nil {
-		details = map[string]any{}
-	}
-	details["via"] = "mcp"
-	r := persistence.AuditRecord{Event: event, Actor: actorName(id), IPAddress: id.IP, Details: api.AuditDetails(details)}
-	if serverID != "" {
-		r.ServerID = &serverID
-	}
-	if serverName != "" {
-		r.ServerName = &serverName
-	}
-	api.RecordAudit(ctx, s.store, s.log, r)
+	audit.Record(ctx, s.store, s.log, audit.Entry{Event: event, Actor: actorName(id), IP: id.IP, Via: "mcp",
+		ServerID: serverID, ServerName: serverName, Details: details})
 }

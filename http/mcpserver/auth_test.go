@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
@@ -227,7 +228,7 @@ func TestMCPRateLimit(t *testing.T) {
 	}
 	for _, name := range []string{"back__echo", "back.echo", "execute_external_tool"} {
 		res := callTool(t, c, name, map[string]any{"tool_name": "back.echo"})
-		if !res.IsError || !strings.Contains(text(res), auth.CodeRateLimited) || !strings.Contains(text(res), "retry_after_seconds") {
+		if !res.IsError || !strings.Contains(text(res), apierror.CodeRateLimited) || !strings.Contains(text(res), "retry_after_seconds") {
 			t.Fatalf("%s past the burst: %s", name, text(res))
 		}
 	}

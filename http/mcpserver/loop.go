@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 )
 
 // Loop detection on the MCP listener. A daemon registered as a backend of itself, directly or through other
@@ -60,11 +60,8 @@ func (s *Server) LoopGuard(next http.Handler) http.Handler {
 			return
 		}
 		s.log.Warn("refused an MCP request that loops back to this aggregator", "instance_id", s.instanceID, "hops", len(via))
-		body, _ := json.Marshal(map[string]any{"detail": detail, "error_code": actors.CodeLoopDetected,
-			"context": map[string]any{"instance_id": s.instanceID, "hops": len(via), "max_hops": actors.MaxHops}})
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusLoopDetected)
-		_, _ = w.Write(body)
+		apierror.Write(w, &apierror.Error{Status: apierror.StatusLoopDetected, Code: apierror.CodeLoopDetected, Detail: detail,
+			Context: map[string]any{"instance_id": s.instanceID, "hops": len(via), "max_hops": actors.MaxHops}})
 	})
 }
 

@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/internal/validate"
+	"github.com/mcpgw/aggregator/http/internal/view"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -34,46 +37,53 @@ const (
 // backend tool's alias can replace one.
 func isMetaTool(name string) bool { return actors.IsMetaToolName(name) }
 
-func schema(props string, required ...string) json.RawMessage {
-	req, _ := json.Marshal(required)
-	if len(required) == 0 {
-		req = []byte("[]")
+// serverOpSchema is the input of the per-server meta-tools (the REST routes take the id from the path): the
+// server's id or name, and for disconnect_mcp_server whether to cut the calls in flight. Other fields are ignored.
+func serverOpSchema(force bool) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Required: []string{"server_id"}, Properties: map[string]*jsonschema.Schema{
+		"server_id": {Type: "string", Description: "The server's id (UUID) or name"}}}
+	if force {
+		s.Properties["force"] = &jsonschema.Schema{Type: "boolean", Default: json.RawMessage("false"),
+			Description: "Cancel the calls in flight instead of letting them drain"}
 	}
-	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
+	return s
 }
 
-const serverIDProp = `"server_id":{"type":"string","description":"The server's id (UUID) or name"}`
+// listSchema is list_mcp_servers' input: an optional status filter, the values of GET /servers?status=.
+func listSchema() *jsonschema.Schema {
+	statuses := make([]any, len(validate.Statuses))
+	for i, st := range validate.Statuses {
+		statuses[i] = st
+	}
+	return &jsonschema.Schema{Type: "object", Required: []string{}, Properties: map[string]*jsonschema.Schema{
+		"status": {Type: "string", Enum: statuses}}}
+}
 
+// The inputs of the meta-tools that have a REST twin are that twin's schema (package validate), which also
+// drives the validation, so a model and the API are told the same rules.
 func (s *Server) addMetaTools() {
 	s.mcp.AddTool(&mcp.Tool{Name: toolAdd, Description: "Register an external MCP server (and connect it unless auto_connect is false).",
-		InputSchema: schema(`"name":{"type":"string"},"description":{"type":"string"},"transport_type":{"type":"string","enum":["STDIO","SSE","HTTP"]},`+
-			`"connection_config":{"type":"object"},"health_check_url":{"type":"string"},"auto_connect":{"type":"boolean"}`,
-			"name", "transport_type", "connection_config")}, s.addServer)
+		InputSchema: validate.RegistrationSchema()}, s.addServer)
 	s.mcp.AddTool(&mcp.Tool{Name: toolRemove, Description: "Disconnect and remove an external MCP server with its tools.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolRemove))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolRemove))
 	s.mcp.AddTool(&mcp.Tool{Name: toolConnect, Description: "Connect a registered external MCP server.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolConnect))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolConnect))
 	s.mcp.AddTool(&mcp.Tool{Name: toolDisconnect, Description: "Disconnect an external MCP server; calls in flight drain unless force is true.",
-		InputSchema: schema(serverIDProp+`,"force":{"type":"boolean"}`, "server_id")}, s.serverOp(toolDisconnect))
+		InputSchema: serverOpSchema(true)}, s.serverOp(toolDisconnect))
 	s.mcp.AddTool(&mcp.Tool{Name: toolStatus, Description: "Status and health of one external MCP server.",
-		InputSchema: schema(serverIDProp, "server_id")}, s.serverOp(toolStatus))
+		InputSchema: serverOpSchema(false)}, s.serverOp(toolStatus))
 	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
-		InputSchema: schema(`"status":{"type":"string","enum":["DISCONNECTED","CONNECTING","CONNECTED","DEGRADED","ERROR","DISCONNECTING"]}`)}, s.listServers)
+		InputSchema: listSchema()}, s.listServers)
 	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.skillNames())), s.search)
 	s.followCatalogue()
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
-		InputSchema: schema(`"tool_name":{"type":"string"},"arguments":{"type":"object"},"server_id":{"type":"string"}`, "tool_name")}, s.execute)
+		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
 }
 
-// searchSchema is search_aggregated_tools' input: the fields of POST /api/v1/search.
-var searchSchema = schema(`"query":{"type":"string","description":"What the tool should do"},`+
-	`"server_filter":{"type":"array","items":{"type":"string"},"description":"Only these servers (names)"},`+
-	`"limit":{"type":"integer","minimum":1,"maximum":100},"strategy":{"type":"string","enum":["hierarchical","direct"]},`+
-	`"tool_threshold":{"type":"number","minimum":0,"maximum":1},"skill_threshold":{"type":"number","minimum":0,"maximum":1},`+
-	`"include_schemas":{"type":"boolean"},"item_type":{"type":"string","enum":["tool","skill"]},"include_external":{"type":"boolean"}`, "query")
-
+// searchTool is search_aggregated_tools with a description of the catalogue; its input is POST /api/v1/search's
+// (validate.SearchSchema).
 func searchTool(description string) *mcp.Tool {
-	return &mcp.Tool{Name: toolSearch, Description: description, InputSchema: searchSchema}
+	return &mcp.Tool{Name: toolSearch, Description: description, InputSchema: validate.SearchSchema()}
 }
 
 // Bounds of search_aggregated_tools' description: how many servers and skills it names, and how often it may
@@ -196,27 +206,20 @@ func success(data any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
 }
 
-// failure answers {"status":"error","error":...,"error_code":...} as a tool error the model can read.
+// failure answers {"status":"error","error":...,"error_code":...} as a tool error the model can read
+// (apierror.Error.CallToolResult).
 func failure(code, msg string) *mcp.CallToolResult {
-	return fail(&apierror.Error{Code: code, Detail: msg})
-}
-
-// fail answers an error of the shared vocabulary as a tool error: the body {"status":"error","error_code",
-// "error"[,"context"][,"server"][,"retry_after_seconds"]} as text and as structured content.
-func fail(e *apierror.Error) *mcp.CallToolResult {
-	body := e.ToolResult()
-	b, _ := json.Marshal(body)
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: body}
+	return (&apierror.Error{Code: code, Detail: msg}).CallToolResult()
 }
 
 // failureFor maps the actors' and the store's errors with the shared mapping (the answers REST gives); anything
 // else is logged and answered INTERNAL_ERROR without its text.
 func (s *Server) failureFor(ctx context.Context, err error, subj apierror.Subject) *mcp.CallToolResult {
 	if e := apierror.FromError(err, subj); e != nil {
-		return fail(e)
+		return e.CallToolResult()
 	}
 	s.log.ErrorContext(ctx, "MCP tool call failed", "error", err)
-	return fail(apierror.Internal())
+	return apierror.Internal().CallToolResult()
 }
 
 // askCtx bounds a meta-tool's wait for an actor or the store by the ask timeout.
@@ -229,9 +232,9 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if denied != nil {
 		return denied, nil
 	}
-	r, errs := api.ValidateRegistrationFor(req.Params.Arguments, api.OutboundOf(s.gw))
+	r, errs := validate.Registration(req.Params.Arguments, validate.Outbound(s.gw))
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	r.Actor, r.IP = actorName(id), id.IP
 	c, cancel := s.askCtx(ctx)
@@ -240,8 +243,8 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{Name: r.Name}), nil
 	}
-	s.audit(ctx, id, api.AuditServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
-	return success(api.ServerDetailJSON(srv)), nil
+	s.audit(ctx, id, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": r.AutoConnect})
+	return success(view.NewServerDetail(srv)), nil
 }
 
 // resolveServer accepts a server's id or its name.
@@ -281,25 +284,25 @@ func (s *Server) serverOp(op string) mcp.ToolHandler {
 			if err := s.gw.Remove(c, srv.ID); err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerRemoved, srv.ID, srv.Name, nil)
+			s.audit(ctx, id, audit.ServerRemoved, srv.ID, srv.Name, nil)
 			return success(map[string]any{"server_id": srv.ID, "name": srv.Name, "removed": true}), nil
 		case toolConnect:
 			res, err := s.gw.Connect(c, srv.ID)
 			if err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
+			s.audit(ctx, id, audit.ServerConnected, srv.ID, srv.Name, map[string]any{"status": res.Status, "message": res.Message})
 			return success(res), nil
 		case toolDisconnect:
 			res, err := s.gw.Disconnect(c, srv.ID, in.Force)
 			if err != nil {
 				return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID}), nil
 			}
-			s.audit(ctx, id, api.AuditServerDisconnected, srv.ID, srv.Name,
+			s.audit(ctx, id, audit.ServerDisconnected, srv.ID, srv.Name,
 				map[string]any{"force": in.Force, "status": res.Status, "pending_requests": res.PendingRequests})
 			return success(res), nil
 		default: // toolStatus
-			return success(api.ServerDetailJSON(srv)), nil
+			return success(view.NewServerDetail(srv)), nil
 		}
 	}
 }
@@ -320,7 +323,7 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	}
 	out := make([]any, len(servers))
 	for i, srv := range servers {
-		out[i] = api.ServerSummaryJSON(srv)
+		out[i] = view.NewServer(srv)
 	}
 	return success(map[string]any{"servers": out, "total": total}), nil
 }
@@ -332,17 +335,17 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return denied, nil
 	}
 	start := time.Now()
-	r, errs := api.ValidateSearch(req.Params.Arguments)
+	r, errs := validate.Search(req.Params.Arguments)
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	res, err := s.gw.Search(ctx, r)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
-	view, _ := json.Marshal(api.SearchJSON(r, res, time.Since(start)))
+	answer, _ := json.Marshal(view.NewSearch(r, res, time.Since(start)))
 	var data map[string]any
-	_ = json.Unmarshal(view, &data)
+	_ = json.Unmarshal(answer, &data)
 	return success(data), nil
 }
 
@@ -353,9 +356,9 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return denied, nil
 	}
 	start := time.Now()
-	in, errs := apierror.ValidateCall(req.Params.Arguments, apierror.ExecuteCall)
+	in, errs := validate.Call(req.Params.Arguments, validate.ExecuteCall)
 	if len(errs) > 0 {
-		return fail(apierror.Validation(errs)), nil
+		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	rt := s.gw.Routes()
 	route, err := rt.Resolve(in.Name, in.ServerID)
@@ -366,7 +369,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 			r.Candidates = candidates(rt, amb)
 		}
 		if e := apierror.RouteError(err, r); e != nil {
-			return fail(e), nil
+			return e.CallToolResult(), nil
 		}
 		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
 	}

@@ -17,15 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/google/uuid"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/validate"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -375,7 +375,7 @@ func (s *Server) backendHandler(alias string) mcp.ToolHandler {
 			if _, denied := s.admitCall(ctx, req); denied != nil {
 				return denied, nil
 			}
-			return fail(apierror.RouteError(err, apierror.Resolution{Name: alias})), nil
+			return apierror.RouteError(err, apierror.Resolution{Name: alias}).CallToolResult(), nil
 		}
 		return s.directAt(ctx, req, route, alias, start)
 	}
@@ -391,12 +391,12 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route a
 	if _, denied := s.admitCall(ctx, req); denied != nil {
 		return denied, nil
 	}
-	if fe := apierror.CheckToolName(asked); fe != "" {
-		return fail(apierror.Validation([]apierror.FieldError{{Loc: []any{"params", "name"}, Msg: fe, Type: apierror.FieldValueError}})), nil
+	if fe := validate.ToolName(asked); fe != "" {
+		return apierror.Validation([]apierror.FieldError{{Loc: []any{"params", "name"}, Msg: fe, Type: apierror.FieldValueError}}).CallToolResult(), nil
 	}
-	args, ferrs := apierror.ValidateArguments(req.Params.Arguments)
+	args, ferrs := validate.Arguments(req.Params.Arguments)
 	if len(ferrs) > 0 {
-		return fail(apierror.Validation(ferrs)), nil
+		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
 	return s.call(withRequestID(ctx, req), apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args, progressFunc(ctx, req))
 }
@@ -420,7 +420,7 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progre
 func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
 	route := c.Route
 	if e := apierror.NotCallable(route); e != nil {
-		return fail(e), nil
+		return e.CallToolResult(), nil
 	}
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -438,7 +438,7 @@ func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reply.Error.Message}
 		}
 		c.MaxCallsPerServer = s.opts.MaxCallsPerServer
-		return fail(apierror.CallError(c, reply.Error)), nil
+		return apierror.CallError(c, reply.Error).CallToolResult(), nil
 	}
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}

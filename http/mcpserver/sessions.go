@@ -2,11 +2,9 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,7 +107,7 @@ func (t *sessionTable) streamable(sdk http.Handler) http.Handler {
 		}
 		key := clientKey(r)
 		if e := t.admit(key); e != nil {
-			writeError(w, e)
+			apierror.Write(w, e)
 			return
 		}
 		release := t.hold(t.pending, key)
@@ -135,7 +133,7 @@ func (t *sessionTable) legacy(sdk http.Handler) http.Handler {
 		}
 		key := clientKey(r)
 		if e := t.admit(key); e != nil {
-			writeError(w, e)
+			apierror.Write(w, e)
 			return
 		}
 		defer t.hold(t.sse, key)()
@@ -193,15 +191,6 @@ func (t *sessionTable) cancelCalls(id string) {
 	for c := range t.calls[id] {
 		c.cancel()
 	}
-}
-
-func writeError(w http.ResponseWriter, e *apierror.Error) {
-	w.Header().Set("Content-Type", "application/json")
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(e.Body())
 }
 
 // summary is a slog.Handler that folds records whose message starts with prefix (the go-sdk's one warning per

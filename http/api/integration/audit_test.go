@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
@@ -97,9 +98,9 @@ func TestAuditWithRealActors(t *testing.T) {
 		{"POST", base + "/servers/" + id + "/connect", "", http.StatusOK},
 		{"DELETE", base + "/servers/" + id, "", http.StatusNoContent},
 	}
-	want := []string{api.AuditServerRegistered}
-	events := map[string]string{"refresh": api.AuditToolsRefreshed, "PATCH": api.AuditServerUpdated,
-		"disconnect": api.AuditServerDisconnected, "connect": api.AuditServerConnected, "DELETE": api.AuditServerRemoved}
+	want := []string{audit.ServerRegistered}
+	events := map[string]string{"refresh": audit.ToolsRefreshed, "PATCH": audit.ServerUpdated,
+		"disconnect": audit.ServerDisconnected, "connect": audit.ServerConnected, "DELETE": audit.ServerRemoved}
 	for _, s := range steps {
 		// A client token may not do any of it, and leaves no record.
 		if r := e.authDo(t, auditClientToken, s.method, s.path, s.body); r.status != http.StatusForbidden {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -63,7 +64,7 @@ func TestSearchThroughREST(t *testing.T) {
 		{`{"query":"x","item_type":"prompt","server_filter":"github"}`, [][]any{{"body", "item_type"}, {"body", "server_filter"}}},
 	}
 	for _, tc := range tests {
-		m := wantError(t, e.do(t, "POST", "/api/v1/search", tc.body), http.StatusUnprocessableEntity, api.CodeValidation)
+		m := wantError(t, e.do(t, "POST", "/api/v1/search", tc.body), http.StatusUnprocessableEntity, apierror.CodeValidation)
 		detail, _ := m["detail"].([]any)
 		var locs []string
 		for _, d := range detail {

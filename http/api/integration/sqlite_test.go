@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -217,7 +218,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	}
 	offline := r.json(t)["id"].(string)
 	wantError(t, e.do(t, "POST", base+"/servers", `{"name":"gob","transport_type":"HTTP","connection_config":{"base_url":"https://x/mcp"}}`),
-		http.StatusConflict, api.CodeServerAlreadyExists)
+		http.StatusConflict, apierror.CodeServerAlreadyExists)
 
 	waitStatus(every, persistence.StatusConnected)
 	waitStatus(gob, persistence.StatusConnected)
@@ -251,7 +252,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	}
 	for _, bad := range []string{`{"query":""}`, `{"query":"x","limit":0}`, `{"query":"x","limit":"5"}`, `{"query":"x","strategy":"magic"}`,
 		`{"query":"x","tool_threshold":2}`, `{"query":"x","extra":1}`, `{}`} {
-		wantError(t, e.do(t, "POST", "/api/v1/search", bad), http.StatusUnprocessableEntity, api.CodeValidation)
+		wantError(t, e.do(t, "POST", "/api/v1/search", bad), http.StatusUnprocessableEntity, apierror.CodeValidation)
 	}
 	r = e.do(t, "GET", "/api/v1/skills", "")
 	if m := r.json(t); r.status != 200 || m["total"].(float64) < 15 {
@@ -287,15 +288,15 @@ func TestAPIWithRealActors(t *testing.T) {
 	if r.status != 200 || !strings.Contains(string(r.body), "5") || r.json(t)["metadata"].(map[string]any)["strategy"] != actors.StrategyLookupResolved {
 		t.Fatalf("unique original name: %d %s", r.status, r.body)
 	}
-	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, api.CodeToolAmbiguous)
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, apierror.CodeToolAmbiguous)
 	if ids := m["context"].(map[string]any)["server_ids"].([]any); len(ids) != 2 {
 		t.Errorf("ambiguous context %v", m)
 	}
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.nope"}`), http.StatusNotFound, api.CodeToolNotFound)
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"nope"}`), http.StatusNotFound, api.CodeToolNotFound)
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"00000000-0000-0000-0000-000000000000"}`), http.StatusNotFound, api.CodeServerNotFound)
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","arguments":[1]}`), http.StatusUnprocessableEntity, api.CodeValidation)
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"nam":"echo"}`), http.StatusUnprocessableEntity, api.CodeValidation)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.nope"}`), http.StatusNotFound, apierror.CodeToolNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"nope"}`), http.StatusNotFound, apierror.CodeToolNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"00000000-0000-0000-0000-000000000000"}`), http.StatusNotFound, apierror.CodeServerNotFound)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo","arguments":[1]}`), http.StatusUnprocessableEntity, apierror.CodeValidation)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"nam":"echo"}`), http.StatusUnprocessableEntity, apierror.CodeValidation)
 
 	// A tool result with isError is a normal 200; a JSON-RPC error is 502 with the backend's error.
 	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"everything.get-sum","arguments":{"a":"x"}}`)
@@ -315,7 +316,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	if !strings.Contains(string(body), "header=trace-abc-123 meta=trace-abc-123") || resp.Header.Get("X-Request-ID") != "trace-abc-123" {
 		t.Fatalf("request id did not reach the backend: %s (response id %q)", body, resp.Header.Get("X-Request-ID"))
 	}
-	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.fail"}`), http.StatusBadGateway, api.CodeExecutionFailed)
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.fail"}`), http.StatusBadGateway, apierror.CodeExecutionFailed)
 	if !strings.Contains(logs.String(), `"request_id":`) || !strings.Contains(logs.String(), `"msg":"tool call failed"`) {
 		t.Errorf("the failed call is not logged with its request id")
 	}
@@ -324,7 +325,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	}
 	// The request timeout gives 504 in the shape, and the backend call is cancelled.
 	start := time.Now()
-	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.slow"}`), http.StatusGatewayTimeout, api.CodeRequestTimeout)
+	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"gob.slow"}`), http.StatusGatewayTimeout, apierror.CodeRequestTimeout)
 	if took := time.Since(start); took > 4*time.Second {
 		t.Errorf("504 after %v, want about the 2s request timeout", took)
 	}
@@ -334,7 +335,7 @@ func TestAPIWithRealActors(t *testing.T) {
 	if r.status != http.StatusAccepted || r.json(t)["status"] != "REFRESHING" {
 		t.Fatalf("refresh: %d %s", r.status, r.body)
 	}
-	m = wantError(t, e.do(t, "POST", base+"/servers/"+offline+"/tools/refresh", ""), http.StatusServiceUnavailable, api.CodeServerUnavailable)
+	m = wantError(t, e.do(t, "POST", base+"/servers/"+offline+"/tools/refresh", ""), http.StatusServiceUnavailable, apierror.CodeServerUnavailable)
 	if srv := m["server"].(map[string]any); srv["id"] != offline || srv["status"] != persistence.StatusDisconnected {
 		t.Errorf("503 server object %v", m)
 	}
@@ -352,12 +353,12 @@ func TestAPIWithRealActors(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	m = wantError(t, r, http.StatusServiceUnavailable, api.CodeServerUnavailable)
+	m = wantError(t, r, http.StatusServiceUnavailable, apierror.CodeServerUnavailable)
 	if srv := m["server"].(map[string]any); srv["name"] != "gob" || srv["status"] != persistence.StatusDisconnected || m["detail"] != "Server unavailable: gob" {
 		t.Errorf("503 body %v", m)
 	}
 	// With gob gone from the callable set, the bare name "echo" is still ambiguous: tools stay stored (BR-007).
-	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, api.CodeToolAmbiguous)
+	wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, apierror.CodeToolAmbiguous)
 
 	r = e.do(t, "GET", base+"/servers/"+every+"/history", "")
 	if h := r.json(t)["history"].([]any); len(h) < 2 || h[0].(map[string]any)["event_type"] != persistence.StatusConnected {
@@ -385,9 +386,9 @@ func TestAPIWithRealActors(t *testing.T) {
 		t.Fatalf("delete %d %s", r.status, r.body)
 	}
 	for _, p := range []string{"", "/tools", "/history"} {
-		wantError(t, e.do(t, "GET", base+"/servers/"+every+p, ""), http.StatusNotFound, api.CodeServerNotFound)
+		wantError(t, e.do(t, "GET", base+"/servers/"+every+p, ""), http.StatusNotFound, apierror.CodeServerNotFound)
 	}
-	wantError(t, e.do(t, "POST", base+"/servers/"+every+"/connect", ""), http.StatusNotFound, api.CodeServerNotFound)
+	wantError(t, e.do(t, "POST", base+"/servers/"+every+"/connect", ""), http.StatusNotFound, apierror.CodeServerNotFound)
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("unexpected error logs: %s", logs.String())
 	}

@@ -1,14 +1,16 @@
-package api
+package validate
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/aggregator/http/apierror"
 )
 
-// TestValidateDaemonSettingReferences: a ${VAR} reference to one of the daemon's own settings is refused in every
+// TestDaemonSettingReferences: a ${VAR} reference to one of the daemon's own settings is refused in every
 // resolved field of connection_config, at registration and PATCH, with a message naming the variable; references
 // to other variables stay allowed.
-func TestValidateDaemonSettingReferences(t *testing.T) {
+func TestDaemonSettingReferences(t *testing.T) {
 	tests := []struct {
 		name, transport, config, loc, variable string
 	}{
@@ -25,9 +27,9 @@ func TestValidateDaemonSettingReferences(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"name":"x","transport_type":"` + tt.transport + `","connection_config":` + tt.config + `}`
-			_, errs := ValidateRegistration([]byte(body))
+			_, errs := Registration([]byte(body), Outbound(nil))
 			checkRefError(t, "register", errs, tt.loc, tt.variable)
-			_, errs = ValidatePatch([]byte(`{"connection_config":`+tt.config+`}`), tt.transport)
+			_, errs = Patch([]byte(`{"connection_config":`+tt.config+`}`), tt.transport, Outbound(nil))
 			checkRefError(t, "patch", errs, tt.loc, tt.variable)
 		})
 	}
@@ -36,16 +38,16 @@ func TestValidateDaemonSettingReferences(t *testing.T) {
 		{"SSE", `{"url":"https://h/sse","headers":{"Authorization":"Bearer ${GITHUB_TOKEN}"}}`},
 		{"HTTP", `{"base_url":"${MCP_URL}"}`},
 	} {
-		if _, errs := ValidateRegistration([]byte(`{"name":"x","transport_type":"` + ok.transport + `","connection_config":` + ok.config + `}`)); errs != nil {
+		if _, errs := Registration([]byte(`{"name":"x","transport_type":"`+ok.transport+`","connection_config":`+ok.config+`}`), Outbound(nil)); errs != nil {
 			t.Errorf("%s: unexpected errors %+v", ok.config, errs)
 		}
 	}
 }
 
-func checkRefError(t *testing.T, what string, errs []FieldError, loc, variable string) {
+func checkRefError(t *testing.T, what string, errs []apierror.FieldError, loc, variable string) {
 	t.Helper()
 	for _, e := range errs {
-		if locString(e.Loc) == loc && e.Type == FieldValueError && strings.Contains(e.Msg, "${"+variable+"}") {
+		if locString(e.Loc) == loc && e.Type == apierror.FieldValueError && strings.Contains(e.Msg, "${"+variable+"}") {
 			return
 		}
 	}

@@ -1,16 +1,19 @@
-package api
+package validate
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
-// FuzzValidateRegistration: on any input ValidateRegistration must not panic and must answer either a complete,
+// FuzzRegistration: on any input Registration must not panic and must answer either a complete,
 // rule-abiding request or at least one well-formed field error, never both and never neither. The same holds for
-// ValidatePatch and the disconnect body.
-func FuzzValidateRegistration(f *testing.F) {
+// Patch and Disconnect.
+func FuzzRegistration(f *testing.F) {
 	seeds := []string{
 		sseBody,
 		`{"name":"local","transport_type":"STDIO","connection_config":{"command":"python","args":["-m","srv"],"env":{"A":"1"},"cwd":"/tmp"},"auto_connect":false}`,
@@ -32,13 +35,13 @@ func FuzzValidateRegistration(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, errs := ValidateRegistration(body)
+		req, errs := Registration(body, Outbound(nil))
 		checkFieldErrors(t, errs)
 		if len(errs) == 0 {
 			if !nameRe.MatchString(req.Name) || len(req.Name) > MaxNameLength {
 				t.Fatalf("accepted bad name %q", req.Name)
 			}
-			_, required, ok := configKeys(req.TransportType)
+			_, required, ok := connconfig.Keys(req.TransportType)
 			if !ok {
 				t.Fatalf("accepted transport %q", req.TransportType)
 			}
@@ -52,30 +55,30 @@ func FuzzValidateRegistration(f *testing.F) {
 			if req.Description != nil && utf8.RuneCountInString(*req.Description) > MaxDescriptionLength {
 				t.Fatalf("accepted long description")
 			}
-			if req.HealthCheckURL != nil && httpURLProblem(*req.HealthCheckURL) != "" {
+			if req.HealthCheckURL != nil && connconfig.HTTPURLProblem(*req.HealthCheckURL) != "" {
 				t.Fatalf("accepted health url %q", *req.HealthCheckURL)
 			}
 			// What was accepted must survive a second pass unchanged (the stored config is canonical).
-			again, errs2 := ValidatePatch(mustJSON(t, map[string]any{"connection_config": cfg}), req.TransportType)
+			again, errs2 := Patch(mustJSON(t, map[string]any{"connection_config": cfg}), req.TransportType, Outbound(nil))
 			if errs2 != nil || string(again.ConnectionConfig) != string(req.ConnectionConfig) {
 				t.Fatalf("re-validating %s: %s %+v", req.ConnectionConfig, again.ConnectionConfig, errs2)
 			}
 		}
 
 		for _, transport := range []string{"STDIO", "SSE", "HTTP"} {
-			p, errs := ValidatePatch(body, transport)
+			p, errs := Patch(body, transport, Outbound(nil))
 			checkFieldErrors(t, errs)
 			if len(errs) == 0 && p.Name == nil && p.Description == nil && p.ConnectionConfig == nil &&
 				p.HealthCheckURL == nil && !p.ClearHealthCheckURL {
 				t.Fatalf("empty patch accepted from %q", body)
 			}
 		}
-		_, errs = validateDisconnect(body)
+		_, errs = Disconnect(body)
 		checkFieldErrors(t, errs)
 	})
 }
 
-func checkFieldErrors(t *testing.T, errs []FieldError) {
+func checkFieldErrors(t *testing.T, errs []apierror.FieldError) {
 	t.Helper()
 	if errs != nil && len(errs) == 0 {
 		t.Fatal("non-nil empty error list")
@@ -85,12 +88,12 @@ func checkFieldErrors(t *testing.T, errs []FieldError) {
 			t.Fatalf("malformed field error %+v", e)
 		}
 		switch e.Type {
-		case FieldMissing, FieldExtraForbidden, FieldTypeError, FieldValueError, FieldJSONInvalid:
+		case apierror.FieldMissing, apierror.FieldExtraForbidden, apierror.FieldTypeError, apierror.FieldValueError, apierror.FieldJSONInvalid:
 		default:
 			t.Fatalf("unknown error type %q", e.Type)
 		}
 	}
-	if _, err := json.Marshal(ErrorBody{Detail: errs, ErrorCode: CodeValidation}); err != nil {
+	if _, err := json.Marshal(apierror.Body{Detail: errs, ErrorCode: apierror.CodeValidation}); err != nil {
 		t.Fatalf("errors do not encode: %v", err)
 	}
 }
@@ -103,3 +106,8 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// sseBody is the contract's example registration.
+const sseBody = `{"name":"github-mcp","description":"GitHub MCP Server for repository operations","transport_type":"SSE",
+	"connection_config":{"url":"https://github-mcp.example.com/sse","headers":{"Authorization":"Bearer ${GITHUB_TOKEN}"}},
+	"health_check_url":"https://github-mcp.example.com/health","auto_connect":true}`

@@ -1,0 +1,11 @@
+// Package internal is the root of the module's shared building blocks that are not an API: Go refuses an import
+// of anything below internal/ from outside github.com/mcpgw/aggregator, so their names can follow the daemon's
+// contract and change with it, and other programs cannot come to depend on them. It holds no code itself.
+//
+//   - connconfig: a server's connection_config, every rule about it in one place (validate, parse, resolve
+//     ${VAR} references, mask in answers, the plain-http rule, the daemon's own settings).
+//   - strictjson: strict reading of JSON request bodies with field errors in the contract's 422 shape.
+//
+// Code shared only inside one subtree stays in that subtree's internal/ (http/internal, persistence/internal,
+// search/internal).
+package internal
