@@ -256,14 +256,6 @@ func FromError(err error, s Subject) *Error {
 	return nil
 }
 
-// OrInternal is FromError with the generic internal error for what it does not know.
-func OrInternal(err error, s Subject) *Error {
-	if e := FromError(err, s); e != nil {
-		return e
-	}
-	return Internal()
-}
-
 // Resolution is a failed resolution of a tool name, for RouteError.
 type Resolution struct {
 	// Name is the name asked for, ServerID the server_id given (or "").

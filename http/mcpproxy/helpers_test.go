@@ -48,7 +48,7 @@ func newRig(t *testing.T, opts mcpproxy.Options) *rig {
 		opts.Logger = logger
 	}
 	mux := http.NewServeMux()
-	mux.Handle(mcpproxy.Prefix, mcpproxy.NewWithOptions(sys, opts))
+	mux.Handle(mcpproxy.Prefix, mcpproxy.New(sys, opts))
 	r := &rig{t: t, store: st, sys: sys, ts: httptest.NewServer(mux)}
 	t.Cleanup(func() {
 		r.ts.Close()

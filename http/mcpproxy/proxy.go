@@ -72,7 +72,7 @@ const (
 	DefaultStreamGrace = 5 * time.Second
 )
 
-// Handler serves /mcp/servers/{name}. Create it with New or NewWithOptions.
+// Handler serves /mcp/servers/{name}. Create it with New.
 type Handler struct {
 	sys    *actors.System
 	log    *slog.Logger
@@ -86,13 +86,8 @@ type Handler struct {
 	sessions map[string]*session                   // by downstream session id
 }
 
-// New returns the proxy handler; mount it with mux.Handle("/mcp/servers/", h).
-func New(sys *actors.System, logger *slog.Logger) http.Handler {
-	return NewWithOptions(sys, Options{Logger: logger})
-}
-
-// NewWithOptions returns the proxy handler with explicit options.
-func NewWithOptions(sys *actors.System, opts Options) *Handler {
+// New returns the proxy handler; mount it with mux.Handle(Prefix, h). Zero options are the defaults.
+func New(sys *actors.System, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -251,13 +251,7 @@ func initialize(t *testing.T, url string) (int, string, string, http.Header) {
 	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b), resp.Header
 }
 
-func sessionCount(ep *mcpserver.Server) int {
-	n := 0
-	for range ep.MCP().Sessions() {
-		n++
-	}
-	return n
-}
+func sessionCount(ep *mcpserver.Server) int { return mcpserver.SessionCount(ep) }
 
 // TestMCPSessionCapsAndIdleExpiry: new sessions beyond the per-client and total caps are refused in the error
 // shape with Retry-After; idle sessions expire and free their place.

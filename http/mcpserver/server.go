@@ -161,9 +161,6 @@ func instructions(sep string) string {
 		"any tool by its namespaced name {server}.{tool}."
 }
 
-// MCP is the underlying go-sdk server (for stdio or tests).
-func (s *Server) MCP() *mcp.Server { return s.mcp }
-
 // Close stops following the routing table.
 func (s *Server) Close() {
 	s.stop()

@@ -1,6 +1,6 @@
 // Package connconfig is a server's connection_config (BR-001): the JSON shape the REST API and the meta-tools
 // accept, the store keeps (sealed, as opaque bytes) and the actors connect with. Every rule about it lives here
-// once: which keys each transport takes (Keys), how a body is checked (Validate, in the 422 shape of
+// once: which keys each transport takes (Keys), how a body is checked (CheckInto, in the 422 shape of
 // system-contract.md), how the stored bytes are read (Parse) and resolved at connect time (Resolve, ${VAR}
 // references), which parts are secret and how answers show them (Mask, and the Rewrite functions the actors use to
 // scrub error texts), when plain http is allowed (PlainHTTPProblem), and which environment variables are the

@@ -17,7 +17,7 @@ type LookupEnv func(string) (string, bool)
 
 // Expand replaces every ${VAR} in s from lookup; an unset variable is an error naming it (never its value). A
 // reference to one of the daemon's own settings (IsDaemonSetting) is an error too, and is never looked up:
-// Validate refuses such references, and this refuses them in configurations stored before that rule.
+// CheckInto refuses such references, and this refuses them in configurations stored before that rule.
 func Expand(s string, lookup LookupEnv) (string, error) {
 	if name := DaemonSettingReference(s); name != "" {
 		return "", fmt.Errorf("connection_config references %s, a setting of the aggregator itself: "+

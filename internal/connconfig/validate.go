@@ -11,10 +11,10 @@ import (
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
-// FieldError is one problem Validate found, in the 422 shape of system-contract.md (strictjson.FieldError).
+// FieldError is one problem CheckInto found, in the 422 shape of system-contract.md (strictjson.FieldError).
 type FieldError = strictjson.FieldError
 
-// Checks are the rules of Validate that belong to the running daemon rather than to the config. The zero value
+// Checks are the rules of CheckInto that belong to the running daemon rather than to the config. The zero value
 // adds none.
 type Checks struct {
 	// URLProblem judges a backend URL by its literal host against the daemon's outbound policy (metadata and
@@ -31,17 +31,17 @@ func (k Checks) CheckURL(rawURL string) string {
 	return k.URLProblem(rawURL)
 }
 
-// Validate checks raw as the connection_config of a server of the given transport (BR-001) and returns it
+// validate checks raw as the connection_config of a server of the given transport (BR-001) and returns it
 // re-encoded from the checked values, so that it holds only documented keys, with ${VAR} references exactly as
 // written; on any problem it returns nil and every problem found (up to strictjson.MaxErrors), located relative
 // to connection_config. It is pure and safe on any input.
-func Validate(raw json.RawMessage, transport string, checks Checks) (json.RawMessage, []FieldError) {
+func validate(raw json.RawMessage, transport string, checks Checks) (json.RawMessage, []FieldError) {
 	c := strictjson.New()
 	out := CheckInto(c, raw, transport, nil, checks)
 	return out, c.Errors()
 }
 
-// CheckInto is Validate for the validator of a larger body: problems are reported to c, located under loc (for
+// CheckInto is validate for the validator of a larger body: problems are reported to c, located under loc (for
 // example ["body", "connection_config"]). When transport is not a known transport nothing is checked beyond the
 // JSON type (the caller reports the transport). It returns nil when c got an error from it.
 func CheckInto(c *strictjson.Checker, raw json.RawMessage, transport string, loc []any, checks Checks) json.RawMessage {

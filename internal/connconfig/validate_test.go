@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, errs := Validate(json.RawMessage(tc.raw), tc.transport, Checks{})
+			got, errs := validate(json.RawMessage(tc.raw), tc.transport, Checks{})
 			var gotErrs []string
 			for _, e := range errs {
 				gotErrs = append(gotErrs, locString(e.Loc)+" "+e.Type)
@@ -78,10 +78,10 @@ func TestValidateChecks(t *testing.T) {
 		}
 		return ""
 	}}
-	if _, errs := Validate(json.RawMessage(`{"base_url":"https://169.254.169.254/"}`), "HTTP", refuse); len(errs) != 1 || errs[0].Msg != "refused" {
+	if _, errs := validate(json.RawMessage(`{"base_url":"https://169.254.169.254/"}`), "HTTP", refuse); len(errs) != 1 || errs[0].Msg != "refused" {
 		t.Errorf("policy not applied: %+v", errs)
 	}
-	if out, errs := Validate(json.RawMessage(`{"base_url":"https://h/"}`), "HTTP", refuse); errs != nil || out == nil {
+	if out, errs := validate(json.RawMessage(`{"base_url":"https://h/"}`), "HTTP", refuse); errs != nil || out == nil {
 		t.Errorf("allowed URL refused: %+v", errs)
 	}
 	c := strictjson.New("body")
@@ -94,7 +94,7 @@ func TestValidateChecks(t *testing.T) {
 	}
 }
 
-// FuzzValidate: on any input Validate must not panic and must answer a config or errors, never both; what it
+// FuzzValidate: on any input validate must not panic and must answer a config or errors, never both; what it
 // accepts must be accepted again unchanged (the stored form is canonical), parse, and mask to a JSON object.
 func FuzzValidate(f *testing.F) {
 	for _, s := range []string{
@@ -108,7 +108,7 @@ func FuzzValidate(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, raw []byte, transport string) {
-		out, errs := Validate(raw, transport, Checks{})
+		out, errs := validate(raw, transport, Checks{})
 		if out != nil && errs != nil {
 			t.Fatalf("both a config %s and errors %+v", out, errs)
 		}
@@ -118,7 +118,7 @@ func FuzzValidate(f *testing.F) {
 		if out == nil {
 			return
 		}
-		again, errs := Validate(out, transport, Checks{})
+		again, errs := validate(out, transport, Checks{})
 		if errs != nil || string(again) != string(out) {
 			t.Fatalf("re-validating %s: %s %+v", out, again, errs)
 		}

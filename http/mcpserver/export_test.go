@@ -1,0 +1,10 @@
+package mcpserver
+
+// SessionCount is how many sessions the go-sdk server holds, for the black-box tests of the session caps.
+func SessionCount(s *Server) int {
+	n := 0
+	for range s.mcp.Sessions() {
+		n++
+	}
+	return n
+}
