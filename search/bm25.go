@@ -114,9 +114,6 @@ type bm25 struct {
 	dead    []int32 // slots removed since the last commit
 }
 
-// newBM25 returns an empty index with a dictionary of its own (the engine's two indexes share one: newLexicon).
-func newBM25(p bm25Params) *bm25 { return newBM25With(p, newTermDict()) }
-
 func newBM25With(p bm25Params, dict *termDict) *bm25 {
 	return &bm25{p: p, dict: dict, slotOf: make(map[int64]int32), off: []int32{0}}
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
+// newBM25 returns an empty index with a dictionary of its own (the engine's two indexes share one: newLexicon).
+func newBM25(p bm25Params) *bm25 { return newBM25With(p, newTermDict()) }
+
 // fieldsOf builds fieldTerms from plain text per field.
 func fieldsOf(name, desc string) fieldTerms {
 	var ft fieldTerms
