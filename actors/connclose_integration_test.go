@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/msglimit"
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/internal/connconfig"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/embed"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )

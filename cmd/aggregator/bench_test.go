@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 	"github.com/mcpgw/aggregator/persistence/postgres"

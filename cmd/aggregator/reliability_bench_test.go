@@ -29,7 +29,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 const (

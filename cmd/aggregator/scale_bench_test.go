@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 // scaleServers and scaleToolsPerServer size the catalogue of BenchmarkSearchAtScale (issue 11): 10,000 tools of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 // TestSIGTERMDrainsCallsInFlight: SIGTERM arrives while a tool call runs on REST and another on /mcp. A call that

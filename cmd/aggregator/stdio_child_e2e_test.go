@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 // authDo is daemon.do with a bearer token; it returns the raw body too.

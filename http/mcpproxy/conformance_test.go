@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors/peertest"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
