@@ -65,11 +65,9 @@ func TestBuildTransportRefusesDaemonSettings(t *testing.T) {
 		}
 		return "the-secret-value", true
 	}
+	// Every field's rule is connconfig's (TestResolveRefusesDaemonSettings); here, that a transport is built through it.
 	for _, cfg := range []string{
 		`{"command":"node","env":{"LEAK":"${MCP_CREDENTIAL_KEY}"}}`,
-		`{"command":"node","args":["--db=${DATABASE_URL}"]}`,
-		`{"command":"${MCP_AGGREGATOR_ADMIN_TOKENS}"}`,
-		`{"url":"https://h/${QDRANT_API_KEY}"}`,
 		`{"base_url":"https://h/mcp","headers":{"Authorization":"Bearer ${MCP_AGGREGATOR_CLIENT_TOKENS}"}}`,
 	} {
 		_, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -202,19 +201,10 @@ const sseBody = `{"name":"github-mcp","description":"GitHub MCP Server for repos
 
 const base = "/api/v1/aggregator"
 
-// locString renders a loc for comparison: body.connection_config.args.1
-func locString(loc []any) string {
-	parts := make([]string, len(loc))
-	for i, p := range loc {
-		parts[i] = fmt.Sprint(p)
-	}
-	return strings.Join(parts, ".")
-}
-
 // hasError reports whether errs holds an error at loc of type typ.
 func hasError(errs []apierror.FieldError, loc, typ string) bool {
 	for _, e := range errs {
-		if locString(e.Loc) == loc && e.Type == typ {
+		if e.Path() == loc && e.Type == typ {
 			return true
 		}
 	}

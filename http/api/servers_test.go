@@ -433,7 +433,7 @@ func TestPatchServer(t *testing.T) {
 		errs := fieldErrors(t, r)
 		found := false
 		for _, fe := range errs {
-			found = found || locString(fe.Loc) == loc
+			found = found || fe.Path() == loc
 		}
 		if !found {
 			t.Errorf("%s: want loc %s, got %s", body, loc, r.body)

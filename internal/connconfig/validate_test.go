@@ -9,14 +9,6 @@ import (
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
-func locString(loc []any) string {
-	parts := make([]string, len(loc))
-	for i, p := range loc {
-		parts[i] = fmt.Sprint(p)
-	}
-	return strings.Join(parts, ".")
-}
-
 // TestValidate: the config is re-encoded from the checked values (sorted keys, references as written, nulls of
 // optional keys dropped), and every problem is reported at its place relative to connection_config.
 func TestValidate(t *testing.T) {
@@ -57,7 +49,7 @@ func TestValidate(t *testing.T) {
 			got, errs := validate(json.RawMessage(tc.raw), tc.transport, Checks{})
 			var gotErrs []string
 			for _, e := range errs {
-				gotErrs = append(gotErrs, locString(e.Loc)+" "+e.Type)
+				gotErrs = append(gotErrs, e.Path()+" "+e.Type)
 			}
 			if fmt.Sprint(gotErrs) != fmt.Sprint(tc.errs) {
 				t.Errorf("errors %q, want %q (%+v)", gotErrs, tc.errs, errs)
@@ -89,7 +81,7 @@ func TestValidateChecks(t *testing.T) {
 	if out := CheckInto(c, json.RawMessage(`{"url":""}`), "SSE", c.At("connection_config"), refuse); out != nil {
 		t.Errorf("CheckInto returned %s with errors", out)
 	}
-	if errs := c.Errors(); len(errs) != 2 || locString(errs[1].Loc) != "body.connection_config.url" {
+	if errs := c.Errors(); len(errs) != 2 || errs[1].Path() != "body.connection_config.url" {
 		t.Errorf("CheckInto errors %+v", errs)
 	}
 }

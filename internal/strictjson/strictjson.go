@@ -9,6 +9,7 @@ package strictjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -19,6 +20,16 @@ type FieldError struct {
 	Loc  []any  `json:"loc"`
 	Msg  string `json:"msg"`
 	Type string `json:"type"`
+}
+
+// Path is the error's location as one dotted string ("body.connection_config.args.1"), for messages and logs
+// and for comparing locations in tests.
+func (e FieldError) Path() string {
+	parts := make([]string, len(e.Loc))
+	for i, p := range e.Loc {
+		parts[i] = fmt.Sprint(p)
+	}
+	return strings.Join(parts, ".")
 }
 
 // FieldError.Type values, so callers (tests, the MCP endpoint) can tell failures apart without parsing messages.

@@ -47,7 +47,7 @@ func TestDaemonSettingReferences(t *testing.T) {
 func checkRefError(t *testing.T, what string, errs []apierror.FieldError, loc, variable string) {
 	t.Helper()
 	for _, e := range errs {
-		if locString(e.Loc) == loc && e.Type == apierror.FieldValueError && strings.Contains(e.Msg, "${"+variable+"}") {
+		if e.Path() == loc && e.Type == apierror.FieldValueError && strings.Contains(e.Msg, "${"+variable+"}") {
 			return
 		}
 	}

@@ -15,19 +15,10 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// locString renders a loc for comparison: body.connection_config.args.1
-func locString(loc []any) string {
-	parts := make([]string, len(loc))
-	for i, p := range loc {
-		parts[i] = fmt.Sprint(p)
-	}
-	return strings.Join(parts, ".")
-}
-
 // hasError reports whether errs holds an error at loc of type typ.
 func hasError(errs []apierror.FieldError, loc, typ string) bool {
 	for _, e := range errs {
-		if locString(e.Loc) == loc && e.Type == typ {
+		if e.Path() == loc && e.Type == typ {
 			return true
 		}
 	}
@@ -357,7 +348,7 @@ func TestDisconnect(t *testing.T) {
 		t.Run(tt.body, func(t *testing.T) {
 			force, errs := Disconnect([]byte(tt.body))
 			if tt.wantErr != "" {
-				if len(errs) == 0 || locString(errs[0].Loc) != tt.wantErr {
+				if len(errs) == 0 || errs[0].Path() != tt.wantErr {
 					t.Fatalf("want error at %s, got %+v", tt.wantErr, errs)
 				}
 				return
