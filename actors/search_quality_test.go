@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/internal/rankeval"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 	"github.com/mcpgw/aggregator/search/classify"
@@ -48,24 +47,10 @@ const (
 	foldMaxTools = 5000
 )
 
-type qualityTool struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Server      string          `json:"server"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type qualityQuery struct {
-	QID   string   `json:"qid"`
-	Query string   `json:"query"`
-	Gold  []string `json:"gold"`
-}
-
 type qualitySet struct {
-	tools   []qualityTool
-	queries []qualityQuery // those with gold
-	servers []string       // the servers registered, in file order of first appearance
+	tools   []rankeval.Tool
+	queries []rankeval.Query // those with gold
+	servers []string         // the servers registered, in file order of first appearance
 }
 
 // loadQualitySet reads ../shared/fixtures/<name>; a missing fixture skips, except under CI=true where it fails.
@@ -75,20 +60,8 @@ type qualitySet struct {
 // some of its tools are classified, is what would make the test slow, not what it measures.
 func loadQualitySet(t testing.TB, name string, minTools, maxTools int, fold string) qualitySet {
 	t.Helper()
-	dir := filepath.Join(peertest.RepoRoot(t), "..", "shared", "fixtures", name)
-	if _, err := os.Stat(filepath.Join(dir, "tools.jsonl")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixture %s missing under CI: %v", name, err)
-		}
-		t.Skipf("fixture %s not found: %v", name, err)
-	}
-	var set qualitySet
-	set.tools = readLines[qualityTool](t, filepath.Join(dir, "tools.jsonl"))
-	for _, q := range readLines[qualityQuery](t, filepath.Join(dir, "queries.jsonl")) {
-		if len(q.Gold) > 0 {
-			set.queries = append(set.queries, q)
-		}
-	}
+	fx := rankeval.Load(t, name)
+	set := qualitySet{tools: fx.Tools, queries: fx.Queries}
 	count := map[string]int{}
 	for _, tl := range set.tools {
 		count[tl.Server]++
@@ -104,23 +77,6 @@ func loadQualitySet(t testing.TB, name string, minTools, maxTools int, fold stri
 		}
 	}
 	return set
-}
-
-func readLines[T any](t testing.TB, path string) []T {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []T
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var v T
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 var notServerName = regexp.MustCompile(`[^a-z0-9_-]+`)
@@ -263,8 +219,6 @@ func unclassified(sys *actors.System) int {
 	return n
 }
 
-type searchQuality struct{ ndcg10, recall5 float64 }
-
 // rankings runs every query through System.Search with a strategy and returns the namespaced names answered.
 // fallbacks, when not nil, receives each answer's metadata.fallback.
 func rankings(t *testing.T, sys *actors.System, set qualitySet, strategy string, fallbacks ...*[]bool) [][]string {
@@ -297,46 +251,15 @@ func rankings(t *testing.T, sys *actors.System, set qualitySet, strategy string,
 	return out
 }
 
-// measure computes nDCG@10 and Recall@5 with binary relevance, as search/eval_test.go does.
-func measure(t *testing.T, set qualitySet, names map[string]string, ranked [][]string) searchQuality {
+// measure scores the rankings (namespaced names) against the fixture's gold, as the engine's test does.
+func measure(t *testing.T, set qualitySet, names map[string]string, ranked [][]string) rankeval.Quality {
 	t.Helper()
 	byID := map[string]string{}
 	for _, tl := range set.tools {
 		byID[tl.ID] = names[tl.Server] + "." + tl.Name
 	}
-	var q searchQuality
-	for i, fq := range set.queries {
-		gold := map[string]bool{}
-		for _, g := range fq.Gold {
-			n, ok := byID[g]
-			if !ok {
-				t.Fatalf("query %s: gold %s is not a tool of the fixture", fq.QID, g)
-			}
-			gold[n] = true
-		}
-		var hit5 int
-		var dcg, idcg float64
-		for r, name := range ranked[i] {
-			if r >= 10 {
-				break
-			}
-			if gold[name] {
-				if r < 5 {
-					hit5++
-				}
-				dcg += 1 / math.Log2(float64(r+2))
-			}
-		}
-		for r := range min(len(gold), 10) {
-			idcg += 1 / math.Log2(float64(r+2))
-		}
-		q.recall5 += float64(hit5) / float64(len(gold))
-		q.ndcg10 += dcg / idcg
-	}
-	n := float64(len(set.queries))
-	q.recall5 /= n
-	q.ndcg10 /= n
-	return q
+	key := func(g string) (string, bool) { n, ok := byID[g]; return n, ok }
+	return rankeval.Score(t, set.queries, key, func(i int) []string { return ranked[i] })
 }
 
 // TestSearchQuality measures System.Search on both development sets, served by real MCP backends, discovered,
@@ -380,16 +303,16 @@ func TestSearchQuality(t *testing.T) {
 			}
 			t.Logf("%s: fallback in %d of %d answers", c.set, fell, len(fallback))
 			qd, qx := measure(t, set, names, def), measure(t, set, names, dir)
-			t.Logf("%s default (hierarchical): nDCG@10 %.3f  Recall@5 %.3f", c.set, qd.ndcg10, qd.recall5)
-			t.Logf("%s direct:                 nDCG@10 %.3f  Recall@5 %.3f", c.set, qx.ndcg10, qx.recall5)
-			if qd.ndcg10 < c.ndcgDefault || qd.recall5 < c.recallDefault {
-				t.Errorf("default: nDCG@10 %.3f Recall@5 %.3f, below the floors %.3f and %.3f", qd.ndcg10, qd.recall5, c.ndcgDefault, c.recallDefault)
+			t.Logf("%s default (hierarchical): nDCG@10 %.3f  Recall@5 %.3f", c.set, qd.NDCG10, qd.Recall5)
+			t.Logf("%s direct:                 nDCG@10 %.3f  Recall@5 %.3f", c.set, qx.NDCG10, qx.Recall5)
+			if qd.NDCG10 < c.ndcgDefault || qd.Recall5 < c.recallDefault {
+				t.Errorf("default: nDCG@10 %.3f Recall@5 %.3f, below the floors %.3f and %.3f", qd.NDCG10, qd.Recall5, c.ndcgDefault, c.recallDefault)
 			}
-			if qx.ndcg10 < c.ndcgDirect || qx.recall5 < c.recallDirect {
-				t.Errorf("direct: nDCG@10 %.3f Recall@5 %.3f, below the floors %.3f and %.3f", qx.ndcg10, qx.recall5, c.ndcgDirect, c.recallDirect)
+			if qx.NDCG10 < c.ndcgDirect || qx.Recall5 < c.recallDirect {
+				t.Errorf("direct: nDCG@10 %.3f Recall@5 %.3f, below the floors %.3f and %.3f", qx.NDCG10, qx.Recall5, c.ndcgDirect, c.recallDirect)
 			}
-			if qd.ndcg10 < qx.ndcg10-defaultBelowDirectSlack {
-				t.Errorf("default nDCG@10 %.3f ranks below direct's %.3f", qd.ndcg10, qx.ndcg10)
+			if qd.NDCG10 < qx.NDCG10-defaultBelowDirectSlack {
+				t.Errorf("default nDCG@10 %.3f ranks below direct's %.3f", qd.NDCG10, qx.NDCG10)
 			}
 			if !c.reversed {
 				return

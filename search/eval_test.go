@@ -1,18 +1,15 @@
 package search
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unicode"
 
+	"github.com/mcpgw/aggregator/internal/rankeval"
 	"github.com/mcpgw/aggregator/search/embed"
 )
 
@@ -31,86 +28,20 @@ var qualitySets = []qualitySet{
 	{name: "bfcl", tools: 1665, queries: 567, floorRecall5: 0.790, floorNDCG10: 0.697, slow: true},
 }
 
-type fixtureTool struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Server      string          `json:"server"`
-	Description string          `json:"description"`
-	InputSchema json.RawMessage `json:"input_schema"`
-}
-
-type fixtureQuery struct {
-	QID   string   `json:"qid"`
-	Query string   `json:"query"`
-	Gold  []string `json:"gold"`
-}
-
-// fixtureDir finds shared/fixtures/{name} beside the repository root (the directory holding go.mod). A
-// missing fixture skips the test, except under CI=true where it fails.
-func fixtureDir(t testing.TB, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(filepath.Dir(dir), "shared", "fixtures", name)
-	if _, err := os.Stat(filepath.Join(fx, "tools.jsonl")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixture %s missing under CI: %v", name, err)
-		}
-		t.Skipf("fixture %s not found: %v", name, err)
-	}
-	return fx
-}
-
-func readJSONL[T any](t testing.TB, path string) []T {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []T
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var v T
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, v)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // fixture is a fixture's tools as engine documents (ids in file order), the tools as read, and the queries that
 // have gold.
 type fixture struct {
 	docs    []Doc
-	tools   []fixtureTool
+	tools   []rankeval.Tool
 	ids     map[string]int64
-	queries []fixtureQuery
+	queries []rankeval.Query
 }
 
 func loadFixture(t testing.TB, name string) fixture {
 	t.Helper()
-	dir := fixtureDir(t, name)
-	tools := readJSONL[fixtureTool](t, filepath.Join(dir, "tools.jsonl"))
-	fx := fixture{ids: make(map[string]int64), tools: tools}
-	for i, tl := range tools {
+	set := rankeval.Load(t, name)
+	fx := fixture{ids: make(map[string]int64), tools: set.Tools, queries: set.Queries}
+	for i, tl := range set.Tools {
 		id := int64(i + 1)
 		fx.ids[tl.ID] = id
 		fx.docs = append(fx.docs, Doc{
@@ -118,19 +49,11 @@ func loadFixture(t testing.TB, name string) fixture {
 			Description: tl.Description, InputSchema: tl.InputSchema,
 		})
 	}
-	for _, q := range readJSONL[fixtureQuery](t, filepath.Join(dir, "queries.jsonl")) {
-		if len(q.Gold) > 0 {
-			fx.queries = append(fx.queries, q)
-		}
-	}
 	return fx
 }
 
-type quality struct{ recall5, ndcg10 float64 }
-
-// evaluate runs every query through Engine.Search and averages Recall@5 (share of the gold in the top 5) and
-// nDCG@10 with binary relevance.
-func evaluate(t testing.TB, e *Engine, fx fixture) quality {
+// evaluate runs every query through Engine.Search and measures Recall@5 and nDCG@10.
+func evaluate(t testing.TB, e *Engine, fx fixture) rankeval.Quality {
 	t.Helper()
 	ctx := context.Background()
 	return evaluateRanker(t, fx, func(query string) []int64 {
@@ -147,39 +70,10 @@ func evaluate(t testing.TB, e *Engine, fx fixture) quality {
 }
 
 // evaluateRanker is evaluate for any ranking function returning tool ids best first.
-func evaluateRanker(t testing.TB, fx fixture, rank func(query string) []int64) quality {
+func evaluateRanker(t testing.TB, fx fixture, rank func(query string) []int64) rankeval.Quality {
 	t.Helper()
-	var q quality
-	for _, fq := range fx.queries {
-		gold := make(map[int64]bool)
-		for _, g := range fq.Gold {
-			id, ok := fx.ids[g]
-			if !ok {
-				t.Fatalf("query %s: gold %s is not a tool of the fixture", fq.QID, g)
-			}
-			gold[id] = true
-		}
-		res := rank(fq.Query)
-		var hit5 int
-		var dcg, idcg float64
-		for i, id := range res[:min(len(res), 10)] {
-			if gold[id] {
-				if i < 5 {
-					hit5++
-				}
-				dcg += 1 / math.Log2(float64(i+2))
-			}
-		}
-		for i := range min(len(gold), 10) {
-			idcg += 1 / math.Log2(float64(i+2))
-		}
-		q.recall5 += float64(hit5) / float64(len(gold))
-		q.ndcg10 += dcg / idcg
-	}
-	n := float64(len(fx.queries))
-	q.recall5 /= n
-	q.ndcg10 /= n
-	return q
+	key := func(g string) (int64, bool) { id, ok := fx.ids[g]; return id, ok }
+	return rankeval.Score(t, fx.queries, key, func(i int) []int64 { return rank(fx.queries[i].Query) })
 }
 
 // fixtureEngine indexes the fixture with the given tuning; emb nil makes a lexical-only engine.
@@ -244,21 +138,21 @@ func testQuality(t *testing.T, set qualitySet) {
 		{"vector only (built-in)", with(func(t *tuning) { t.fusion = fuseVectorOnly }), emb},
 		{"hybrid, blend (engine)", defaultTuning, emb},
 	}
-	var plain quality
+	var plain rankeval.Quality
 	if engineOnly {
 		runs = runs[len(runs)-1:] // the engine only, without the baselines
 	} else {
 		plain = evaluateRanker(t, fx, newPlainBM25(fx).rank)
-		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", "plain BM25 (README)", plain.recall5, plain.ndcg10)
+		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", "plain BM25 (README)", plain.Recall5, plain.NDCG10)
 	}
-	var hybrid quality
+	var hybrid rankeval.Quality
 	for _, r := range runs {
 		q := evaluate(t, fixtureEngine(t, fx, r.tun, r.emb), fx)
-		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", r.name, q.recall5, q.ndcg10)
+		t.Logf("%-26s Recall@5 %.3f  nDCG@10 %.3f", r.name, q.Recall5, q.NDCG10)
 		hybrid = q
 	}
-	if plain.ndcg10 > 0 {
-		t.Logf("engine / plain BM25: nDCG@10 x%.2f", hybrid.ndcg10/plain.ndcg10)
+	if plain.NDCG10 > 0 {
+		t.Logf("engine / plain BM25: nDCG@10 x%.2f", hybrid.NDCG10/plain.NDCG10)
 	}
 	// The last run is the engine exactly as New builds it; check that nothing above diverged from it.
 	e, err := New(emb, newMemIndex(), Options{})
@@ -272,8 +166,8 @@ func testQuality(t *testing.T, set qualitySet) {
 		t.Fatalf("engine from New measures %+v, the tuned run %+v", q, hybrid)
 	}
 	checkCalibration(t, e, fx)
-	if hybrid.recall5 < set.floorRecall5 || hybrid.ndcg10 < set.floorNDCG10 {
-		t.Errorf("engine Recall@5 %.3f nDCG@10 %.3f, below the floors %.3f and %.3f", hybrid.recall5, hybrid.ndcg10,
+	if hybrid.Recall5 < set.floorRecall5 || hybrid.NDCG10 < set.floorNDCG10 {
+		t.Errorf("engine Recall@5 %.3f nDCG@10 %.3f, below the floors %.3f and %.3f", hybrid.Recall5, hybrid.NDCG10,
 			set.floorRecall5, set.floorNDCG10)
 	}
 }
