@@ -80,7 +80,7 @@ func (b ClassifierBacklog) Total() int { return b.Queued + b.InFlight + b.Failed
 // fails, the tool is UNCLASSIFIED (is_classified false, still routable and searchable) and remembered; every retry
 // interval one failed tool is tried again, and when that works every failed tool is queued again (EC-009).
 type classifierActor struct {
-	d       *Deps
+	deps       *Deps
 	sys     *System
 	c       classify.Classifier
 	limit   int
@@ -107,7 +107,7 @@ type classifierActor struct {
 }
 
 func newClassifierActor(d *Deps, s *System) *classifierActor {
-	a := &classifierActor{d: d, sys: s, c: d.Classifier,
+	a := &classifierActor{deps: d, sys: s, c: d.Classifier,
 		limit: d.Config.ClassifyConcurrency, retry: d.Config.ClassifyRetryInterval, timeout: d.Config.ClassifyTimeout}
 	if a.limit <= 0 {
 		a.limit = defaultClassifyConcurrency
@@ -225,9 +225,9 @@ func (a *classifierActor) start(ctx actor.Context) {
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		tools, _, err := a.d.Store.ListTools(sctx, persistence.ListToolsFilter{})
+		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
 		if err != nil {
-			a.d.Logger.Error("classifier: list stored tools", "error", err)
+			a.deps.Logger.Error("classifier: list stored tools", "error", err)
 			return
 		}
 		q := &classifyQueue{}
@@ -289,12 +289,12 @@ func (a *classifierActor) toolsChanged(ctx actor.Context, m *pb.ToolsChanged) {
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		tools, _, err := a.d.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: m.ServerId})
+		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: m.ServerId})
 		if errors.Is(err, persistence.ErrNotFound) {
 			return
 		}
 		if err != nil {
-			a.d.Logger.Error("classifier: list tools of a server", "server_id", m.ServerId, "error", err)
+			a.deps.Logger.Error("classifier: list tools of a server", "server_id", m.ServerId, "error", err)
 			return
 		}
 		byName := make(map[string]persistence.Tool, len(tools))
@@ -412,7 +412,7 @@ func (a *classifierActor) classifyOne(r classifyRef) (outcome string, err error)
 		}
 	}()
 	sctx, cancel := storeCtx()
-	t, err := a.d.Store.GetTool(sctx, r.id)
+	t, err := a.deps.Store.GetTool(sctx, r.id)
 	cancel()
 	if errors.Is(err, persistence.ErrNotFound) {
 		return outcomeGone, nil
@@ -456,7 +456,7 @@ func (a *classifierActor) classifyOne(r classifyRef) (outcome string, err error)
 func (a *classifierActor) setState(id int64, c persistence.ToolClassification) error {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	return a.d.Store.SetToolClassification(sctx, id, c)
+	return a.deps.Store.SetToolClassification(sctx, id, c)
 }
 
 // finished records the outcome of one classification.
@@ -472,27 +472,27 @@ func (a *classifierActor) finished(ctx actor.Context, m *classifyResult) {
 	}
 	switch m.outcome {
 	case outcomeClassified, outcomeUnclassified:
-		a.d.Metrics.Classification(a.c.Name(), m.outcome)
+		a.deps.Metrics.Classification(a.c.Name(), m.outcome)
 		if a.failing {
 			a.failing = false
-			a.d.Logger.Info("classifier answers again", "classifier", a.c.Name(), "failed_tools", len(a.failed))
+			a.deps.Logger.Info("classifier answers again", "classifier", a.c.Name(), "failed_tools", len(a.failed))
 		}
 		if wasProbe && len(a.failed) > 0 {
 			// The classifier recovered: every tool that failed is classified again (EC-009).
-			a.d.Logger.Info("classifier recovered: retrying failed tools", "classifier", a.c.Name(), "tools", len(a.failed))
+			a.deps.Logger.Info("classifier recovered: retrying failed tools", "classifier", a.c.Name(), "tools", len(a.failed))
 			for _, f := range a.sortedFailed() {
 				a.enqueue(f, false, false)
 			}
 		}
 	case outcomeFailed:
-		a.d.Metrics.Classification(a.c.Name(), outcomeFailed)
+		a.deps.Metrics.Classification(a.c.Name(), outcomeFailed)
 		a.failed[r.id] = r
 		if !a.failing {
 			a.failing = true
-			a.d.Logger.Warn("tool classification failed; the tool stays unclassified and searchable and is retried when the classifier recovers",
+			a.deps.Logger.Warn("tool classification failed; the tool stays unclassified and searchable and is retried when the classifier recovers",
 				"classifier", a.c.Name(), "tool", r.name, "error", m.err, "retry_interval", a.retry.String())
 		} else {
-			a.d.Logger.Debug("tool classification failed", "classifier", a.c.Name(), "tool", r.name, "error", m.err)
+			a.deps.Logger.Debug("tool classification failed", "classifier", a.c.Name(), "tool", r.name, "error", m.err)
 		}
 	}
 	if a.again[r.id] {

@@ -28,7 +28,7 @@ type (
 // successful connection, on notifications/tools/list_changed and on an admin refresh. Discoveries of different
 // servers run in parallel; triggers for a server already being discovered coalesce into one more run.
 type discoveryActor struct {
-	d       *Deps
+	deps       *Deps
 	sys     *System
 	running map[string]bool
 	again   map[string]bool
@@ -67,7 +67,7 @@ func (a *discoveryActor) trigger(ctx actor.Context, id string) {
 	go func() {
 		err := a.sys.discover(context.Background(), id)
 		if err != nil {
-			a.d.Logger.Warn("tool discovery failed", "server_id", id, "error", err)
+			a.deps.Logger.Warn("tool discovery failed", "server_id", id, "error", err)
 		}
 		root.Send(self, &discoveryDone{id: id, err: err})
 	}()

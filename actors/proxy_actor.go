@@ -150,7 +150,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		return
 	}
 	shared := &proxyShared{}
-	p := &proxyActor{d: a.d, rec: a.rec, opts: m.opts, replyTo: ctx.Sender(), shared: shared}
+	p := &proxyActor{deps: a.deps, rec: a.rec, opts: m.opts, replyTo: ctx.Sender(), shared: shared}
 	pid := ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
 		c := *p
 		c.pending = map[uint64]context.CancelFunc{}
@@ -179,7 +179,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 // proxyActor owns one upstream session of the per-server proxy: it connects it, runs the front end's requests on
 // it (each in a goroutine), and closes it, with the stdio child's process group, when it stops.
 type proxyActor struct {
-	d       *Deps
+	deps       *Deps
 	rec     persistence.Server
 	opts    ProxyOptions
 	replyTo *actor.PID
@@ -247,20 +247,20 @@ func (p *proxyActor) logger() *slog.Logger {
 	if p.self != nil {
 		id = p.self.Id
 	}
-	return p.d.Logger.With("server_id", p.rec.ID, "server", p.rec.Name, "proxy", id)
+	return p.deps.Logger.With("server_id", p.rec.ID, "server", p.rec.Name, "proxy", id)
 }
 
 // connect builds the backend's transport (resolving ${VAR} now) and connects in a goroutine, bounded by the
 // connection timeout, as the server actor's own connect does.
 func (p *proxyActor) connect(ctx actor.Context) {
-	b, err := buildTransport(p.rec, p.d, p.d.newGuard())
+	b, err := buildTransport(p.rec, p.deps, p.deps.newGuard())
 	if err != nil {
 		p.fail(ctx, err)
 		return
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	attempt := &connectAttempt{b: b, cancel: cancel}
-	attempt.timer = time.AfterFunc(p.d.Config.ConnectionTimeout, cancel)
+	attempt.timer = time.AfterFunc(p.deps.Config.ConnectionTimeout, cancel)
 	p.attempt = attempt
 	p.stopping, p.stop = context.WithCancel(context.Background())
 	impl := p.opts.ClientInfo
@@ -274,7 +274,7 @@ func (p *proxyActor) connect(ctx actor.Context) {
 	client.AddReceivingMiddleware(p.requestMiddleware)
 	client.AddReceivingMiddleware(gate.Middleware) // outermost: counts a notification once fully handled
 	version := proxyProtocolVersion(p.opts.ProtocolVersion)
-	sys, self, timeout := p.sys, p.self, p.d.Config.ConnectionTimeout
+	sys, self, timeout := p.sys, p.self, p.deps.Config.ConnectionTimeout
 	go func() {
 		ok, err := attempt.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})

@@ -33,7 +33,7 @@ func (p *proxyActor) clientOptions() *mcp.ClientOptions {
 	}
 	o := &mcp.ClientOptions{Capabilities: caps}
 	if p.rec.TransportType != persistence.TransportSTDIO {
-		o.KeepAlive = p.d.Config.KeepAlive
+		o.KeepAlive = p.deps.Config.KeepAlive
 	}
 	if f := h.ToolListChanged; f != nil {
 		o.ToolListChangedHandler = func(ctx context.Context, _ *mcp.ToolListChangedRequest) { f(ctx) }

@@ -42,7 +42,7 @@ type (
 // registryActor owns the set of registered servers on this node: it persists registrations, spawns one supervised
 // server actor per server, stops them, and routes admin messages to them.
 type registryActor struct {
-	d        *Deps
+	deps        *Deps
 	children map[string]*actor.PID
 	removing map[string]bool
 }
@@ -50,7 +50,7 @@ type registryActor struct {
 func newRegistryProps(d *Deps) *actor.Props {
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &registryActor{d: d, children: map[string]*actor.PID{}, removing: map[string]bool{}}
+		return &registryActor{deps: d, children: map[string]*actor.PID{}, removing: map[string]bool{}}
 	}, actor.WithSupervisor(strategy))
 }
 
@@ -103,20 +103,20 @@ func storeCtx() (context.Context, context.CancelFunc) {
 func (r *registryActor) loadAll(ctx actor.Context) {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	servers, _, err := r.d.Store.ListServers(sctx, persistence.ListServersFilter{})
+	servers, _, err := r.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
 	if err != nil {
 		panic(fmt.Errorf("load registered servers: %w", err))
 	}
 	for _, s := range servers {
 		r.spawn(ctx, s.ID)
 	}
-	r.d.Logger.Info("registry loaded servers", "count", len(servers))
+	r.deps.Logger.Info("registry loaded servers", "count", len(servers))
 }
 
 func (r *registryActor) spawn(ctx actor.Context, id string) {
-	pid, err := ctx.SpawnNamed(newServerProps(r.d, id), "server-"+id)
+	pid, err := ctx.SpawnNamed(newServerProps(r.deps, id), "server-"+id)
 	if err != nil {
-		r.d.Logger.Error("spawn server actor", "server_id", id, "error", err)
+		r.deps.Logger.Error("spawn server actor", "server_id", id, "error", err)
 		return
 	}
 	r.children[id] = pid
@@ -126,7 +126,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askRep
 	sctx, cancel := storeCtx()
 	defer cancel()
 	// The registry holds an actor for every stored server, so its own count needs no database round trip.
-	if max := r.d.Config.MaxServers; max > 0 && len(r.children) >= max {
+	if max := r.deps.Config.MaxServers; max > 0 && len(r.children) >= max {
 		return &askReply{err: fmt.Errorf("%d servers registered: %w", len(r.children), ErrMaxServers)}
 	}
 	s := persistence.Server{
@@ -134,7 +134,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askRep
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
 	}
-	if err := r.d.Store.CreateServer(sctx, &s); err != nil {
+	if err := r.deps.Store.CreateServer(sctx, &s); err != nil {
 		return &askReply{err: err}
 	}
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
@@ -143,7 +143,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askRep
 		// The actor enters CONNECTING as its first act; say so now rather than race it.
 		s.Status = persistence.StatusConnecting
 	}
-	r.d.Logger.Info("server registered", "server_id", s.ID, "server", s.Name, "transport", s.TransportType)
+	r.deps.Logger.Info("server registered", "server_id", s.ID, "server", s.Name, "transport", s.TransportType)
 	return &askReply{server: s}
 }
 
@@ -154,11 +154,11 @@ func (r *registryActor) update(ctx actor.Context, m *updateMsg) *askReply {
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	old, err := r.d.Store.GetServer(sctx, m.id)
+	old, err := r.deps.Store.GetServer(sctx, m.id)
 	if err != nil {
 		return &askReply{err: err}
 	}
-	s, err := r.d.Store.UpdateServer(sctx, m.id, m.patch)
+	s, err := r.deps.Store.UpdateServer(sctx, m.id, m.patch)
 	if err != nil {
 		return &askReply{err: err}
 	}
@@ -181,18 +181,18 @@ func (r *registryActor) remove(ctx actor.Context, id string) {
 		delete(r.children, id)
 		delete(r.removing, id)
 		if stopErr != nil {
-			r.d.Logger.Warn("server actor did not confirm stop", "server_id", id, "error", stopErr)
+			r.deps.Logger.Warn("server actor did not confirm stop", "server_id", id, "error", stopErr)
 		}
 		sctx, cancel := storeCtx()
 		defer cancel()
 		name := ""
-		if s, err := r.d.Store.GetServer(sctx, id); err == nil {
+		if s, err := r.deps.Store.GetServer(sctx, id); err == nil {
 			name = s.Name
 		}
-		err := r.d.Store.DeleteServer(sctx, id)
+		err := r.deps.Store.DeleteServer(sctx, id)
 		if err == nil || errors.Is(err, persistence.ErrNotFound) {
 			ctx.ActorSystem().EventStream.Publish(&pb.ServerRemoved{ServerId: id, ServerName: name})
-			r.d.Logger.Info("server removed", "server_id", id, "server", name)
+			r.deps.Logger.Info("server removed", "server_id", id, "server", name)
 		}
 		if sender != nil {
 			ctx.Send(sender, &askReply{err: err})

@@ -15,7 +15,7 @@ import (
 // event stream (reading the store only when tools or a registration changed, never on a call) and publishes each
 // new table as an immutable snapshot that callers read without locks.
 type routerActor struct {
-	d       *Deps
+	deps       *Deps
 	sep     string
 	table   *atomic.Pointer[RouteTable]
 	hooks   *routeHooks
@@ -94,14 +94,14 @@ func (r *routerActor) Receive(ctx actor.Context) {
 func (r *routerActor) loadAll() {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	servers, _, err := r.d.Store.ListServers(sctx, persistence.ListServersFilter{})
+	servers, _, err := r.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
 	if err != nil {
 		panic(err) // the supervisor retries; the router must not run on a partial table
 	}
 	for _, s := range servers {
 		r.servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
 	}
-	tools, _, err := r.d.Store.ListTools(sctx, persistence.ListToolsFilter{})
+	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
 	if err != nil {
 		panic(err)
 	}
@@ -114,14 +114,14 @@ func (r *routerActor) loadAll() {
 func (r *routerActor) reload(id string) {
 	sctx, cancel := storeCtx()
 	defer cancel()
-	s, err := r.d.Store.GetServer(sctx, id)
+	s, err := r.deps.Store.GetServer(sctx, id)
 	if errors.Is(err, persistence.ErrNotFound) {
 		delete(r.servers, id)
 		delete(r.tools, id)
 		return
 	}
 	if err != nil {
-		r.d.Logger.Error("router: reload server", "server_id", id, "error", err)
+		r.deps.Logger.Error("router: reload server", "server_id", id, "error", err)
 		return
 	}
 	old, known := r.servers[id]
@@ -139,9 +139,9 @@ func (r *routerActor) reloadTools(id string) {
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	tools, _, err := r.d.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
+	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		r.d.Logger.Error("router: reload tools", "server_id", id, "error", err)
+		r.deps.Logger.Error("router: reload tools", "server_id", id, "error", err)
 		return
 	}
 	// A definition that did not change keeps its routed form: classification reloads a server many times.

@@ -79,7 +79,7 @@ type (
 // and calls in flight. It never blocks its mailbox on the network: connects, calls and health checks run in
 // goroutines that report back by message, so a slow call never delays another one.
 type serverActor struct {
-	d    *Deps
+	deps    *Deps
 	id   string
 	sys  *actor.ActorSystem
 	self *actor.PID
@@ -117,7 +117,7 @@ type serverActor struct {
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{d: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
+		return &serverActor{deps: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
 	})
 }
 
@@ -168,7 +168,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.onSessionLost(m)
 	case *retryTick:
 		if m.gen == a.gen && a.status == persistence.StatusError {
-			a.d.Metrics.Reconnect(a.rec.Name)
+			a.deps.Metrics.Reconnect(a.rec.Name)
 			a.startConnect("retry")
 		}
 	case *healthTick:
@@ -203,13 +203,13 @@ func (a *serverActor) log() *slogger { return &slogger{a} }
 type slogger struct{ a *serverActor }
 
 func (l *slogger) Info(msg string, args ...any) {
-	l.a.d.Logger.Info(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
+	l.a.deps.Logger.Info(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
 }
 func (l *slogger) Warn(msg string, args ...any) {
-	l.a.d.Logger.Warn(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
+	l.a.deps.Logger.Warn(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
 }
 func (l *slogger) Error(msg string, args ...any) {
-	l.a.d.Logger.Error(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
+	l.a.deps.Logger.Error(msg, append([]any{"server_id", l.a.id, "server", l.a.rec.Name}, args...)...)
 }
 
 func (a *serverActor) storeCtx() (context.Context, context.CancelFunc) {
@@ -221,7 +221,7 @@ func (a *serverActor) storeCtx() (context.Context, context.CancelFunc) {
 func (a *serverActor) started(ctx actor.Context) {
 	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
 	sctx, cancel := a.storeCtx()
-	rec, err := a.d.Store.GetServer(sctx, a.id)
+	rec, err := a.deps.Store.GetServer(sctx, a.id)
 	cancel()
 	if errors.Is(err, persistence.ErrNotFound) {
 		ctx.Stop(a.self)
@@ -232,7 +232,7 @@ func (a *serverActor) started(ctx actor.Context) {
 		panic(fmt.Errorf("load server %s: %w", a.id, err))
 	}
 	a.rec, a.status = rec, rec.Status
-	a.secrets = newSecrets(rec, a.d.Env)
+	a.secrets = newSecrets(rec, a.deps.Env)
 	if a.status != persistence.StatusDisconnected {
 		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
@@ -255,12 +255,12 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	from := a.status
 	a.status = to
-	a.d.Metrics.Transition(to)
+	a.deps.Metrics.Transition(to)
 	now := time.Now().UTC()
 	// The store writes from, reason and error_message into the row's details itself: Details is only for extra
 	// fields (setting it to from+reason nested a copy of the row in itself).
 	sctx, cancel := a.storeCtx()
-	err := a.d.Store.RecordTransition(sctx, persistence.Transition{
+	err := a.deps.Store.RecordTransition(sctx, persistence.Transition{
 		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now,
 	})
 	cancel()
@@ -280,7 +280,7 @@ func (a *serverActor) setAutoConnect(on bool) {
 	a.rec.AutoConnect = on
 	sctx, cancel := a.storeCtx()
 	defer cancel()
-	if err := a.d.Store.SetAutoConnect(sctx, a.id, on); err != nil {
+	if err := a.deps.Store.SetAutoConnect(sctx, a.id, on); err != nil {
 		a.log().Error("persist auto_connect", "error", err)
 	}
 }

@@ -42,13 +42,13 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		ctx.Respond(&pb.CallToolReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", m.Tool, a.rec.Name))})
 		return
 	}
-	if max := a.d.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
-		a.d.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
+	if max := a.deps.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
+		a.deps.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
 		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
 		return
 	}
-	deadline := time.Now().Add(a.d.Config.RequestTimeout)
+	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
 	if m.DeadlineUnixMs > 0 {
 		deadline = time.UnixMilli(m.DeadlineUnixMs)
 	}
@@ -84,7 +84,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	progress, mx, sec := a.progress, a.d.Metrics, a.secrets
+	progress, mx, sec := a.progress, a.deps.Metrics, a.secrets
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
@@ -105,7 +105,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
 			reply.Error.Message = sec.scrub(reply.Error.Message)
-			a.d.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
+			a.deps.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
@@ -168,7 +168,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		ctx.Respond(&pb.ListToolsReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}
-	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.d.Config.RequestTimeout, a.secrets
+	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
 	gen, self := a.sess.gen, a.self
 	go func() {
 		lctx, cancel := context.WithTimeout(context.Background(), timeout)

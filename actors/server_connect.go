@@ -141,7 +141,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := buildTransport(a.rec, a.d, a.d.newGuard())
+	b, err := buildTransport(a.rec, a.deps, a.deps.newGuard())
 	if err != nil {
 		a.connectFailed(err, "")
 		return
@@ -150,7 +150,7 @@ func (a *serverActor) startConnect(reason string) {
 	// bounds the connect itself.
 	sctx, cancel := context.WithCancel(context.Background())
 	attempt := &connectAttempt{gen: a.gen, b: b, cancel: cancel}
-	attempt.timer = time.AfterFunc(a.d.Config.ConnectionTimeout, cancel)
+	attempt.timer = time.AfterFunc(a.deps.Config.ConnectionTimeout, cancel)
 	a.attempt = attempt
 
 	opts := &mcp.ClientOptions{
@@ -165,12 +165,12 @@ func (a *serverActor) startConnect(reason string) {
 		},
 	}
 	if a.rec.TransportType != persistence.TransportSTDIO {
-		opts.KeepAlive = a.d.Config.KeepAlive
+		opts.KeepAlive = a.deps.Config.KeepAlive
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
 	sys, self := a.sys, a.self
 	go func() {
-		ok, err := attempt.handOver(sctx, a.d.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
+		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 		})
 		if !ok {
@@ -208,7 +208,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		a.connectFailed(err, tail)
 		return
 	}
-	if err := a.d.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
+	if err := a.deps.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
 		attempt.discard(sess)
 		a.connectFailed(err, "")
 		return
@@ -242,7 +242,7 @@ func (a *serverActor) connectFailed(err error, stderrTail string) {
 // scheduleRetry arms the next reconnect of the retry schedule (1 s, 2 s, 4 s, 8 s, 16 s, then every minute).
 func (a *serverActor) scheduleRetry() {
 	a.retryN++
-	delay, ok := a.d.Config.Retry.Next(a.retryN, nil)
+	delay, ok := a.deps.Config.Retry.Next(a.retryN, nil)
 	if !ok {
 		return
 	}
@@ -278,7 +278,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 		return
 	}
 	a.lastError = reason
-	a.d.Metrics.SessionLost(a.rec.Name, cause)
+	a.deps.Metrics.SessionLost(a.rec.Name, cause)
 	a.log().Warn("session lost", "error", reason)
 	a.transition(persistence.StatusError, "session lost", &reason)
 	a.resetBackoffIfStable()
@@ -288,7 +288,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 // resetBackoffIfStable starts the reconnect schedule again from its first delay when the lost session had lasted
 // StableAfter; a session that failed sooner counts as one more failed attempt, so the delays keep growing.
 func (a *serverActor) resetBackoffIfStable() {
-	if !a.connectedAt.IsZero() && time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+	if !a.connectedAt.IsZero() && time.Since(a.connectedAt) >= a.deps.Config.StableAfter {
 		a.retryN = 0
 	}
 }
@@ -298,7 +298,7 @@ func (a *serverActor) resetBackoffIfStable() {
 // in a session's life, or when the backend answered a JSON-RPC error, discovery only logs: the session works.
 func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
 	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) ||
-		time.Since(a.connectedAt) >= a.d.Config.StableAfter {
+		time.Since(a.connectedAt) >= a.deps.Config.StableAfter {
 		return
 	}
 	if connectionBroken(m.err) {
@@ -319,7 +319,7 @@ func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
 	a.lastError = reason
 	a.cancelPending()
 	a.closeSession(false)
-	a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseClosed)
+	a.deps.Metrics.SessionLost(a.rec.Name, metrics.CauseClosed)
 	a.log().Warn("tool discovery failed right after connecting", "error", reason)
 	a.transition(persistence.StatusError, "tool discovery failure", &reason)
 	a.scheduleRetry()
@@ -378,7 +378,7 @@ func (a *serverActor) disconnect(force bool, reason string) *pb.DisconnectReply 
 			a.transition(persistence.StatusDisconnecting, reason, nil)
 			gen := a.gen
 			a.stopTimer(&a.drainTimer)
-			a.drainTimer = time.AfterFunc(a.d.Config.DrainTimeout, func() { a.sys.Root.Send(a.self, &drainTimeout{gen: gen}) })
+			a.drainTimer = time.AfterFunc(a.deps.Config.DrainTimeout, func() { a.sys.Root.Send(a.self, &drainTimeout{gen: gen}) })
 		}
 	}
 	r.Status = a.status
@@ -410,7 +410,7 @@ func (a *serverActor) cancelPending() {
 // reload picks up a changed registration; a server with a session reconnects with the new configuration.
 func (a *serverActor) reload() *pb.Ack {
 	sctx, cancel := a.storeCtx()
-	rec, err := a.d.Store.GetServer(sctx, a.id)
+	rec, err := a.deps.Store.GetServer(sctx, a.id)
 	cancel()
 	if err != nil {
 		return &pb.Ack{Error: err.Error()}
@@ -418,7 +418,7 @@ func (a *serverActor) reload() *pb.Ack {
 	old := a.rec
 	rec.Status = a.status
 	a.rec = rec
-	a.secrets = newSecrets(rec, a.d.Env)
+	a.secrets = newSecrets(rec, a.deps.Env)
 	// Only the connection config matters to the session; a rename or a new description keeps it.
 	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
 	if !changed {

@@ -16,12 +16,12 @@ import (
 // no message succeeded within the interval); two failures degrade the server, three end its session.
 
 func (a *serverActor) scheduleHealth() {
-	if a.d.Config.HealthInterval <= 0 || a.sess == nil {
+	if a.deps.Config.HealthInterval <= 0 || a.sess == nil {
 		return
 	}
 	gen := a.sess.gen
 	a.stopTimer(&a.healthTimer)
-	a.healthTimer = time.AfterFunc(a.d.Config.HealthInterval, func() { a.sys.Root.Send(a.self, &healthTick{gen: gen}) })
+	a.healthTimer = time.AfterFunc(a.deps.Config.HealthInterval, func() { a.sys.Root.Send(a.self, &healthTick{gen: gen}) })
 }
 
 // onHealthTick runs one health check (BR-006 as READING.md decides): GET health_check_url when configured;
@@ -31,7 +31,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		return
 	}
 	url := ptrStr(a.rec.HealthCheckURL)
-	if url == "" && time.Since(time.Unix(0, a.lastOK.Load())) < a.d.Config.HealthInterval {
+	if url == "" && time.Since(time.Unix(0, a.lastOK.Load())) < a.deps.Config.HealthInterval {
 		a.onHealthResult(&healthResult{gen: m.gen, ok: true, counted: true})
 		return
 	}
@@ -42,8 +42,8 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		}
 	}
 	a.healthBusy = true
-	sess, timeout, sys, self := a.sess.session, a.d.Config.HealthTimeout, a.sys, a.self
-	client := healthClientFor(a.d.HealthClient, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig))
+	sess, timeout, sys, self := a.sess.session, a.deps.Config.HealthTimeout, a.sys, a.self
+	client := healthClientFor(a.deps.HealthClient, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig))
 	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -95,7 +95,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 	if r.responseMs != nil {
 		took = time.Duration(*r.responseMs * float64(time.Millisecond))
 	}
-	a.d.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
+	a.deps.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
 	switch {
 	case r.ok:
 		a.failures = 0
@@ -115,7 +115,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		lastErr = &e
 	}
 	sctx, cancel := a.storeCtx()
-	if err := a.d.Store.RecordHealth(sctx, persistence.HealthRecord{
+	if err := a.deps.Store.RecordHealth(sctx, persistence.HealthRecord{
 		ServerID: a.id, CheckedAt: time.Now().UTC(), ResponseMs: r.responseMs, ConsecutiveFailures: a.failures, LastError: lastErr,
 	}); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		a.log().Error("persist health check", "error", err)
@@ -128,7 +128,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.lastError = msg
 		a.cancelPending()
 		a.closeSession(false)
-		a.d.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
+		a.deps.Metrics.SessionLost(a.rec.Name, metrics.CauseHealthChecks)
 		a.transition(persistence.StatusError, "3 health failures", &msg)
 		a.resetBackoffIfStable()
 		a.scheduleRetry()

@@ -150,14 +150,14 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the registry, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{d: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
 	}
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &discoveryActor{d: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
+		return &discoveryActor{deps: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
 	}, s.guardian), "discovery")
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))
