@@ -80,7 +80,7 @@ func (b ClassifierBacklog) Total() int { return b.Queued + b.InFlight + b.Failed
 // fails, the tool is UNCLASSIFIED (is_classified false, still routable and searchable) and remembered; every retry
 // interval one failed tool is tried again, and when that works every failed tool is queued again (EC-009).
 type classifierActor struct {
-	deps       *Deps
+	deps    *Deps
 	sys     *System
 	c       classify.Classifier
 	limit   int

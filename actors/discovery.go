@@ -28,7 +28,7 @@ type (
 // successful connection, on notifications/tools/list_changed and on an admin refresh. Discoveries of different
 // servers run in parallel; triggers for a server already being discovered coalesce into one more run.
 type discoveryActor struct {
-	deps       *Deps
+	deps    *Deps
 	sys     *System
 	running map[string]bool
 	again   map[string]bool

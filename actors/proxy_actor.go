@@ -179,7 +179,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 // proxyActor owns one upstream session of the per-server proxy: it connects it, runs the front end's requests on
 // it (each in a goroutine), and closes it, with the stdio child's process group, when it stops.
 type proxyActor struct {
-	deps       *Deps
+	deps    *Deps
 	rec     persistence.Server
 	opts    ProxyOptions
 	replyTo *actor.PID

@@ -42,7 +42,7 @@ type (
 // registryActor owns the set of registered servers on this node: it persists registrations, spawns one supervised
 // server actor per server, stops them, and routes admin messages to them.
 type registryActor struct {
-	deps        *Deps
+	deps     *Deps
 	children map[string]*actor.PID
 	removing map[string]bool
 }

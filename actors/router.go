@@ -15,7 +15,7 @@ import (
 // event stream (reading the store only when tools or a registration changed, never on a call) and publishes each
 // new table as an immutable snapshot that callers read without locks.
 type routerActor struct {
-	deps       *Deps
+	deps    *Deps
 	sep     string
 	table   *atomic.Pointer[RouteTable]
 	hooks   *routeHooks

@@ -79,7 +79,7 @@ type (
 // and calls in flight. It never blocks its mailbox on the network: connects, calls and health checks run in
 // goroutines that report back by message, so a slow call never delays another one.
 type serverActor struct {
-	deps    *Deps
+	deps *Deps
 	id   string
 	sys  *actor.ActorSystem
 	self *actor.PID
