@@ -12,6 +12,8 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search"
+	"github.com/mcpgw/aggregator/search/classify"
+	"github.com/mcpgw/aggregator/search/toolsearch"
 	"github.com/mcpgw/aggregator/search/vector"
 )
 
@@ -28,9 +30,11 @@ type indexedTool struct {
 // server's tools, and recomputes the vectors of the skills whose tools changed (an emptied skill falls back to its
 // description). Searches never wait for it: they read the engine directly.
 type indexerActor struct {
-	d     *Deps
-	sr    *searcher
-	tools map[int64]*indexedTool
+	d      *Deps
+	search *toolsearch.Searcher
+	// skills is the classifier's skill space, also told the recomputed skill vectors (nil: none).
+	skills *classify.SkillSpace
+	tools  map[int64]*indexedTool
 }
 
 // Receive implements actor.Actor.
@@ -100,7 +104,7 @@ func (a *indexerActor) indexServer(id string) {
 		} else if !sameStrings(old.skills, t.SkillIDs) {
 			// Only the classification changed: update the stored payload, no re-embedding.
 			payload.ToolName, payload.OriginalName, payload.SourceServerID = t.Name, t.OriginalName, id
-			if err := a.sr.idx.SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
+			if err := a.search.Index().SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
 				a.d.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
 			}
 		}
@@ -120,16 +124,8 @@ func (a *indexerActor) indexServer(id string) {
 	}
 	if len(docs) > 0 {
 		// The engine embeds the tools; their vectors also feed the skill centroids. The in-process index gives them
-		// back when a centroid is computed; with another index they are taken from the same call and kept.
-		_, fromIndex := a.sr.idx.(vector.VectorSource)
-		if !fromIndex {
-			a.sr.vec.capture()
-		}
-		err := a.sr.eng.Upsert(sctx, docs)
-		var vecs map[int64][]float32
-		if !fromIndex {
-			vecs = a.sr.vec.take()
-		}
+		// back when a centroid is computed; with another index they come back from this call and are kept.
+		vecs, err := a.search.Upsert(sctx, docs)
 		if err != nil {
 			a.d.Logger.Error("indexer: index tools", "server_id", id, "error", err)
 		}
@@ -169,7 +165,7 @@ func (a *indexerActor) removeServer(id string) {
 		}
 	}
 	a.drop(sctx, gone)
-	if err := a.sr.idx.DeleteByServer(sctx, id); err != nil {
+	if err := a.search.Index().DeleteByServer(sctx, id); err != nil {
 		a.d.Logger.Warn("indexer: delete server vectors", "server_id", id, "error", err)
 	}
 	a.recomputeSkills(touched)
@@ -179,7 +175,7 @@ func (a *indexerActor) drop(ctx context.Context, ids []int64) {
 	if len(ids) == 0 {
 		return
 	}
-	if err := a.sr.eng.Remove(ctx, ids); err != nil {
+	if err := a.search.Remove(ctx, ids); err != nil {
 		a.d.Logger.Error("indexer: remove tools", "error", err)
 	}
 	for _, id := range ids {
@@ -201,7 +197,7 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 			}
 			sum := sums[s]
 			if sum == nil {
-				desc, ok := a.sr.space.DescriptionVector(s)
+				desc, ok := a.search.SkillSpace().DescriptionVector(s)
 				if !ok {
 					continue
 				}
@@ -216,7 +212,7 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 			}
 		}
 	}
-	src, fromIndex := a.sr.idx.(vector.VectorSource)
+	src, fromIndex := a.search.Index().(vector.VectorSource)
 	var ids []uint64
 	for tid, t := range a.tools {
 		if !hasTouched(t.skills, touched) || t.hash == "" {
@@ -236,13 +232,13 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 		}
 	}
 	for s := range touched {
-		if _, ok := a.sr.space.DescriptionVector(s); !ok {
+		if _, ok := a.search.SkillSpace().DescriptionVector(s); !ok {
 			continue
 		}
 		v := unitVector(sums[s]) // nil for a skill without tools: back to its description
-		_ = a.sr.space.SetSkillVector(s, v)
-		if a.sr.extra != nil {
-			_ = a.sr.extra.SetSkillVector(s, v)
+		_ = a.search.SkillSpace().SetSkillVector(s, v)
+		if a.skills != nil {
+			_ = a.skills.SetSkillVector(s, v)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/search/toolsearch"
 	"github.com/mcpgw/aggregator/supervision"
 )
 
@@ -29,7 +30,7 @@ type System struct {
 	routes    *atomic.Pointer[RouteTable]
 	hooks     *routeHooks
 	sub       *eventstream.Subscription
-	searcher  *searcher
+	searcher  *toolsearch.Searcher
 	indexer   *actor.PID
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
@@ -165,11 +166,11 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if _, err := s.askActor(ctx, s.router, &readyMsg{}, 30*time.Second); err != nil {
 		return fail(fmt.Errorf("router did not start: %w", err))
 	}
-	if s.searcher, err = newSearcher(ctx, d.Search); err != nil {
+	if s.searcher, err = newSearcher(ctx, d.Search, d.Logger); err != nil {
 		return fail(err)
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &indexerActor{d: d, sr: s.searcher, tools: map[int64]*indexedTool{}}
+		return &indexerActor{d: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}}
 	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))

@@ -1,4 +1,4 @@
-package actors
+package toolsearch
 
 import "testing"
 
