@@ -71,7 +71,7 @@ func (s *System) call(ctx context.Context, r Route, argsJSON []byte, progress fu
 
 // callDeadline is when a call started now must end: the request timeout, or ctx's earlier deadline.
 func (s *System) callDeadline(ctx context.Context) time.Time {
-	deadline := time.Now().Add(s.d.Config.RequestTimeout)
+	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}

@@ -124,10 +124,10 @@ func newClassifierActor(d *Deps, s *System) *classifierActor {
 // startClassifier spawns the classifier actor when Deps.Classifier is set. It runs after the registry has started
 // and stops with it.
 func (s *System) startClassifier() error {
-	if s.d.Classifier == nil {
+	if s.deps.Classifier == nil {
 		return nil
 	}
-	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.d, s) }, s.guardian), "classifier")
+	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.deps, s) }, s.guardian), "classifier")
 	if err != nil {
 		return fmt.Errorf("spawn classifier: %w", err)
 	}
@@ -139,7 +139,7 @@ func (s *System) classifierPID() *actor.PID { return actor.NewPID(s.sys.Address(
 
 // ClassificationBacklog reports the classifier's queued, running and failed tools (all zero without a classifier).
 func (s *System) ClassificationBacklog(ctx context.Context) (ClassifierBacklog, error) {
-	if s.d.Classifier == nil {
+	if s.deps.Classifier == nil {
 		return ClassifierBacklog{}, nil
 	}
 	res, err := s.askActor(ctx, s.classifierPID(), &classifyBacklogAsk{}, 0)

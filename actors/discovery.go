@@ -76,7 +76,7 @@ func (a *discoveryActor) trigger(ctx actor.Context, id string) {
 // discover lists every tool of a server through its actor, stores them namespaced and publishes what changed.
 func (s *System) discover(ctx context.Context, id string) error {
 	start := time.Now()
-	deadline := time.Now().Add(s.d.Config.RequestTimeout)
+	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
 	res, err := s.askServer(ctx, id, &pb.ListTools{}, deadline)
 	if err != nil {
 		return err
@@ -99,10 +99,10 @@ func (s *System) discover(ctx context.Context, id string) error {
 			Meta        map[string]any  `json:"_meta"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-			s.d.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
+			s.deps.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
 			continue
 		}
-		if path := viaPath(t.Meta); slices.Contains(path, s.d.InstanceID) {
+		if path := viaPath(t.Meta); slices.Contains(path, s.deps.InstanceID) {
 			// The tool is one of ours coming back through another aggregator (A->B->...->A): keeping it would
 			// make each aggregator re-expose the other's copies without end.
 			looped = append(looped, t.Name)
@@ -115,34 +115,34 @@ func (s *System) discover(ctx context.Context, id string) error {
 		defs = append(defs, persistence.ToolDef{OriginalName: t.Name, Description: t.Description, InputSchema: t.InputSchema, Definition: raw})
 	}
 	if len(looped) > 0 {
-		s.d.Logger.Warn("aggregator loop: the server re-exposes tools of this aggregator; dropping them",
-			"code", CodeLoopDetected, "server_id", id, "instance_id", s.d.InstanceID, "via", strings.Join(loopPath, " -> "),
+		s.deps.Logger.Warn("aggregator loop: the server re-exposes tools of this aggregator; dropping them",
+			"code", CodeLoopDetected, "server_id", id, "instance_id", s.deps.InstanceID, "via", strings.Join(loopPath, " -> "),
 			"dropped", len(looped), "example", looped[0])
 	}
 	truncated := 0
-	if limit := s.d.Config.MaxToolsPerServer; limit > 0 && len(defs) > limit {
+	if limit := s.deps.Config.MaxToolsPerServer; limit > 0 && len(defs) > limit {
 		truncated = len(defs) - limit
-		s.d.Logger.Warn("server lists more tools than the cap (MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER); keeping the first ones in listing order",
+		s.deps.Logger.Warn("server lists more tools than the cap (MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER); keeping the first ones in listing order",
 			"server_id", id, "listed", len(defs), "kept", limit, "dropped", truncated)
 		defs = defs[:limit]
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	diff, err := s.d.Store.ReplaceServerTools(sctx, id, defs)
+	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil // removed meanwhile
 	}
 	if err != nil {
 		return fmt.Errorf("store tools: %w", err)
 	}
-	srv, _ := s.d.Store.GetServer(sctx, id)
+	srv, _ := s.deps.Store.GetServer(sctx, id)
 	if len(defs) == 0 {
-		s.d.Logger.Warn("server lists no tools", "server_id", id, "server", srv.Name)
+		s.deps.Logger.Warn("server lists no tools", "server_id", id, "server", srv.Name)
 	}
 	if len(diff.Changed) > 0 {
-		s.d.Logger.Warn("server changed the definition of tools", "server_id", id, "server", srv.Name, "changed", diff.Changed)
+		s.deps.Logger.Warn("server changed the definition of tools", "server_id", id, "server", srv.Name, "changed", diff.Changed)
 	}
-	s.d.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
+	s.deps.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
 		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
 	s.discovered.Store(id, true)
 	s.sys.EventStream.Publish(&pb.ToolsChanged{

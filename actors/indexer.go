@@ -30,7 +30,7 @@ type indexedTool struct {
 // server's tools, and recomputes the vectors of the skills whose tools changed (an emptied skill falls back to its
 // description). Searches never wait for it: they read the engine directly.
 type indexerActor struct {
-	d      *Deps
+	deps   *Deps
 	search *toolsearch.Searcher
 	// skills is the classifier's skill space, also told the recomputed skill vectors (nil: none).
 	skills *classify.SkillSpace
@@ -58,7 +58,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 func (a *indexerActor) indexAll() {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	servers, _, err := a.d.Store.ListServers(sctx, persistence.ListServersFilter{})
+	servers, _, err := a.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
 	if err != nil {
 		panic(fmt.Errorf("indexer: list servers: %w", err)) // the supervisor retries
 	}
@@ -66,25 +66,25 @@ func (a *indexerActor) indexAll() {
 	for _, s := range servers {
 		a.indexServer(s.ID)
 	}
-	a.d.Logger.Info("search index built", "tools", len(a.tools), "servers", len(servers), "took", time.Since(start).String())
+	a.deps.Logger.Info("search index built", "tools", len(a.tools), "servers", len(servers), "took", time.Since(start).String())
 }
 
 // indexServer makes the engine hold exactly the server's stored tools.
 func (a *indexerActor) indexServer(id string) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv, err := a.d.Store.GetServer(sctx, id)
+	srv, err := a.deps.Store.GetServer(sctx, id)
 	if errors.Is(err, persistence.ErrNotFound) {
 		a.removeServer(id)
 		return
 	}
 	if err != nil {
-		a.d.Logger.Error("indexer: load server", "server_id", id, "error", err)
+		a.deps.Logger.Error("indexer: load server", "server_id", id, "error", err)
 		return
 	}
-	tools, _, err := a.d.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
+	tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		a.d.Logger.Error("indexer: load tools", "server_id", id, "error", err)
+		a.deps.Logger.Error("indexer: load tools", "server_id", id, "error", err)
 		return
 	}
 	present := map[int64]bool{}
@@ -105,7 +105,7 @@ func (a *indexerActor) indexServer(id string) {
 			// Only the classification changed: update the stored payload, no re-embedding.
 			payload.ToolName, payload.OriginalName, payload.SourceServerID = t.Name, t.OriginalName, id
 			if err := a.search.Index().SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
-				a.d.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
+				a.deps.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
 			}
 		}
 		if old == nil {
@@ -127,7 +127,7 @@ func (a *indexerActor) indexServer(id string) {
 		// back when a centroid is computed; with another index they come back from this call and are kept.
 		vecs, err := a.search.Upsert(sctx, docs)
 		if err != nil {
-			a.d.Logger.Error("indexer: index tools", "server_id", id, "error", err)
+			a.deps.Logger.Error("indexer: index tools", "server_id", id, "error", err)
 		}
 		for _, tid := range embedIDs {
 			a.tools[tid].vec = vecs[tid]
@@ -166,7 +166,7 @@ func (a *indexerActor) removeServer(id string) {
 	}
 	a.drop(sctx, gone)
 	if err := a.search.Index().DeleteByServer(sctx, id); err != nil {
-		a.d.Logger.Warn("indexer: delete server vectors", "server_id", id, "error", err)
+		a.deps.Logger.Warn("indexer: delete server vectors", "server_id", id, "error", err)
 	}
 	a.recomputeSkills(touched)
 }
@@ -176,7 +176,7 @@ func (a *indexerActor) drop(ctx context.Context, ids []int64) {
 		return
 	}
 	if err := a.search.Remove(ctx, ids); err != nil {
-		a.d.Logger.Error("indexer: remove tools", "error", err)
+		a.deps.Logger.Error("indexer: remove tools", "error", err)
 	}
 	for _, id := range ids {
 		delete(a.tools, id)
@@ -227,7 +227,7 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 	if fromIndex && len(ids) > 0 {
 		err := src.EachVector(ids, func(id uint64, v []float32) { add(a.tools[int64(id)].skills, v) })
 		if err != nil {
-			a.d.Logger.Warn("indexer: read tool vectors for the skills", "error", err)
+			a.deps.Logger.Warn("indexer: read tool vectors for the skills", "error", err)
 			return
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 // ListToolsOf asks a server actor for its tools/list, as discovery does, so tests can see the reply's error code.
 func ListToolsOf(ctx context.Context, s *System, id string) (*pb.ListToolsReply, error) {
-	res, err := s.askServer(ctx, id, &pb.ListTools{}, time.Now().Add(s.d.Config.RequestTimeout))
+	res, err := s.askServer(ctx, id, &pb.ListTools{}, time.Now().Add(s.deps.Config.RequestTimeout))
 	if err != nil {
 		return nil, err
 	}

@@ -393,7 +393,7 @@ func viaPath(meta map[string]any) []string {
 
 // InstanceID is this daemon process's id (Deps.InstanceID): the MCP endpoint reports it in initialize and in
 // its tools' provenance path, and refuses requests whose hop header already carries it.
-func (s *System) InstanceID() string { return s.d.InstanceID }
+func (s *System) InstanceID() string { return s.deps.InstanceID }
 
 // Outbound is the daemon's outbound policy, for the front ends' registration checks.
-func (s *System) Outbound() *Outbound { return s.d.outbound }
+func (s *System) Outbound() *Outbound { return s.deps.outbound }

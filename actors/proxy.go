@@ -102,7 +102,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 		err error
 	}
 	ch := make(chan answer, 1)
-	timeout := s.d.Config.ConnectionTimeout + s.d.Config.AskTimeout
+	timeout := s.deps.Config.ConnectionTimeout + s.deps.Config.AskTimeout
 	go func() {
 		res, err := s.askActor(context.WithoutCancel(ctx), s.serverPID(srv.ID), &openProxy{opts: opts, claim: claim}, timeout)
 		ch <- answer{res, err}

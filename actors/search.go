@@ -88,7 +88,7 @@ type SearchResponse struct {
 // It reads the engine and the routing table only: no actor is asked.
 func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, error) {
 	start := time.Now()
-	defer func() { s.d.Metrics.Search(time.Since(start)) }()
+	defer func() { s.deps.Metrics.Search(time.Since(start)) }()
 	rt := s.Routes()
 	var allowed []string
 	if r.IncludeExternal {

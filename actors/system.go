@@ -22,7 +22,7 @@ import (
 
 // System is the running actor tree of one node and the Control the front ends use to ask it.
 type System struct {
-	d         *Deps
+	deps      *Deps
 	sys       *actor.ActorSystem
 	registry  *actor.PID
 	router    *actor.PID
@@ -97,7 +97,7 @@ type cancelCallsForShutdown struct{}
 func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
 	idle, n := s.calls.close()
 	if n > 0 {
-		s.d.Logger.Info("shutdown: waiting for tool calls in flight", "calls", n)
+		s.deps.Logger.Info("shutdown: waiting for tool calls in flight", "calls", n)
 	}
 	select {
 	case <-idle:
@@ -105,7 +105,7 @@ func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
 	case <-ctx.Done():
 	}
 	_, left := s.calls.close()
-	s.d.Logger.Warn("shutdown: cancelling tool calls still in flight after the drain time", "calls", left)
+	s.deps.Logger.Warn("shutdown: cancelling tool calls still in flight after the drain time", "calls", left)
 	s.sys.Root.Send(s.registry, &cancelCallsForShutdown{})
 	select {
 	case <-idle:
@@ -137,7 +137,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		opts = append(opts, actor.WithMetricProviders(d.MeterProvider))
 	}
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
-	s := &System{d: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
+	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
 	fail := func(err error) (*System, error) {
 		sys.Shutdown()
@@ -170,7 +170,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(err)
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &indexerActor{d: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}}
+		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}}
 	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
@@ -242,7 +242,7 @@ func (s *System) ask(ctx context.Context, msg any, timeout time.Duration) (any, 
 // returned as the error.
 func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if timeout <= 0 {
-		timeout = s.d.Config.AskTimeout
+		timeout = s.deps.Config.AskTimeout
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		if left := time.Until(dl); left < timeout {
@@ -314,7 +314,7 @@ func (s *System) Disconnect(ctx context.Context, id string, force bool) (Disconn
 // Remove implements Control. Stopping a stdio server can take its TerminateDuration, so Remove waits longer than
 // other asks.
 func (s *System) Remove(ctx context.Context, id string) error {
-	_, err := s.ask(ctx, &removeMsg{id: id}, s.d.Config.AskTimeout+3*s.d.Config.TerminateDuration)
+	_, err := s.ask(ctx, &removeMsg{id: id}, s.deps.Config.AskTimeout+3*s.deps.Config.TerminateDuration)
 	return err
 }
 
@@ -374,7 +374,7 @@ func (l levelFloor) WithGroup(name string) slog.Handler {
 // discovered, or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
 // should see the backends' tools, not only the meta-tools.
 func (s *System) AwaitStartup(ctx context.Context) error {
-	servers, _, err := s.d.Store.ListServers(ctx, persistence.ListServersFilter{})
+	servers, _, err := s.deps.Store.ListServers(ctx, persistence.ListServersFilter{})
 	if err != nil {
 		return fmt.Errorf("list servers: %w", err)
 	}
