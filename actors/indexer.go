@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -235,7 +234,7 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 		if _, ok := a.search.SkillSpace().DescriptionVector(s); !ok {
 			continue
 		}
-		v := unitVector(sums[s]) // nil for a skill without tools: back to its description
+		v := classify.UnitVector(sums[s]) // nil for a skill without tools: back to its description
 		_ = a.search.SkillSpace().SetSkillVector(s, v)
 		if a.skills != nil {
 			_ = a.skills.SetSkillVector(s, v)
@@ -251,25 +250,6 @@ func hasTouched(skills []string, touched map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// unitVector scales sum to unit length as float32 (classify.Centroid's last step); nil stays nil.
-func unitVector(sum []float64) []float32 {
-	if sum == nil {
-		return nil
-	}
-	var norm float64
-	for _, x := range sum {
-		norm += x * x
-	}
-	norm = math.Sqrt(norm)
-	out := make([]float32, len(sum))
-	for i, x := range sum {
-		if norm > 0 {
-			out[i] = float32(x / norm)
-		}
-	}
-	return out
 }
 
 func sameStrings(a, b []string) bool {

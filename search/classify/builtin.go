@@ -191,33 +191,22 @@ func meanStd(xs []float64) (float64, float64) {
 	return mean, math.Sqrt(ss / float64(len(xs)))
 }
 
-// Centroid averages vectors (a skill's tools) and mixes in the description vector with weight 1, so a skill with
-// few tools keeps its meaning; it returns nil for no vectors.
-func Centroid(desc []float32, tools [][]float32) []float32 {
-	if len(tools) == 0 {
+// UnitVector scales a sum of vectors (a skill's description and its tools' vectors, accumulated by whoever tracks
+// them) to unit length as float32: the centroid a skill vector moves to. nil stays nil; a zero sum gives zeros.
+func UnitVector(sum []float64) []float32 {
+	if sum == nil {
 		return nil
 	}
-	out := make([]float64, len(desc))
-	for i, x := range desc {
-		out[i] = float64(x)
-	}
-	for _, v := range tools {
-		for i := range out {
-			if i < len(v) {
-				out[i] += float64(v[i])
-			}
-		}
-	}
 	var norm float64
-	for _, x := range out {
+	for _, x := range sum {
 		norm += x * x
 	}
 	norm = math.Sqrt(norm)
-	res := make([]float32, len(out))
-	for i, x := range out {
+	out := make([]float32, len(sum))
+	for i, x := range sum {
 		if norm > 0 {
-			res[i] = float32(x / norm)
+			out[i] = float32(x / norm)
 		}
 	}
-	return res
+	return out
 }

@@ -150,7 +150,11 @@ func TestBuiltinClassifier(t *testing.T) {
 	// Skill vectors move to their tools' centroid and fall back to the description when emptied.
 	desc, _ := b.SkillVector("weather")
 	tv, _ := wordEmbedder{}.Embed(context.Background(), []string{"rain snow wind"})
-	if err := b.SetSkillVector("weather", Centroid(desc, tv)); err != nil {
+	sum := make([]float64, len(desc))
+	for i := range sum {
+		sum[i] = float64(desc[i]) + float64(tv[0][i])
+	}
+	if err := b.SetSkillVector("weather", UnitVector(sum)); err != nil {
 		t.Fatal(err)
 	}
 	moved, _ := b.SkillVector("weather")
