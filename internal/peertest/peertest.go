@@ -160,16 +160,16 @@ func (p *Process) Kill() {
 	_ = p.cmd.Wait()
 }
 
-// ChildrenOf lists the pids whose parent is ppid (from /proc), to count processes a daemon started.
-func ChildrenOf(ppid int) []int {
-	var out []int
+// processes calls fn with each live (not zombie) process's pid, parent pid and /proc directory.
+func processes(fn func(pid, ppid int, dir string)) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		var pid int
 		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		dir := filepath.Join("/proc", e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
 		if err != nil {
 			continue
 		}
@@ -181,38 +181,32 @@ func ChildrenOf(ppid int) []int {
 		}
 		var state string
 		var parent int
-		if _, err := fmt.Sscanf(s[i+1:], " %s %d", &state, &parent); err != nil {
+		if _, err := fmt.Sscanf(s[i+1:], " %s %d", &state, &parent); err != nil || state == "Z" {
 			continue
 		}
-		if parent == ppid && state != "Z" {
+		fn(pid, parent, dir)
+	}
+}
+
+// ChildrenOf lists the pids whose parent is ppid (from /proc), to count processes a daemon started.
+func ChildrenOf(ppid int) []int {
+	var out []int
+	processes(func(pid, parent int, _ string) {
+		if parent == ppid {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }
 
 // ProcessesWithArg lists live pids whose command line contains arg, to find orphans by a marker argument.
 func ProcessesWithArg(arg string) []int {
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), arg) {
-			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-				s := string(st)
-				if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 && s[i+2] == 'Z' {
-					continue
-				}
-			}
+	processes(func(pid, _ int, dir string) {
+		b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), arg) {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }
