@@ -3,6 +3,6 @@
 package vector
 
 // dotFunc returns the portable inner product on CPUs without a kernel here.
-func dotFunc() func(a, b []float32) float32 {
+func dotFunc() func(a []float32, b []uint16) float32 {
 	return dotGeneric
 }

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+
+	"github.com/x448/float16"
 )
 
 // Memory is the default, in-process Index: exact cosine search by brute force
@@ -13,17 +15,29 @@ import (
 // scale of an aggregator (about 10,000 tools) an exact scan takes a few
 // milliseconds and needs no external service; its content is not persisted and
 // is rebuilt from the store at start.
+//
+// Rows are stored in IEEE 754 half precision (2 bytes a component instead of
+// 4): the vectors are most of the index's memory, and rounding a unit vector's
+// components to 11 significant bits moves a cosine score by less than
+// halfPrecisionError, far below the gaps that order search results. Queries
+// stay in single precision.
 type Memory struct {
 	mu       sync.RWMutex
 	spec     Spec // what the stored vectors were made for
 	ensured  bool // the last Ensure succeeded: data calls may run
 	closed   bool
-	chunks   [][]float32 // len(ids) rows of spec.Dimension unit-length components, chunkRows rows a chunk
+	chunks   [][]uint16 // len(ids) rows of spec.Dimension unit-length half-precision components, chunkRows rows a chunk
 	ids      []uint64
 	payloads []Payload
 	pos      map[uint64]int // ID -> row
-	dot      func(a, b []float32) float32
+	dot      func(q []float32, row []uint16) float32
 }
+
+// halfPrecisionError bounds how far a score of the in-process index may be
+// from the exact cosine of the vectors given: each stored component is
+// rounded to half precision (relative error at most 2^-11), and the scores
+// are sums of at most Dimension such products of unit vectors.
+const halfPrecisionError = 1e-3
 
 // NewMemory returns an empty in-process index; call Ensure before use.
 func NewMemory() *Memory {
@@ -37,8 +51,8 @@ var _ Index = (*Memory)(nil)
 // twice its size while it was copied).
 const chunkRows = 256
 
-// row returns row r's vector.
-func (m *Memory) row(r int) []float32 {
+// row returns row r's vector (half-precision bits).
+func (m *Memory) row(r int) []uint16 {
 	dim := m.spec.Dimension
 	at := (r % chunkRows) * dim
 	return m.chunks[r/chunkRows][at : at+dim : at+dim]
@@ -118,9 +132,11 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 	if err := validatePoints(points, dim); err != nil {
 		return fmt.Errorf("vector: memory upsert: %w", err)
 	}
-	rows := make([]float32, len(points)*dim)
+	rows := make([]uint16, len(points)*dim)
+	unit := make([]float32, dim)
 	for i := range points {
-		normalizeInto(rows[i*dim:(i+1)*dim], points[i].Vector)
+		normalizeInto(unit, points[i].Vector)
+		toHalf(rows[i*dim:(i+1)*dim], unit)
 	}
 
 	m.mu.Lock()
@@ -148,7 +164,7 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 		m.ids = append(m.ids, id)
 		m.payloads = append(m.payloads, points[i].Payload.clone())
 		if r := len(m.ids) - 1; r%chunkRows == 0 {
-			m.chunks = append(m.chunks, make([]float32, 0, chunkRows*dim))
+			m.chunks = append(m.chunks, make([]uint16, 0, chunkRows*dim))
 		}
 		c := len(m.chunks) - 1
 		m.chunks[c] = append(m.chunks[c], row...)
@@ -156,21 +172,40 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 	return nil
 }
 
-// EachVector calls fn with the stored (unit-length) vector of each of ids that the index holds, in the order
-// given; unknown ids are skipped. fn must not keep v nor call the index: it reads the index's own rows under its
-// read lock, so that a caller needing many vectors (the skill centroids) keeps no copy of them.
+// EachVector calls fn with the stored (unit-length, half-precision) vector of each of ids that the index holds,
+// in the order given; unknown ids are skipped. fn must not keep v nor call the index: v is one buffer, refilled
+// from the index's own rows under its read lock for each id, so that a caller needing many vectors (the skill
+// centroids) keeps no copy of them.
 func (m *Memory) EachVector(ids []uint64, fn func(id uint64, v []float32)) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if err := m.ready("vectors"); err != nil {
 		return err
 	}
+	v := make([]float32, m.spec.Dimension)
 	for _, id := range ids {
 		if at, ok := m.pos[id]; ok {
-			fn(id, m.row(at))
+			fromHalf(v, m.row(at))
+			fn(id, v)
 		}
 	}
 	return nil
+}
+
+// toHalf rounds src to half precision (to nearest, ties to even) into dst.
+func toHalf(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		dst[i] = float16.Fromfloat32(x).Bits()
+	}
+}
+
+// fromHalf widens the half-precision src into dst, exactly.
+func fromHalf(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for i, h := range src {
+		dst[i] = float16.Frombits(h).Float32()
+	}
 }
 
 // removeAt deletes row at by moving the last row into its place; the caller
@@ -399,21 +434,22 @@ func (m *Memory) scan(ctx context.Context, q []float32, rows *scanRows, limit, l
 	return h.items, nil
 }
 
-// dotGeneric is the portable inner product of two equal-length vectors,
-// unrolled with four independent accumulators so the CPU can overlap the
-// multiply-adds.
-func dotGeneric(a, b []float32) float32 {
+// dotGeneric is the portable inner product of a single-precision query and
+// an equally long half-precision row, unrolled with four independent
+// accumulators so the CPU can overlap the multiply-adds.
+func dotGeneric(a []float32, b []uint16) float32 {
 	b = b[:len(a)]
+	h := func(x uint16) float32 { return float16.Frombits(x).Float32() }
 	var s0, s1, s2, s3 float32
 	for len(a) >= 8 {
-		s0 += a[0]*b[0] + a[4]*b[4]
-		s1 += a[1]*b[1] + a[5]*b[5]
-		s2 += a[2]*b[2] + a[6]*b[6]
-		s3 += a[3]*b[3] + a[7]*b[7]
+		s0 += a[0]*h(b[0]) + a[4]*h(b[4])
+		s1 += a[1]*h(b[1]) + a[5]*h(b[5])
+		s2 += a[2]*h(b[2]) + a[6]*h(b[6])
+		s3 += a[3]*h(b[3]) + a[7]*h(b[7])
 		a, b = a[8:], b[8:]
 	}
 	for i := range a {
-		s0 += a[i] * b[i]
+		s0 += a[i] * h(b[i])
 	}
 	return (s0 + s1) + (s2 + s3)
 }

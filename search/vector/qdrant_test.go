@@ -283,7 +283,7 @@ func TestQdrantUpsertChunks(t *testing.T) {
 		t.Fatalf("%d upsert requests, want %d of at most 512 points", len(calls), want)
 	}
 	qv := pts[3].Vector
-	checkAgainstReference(t, mustSearch(t, q, qv, Filter{}, 5), pts, qv, Filter{}, 5)
+	checkAgainstReference(t, mustSearch(t, q, qv, Filter{}, 5), pts, qv, Filter{}, 5, 1e-5)
 }
 
 func TestQdrantSearchRequest(t *testing.T) {
