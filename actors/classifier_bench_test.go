@@ -66,7 +66,7 @@ func BenchmarkClassify(b *testing.B) {
 				if err := st.CreateServer(context.Background(), &srv); err != nil {
 					b.Fatal(err)
 				}
-				diff, err := st.ReplaceServerTools(context.Background(), srv.ID, defs)
+				diff, err := st.ReplaceServerTools(context.Background(), srv.ID, defs, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

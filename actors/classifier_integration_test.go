@@ -426,7 +426,7 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 		if err := st.CreateServer(ctx, &srv); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.ReplaceServerTools(ctx, srv.ID, defs); err != nil {
+		if _, err := st.ReplaceServerTools(ctx, srv.ID, defs, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, x := range storedTools(t, st, srv.ID) {
@@ -512,7 +512,7 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 	waitBacklog("1 of the 2 in flight, the other queued", func(b actors.ClassifierBacklog) bool {
 		return b.InFlight == 1 && b.Queued == 1 && g.count("store.get_forecast")+g.count("store.create_issue") == 1
 	})
-	diff, err := r.store.ReplaceServerTools(context.Background(), srv.ID, defs[1:3]) // send_email and run_query stay
+	diff, err := r.store.ReplaceServerTools(context.Background(), srv.ID, defs[1:3], nil) // send_email and run_query stay
 	if err != nil || len(diff.Removed) != 3 {
 		t.Fatalf("replace: %+v %v", diff, err)
 	}

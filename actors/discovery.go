@@ -128,7 +128,7 @@ func (s *System) discover(ctx context.Context, id string) error {
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs)
+	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs, nil)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil // removed meanwhile
 	}

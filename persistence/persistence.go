@@ -20,6 +20,12 @@ var (
 	// ErrUnavailable means the store could not be reached (connection refused, lost or timed out); the request may
 	// be retried later. The front ends answer 503 STORE_UNAVAILABLE, never 500.
 	ErrUnavailable = errors.New("store unavailable")
+	// ErrLeaseHeld means another owner holds a live lease on the server (AcquireLease returns the holder's lease
+	// beside it, so the caller knows where the server lives).
+	ErrLeaseHeld = errors.New("lease held by another owner")
+	// ErrLeaseLost means the caller's lease is no longer the current one (it expired, was released or was taken
+	// over with a higher epoch): a write fenced by it was not made, and the caller must give the server up.
+	ErrLeaseLost = errors.New("lease lost")
 )
 
 // Server states of the lifecycle state machine (logic-contract.md plus the transient DISCONNECTING).
@@ -90,6 +96,8 @@ type Transition struct {
 	At           time.Time
 	// Details is extra JSON kept in the history row (exit status, attempt number, ...); may be nil.
 	Details json.RawMessage
+	// Fence, when set, makes the write conditional on that lease still being current (ErrLeaseLost otherwise).
+	Fence *Lease
 }
 
 // HealthRecord is the outcome of one health check.
@@ -99,6 +107,27 @@ type HealthRecord struct {
 	ResponseMs          *float64
 	ConsecutiveFailures int
 	LastError           *string
+	// Fence, when set, makes the write conditional on that lease still being current (ErrLeaseLost otherwise).
+	Fence *Lease
+}
+
+// Lease is one process's exclusive ownership of a server: only the owner opens the server's session (and starts
+// its child process), and every status, health and tool write it makes is fenced by the lease. The epoch grows by
+// one each time the server changes hands (or its lease is taken again after it lapsed), so a write from an owner
+// that lost the lease is refused even if its clock has not noticed yet. Expiry is decided by the database's clock.
+type Lease struct {
+	ServerID  string
+	Owner     string
+	Epoch     int64
+	ExpiresAt time.Time
+}
+
+// Node is one running daemon process as the store knows it: where its MCP endpoint answers, and when it last said
+// it was alive. A process that finds a live node can serve through it instead of starting backends of its own.
+type Node struct {
+	ID          string
+	Address     string
+	HeartbeatAt time.Time
 }
 
 // HistoryEvent is a row of server_connection_history.
@@ -228,13 +257,36 @@ type Store interface {
 	// ReplaceServerTools makes the server's stored tools exactly defs (namespaced with the server's current
 	// name): new ones are inserted, existing ones updated (ChangedAt set when the definition hash differs), the
 	// rest deleted, and tool_count updated, in one transaction.
-	ReplaceServerTools(ctx context.Context, serverID string, defs []ToolDef) (ToolDiff, error)
+	// A non-nil fence makes the write conditional on that lease still being current (ErrLeaseLost otherwise).
+	ReplaceServerTools(ctx context.Context, serverID string, defs []ToolDef, fence *Lease) (ToolDiff, error)
 	ListTools(ctx context.Context, f ListToolsFilter) ([]Tool, int, error)
 	GetTool(ctx context.Context, id int64) (Tool, error)
 	CountTools(ctx context.Context, serverID string) (ToolCounts, error)
 	// SetToolClassification stores a tool's classification state, skills and primary skill (is_classified follows
 	// State == CLASSIFIED). ReplaceServerTools keeps them for tools that stay.
 	SetToolClassification(ctx context.Context, id int64, c ToolClassification) error
+
+	// AcquireLease makes owner the server's owner for ttl: when nobody holds a live lease (then the epoch grows by
+	// one; the first is 1), or when owner already holds it (then only the expiry moves). A live lease of another
+	// owner is ErrLeaseHeld, returned with that lease. Racing callers get exactly one winner. An unknown server is
+	// ErrNotFound.
+	AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (Lease, error)
+	// RenewLeases extends every live lease of owner by ttl from now and returns them: a server missing from the
+	// answer is no longer owner's (its lease lapsed or changed hands). One statement whatever the number of leases.
+	RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]Lease, error)
+	// ReleaseLease ends l if it is still current (the row stays, expired, so epochs keep growing); releasing a
+	// lease already lost is not an error.
+	ReleaseLease(ctx context.Context, l Lease) error
+	// ReleaseOwnerLeases ends every live lease of owner (a clean shutdown) and returns how many it ended.
+	ReleaseOwnerLeases(ctx context.Context, owner string) (int, error)
+	// ListLeases returns every lease row, live or expired, with the database's current time to compare with.
+	ListLeases(ctx context.Context) (leases []Lease, now time.Time, err error)
+	// Heartbeat records that node id is alive and where it answers.
+	Heartbeat(ctx context.Context, n Node) error
+	// ListNodes returns the nodes whose last heartbeat is within alive of now, newest first.
+	ListNodes(ctx context.Context, alive time.Duration) ([]Node, error)
+	// RemoveNode forgets a node (a clean shutdown).
+	RemoveNode(ctx context.Context, id string) error
 
 	InsertAudit(ctx context.Context, r AuditRecord) error
 	// ListAudit returns the newest records first, and the total.

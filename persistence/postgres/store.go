@@ -325,6 +325,9 @@ func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) 
 		return err
 	}
 	return s.writeTx(ctx, func(tx pgx.Tx) error {
+		if err := checkFence(ctx, tx, uid, t.Fence); err != nil {
+			return err
+		}
 		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE mcp.external_servers SET status = $2,
 				error_message = $3, connected_at = CASE WHEN $5::boolean THEN $4 ELSE connected_at END, updated_at = $4
 			WHERE id = $1`, uid, t.To, t.ErrorMessage, at, t.To == persistence.StatusConnected); err != nil {
@@ -345,9 +348,20 @@ func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) (e
 	if err != nil {
 		return err
 	}
-	return execOne(ctx, s.pool, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
+	update := func(q querier) error {
+		return execOne(ctx, q, "server", h.ServerID, `UPDATE mcp.external_servers SET last_health_check = $2,
 			health_response_ms = $3, consecutive_failures = $4, error_message = $5 WHERE id = $1`,
-		uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError)
+			uid, storeutil.NormTime(h.CheckedAt), h.ResponseMs, h.ConsecutiveFailures, h.LastError)
+	}
+	if h.Fence == nil {
+		return update(s.pool) // one round trip
+	}
+	return s.writeTx(ctx, func(tx pgx.Tx) error {
+		if err := checkFence(ctx, tx, uid, h.Fence); err != nil {
+			return err
+		}
+		return update(tx)
+	})
 }
 
 // DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
@@ -443,7 +457,7 @@ func scanTool(row storeutil.Scanner) (persistence.Tool, error) {
 // that stays keeps its id, discovered_at and classification, and gets ChangedAt (and a place in Changed) only
 // when its definition hash (description and canonical input schema) differs. A nil input schema or definition is
 // stored as {}. The work is a handful of set-based statements whatever the number of tools.
-func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (diff persistence.ToolDiff, err error) {
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef, fence *persistence.Lease) (diff persistence.ToolDiff, err error) {
 	defer wrap(&err, "replace tools of %q", serverID)
 	uid, err := storeutil.ServerID(serverID)
 	if err != nil {
@@ -454,6 +468,9 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		if err := tx.QueryRow(ctx, `SELECT name FROM mcp.external_servers WHERE id = $1 FOR UPDATE`, uid).
 			Scan(&serverName); err != nil {
 			return err // no row: ErrNotFound
+		}
+		if err := checkFence(ctx, tx, uid, fence); err != nil {
+			return err
 		}
 		rows, err := tx.Query(ctx, `SELECT id, name, original_name, definition_hash FROM mcp.tools
 			WHERE source_server_id = $1`, uid)

@@ -447,6 +447,9 @@ func (s *Store) RecordTransition(ctx context.Context, t persistence.Transition) 
 		return err
 	}
 	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, uid, t.Fence); err != nil {
+			return err
+		}
 		if err := execOne(ctx, tx, "server", t.ServerID, `UPDATE external_servers SET status = ?2, error_message = ?3,
 				connected_at = CASE WHEN ?5 THEN ?4 ELSE connected_at END, updated_at = ?4
 			WHERE id = ?1`, uid, t.To, t.ErrorMessage, fmtTime(at), t.To == persistence.StatusConnected); err != nil {
@@ -467,9 +470,14 @@ func (s *Store) RecordHealth(ctx context.Context, h persistence.HealthRecord) (e
 	if err != nil {
 		return err
 	}
-	return execOne(ctx, s.w, "server", h.ServerID, `UPDATE external_servers SET last_health_check = ?,
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := checkFence(ctx, tx, uid, h.Fence); err != nil {
+			return err
+		}
+		return execOne(ctx, tx, "server", h.ServerID, `UPDATE external_servers SET last_health_check = ?,
 			health_response_ms = ?, consecutive_failures = ?, error_message = ? WHERE id = ?`,
-		fmtTime(storeutil.NormTime(h.CheckedAt)), h.ResponseMs, h.ConsecutiveFailures, h.LastError, uid)
+			fmtTime(storeutil.NormTime(h.CheckedAt)), h.ResponseMs, h.ConsecutiveFailures, h.LastError, uid)
+	})
 }
 
 // DeleteServer deletes the server; ON DELETE CASCADE removes its tools and history. Audit rows stay.
@@ -581,7 +589,7 @@ func scanTool(row storeutil.Scanner) (persistence.Tool, error) {
 // {server name}.{original name}; a tool that stays keeps its id, discovered_at and classification, and gets
 // ChangedAt (and a place in Changed) only when its definition hash (description and canonical input schema)
 // differs. A nil input schema or definition is stored as {}.
-func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef) (diff persistence.ToolDiff, err error) {
+func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []persistence.ToolDef, fence *persistence.Lease) (diff persistence.ToolDiff, err error) {
 	defer wrap(&err, "replace tools of %q", serverID)
 	uid, err := storeutil.ServerID(serverID)
 	if err != nil {
@@ -592,6 +600,9 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		if err := tx.QueryRowContext(ctx, `SELECT name FROM external_servers WHERE id = ?`, uid).
 			Scan(&serverName); err != nil {
 			return err // no row: ErrNotFound
+		}
+		if err := checkFence(ctx, tx, uid, fence); err != nil {
+			return err
 		}
 		existing, err := existingTools(ctx, tx, uid)
 		if err != nil {

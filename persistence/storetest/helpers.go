@@ -46,7 +46,7 @@ func mustGet(t *testing.T, s persistence.Store, id string) persistence.Server {
 // mustReplace replaces the tools of server id and returns the diff.
 func mustReplace(t *testing.T, s persistence.Store, id string, defs []persistence.ToolDef) persistence.ToolDiff {
 	t.Helper()
-	d, err := s.ReplaceServerTools(t.Context(), id, defs)
+	d, err := s.ReplaceServerTools(t.Context(), id, defs, nil)
 	if err != nil {
 		t.Fatalf("ReplaceServerTools(%q, %d defs): %v", id, len(defs), err)
 	}

@@ -259,7 +259,7 @@ func testNotFound(t *testing.T, s persistence.Store) {
 		{"DeleteServer", func(ctx context.Context, id string) error { return s.DeleteServer(ctx, id) }},
 		{"ListHistory", func(ctx context.Context, id string) error { _, err := s.ListHistory(ctx, id, 10); return err }},
 		{"ReplaceServerTools", func(ctx context.Context, id string) error {
-			_, err := s.ReplaceServerTools(ctx, id, []persistence.ToolDef{toolDef("t", "", "")})
+			_, err := s.ReplaceServerTools(ctx, id, []persistence.ToolDef{toolDef("t", "", "")}, nil)
 			return err
 		}},
 		{"ListTools", func(ctx context.Context, id string) error {
@@ -774,7 +774,7 @@ func testCanceledContext(t *testing.T, s persistence.Store) {
 			return s.RecordTransition(ctx, persistence.Transition{ServerID: srv.ID, To: persistence.StatusConnecting})
 		}},
 		{"ReplaceServerTools", func() error {
-			_, err := s.ReplaceServerTools(ctx, srv.ID, []persistence.ToolDef{toolDef("t", "", "")})
+			_, err := s.ReplaceServerTools(ctx, srv.ID, []persistence.ToolDef{toolDef("t", "", "")}, nil)
 			return err
 		}},
 	}
@@ -817,7 +817,7 @@ func testConcurrentUse(t *testing.T, s persistence.Store) {
 			for i := range defs {
 				defs[i] = toolDef(fmt.Sprintf("tool-%02d", i), "d", `{"type":"object"}`)
 			}
-			if _, err := s.ReplaceServerTools(ctx, v.ID, defs); err != nil {
+			if _, err := s.ReplaceServerTools(ctx, v.ID, defs, nil); err != nil {
 				fail("replace tools", err)
 			}
 			if err := s.RecordHealth(ctx, persistence.HealthRecord{ServerID: v.ID, ResponseMs: ptr(1.0)}); err != nil {

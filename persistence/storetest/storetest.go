@@ -39,6 +39,11 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"Audit", testAudit},
 		{"CanceledContext", testCanceledContext},
 		{"ConcurrentUse", testConcurrentUse},
+		{"LeaseOwnership", testLeaseOwnership},
+		{"ReleaseOwnerLeases", testReleaseOwnerLeases},
+		{"FencedWrites", testFencedWrites},
+		{"ConcurrentAcquire", testConcurrentAcquire},
+		{"Nodes", testNodes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -193,7 +193,7 @@ func testReplaceServerToolsInvalid(t *testing.T, s persistence.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.ReplaceServerTools(t.Context(), srv.ID, tc.defs); err == nil {
+			if _, err := s.ReplaceServerTools(t.Context(), srv.ID, tc.defs, nil); err == nil {
 				t.Fatal("ReplaceServerTools succeeded, want an error")
 			}
 			got := mustTools(t, s, srv.ID)
