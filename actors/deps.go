@@ -56,6 +56,9 @@ type Config struct {
 	OutboundDeny  []netip.Prefix // refused in addition to the default rules (metadata and link-local addresses)
 	// ListenAddrs are the daemon's own listen addresses (host:port): a backend there would be the daemon itself.
 	ListenAddrs []string
+	// LeaseTTL is how long a server's lease lasts without renewal (MCP_AGGREGATOR_LEASE_TTL, 10 s): the longest a
+	// server stays unserved after the process that owned it died without releasing it (see ownership.go).
+	LeaseTTL time.Duration
 }
 
 // DefaultConfig is the contract's defaults.
@@ -76,6 +79,7 @@ func DefaultConfig() Config {
 		MaxToolsPerServer: 5000,
 		MaxCallsPerServer: 64,
 		StableAfter:       30 * time.Second,
+		LeaseTTL:          DefaultLeaseTTL,
 
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,
@@ -119,6 +123,16 @@ type Deps struct {
 
 	// outbound is the policy built from Config and InstanceID by withDefaults.
 	outbound *Outbound
+
+	// NodeID names this process as the owner of the servers it serves (persistence.Lease.Owner). A process that
+	// restarts on the same data directory should keep its NodeID, so that it takes its servers back at once
+	// instead of after the lease TTL (see cmd/aggregator). Empty: InstanceID.
+	NodeID string
+	// NodeAddress is where this process's MCP endpoint answers (its streamable HTTP URL), recorded with its
+	// heartbeat so that another process on the store (`aggregator stdio`) can serve through it. Empty: none.
+	NodeAddress string
+	// owners is this process's leases (set by withDefaults).
+	owners *ownership
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -130,6 +144,10 @@ func (d *Deps) withDefaults() *Deps {
 		out.InstanceID = uuid.NewString()
 	}
 	out.outbound = NewOutbound(out.Config, out.InstanceID)
+	if out.NodeID == "" {
+		out.NodeID = out.InstanceID
+	}
+	out.owners = newOwnership(out.Store, out.NodeID, out.Config.LeaseTTL)
 	if out.HealthClient == nil {
 		out.HealthClient = out.outbound.HealthClient()
 	}

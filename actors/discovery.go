@@ -126,11 +126,22 @@ func (s *System) discover(ctx context.Context, id string) error {
 			"server_id", id, "listed", len(defs), "kept", limit, "dropped", truncated)
 		defs = defs[:limit]
 	}
+	// Only the server's owner writes its tools; they were listed on its session, which this process holds only
+	// while it holds the lease.
+	fence := s.deps.owners.fence(id)
+	if fence == nil {
+		s.deps.Logger.Info("tools not stored: this process no longer owns the server", "server_id", id)
+		return nil
+	}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs, nil)
+	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs, fence)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil // removed meanwhile
+	}
+	if errors.Is(err, persistence.ErrLeaseLost) {
+		s.deps.Logger.Info("tools not stored: the server's lease moved on", "server_id", id)
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("store tools: %w", err)
@@ -165,8 +176,15 @@ func (s *System) RefreshTools(ctx context.Context, id string) error {
 }
 
 // UnavailableError means the server is neither CONNECTED nor DEGRADED (503 SERVER_UNAVAILABLE with the server).
-type UnavailableError struct{ Server ServerEntry }
+type UnavailableError struct {
+	Server ServerEntry
+	// Detail says why, when there is more to say than the status (empty: "Server unavailable: <name>").
+	Detail string
+}
 
 func (e *UnavailableError) Error() string {
+	if e.Detail != "" {
+		return e.Detail
+	}
 	return fmt.Sprintf("Server unavailable: %s (%s)", e.Server.Name, e.Server.Status)
 }

@@ -40,12 +40,34 @@ type (
 )
 
 // registryActor owns the set of registered servers on this node: it persists registrations, spawns one supervised
-// server actor per server, stops them, and routes admin messages to them.
+// server actor per server, stops them, and routes admin messages to them. Its store writes run on goroutines that
+// report back by message, so a slow database delays the admin request that waits for it and nothing else.
 type registryActor struct {
 	deps     *Deps
 	children map[string]*actor.PID
 	removing map[string]bool
+	// creating counts registrations whose row is being written, so that MaxServers holds while they are.
+	creating int
 }
+
+// Outcomes of the registry's store writes, reported by their goroutines.
+type (
+	created struct {
+		server persistence.Server
+		err    error
+		asker  *actor.PID
+	}
+	updated struct {
+		old, server persistence.Server
+		err         error
+		asker       *actor.PID
+	}
+	deleted struct {
+		id, name string
+		err      error
+		asker    *actor.PID
+	}
+)
 
 func newRegistryProps(d *Deps) *actor.Props {
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
@@ -62,9 +84,15 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	case *readyMsg:
 		ctx.Respond(&askReply{})
 	case *registerMsg:
-		ctx.Respond(r.register(ctx, m.req))
+		r.register(ctx, m.req)
+	case *created:
+		r.onCreated(ctx, m)
 	case *updateMsg:
-		ctx.Respond(r.update(ctx, m))
+		r.update(ctx, m)
+	case *updated:
+		r.onUpdated(ctx, m)
+	case *deleted:
+		r.onDeleted(ctx, m)
 	case *toServer:
 		pid, err := r.child(m.id)
 		if err != nil {
@@ -122,21 +150,35 @@ func (r *registryActor) spawn(ctx actor.Context, id string) {
 	r.children[id] = pid
 }
 
-func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askReply {
-	sctx, cancel := storeCtx()
-	defer cancel()
+// register writes the new server's row off the mailbox; onCreated spawns its actor and answers.
+func (r *registryActor) register(ctx actor.Context, req RegisterRequest) {
 	// The registry holds an actor for every stored server, so its own count needs no database round trip.
-	if max := r.deps.Config.MaxServers; max > 0 && len(r.children) >= max {
-		return &askReply{err: fmt.Errorf("%d servers registered: %w", len(r.children), ErrMaxServers)}
+	if max := r.deps.Config.MaxServers; max > 0 && len(r.children)+r.creating >= max {
+		ctx.Respond(&askReply{err: fmt.Errorf("%d servers registered: %w", len(r.children)+r.creating, ErrMaxServers)})
+		return
 	}
+	r.creating++
 	s := persistence.Server{
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
 	}
-	if err := r.deps.Store.CreateServer(sctx, &s); err != nil {
-		return &askReply{err: err}
+	store, sys, self, asker := r.deps.Store, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
+	go func() {
+		sctx, cancel := storeCtx()
+		defer cancel()
+		err := store.CreateServer(sctx, &s)
+		sys.Root.Send(self, &created{server: s, err: err, asker: asker})
+	}()
+}
+
+func (r *registryActor) onCreated(ctx actor.Context, m *created) {
+	r.creating--
+	if m.err != nil {
+		r.reply(ctx, m.asker, &askReply{err: m.err})
+		return
 	}
+	s := m.server
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
 	r.spawn(ctx, s.ID)
 	if s.AutoConnect {
@@ -144,31 +186,49 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) *askRep
 		s.Status = persistence.StatusConnecting
 	}
 	r.deps.Logger.Info("server registered", "server_id", s.ID, "server", s.Name, "transport", s.TransportType)
-	return &askReply{server: s}
+	r.reply(ctx, m.asker, &askReply{server: s})
 }
 
-func (r *registryActor) update(ctx actor.Context, m *updateMsg) *askReply {
-	pid, err := r.child(m.id)
-	if err != nil {
-		return &askReply{err: err}
+// reply answers an asker whose request was finished by a later message.
+func (r *registryActor) reply(ctx actor.Context, asker *actor.PID, msg any) {
+	if asker != nil {
+		ctx.Send(asker, msg)
 	}
-	sctx, cancel := storeCtx()
-	defer cancel()
-	old, err := r.deps.Store.GetServer(sctx, m.id)
-	if err != nil {
-		return &askReply{err: err}
+}
+
+// update writes the patch off the mailbox; onUpdated publishes it and has the server actor reload.
+func (r *registryActor) update(ctx actor.Context, m *updateMsg) {
+	if _, err := r.child(m.id); err != nil {
+		ctx.Respond(&askReply{err: err})
+		return
 	}
-	s, err := r.deps.Store.UpdateServer(sctx, m.id, m.patch)
-	if err != nil {
-		return &askReply{err: err}
+	store, sys, self, asker := r.deps.Store, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
+	go func() {
+		sctx, cancel := storeCtx()
+		defer cancel()
+		u := &updated{asker: asker}
+		if u.old, u.err = store.GetServer(sctx, m.id); u.err == nil {
+			u.server, u.err = store.UpdateServer(sctx, m.id, m.patch)
+		}
+		sys.Root.Send(self, u)
+	}()
+}
+
+func (r *registryActor) onUpdated(ctx actor.Context, m *updated) {
+	if m.err != nil {
+		r.reply(ctx, m.asker, &askReply{err: m.err})
+		return
 	}
-	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, OldName: old.Name, NewName: s.Name})
-	ctx.Send(pid, &pb.Reload{})
-	return &askReply{server: s}
+	s := m.server
+	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, OldName: m.old.Name, NewName: s.Name})
+	if pid, ok := r.children[s.ID]; ok {
+		ctx.Send(pid, &pb.Reload{})
+	}
+	r.reply(ctx, m.asker, &askReply{server: s})
 }
 
 // remove stops the server actor (which closes its session and child process) and then deletes the server with its
-// tools and history. The registry keeps serving other messages while the actor stops.
+// tools and history, off the mailbox. The registry keeps serving other messages meanwhile.
 func (r *registryActor) remove(ctx actor.Context, id string) {
 	pid, err := r.child(id)
 	if err != nil {
@@ -176,26 +236,30 @@ func (r *registryActor) remove(ctx actor.Context, id string) {
 		return
 	}
 	r.removing[id] = true
-	sender := ctx.Sender()
+	asker, store, sys, self := ctx.Sender(), r.deps.Store, ctx.ActorSystem(), ctx.Self()
 	ctx.ReenterAfter(ctx.StopFuture(pid), func(_ any, stopErr error) {
-		delete(r.children, id)
-		delete(r.removing, id)
 		if stopErr != nil {
 			r.deps.Logger.Warn("server actor did not confirm stop", "server_id", id, "error", stopErr)
 		}
-		sctx, cancel := storeCtx()
-		defer cancel()
-		name := ""
-		if s, err := r.deps.Store.GetServer(sctx, id); err == nil {
-			name = s.Name
-		}
-		err := r.deps.Store.DeleteServer(sctx, id)
-		if err == nil || errors.Is(err, persistence.ErrNotFound) {
-			ctx.ActorSystem().EventStream.Publish(&pb.ServerRemoved{ServerId: id, ServerName: name})
-			r.deps.Logger.Info("server removed", "server_id", id, "server", name)
-		}
-		if sender != nil {
-			ctx.Send(sender, &askReply{err: err})
-		}
+		go func() {
+			sctx, cancel := storeCtx()
+			defer cancel()
+			d := &deleted{id: id, asker: asker}
+			if s, err := store.GetServer(sctx, id); err == nil {
+				d.name = s.Name
+			}
+			d.err = store.DeleteServer(sctx, id)
+			sys.Root.Send(self, d)
+		}()
 	})
+}
+
+func (r *registryActor) onDeleted(ctx actor.Context, m *deleted) {
+	delete(r.children, m.id)
+	delete(r.removing, m.id)
+	if m.err == nil || errors.Is(m.err, persistence.ErrNotFound) {
+		ctx.ActorSystem().EventStream.Publish(&pb.ServerRemoved{ServerId: m.id, ServerName: m.name})
+		r.deps.Logger.Info("server removed", "server_id", m.id, "server", m.name)
+	}
+	r.reply(ctx, m.asker, &askReply{err: m.err})
 }

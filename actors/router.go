@@ -24,8 +24,8 @@ type routerActor struct {
 	version uint64
 }
 
-// panicForTest makes the router crash the way a bug would; the type is unexported, so only the package's own tests
-// send it (they check that the router is supervised).
+// panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
+// package's own tests send it (they check that those actors are supervised).
 type panicForTest struct{}
 
 // routeHooks are the functions told about every new routing table (the MCP endpoint's tools/list_changed).

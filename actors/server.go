@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,13 +110,28 @@ type serverActor struct {
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
 	// the session's notification handler reads it from the transport's goroutine.
 	progress *sync.Map
+
+	// writes persists transitions, health checks and auto_connect in order, off the mailbox.
+	writes *storeWriter
+	// Ownership (server_lease.go). lease: this process owns the server (nil: no session may be opened). activating:
+	// the registration and the lease are being read, and commands are stashed meanwhile. holder: the process that
+	// owns the server instead, when known. leaseTimer: the next request for the lease of a standby.
+	lease       *persistence.Lease
+	activating  bool
+	activations uint64
+	stashed     []stashed
+	holder      string
+	leaseTimer  *time.Timer
+	// reloads numbers the reloads asked for: only the newest one read is applied.
+	reloads uint64
 }
 
 // newServerProps is how the registry spawns a server actor; the id is all it needs, so a cluster can activate it
 // as a grain with the server id as identity.
 func newServerProps(d *Deps, id string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{deps: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{}}
+		return &serverActor{deps: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{},
+			writes: &storeWriter{log: d.Logger}}
 	})
 }
 
@@ -131,35 +145,35 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.cleanup(false)
 
-	case *pb.Connect:
-		ctx.Respond(a.connect(m.Reason))
-	case *pb.Disconnect:
-		ctx.Respond(a.disconnect(m.Force, m.Reason))
-	case *pb.Reload:
-		// The registry sends Reload without waiting for an answer (an update must not wait on a busy actor): a
-		// reply then would only reach dead letters, so the outcome is logged instead.
-		ack := a.reload()
-		if ctx.Sender() != nil {
-			ctx.Respond(ack)
-		} else if ack.Error != "" {
-			a.log().Error("reload after update failed", "error", ack.Error)
+	case *panicForTest:
+		panic("injected failure in the server actor")
+	case *activated:
+		a.onActivated(ctx, m)
+	case *leaseRetry:
+		a.leaseTimer = nil
+		if a.lease == nil && !a.activating {
+			a.activate()
 		}
+	case *leaseLost:
+		a.onLeaseLost(m)
 	case *pb.GetStatus:
-		ctx.Respond(a.statusReply())
-	case *pb.CallTool:
-		a.callTool(ctx, m)
-	case *pb.ListTools:
-		a.listTools(ctx)
-	case *openProxy:
-		a.openProxy(ctx, m)
+		if a.lease != nil || !a.activating || !a.stash(ctx) {
+			ctx.Respond(a.statusReply())
+		}
 	case *pb.CancelCall:
 		if id, ok := a.byReq[m.CallId]; ok {
 			a.pending[id](nil)
+		} else {
+			a.unstashCancelled(m.CallId)
 		}
 	case *cancelCallsForShutdown:
 		a.shuttingDown = true
 		for _, cancel := range a.pending {
 			cancel(ErrShuttingDown)
+		}
+	case *pb.Connect, *pb.Disconnect, *pb.Reload, *pb.CallTool, *pb.ListTools, *openProxy:
+		if a.serving(ctx) {
+			a.command(ctx)
 		}
 
 	case *connectDone:
@@ -190,11 +204,43 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *toolsListFailed:
 		a.onToolsListFailed(m)
+	case *reloaded:
+		a.onReloaded(m)
 	case *toolsChanged:
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.ToolsListChanged{ServerId: a.id, ServerName: a.rec.Name})
 		}
 	}
+}
+
+// command runs a command of the admin or a caller on the server this actor owns.
+func (a *serverActor) command(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *pb.Connect:
+		a.respondAfterWrites(ctx, a.connect(m.Reason))
+	case *pb.Disconnect:
+		a.respondAfterWrites(ctx, a.disconnect(m.Force, m.Reason))
+	case *pb.Reload:
+		a.reload(ctx.Sender())
+	case *pb.CallTool:
+		a.callTool(ctx, m)
+	case *pb.ListTools:
+		a.listTools(ctx)
+	case *openProxy:
+		a.openProxy(ctx, m)
+	}
+}
+
+// respondAfterWrites answers the current message once the store writes it caused are made, so that an admin who
+// reads the server after a connect or disconnect sees the status the answer named (the writes run off the
+// mailbox, in order; see storeWriter).
+func (a *serverActor) respondAfterWrites(ctx actor.Context, reply any) {
+	sender := ctx.Sender()
+	if sender == nil {
+		return
+	}
+	sys := a.sys
+	a.writes.enqueue(func() { sys.Root.Send(sender, reply) })
 }
 
 func (a *serverActor) log() *slogger { return &slogger{a} }
@@ -216,29 +262,12 @@ func (a *serverActor) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-// started loads the server from the store (so that the actor can be activated anywhere from its id alone), resets a
-// stale status left by a previous process, and connects when the admin wants the server connected.
+// started activates the actor: from its id alone it reads the registration and asks for the server's lease, off
+// the mailbox (server_lease.go), so that it can be activated on any node and a slow store delays no other actor.
 func (a *serverActor) started(ctx actor.Context) {
 	a.sys, a.self = ctx.ActorSystem(), ctx.Self()
-	sctx, cancel := a.storeCtx()
-	rec, err := a.deps.Store.GetServer(sctx, a.id)
-	cancel()
-	if errors.Is(err, persistence.ErrNotFound) {
-		ctx.Stop(a.self)
-		return
-	}
-	if err != nil {
-		// Let the supervisor retry with backoff: the store may be briefly unavailable.
-		panic(fmt.Errorf("load server %s: %w", a.id, err))
-	}
-	a.rec, a.status = rec, rec.Status
-	a.secrets = newSecrets(rec, a.deps.Env)
-	if a.status != persistence.StatusDisconnected {
-		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
-	}
-	if rec.AutoConnect {
-		a.startConnect("auto_connect")
-	}
+	a.status = persistence.StatusDisconnected
+	a.activate()
 }
 
 // transition moves the state machine, refusing transitions the table does not allow.
@@ -251,38 +280,60 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 	return true
 }
 
-// setStatus persists the change with its history row and publishes it on the event stream.
+// setStatus moves the actor to the new state at once, and persists the change with its history row (fenced by the
+// lease) and then publishes it on the event stream, in order, off the mailbox. Without the lease this process is
+// not the owner: the change is only published, for this process's routing table; the owner's row is left alone.
 func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	from := a.status
 	a.status = to
 	a.deps.Metrics.Transition(to)
 	now := time.Now().UTC()
-	// The store writes from, reason and error_message into the row's details itself: Details is only for extra
-	// fields (setting it to from+reason nested a copy of the row in itself).
-	sctx, cancel := a.storeCtx()
-	err := a.deps.Store.RecordTransition(sctx, persistence.Transition{
-		ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now,
-	})
-	cancel()
-	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		a.log().Error("persist state transition", "error", err, "from", from, "to", to)
-	}
 	a.log().Info("server state changed", "from", from, "to", to, "reason", reason)
-	a.sys.EventStream.Publish(&pb.ServerStatusChanged{
-		ServerId: a.id, ServerName: a.rec.Name, From: from, To: to, Reason: reason, AtUnixMs: now.UnixMilli(),
+	evt := &pb.ServerStatusChanged{ServerId: a.id, ServerName: a.rec.Name, From: from, To: to, Reason: reason, AtUnixMs: now.UnixMilli()}
+	fence, store, sys, check := a.lease, a.deps.Store, a.sys, a.writeCheck()
+	a.writes.enqueue(func() {
+		if fence != nil {
+			sctx, cancel := a.storeCtx()
+			// The store writes from, reason and error_message into the row's details itself: Details is only for
+			// extra fields (setting it to from+reason nested a copy of the row in itself).
+			err := store.RecordTransition(sctx, persistence.Transition{
+				ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now, Fence: fence,
+			})
+			cancel()
+			check(err, fence, "persist state transition", "from", from, "to", to)
+		}
+		sys.EventStream.Publish(evt)
 	})
 }
 
+// writeCheck returns what a write run by a.writes calls with its outcome: it logs a failure and, when the write
+// failed because the lease is gone, tells the actor. It holds copies of what it needs, not the actor.
+func (a *serverActor) writeCheck() func(err error, fence *persistence.Lease, what string, args ...any) {
+	log := a.deps.Logger.With("server_id", a.id, "server", a.rec.Name)
+	sys, self := a.sys, a.self
+	return func(err error, fence *persistence.Lease, what string, args ...any) {
+		switch {
+		case err == nil, errors.Is(err, persistence.ErrNotFound):
+		case errors.Is(err, persistence.ErrLeaseLost) && fence != nil:
+			sys.Root.Send(self, &leaseLost{epoch: fence.Epoch, why: what + ": " + err.Error()})
+		default:
+			log.Error(what, append([]any{"error", err}, args...)...)
+		}
+	}
+}
+
+// setAutoConnect records the admin's intent (a registration field, written whoever owns the session).
 func (a *serverActor) setAutoConnect(on bool) {
 	if a.rec.AutoConnect == on {
 		return
 	}
 	a.rec.AutoConnect = on
-	sctx, cancel := a.storeCtx()
-	defer cancel()
-	if err := a.deps.Store.SetAutoConnect(sctx, a.id, on); err != nil {
-		a.log().Error("persist auto_connect", "error", err)
-	}
+	store, check := a.deps.Store, a.writeCheck()
+	a.writes.enqueue(func() {
+		sctx, cancel := a.storeCtx()
+		defer cancel()
+		check(store.SetAutoConnect(sctx, a.id, on), nil, "persist auto_connect")
+	})
 }
 
 func (a *serverActor) statusReply() *pb.StatusReply {
@@ -293,18 +344,34 @@ func (a *serverActor) statusReply() *pb.StatusReply {
 }
 
 // cleanup releases everything on stop or before a restart; on stop the status is persisted as DISCONNECTED (the
-// admin's auto_connect intent is kept, so a restarted daemon reconnects).
+// admin's auto_connect intent is kept, so a restarted daemon reconnects) and the lease is released, so that
+// another process may take the server over at once. A restart keeps the lease: the new incarnation activates again
+// and, being the same owner, gets it back with the same epoch.
 func (a *serverActor) cleanup(stopping bool) {
 	a.stopTimer(&a.retryTimer)
 	a.stopTimer(&a.drainTimer)
+	a.stopTimer(&a.leaseTimer)
 	if a.attempt != nil {
 		a.attempt.abandon()
 		a.attempt = nil
 	}
 	a.cancelPending()
 	a.closeSession(true)
-	if stopping && a.sys != nil && a.status != "" && a.status != persistence.StatusDisconnected {
+	if stopping {
+		a.dropStash("the server's actor stopped")
+	}
+	if stopping && a.lease != nil && a.status != "" && a.status != persistence.StatusDisconnected {
 		a.setStatus(persistence.StatusDisconnected, "actor stopped", nil)
+	}
+	// What this incarnation wrote is persisted before the next one (or the next owner) writes.
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	a.writes.flush(ctx)
+	if stopping && a.lease != nil {
+		if err := a.deps.owners.release(ctx, *a.lease); err != nil {
+			a.log().Warn("release lease", "error", err)
+		}
+		a.lease = nil
 	}
 }
 

@@ -135,7 +135,8 @@ func (a *serverActor) connect(reason string) *pb.ConnectReply {
 	return r
 }
 
-// startConnect enters CONNECTING and connects in a goroutine, bounded by the connection timeout.
+// startConnect enters CONNECTING and connects in a goroutine, bounded by the connection timeout. Only the owner
+// (the lease holder) gets here: the receive table refuses commands otherwise.
 func (a *serverActor) startConnect(reason string) {
 	if !a.transition(persistence.StatusConnecting, reason, nil) {
 		return
@@ -407,14 +408,47 @@ func (a *serverActor) cancelPending() {
 	}
 }
 
-// reload picks up a changed registration; a server with a session reconnects with the new configuration.
-func (a *serverActor) reload() *pb.Ack {
-	sctx, cancel := a.storeCtx()
-	rec, err := a.deps.Store.GetServer(sctx, a.id)
-	cancel()
-	if err != nil {
-		return &pb.Ack{Error: err.Error()}
+// reloaded is the registration a reload read, for the actor to apply.
+type reloaded struct {
+	rec    persistence.Server
+	err    error
+	asker  *actor.PID // nil: nobody waits for the answer
+	serial uint64
+}
+
+// reload picks up a changed registration: it reads it off the mailbox and applies it when it arrives (onReloaded).
+// The registry sends Reload without waiting for an answer (an update must not wait on a busy actor); a caller that
+// does wait gets the Ack.
+func (a *serverActor) reload(asker *actor.PID) {
+	a.reloads++
+	store, id, sys, self, serial := a.deps.Store, a.id, a.sys, a.self, a.reloads
+	go func() {
+		sctx, cancel := a.storeCtx()
+		defer cancel()
+		rec, err := store.GetServer(sctx, id)
+		sys.Root.Send(self, &reloaded{rec: rec, err: err, asker: asker, serial: serial})
+	}()
+}
+
+func (a *serverActor) onReloaded(m *reloaded) {
+	var ack *pb.Ack
+	switch {
+	case m.err != nil:
+		ack = &pb.Ack{Error: m.err.Error()}
+	case m.serial != a.reloads:
+		ack = &pb.Ack{} // a later reload, already on its way, applies the newer row
+	default:
+		ack = a.apply(m.rec)
 	}
+	if m.asker != nil {
+		a.sys.Root.Send(m.asker, ack)
+	} else if ack.Error != "" {
+		a.log().Error("reload after update failed", "error", ack.Error)
+	}
+}
+
+// apply makes rec the actor's registration; a server with a session reconnects with the new configuration.
+func (a *serverActor) apply(rec persistence.Server) *pb.Ack {
 	old := a.rec
 	rec.Status = a.status
 	a.rec = rec

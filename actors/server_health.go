@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -114,13 +113,16 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		e := r.err
 		lastErr = &e
 	}
-	sctx, cancel := a.storeCtx()
-	if err := a.deps.Store.RecordHealth(sctx, persistence.HealthRecord{
-		ServerID: a.id, CheckedAt: time.Now().UTC(), ResponseMs: r.responseMs, ConsecutiveFailures: a.failures, LastError: lastErr,
-	}); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		a.log().Error("persist health check", "error", err)
+	if fence := a.lease; fence != nil {
+		rec := persistence.HealthRecord{ServerID: a.id, CheckedAt: time.Now().UTC(), ResponseMs: r.responseMs,
+			ConsecutiveFailures: a.failures, LastError: lastErr, Fence: fence}
+		store, check := a.deps.Store, a.writeCheck()
+		a.writes.enqueue(func() {
+			sctx, cancel := a.storeCtx()
+			defer cancel()
+			check(store.RecordHealth(sctx, rec), fence, "persist health check")
+		})
 	}
-	cancel()
 	switch {
 	case r.ok || !r.counted:
 	case a.failures >= 3:

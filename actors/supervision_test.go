@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,21 +11,6 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
-
-// panickyStore makes the server actor of one server panic inside its mailbox (while recording a health check),
-// the way a bug would.
-type panickyStore struct {
-	persistence.Store
-	target atomic.Value // server id
-	panics atomic.Int32
-}
-
-func (p *panickyStore) RecordHealth(ctx context.Context, h persistence.HealthRecord) error {
-	if id, _ := p.target.Load().(string); id == h.ServerID && p.panics.Add(-1) >= 0 {
-		panic("injected failure in the server actor")
-	}
-	return p.Store.RecordHealth(ctx, h)
-}
 
 // TestPanickingServerActorRestartsAlone: the actor of one server panics twice; each time the supervisor restarts it
 // after a backoff, its old session and child process are released (never two children), it reconnects by itself,
@@ -38,10 +22,8 @@ func TestPanickingServerActorRestartsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ps := &panickyStore{Store: st}
 	cfg := testConfig()
-	cfg.HealthInterval = 100 * time.Millisecond
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: ps, Config: cfg})
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,20 +37,23 @@ func TestPanickingServerActorRestartsAlone(t *testing.T) {
 	r.waitStatus(victim.ID, persistence.StatusConnected, 30*time.Second)
 	r.waitStatus(sibling.ID, persistence.StatusConnected, 30*time.Second)
 
-	// The victim's health checks skip I/O while it has recent traffic; without traffic the next check pings and
-	// then panics while recording the result.
-	ps.panics.Store(2)
-	ps.target.Store(victim.ID)
-	deadline := time.Now().Add(20 * time.Second)
-	for ps.panics.Load() >= 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the injected panics did not happen")
+	for crash := 0; crash < 2; crash++ {
+		sys.CrashServerForTest(victim.ID)
+		// Until the restarted actor reconnects: the sibling answers, and never two children for the victim.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("the victim did not come back after crash %d", crash+1)
+			}
+			mustEcho(t, r, sibling.ID, "still here")
+			if n := len(peertest.ProcessesWithArg(marker)); n > 1 {
+				t.Fatalf("%d child processes for one server: the crashed actor leaked its session", n)
+			}
+			if rep, err := r.echo(victim.ID, "back?"); err == nil && rep.Error == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		mustEcho(t, r, sibling.ID, "still here")
-		if n := len(peertest.ProcessesWithArg(marker)); n > 1 {
-			t.Fatalf("%d child processes for one server: the crashed actor leaked its session", n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	r.waitStatus(victim.ID, persistence.StatusConnected, 30*time.Second)
 	mustEcho(t, r, victim.ID, "restarted")

@@ -39,6 +39,10 @@ type System struct {
 	discovered sync.Map
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
 	calls callGate
+	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
+	// it has.
+	stopKeeper context.CancelFunc
+	keeperDone chan struct{}
 }
 
 // callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
@@ -208,6 +212,14 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if err := s.startClassifier(); err != nil { // after the registry: it stops when the registry does
 		return fail(err)
 	}
+	kctx, stop := context.WithCancel(context.Background())
+	s.stopKeeper, s.keeperDone = stop, make(chan struct{})
+	go func() {
+		defer close(s.keeperDone)
+		d.owners.keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
+			sys.Root.Send(s.serverPID(id), &leaseLost{epoch: epoch, why: why})
+		}, d.Logger)
+	}()
 	return s, nil
 }
 
@@ -229,6 +241,14 @@ func (s *System) Shutdown(ctx context.Context) error {
 	s.sys.Shutdown()
 	if err != nil {
 		return fmt.Errorf("stop registry: %w", err)
+	}
+	// Every session is closed: give the servers up at once, for another process to take over.
+	s.stopKeeper()
+	<-s.keeperDone
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.deps.owners.shutdown(rctx); err != nil {
+		return fmt.Errorf("release leases: %w", err)
 	}
 	return nil
 }

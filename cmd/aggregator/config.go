@@ -117,6 +117,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_OUTBOUND_DENY", "", "comma-separated CIDRs or IPs the daemon never connects to (SSE/HTTP sessions, redirects, health checks), in addition to the default metadata and link-local rules"},
 		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
 		{"MCP_AGGREGATOR_MAX_CALLS_PER_SERVER", "64", "calls in flight on one server at once (REST and MCP together); one more answers 503 SERVER_BUSY with Retry-After"},
+		{"MCP_AGGREGATOR_LEASE_TTL", "10", "seconds a server's ownership lease lasts without renewal (renewed every third of it): when several processes share a store, the longest a server stays unserved after the process that served it died"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
 	}
@@ -193,6 +194,10 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		*b.dst = n
 	}
 	a.MaxCallsPerServer = integer("MCP_AGGREGATOR_MAX_CALLS_PER_SERVER")
+	a.LeaseTTL = seconds("MCP_AGGREGATOR_LEASE_TTL", false)
+	if a.LeaseTTL > 0 && a.LeaseTTL < 300*time.Millisecond {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LEASE_TTL=%q: want at least 0.3 seconds", get("MCP_AGGREGATOR_LEASE_TTL")))
+	}
 	c.Search, errs = loadSearchConfig(get, errs)
 	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")

@@ -173,8 +173,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)           // what stdio servers of a daemon that died left behind
 	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
+	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(nodeLock)
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
-		Search: sd, Classifier: classifier, DataDir: cfg.DataDir})
+		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -255,7 +260,13 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)
-	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier, DataDir: cfg.DataDir})
+	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(nodeLock)
+	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier,
+		DataDir: cfg.DataDir, NodeID: nodeID})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -418,6 +429,13 @@ func shutdownActors(system *actors.System, deadline time.Time, cfg config, logge
 		logger.Warn("actor shutdown", "error", err)
 	}
 	logger.Info("stopped")
+}
+
+// closeQuietly closes f if there is one (a claim on a node id slot ends with the process anyway).
+func closeQuietly(f *os.File) {
+	if f != nil {
+		_ = f.Close()
+	}
 }
 
 // newMetrics builds the daemon's registry; its scrape-time gauges read the actor system once it is stored in the

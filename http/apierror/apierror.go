@@ -233,7 +233,11 @@ func FromError(err error, s Subject) *Error {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ue):
-		return Unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, "Server unavailable: "+ue.Server.Name, nil)
+		detail := ue.Detail
+		if detail == "" {
+			detail = "Server unavailable: " + ue.Server.Name
+		}
+		return Unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, detail, nil)
 	case errors.Is(err, persistence.ErrUnavailable):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
 			Detail:  "The database is unreachable; the request was not performed and may be retried",

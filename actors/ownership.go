@@ -1,0 +1,220 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Single ownership. Several processes may run on one store: several `serve` nodes, or `serve` beside
+// `aggregator stdio`. Each server's session (and its stdio child) must then exist once, in one process. The store
+// decides who that is with a lease per server (persistence.Lease): a server actor asks for its server's lease when
+// it activates and holds it for as long as it lives (server_lease.go); it opens a session only while it holds it,
+// fences every status, health and tool write with it, and closes the session as soon as it learns the lease is
+// gone. An actor whose lease another live process holds stands by, and asks again when that lease would lapse, so
+// a process that dies is replaced within the lease's TTL (at once when it stopped cleanly and released its leases).
+//
+// One goroutine per process (the keeper) renews all of this process's leases in one statement every TTL/3 and
+// records a heartbeat with the process's address (persistence.Node). A renewal that does not return a lease this
+// process holds means it changed hands: the keeper tells that server's actor, which drops its session. When the
+// store cannot be reached, a process that has seen other live processes gives its sessions up once its leases may
+// have lapsed (another process may take them over); a process alone on the store keeps serving, since nobody can
+// take a lease over without the store either.
+
+// DefaultLeaseTTL is how long a lease lasts without renewal (MCP_AGGREGATOR_LEASE_TTL): the longest a server stays
+// without an owner after its owner died without releasing it.
+const DefaultLeaseTTL = 10 * time.Second
+
+// leaseLost tells a server actor that the lease of that epoch is no longer its own.
+type leaseLost struct {
+	epoch int64
+	why   string
+}
+
+// leaseRetry makes a server actor that does not own its server ask for the lease again.
+type leaseRetry struct{}
+
+// ownership is this process's leases: which servers it owns, read by the server actors, discovery and the keeper.
+type ownership struct {
+	node  string
+	ttl   time.Duration
+	store persistence.Store
+
+	mu   sync.Mutex
+	held map[string]heldLease // server id -> lease
+	// others is true once a heartbeat saw another live process on the store.
+	others bool
+}
+
+// heldLease is a lease and when this process took it (a renewal that started earlier does not know it yet).
+type heldLease struct {
+	lease persistence.Lease
+	since time.Time
+}
+
+func newOwnership(store persistence.Store, node string, ttl time.Duration) *ownership {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	return &ownership{node: node, ttl: ttl, store: store, held: map[string]heldLease{}}
+}
+
+// fence returns the lease that fences writes about server id, or nil when this process does not own it.
+func (o *ownership) fence(id string) *persistence.Lease {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, ok := o.held[id]
+	if !ok {
+		return nil
+	}
+	l := h.lease
+	return &l
+}
+
+func (o *ownership) put(l persistence.Lease) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.held[l.ServerID] = heldLease{lease: l, since: time.Now()}
+}
+
+// drop forgets the lease of that epoch; false when another (or no) lease is recorded.
+func (o *ownership) drop(id string, epoch int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h, ok := o.held[id]; ok && h.lease.Epoch == epoch {
+		delete(o.held, id)
+		return true
+	}
+	return false
+}
+
+// acquire asks the store for server id's lease (the caller runs it off any mailbox).
+func (o *ownership) acquire(ctx context.Context, id string) (persistence.Lease, error) {
+	l, err := o.store.AcquireLease(ctx, id, o.node, o.ttl)
+	if err == nil {
+		o.put(l)
+	}
+	return l, err
+}
+
+// release ends a lease this process holds, if it still does.
+func (o *ownership) release(ctx context.Context, l persistence.Lease) error {
+	if !o.drop(l.ServerID, l.Epoch) {
+		return nil
+	}
+	return o.store.ReleaseLease(ctx, l)
+}
+
+// retryDelay is when to ask again for a lease another process holds until expires: just after it would lapse, and
+// at least every TTL (the holder usually renews it), with jitter so that waiting processes do not ask together.
+func (o *ownership) retryDelay(expires time.Time) time.Duration {
+	d := time.Until(expires)
+	if d <= 0 || d > o.ttl {
+		d = o.ttl
+	}
+	return d + time.Duration(rand.Int64N(int64(o.ttl/10)+1)) + 50*time.Millisecond
+}
+
+// keep renews this process's leases and heartbeat every TTL/3 until ctx ends, telling the actor of each server
+// whose lease is lost (lost is called from this goroutine). address is where this process's MCP endpoint
+// answers (empty for a process without one).
+func (o *ownership) keep(ctx context.Context, address string, lost func(id string, epoch int64, why string), log interface {
+	Warn(string, ...any)
+}) {
+	tick := time.NewTicker(o.ttl / 3)
+	defer tick.Stop()
+	lastOK := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		started := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, o.ttl/3)
+		renewed, err := o.store.RenewLeases(rctx, o.node, o.ttl)
+		if err == nil {
+			if herr := o.store.Heartbeat(rctx, persistence.Node{ID: o.node, Address: address}); herr != nil {
+				log.Warn("ownership: heartbeat", "error", herr)
+			}
+			if nodes, nerr := o.store.ListNodes(rctx, 3*o.ttl); nerr == nil {
+				o.setOthers(nodes)
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Warn("ownership: cannot renew leases", "error", err, "since_last_renewal", time.Since(lastOK).Round(time.Millisecond).String())
+			// Leases taken at lastOK or renewed then lapse at lastOK+TTL; give the sessions up a little before.
+			if o.othersSeen() && time.Since(lastOK) > o.ttl-o.ttl/5 {
+				for id, l := range o.snapshot() {
+					if o.drop(id, l.Epoch) {
+						lost(id, l.Epoch, "leases could not be renewed: "+err.Error())
+					}
+				}
+			}
+			continue
+		}
+		lastOK = started
+		current := make(map[string]int64, len(renewed))
+		for _, l := range renewed {
+			current[l.ServerID] = l.Epoch
+		}
+		o.mu.Lock()
+		var gone []heldLease
+		for id, h := range o.held {
+			if e, ok := current[id]; (!ok || e != h.lease.Epoch) && h.since.Before(started) {
+				gone = append(gone, h)
+				delete(o.held, id)
+			}
+		}
+		o.mu.Unlock()
+		for _, h := range gone {
+			lost(h.lease.ServerID, h.lease.Epoch, "lease lapsed or taken over")
+		}
+	}
+}
+
+func (o *ownership) setOthers(nodes []persistence.Node) {
+	others := false
+	for _, n := range nodes {
+		if n.ID != o.node {
+			others = true
+		}
+	}
+	o.mu.Lock()
+	o.others = others
+	o.mu.Unlock()
+}
+
+func (o *ownership) othersSeen() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.others
+}
+
+func (o *ownership) snapshot() map[string]persistence.Lease {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]persistence.Lease, len(o.held))
+	for id, h := range o.held {
+		out[id] = h.lease
+	}
+	return out
+}
+
+// shutdown releases every lease of this process and forgets its node row, so that another process may take the
+// servers over at once instead of after the TTL.
+func (o *ownership) shutdown(ctx context.Context) error {
+	o.mu.Lock()
+	o.held = map[string]heldLease{}
+	o.mu.Unlock()
+	_, err := o.store.ReleaseOwnerLeases(ctx, o.node)
+	return errors.Join(err, o.store.RemoveNode(ctx, o.node))
+}

@@ -1,0 +1,69 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// storeWriter runs one server actor's store writes (state transitions, health checks, auto_connect) in the order
+// the actor made them, on a goroutine of its own: a slow or unreachable store delays the writes, never the actor's
+// mailbox, so calls to the server (and to every other server) go on meanwhile. A transition's event is published
+// by its write once it is persisted, so whoever reacts to the event finds the row already changed.
+type storeWriter struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	queue   []func()
+	running bool
+}
+
+// enqueue adds a write; it runs after every write enqueued before it.
+func (w *storeWriter) enqueue(fn func()) {
+	w.mu.Lock()
+	w.queue = append(w.queue, fn)
+	start := !w.running
+	w.running = true
+	w.mu.Unlock()
+	if start {
+		go w.drain()
+	}
+}
+
+func (w *storeWriter) drain() {
+	for {
+		w.mu.Lock()
+		if len(w.queue) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		fn := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		w.run(fn)
+	}
+}
+
+// run runs one write; a write that panics (a bug in a store) is logged, and the writes after it still run.
+func (w *storeWriter) run(fn func()) {
+	defer func() {
+		if r := recover(); r != nil && w.log != nil {
+			w.log.Error("store write panicked", "panic", fmt.Sprint(r))
+		}
+	}()
+	fn()
+}
+
+// flush waits until every write enqueued so far has run, or ctx ends (false).
+func (w *storeWriter) flush(ctx context.Context) bool {
+	done := make(chan struct{})
+	w.enqueue(func() { close(done) })
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
