@@ -41,6 +41,8 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.indexAll()
+	case *resync:
+		a.indexAll()
 	case *readyMsg:
 		ctx.Respond(&askReply{})
 	case *pb.ToolsChanged:

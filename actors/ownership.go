@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/aggregator/persistence"
@@ -44,6 +45,9 @@ type ownership struct {
 	ttl   time.Duration
 	store persistence.Store
 
+	// seq orders this process's status changes within a lease epoch (nextSeq).
+	seq atomic.Int64
+
 	mu   sync.Mutex
 	held map[string]heldLease // server id -> lease
 	// others is true once a heartbeat saw another live process on the store.
@@ -61,6 +65,18 @@ func newOwnership(store persistence.Store, node string, ttl time.Duration) *owne
 		ttl = DefaultLeaseTTL
 	}
 	return &ownership{node: node, ttl: ttl, store: store, held: map[string]heldLease{}}
+}
+
+// nextSeq is the sequence of a status change: it grows with every call and starts from the wall clock, so that a
+// process that restarted and got its own lease back (same epoch) numbers its changes after its earlier ones.
+func (o *ownership) nextSeq() int64 {
+	for {
+		last := o.seq.Load()
+		next := max(last+1, time.Now().UnixNano())
+		if o.seq.CompareAndSwap(last, next) {
+			return next
+		}
+	}
 }
 
 // fence returns the lease that fences writes about server id, or nil when this process does not own it.
@@ -128,6 +144,12 @@ func (o *ownership) keep(ctx context.Context, address string, lost func(id strin
 	tick := time.NewTicker(o.ttl / 3)
 	defer tick.Stop()
 	lastOK := time.Now()
+	// The first heartbeat goes out at once: another process (`aggregator stdio`) looks for this one at its start.
+	hctx, cancel := context.WithTimeout(ctx, o.ttl/3)
+	if err := o.store.Heartbeat(hctx, persistence.Node{ID: o.node, Address: address}); err != nil && ctx.Err() == nil {
+		log.Warn("ownership: heartbeat", "error", err)
+	}
+	cancel()
 	for {
 		select {
 		case <-ctx.Done():

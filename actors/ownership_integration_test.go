@@ -208,3 +208,74 @@ func TestLeaseLostClosesSession(t *testing.T) {
 		t.Fatalf("the old owner overwrote the new owner's status: %s %s %v", got.Status, ptr(got.ErrorMessage), err)
 	}
 }
+
+// TestFeedKeepsOtherProcessesCurrent: two processes on one PostgreSQL. What one does (register, connect, discover,
+// rename, delete) reaches the other's routing table and search index through the store's feed, within a second,
+// without the other polling; the other serves nothing itself (it stands by for every server).
+func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	stA, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stA.Close()
+	stB, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stB.Close()
+	cfg := ownershipConfig()
+	sysA, err := actors.Start(context.Background(), actors.Deps{Store: stA, Config: cfg, NodeID: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &rig{t: t, store: stA, sys: sysA, cfg: cfg}
+	defer a.stop()
+	sysB, err := actors.Start(context.Background(), actors.Deps{Store: stB, Config: cfg, NodeID: "node-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &rig{t: t, store: stB, sys: sysB, cfg: cfg}
+	defer b.stop()
+
+	cmd, args := peertest.EverythingStdio(t)
+	s := a.register("fed", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	waitRoutes(t, sysB, 30*time.Second, "the other process sees the server CONNECTED with its tools", func(rt *actors.RouteTable) bool {
+		srv, ok := rt.Server(s.ID)
+		_, tool := rt.Tool("fed.echo")
+		return ok && srv.Status == persistence.StatusConnected && tool
+	})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		res, err := sysB.Search(context.Background(), actors.SearchRequest{Query: "echo back a message", Limit: 5, IncludeExternal: true})
+		if err == nil && len(res.Tools) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("search on the other process: %+v %v", res, err)
+		}
+	}
+
+	name := "fed2"
+	if _, err := sysA.Update(context.Background(), s.ID, persistence.ServerPatch{Name: &name}); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, sysB, time.Second, "the rename", func(rt *actors.RouteTable) bool {
+		_, ok := rt.Tool("fed2.echo")
+		return ok
+	})
+	if _, err := sysA.Disconnect(context.Background(), s.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, sysB, time.Second, "the disconnect", func(rt *actors.RouteTable) bool {
+		srv, _ := rt.Server(s.ID)
+		return srv.Status == persistence.StatusDisconnected
+	})
+	if err := sysA.Remove(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitRoutes(t, sysB, time.Second, "the delete", func(rt *actors.RouteTable) bool {
+		_, ok := rt.Server(s.ID)
+		return !ok
+	})
+}

@@ -22,6 +22,9 @@ type routerActor struct {
 	servers map[string]ServerEntry
 	tools   map[string][]persistence.Tool
 	version uint64
+	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
+	// notice from a process that owned the server before) is ignored.
+	applied map[string][2]int64
 }
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
@@ -70,7 +73,18 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		ctx.Respond(&askReply{})
 	case *panicForTest:
 		panic("router: crash injected by a test")
+	case *resync:
+		r.servers, r.tools, r.applied = map[string]ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}
+		r.loadAll()
+		r.publish()
 	case *pb.ServerStatusChanged:
+		if m.Epoch > 0 {
+			at := [2]int64{m.Epoch, m.Seq}
+			if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
+				return // older than what the table shows
+			}
+			r.applied[m.ServerId] = at
+		}
 		s := r.servers[m.ServerId]
 		s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
 		r.servers[m.ServerId] = s
@@ -87,6 +101,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *pb.ServerRemoved:
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
+		delete(r.applied, m.ServerId)
 		r.publish()
 	}
 }

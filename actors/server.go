@@ -291,6 +291,9 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	a.log().Info("server state changed", "from", from, "to", to, "reason", reason)
 	evt := &pb.ServerStatusChanged{ServerId: a.id, ServerName: a.rec.Name, From: from, To: to, Reason: reason, AtUnixMs: now.UnixMilli()}
 	fence, store, sys, check := a.lease, a.deps.Store, a.sys, a.writeCheck()
+	if fence != nil {
+		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.nextSeq()
+	}
 	a.writes.enqueue(func() {
 		if fence != nil {
 			sctx, cancel := a.storeCtx()

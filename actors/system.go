@@ -39,6 +39,10 @@ type System struct {
 	discovered sync.Map
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
 	calls callGate
+	// feed sends this process's events to the other processes on the store and delivers theirs (nil: the store
+	// has no feed); stopFeed ends it.
+	feed     *feedBridge
+	stopFeed context.CancelFunc
 	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
 	// it has.
 	stopKeeper context.CancelFunc
@@ -144,6 +148,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
 	fail := func(err error) (*System, error) {
+		if s.stopFeed != nil {
+			s.stopFeed()
+		}
 		sys.Shutdown()
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	// The router and discovery start before the registry, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
-			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}}
+			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
@@ -179,29 +186,10 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
 	}
-	s.sub = sys.EventStream.Subscribe(func(evt any) {
-		switch evt.(type) {
-		case *pb.ToolsChanged, *pb.ServerUpdated, *pb.ServerRemoved, *pb.ClassificationDone:
-			sys.Root.Send(s.indexer, evt)
-		}
-		switch e := evt.(type) {
-		case *pb.ServerRemoved:
-			d.Metrics.ForgetServer(e.ServerName)
-		case *pb.ServerUpdated:
-			if e.OldName != e.NewName {
-				d.Metrics.ForgetServer(e.OldName)
-			}
-		}
-		switch evt.(type) {
-		case *pb.ServerStatusChanged, *pb.ServerRemoved:
-			sys.Root.Send(s.router, evt)
-			sys.Root.Send(s.discovery, evt)
-		case *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone:
-			sys.Root.Send(s.router, evt)
-		case *pb.ToolsListChanged:
-			sys.Root.Send(s.discovery, evt)
-		}
-	})
+	s.sub = sys.EventStream.Subscribe(func(evt any) { s.deliver(evt, true) })
+	fctx, stopFeed := context.WithCancel(context.Background())
+	s.stopFeed = stopFeed
+	s.startFeed(fctx)
 	s.registry, err = sys.Root.SpawnNamed(newRegistryProps(d), "registry")
 	if err != nil {
 		return fail(fmt.Errorf("spawn registry: %w", err))
@@ -223,6 +211,40 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	return s, nil
 }
 
+// deliver hands an event to the actors that follow it. local: published on this process's event stream by its own
+// actors (then also sent to the other processes, and seen by discovery); otherwise it came from another process
+// through the feed, and only the router, the indexer and the metrics follow it (discovery and classification run
+// on the server's owner).
+func (s *System) deliver(evt any, local bool) {
+	root := s.sys.Root
+	switch evt.(type) {
+	case *pb.ToolsChanged, *pb.ServerUpdated, *pb.ServerRemoved, *pb.ClassificationDone:
+		root.Send(s.indexer, evt)
+	}
+	switch e := evt.(type) {
+	case *pb.ServerRemoved:
+		s.deps.Metrics.ForgetServer(e.ServerName)
+	case *pb.ServerUpdated:
+		if e.OldName != e.NewName {
+			s.deps.Metrics.ForgetServer(e.OldName)
+		}
+	}
+	switch evt.(type) {
+	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone:
+		root.Send(s.router, evt)
+		if local && s.feed != nil {
+			s.feed.publish(evt)
+		}
+	}
+	if !local {
+		return
+	}
+	switch evt.(type) {
+	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ToolsListChanged:
+		root.Send(s.discovery, evt)
+	}
+}
+
 // ActorSystem exposes the underlying system, for subscribing to the event stream.
 func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 
@@ -242,6 +264,7 @@ func (s *System) Shutdown(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stop registry: %w", err)
 	}
+	s.stopFeed()
 	// Every session is closed: give the servers up at once, for another process to take over.
 	s.stopKeeper()
 	<-s.keeperDone

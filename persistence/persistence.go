@@ -221,6 +221,39 @@ type AuditRecord struct {
 	Timestamp  time.Time
 }
 
+// Feed is what a Store that several processes can share offers beyond storage: short notices delivered to every
+// process listening on the same database (PostgreSQL's LISTEN/NOTIFY). The daemon sends its events through it so
+// that other processes' routing tables and search indexes follow changes made elsewhere. Delivery is at most once
+// and in the order the notices were sent by one process; a listener that was disconnected has missed notices, so
+// connected tells it to resynchronise from the store. The embedded store does not implement it.
+type Feed interface {
+	// Notify sends payload (at most MaxNoticeBytes bytes) to every listener, this process's included.
+	Notify(ctx context.Context, payload string) error
+	// Listen calls fn with each notice, in order, until ctx ends, reconnecting after a failure (with backoff);
+	// connected is called after every connection, the first included, before any notice it delivers. It returns
+	// ctx's error.
+	Listen(ctx context.Context, fn func(payload string), connected func()) error
+}
+
+// FeedOf returns the Feed of s, looking through wrappers that expose their inner store with Inner (the encrypting
+// store does); false when the store has none.
+func FeedOf(s Store) (Feed, bool) {
+	for s != nil {
+		if f, ok := s.(Feed); ok {
+			return f, true
+		}
+		w, ok := s.(interface{ Inner() Store })
+		if !ok {
+			break
+		}
+		s = w.Inner()
+	}
+	return nil, false
+}
+
+// MaxNoticeBytes is the largest Feed payload (PostgreSQL refuses NOTIFY payloads of 8000 bytes or more).
+const MaxNoticeBytes = 7900
+
 // Store is everything the daemon keeps durably. Implementations are safe for concurrent use and return errors
 // wrapping ErrNotFound and ErrAlreadyExists where those apply.
 type Store interface {

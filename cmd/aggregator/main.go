@@ -179,7 +179,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer closeQuietly(nodeLock)
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
-		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID})
+		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID, NodeAddress: localURL(cfg.MCPListen)})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -429,6 +429,20 @@ func shutdownActors(system *actors.System, deadline time.Time, cfg config, logge
 		logger.Warn("actor shutdown", "error", err)
 	}
 	logger.Info("stopped")
+}
+
+// localURL is the base URL at which a process on this host reaches a listener bound to addr (host:port): an
+// unspecified host (0.0.0.0, ::, empty) is reached on loopback. It is recorded with the node's heartbeat, so that
+// `aggregator stdio` on the same store can serve through this process.
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // closeQuietly closes f if there is one (a claim on a node id slot ends with the process anyway).

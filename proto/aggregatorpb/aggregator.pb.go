@@ -833,13 +833,17 @@ func (x *ListToolsReply) GetError() *ErrorInfo {
 
 // ServerStatusChanged is published on every state change of a server.
 type ServerStatusChanged struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	ServerName    string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
-	From          string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	AtUnixMs      int64                  `protobuf:"varint,6,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ServerId   string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerName string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	From       string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To         string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	Reason     string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AtUnixMs   int64                  `protobuf:"varint,6,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	// epoch and seq order one server's changes across processes: epoch is the owner's lease epoch (a new owner has a
+	// higher one), seq grows within it. Zero: a change only this process saw (not persisted), applied as it comes.
+	Epoch         int64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           int64 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -912,6 +916,20 @@ func (x *ServerStatusChanged) GetReason() string {
 func (x *ServerStatusChanged) GetAtUnixMs() int64 {
 	if x != nil {
 		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *ServerStatusChanged) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ServerStatusChanged) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
 	}
 	return 0
 }
@@ -1327,6 +1345,147 @@ func (x *ClassificationDone) GetToolIds() []int64 {
 	return nil
 }
 
+// FeedEvent carries one event to the other processes that share the store (PostgreSQL LISTEN/NOTIFY), so that
+// their routing tables, MCP endpoints and search indexes follow registrations, status and tool changes made
+// elsewhere. node is the sending process; receivers skip their own.
+type FeedEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*FeedEvent_Status
+	//	*FeedEvent_Updated
+	//	*FeedEvent_Removed
+	//	*FeedEvent_Tools
+	//	*FeedEvent_Classified
+	Event         isFeedEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedEvent) Reset() {
+	*x = FeedEvent{}
+	mi := &file_proto_aggregator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedEvent) ProtoMessage() {}
+
+func (x *FeedEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedEvent.ProtoReflect.Descriptor instead.
+func (*FeedEvent) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FeedEvent) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *FeedEvent) GetEvent() isFeedEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetStatus() *ServerStatusChanged {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetUpdated() *ServerUpdated {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Updated); ok {
+			return x.Updated
+		}
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetRemoved() *ServerRemoved {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Removed); ok {
+			return x.Removed
+		}
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetTools() *ToolsChanged {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Tools); ok {
+			return x.Tools
+		}
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetClassified() *ClassificationDone {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Classified); ok {
+			return x.Classified
+		}
+	}
+	return nil
+}
+
+type isFeedEvent_Event interface {
+	isFeedEvent_Event()
+}
+
+type FeedEvent_Status struct {
+	Status *ServerStatusChanged `protobuf:"bytes,2,opt,name=status,proto3,oneof"`
+}
+
+type FeedEvent_Updated struct {
+	Updated *ServerUpdated `protobuf:"bytes,3,opt,name=updated,proto3,oneof"`
+}
+
+type FeedEvent_Removed struct {
+	Removed *ServerRemoved `protobuf:"bytes,4,opt,name=removed,proto3,oneof"`
+}
+
+type FeedEvent_Tools struct {
+	Tools *ToolsChanged `protobuf:"bytes,5,opt,name=tools,proto3,oneof"`
+}
+
+type FeedEvent_Classified struct {
+	Classified *ClassificationDone `protobuf:"bytes,6,opt,name=classified,proto3,oneof"`
+}
+
+func (*FeedEvent_Status) isFeedEvent_Event() {}
+
+func (*FeedEvent_Updated) isFeedEvent_Event() {}
+
+func (*FeedEvent_Removed) isFeedEvent_Event() {}
+
+func (*FeedEvent_Tools) isFeedEvent_Event() {}
+
+func (*FeedEvent_Classified) isFeedEvent_Event() {}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -1388,7 +1547,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x0eListToolsReply\x12\x1d\n" +
 	"\n" +
 	"tools_json\x18\x01 \x03(\fR\ttoolsJson\x12.\n" +
-	"\x05error\x18\x02 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xad\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xd5\x01\n" +
 	"\x13ServerStatusChanged\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
@@ -1397,7 +1556,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x02to\x18\x04 \x01(\tR\x02to\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\x06 \x01(\x03R\batUnixMs\"M\n" +
+	"at_unix_ms\x18\x06 \x01(\x03R\batUnixMs\x12\x14\n" +
+	"\x05epoch\x18\a \x01(\x03R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\b \x01(\x03R\x03seq\"M\n" +
 	"\rServerRemoved\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
@@ -1427,7 +1588,17 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
-	"\btool_ids\x18\x02 \x03(\x03R\atoolIdsB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\xd4\x02\n" +
+	"\tFeedEvent\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12<\n" +
+	"\x06status\x18\x02 \x01(\v2\".aggregator.v1.ServerStatusChangedH\x00R\x06status\x128\n" +
+	"\aupdated\x18\x03 \x01(\v2\x1c.aggregator.v1.ServerUpdatedH\x00R\aupdated\x128\n" +
+	"\aremoved\x18\x04 \x01(\v2\x1c.aggregator.v1.ServerRemovedH\x00R\aremoved\x123\n" +
+	"\x05tools\x18\x05 \x01(\v2\x1b.aggregator.v1.ToolsChangedH\x00R\x05tools\x12C\n" +
+	"\n" +
+	"classified\x18\x06 \x01(\v2!.aggregator.v1.ClassificationDoneH\x00R\n" +
+	"classifiedB\a\n" +
+	"\x05eventB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1441,7 +1612,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1465,16 +1636,22 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*Progress)(nil),            // 19: aggregator.v1.Progress
 	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
 	(*ClassificationDone)(nil),  // 21: aggregator.v1.ClassificationDone
+	(*FeedEvent)(nil),           // 22: aggregator.v1.FeedEvent
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	9,  // 0: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
 	11, // 1: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 2: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
-	3,  // [3:3] is the sub-list for method output_type
-	3,  // [3:3] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	14, // 3: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
+	17, // 4: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
+	15, // 5: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
+	18, // 6: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
+	21, // 7: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -1482,13 +1659,20 @@ func file_proto_aggregator_proto_init() {
 	if File_proto_aggregator_proto != nil {
 		return
 	}
+	file_proto_aggregator_proto_msgTypes[22].OneofWrappers = []any{
+		(*FeedEvent_Status)(nil),
+		(*FeedEvent_Updated)(nil),
+		(*FeedEvent_Removed)(nil),
+		(*FeedEvent_Tools)(nil),
+		(*FeedEvent_Classified)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
