@@ -63,7 +63,7 @@ func BenchmarkClassify(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				srv := persistence.Server{Name: fmt.Sprintf("bench-%d", i), TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(`{"command":"true"}`)}
-				if err := st.CreateServer(context.Background(), &srv); err != nil {
+				if err := st.CreateServer(context.Background(), &srv, 0); err != nil {
 					b.Fatal(err)
 				}
 				diff, err := st.ReplaceServerTools(context.Background(), srv.ID, defs, nil)

@@ -423,7 +423,7 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 	r := newClassifierRig(t, cfg, g, func(st persistence.Store) {
 		ctx := context.Background()
 		srv = persistence.Server{Name: "store", TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(`{"command":"true"}`)}
-		if err := st.CreateServer(ctx, &srv); err != nil {
+		if err := st.CreateServer(ctx, &srv, 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.ReplaceServerTools(ctx, srv.ID, defs, nil); err != nil {

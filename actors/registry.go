@@ -167,7 +167,7 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) {
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		err := store.CreateServer(sctx, &s)
+		err := store.CreateServer(sctx, &s, 0)
 		sys.Root.Send(self, &created{server: s, err: err, asker: asker})
 	}()
 }

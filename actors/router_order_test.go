@@ -24,7 +24,7 @@ func TestRouterOrdersStatusByEpochAndSeq(t *testing.T) {
 	defer st.Close()
 	srv := persistence.Server{Name: "s", TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(`{"command":"true"}`),
 		Status: persistence.StatusDisconnected}
-	if err := st.CreateServer(context.Background(), &srv); err != nil {
+	if err := st.CreateServer(context.Background(), &srv, 0); err != nil {
 		t.Fatal(err)
 	}
 	sys, err := Start(context.Background(), Deps{Store: st, Config: DefaultConfig()})

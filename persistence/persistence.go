@@ -23,6 +23,9 @@ var (
 	// ErrLeaseHeld means another owner holds a live lease on the server (AcquireLease returns the holder's lease
 	// beside it, so the caller knows where the server lives).
 	ErrLeaseHeld = errors.New("lease held by another owner")
+	// ErrLimitReached means CreateServer's limit of servers is reached (decided by the store, for every process that
+	// shares it).
+	ErrLimitReached = errors.New("server limit reached")
 	// ErrLeaseLost means the caller's lease is no longer the current one (it expired, was released or was taken
 	// over with a higher epoch): a write fenced by it was not made, and the caller must give the server up.
 	ErrLeaseLost = errors.New("lease lost")
@@ -265,8 +268,10 @@ type Store interface {
 	Kind() string
 
 	// CreateServer inserts s. The store fills ID (when empty), RegisteredAt and UpdatedAt. A second server with
-	// the same name fails with ErrAlreadyExists, decided by the database's unique constraint.
-	CreateServer(ctx context.Context, s *Server) error
+	// the same name fails with ErrAlreadyExists, decided by the database's unique constraint. With max > 0, a
+	// server beyond max registered servers fails with ErrLimitReached, decided atomically across every process
+	// that shares the store.
+	CreateServer(ctx context.Context, s *Server, max int) error
 	GetServer(ctx context.Context, id string) (Server, error)
 	GetServerByName(ctx context.Context, name string) (Server, error)
 	// ListServers returns the page and the total count matching the filter.
@@ -304,6 +309,12 @@ type Store interface {
 	// owner is ErrLeaseHeld, returned with that lease. Racing callers get exactly one winner. An unknown server is
 	// ErrNotFound.
 	AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (Lease, error)
+	// TakeOverLease is AcquireLease that also takes a live lease whose owner is from: a process the caller knows
+	// is gone (a cluster member that left) before its lease lapsed. The epoch grows by one. from empty: AcquireLease.
+	TakeOverLease(ctx context.Context, serverID, owner, from string, ttl time.Duration) (Lease, error)
+	// GetLease returns the server's lease row, live or expired, and the database's current time to compare with;
+	// ErrNotFound when the server never had one.
+	GetLease(ctx context.Context, serverID string) (Lease, time.Time, error)
 	// RenewLeases extends every live lease of owner by ttl from now and returns them: a server missing from the
 	// answer is no longer owner's (its lease lapsed or changed hands). One statement whatever the number of leases.
 	RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]Lease, error)

@@ -59,7 +59,7 @@ func (f *fakeStore) Ping(context.Context) error {
 func (f *fakeStore) Close()       {}
 func (f *fakeStore) Kind() string { return "fake" }
 
-func (f *fakeStore) CreateServer(_ context.Context, s *persistence.Server) error {
+func (f *fakeStore) CreateServer(_ context.Context, s *persistence.Server, _ int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, x := range f.servers {
@@ -354,7 +354,7 @@ func (f *fakeControl) Register(ctx context.Context, r actors.RegisterRequest) (p
 	if r.AutoConnect {
 		s.Status = persistence.StatusConnecting
 	}
-	if err := f.store.CreateServer(ctx, &s); err != nil {
+	if err := f.store.CreateServer(ctx, &s, 0); err != nil {
 		return persistence.Server{}, err
 	}
 	return s, nil

@@ -87,7 +87,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 func create(t *testing.T, s persistence.Store, name string, cfg json.RawMessage) persistence.Server {
 	t.Helper()
 	v := &persistence.Server{Name: name, TransportType: persistence.TransportHTTP, ConnectionConfig: cfg}
-	if err := s.CreateServer(t.Context(), v); err != nil {
+	if err := s.CreateServer(t.Context(), v, 0); err != nil {
 		t.Fatalf("CreateServer(%s): %v", name, err)
 	}
 	return *v
@@ -156,7 +156,7 @@ func TestEncryptedAtRest(t *testing.T) {
 			// An explicit id in any spelling: the AAD is the canonical id reads will see.
 			explicit := &persistence.Server{ID: strings.ToUpper("0190a7b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b"), Name: "explicit",
 				TransportType: persistence.TransportHTTP, ConnectionConfig: config("e")}
-			if err := s.CreateServer(ctx, explicit); err != nil {
+			if err := s.CreateServer(ctx, explicit, 0); err != nil {
 				t.Fatal(err)
 			}
 			if v, err := s.GetServer(ctx, explicit.ID); err != nil || !jsonEqual(t, v.ConnectionConfig, config("e")) {
@@ -196,7 +196,7 @@ func TestEncryptedAtRest(t *testing.T) {
 			}
 
 			// Bad input is refused, not sealed.
-			if err := s.CreateServer(ctx, &persistence.Server{Name: "bad", TransportType: "HTTP", ConnectionConfig: json.RawMessage(`{"x":`)}); err == nil {
+			if err := s.CreateServer(ctx, &persistence.Server{Name: "bad", TransportType: "HTTP", ConnectionConfig: json.RawMessage(`{"x":`)}, 0); err == nil {
 				t.Error("invalid JSON config accepted")
 			}
 			if _, err := s.UpdateServer(ctx, a.ID, persistence.ServerPatch{ConnectionConfig: json.RawMessage(`{oops`)}); err == nil {

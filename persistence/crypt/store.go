@@ -38,10 +38,10 @@ func canonicalID(id string) string {
 
 // CreateServer seals srv.ConnectionConfig under the server's id, generating the id first when it is empty. srv
 // keeps its plaintext config.
-func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error {
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max int) error {
 	plain := srv.ConnectionConfig
 	if plain == nil {
-		return s.Store.CreateServer(ctx, srv) // the inner store refuses it with its own message
+		return s.Store.CreateServer(ctx, srv, max) // the inner store refuses it with its own message
 	}
 	if !json.Valid(plain) {
 		return fmt.Errorf("crypt: create server %q: connection_config is not valid JSON", srv.Name)
@@ -56,7 +56,7 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) error
 		return err
 	}
 	srv.ID, srv.ConnectionConfig = id, sealed
-	err = s.Store.CreateServer(ctx, srv)
+	err = s.Store.CreateServer(ctx, srv, max)
 	srv.ConnectionConfig = plain
 	if err != nil {
 		srv.ID = origID

@@ -16,9 +16,15 @@ import (
 // Leases compare with clock_timestamp(), the database's clock at the statement, so that nodes whose clocks
 // disagree still agree on who owns a server; a ttl is bound in microseconds.
 
-// AcquireLease implements persistence.Store with one INSERT ... ON CONFLICT DO UPDATE: the row lock it takes
-// makes racing owners queue, and the WHERE of the update lets only a free (expired) lease or its own owner through.
-func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (l persistence.Lease, err error) {
+// AcquireLease implements persistence.Store.
+func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (persistence.Lease, error) {
+	return s.TakeOverLease(ctx, serverID, owner, "", ttl)
+}
+
+// TakeOverLease implements persistence.Store with one INSERT ... ON CONFLICT DO UPDATE: the row lock it takes
+// makes racing owners queue, and the WHERE of the update lets only a free (expired) lease, its own owner, or a
+// lease of the departed owner from through.
+func (s *Store) TakeOverLease(ctx context.Context, serverID, owner, from string, ttl time.Duration) (l persistence.Lease, err error) {
 	defer wrap(&err, "acquire lease of %q for %q", serverID, owner)
 	uid, err := storeutil.ServerID(serverID)
 	if err != nil {
@@ -30,8 +36,8 @@ func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl ti
 		ON CONFLICT (server_id) DO UPDATE SET owner = EXCLUDED.owner,
 			epoch = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > clock_timestamp() THEN l.epoch ELSE l.epoch + 1 END,
 			expires_at = EXCLUDED.expires_at
-		WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp()
-		RETURNING epoch, expires_at`, uid, owner, ttl.Microseconds()).Scan(&l.Epoch, &l.ExpiresAt)
+		WHERE l.owner = EXCLUDED.owner OR l.expires_at <= clock_timestamp() OR ($4 <> '' AND l.owner = $4)
+		RETURNING epoch, expires_at`, uid, owner, ttl.Microseconds(), from).Scan(&l.Epoch, &l.ExpiresAt)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
@@ -48,6 +54,22 @@ func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl ti
 		return persistence.Lease{}, err
 	}
 	return holder, fmt.Errorf("held by %q until %s: %w", holder.Owner, holder.ExpiresAt.UTC().Format(time.RFC3339Nano), persistence.ErrLeaseHeld)
+}
+
+// GetLease implements persistence.Store.
+func (s *Store) GetLease(ctx context.Context, serverID string) (l persistence.Lease, now time.Time, err error) {
+	defer wrap(&err, "get lease of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return persistence.Lease{}, time.Time{}, err
+	}
+	l.ServerID = uid
+	err = s.pool.QueryRow(ctx, `SELECT owner, epoch, expires_at, clock_timestamp() FROM mcp.server_leases WHERE server_id = $1`, uid).
+		Scan(&l.Owner, &l.Epoch, &l.ExpiresAt, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return persistence.Lease{}, time.Time{}, storeutil.NotFound("lease of server", serverID)
+	}
+	return l, now, err
 }
 
 // RenewLeases implements persistence.Store.

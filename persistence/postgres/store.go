@@ -180,7 +180,7 @@ func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 // CreateServer inserts s as given, except for the create-time defaults (storeutil.PrepareCreate): the store fills
 // ID (a UUIDv7 when empty), RegisteredAt and UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and
 // brings s's times to UTC microseconds. The name's UNIQUE constraint decides duplicates: ErrAlreadyExists.
-func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) (err error) {
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max int) (err error) {
 	defer wrap(&err, "create server %q", srv.Name)
 	v, err := storeutil.PrepareCreate(*srv)
 	if err != nil {
@@ -190,18 +190,43 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) (err 
 	if v.ConnectionConfig != nil {
 		cfg = []byte(v.ConnectionConfig)
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
+	insert := func(q querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14)`,
-		v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
-		v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
-		v.ConnectedAt); err != nil {
+			v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
+			v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
+			v.ConnectedAt)
+		return err
+	}
+	if max <= 0 {
+		err = insert(s.pool)
+	} else {
+		// The advisory lock makes count-then-insert one decision for every process on the database.
+		err = s.writeTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, createServerLock); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.external_servers`).Scan(&n); err != nil {
+				return err
+			}
+			if n >= max {
+				return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
+			}
+			return insert(tx)
+		})
+	}
+	if err != nil {
 		return err
 	}
 	*srv = v
 	return nil
 }
+
+// createServerLock is the advisory lock key that serialises limited registrations.
+const createServerLock = 0x6d63706167677201
 
 // GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.
 func (s *Store) GetServer(ctx context.Context, id string) (_ persistence.Server, err error) {

@@ -85,7 +85,7 @@ func TestOpenTwiceMigratesOnce(t *testing.T) {
 	wantAllMigrations(t, first)
 	srv := &persistence.Server{Name: "survivor", TransportType: persistence.TransportSTDIO,
 		ConnectionConfig: []byte(`{"command":"x"}`)}
-	if err := s1.CreateServer(ctx, srv); err != nil {
+	if err := s1.CreateServer(ctx, srv, 0); err != nil {
 		t.Fatal(err)
 	}
 	s1.Close()
@@ -144,7 +144,7 @@ func TestConcurrentOpenOnFreshDatabase(t *testing.T) {
 	for i, s := range stores {
 		srv := &persistence.Server{Name: fmt.Sprintf("from-%d", i), TransportType: persistence.TransportHTTP,
 			ConnectionConfig: []byte(`{"base_url":"http://x"}`)}
-		if err := s.CreateServer(t.Context(), srv); err != nil {
+		if err := s.CreateServer(t.Context(), srv, 0); err != nil {
 			t.Errorf("store %d: CreateServer: %v", i, err)
 			continue
 		}
@@ -176,7 +176,7 @@ func BenchmarkCreateServer(b *testing.B) {
 	for i := range b.N {
 		srv := &persistence.Server{Name: fmt.Sprintf("bench-%d", i), TransportType: persistence.TransportSTDIO,
 			ConnectionConfig: []byte(`{"command":"npx","args":["-y","server"],"env":{"TOKEN":"${TOKEN}"}}`)}
-		if err := s.CreateServer(ctx, srv); err != nil {
+		if err := s.CreateServer(ctx, srv, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -35,7 +35,7 @@ func TestOutageIsErrUnavailable(t *testing.T) {
 		"count": func(ctx context.Context) error { _, err := s.CountServersByStatus(ctx); return err },
 		"create": func(ctx context.Context) error {
 			return s.CreateServer(ctx, &persistence.Server{Name: "x", TransportType: persistence.TransportSTDIO,
-				ConnectionConfig: []byte(`{"command":"true"}`), Status: persistence.StatusDisconnected})
+				ConnectionConfig: []byte(`{"command":"true"}`), Status: persistence.StatusDisconnected}, 0)
 		},
 		"get": func(ctx context.Context) error {
 			_, err := s.GetServer(ctx, "00000000-0000-0000-0000-000000000001")

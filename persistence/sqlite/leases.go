@@ -16,7 +16,12 @@ import (
 // serialises racing owners, in this process and in others.
 
 // AcquireLease implements persistence.Store.
-func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (l persistence.Lease, err error) {
+func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl time.Duration) (persistence.Lease, error) {
+	return s.TakeOverLease(ctx, serverID, owner, "", ttl)
+}
+
+// TakeOverLease implements persistence.Store.
+func (s *Store) TakeOverLease(ctx context.Context, serverID, owner, from string, ttl time.Duration) (l persistence.Lease, err error) {
 	defer wrap(&err, "acquire lease of %q for %q", serverID, owner)
 	uid, err := storeutil.ServerID(serverID)
 	if err != nil {
@@ -32,13 +37,13 @@ func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl ti
 			return err
 		}
 		live := found && cur.ExpiresAt.After(now)
-		if live && cur.Owner != owner {
+		if live && cur.Owner != owner && (from == "" || cur.Owner != from) {
 			l = cur
 			return fmt.Errorf("held by %q until %s: %w", cur.Owner, cur.ExpiresAt.Format(time.RFC3339Nano), persistence.ErrLeaseHeld)
 		}
 		l = persistence.Lease{ServerID: uid, Owner: owner, Epoch: 1, ExpiresAt: now.Add(ttl)}
 		switch {
-		case live: // the owner's own live lease: extend it
+		case live && cur.Owner == owner: // the owner's own live lease: extend it
 			l.Epoch = cur.Epoch
 		case found:
 			l.Epoch = cur.Epoch + 1
@@ -51,6 +56,23 @@ func (s *Store) AcquireLease(ctx context.Context, serverID, owner string, ttl ti
 		return persistence.Lease{}, err
 	}
 	return l, err
+}
+
+// GetLease implements persistence.Store.
+func (s *Store) GetLease(ctx context.Context, serverID string) (l persistence.Lease, now time.Time, err error) {
+	defer wrap(&err, "get lease of %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return persistence.Lease{}, time.Time{}, err
+	}
+	l, found, err := leaseRow(ctx, s.r, uid)
+	if err != nil {
+		return persistence.Lease{}, time.Time{}, err
+	}
+	if !found {
+		return persistence.Lease{}, time.Time{}, storeutil.NotFound("lease of server", serverID)
+	}
+	return l, storeutil.Now(), nil
 }
 
 // serverExistsTx returns ErrNotFound when no server has that (canonical) id.

@@ -306,19 +306,34 @@ func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 // CreateServer inserts s as given, except for the create-time defaults (storeutil.PrepareCreate): the store fills
 // ID (a UUIDv7 when empty), RegisteredAt and UpdatedAt (storeutil.Now), Status (DISCONNECTED when empty), and
 // brings s's times to UTC microseconds. The name's UNIQUE constraint decides duplicates: ErrAlreadyExists.
-func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server) (err error) {
+func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max int) (err error) {
 	defer wrap(&err, "create server %q", srv.Name)
 	v, err := storeutil.PrepareCreate(*srv)
 	if err != nil {
 		return err
 	}
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
+	// The write transaction takes SQLite's write lock at BEGIN, so count-then-insert is one decision for every
+	// process on the file.
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		if max > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM external_servers`).Scan(&n); err != nil {
+				return err
+			}
+			if n >= max {
+				return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
-		v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
-		v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt)); err != nil {
+			v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
+			v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
+			v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt))
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	*srv = v

@@ -104,7 +104,7 @@ func TestOpenTwiceMigratesOnce(t *testing.T) {
 	}
 	srv := &persistence.Server{Name: "survivor", TransportType: persistence.TransportSTDIO,
 		ConnectionConfig: []byte(`{"command":"x"}`)}
-	if err := s1.CreateServer(ctx, srv); err != nil {
+	if err := s1.CreateServer(ctx, srv, 0); err != nil {
 		t.Fatal(err)
 	}
 	s1.Close()
@@ -150,7 +150,7 @@ func TestConcurrentOpenAndWrite(t *testing.T) {
 			for j := range perStore {
 				srv := &persistence.Server{Name: fmt.Sprintf("s%d-%d", i, j), TransportType: persistence.TransportSTDIO,
 					ConnectionConfig: []byte(`{"command":"x"}`)}
-				if err := s.CreateServer(t.Context(), srv); err != nil {
+				if err := s.CreateServer(t.Context(), srv, 0); err != nil {
 					errs <- fmt.Errorf("store %d: CreateServer: %w", i, err)
 				}
 			}
@@ -176,7 +176,7 @@ func BenchmarkCreateServer(b *testing.B) {
 	for i := range b.N {
 		srv := &persistence.Server{Name: fmt.Sprintf("bench-%d", i), TransportType: persistence.TransportSTDIO,
 			ConnectionConfig: []byte(`{"command":"npx","args":["-y","server"],"env":{"TOKEN":"${TOKEN}"}}`)}
-		if err := s.CreateServer(ctx, srv); err != nil {
+		if err := s.CreateServer(ctx, srv, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

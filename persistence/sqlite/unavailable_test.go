@@ -39,7 +39,7 @@ func TestBusyIsErrUnavailable(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, busyTimeout+30*time.Second)
 	defer cancel()
 	err = s.CreateServer(cctx, &persistence.Server{Name: "x", TransportType: persistence.TransportSTDIO,
-		ConnectionConfig: []byte(`{"command":"true"}`), Status: persistence.StatusDisconnected})
+		ConnectionConfig: []byte(`{"command":"true"}`), Status: persistence.StatusDisconnected}, 0)
 	if !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("write while locked: %v, want ErrUnavailable", err)
 	}

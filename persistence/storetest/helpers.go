@@ -28,7 +28,7 @@ func newServer(name string) *persistence.Server {
 func mustCreate(t *testing.T, s persistence.Store, name string) persistence.Server {
 	t.Helper()
 	srv := newServer(name)
-	if err := s.CreateServer(t.Context(), srv); err != nil {
+	if err := s.CreateServer(t.Context(), srv, 0); err != nil {
 		t.Fatalf("CreateServer(%q): %v", name, err)
 	}
 	return *srv

@@ -256,3 +256,75 @@ func testNodes(t *testing.T, s persistence.Store) {
 		t.Errorf("ListNodes after remove = %+v, %v", nodes, err)
 	}
 }
+
+// testTakeOverLease: a lease whose owner is known to be gone (from) can be taken before it lapses, with the next
+// epoch; the departed owner's renewals then find nothing; naming an owner that does not hold it takes nothing;
+// GetLease reads the row with the database's time.
+func testTakeOverLease(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	srv := mustCreate(t, s, "taken")
+	if _, _, err := s.GetLease(ctx, srv.ID); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("GetLease before any lease: %v, want ErrNotFound", err)
+	}
+	a := mustAcquire(t, s, srv.ID, "node-a", time.Hour)
+	got, now, err := s.GetLease(ctx, srv.ID)
+	if err != nil || got.Owner != "node-a" || got.Epoch != a.Epoch || !got.ExpiresAt.After(now) || now.IsZero() {
+		t.Fatalf("GetLease = %+v at %v, %v; want node-a's live lease", got, now, err)
+	}
+	if held, err := s.TakeOverLease(ctx, srv.ID, "node-b", "node-c", time.Minute); !errors.Is(err, persistence.ErrLeaseHeld) || held.Owner != "node-a" {
+		t.Fatalf("TakeOverLease from an owner that does not hold it = %+v, %v; want ErrLeaseHeld naming node-a", held, err)
+	}
+	b, err := s.TakeOverLease(ctx, srv.ID, "node-b", "node-a", time.Minute)
+	if err != nil || b.Owner != "node-b" || b.Epoch != a.Epoch+1 {
+		t.Fatalf("TakeOverLease from the departed owner = %+v, %v; want node-b at epoch %d", b, err, a.Epoch+1)
+	}
+	if renewed, err := s.RenewLeases(ctx, "node-a", time.Minute); err != nil || len(renewed) != 0 {
+		t.Errorf("the departed owner renewed %+v, %v; want nothing", renewed, err)
+	}
+	if again, err := s.TakeOverLease(ctx, srv.ID, "node-b", "node-a", time.Minute); err != nil || again.Epoch != b.Epoch {
+		t.Errorf("the new owner taking its own lease again = %+v, %v; want the same epoch %d", again, err, b.Epoch)
+	}
+	if _, err := s.TakeOverLease(ctx, "00000000-0000-4000-8000-000000000000", "node-b", "node-a", time.Minute); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("TakeOverLease of an unknown server: %v, want ErrNotFound", err)
+	}
+}
+
+// testServerLimit: with a limit, registrations racing for the last free places get exactly that many through;
+// the rest fail with ErrLimitReached, and nothing beyond the limit is stored.
+func testServerLimit(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	const limit = 5
+	for i := 0; i < limit-2; i++ {
+		srv := newServer(fmt.Sprintf("pre-%d", i))
+		if err := s.CreateServer(ctx, srv, limit); err != nil {
+			t.Fatalf("CreateServer under the limit: %v", err)
+		}
+	}
+	const racers = 8
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.CreateServer(ctx, newServer(fmt.Sprintf("racer-%d", i)), limit)
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, persistence.ErrLimitReached):
+			t.Errorf("CreateServer at the limit: %v, want ErrLimitReached", err)
+		}
+	}
+	_, total, err := s.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil || ok != 2 || total != limit {
+		t.Fatalf("%d of %d racers got through, %d servers stored (%v); want 2 and %d", ok, racers, total, err, limit)
+	}
+	if err := s.CreateServer(ctx, newServer("unlimited"), 0); err != nil {
+		t.Errorf("CreateServer without a limit: %v", err)
+	}
+}

@@ -62,7 +62,7 @@ func testCreateAndGetServer(t *testing.T, s persistence.Store) {
 			ctx := t.Context()
 			in := tc.in
 			before := clock()
-			if err := s.CreateServer(ctx, &in); err != nil {
+			if err := s.CreateServer(ctx, &in, 0); err != nil {
 				t.Fatalf("CreateServer: %v", err)
 			}
 			after := clock()
@@ -115,7 +115,7 @@ func testCreateAndGetServer(t *testing.T, s persistence.Store) {
 func testCreateServerInvalid(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	ok := newServer(strings.Repeat("n", 255))
-	if err := s.CreateServer(ctx, ok); err != nil {
+	if err := s.CreateServer(ctx, ok, 0); err != nil {
 		t.Fatalf("CreateServer with a 255-character name: %v", err)
 	}
 	tests := []struct {
@@ -133,7 +133,7 @@ func testCreateServerInvalid(t *testing.T, s persistence.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := newServer(fmt.Sprintf("invalid-%d", i))
 			tc.mutate(v)
-			err := s.CreateServer(ctx, v)
+			err := s.CreateServer(ctx, v, 0)
 			if err == nil {
 				t.Fatal("CreateServer succeeded, want an error")
 			}
@@ -162,7 +162,7 @@ func testDuplicateServer(t *testing.T, s persistence.Store) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			requireErrIs(t, "CreateServer", s.CreateServer(ctx, tc.srv), persistence.ErrAlreadyExists)
+			requireErrIs(t, "CreateServer", s.CreateServer(ctx, tc.srv, 0), persistence.ErrAlreadyExists)
 		})
 	}
 	servers, total, err := s.ListServers(ctx, persistence.ListServersFilter{})
@@ -190,7 +190,7 @@ func testConcurrentCreateSameName(t *testing.T, s persistence.Store) {
 			v := newServer("same-name")
 			v.Description = ptr(fmt.Sprintf("caller %d", i))
 			<-start
-			errs[i] = s.CreateServer(ctx, v)
+			errs[i] = s.CreateServer(ctx, v, 0)
 		}()
 	}
 	close(start)
@@ -311,7 +311,7 @@ func testListServers(t *testing.T, s persistence.Store) {
 	for i, name := range names {
 		v := newServer(name)
 		v.Status = statuses[i]
-		if err := s.CreateServer(ctx, v); err != nil {
+		if err := s.CreateServer(ctx, v, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -384,7 +384,7 @@ func testUpdateServer(t *testing.T, s persistence.Store) {
 			orig := newServer(fmt.Sprintf("update-%d", i))
 			orig.Description, orig.HealthCheckURL = ptr("old description"), ptr("http://old/health")
 			orig.Status, orig.AutoConnect = persistence.StatusConnected, true
-			if err := s.CreateServer(ctx, orig); err != nil {
+			if err := s.CreateServer(ctx, orig, 0); err != nil {
 				t.Fatal(err)
 			}
 			before := clock()
@@ -740,7 +740,7 @@ func testCountServersByStatus(t *testing.T, s persistence.Store) {
 		"", "CUSTOM"} {
 		v := newServer(fmt.Sprintf("count-%d", i))
 		v.Status = st
-		if err := s.CreateServer(ctx, v); err != nil {
+		if err := s.CreateServer(ctx, v, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -767,7 +767,7 @@ func testCanceledContext(t *testing.T, s persistence.Store) {
 		name string
 		call func() error
 	}{
-		{"CreateServer", func() error { return s.CreateServer(ctx, newServer("never")) }},
+		{"CreateServer", func() error { return s.CreateServer(ctx, newServer("never"), 0) }},
 		{"GetServer", func() error { _, err := s.GetServer(ctx, srv.ID); return err }},
 		{"ListServers", func() error { _, _, err := s.ListServers(ctx, persistence.ListServersFilter{}); return err }},
 		{"RecordTransition", func() error {
@@ -804,7 +804,7 @@ func testConcurrentUse(t *testing.T, s persistence.Store) {
 			defer wg.Done()
 			fail := func(op string, err error) { errs <- fmt.Errorf("worker %d: %s: %w", w, op, err) }
 			v := newServer(fmt.Sprintf("worker-%d", w))
-			if err := s.CreateServer(ctx, v); err != nil {
+			if err := s.CreateServer(ctx, v, 0); err != nil {
 				fail("create", err)
 				return
 			}

@@ -44,6 +44,8 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"FencedWrites", testFencedWrites},
 		{"ConcurrentAcquire", testConcurrentAcquire},
 		{"Nodes", testNodes},
+		{"TakeOverLease", testTakeOverLease},
+		{"ServerLimit", testServerLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

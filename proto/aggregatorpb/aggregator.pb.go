@@ -71,10 +71,12 @@ func (x *Connect) GetReason() string {
 
 // ConnectReply says what the actor did with a Connect.
 type ConnectReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
-	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ServerId string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Status   string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Message  string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// error: the actor could not take the command (it does not own the server, or it is handing it over).
+	Error         *ErrorInfo `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -128,6 +130,13 @@ func (x *ConnectReply) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ConnectReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // Disconnect asks a server actor to close its session. force cancels calls in flight; otherwise they drain.
@@ -191,6 +200,7 @@ type DisconnectReply struct {
 	Status          string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
 	PendingRequests int32                  `protobuf:"varint,3,opt,name=pending_requests,json=pendingRequests,proto3" json:"pending_requests,omitempty"`
 	Message         string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Error           *ErrorInfo             `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -251,6 +261,13 @@ func (x *DisconnectReply) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *DisconnectReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // Reload tells a server actor its stored configuration changed; a connected server reconnects with it.
@@ -382,6 +399,7 @@ type StatusReply struct {
 	PendingRequests     int32                  `protobuf:"varint,4,opt,name=pending_requests,json=pendingRequests,proto3" json:"pending_requests,omitempty"`
 	ConsecutiveFailures int32                  `protobuf:"varint,5,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
 	LastError           string                 `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Error               *ErrorInfo             `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -456,6 +474,13 @@ func (x *StatusReply) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *StatusReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // CallTool runs one tool on the backend. arguments_json is passed through unchanged. Reply: CallToolReply.
@@ -1486,30 +1511,219 @@ func (*FeedEvent_Tools) isFeedEvent_Event() {}
 
 func (*FeedEvent_Classified) isFeedEvent_Event() {}
 
+// Activate asks a node's placement actor to host a server's actor (cluster mode): the node takes the server's
+// lease (taking it over from dead_owner, a member that left the cluster, when set) and spawns the actor. Reply:
+// Activated.
+type Activate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	DeadOwner     string                 `protobuf:"bytes,2,opt,name=dead_owner,json=deadOwner,proto3" json:"dead_owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Activate) Reset() {
+	*x = Activate{}
+	mi := &file_proto_aggregator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Activate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Activate) ProtoMessage() {}
+
+func (x *Activate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Activate.ProtoReflect.Descriptor instead.
+func (*Activate) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Activate) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *Activate) GetDeadOwner() string {
+	if x != nil {
+		return x.DeadOwner
+	}
+	return ""
+}
+
+// Activated answers Activate: the actor's pid, or owner (another node holds the lease: ask it), or leaving (this
+// node is handing its servers over and takes no new ones), or not_found (the server was deleted), or error.
+type Activated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           *PID                   `protobuf:"bytes,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Leaving       bool                   `protobuf:"varint,3,opt,name=leaving,proto3" json:"leaving,omitempty"`
+	NotFound      bool                   `protobuf:"varint,4,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Activated) Reset() {
+	*x = Activated{}
+	mi := &file_proto_aggregator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Activated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Activated) ProtoMessage() {}
+
+func (x *Activated) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Activated.ProtoReflect.Descriptor instead.
+func (*Activated) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Activated) GetPid() *PID {
+	if x != nil {
+		return x.Pid
+	}
+	return nil
+}
+
+func (x *Activated) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Activated) GetLeaving() bool {
+	if x != nil {
+		return x.Leaving
+	}
+	return false
+}
+
+func (x *Activated) GetNotFound() bool {
+	if x != nil {
+		return x.NotFound
+	}
+	return false
+}
+
+func (x *Activated) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// Deactivate stops a server's actor where it lives: its calls in flight may finish (up to drain_ms), its session
+// closes, its lease is released. Used by delete and by a node handing its servers over. Reply: Ack.
+type Deactivate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	DrainMs       int64                  `protobuf:"varint,2,opt,name=drain_ms,json=drainMs,proto3" json:"drain_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deactivate) Reset() {
+	*x = Deactivate{}
+	mi := &file_proto_aggregator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deactivate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deactivate) ProtoMessage() {}
+
+func (x *Deactivate) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deactivate.ProtoReflect.Descriptor instead.
+func (*Deactivate) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Deactivate) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Deactivate) GetDrainMs() int64 {
+	if x != nil {
+		return x.DrainMs
+	}
+	return 0
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"\x16proto/aggregator.proto\x12\raggregator.v1\"!\n" +
 	"\aConnect\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"]\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x8d\x01\n" +
 	"\fConnectReply\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\":\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12.\n" +
+	"\x05error\x18\x04 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\":\n" +
 	"\n" +
 	"Disconnect\x12\x14\n" +
 	"\x05force\x18\x01 \x01(\bR\x05force\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8b\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xbb\x01\n" +
 	"\x0fDisconnectReply\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12)\n" +
 	"\x10pending_requests\x18\x03 \x01(\x05R\x0fpendingRequests\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\b\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12.\n" +
+	"\x05error\x18\x05 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\b\n" +
 	"\x06Reload\"\x1b\n" +
 	"\x03Ack\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\"\v\n" +
-	"\tGetStatus\"\xd3\x01\n" +
+	"\tGetStatus\"\x83\x02\n" +
 	"\vStatusReply\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -1517,7 +1731,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x10pending_requests\x18\x04 \x01(\x05R\x0fpendingRequests\x121\n" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\xfd\x01\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xfd\x01\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -1598,7 +1813,21 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"classified\x18\x06 \x01(\v2!.aggregator.v1.ClassificationDoneH\x00R\n" +
 	"classifiedB\a\n" +
-	"\x05eventB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\x05event\"F\n" +
+	"\bActivate\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1d\n" +
+	"\n" +
+	"dead_owner\x18\x02 \x01(\tR\tdeadOwner\"\x94\x01\n" +
+	"\tActivated\x12$\n" +
+	"\x03pid\x18\x01 \x01(\v2\x12.aggregator.v1.PIDR\x03pid\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
+	"\aleaving\x18\x03 \x01(\bR\aleaving\x12\x1b\n" +
+	"\tnot_found\x18\x04 \x01(\bR\bnotFound\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"?\n" +
+	"\n" +
+	"Deactivate\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x19\n" +
+	"\bdrain_ms\x18\x02 \x01(\x03R\adrainMsB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1612,7 +1841,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1637,21 +1866,28 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
 	(*ClassificationDone)(nil),  // 21: aggregator.v1.ClassificationDone
 	(*FeedEvent)(nil),           // 22: aggregator.v1.FeedEvent
+	(*Activate)(nil),            // 23: aggregator.v1.Activate
+	(*Activated)(nil),           // 24: aggregator.v1.Activated
+	(*Deactivate)(nil),          // 25: aggregator.v1.Deactivate
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
-	9,  // 0: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
-	11, // 1: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 2: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
-	14, // 3: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
-	17, // 4: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
-	15, // 5: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
-	18, // 6: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
-	21, // 7: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 1: aggregator.v1.DisconnectReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
+	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
+	11, // 4: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 5: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
+	14, // 6: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
+	17, // 7: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
+	15, // 8: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
+	18, // 9: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
+	21, // 10: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
+	9,  // 11: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -1672,7 +1908,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
