@@ -78,11 +78,12 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 	return deadline
 }
 
-// askServer asks a server actor directly; an actor that is gone (deleted) is persistence.ErrNotFound. The actor
-// answers within the deadline itself, so the ask waits a little longer to hear its REQUEST_TIMEOUT. When ctx ends
-// first (the caller left), a CallTool is cancelled at the backend.
+// askServer asks a server's actor wherever it lives (lookup.go): an actor that is gone (a dead letter) or that says
+// the server moved is looked up again and asked again (it ran nothing), a few times within the deadline; a server
+// that does not exist is persistence.ErrNotFound. The actor answers within the deadline itself, so the ask waits a
+// little longer to hear its REQUEST_TIMEOUT. When ctx ends first (the caller left), a CallTool is cancelled at the
+// backend. A request to an actor on another node fails at once when that node leaves the cluster.
 func (s *System) askServer(ctx context.Context, id string, msg any, deadline time.Time) (any, error) {
-	pid := s.serverPID(id)
 	if call, ok := msg.(*pb.CallTool); ok {
 		if !s.calls.enter() {
 			return s.shutdownReply(id, call.Tool), nil
@@ -92,23 +93,187 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 		if call.RequestId == "" {
 			call.RequestId = requestid.From(ctx)
 		}
-		if ctx.Done() != nil {
-			// The caller left: cancel the backend call; the actor then answers at once with the call's end.
-			stop := context.AfterFunc(ctx, func() { s.sys.Root.Send(pid, &pb.CancelCall{CallId: call.CallId}) })
-			defer stop()
-			res, err := s.askActor(context.WithoutCancel(ctx), pid, msg, time.Until(deadline)+time.Second)
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
-			}
+	}
+	const attempts = 4
+	for attempt := 1; ; attempt++ {
+		lctx, cancel := context.WithDeadline(ctx, deadline)
+		pid, err := s.resolve(lctx, id)
+		cancel()
+		if err != nil {
+			return nil, err // ErrShuttingDown: the placement is gone with the actor system
+		}
+		res, err := s.askServerOnce(ctx, id, pid, msg, deadline)
+		again := errors.Is(err, ErrShuttingDown) || err == nil && moved(res)
+		if !again || attempt == attempts || time.Now().After(deadline) || ctx.Err() != nil {
 			if errors.Is(err, ErrShuttingDown) {
 				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 			}
+			if err == nil && moved(res) {
+				return nil, &UnavailableError{Server: ServerEntry{ID: id}, Detail: "Server unavailable: it is moving between nodes; retry"}
+			}
 			return res, err
 		}
+		s.forget(id)
+		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
 	}
-	res, err := s.askActor(ctx, pid, msg, time.Until(deadline)+time.Second)
-	if errors.Is(err, ErrShuttingDown) {
-		return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
+}
+
+// resolve is the actor of a server: on one node its fixed local name once it is active (activating it first when
+// it is not), in a cluster wherever the lookup finds (and caches) it.
+func (s *System) resolve(ctx context.Context, id string) (*actor.PID, error) {
+	if s.cluster != nil {
+		return s.locate(ctx, id)
 	}
-	return res, err
+	if pid, ok := s.hostedPID(id); ok {
+		return pid, nil
+	}
+	return s.activateLocal(ctx, id, "")
+}
+
+// moved reports whether a server actor's answer says it did not take the request because the server is elsewhere
+// (or is not there at all): the request can be sent again after a lookup.
+func moved(res any) bool {
+	var info *pb.ErrorInfo
+	switch r := res.(type) {
+	case *pb.CallToolReply:
+		info = r.Error
+	case *pb.ListToolsReply:
+		info = r.Error
+	case *pb.ConnectReply:
+		info = r.Error
+	case *pb.DisconnectReply:
+		info = r.Error
+	case *pb.StatusReply:
+		info = r.Error
+	}
+	return info != nil && info.Code == CodeMoved
+}
+
+// askServerOnce asks one server actor once.
+func (s *System) askServerOnce(ctx context.Context, id string, pid *actor.PID, msg any, deadline time.Time) (any, error) {
+	timeout := time.Until(deadline) + time.Second
+	var departed <-chan struct{}
+	if s.members != nil && pid.Address != s.sys.Address() {
+		departed = s.members.departure(pid.Address)
+	}
+	call, isCall := msg.(*pb.CallTool)
+	if isCall && ctx.Done() != nil {
+		// The caller left: cancel the backend call; the actor then answers at once with the call's end.
+		stop := context.AfterFunc(ctx, func() { s.sys.Root.Send(pid, &pb.CancelCall{CallId: call.CallId}) })
+		defer stop()
+		res, err := s.askWatching(context.WithoutCancel(ctx), pid, msg, timeout, departed)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
+		}
+		return s.departedReply(id, msg, res, err)
+	}
+	res, err := s.askWatching(ctx, pid, msg, timeout, departed)
+	return s.departedReply(id, msg, res, err)
+}
+
+// errDeparted: the node that hosts the server left the cluster while the request was in flight.
+var errDeparted = errors.New("the cluster node serving the server left while the request was in flight")
+
+// askWatching is askActor that also gives up when departed is closed (nil: never).
+func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration, departed <-chan struct{}) (any, error) {
+	if departed == nil {
+		return s.askActor(ctx, pid, msg, timeout)
+	}
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.askActor(ctx, pid, msg, timeout)
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-departed:
+		return nil, errDeparted
+	}
+}
+
+// departedReply turns errDeparted into the answer the caller expects: a call's SERVER_UNAVAILABLE saying the call
+// may not have completed (it may have run on the node that left), or an UnavailableError.
+func (s *System) departedReply(id string, msg any, res any, err error) (any, error) {
+	if !errors.Is(err, errDeparted) {
+		return res, err
+	}
+	srv, _ := s.Routes().Server(id)
+	detail := fmt.Sprintf("Server unavailable: %s: %s", srv.Name, errDeparted.Error())
+	if c, ok := msg.(*pb.CallTool); ok {
+		return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
+			Message: detail + "; the call " + c.Tool + " may or may not have run, and will not be retried"}}, nil
+	}
+	return nil, &UnavailableError{Server: srv, Detail: detail}
+}
+
+// activateSoon has a server activated where the lookup places it (after a registration with auto_connect); a
+// failure is logged: the reconciler tries again.
+func (s *System) activateSoon(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.deps.Config.AskTimeout)
+	defer cancel()
+	if _, err := s.locate(ctx, id); err != nil && !errors.Is(err, ErrShuttingDown) {
+		s.deps.Logger.Warn("activate server", "server_id", id, "error", err)
+	}
+}
+
+// tellActive sends msg to the server's actor if one is active anywhere (a server nobody serves reads its
+// registration afresh when it activates).
+func (s *System) tellActive(id string, msg any) {
+	if s.cluster == nil {
+		if pid, ok := s.hostedPID(id); ok {
+			s.sys.Root.Send(pid, msg)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.deps.Config.AskTimeout)
+	defer cancel()
+	if pid, ok := s.activePID(ctx, id); ok {
+		s.sys.Root.Send(pid, msg)
+	}
+}
+
+// activePID is the actor of a server that a cluster member serves now (its lease is live), if any.
+func (s *System) activePID(ctx context.Context, id string) (*actor.PID, bool) {
+	if pid, ok := s.cluster.PidCache.Get(id, ServerKind); ok {
+		return pid, true
+	}
+	l, now, err := s.deps.Store.GetLease(ctx, id)
+	if err != nil || !l.ExpiresAt.After(now) {
+		return nil, false
+	}
+	if _, member := s.members.addr(l.Owner); !member {
+		return nil, false
+	}
+	pid, err := s.locate(ctx, id)
+	return pid, err == nil
+}
+
+// deactivate stops a server's actor wherever it is active and waits until its session is closed and its lease
+// released (drain: how long its calls in flight may go on; 0 cancels them).
+func (s *System) deactivate(ctx context.Context, id string, drain time.Duration, reason string) error {
+	pid, ok := s.hostedPID(id)
+	if s.cluster != nil {
+		pid, ok = s.activePID(ctx, id)
+	}
+	if !ok {
+		return nil
+	}
+	timeout := s.deps.Config.AskTimeout + drain + 3*s.deps.Config.TerminateDuration
+	res, err := s.askActor(ctx, pid, &pb.Deactivate{Reason: reason, DrainMs: drain.Milliseconds()}, timeout)
+	s.forget(id)
+	switch {
+	case errors.Is(err, ErrShuttingDown):
+		return nil // not active here
+	case err != nil:
+		return err
+	}
+	if ack, ok := res.(*pb.Ack); ok && ack.Error != "" {
+		return errors.New(ack.Error)
+	}
+	return nil
 }

@@ -133,10 +133,18 @@ type Deps struct {
 	NodeAddress string
 	// owners is this process's leases (set by withDefaults).
 	owners *ownership
+	// Cluster makes this process a node of a cluster (nil: a single node).
+	Cluster *ClusterConfig
+	// members is the cluster's membership as this node sees it (nil on a single node; set at start).
+	members *memberView
 }
 
 func (d *Deps) withDefaults() *Deps {
 	out := *d
+	if out.Cluster != nil {
+		cc := *out.Cluster // the node settles its port in its own copy
+		out.Cluster = &cc
+	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()
 	}

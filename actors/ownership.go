@@ -109,8 +109,9 @@ func (o *ownership) drop(id string, epoch int64) bool {
 }
 
 // acquire asks the store for server id's lease (the caller runs it off any mailbox).
-func (o *ownership) acquire(ctx context.Context, id string) (persistence.Lease, error) {
-	l, err := o.store.AcquireLease(ctx, id, o.node, o.ttl)
+// from, when set, is a departed cluster member whose live lease may be taken over.
+func (o *ownership) acquire(ctx context.Context, id, from string) (persistence.Lease, error) {
+	l, err := o.store.TakeOverLease(ctx, id, o.node, from, o.ttl)
 	if err == nil {
 		o.put(l)
 	}

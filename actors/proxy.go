@@ -84,6 +84,17 @@ type ProxySession struct {
 	once   sync.Once
 }
 
+// RemoteServerError means the server's actor lives on another cluster node: a per-server session must be opened
+// there (the front end forwards the request to that node's MCP listener).
+type RemoteServerError struct {
+	Server ServerEntry
+	Node   string // the member id of the node that serves it
+}
+
+func (e *RemoteServerError) Error() string {
+	return fmt.Sprintf("server %s is served by cluster node %s", e.Server.Name, e.Node)
+}
+
 // OpenProxySession opens a new upstream session to the server named serverName for one downstream client. It
 // fails with persistence.ErrNotFound for an unknown name, *UnavailableError when the server is not CONNECTED or
 // DEGRADED, ErrProxyLimit at the cap and ErrProxyConnect when the backend refuses the session. It waits for the
@@ -96,6 +107,13 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 	if !callable(srv.Status) {
 		return nil, &UnavailableError{Server: srv}
 	}
+	pid, err := s.resolve(ctx, srv.ID)
+	if err != nil {
+		return nil, err
+	}
+	if pid.Address != s.sys.Address() {
+		return nil, &RemoteServerError{Server: srv, Node: s.memberAt(pid.Address)}
+	}
 	claim := &proxyClaim{}
 	type answer struct {
 		res any
@@ -104,7 +122,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 	ch := make(chan answer, 1)
 	timeout := s.deps.Config.ConnectionTimeout + s.deps.Config.AskTimeout
 	go func() {
-		res, err := s.askActor(context.WithoutCancel(ctx), s.serverPID(srv.ID), &openProxy{opts: opts, claim: claim}, timeout)
+		res, err := s.askActor(context.WithoutCancel(ctx), pid, &openProxy{opts: opts, claim: claim}, timeout)
 		ch <- answer{res, err}
 	}()
 	var a answer

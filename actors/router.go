@@ -187,8 +187,3 @@ func (s *System) Routes() *RouteTable { return s.routes.Load() }
 // OnRoutesChanged calls fn with every new routing table until the returned function is called. fn runs on the
 // router's goroutine: it must not block.
 func (s *System) OnRoutesChanged(fn func(*RouteTable)) (cancel func()) { return s.hooks.add(fn) }
-
-// serverPID addresses a server actor directly: its name is fixed by the registry, and it survives restarts.
-func (s *System) serverPID(id string) *actor.PID {
-	return actor.NewPID(s.sys.Address(), "registry/server-"+id)
-}

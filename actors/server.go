@@ -122,16 +122,27 @@ type serverActor struct {
 	stashed     []stashed
 	holder      string
 	leaseTimer  *time.Timer
+	// deadOwner is a departed cluster member whose lease the first activation may take over.
+	deadOwner string
+	// awaitConnect: calls wait (stashed) for the first connect after activation instead of failing.
+	awaitConnect bool
+	// leaving is the code commands are refused with once the actor is on its way out (SERVER_MOVED: deactivated
+	// or in the wrong place; SERVER_NOT_FOUND). retired: it gave the server up (server_lease.go retire);
+	// retiringChildren counts its proxy sessions still stopping; deactivators wait for all of that.
+	leaving          string
+	retired          bool
+	retiringChildren int
+	deactivators     []*actor.PID
 	// reloads numbers the reloads asked for: only the newest one read is applied.
 	reloads uint64
 }
 
-// newServerProps is how the registry spawns a server actor; the id is all it needs, so a cluster can activate it
-// as a grain with the server id as identity.
-func newServerProps(d *Deps, id string) *actor.Props {
+// newServerProps is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
+// cluster member that left holding the server's lease), so that any node can activate it.
+func newServerProps(d *Deps, id, deadOwner string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{deps: d, id: id, pending: map[uint64]context.CancelCauseFunc{}, byReq: map[string]uint64{}, progress: &sync.Map{},
-			writes: &storeWriter{log: d.Logger}}
+		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: map[uint64]context.CancelCauseFunc{},
+			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}}
 	})
 }
 
@@ -144,7 +155,11 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.cleanup(true)
 	case *actor.Restarting:
 		a.cleanup(false)
-
+	case *actor.Terminated:
+		if a.retired && a.retiringChildren > 0 {
+			a.retiringChildren--
+			a.ackIfRetired(ctx)
+		}
 	case *panicForTest:
 		panic("injected failure in the server actor")
 	case *activated:
@@ -155,10 +170,17 @@ func (a *serverActor) Receive(ctx actor.Context) {
 			a.activate()
 		}
 	case *leaseLost:
-		a.onLeaseLost(m)
+		a.onLeaseLost(ctx, m)
+	case *pb.Deactivate:
+		a.deactivate(ctx, m)
 	case *pb.GetStatus:
-		if a.lease != nil || !a.activating || !a.stash(ctx) {
-			ctx.Respond(a.statusReply())
+		switch {
+		case a.leaving != "":
+			a.refuse(ctx, a.leaving, "")
+		case a.activating && a.stash(ctx):
+		default:
+			// After the writes made so far: a status read right after activation finds the reset row.
+			a.respondAfterWrites(ctx, a.statusReply())
 		}
 	case *pb.CancelCall:
 		if id, ok := a.byReq[m.CallId]; ok {
@@ -197,8 +219,13 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		if a.status == persistence.StatusDisconnecting && len(a.pending) == 0 {
 			a.finishDisconnect("calls drained")
 		}
+		if len(a.pending) == 0 {
+			a.deactivationDrained(ctx)
+		}
 	case *drainTimeout:
-		if m.gen == a.gen && a.status == persistence.StatusDisconnecting {
+		if m.gen == a.gen && a.leaving != "" {
+			a.deactivationDrained(ctx)
+		} else if m.gen == a.gen && a.status == persistence.StatusDisconnecting {
 			a.cancelPending()
 			a.finishDisconnect("drain timeout")
 		}
@@ -286,6 +313,11 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	from := a.status
 	a.status = to
+	if a.awaitConnect && from == persistence.StatusConnecting {
+		// The first connect after activation is over: the calls that waited for it run (or are refused) now.
+		a.awaitConnect = false
+		a.replayStash()
+	}
 	a.deps.Metrics.Transition(to)
 	now := time.Now().UTC()
 	a.log().Info("server state changed", "from", from, "to", to, "reason", reason)
@@ -346,36 +378,38 @@ func (a *serverActor) statusReply() *pb.StatusReply {
 	}
 }
 
-// cleanup releases everything on stop or before a restart; on stop the status is persisted as DISCONNECTED (the
-// admin's auto_connect intent is kept, so a restarted daemon reconnects) and the lease is released, so that
-// another process may take the server over at once. A restart keeps the lease: the new incarnation activates again
-// and, being the same owner, gets it back with the same epoch.
+// cleanup releases everything on stop or before a restart. On stop (the node stops, or a retired actor's grace
+// ended) the server is given up: DISCONNECTED persisted (the admin's auto_connect intent is kept, so a restarted
+// daemon reconnects) and the lease released, so that another process may take the server over at once. A restart
+// keeps the lease: the new incarnation activates again and, being the same owner, gets it back with the same epoch.
 func (a *serverActor) cleanup(stopping bool) {
-	a.stopTimer(&a.retryTimer)
-	a.stopTimer(&a.drainTimer)
-	a.stopTimer(&a.leaseTimer)
-	if a.attempt != nil {
-		a.attempt.abandon()
-		a.attempt = nil
-	}
-	a.cancelPending()
-	a.closeSession(true)
-	if stopping {
-		a.dropStash("the server's actor stopped")
-	}
-	if stopping && a.lease != nil && a.status != "" && a.status != persistence.StatusDisconnected {
-		a.setStatus(persistence.StatusDisconnected, "actor stopped", nil)
-	}
-	// What this incarnation wrote is persisted before the next one (or the next owner) writes.
-	ctx, cancel := a.storeCtx()
-	defer cancel()
-	a.writes.flush(ctx)
-	if stopping && a.lease != nil {
-		if err := a.deps.owners.release(ctx, *a.lease); err != nil {
-			a.log().Warn("release lease", "error", err)
+	if !stopping {
+		a.stopTimer(&a.retryTimer)
+		a.stopTimer(&a.drainTimer)
+		a.stopTimer(&a.leaseTimer)
+		if a.attempt != nil {
+			a.attempt.abandon()
+			a.attempt = nil
 		}
-		a.lease = nil
+		a.cancelPending()
+		a.closeSession(true)
+		ctx, cancel := a.storeCtx()
+		defer cancel()
+		a.writes.flush(ctx)
+		return
 	}
+	code := a.leaving
+	if code == "" {
+		code = CodeMoved // the node stops: in a cluster the server is activated elsewhere
+	}
+	a.dropStash(code, "")
+	if !a.retired {
+		a.giveUp("actor stopped")
+	}
+	for _, pid := range a.deactivators {
+		a.sys.Root.Send(pid, &pb.Ack{})
+	}
+	a.deactivators = nil
 }
 
 func (a *serverActor) stopTimer(t **time.Timer) {

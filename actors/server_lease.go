@@ -12,15 +12,20 @@ import (
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
-// The server actor's side of single ownership (see ownership.go). An actor is activated from its server id alone:
-// it reads the registration and asks for the server's lease off its mailbox, stashing the commands that arrive
-// meanwhile. With the lease it is the owner for as long as it lives: it resets a status an earlier owner left
-// behind, connects when the admin wants the server connected, fences every write with the lease, and releases the
-// lease when it stops. Without it (another live process holds the lease) it is a standby: it opens no session,
-// answers commands with SERVER_UNAVAILABLE naming the owner, and asks again when that lease would lapse. Losing the
-// lease closes the session at once (two sessions, two stdio children, must never run together).
+// The server actor's side of single ownership (see ownership.go) and placement (lookup.go). An actor is activated
+// from its server id alone: it reads the registration and asks for the server's lease off its mailbox, stashing the
+// commands that arrive meanwhile. With the lease it is the owner for as long as it lives: it resets a status an
+// earlier owner left behind, connects when the admin wants the server connected, fences every write with the
+// lease, and releases the lease when it stops. Without it:
+//   - in a cluster, when another member holds the lease, the actor is in the wrong place: it answers SERVER_MOVED
+//     (the caller looks the server up again) and stops;
+//   - otherwise (a process outside the cluster holds it: `aggregator stdio`, or a daemon on the same store without
+//     cluster settings) it stands by: it opens no session, answers with SERVER_UNAVAILABLE naming the owner, and
+//     asks again when that lease would lapse.
+// Losing the lease closes the session at once (two sessions, two stdio children, must never run together).
+// Deactivate (a delete, or a node handing its servers over) stops the actor after its calls in flight drained.
 
-// maxStash bounds the commands an actor keeps while it activates; beyond it they are answered unavailable.
+// maxStash bounds the commands an actor keeps while it activates or connects; beyond it they are answered at once.
 const maxStash = 1024
 
 // activated is what the activating goroutine reports: the registration, and the lease or why there is none.
@@ -33,7 +38,8 @@ type activated struct {
 	attempt           uint64
 }
 
-// stashed is a command that arrived before the actor knew whether it owns its server.
+// stashed is a command kept for later: it arrived before the actor knew whether it owns its server, or (a call)
+// while the server connects right after activation.
 type stashed struct {
 	msg    any
 	sender *actor.PID
@@ -43,14 +49,15 @@ type stashed struct {
 func (a *serverActor) activate() {
 	a.activating = true
 	a.activations++
-	owners, store, id, sys, self, n := a.deps.owners, a.deps.Store, a.id, a.sys, a.self, a.activations
+	owners, store, id, sys, self, n, from := a.deps.owners, a.deps.Store, a.id, a.sys, a.self, a.activations, a.deadOwner
+	a.deadOwner = "" // a takeover is for the first attempt only
 	timeout := a.deps.Config.AskTimeout
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
 		defer cancel()
 		m := &activated{attempt: n}
 		if m.rec, m.loadErr = store.GetServer(ctx, id); m.loadErr == nil {
-			m.lease, m.leaseErr = owners.acquire(ctx, id)
+			m.lease, m.leaseErr = owners.acquire(ctx, id, from)
 		}
 		sys.Root.Send(self, m)
 	}()
@@ -63,12 +70,11 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	a.activating = false
 	switch {
 	case errors.Is(m.loadErr, persistence.ErrNotFound), errors.Is(m.leaseErr, persistence.ErrNotFound):
-		a.dropStash("server " + a.id + " was removed")
-		ctx.Stop(a.self) // deleted meanwhile
+		a.retire(ctx, CodeServerNotFound, "server "+a.id+" does not exist")
 		return
 	case m.loadErr != nil:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
-		a.dropStash("the store is unavailable: " + m.loadErr.Error())
+		a.dropStash(CodeServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
 		a.scheduleActivation(a.deps.owners.ttl / 3)
 		return
 	}
@@ -78,6 +84,12 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	case m.leaseErr == nil:
 		a.becomeOwner(m.lease)
 	case errors.Is(m.leaseErr, persistence.ErrLeaseHeld):
+		if a.deps.members != nil {
+			if _, member := a.deps.members.addr(m.lease.Owner); member && m.lease.Owner != a.deps.NodeID {
+				a.retire(ctx, CodeMoved, "served by cluster member "+m.lease.Owner)
+				return
+			}
+		}
 		if a.holder != m.lease.Owner {
 			a.log().Info("server is served by another aggregator process on the same store; this one stands by",
 				"owner", m.lease.Owner)
@@ -90,11 +102,79 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		a.status = persistence.StatusDisconnected
 		a.scheduleActivation(a.deps.owners.ttl / 3)
 	}
-	a.replayStash(ctx)
+	a.replayStash()
+}
+
+// retire takes the actor out of service for good: it answers every stashed and future command with code, gives
+// the server up (calls in flight cancelled, session and child closed, DISCONNECTED persisted while it still holds
+// the lease, lease released), leaves the placement's table (a new activation of the server gets a fresh actor),
+// stops its proxy sessions, and then tells whoever waits for it (Deactivate). It lingers for retireGrace answering
+// with code, so that callers that still address it hear why and look the server up again, and then stops.
+func (a *serverActor) retire(ctx actor.Context, code, why string) {
+	a.leaving = code
+	a.dropStash(code, why)
+	if a.retired {
+		a.ackIfRetired(ctx)
+		return
+	}
+	a.retired = true
+	a.giveUp("actor retired: " + code)
+	ctx.Send(ctx.Parent(), &serverRetired{id: a.id, pid: a.self})
+	for _, child := range ctx.Children() {
+		a.retiringChildren++
+		ctx.Stop(child)
+	}
+	a.ackIfRetired(ctx)
+	sys, self := a.sys, a.self
+	time.AfterFunc(retireGrace(a.deps), func() { sys.Root.Poison(self) })
+}
+
+// retireGrace is how long a retired actor keeps answering before it stops: longer than any ask waits.
+func retireGrace(d *Deps) time.Duration { return 2 * d.Config.AskTimeout }
+
+// giveUp releases what the actor holds of the server: its attempt, calls, session (and child process), and, as the
+// owner, its status (persisted DISCONNECTED) and lease. It blocks the mailbox while a stdio child exits.
+func (a *serverActor) giveUp(reason string) {
+	a.stopTimer(&a.retryTimer)
+	a.stopTimer(&a.drainTimer)
+	a.stopTimer(&a.leaseTimer)
+	a.stopTimer(&a.healthTimer)
+	if a.attempt != nil {
+		a.attempt.abandon()
+		a.attempt = nil
+	}
+	a.cancelPending()
+	a.closeSession(true)
+	if a.lease != nil && a.status != "" && a.status != persistence.StatusDisconnected {
+		a.setStatus(persistence.StatusDisconnected, reason, nil)
+	}
+	// What this actor wrote is persisted before the next owner writes.
+	ctx, cancel := a.storeCtx()
+	defer cancel()
+	a.writes.flush(ctx)
+	if a.lease != nil {
+		if err := a.deps.owners.release(ctx, *a.lease); err != nil {
+			a.log().Warn("release lease", "error", err)
+		}
+		a.lease = nil
+	}
+}
+
+// ackIfRetired tells the askers of Deactivate that the actor is out of service, once its proxy sessions stopped.
+func (a *serverActor) ackIfRetired(ctx actor.Context) {
+	if !a.retired || a.retiringChildren > 0 {
+		return
+	}
+	for _, pid := range a.deactivators {
+		ctx.Send(pid, &pb.Ack{})
+	}
+	a.deactivators = nil
 }
 
 // becomeOwner starts serving the server: the status an earlier owner (or this process before a restart) left
-// behind is reset, and the server connects when the admin wants it connected.
+// behind is reset, and the server connects when the admin wants it connected. Calls that arrive while that first
+// connect runs wait for it (within their deadline) rather than fail: after a restart, a failover or a hand-over,
+// the server is about to be back.
 func (a *serverActor) becomeOwner(l persistence.Lease) {
 	a.lease, a.holder = &l, ""
 	a.status = a.rec.Status
@@ -107,6 +187,7 @@ func (a *serverActor) becomeOwner(l persistence.Lease) {
 	}
 	if a.rec.AutoConnect {
 		a.startConnect("auto_connect")
+		a.awaitConnect = a.status == persistence.StatusConnecting
 	}
 }
 
@@ -117,7 +198,7 @@ func (a *serverActor) scheduleActivation(d time.Duration) {
 	a.leaseTimer = time.AfterFunc(d, func() { sys.Root.Send(self, &leaseRetry{}) })
 }
 
-// stash keeps a command until the actor knows whether it owns its server; false when the stash is full.
+// stash keeps a command for later; false when the stash is full.
 func (a *serverActor) stash(ctx actor.Context) bool {
 	if len(a.stashed) >= maxStash {
 		return false
@@ -126,19 +207,24 @@ func (a *serverActor) stash(ctx actor.Context) bool {
 	return true
 }
 
-// replayStash sends the stashed commands to the actor again, in order, with their original senders.
-func (a *serverActor) replayStash(ctx actor.Context) {
+// replayStash sends the stashed commands to the actor again, in order, with their original senders; a call whose
+// caller's deadline passed meanwhile is dropped (nobody waits for its answer).
+func (a *serverActor) replayStash() {
+	now := time.Now().UnixMilli()
 	for _, s := range a.stashed {
-		ctx.RequestWithCustomSender(a.self, s.msg, s.sender)
+		if c, ok := s.msg.(*pb.CallTool); ok && c.DeadlineUnixMs > 0 && c.DeadlineUnixMs < now {
+			continue
+		}
+		a.sys.Root.RequestWithCustomSender(a.self, s.msg, s.sender)
 	}
 	a.stashed = nil
 }
 
-// dropStash answers every stashed command that expects an answer with SERVER_UNAVAILABLE.
-func (a *serverActor) dropStash(why string) {
+// dropStash answers every stashed command that expects an answer with an error of that code.
+func (a *serverActor) dropStash(code, why string) {
 	for _, s := range a.stashed {
 		if s.sender != nil {
-			a.sys.Root.Send(s.sender, a.notServing(s.msg, why))
+			a.sys.Root.Send(s.sender, a.refusal(s.msg, code, why))
 		}
 	}
 	a.stashed = nil
@@ -155,43 +241,83 @@ func (a *serverActor) unstashCancelled(callID string) bool {
 	return false
 }
 
-// serving reports whether the actor may act on a command now: it owns the server. While it activates the command
-// is stashed; a standby answers it at once with SERVER_UNAVAILABLE naming the owner. In both cases it returns false.
+// serving reports whether the actor may act on a command now: it owns the server and is not leaving it. While it
+// activates, or while a call waits for the first connect after activation, the command is stashed; otherwise the
+// actor answers it at once (SERVER_MOVED while leaving, SERVER_UNAVAILABLE naming the owner while standing by).
 func (a *serverActor) serving(ctx actor.Context) bool {
-	if a.lease != nil {
+	switch {
+	case a.leaving != "":
+		a.refuse(ctx, a.leaving, "")
+		return false
+	case a.lease != nil:
+		if a.awaitConnect && a.status == persistence.StatusConnecting {
+			switch ctx.Message().(type) {
+			case *pb.CallTool, *pb.ListTools:
+				if !a.stash(ctx) {
+					a.refuse(ctx, CodeServerUnavailable, "too many calls wait for the server to connect")
+				}
+				return false
+			}
+		}
 		return true
-	}
-	if a.activating {
-		if !a.stash(ctx) && ctx.Sender() != nil {
-			ctx.Respond(a.notServing(ctx.Message(), "too many requests while the server's actor activates"))
+	case a.activating:
+		if !a.stash(ctx) {
+			a.refuse(ctx, CodeServerUnavailable, "too many requests while the server's actor activates")
 		}
 		return false
 	}
-	if ctx.Sender() != nil {
-		ctx.Respond(a.notServing(ctx.Message(), ""))
-	}
+	a.refuse(ctx, CodeServerUnavailable, "")
 	return false
 }
 
-// notServing is the answer to msg from an actor that does not own its server.
-func (a *serverActor) notServing(msg any, why string) any {
+// refuse answers the current command, when someone waits for the answer.
+func (a *serverActor) refuse(ctx actor.Context, code, why string) {
+	if ctx.Sender() != nil {
+		ctx.Respond(a.refusal(ctx.Message(), code, why))
+	}
+}
+
+// refusal is the answer to msg that the actor did not run: an ErrorInfo in the reply type msg expects, so that it
+// can cross nodes.
+func (a *serverActor) refusal(msg any, code, why string) any {
 	if why == "" {
-		why = "this aggregator process does not hold the server's lease"
-		if a.holder != "" {
+		switch {
+		case code == CodeMoved:
+			why = "being handed over to another node"
+		case a.holder != "":
 			why = fmt.Sprintf("served by another aggregator process (%s) on the same store", a.holder)
+		default:
+			why = "not served by this aggregator process (it does not hold the server's lease)"
 		}
 	}
-	info := &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: a.rec.Name, ServerStatus: a.status,
+	info := &pb.ErrorInfo{Code: code, ServerName: a.rec.Name, ServerStatus: a.status,
 		Message: fmt.Sprintf("Server unavailable: %s is %s", a.name(), why)}
+	if code == CodeServerNotFound {
+		info.Message = "Server not found: " + a.id
+	}
 	switch msg.(type) {
 	case *pb.CallTool:
 		return &pb.CallToolReply{Error: info}
 	case *pb.ListTools:
 		return &pb.ListToolsReply{Error: info}
-	case *pb.Reload:
+	case *pb.Connect:
+		return &pb.ConnectReply{ServerId: a.id, Status: a.status, Error: info}
+	case *pb.Disconnect:
+		return &pb.DisconnectReply{ServerId: a.id, Status: a.status, Error: info}
+	case *pb.GetStatus:
+		return &pb.StatusReply{ServerId: a.id, Name: a.rec.Name, Status: a.status, Error: info}
+	case *pb.Reload, *pb.Deactivate:
 		return &pb.Ack{Error: info.Message}
 	}
-	return &askReply{err: &UnavailableError{Server: ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}, Detail: info.Message}}
+	return &askReply{err: infoError(a.id, info)}
+}
+
+// infoError turns a refusal into the error Control returns: ErrNotFound, or an UnavailableError.
+func infoError(id string, info *pb.ErrorInfo) error {
+	if info.Code == CodeServerNotFound {
+		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
+	}
+	return &UnavailableError{Server: ServerEntry{ID: id, Name: info.ServerName, Status: info.ServerStatus}, Detail: info.Message}
 }
 
 // name is the server's name, or its id before the registration is read.
@@ -203,8 +329,9 @@ func (a *serverActor) name() string {
 }
 
 // onLeaseLost gives the session up: another process may own the server now, and two sessions (two stdio children)
-// must never run at once. Calls in flight are cancelled; the actor stands by and asks for the lease again.
-func (a *serverActor) onLeaseLost(m *leaseLost) {
+// must never run at once. Calls in flight are cancelled. In a cluster the actor retires (the lookup finds the new
+// owner); otherwise it stands by and asks for the lease again.
+func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 	if a.lease == nil || a.lease.Epoch != m.epoch {
 		return
 	}
@@ -223,5 +350,36 @@ func (a *serverActor) onLeaseLost(m *leaseLost) {
 		// Not persisted (no lease: the next owner writes its own state); published for this process's routes.
 		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.why, nil)
 	}
+	if a.deps.members != nil {
+		a.retire(ctx, CodeMoved, "")
+		return
+	}
 	a.scheduleActivation(a.deps.owners.ttl / 2)
+}
+
+// deactivate retires the actor at an admin's or the node's request (a delete, a hand-over): new commands are
+// answered SERVER_MOVED at once; calls in flight may finish for up to drain (0: they are cancelled); then it
+// retires. The asker gets its Ack once the session is closed and the lease released.
+func (a *serverActor) deactivate(ctx actor.Context, m *pb.Deactivate) {
+	if ctx.Sender() != nil {
+		a.deactivators = append(a.deactivators, ctx.Sender())
+	}
+	drain := time.Duration(m.DrainMs) * time.Millisecond
+	if a.retired || len(a.pending) == 0 || drain <= 0 {
+		a.retire(ctx, CodeMoved, "")
+		return
+	}
+	a.leaving = CodeMoved
+	a.dropStash(CodeMoved, "")
+	a.log().Info("handing the server over: waiting for calls in flight", "calls", len(a.pending), "drain", drain.String())
+	a.stopTimer(&a.drainTimer)
+	gen := a.gen
+	a.drainTimer = time.AfterFunc(drain, func() { a.sys.Root.Send(a.self, &drainTimeout{gen: gen}) })
+}
+
+// deactivationDrained retires an actor that was waiting for its calls in flight to end before leaving.
+func (a *serverActor) deactivationDrained(ctx actor.Context) {
+	if a.leaving != "" && !a.retired && a.deactivators != nil {
+		a.retire(ctx, a.leaving, "")
+	}
 }

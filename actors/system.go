@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/mcpgw/aggregator/metrics"
@@ -43,6 +44,16 @@ type System struct {
 	// has no feed); stopFeed ends it.
 	feed     *feedBridge
 	stopFeed context.CancelFunc
+	// placement hosts this node's server actors (placement.go); hosted maps their server ids to them.
+	placement *actor.PID
+	hosted    sync.Map
+	// cluster is protoactor's cluster this node is a member of, and members its picture of the membership (both
+	// nil on a single node; cluster.go).
+	cluster *cluster.Cluster
+	members *memberView
+	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
+	stopReconcile context.CancelFunc
+	reconcileNow  chan struct{}
 	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
 	// it has.
 	stopKeeper context.CancelFunc
@@ -94,7 +105,7 @@ func (g *callGate) close() (<-chan struct{}, int) {
 	return ch, g.n
 }
 
-// cancelCallsForShutdown is what the registry passes to every server actor when the drain time is over: the calls
+// cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
 // still in flight end with SERVER_UNAVAILABLE "shutting down", and the actor takes no new calls.
 type cancelCallsForShutdown struct{}
 
@@ -114,7 +125,7 @@ func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
 	}
 	_, left := s.calls.close()
 	s.deps.Logger.Warn("shutdown: cancelling tool calls still in flight after the drain time", "calls", left)
-	s.sys.Root.Send(s.registry, &cancelCallsForShutdown{})
+	s.sys.Root.Send(s.placement, &cancelCallsForShutdown{})
 	select {
 	case <-idle:
 	case <-time.After(grace):
@@ -131,8 +142,8 @@ func (s *System) shutdownReply(id, tool string) *pb.CallToolReply {
 
 var _ Control = (*System)(nil)
 
-// Start builds the actor system, spawns the registry (which spawns an actor for every stored server) and waits
-// until it has loaded them.
+// Start builds the actor system and its singleton actors, joins the cluster when one is configured, and activates
+// the servers this node should serve (the reconciler; server actors connect in the background).
 func Start(ctx context.Context, deps Deps) (*System, error) {
 	d := deps.withDefaults()
 	if d.Store == nil {
@@ -145,6 +156,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		opts = append(opts, actor.WithMetricProviders(d.MeterProvider))
 	}
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
+	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
+	sys.ID = d.NodeID
 	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
 	fail := func(err error) (*System, error) {
@@ -160,7 +173,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	s.guardian = actor.WithGuardian(strategy)
 	var err error
-	// The router and discovery start before the registry, so that they see every event its servers publish.
+	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
@@ -190,12 +203,23 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
 	s.startFeed(fctx)
-	s.registry, err = sys.Root.SpawnNamed(newRegistryProps(d), "registry")
+	if d.Cluster != nil {
+		if err := s.prepareCluster(); err != nil {
+			return fail(err)
+		}
+	}
+	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted), placementName)
+	if err != nil {
+		return fail(fmt.Errorf("spawn placement: %w", err))
+	}
+	if d.Cluster != nil {
+		if err := s.joinCluster(); err != nil {
+			return fail(err)
+		}
+	}
+	s.registry, err = sys.Root.SpawnNamed(newRegistryProps(d, s), "registry")
 	if err != nil {
 		return fail(fmt.Errorf("spawn registry: %w", err))
-	}
-	if _, err := s.ask(ctx, &readyMsg{}, 30*time.Second); err != nil {
-		return fail(fmt.Errorf("registry did not start: %w", err))
 	}
 	if err := s.startClassifier(); err != nil { // after the registry: it stops when the registry does
 		return fail(err)
@@ -205,9 +229,14 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	go func() {
 		defer close(s.keeperDone)
 		d.owners.keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
-			sys.Root.Send(s.serverPID(id), &leaseLost{epoch: epoch, why: why})
+			if pid, ok := s.hostedPID(id); ok {
+				sys.Root.Send(pid, &leaseLost{epoch: epoch, why: why})
+			}
 		}, d.Logger)
 	}()
+	if err := s.startReconciler(ctx); err != nil {
+		return fail(err)
+	}
 	return s, nil
 }
 
@@ -249,10 +278,17 @@ func (s *System) deliver(evt any, local bool) {
 func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 
 // Shutdown stops every server actor (closing sessions and child processes and persisting DISCONNECTED while keeping
-// each server's auto_connect intent) and then the actor system, within ctx's deadline.
+// each server's auto_connect intent, releasing their leases), leaves the cluster, and stops the actor system,
+// within ctx's deadline.
 func (s *System) Shutdown(ctx context.Context) error {
+	if s.stopReconcile != nil {
+		s.stopReconcile()
+	}
 	done := make(chan error, 1)
-	go func() { done <- s.sys.Root.StopFuture(s.registry).Wait() }()
+	go func() {
+		err := s.sys.Root.StopFuture(s.placement).Wait()
+		done <- errors.Join(err, s.sys.Root.StopFuture(s.registry).Wait())
+	}()
 	defer s.sys.EventStream.Unsubscribe(s.sub)
 	var err error
 	select {
@@ -260,9 +296,10 @@ func (s *System) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.leaveCluster()
 	s.sys.Shutdown()
 	if err != nil {
-		return fmt.Errorf("stop registry: %w", err)
+		return fmt.Errorf("stop server actors: %w", err)
 	}
 	s.stopFeed()
 	// Every session is closed: give the servers up at once, for another process to take over.
@@ -330,26 +367,32 @@ func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatc
 
 // Connect implements Control.
 func (s *System) Connect(ctx context.Context, id string) (ConnectResult, error) {
-	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.Connect{}}, 0)
+	res, err := s.askServer(ctx, id, &pb.Connect{}, time.Now().Add(s.deps.Config.AskTimeout))
 	if err != nil {
 		return ConnectResult{}, err
 	}
 	r, ok := res.(*pb.ConnectReply)
-	if !ok {
+	switch {
+	case !ok:
 		return ConnectResult{}, fmt.Errorf("unexpected reply %T to connect", res)
+	case r.Error != nil:
+		return ConnectResult{}, infoError(id, r.Error)
 	}
 	return ConnectResult{ServerID: r.ServerId, Status: r.Status, Message: r.Message}, nil
 }
 
 // Disconnect implements Control.
 func (s *System) Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error) {
-	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.Disconnect{Force: force}}, 0)
+	res, err := s.askServer(ctx, id, &pb.Disconnect{Force: force}, time.Now().Add(s.deps.Config.AskTimeout))
 	if err != nil {
 		return DisconnectResult{}, err
 	}
 	r, ok := res.(*pb.DisconnectReply)
-	if !ok {
+	switch {
+	case !ok:
 		return DisconnectResult{}, fmt.Errorf("unexpected reply %T to disconnect", res)
+	case r.Error != nil:
+		return DisconnectResult{}, infoError(id, r.Error)
 	}
 	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
 }
@@ -363,13 +406,16 @@ func (s *System) Remove(ctx context.Context, id string) error {
 
 // Status asks a server actor for its live state.
 func (s *System) Status(ctx context.Context, id string) (*pb.StatusReply, error) {
-	res, err := s.ask(ctx, &toServer{id: id, msg: &pb.GetStatus{}}, 0)
+	res, err := s.askServer(ctx, id, &pb.GetStatus{}, time.Now().Add(s.deps.Config.AskTimeout))
 	if err != nil {
 		return nil, err
 	}
 	r, ok := res.(*pb.StatusReply)
-	if !ok {
+	switch {
+	case !ok:
 		return nil, fmt.Errorf("unexpected reply %T to status", res)
+	case r.Error != nil:
+		return nil, infoError(id, r.Error)
 	}
 	return r, nil
 }

@@ -50,6 +50,8 @@ type config struct {
 	// AllowedHosts and AllowedOrigins extend the host and origin guard of both listeners (auth.HostGuard) beyond
 	// the listen addresses and loopback names.
 	AllowedHosts, AllowedOrigins []string
+	// Cluster makes the daemon a node of a cluster (cluster.go; Mode "" is a single node).
+	Cluster clusterConfig
 }
 
 // hostGuard is the DNS-rebinding and cross-origin guard of both listeners.
@@ -117,6 +119,13 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_OUTBOUND_DENY", "", "comma-separated CIDRs or IPs the daemon never connects to (SSE/HTTP sessions, redirects, health checks), in addition to the default metadata and link-local rules"},
 		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
 		{"MCP_AGGREGATOR_MAX_CALLS_PER_SERVER", "64", "calls in flight on one server at once (REST and MCP together); one more answers 503 SERVER_BUSY with Retry-After"},
+		{"MCP_AGGREGATOR_CLUSTER", "", "`etcd` or `automanaged` makes the daemon a node of a cluster (needs DATABASE_URL and MCP_CREDENTIAL_KEY); empty: a single node, no cluster port"},
+		{"MCP_AGGREGATOR_CLUSTER_NAME", "mcp-aggregator", "nodes join the cluster of this name"},
+		{"MCP_AGGREGATOR_CLUSTER_LISTEN", "127.0.0.1:0", "host:port of the node's cluster port (protoactor remoting over gRPC; port 0: a free one); the cluster network must be private: this port has no authentication"},
+		{"MCP_AGGREGATOR_CLUSTER_ADVERTISE", "", "the host other nodes reach this one at (required when the cluster port listens on all interfaces); also used for the node's MCP address"},
+		{"MCP_AGGREGATOR_CLUSTER_ETCD", "127.0.0.1:2379", "etcd endpoints (comma-separated) for membership, with MCP_AGGREGATOR_CLUSTER=etcd"},
+		{"MCP_AGGREGATOR_CLUSTER_PEERS", "", "with MCP_AGGREGATOR_CLUSTER=automanaged: every node's health address (host:port, comma-separated); empty: zero-config, up to three nodes on this host at 127.0.0.1:6330-6332"},
+		{"MCP_AGGREGATOR_CLUSTER_HEALTH_PORT", "", "with automanaged: this node's health port (it listens on all interfaces); empty: the first free port of the peers on this host"},
 		{"MCP_AGGREGATOR_LEASE_TTL", "10", "seconds a server's ownership lease lasts without renewal (renewed every third of it): when several processes share a store, the longest a server stays unserved after the process that served it died"},
 		{"MCP_AGGREGATOR_LOG_LEVEL", "info", "debug, info, warn or error"},
 		{"MCP_AGGREGATOR_LOG_FORMAT", "json", "json or text"},
@@ -199,6 +208,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LEASE_TTL=%q: want at least 0.3 seconds", get("MCP_AGGREGATOR_LEASE_TTL")))
 	}
 	c.Search, errs = loadSearchConfig(get, errs)
+	c.Cluster, errs = loadClusterConfig(get, errs)
 	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {

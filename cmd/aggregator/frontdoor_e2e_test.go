@@ -216,10 +216,10 @@ func TestRESTToolCallCancelledOnDisconnectE2E(t *testing.T) {
 	}
 	id := s["id"].(string)
 	d.waitStatus(id, "CONNECTED", 60*time.Second)
-	waitFor(t, 30*time.Second, "tools discovered", func() bool {
-		_, srv := d.do("GET", "/servers/"+id, nil)
-		n, _ := srv["tool_count"].(float64)
-		return n > 0
+	// Routable, not only stored: the routing table follows the store by an event.
+	waitFor(t, 30*time.Second, "tools routable", func() bool {
+		c, _, _ := rawDo(t, "POST", rest+"/api/v1/tools/call", "", map[string]any{"name": "everything.echo", "arguments": map[string]any{"message": "x"}}, nil)
+		return c == 200
 	})
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(rest, "http://"))

@@ -84,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if args[0] == "serve" {
+		if err := cfg.checkClusterStore(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 		if err := auth.CheckExposure(cfg.Tokens, map[string]string{"MCP_AGGREGATOR_LISTEN": cfg.Listen, "MCP_AGGREGATOR_MCP_LISTEN": cfg.MCPListen}); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
@@ -178,8 +182,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return err
 	}
 	defer closeQuietly(nodeLock)
+	clusterDeps, err := cfg.Cluster.clusterDeps()
+	if err != nil {
+		return err
+	}
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
-		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID, NodeAddress: localURL(cfg.MCPListen)})
+		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID, NodeAddress: cfg.nodeURL(), Cluster: clusterDeps})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -431,16 +439,20 @@ func shutdownActors(system *actors.System, deadline time.Time, cfg config, logge
 	logger.Info("stopped")
 }
 
-// localURL is the base URL at which a process on this host reaches a listener bound to addr (host:port): an
-// unspecified host (0.0.0.0, ::, empty) is reached on loopback. It is recorded with the node's heartbeat, so that
-// `aggregator stdio` on the same store can serve through this process.
-func localURL(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
+// nodeURL is the base URL of this node's MCP listener as other processes reach it, recorded with the node's
+// heartbeat: `aggregator stdio` on the same store serves through it, and other cluster nodes forward per-server
+// sessions to it. The host is the cluster's advertised host when there is one; otherwise the listen host, with an
+// unspecified one (0.0.0.0, ::, empty) reached on loopback.
+func (c config) nodeURL() string {
+	host, port, err := net.SplitHostPort(c.MCPListen)
 	if err != nil {
 		return ""
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
+	}
+	if c.Cluster.Mode != "" && c.Cluster.Advertise != "" {
+		host = c.Cluster.Advertise
 	}
 	return "http://" + net.JoinHostPort(host, port)
 }

@@ -1,0 +1,143 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+)
+
+// ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port). Nodes
+// share one PostgreSQL store; membership comes from protoactor's providers (etcd, or automanaged: a static list of
+// nodes probing each other); server actors live where their lease is (lookup.go) and any node serves any request
+// by messaging them there over protoactor's remoting (gRPC on Host:Port).
+type ClusterConfig struct {
+	// Name is the cluster's name: nodes join the cluster of that name (MCP_AGGREGATOR_CLUSTER_NAME).
+	Name string
+	// Provider is the membership provider (built by cmd/aggregator from the MCP_AGGREGATOR_CLUSTER_* settings).
+	Provider cluster.ClusterProvider
+	// Host and Port are where this node's remoting listens (Port 0: a free port).
+	Host string
+	Port int
+	// Advertise is the host other nodes dial this one at (empty: Host).
+	Advertise string
+}
+
+// clusterLookup is the cluster's identity lookup (cluster.IdentityLookup): a server's identity is its id, and where
+// it lives follows its lease in the store (System.locate), not a hash ring (protoactor's disthash lookup, which
+// also races on topology changes in the version we build with).
+type clusterLookup struct{ s *System }
+
+// Get implements cluster.IdentityLookup.
+func (l *clusterLookup) Get(ci *cluster.ClusterIdentity) *actor.PID {
+	if ci.Kind != ServerKind {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*l.s.deps.Config.AskTimeout)
+	defer cancel()
+	pid, err := l.s.locate(ctx, ci.Identity)
+	if err != nil {
+		return nil
+	}
+	return pid
+}
+
+// RemovePid implements cluster.IdentityLookup: the cached PID of a server actor that is gone is forgotten.
+func (l *clusterLookup) RemovePid(ci *cluster.ClusterIdentity, pid *actor.PID) {
+	l.s.cluster.PidCache.RemoveByValue(ci.Identity, ci.Kind, pid)
+}
+
+// Setup implements cluster.IdentityLookup: it follows the membership.
+func (l *clusterLookup) Setup(c *cluster.Cluster, _ []string, _ bool) {
+	c.ActorSystem.EventStream.Subscribe(func(evt any) {
+		if t, ok := evt.(*cluster.ClusterTopology); ok {
+			l.s.onTopology(t)
+		}
+	})
+}
+
+// Shutdown implements cluster.IdentityLookup.
+func (l *clusterLookup) Shutdown() {}
+
+// prepareCluster settles this node's cluster address and its view of the membership, before any server actor
+// exists (they read the view).
+func (s *System) prepareCluster() error {
+	cc := s.deps.Cluster
+	if cc.Port == 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(cc.Host, "0"))
+		if err != nil {
+			return fmt.Errorf("cluster: find a free port: %w", err)
+		}
+		cc.Port = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+	}
+	if cc.Advertise == "" {
+		cc.Advertise = cc.Host
+	}
+	s.members = newMemberView(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
+	s.deps.members = s.members
+	return nil
+}
+
+// joinCluster starts remoting and joins the membership. The node's member id is its node id (the lease owner name),
+// so that a lease names the member that holds it.
+func (s *System) joinCluster() error {
+	cc := s.deps.Cluster
+	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))))
+	cfg := cluster.Configure(cc.Name, cc.Provider, &clusterLookup{s: s}, rc,
+		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
+		cluster.WithRequestTimeout(s.deps.Config.AskTimeout))
+	s.cluster = cluster.New(s.sys, cfg)
+	s.cluster.StartMember()
+	s.deps.Logger.Info("joined the cluster", "cluster", cc.Name, "node", s.deps.NodeID, "address", s.sys.Address(),
+		"members", s.members.count())
+	return nil
+}
+
+// onTopology follows a membership change: the view is updated, calls in flight to members that left fail at once
+// (departure channels), their cached actors are forgotten (protoactor does that), and the reconciler runs, so that
+// the servers of a member that left are activated again on the survivors.
+func (s *System) onTopology(t *cluster.ClusterTopology) {
+	members := make(map[string]string, len(t.Members))
+	for _, m := range t.Members {
+		members[memberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
+	}
+	joined, gone := s.members.update(members)
+	if len(joined) > 0 || len(gone) > 0 {
+		s.deps.Logger.Info("cluster membership changed", "members", len(members), "joined", joined, "left", gone)
+	}
+	s.reconcileSoon()
+}
+
+// memberNode is the node id of a member id: the etcd provider names members <cluster>@<actor system id>, the
+// automanaged one by the actor system id, which is the node id (Start sets it).
+func memberNode(id string) string {
+	if i := strings.LastIndexByte(id, '@'); i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
+
+// leaveCluster leaves the membership and stops remoting (nothing on a single node).
+func (s *System) leaveCluster() {
+	if s.cluster == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.deps.Cluster.Provider.Shutdown(true)
+		s.cluster.Remote.Shutdown(true)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.deps.Logger.Warn("cluster: leaving the membership took too long; stopping anyway")
+	}
+}

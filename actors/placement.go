@@ -1,0 +1,112 @@
+package actors
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/supervision"
+)
+
+// placementName is the fixed name of every node's placement actor: another node addresses it from the member's
+// address alone.
+const placementName = "placement"
+
+// placementActor hosts this node's server actors. Where a server lives is decided by the lookup (lookup.go): on one
+// node that is always here; in a cluster, with the server's lease. The placement only activates what it is asked
+// to (idempotently: a server already here answers with its actor), supervises the actors with the daemon's backoff
+// strategy (a protoactor grain spawned by the library would lose it), and stops them with the node. A node that is
+// handing its servers over (leaving) activates nothing new, so that lookups pick another node.
+//
+// Each activation of a server gets a name of its own (server-<id>-<n>): an actor that retires (server_lease.go)
+// leaves this table at once and lingers a while answering with its reason, so that a caller that still addresses
+// it gets an answer (protoactor drops, without a dead letter, the messages that wait in the mailbox of an actor
+// that stops), while a new activation of the same server does not have to wait for its name.
+type placementActor struct {
+	deps *Deps
+	// hosted mirrors children for readers outside the actor (the call path): server id -> *actor.PID.
+	hosted   *sync.Map
+	children map[string]*actor.PID // server id -> actor
+	ids      map[string]string     // actor id -> server id
+	seq      uint64
+	leaving  bool
+}
+
+// Local messages of the placement actor.
+type (
+	// placementLeaving makes the placement refuse new activations (the node hands its servers over); it answers
+	// with the ids of the servers it hosts.
+	placementLeaving struct{}
+	// serverRetired: a server actor retired; the placement forgets it (it stops by itself later).
+	serverRetired struct {
+		id  string
+		pid *actor.PID
+	}
+)
+
+func newPlacementProps(d *Deps, hosted *sync.Map) *actor.Props {
+	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &placementActor{deps: d, hosted: hosted, children: map[string]*actor.PID{}, ids: map[string]string{}}
+	}, actor.WithSupervisor(strategy))
+}
+
+// Receive implements actor.Actor.
+func (p *placementActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *readyMsg:
+		ctx.Respond(&askReply{})
+	case *pb.Activate:
+		ctx.Respond(p.activate(ctx, m))
+	case *serverRetired:
+		p.forget(m.id, m.pid)
+	case *actor.Terminated:
+		if id, ok := p.ids[m.Who.Id]; ok {
+			delete(p.ids, m.Who.Id)
+			p.forget(id, m.Who)
+		}
+	case *placementLeaving:
+		p.leaving = true
+		ctx.Respond(p.hostedIDs())
+	case *cancelCallsForShutdown:
+		for _, pid := range p.children {
+			ctx.Send(pid, m)
+		}
+	}
+}
+
+// forget drops the server's entry when it is that actor.
+func (p *placementActor) forget(id string, pid *actor.PID) {
+	if cur := p.children[id]; cur != nil && cur.Id == pid.Id {
+		delete(p.children, id)
+		p.hosted.Delete(id)
+	}
+}
+
+func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activated {
+	if pid, ok := p.children[m.ServerId]; ok {
+		return &pb.Activated{Pid: &pb.PID{Address: pid.Address, Id: pid.Id}}
+	}
+	if p.leaving {
+		return &pb.Activated{Leaving: true}
+	}
+	p.seq++
+	pid, err := ctx.SpawnNamed(newServerProps(p.deps, m.ServerId, m.DeadOwner), "server-"+m.ServerId+"-"+strconv.FormatUint(p.seq, 10))
+	if err != nil {
+		return &pb.Activated{Error: "activate server " + m.ServerId + ": " + err.Error()}
+	}
+	p.children[m.ServerId] = pid
+	p.ids[pid.Id] = m.ServerId
+	p.hosted.Store(m.ServerId, pid)
+	return &pb.Activated{Pid: &pb.PID{Address: pid.Address, Id: pid.Id}}
+}
+
+func (p *placementActor) hostedIDs() []string {
+	out := make([]string, 0, len(p.children))
+	for id := range p.children {
+		out = append(out, id)
+	}
+	return out
+}

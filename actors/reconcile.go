@@ -1,0 +1,133 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// The reconciler makes sure every server that should be served has an owner: at start, after every change of the
+// cluster's membership, and every lease TTL (a process on the same store may have stopped). A server should be
+// served when the admin wants it connected (auto_connect), or when its stored status still says an earlier owner
+// had a session (the new owner resets it). On one node this node activates them all; in a cluster, a server whose
+// lease no live member holds is activated by the one member the rendezvous hash chooses (taking the lease over
+// from a member that left), so the members do not race for it. An activated actor that finds the lease held by a
+// process outside the cluster stands by (server_lease.go).
+
+// startReconciler runs a first pass now (the servers start connecting before Start returns) and then keeps
+// reconciling in the background until Shutdown.
+func (s *System) startReconciler(ctx context.Context) error {
+	rctx, cancel := context.WithCancel(context.Background())
+	s.stopReconcile = cancel
+	s.reconcileNow = make(chan struct{}, 1)
+	activated, err := s.reconcile(ctx)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("activate servers: %w", err)
+	}
+	// Before the daemon answers anyone, the servers it activated have read their registration, taken their lease
+	// and reset the status an earlier run left behind: nobody reads that stale status as live.
+	s.awaitActivated(ctx, activated)
+	go func() {
+		tick := time.NewTicker(s.deps.owners.ttl)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+			case <-s.reconcileNow:
+			}
+			if _, err := s.reconcile(rctx); err != nil && rctx.Err() == nil {
+				s.deps.Logger.Warn("reconcile: cannot activate servers now", "error", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// reconcileSoon asks for a reconciliation pass (coalesced with one already asked for).
+func (s *System) reconcileSoon() {
+	if s.reconcileNow == nil {
+		return
+	}
+	select {
+	case s.reconcileNow <- struct{}{}:
+	default:
+	}
+}
+
+// reconcile is one pass: it activates every server that should be served and that this node should host, and
+// returns the actors it activated.
+func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	servers, _, err := s.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
+	if err != nil {
+		return nil, err
+	}
+	var leases map[string]persistence.Lease
+	var now time.Time
+	if s.members != nil {
+		ls, at, err := s.deps.Store.ListLeases(sctx)
+		if err != nil {
+			return nil, err
+		}
+		leases, now = make(map[string]persistence.Lease, len(ls)), at
+		for _, l := range ls {
+			leases[l.ServerID] = l
+		}
+	}
+	var activated []*actor.PID
+	for _, srv := range servers {
+		if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
+			continue
+		}
+		dead := ""
+		if s.members != nil {
+			if l, ok := leases[srv.ID]; ok && l.ExpiresAt.After(now) {
+				_, member := s.members.addr(l.Owner)
+				if member && !s.members.isLeaving(l.Owner) {
+					continue // served
+				}
+				if s.members.hasLeft(l.Owner) {
+					dead = l.Owner
+				}
+			}
+			if id, _ := s.members.choose(srv.ID); id != s.deps.NodeID {
+				continue // another member's to activate
+			}
+		}
+		pid, err := s.activateLocal(sctx, srv.ID, dead)
+		if err != nil {
+			if errors.Is(err, ErrShuttingDown) || ctx.Err() != nil {
+				return activated, nil
+			}
+			s.deps.Logger.Warn("reconcile: activate server", "server_id", srv.ID, "server", srv.Name, "error", err)
+			continue
+		}
+		activated = append(activated, pid)
+	}
+	return activated, nil
+}
+
+// awaitActivated waits (at most the ask timeout) until the actors have activated: a status ask is answered once
+// an actor knows whether it owns its server and has persisted the reset of a stale status.
+func (s *System) awaitActivated(ctx context.Context, pids []*actor.PID) {
+	var wg sync.WaitGroup
+	for _, pid := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = s.askActor(ctx, pid, &pb.GetStatus{}, 0)
+		}()
+	}
+	wg.Wait()
+}
