@@ -383,7 +383,7 @@ func pumpToNode(ctx context.Context, local, remote mcp.Connection, node persiste
 		}
 		var ref *relayRefused
 		if !errors.As(err, &ref) {
-			return &nodeLostError{node: node, why: "posting a message failed: " + err.Error()}
+			return &nodeLostError{node: node, why: lostCause(node, "posting a message failed ("+err.Error()+")")}
 		}
 		if ref.sessionGone() {
 			return &nodeLostError{node: node, why: "it no longer has this session (" + ref.Error() + ")"}
@@ -418,7 +418,7 @@ func pumpToClient(ctx context.Context, remote, local mcp.Connection, node persis
 				return nil
 			}
 			if errors.Is(err, io.EOF) {
-				return &nodeLostError{node: node, why: streamEndCause(node)}
+				return &nodeLostError{node: node, why: lostCause(node, "its stream ended")}
 			}
 			// A single event that does not decode (the stream goes on).
 			logger.Warn("relay: dropped a message of the aggregator process that does not decode", "error", err)
@@ -433,9 +433,9 @@ func pumpToClient(ctx context.Context, remote, local mcp.Connection, node persis
 	}
 }
 
-// streamEndCause says why the node's SSE stream ended: the process is gone (its listener no longer answers), or it
-// still answers and closed the stream itself.
-func streamEndCause(node persistence.Node) string {
+// lostCause completes what went wrong with the session with whether the node still answers: the process is gone
+// (its listener no longer answers), or it still runs and ended the session itself.
+func lostCause(node persistence.Node, what string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(node.Address, "/")+api.LivePath, nil)
@@ -443,11 +443,11 @@ func streamEndCause(node persistence.Node) string {
 		client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 		if resp, err := client.Do(req); err == nil {
 			resp.Body.Close()
-			return "it closed the session's stream while it still answers (it is shutting down, or it sent a message " +
-				"larger than MCP_AGGREGATOR_MAX_MESSAGE_BYTES)"
+			return what + " while the process still answers (it is shutting down, or it ended the session, e.g. after " +
+				"a message larger than MCP_AGGREGATOR_MAX_MESSAGE_BYTES)"
 		}
 	}
-	return "the process is gone (its stream ended and it no longer answers)"
+	return what + " and the process is gone (it no longer answers)"
 }
 
 // watchNode ends the relay when the node stops heartbeating (it hangs, or it lost the store): its SSE stream may

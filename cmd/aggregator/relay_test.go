@@ -397,12 +397,12 @@ func TestRelayNodeLost(t *testing.T) {
 			n.ts.Listener.Close()
 			n.ts.CloseClientConnections()
 		}, "the process is gone"},
-		{"stream closed", func(n *testNode, _ *mcp.ClientSession) { n.ts.CloseClientConnections() }, "while it still answers"},
+		{"stream closed", func(n *testNode, _ *mcp.ClientSession) { n.ts.CloseClientConnections() }, "still answers"},
 		{"message over the limit", func(_ *testNode, cs *mcp.ClientSession) {
 			go func() {
 				_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "big", Arguments: map[string]any{"size": 8192}})
 			}()
-		}, "while it still answers"},
+		}, "still answers"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
