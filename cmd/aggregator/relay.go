@@ -41,7 +41,8 @@ const relayConnectTimeout = 10 * time.Second
 // relayIfServed looks for a live node with an MCP endpoint on the store and, if one accepts a session, relays the
 // client on local to it until either side ends; relayed is then true and err is the relay's outcome. relayed is
 // false (and err nil) when no such node answers: the caller serves by itself. A node that refuses the relay's token
-// ends the command with an error naming what to configure.
+// ends the command with an error naming what to configure; one that refuses the session otherwise (a session limit)
+// ends it with its answer.
 func relayIfServed(ctx context.Context, cfg config, logger *slog.Logger, local mcp.Transport) (relayed bool, err error) {
 	// The plain store: the relay reads no connection_config, so it needs no credential key (and must not generate one
 	// in a data directory it only shares).
