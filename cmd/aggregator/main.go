@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
@@ -255,9 +256,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	return nil
 }
 
-// stdio runs the store, the actors and the MCP endpoint with one MCP client on stdin/stdout (logs go to stderr),
-// until the client leaves or a signal arrives. No HTTP listener is opened.
+// stdio serves one MCP client on stdin/stdout (logs go to stderr) until the client leaves or a signal arrives. When
+// a live process on the same store has an MCP endpoint (`serve`), it relays the session to that process and starts
+// nothing itself (relay.go); else it runs the store, the actors and the MCP endpoint in this process. No HTTP
+// listener is opened.
 func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
+	if relayed, err := relayIfServed(ctx, cfg, logger, &mcp.StdioTransport{MaxLineLength: cfg.Actors.MaxMessageBytes}); relayed || err != nil {
+		return err
+	}
 	store, err := openSealedStore(ctx, cfg, logger, false)
 	if err != nil {
 		return err
