@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test bench lint fuzz proto peers pg promtool clean
+.PHONY: run build test bench lint fuzz proto peers pg promtool etcd clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -17,11 +17,11 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg promtool
+test: $(PEERS) pg promtool etcd
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
-bench: $(PEERS) pg
+bench: $(PEERS) pg etcd
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $(PKGS)
 
 ## lint: gofmt and go vet must be silent
@@ -54,6 +54,10 @@ $(PEERS): $(PEERS_DIR)/package-lock.json
 ## promtool: Debian's prometheus package provides promtool, which checks and unit-tests the alert rules
 promtool:
 	@command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
+
+## etcd: Debian's etcd-server, for the cluster tests (each starts its own etcd on loopback; none runs as a service)
+etcd:
+	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null && (systemctl stop etcd 2>/dev/null || pkill -x etcd || true))
 
 ## pg: make sure the local PostgreSQL answers (tests create and drop their own databases)
 pg:

@@ -94,7 +94,6 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 			call.RequestId = requestid.From(ctx)
 		}
 	}
-	const attempts = 4
 	for attempt := 1; ; attempt++ {
 		lctx, cancel := context.WithDeadline(ctx, deadline)
 		pid, err := s.resolve(lctx, id)
@@ -104,7 +103,10 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 		}
 		res, err := s.askServerOnce(ctx, id, pid, msg, deadline)
 		again := errors.Is(err, ErrShuttingDown) || err == nil && moved(res)
-		if !again || attempt == attempts || time.Now().After(deadline) || ctx.Err() != nil {
+		// A server being handed over answers SERVER_MOVED until its new owner has it: wait for that, with a
+		// growing pause, within the request's deadline.
+		pause := min(time.Duration(1<<min(attempt, 5))*10*time.Millisecond, 250*time.Millisecond)
+		if !again || time.Now().Add(pause).After(deadline) || ctx.Err() != nil {
 			if errors.Is(err, ErrShuttingDown) {
 				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 			}
@@ -114,7 +116,10 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 			return res, err
 		}
 		s.forget(id)
-		time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
 	}
 }
 

@@ -171,6 +171,8 @@ func (a *classifierActor) Receive(ctx actor.Context) {
 	case *pb.ServerRemoved:
 		a.serverRemoved(m.ServerId)
 		a.armRetry(ctx)
+	case *scanServer:
+		a.scan(ctx, m.id)
 	case *classifyQueue:
 		for _, r := range m.seedFailed {
 			_, queued := a.jobs[r.id]
@@ -221,13 +223,26 @@ func (a *classifierActor) start(ctx actor.Context) {
 		ctx.Watch(a.sys.registry)
 	}
 	// Tools stored before the subscription: new ones (DISCOVERED) and those whose classification was interrupted
-	// (CLASSIFYING). A tool also announced by an event meanwhile is queued once.
+	// (CLASSIFYING). A tool also announced by an event meanwhile is queued once. In a cluster every node would find
+	// the same leftovers: each server's are taken up by its owner when it activates (scanServer) instead.
+	if a.sys.members == nil {
+		a.scan(ctx, "")
+	}
+}
+
+// scanServer asks the classifier for the leftovers of one server (sent by the server's actor when it becomes the
+// owner, in a cluster).
+type scanServer struct{ id string }
+
+// scan queues the stored tools of one server (all servers: "") that wait for classification.
+func (a *classifierActor) scan(ctx actor.Context, serverID string) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
-		if err != nil {
-			a.deps.Logger.Error("classifier: list stored tools", "error", err)
+		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: serverID})
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			a.deps.Logger.Error("classifier: list stored tools", "server_id", serverID, "error", err)
 			return
 		}
 		q := &classifyQueue{}

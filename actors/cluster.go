@@ -112,6 +112,9 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 	if len(joined) > 0 || len(gone) > 0 {
 		s.deps.Logger.Info("cluster membership changed", "members", len(members), "joined", joined, "left", gone)
 	}
+	if s.deps.MembersChanged != nil {
+		s.deps.MembersChanged(len(members))
+	}
 	s.reconcileSoon()
 }
 
@@ -140,4 +143,43 @@ func (s *System) leaveCluster() {
 	case <-time.After(5 * time.Second):
 		s.deps.Logger.Warn("cluster: leaving the membership took too long; stopping anyway")
 	}
+}
+
+// ClusterStatus reports this node's membership for the probes: its node id, the members it sees and whether it
+// has joined (it sees itself). ok is false on a single node.
+func (s *System) ClusterStatus() (node string, members int, joined, ok bool) {
+	if s.members == nil {
+		return "", 0, false, false
+	}
+	s.members.mu.RLock()
+	defer s.members.mu.RUnlock()
+	return s.deps.NodeID, len(s.members.addrs), s.members.joined, true
+}
+
+// OwnerURL is, in a cluster, the base URL of the MCP listener of the node whose actor serves the server now (as
+// recorded with that node's heartbeat), when that node is another one: the per-server endpoint forwards a
+// client's session there, since a session lives with the server's actor. ok is false on a single node and when
+// the server is served here.
+func (s *System) OwnerURL(ctx context.Context, serverID string) (url string, ok bool, err error) {
+	if s.cluster == nil {
+		return "", false, nil
+	}
+	pid, err := s.locate(ctx, serverID)
+	if err != nil {
+		return "", false, err
+	}
+	if pid.Address == s.sys.Address() {
+		return "", false, nil
+	}
+	node := s.memberAt(pid.Address)
+	nodes, err := s.deps.Store.ListNodes(ctx, 3*s.deps.owners.ttl)
+	if err != nil {
+		return "", false, err
+	}
+	for _, n := range nodes {
+		if n.ID == node && n.Address != "" {
+			return n.Address, true, nil
+		}
+	}
+	return "", false, fmt.Errorf("cluster node %s that serves the server has no MCP address on record", node)
 }

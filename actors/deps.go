@@ -135,6 +135,9 @@ type Deps struct {
 	owners *ownership
 	// Cluster makes this process a node of a cluster (nil: a single node).
 	Cluster *ClusterConfig
+	// MembersChanged is told how many members the cluster has after every change of its membership (nil:
+	// nobody), e.g. to share a cluster-wide rate limit among the nodes.
+	MembersChanged func(members int)
 	// members is the cluster's membership as this node sees it (nil on a single node; set at start).
 	members *memberView
 }

@@ -45,6 +45,8 @@ type memberView struct {
 	departed map[string]chan struct{}
 	leaving  map[string]bool
 	ids      []string // sorted member ids, for rendezvous hashing
+	// joined: the membership includes this node (it has joined the cluster).
+	joined bool
 }
 
 func newMemberView(self, selfAddr string) *memberView {
@@ -82,6 +84,7 @@ func (v *memberView) update(members map[string]string) (joined, gone []string) {
 	if _, ok := v.addrs[v.self]; !ok {
 		v.addrs[v.self] = members[v.self]
 	}
+	_, v.joined = members[v.self]
 	v.ids = v.ids[:0]
 	for id := range v.addrs {
 		v.ids = append(v.ids, id)

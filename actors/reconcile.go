@@ -86,13 +86,24 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 		}
 	}
 	var activated []*actor.PID
+	unowned := map[string]bool{}
+	defer func() { s.unowned.Store(unowned) }()
 	for _, srv := range servers {
 		if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
+			if s.members != nil {
+				if l, ok := leases[srv.ID]; !ok || !l.ExpiresAt.After(now) {
+					unowned[srv.ID] = true
+				}
+			}
 			continue
 		}
 		dead := ""
 		if s.members != nil {
-			if l, ok := leases[srv.ID]; ok && l.ExpiresAt.After(now) {
+			l, ok := leases[srv.ID]
+			if _, member := s.members.addr(l.Owner); !ok || !l.ExpiresAt.After(now) || !member {
+				unowned[srv.ID] = true
+			}
+			if ok && l.ExpiresAt.After(now) {
 				_, member := s.members.addr(l.Owner)
 				if member && !s.members.isLeaving(l.Owner) {
 					continue // served

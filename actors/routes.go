@@ -353,8 +353,14 @@ func NewRouteTable(servers []ServerEntry, tools []persistence.Tool, sep string) 
 }
 
 // ToolCounts returns how many tools are stored for all servers and how many of them are classified.
-func (t *RouteTable) ToolCounts() (total, classified int) {
+func (t *RouteTable) ToolCounts() (total, classified int) { return t.ToolCountsWhere(nil) }
+
+// ToolCountsWhere is ToolCounts over the servers keep accepts (nil: all).
+func (t *RouteTable) ToolCountsWhere(keep func(serverID string) bool) (total, classified int) {
 	for _, e := range t.ordered {
+		if keep != nil && !keep(e.SourceServerID) {
+			continue
+		}
 		total++
 		if e.IsClassified {
 			classified++

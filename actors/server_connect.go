@@ -216,6 +216,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 	}
 	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel}
 	a.sess = live
+	a.deps.Metrics.BackendSession(a.rec.Name, true)
 	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).
 	a.failures, a.lastError = 0, ""
 	a.connectedAt = time.Now()
@@ -335,6 +336,7 @@ func (a *serverActor) closeSession(sync bool) {
 	if s == nil {
 		return
 	}
+	a.deps.Metrics.BackendSession(a.rec.Name, false)
 	s.closing.Store(true)
 	if sync {
 		s.close()
@@ -452,6 +454,10 @@ func (a *serverActor) apply(rec persistence.Server) *pb.Ack {
 	old := a.rec
 	rec.Status = a.status
 	a.rec = rec
+	if a.sess != nil && old.Name != rec.Name {
+		a.deps.Metrics.BackendSession(old.Name, false)
+		a.deps.Metrics.BackendSession(rec.Name, true)
+	}
 	a.secrets = newSecrets(rec, a.deps.Env)
 	// Only the connection config matters to the session; a rename or a new description keeps it.
 	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)

@@ -185,6 +185,10 @@ func (a *serverActor) becomeOwner(l persistence.Lease) {
 		// This process has no session yet: whatever the row says was true of an earlier session.
 		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
+	if a.deps.members != nil && a.deps.Classifier != nil {
+		// In a cluster the owner classifies what an earlier owner left unclassified (classifier.go).
+		a.sys.Root.Send(actor.NewPID(a.sys.Address(), "classifier"), &scanServer{id: a.id})
+	}
 	if a.rec.AutoConnect {
 		a.startConnect("auto_connect")
 		a.awaitConnect = a.status == persistence.StatusConnecting

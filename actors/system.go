@@ -51,6 +51,8 @@ type System struct {
 	// nil on a single node; cluster.go).
 	cluster *cluster.Cluster
 	members *memberView
+	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
+	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
 	stopReconcile context.CancelFunc
 	reconcileNow  chan struct{}
@@ -553,13 +555,32 @@ func restartHook(d *Deps) supervision.RestartHook {
 	}
 }
 
-// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table.
+// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table. In a
+// cluster every node sees every server, so each reports only its share, and the sum over the nodes is the
+// cluster's: the servers it owns, and those nobody owns that the rendezvous hash assigns to it.
 func (s *System) Snapshot() metrics.Snapshot {
 	rt := s.Routes()
 	snap := metrics.Snapshot{ServersByStatus: map[string]int{}}
-	for _, srv := range rt.Servers() {
-		snap.ServersByStatus[srv.Status]++
+	var keep func(string) bool
+	if s.members != nil {
+		snap.ClusterMembers = s.members.count()
+		unowned, _ := s.unowned.Load().(map[string]bool)
+		keep = func(id string) bool {
+			if s.deps.owners.fence(id) != nil {
+				return true
+			}
+			if unowned[id] {
+				chosen, _ := s.members.choose(id)
+				return chosen == s.deps.NodeID
+			}
+			return false
+		}
 	}
-	snap.Tools, snap.Classified = rt.ToolCounts()
+	for _, srv := range rt.Servers() {
+		if keep == nil || keep(srv.ID) {
+			snap.ServersByStatus[srv.Status]++
+		}
+	}
+	snap.Tools, snap.Classified = rt.ToolCountsWhere(keep)
 	return snap
 }

@@ -41,6 +41,8 @@ type Snapshot struct {
 	ServersByStatus map[string]int
 	Tools           int
 	Classified      int
+	// ClusterMembers is how many nodes this one sees in its cluster (0: not a cluster; no series).
+	ClusterMembers int
 }
 
 // Metrics holds every collector. A nil *Metrics is valid and records nothing, so packages can be used without it.
@@ -61,6 +63,7 @@ type Metrics struct {
 	HTTPRequests        *prometheus.CounterVec
 	HTTPDuration        *prometheus.HistogramVec
 	ActorRestarts       *prometheus.CounterVec
+	BackendSessions     *prometheus.GaugeVec
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
@@ -68,8 +71,16 @@ type Metrics struct {
 var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // New builds the registry with every metric; snapshot (may be nil) feeds the scrape-time gauges.
-func New(snapshot func() Snapshot) *Metrics {
+func New(snapshot func() Snapshot) *Metrics { return NewForNode(snapshot, "") }
+
+// NewForNode is New for one node of a cluster: every series carries the label node (the node id), so that the
+// nodes' series stay apart when one Prometheus scrapes them all. node empty: no such label (a single node).
+func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 	r := prometheus.NewRegistry()
+	var reg prometheus.Registerer = r
+	if node != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"node": node}, r)
+	}
 	m := &Metrics{
 		Registry: r,
 		RoutingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -128,15 +139,31 @@ func New(snapshot func() Snapshot) *Metrics {
 			Name: "mcp_aggregator_actor_restarts_total",
 			Help: "Actors restarted by their supervisor after a crash, by actor kind.",
 		}, []string{"kind"}),
+		BackendSessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcp_aggregator_backend_sessions",
+			Help: "1 while this process holds the server's MCP session (in a cluster, on the node that owns the server).",
+		}, []string{"server"}),
 	}
-	r.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
+	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
-		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts,
+		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
-		r.MustRegister(&stateCollector{snapshot: snapshot})
+		reg.MustRegister(&stateCollector{snapshot: snapshot})
 	}
 	return m
+}
+
+// BackendSession records whether this process holds the server's session now.
+func (m *Metrics) BackendSession(server string, open bool) {
+	if m == nil {
+		return
+	}
+	if open {
+		m.BackendSessions.WithLabelValues(server).Set(1)
+	} else {
+		m.BackendSessions.DeleteLabelValues(server)
+	}
 }
 
 // Handler serves the registry in the Prometheus text format.
@@ -157,6 +184,7 @@ func (m *Metrics) ForgetServer(name string) {
 	m.CallsInFlight.DeletePartialMatch(l)
 	m.ReconnectAttempts.DeletePartialMatch(l)
 	m.SessionLosses.DeletePartialMatch(l)
+	m.BackendSessions.DeletePartialMatch(l)
 }
 
 // Call records the end of a tool call on a server.
@@ -272,6 +300,7 @@ var (
 	serversDesc    = prometheus.NewDesc("mcp_aggregator_servers_total", "Registered servers by status.", []string{"status"}, nil)
 	toolsDesc      = prometheus.NewDesc("mcp_aggregator_tools_total", "Tools of all registered servers.", nil, nil)
 	classifiedDesc = prometheus.NewDesc("mcp_aggregator_tools_classified", "Tools classified into skills.", nil, nil)
+	membersDesc    = prometheus.NewDesc("mcp_aggregator_cluster_members", "Nodes this node sees in its cluster.", nil, nil)
 )
 
 // statuses are always reported, at 0 when empty, so alert ratios never divide by a missing series.
@@ -281,6 +310,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- serversDesc
 	ch <- toolsDesc
 	ch <- classifiedDesc
+	ch <- membersDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -296,6 +326,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(toolsDesc, prometheus.GaugeValue, float64(s.Tools))
 	ch <- prometheus.MustNewConstMetric(classifiedDesc, prometheus.GaugeValue, float64(s.Classified))
+	if s.ClusterMembers > 0 {
+		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(s.ClusterMembers))
+	}
 }
 
 func lower(s string) string {

@@ -165,7 +165,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer store.Close()
 
-	mx, systemRef := newMetrics()
+	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(nodeLock)
+	metricsNode := ""
+	if cfg.Cluster.Mode != "" {
+		metricsNode = nodeID // a cluster's nodes are scraped together: their series carry the node
+	}
+	mx, systemRef := newMetrics(metricsNode)
 	meters, err := mx.ActorMeterProvider()
 	if err != nil {
 		return err
@@ -178,17 +187,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)           // what stdio servers of a daemon that died left behind
 	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
-	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer closeQuietly(nodeLock)
 	clusterDeps, err := cfg.Cluster.clusterDeps()
 	if err != nil {
 		return err
 	}
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Metrics: mx, MeterProvider: meters,
-		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID, NodeAddress: cfg.nodeURL(), Cluster: clusterDeps})
+		Search: sd, Classifier: classifier, DataDir: cfg.DataDir, NodeID: nodeID, NodeAddress: cfg.nodeURL(), Cluster: clusterDeps,
+		MembersChanged: limiter.SetShare})
 	if err != nil {
 		return fmt.Errorf("start actors: %w", err)
 	}
@@ -200,8 +205,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	var settled atomic.Bool
 	go awaitSettled(ctx, system, cfg.Actors.ConnectionTimeout, &settled, logger)
 	guard := cfg.hostGuard()
+	var clusterProbe api.ClusterProbe
+	if _, _, _, ok := system.ClusterStatus(); ok {
+		clusterProbe = func() (string, int, bool) {
+			node, members, joined, _ := system.ClusterStatus()
+			return node, members, joined
+		}
+	}
 	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
-		HostGuard: guard, Settled: settled.Load, Config: api.Config{
+		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			MaxBodyBytes:        cfg.MaxBodyBytes,
 			HealthCheckInterval: cfg.Actors.HealthInterval,
@@ -227,7 +239,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
 	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.New(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle), HostGuarded: true})))
-	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, 0, logger))
+	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, clusterProbe, 0, logger))
 	mux.Handle(api.LivePath, probes)
 	mux.Handle(api.ReadyPath, probes)
 	// Outside in: request id and access log, the count of requests in flight (a shutdown waits for them), host/origin guard (403 before anything), bearer tokens, the loop guard
@@ -248,7 +260,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	case err = <-served:
 		logger.Error("HTTP server failed", "error", err)
 	}
+	// A cluster node hands its servers over to the other nodes while its own listeners drain (the load balancer
+	// sends new requests elsewhere; calls to its servers from other nodes wait for the successor).
+	handedOver := make(chan struct{})
+	go func() {
+		defer close(handedOver)
+		hctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout*6/10)
+		defer cancel()
+		system.HandOver(hctx)
+	}()
 	actorsDeadline = drainListeners(system, app, mcpHTTP, active, cfg.ShutdownTimeout, logger)
+	<-handedOver
 	logger.Info("stopping", "uptime", time.Since(started).Round(time.Second).String())
 	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -472,13 +494,13 @@ func closeQuietly(f *os.File) {
 
 // newMetrics builds the daemon's registry; its scrape-time gauges read the actor system once it is stored in the
 // returned pointer (before that they report nothing).
-func newMetrics() (*metrics.Metrics, *atomic.Pointer[actors.System]) {
+func newMetrics(node string) (*metrics.Metrics, *atomic.Pointer[actors.System]) {
 	ref := &atomic.Pointer[actors.System]{}
-	mx := metrics.New(func() metrics.Snapshot {
+	mx := metrics.NewForNode(func() metrics.Snapshot {
 		if sys := ref.Load(); sys != nil {
 			return sys.Snapshot()
 		}
 		return metrics.Snapshot{}
-	})
+	}, node)
 	return mx, ref
 }

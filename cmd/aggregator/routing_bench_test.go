@@ -75,7 +75,7 @@ func buildBenchBinaries(b *testing.B) benchBinaries {
 }
 
 // startEchoBackend runs cmd/mcp-echo-backend on a free loopback port and returns its MCP endpoint URL.
-func startEchoBackend(b *testing.B, bin string, extraTools int) string {
+func startEchoBackend(b testing.TB, bin string, extraTools int) string {
 	b.Helper()
 	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-tools", fmt.Sprint(extraTools))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

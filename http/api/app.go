@@ -114,6 +114,8 @@ type Deps struct {
 	HostGuard *auth.HostGuard
 	// Settled reports whether startup reconnection has settled, for GET /readyz (nil: always settled).
 	Settled func() bool
+	// Cluster reports the node's cluster membership, for GET /readyz and /health (nil: not a cluster).
+	Cluster ClusterProbe
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -129,6 +131,7 @@ type server struct {
 	limiter *auth.Limiter
 	guard   *auth.HostGuard
 	settled func() bool
+	cluster ClusterProbe
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -139,7 +142,7 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

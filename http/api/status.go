@@ -110,6 +110,14 @@ func (s *server) health(c *fiber.Ctx) error {
 		Connected: byStatus[persistence.StatusConnected],
 		Error:     byStatus[persistence.StatusError],
 	}
+	if s.cluster != nil {
+		node, members, joined := s.cluster()
+		out.Cluster = &healthCluster{Node: node, Members: members, Joined: joined}
+		if !joined {
+			out.Status = healthDegraded
+			out.Issues = append(out.Issues, "this node has not joined its cluster")
+		}
+	}
 	if s.vectors != nil {
 		state, err := s.vectors(ctx)
 		out.Checks.Qdrant = state
@@ -188,7 +196,7 @@ func (s *server) live(c *fiber.Ctx) error {
 
 // GET /readyz: 200 when ready, else 503 (see Readiness).
 func (s *server) ready(c *fiber.Ctx) error {
-	ok, probe := Readiness(c.UserContext(), s.store, s.settled, s.cfg.HealthTimeout, s.log)
+	ok, probe := Readiness(c.UserContext(), s.store, s.settled, s.cluster, s.cfg.HealthTimeout, s.log)
 	if !ok {
 		c.Set(fiber.HeaderRetryAfter, "1")
 		return c.Status(fiber.StatusServiceUnavailable).JSON(probe)
@@ -196,15 +204,26 @@ func (s *server) ready(c *fiber.Ctx) error {
 	return c.JSON(probe)
 }
 
+// ClusterProbe reports this node's cluster membership: its node id, how many members it sees, and whether it has
+// joined (it sees itself among them). nil: not a cluster.
+type ClusterProbe func() (node string, members int, joined bool)
+
 // Readiness decides GET /readyz on either listener: ready when startup reconnection has settled (settled nil or
-// true) and the store answers a ping within timeout. Store errors are logged, and reported only as "error:
-// unavailable" or "error: timeout".
-func Readiness(ctx context.Context, store persistence.Store, settled func() bool, timeout time.Duration, log *slog.Logger) (bool, ProbeView) {
+// true), the node has joined its cluster (cluster nil: not a cluster) and the store answers a ping within
+// timeout. Store errors are logged, and reported only as "error: unavailable" or "error: timeout".
+func Readiness(ctx context.Context, store persistence.Store, settled func() bool, cluster ClusterProbe, timeout time.Duration, log *slog.Logger) (bool, ProbeView) {
 	probe := ProbeView{Status: "ok", Checks: map[string]string{"store": "ok", "startup": "settled"}}
 	ready := true
 	if settled != nil && !settled() {
 		ready = false
 		probe.Checks["startup"] = "reconnecting"
+	}
+	if cluster != nil {
+		probe.Checks["cluster"] = "joined"
+		if _, _, joined := cluster(); !joined {
+			ready = false
+			probe.Checks["cluster"] = "not_joined"
+		}
 	}
 	if timeout <= 0 {
 		timeout = DefaultHealthTimeout
@@ -237,7 +256,7 @@ func Readiness(ctx context.Context, store persistence.Store, settled func() bool
 
 // ProbeHandler serves GET /livez and GET /readyz on a net/http listener (the MCP listener), with the answers of
 // the REST listener.
-func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Duration, log *slog.Logger) http.Handler {
+func ProbeHandler(store persistence.Store, settled func() bool, cluster ClusterProbe, timeout time.Duration, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -248,7 +267,7 @@ func ProbeHandler(store persistence.Store, settled func() bool, timeout time.Dur
 		case LivePath:
 			writeJSON(w, http.StatusOK, ProbeView{Status: "ok"})
 		case ReadyPath:
-			ok, probe := Readiness(r.Context(), store, settled, timeout, log)
+			ok, probe := Readiness(r.Context(), store, settled, cluster, timeout, log)
 			status := http.StatusOK
 			if !ok {
 				w.Header().Set("Retry-After", "1")

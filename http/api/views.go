@@ -75,7 +75,15 @@ type healthView struct {
 	Status  string         `json:"status"`
 	Checks  healthChecks   `json:"checks"`
 	Servers *healthServers `json:"servers,omitempty"`
+	Cluster *healthCluster `json:"cluster,omitempty"`
 	Issues  []string       `json:"issues,omitempty"`
+}
+
+// healthCluster is this node's place in its cluster (only on a cluster node).
+type healthCluster struct {
+	Node    string `json:"node"`
+	Members int    `json:"members"`
+	Joined  bool   `json:"joined"`
 }
 
 func newHistoryEventView(e persistence.HistoryEvent) historyEventView {

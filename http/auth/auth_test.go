@@ -316,6 +316,48 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
+// TestLimiterShare: on a node of a three-node cluster a client gets a third of the rate and the burst, existing
+// buckets included; back on one node, the whole.
+func TestLimiterShare(t *testing.T) {
+	l := NewLimiter(30, 9)
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	l.Allow("old") // a bucket that exists before the share changes
+	l.SetShare(3)
+	for _, key := range []string{"old", "new"} {
+		passed := 0
+		for i := 0; i < 20; i++ {
+			if ok, _ := l.Allow(key); ok {
+				passed++
+			}
+		}
+		if passed > 3 {
+			t.Fatalf("client %s: %d calls in a burst on a node of three, want at most 3 (9/3)", key, passed)
+		}
+	}
+	now = now.Add(time.Second) // 10 calls/s on this node
+	passed := 0
+	for i := 0; i < 20; i++ {
+		if ok, _ := l.Allow("new"); ok {
+			passed++
+		}
+	}
+	if passed < 2 || passed > 3 {
+		t.Fatalf("after 1 s at 10/s with a burst of 3: %d calls, want the burst (3)", passed)
+	}
+	l.SetShare(1)
+	now = now.Add(time.Second)
+	passed = 0
+	for i := 0; i < 20; i++ {
+		if ok, _ := l.Allow("fresh"); ok {
+			passed++
+		}
+	}
+	if passed != 9 {
+		t.Fatalf("one node again: %d calls in a burst, want 9", passed)
+	}
+}
+
 // TestMiddleware: the net/http middleware answers 401/403 in the error shape before the handler, and hands the
 // identity on in the context and as a go-sdk TokenInfo.
 func TestMiddleware(t *testing.T) {

@@ -15,6 +15,8 @@ type Limiter struct {
 	burst int
 	idle  time.Duration
 	now   func() time.Time
+	// share divides the limit among the nodes of a cluster (SetShare; 1 on a single node).
+	share int
 
 	mu        sync.Mutex
 	buckets   map[string]*bucket
@@ -39,7 +41,33 @@ func NewLimiter(perSecond float64, burst int) *Limiter {
 	if idle < time.Minute {
 		idle = time.Minute
 	}
-	return &Limiter{limit: rate.Limit(perSecond), burst: burst, idle: idle, now: time.Now, buckets: map[string]*bucket{}}
+	return &Limiter{limit: rate.Limit(perSecond), burst: burst, idle: idle, now: time.Now, share: 1, buckets: map[string]*bucket{}}
+}
+
+// SetShare makes this limiter enforce 1/nodes of the configured rate and burst (at least 1 call), so that a
+// client's calls over all the nodes of a cluster stay within the configured limit. A client whose calls all land
+// on one node gets that node's share only: spread clients over the nodes (round-robin load balancing).
+func (l *Limiter) SetShare(nodes int) {
+	if l == nil {
+		return
+	}
+	nodes = max(nodes, 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if nodes == l.share {
+		return
+	}
+	l.share = nodes
+	limit, burst := l.shareLocked()
+	for _, b := range l.buckets {
+		b.lim.SetLimit(limit)
+		b.lim.SetBurst(burst)
+	}
+}
+
+// shareLocked is this node's rate and burst; l.mu is held.
+func (l *Limiter) shareLocked() (rate.Limit, int) {
+	return l.limit / rate.Limit(l.share), max(l.burst/l.share, 1)
 }
 
 // Allow takes one token from key's bucket. When the bucket is empty it returns false and how long until a token is
@@ -61,7 +89,7 @@ func (l *Limiter) Allow(key string) (bool, time.Duration) {
 	}
 	b := l.buckets[key]
 	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
+		b = &bucket{lim: rate.NewLimiter(l.shareLocked())}
 		l.buckets[key] = b
 	}
 	b.last = now

@@ -24,7 +24,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -147,6 +149,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name))
 		return
 	}
+	if h.forwarded(w, r, srv) {
+		return
+	}
 	sdk := h.handlerFor(srv.ID)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
@@ -167,6 +172,41 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		sdk.ServeHTTP(w, r)
 	}
+}
+
+// forwarded sends the request to the cluster node that serves the server, when that is another node (a session of
+// the per-server endpoint lives beside the server's actor); true when it did (or answered an error).
+func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv actors.ServerEntry) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.SyncTimeout)
+	target, remote, err := h.sys.OwnerURL(ctx, srv.ID)
+	cancel()
+	switch {
+	case err != nil:
+		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name+": the cluster node that serves it cannot be reached"))
+		return true
+	case !remote:
+		return false
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name))
+		return true
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = u.Host // the owner's host guard accepts its own address
+			pr.Out.URL.Path = pr.In.URL.Path
+			pr.Out.URL.RawPath = pr.In.URL.RawPath
+		},
+		FlushInterval: -1, // SSE and streamable responses stream through
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			h.log.Warn("forwarding a per-server session to the node that serves it failed", "server", srv.Name, "node", u.Host, "error", err)
+			apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name+": the cluster node that serves it did not answer"))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	return true
 }
 
 // serverName extracts {name} from /mcp/servers/{name} (a trailing slash is accepted).

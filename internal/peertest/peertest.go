@@ -47,6 +47,16 @@ func missing(t testing.TB, what string) {
 	t.Skip(msg)
 }
 
+// missingTool skips (or fails under CI=true) for a system tool that is not installed.
+func missingTool(t testing.TB, what string) {
+	t.Helper()
+	msg := what + " is not installed: `make test` installs it"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
 // Node returns the node binary that runs the peers.
 func Node(t testing.TB) string {
 	t.Helper()
