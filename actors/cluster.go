@@ -65,6 +65,18 @@ func (l *clusterLookup) Setup(c *cluster.Cluster, _ []string, _ bool) {
 // Shutdown implements cluster.IdentityLookup.
 func (l *clusterLookup) Shutdown() {}
 
+// startMember starts the cluster member; protoactor panics when the membership provider cannot start (an etcd
+// that does not answer): that is an error of the daemon's start, not a crash.
+func startMember(c *cluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: join the membership: %v", r)
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
 // prepareCluster settles this node's cluster address and its view of the membership, before any server actor
 // exists (they read the view).
 func (s *System) prepareCluster() error {
@@ -94,7 +106,9 @@ func (s *System) joinCluster() error {
 		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
 		cluster.WithRequestTimeout(s.deps.Config.AskTimeout))
 	s.cluster = cluster.New(s.sys, cfg)
-	s.cluster.StartMember()
+	if err := startMember(s.cluster); err != nil {
+		return err
+	}
 	s.deps.Logger.Info("joined the cluster", "cluster", cc.Name, "node", s.deps.NodeID, "address", s.sys.Address(),
 		"members", s.members.count())
 	return nil
@@ -115,7 +129,7 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 	if s.deps.MembersChanged != nil {
 		s.deps.MembersChanged(len(members))
 	}
-	s.reconcileSoon()
+	s.reconcileSoon() // (before the reconciler runs, its first pass happens anyway)
 }
 
 // memberNode is the node id of a member id: the etcd provider names members <cluster>@<actor system id>, the
@@ -127,7 +141,10 @@ func memberNode(id string) string {
 	return id
 }
 
-// leaveCluster leaves the membership and stops remoting (nothing on a single node).
+// leaveCluster leaves the membership (nothing on a single node): the provider deregisters the node, so the others
+// see it leave at once instead of after a timeout. Remoting is not shut down: protoactor's remote shutdown races
+// with messages still arriving (the race detector reports it in the version we build with), and the process exits
+// next anyway, which closes its connections.
 func (s *System) leaveCluster() {
 	if s.cluster == nil {
 		return
@@ -136,7 +153,6 @@ func (s *System) leaveCluster() {
 	go func() {
 		defer close(done)
 		_ = s.deps.Cluster.Provider.Shutdown(true)
-		s.cluster.Remote.Shutdown(true)
 	}()
 	select {
 	case <-done:

@@ -26,7 +26,6 @@ import (
 func (s *System) startReconciler(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopReconcile = cancel
-	s.reconcileNow = make(chan struct{}, 1)
 	activated, err := s.reconcile(ctx)
 	if err != nil {
 		cancel()
@@ -55,9 +54,6 @@ func (s *System) startReconciler(ctx context.Context) error {
 
 // reconcileSoon asks for a reconciliation pass (coalesced with one already asked for).
 func (s *System) reconcileSoon() {
-	if s.reconcileNow == nil {
-		return
-	}
 	select {
 	case s.reconcileNow <- struct{}{}:
 	default:

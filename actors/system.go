@@ -160,7 +160,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}}}
+	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}},
+		reconcileNow: make(chan struct{}, 1)}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
@@ -168,6 +169,16 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		}
 		sys.Shutdown()
 		return nil, err
+	}
+	// A cluster node starts remoting (which sets the actor system's address) before any actor runs, and joins the
+	// membership; other nodes' requests for its placement wait (they retry) until it is spawned below.
+	if d.Cluster != nil {
+		if err := s.prepareCluster(); err != nil {
+			return fail(err)
+		}
+		if err := s.joinCluster(); err != nil {
+			return fail(err)
+		}
 	}
 	// The node's singleton actors (router, discovery, indexer, classifier) are spawned from the root. In protoactor
 	// WithSupervisor would only apply to their children; WithGuardian makes a guardian with our strategy their
@@ -205,19 +216,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
 	s.startFeed(fctx)
-	if d.Cluster != nil {
-		if err := s.prepareCluster(); err != nil {
-			return fail(err)
-		}
-	}
 	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted), placementName)
 	if err != nil {
 		return fail(fmt.Errorf("spawn placement: %w", err))
-	}
-	if d.Cluster != nil {
-		if err := s.joinCluster(); err != nil {
-			return fail(err)
-		}
 	}
 	s.registry, err = sys.Root.SpawnNamed(newRegistryProps(d, s), "registry")
 	if err != nil {

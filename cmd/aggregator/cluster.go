@@ -113,11 +113,14 @@ func (c clusterConfig) clusterDeps() (*actors.ClusterConfig, error) {
 	var provider cluster.ClusterProvider
 	switch c.Mode {
 	case "etcd":
-		p, err := etcd.NewWithConfig("/mcp-aggregator", clientv3.Config{Endpoints: c.Etcd, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: connect to etcd %v: %w", c.Etcd, err)
-		}
-		provider = p
+		endpoints := c.Etcd
+		provider = &lateProvider{make: func() (cluster.ClusterProvider, error) {
+			p, err := etcd.NewWithConfig("/mcp-aggregator", clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+			if err != nil {
+				return nil, fmt.Errorf("cluster: connect to etcd %v: %w", endpoints, err)
+			}
+			return p, nil
+		}}
 	case "automanaged":
 		port, peers, err := c.automanaged()
 		if err != nil {
@@ -126,6 +129,50 @@ func (c clusterConfig) clusterDeps() (*actors.ClusterConfig, error) {
 		provider = automanaged.NewWithConfig(time.Second, port, peers...)
 	}
 	return &actors.ClusterConfig{Name: c.Name, Provider: provider, Host: c.Host, Port: c.Port, Advertise: c.Advertise}, nil
+}
+
+// lateProvider builds its provider when the cluster starts the member, not before: the etcd client starts gRPC
+// connections at once, and protoactor's remoting, which the cluster starts first, replaces gRPC's global logger
+// without a lock (a data race with a client already running).
+type lateProvider struct {
+	make func() (cluster.ClusterProvider, error)
+	p    cluster.ClusterProvider
+}
+
+func (l *lateProvider) start() error {
+	if l.p != nil {
+		return nil
+	}
+	p, err := l.make()
+	if err != nil {
+		return err
+	}
+	l.p = p
+	return nil
+}
+
+// StartMember implements cluster.ClusterProvider.
+func (l *lateProvider) StartMember(c *cluster.Cluster) error {
+	if err := l.start(); err != nil {
+		return err
+	}
+	return l.p.StartMember(c)
+}
+
+// StartClient implements cluster.ClusterProvider.
+func (l *lateProvider) StartClient(c *cluster.Cluster) error {
+	if err := l.start(); err != nil {
+		return err
+	}
+	return l.p.StartClient(c)
+}
+
+// Shutdown implements cluster.ClusterProvider.
+func (l *lateProvider) Shutdown(graceful bool) error {
+	if l.p == nil {
+		return nil
+	}
+	return l.p.Shutdown(graceful)
 }
 
 // automanagedDefaultPeers are the health ports of the zero-config mode: up to three nodes on one host.

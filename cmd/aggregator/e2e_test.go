@@ -73,7 +73,14 @@ func (d *daemon) start() {
 	}
 	d.done = make(chan error, 1)
 	go func() { d.done <- d.cmd.Wait() }()
-	d.t.Cleanup(func() { _ = d.cmd.Process.Kill() })
+	logs := d.logs
+	d.t.Cleanup(func() {
+		_ = d.cmd.Process.Kill()
+		// The binary is built with -race: a race in the daemon fails the test that ran it.
+		if races := ourRaces(logs.String()); len(races) > 0 {
+			d.t.Errorf("the daemon reported %d data races:\n%s", len(races), strings.Join(races, "\n"))
+		}
+	})
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(d.base + "/health"); err == nil {
@@ -97,6 +104,35 @@ func (d *daemon) signal(sig syscall.Signal, limit time.Duration) time.Duration {
 		d.t.Fatalf("daemon did not exit within %v of %v; logs:\n%s", limit, sig, d.logs)
 	}
 	return 0
+}
+
+// ourRaces returns the race reports of a daemon's output where code of ours makes one of the two conflicting
+// accesses (the innermost frame of an access stack is in this module). The cluster of protoactor-go
+// v0.0.0-20240822202345 (the newest the module proxy serves) races with itself under the race detector (its member
+// list, block list, gossip and etcd provider touch shared fields without their locks; README, "Where we work
+// around protoactor-go"); a report whose two accesses are both made inside it is left out, even when our code
+// called into it. Every other report fails the test that ran the daemon.
+func ourRaces(out string) []string {
+	var races []string
+	for _, r := range strings.Split(out, "WARNING: DATA RACE")[1:] {
+		if end := strings.Index(r, "=================="); end >= 0 {
+			r = r[:end]
+		}
+		ours := false
+		for _, section := range strings.Split(r, "\n\n") {
+			lines := strings.Split(strings.TrimSpace(section), "\n")
+			head := lines[0]
+			access := strings.HasPrefix(head, "Read at") || strings.HasPrefix(head, "Write at") ||
+				strings.HasPrefix(head, "Previous read at") || strings.HasPrefix(head, "Previous write at")
+			if access && len(lines) > 1 && strings.Contains(lines[1], "github.com/mcpgw/aggregator") {
+				ours = true
+			}
+		}
+		if ours {
+			races = append(races, "WARNING: DATA RACE"+r)
+		}
+	}
+	return races
 }
 
 // syncBuf collects a daemon's output; the process writes while the test may read.

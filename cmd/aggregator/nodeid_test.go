@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestNodeIdentity: a process restarting on a data directory gets its id back; a second process running at the
 // same time gets another one; without a data directory every call is a fresh id.
@@ -25,5 +28,21 @@ func TestNodeIdentity(t *testing.T) {
 	b, _, _ := nodeIdentity("")
 	if a == "" || a == b {
 		t.Fatalf("ids without a data directory: %q %q", a, b)
+	}
+}
+
+// TestOurRaces: a race report counts when code of this module makes one of its two accesses, not when the accesses
+// are made inside a library (even called from our code), nor when only the goroutine's creation passes through it.
+func TestOurRaces(t *testing.T) {
+	upstream := "==================\nWARNING: DATA RACE\nWrite at 0x1 by goroutine 2:\n  github.com/asynkron/protoactor-go/remote.(*BlockList).Block()\n  github.com/mcpgw/aggregator/actors.(*System).leaveCluster()\n\n" +
+		"Previous read at 0x1 by goroutine 3:\n  github.com/asynkron/protoactor-go/remote.(*BlockList).BlockedMembers()\n\n" +
+		"Goroutine 2 (running) created at:\n  github.com/mcpgw/aggregator/actors.Start()\n==================\n"
+	ours := "==================\nWARNING: DATA RACE\nRead at 0x2 by goroutine 4:\n  github.com/mcpgw/aggregator/actors.(*System).reconcileSoon()\n\n" +
+		"Previous write at 0x2 by main goroutine:\n  github.com/mcpgw/aggregator/actors.(*System).startReconciler()\n==================\n"
+	if got := ourRaces("log\n" + upstream + "more\n" + ours); len(got) != 1 || !strings.Contains(got[0], "reconcileSoon") {
+		t.Fatalf("ourRaces = %q, want only the report in our code", got)
+	}
+	if got := ourRaces(upstream); len(got) != 0 {
+		t.Fatalf("a race inside protoactor only: %q", got)
 	}
 }

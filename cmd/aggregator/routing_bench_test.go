@@ -234,7 +234,7 @@ func waitTools(b *testing.B, d *benchDaemon, client *http.Client, id string, min
 }
 
 // connectMCP opens one go-sdk client session (it multiplexes concurrent calls) with the protocol version pinned.
-func connectMCP(b *testing.B, endpoint string, opts *mcp.ClientOptions) *mcp.ClientSession {
+func connectMCP(b testing.TB, endpoint string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	b.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "routing-bench", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

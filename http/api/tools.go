@@ -29,11 +29,10 @@ func (s *server) callTool(c *fiber.Ctx) error {
 		return routeError(err, req)
 	}
 	call := apierror.Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}
-	if e := apierror.NotCallable(route); e != nil {
-		e.Detail = "Server unavailable: " + route.ServerName
-		return e
-	}
-	// The call is bounded by the actors' request timeout, not by the admin ask deadline.
+	// The server's actor decides whether the call runs, whatever status the routing table shows: right after the
+	// server was activated (a restart, a failover, a hand-over between cluster nodes) the table may still show an
+	// earlier owner's status while the actor keeps the call until its connection is up; otherwise it answers
+	// SERVER_UNAVAILABLE with the live status. The call is bounded by the actors' request timeout, not by the admin ask deadline.
 	reply, err := s.control.Call(c.UserContext(), route, req.Arguments, nil)
 	if err != nil {
 		return mapError(fmt.Errorf("call %s: %w", route.Name, err), subject{id: route.ServerID, name: route.ServerName})

@@ -416,9 +416,8 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progre
 // or busy server, a timeout, an oversized answer, a loop) as a tool error in the shared error body.
 func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
 	route := c.Route
-	if e := apierror.NotCallable(route); e != nil {
-		return e.CallToolResult(), nil
-	}
+	// The server's actor decides whether the call runs (see http/api's call): it may keep it until the server's
+	// connection is up right after an activation, whatever status the routing table shows meanwhile.
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
