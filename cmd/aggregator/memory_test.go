@@ -1,0 +1,128 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMemoryPolicyLimit(t *testing.T) {
+	const mib = 1 << 20
+	p := newMemoryPolicy(48*mib, 64*mib, nil, nil)
+	for _, c := range []struct {
+		name          string
+		live, nonHeap uint64
+		want          int64
+	}{
+		{"start: the floor", 2 * mib, 4 * mib, 64 * mib},
+		{"live + other + headroom", 60 * mib, 11 * mib, (60 + 11 + 48) * mib},
+		{"past 4x the headroom live: a quarter of it", 400 * mib, 20 * mib, (400 + 20 + 100) * mib},
+		{"absurd readings do not overflow", math.MaxUint64, math.MaxUint64, 1<<60 + 1<<60 + 1<<58},
+	} {
+		if got := p.limitFor(memSample{live: c.live, nonHeap: c.nonHeap}); got != c.want {
+			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
+	}
+}
+
+// TestMemoryPolicyFollowsCollections checks that the policy reads the runtime after collections and sets the
+// limit it computes from what it read, and that stop ends it.
+func TestMemoryPolicyFollowsCollections(t *testing.T) {
+	var mu sync.Mutex
+	var set []int64
+	live := uint64(100 << 20)
+	p := newMemoryPolicy(48<<20, 64<<20, func(l int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		set = append(set, l)
+		return 0
+	}, func() memSample {
+		mu.Lock()
+		defer mu.Unlock()
+		live += 1 << 20 // a different reading each time, so that each update sets a new limit
+		return memSample{live: live, nonHeap: 10 << 20}
+	})
+	p.start()
+	defer p.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		if _, n := p.state(); n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, n := p.state()
+			t.Fatalf("the policy ran %d times in 10 s of collections, want 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	limit, _ := p.state()
+	mu.Lock()
+	last := set[len(set)-1]
+	mu.Unlock()
+	if limit != last || limit != p.limitFor(memSample{live: live, nonHeap: 10 << 20}) {
+		t.Fatalf("limit %d, last set %d, want both the limit for the last reading", limit, last)
+	}
+	p.stop()
+	_, before := p.state()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, after := p.state(); after > before+1 { // a cleanup already queued may still run once
+		t.Fatalf("the policy ran %d more times after stop", after-before)
+	}
+}
+
+func TestReadMemSample(t *testing.T) {
+	runtime.GC()
+	s := readMemSample()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if s.live == 0 || s.live > ms.HeapSys {
+		t.Fatalf("live heap %d, heap mapped %d", s.live, ms.HeapSys)
+	}
+	if s.nonHeap == 0 || s.nonHeap > ms.Sys {
+		t.Fatalf("non-heap memory %d, all runtime memory %d", s.nonHeap, ms.Sys)
+	}
+}
+
+// TestMemoryDefaultsLeaveTheEnvironmentAlone checks that GOMEMLIMIT in the environment turns the policy off and
+// GOGC keeps the collector's percentage.
+func TestMemoryDefaultsLeaveTheEnvironmentAlone(t *testing.T) {
+	gogc := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gogc)
+		debug.SetMemoryLimit(limit)
+	})
+	env := func(vars map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	}
+	if p := memoryDefaults(env(map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"})); p != nil {
+		p.stop()
+		t.Fatal("GOMEMLIMIT is set, yet a memory policy started")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC is set to 100, yet the collector's percentage became %d", got)
+	}
+	p := memoryDefaults(env(map[string]string{"GOGC": "100"}))
+	if p == nil {
+		t.Fatal("GOMEMLIMIT is unset, yet no memory policy started")
+	}
+	p.stop()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC is set to 100, yet the collector's percentage became %d", got)
+	}
+	if l, _ := p.state(); l < defaultLimitFloor || debug.SetMemoryLimit(-1) != l {
+		t.Fatalf("the policy's limit is %d, the runtime's %d", l, debug.SetMemoryLimit(-1))
+	}
+	p = memoryDefaults(env(nil))
+	p.stop()
+	if got := debug.SetGCPercent(100); got != defaultGOGC {
+		t.Fatalf("GOGC unset: the collector's percentage is %d, want %d", got, defaultGOGC)
+	}
+}
