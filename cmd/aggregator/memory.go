@@ -9,30 +9,33 @@ import (
 )
 
 // The daemon's default garbage-collection policy. GOGC=400 makes the collector run when the heap has grown to five
-// times what the last collection left live: with the small live heaps of the call path (a few MiB per server) that
-// saves the go-sdk's per-message garbage most of its collection cost (about +15 % routed throughput,
-// BENCHMARKS.md). Five times a large live heap is too much, though: a daemon with 10,000 tools indexed holds about
-// 50 MiB live, and a fixed soft limit of 256 MiB let its heap fill to the limit whatever was live (about 280 MiB
-// RSS, BENCHMARKS.md "Memory, fifth pass"), while a fixed low limit made the collector run nearly continuously
-// once the live heap neared it. The memory policy therefore moves the soft limit after every collection to what
-// the runtime then holds plus a bounded headroom: small heaps keep GOGC=400's room (the limit is above five times
-// their live heap), a large heap grows by at most the headroom before the next collection, and the limit follows the
-// live heap up and down, so no live heap is too large for it (a fixed limit made the collector thrash).
+// times what the last collection left live: with the small live heaps of the call path (about 10 MiB with a few
+// servers) that saves the go-sdk's per-message garbage most of its collection cost (about +15 % routed throughput,
+// BENCHMARKS.md). Five times a large live heap is too much, though, and a fixed soft limit does not fit every
+// daemon: at 256 MiB a daemon with 10,000 tools indexed (about 50 MiB live) let its heap fill to the limit (about
+// 280 MiB RSS), and at 128 MiB the collector ran nearly continuously once the live heap neared it (search p95
+// doubled; BENCHMARKS.md "Memory, fourth pass"). The memory policy therefore moves the soft limit after every
+// collection: it is a budget of defaultBudget for all the memory the runtime holds, raised when the live heap and
+// the runtime's other memory leave less than defaultHeadroom (or a quarter of the live heap, if more) of room
+// under it. Small heaps keep GOGC=400's room (five times their live heap is under the budget); a daemon with
+// thousands of tools collects when it fills the budget; and however much is live, the heap always has room to grow
+// before the next collection, so the collector never thrashes (the limit follows the live heap up and down).
 const (
 	// defaultGOGC is the heap growth, in percent of the live heap, that starts a collection.
 	defaultGOGC = 400
-	// defaultHeadroom is how much the memory the runtime holds may grow between two collections at most. 48 MiB is
-	// about four times the live heap of a daemon with tens of servers (so GOGC=400 is what decides there) and keeps
-	// a daemon with 10,000 tools near 150 MB of RSS.
-	defaultHeadroom = 48 << 20
-	// defaultLimitFloor is the least the soft limit is set to, whatever the runtime holds (at start it holds
-	// little).
-	defaultLimitFloor = 64 << 20
+	// defaultBudget is the soft limit while the live heap leaves enough room under it: 96 MiB of runtime memory
+	// keeps the daemon with 10,000 tools indexed (about 50 MiB live, 10 MiB of stacks and metadata) near its 150 MB
+	// RSS target, with its 30 MiB of binary pages and the embedded store's own caches besides, and is twice what a
+	// daemon with tens of servers needs at GOGC=400.
+	defaultBudget = 96 << 20
+	// defaultHeadroom is the least room the heap gets to grow between two collections: below it the collector
+	// would run after every few MiB allocated, as under a fixed limit near the live heap.
+	defaultHeadroom = 24 << 20
 )
 
 // memoryDefaults applies the daemon's garbage-collection defaults unless the environment sets them: GOGC=400 when
-// GOGC is unset, and when GOMEMLIMIT is unset a soft memory limit that a memoryPolicy keeps at what the runtime
-// holds after each collection plus defaultHeadroom. It returns the policy it started (nil when GOMEMLIMIT is set:
+// GOGC is unset, and when GOMEMLIMIT is unset a soft memory limit that a memoryPolicy keeps at defaultBudget, or
+// above it by what the live heap needs (see above). It returns the policy it started (nil when GOMEMLIMIT is set:
 // the operator's limit stays as it is).
 func memoryDefaults(lookup func(string) (string, bool)) *memoryPolicy {
 	if _, set := lookup("GOGC"); !set {
@@ -41,7 +44,7 @@ func memoryDefaults(lookup func(string) (string, bool)) *memoryPolicy {
 	if _, set := lookup("GOMEMLIMIT"); set {
 		return nil
 	}
-	p := newMemoryPolicy(defaultHeadroom, defaultLimitFloor, debug.SetMemoryLimit, readMemSample)
+	p := newMemoryPolicy(defaultHeadroom, defaultBudget, debug.SetMemoryLimit, readMemSample)
 	p.start()
 	return p
 }
@@ -54,14 +57,14 @@ type memSample struct {
 	nonHeap uint64
 }
 
-// memoryPolicy sets the soft memory limit after every garbage collection to the live heap and the runtime's other
-// memory plus a headroom (never below a floor). The headroom is what the heap may allocate before the next
-// collection: new objects first fill the free slots of the spans in use, so the heap's fragmentation does not eat
-// it. It is started once per process; tests make their own with fake functions.
+// memoryPolicy sets the soft memory limit after every garbage collection to the larger of a budget and the live
+// heap plus the runtime's other memory plus a headroom. The headroom is what the heap may allocate before the next
+// collection at least: new objects first fill the free slots of the spans in use, so the heap's fragmentation does
+// not eat it. It is started once per process; tests make their own with fake functions.
 type memoryPolicy struct {
-	headroom, floor int64
-	setLimit        func(int64) int64
-	read            func() memSample
+	headroom, budget int64
+	setLimit         func(int64) int64
+	read             func() memSample
 
 	mu      sync.Mutex // cleanups may run concurrently
 	limit   int64      // the limit last set (0: none yet)
@@ -69,17 +72,17 @@ type memoryPolicy struct {
 	stopped atomic.Bool
 }
 
-func newMemoryPolicy(headroom, floor int64, setLimit func(int64) int64, read func() memSample) *memoryPolicy {
-	return &memoryPolicy{headroom: headroom, floor: floor, setLimit: setLimit, read: read}
+func newMemoryPolicy(headroom, budget int64, setLimit func(int64) int64, read func() memSample) *memoryPolicy {
+	return &memoryPolicy{headroom: headroom, budget: budget, setLimit: setLimit, read: read}
 }
 
-// limitFor is the soft limit for a sample: live heap, other runtime memory and headroom, at least the floor. Past
-// four times the headroom of live heap the headroom is a quarter of the live heap instead (GOGC=25), so that a
-// very large daemon does not collect after every few percent of growth.
+// limitFor is the soft limit for a sample: the budget, or the live heap, the runtime's other memory and the
+// headroom when they need more. Past four times the headroom of live heap the headroom is a quarter of the live
+// heap instead (GOGC=25), so that a very large daemon does not collect after every few percent of growth.
 func (p *memoryPolicy) limitFor(s memSample) int64 {
 	const most = 1 << 60
 	live, other := int64(min(s.live, most)), int64(min(s.nonHeap, most))
-	return max(live+other+max(p.headroom, live/4), p.floor)
+	return max(live+other+max(p.headroom, live/4), p.budget)
 }
 
 // update reads the runtime and moves the limit.

@@ -11,14 +11,15 @@ import (
 
 func TestMemoryPolicyLimit(t *testing.T) {
 	const mib = 1 << 20
-	p := newMemoryPolicy(48*mib, 64*mib, nil, nil)
+	p := newMemoryPolicy(24*mib, 96*mib, nil, nil)
 	for _, c := range []struct {
 		name          string
 		live, nonHeap uint64
 		want          int64
 	}{
-		{"start: the floor", 2 * mib, 4 * mib, 64 * mib},
-		{"live + other + headroom", 60 * mib, 11 * mib, (60 + 11 + 48) * mib},
+		{"start: the budget", 2 * mib, 4 * mib, 96 * mib},
+		{"10,000 tools: still the budget", 50 * mib, 10 * mib, 96 * mib},
+		{"more live: live + other + headroom", 70 * mib, 11 * mib, (70 + 11 + 24) * mib},
 		{"past 4x the headroom live: a quarter of it", 400 * mib, 20 * mib, (400 + 20 + 100) * mib},
 		{"absurd readings do not overflow", math.MaxUint64, math.MaxUint64, 1<<60 + 1<<60 + 1<<58},
 	} {
@@ -34,7 +35,7 @@ func TestMemoryPolicyFollowsCollections(t *testing.T) {
 	var mu sync.Mutex
 	var set []int64
 	live := uint64(100 << 20)
-	p := newMemoryPolicy(48<<20, 64<<20, func(l int64) int64 {
+	p := newMemoryPolicy(24<<20, 96<<20, func(l int64) int64 {
 		mu.Lock()
 		defer mu.Unlock()
 		set = append(set, l)
@@ -117,7 +118,7 @@ func TestMemoryDefaultsLeaveTheEnvironmentAlone(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GOGC is set to 100, yet the collector's percentage became %d", got)
 	}
-	if l, _ := p.state(); l < defaultLimitFloor || debug.SetMemoryLimit(-1) != l {
+	if l, _ := p.state(); l < defaultBudget || debug.SetMemoryLimit(-1) != l {
 		t.Fatalf("the policy's limit is %d, the runtime's %d", l, debug.SetMemoryLimit(-1))
 	}
 	p = memoryDefaults(env(nil))

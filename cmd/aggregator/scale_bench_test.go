@@ -194,6 +194,20 @@ func BenchmarkSearchAtScale(b *testing.B) {
 		if err := d.cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { // also when the benchmark fails half-way: a daemon left behind would load the machine
+			if d.cmd.ProcessState != nil {
+				return
+			}
+			_ = d.cmd.Process.Signal(syscall.SIGTERM) // it stops its stdio servers
+			done := make(chan struct{})
+			go func() { _ = d.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = d.cmd.Process.Kill()
+				<-done
+			}
+		})
 		waitHTTP(b, d.base+"/api/v1/aggregator/health")
 
 		prefixes := make([]string, scaleServers)
