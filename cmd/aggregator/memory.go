@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The daemon's default garbage-collection policy. GOGC=400 makes the collector run when the heap has grown to five
@@ -31,6 +32,18 @@ const (
 	// defaultHeadroom is the least room the heap gets to grow between two collections: below it the collector
 	// would run after every few MiB allocated, as under a fixed limit near the live heap.
 	defaultHeadroom = 24 << 20
+	// burstWindow: while the daemon allocates fast (a hostile backend's 16 MiB messages read one after the
+	// other, a catalogue being indexed), the headroom is at least what it allocates in this long, so that the
+	// collector runs at most about four times a second instead of after every message or two (at a 96 MiB budget
+	// and 24 MiB of headroom the healthy servers' throughput halved under the 100 MB-results attack,
+	// BENCHMARKS.md "Memory, fifth pass"). Once the allocation rate falls, the next collection brings the limit back.
+	burstWindow = 250 * time.Millisecond
+	// maxBurstHeadroom caps that: with the live heap of such an attack the limit stays near the fixed 256 MiB
+	// limit that bounded it before.
+	maxBurstHeadroom = 128 << 20
+	// relaxEvery is how often the policy looks at the allocation rate between collections, to lower the limit
+	// once a burst is over: an idle daemon may not collect again for minutes.
+	relaxEvery = time.Second
 )
 
 // memoryDefaults applies the daemon's garbage-collection defaults unless the environment sets them: GOGC=400 when
@@ -46,6 +59,7 @@ func memoryDefaults(lookup func(string) (string, bool)) *memoryPolicy {
 	}
 	p := newMemoryPolicy(defaultHeadroom, defaultBudget, debug.SetMemoryLimit, readMemSample)
 	p.start()
+	go p.relaxLoop(relaxEvery)
 	return p
 }
 
@@ -55,6 +69,10 @@ type memSample struct {
 	live uint64
 	// nonHeap is what the soft limit counts besides heap spans: goroutine stacks and the runtime's metadata.
 	nonHeap uint64
+	// allocs is every heap byte allocated so far (/gc/heap/allocs:bytes) and at when it was read: two samples
+	// give the allocation rate.
+	allocs uint64
+	at     time.Time
 }
 
 // memoryPolicy sets the soft memory limit after every garbage collection to the larger of a budget and the live
@@ -69,32 +87,71 @@ type memoryPolicy struct {
 	mu      sync.Mutex // cleanups may run concurrently
 	limit   int64      // the limit last set (0: none yet)
 	updates int64
+	prev    memSample // the sample of the last collection
 	stopped atomic.Bool
+	done    chan struct{} // closed by stop
 }
 
 func newMemoryPolicy(headroom, budget int64, setLimit func(int64) int64, read func() memSample) *memoryPolicy {
-	return &memoryPolicy{headroom: headroom, budget: budget, setLimit: setLimit, read: read}
+	return &memoryPolicy{headroom: headroom, budget: budget, setLimit: setLimit, read: read, done: make(chan struct{})}
 }
 
-// limitFor is the soft limit for a sample: the budget, or the live heap, the runtime's other memory and the
-// headroom when they need more. Past four times the headroom of live heap the headroom is a quarter of the live
-// heap instead (GOGC=25), so that a very large daemon does not collect after every few percent of growth.
-func (p *memoryPolicy) limitFor(s memSample) int64 {
+// limitFor is the soft limit for a sample, given the one before: the budget, or the live heap, the runtime's other
+// memory and the headroom when they need more. Past four times the headroom of live heap the headroom is a quarter
+// of the live heap instead (GOGC=25), so that a very large daemon does not collect after every few percent of
+// growth; and it is at least what the daemon allocated in burstWindow at the rate since the sample before (at most
+// maxBurstHeadroom).
+func (p *memoryPolicy) limitFor(s, prev memSample) int64 {
 	const most = 1 << 60
 	live, other := int64(min(s.live, most)), int64(min(s.nonHeap, most))
-	return max(live+other+max(p.headroom, live/4), p.budget)
+	headroom := max(p.headroom, live/4)
+	if took := s.at.Sub(prev.at); !prev.at.IsZero() && took > 0 && s.allocs > prev.allocs {
+		rate := float64(s.allocs-prev.allocs) / took.Seconds()
+		headroom = max(headroom, int64(min(rate*burstWindow.Seconds(), maxBurstHeadroom)))
+	}
+	return max(live+other+headroom, p.budget)
 }
 
 // update reads the runtime and moves the limit.
 func (p *memoryPolicy) update() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	l := p.limitFor(p.read())
+	s := p.read()
+	l := p.limitFor(s, p.prev)
+	p.prev = s
 	if l != p.limit {
 		p.setLimit(l)
 		p.limit = l
 	}
 	p.updates++
+}
+
+// relax lowers the limit when the allocation rate since the last collection no longer needs it (a burst is over);
+// raising it is left to the collections.
+func (p *memoryPolicy) relax() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.prev.at.IsZero() {
+		return
+	}
+	if l := p.limitFor(p.read(), p.prev); l < p.limit {
+		p.setLimit(l)
+		p.limit = l
+	}
+}
+
+// relaxLoop calls relax every period until stop.
+func (p *memoryPolicy) relaxLoop(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+			p.relax()
+		}
+	}
 }
 
 // gcTick is an object that nothing references once it is armed: the collector frees it in the next cycle and runs
@@ -118,8 +175,12 @@ func (p *memoryPolicy) arm() {
 	}, p)
 }
 
-// stop ends following collections (the limit stays where it is).
-func (p *memoryPolicy) stop() { p.stopped.Store(true) }
+// stop ends following collections and the relax loop (the limit stays where it is).
+func (p *memoryPolicy) stop() {
+	if !p.stopped.Swap(true) {
+		close(p.done)
+	}
+}
 
 // state returns the limit last set and how many times the policy read the runtime.
 func (p *memoryPolicy) state() (limit, updates int64) {
@@ -131,6 +192,7 @@ func (p *memoryPolicy) state() (limit, updates int64) {
 // readMemSample reads the live heap and the runtime's memory classes (runtime/metrics).
 func readMemSample() memSample {
 	s := [...]metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/gc/heap/live:bytes"},
 		{Name: "/memory/classes/total:bytes"},
 		{Name: "/memory/classes/heap/released:bytes"},
@@ -145,10 +207,9 @@ func readMemSample() memSample {
 			v[i] = s[i].Value.Uint64()
 		}
 	}
-	live, total := v[0], v[1]
-	heap := v[2] + v[3] + v[4] + v[5]
-	if heap > total {
-		return memSample{live: live}
+	out := memSample{allocs: v[0], live: v[1], at: time.Now()}
+	if total, heap := v[2], v[3]+v[4]+v[5]+v[6]; heap <= total {
+		out.nonHeap = total - heap
 	}
-	return memSample{live: live, nonHeap: total - heap}
+	return out
 }

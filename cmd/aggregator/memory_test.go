@@ -23,7 +23,26 @@ func TestMemoryPolicyLimit(t *testing.T) {
 		{"past 4x the headroom live: a quarter of it", 400 * mib, 20 * mib, (400 + 20 + 100) * mib},
 		{"absurd readings do not overflow", math.MaxUint64, math.MaxUint64, 1<<60 + 1<<60 + 1<<58},
 	} {
-		if got := p.limitFor(memSample{live: c.live, nonHeap: c.nonHeap}); got != c.want {
+		if got := p.limitFor(memSample{live: c.live, nonHeap: c.nonHeap}, memSample{}); got != c.want {
+			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
+	}
+	// The allocation rate since the sample before: at 400 MiB/s the headroom is what 250 ms allocate; faster,
+	// at most 128 MiB; slow, the budget again.
+	t0 := time.Now()
+	prev := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: t0}
+	for _, c := range []struct {
+		name   string
+		allocs uint64
+		after  time.Duration
+		want   int64
+	}{
+		{"400 MiB/s", 1400 * mib, time.Second, (50 + 10 + 100) * mib},
+		{"4 GiB/s: capped", 5000 * mib, time.Second, (50 + 10 + 128) * mib},
+		{"10 MiB/s: the budget", 1010 * mib, time.Second, 96 * mib},
+	} {
+		s := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: c.allocs, at: t0.Add(c.after)}
+		if got := p.limitFor(s, prev); got != c.want {
 			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
 		}
 	}
@@ -64,7 +83,7 @@ func TestMemoryPolicyFollowsCollections(t *testing.T) {
 	mu.Lock()
 	last := set[len(set)-1]
 	mu.Unlock()
-	if limit != last || limit != p.limitFor(memSample{live: live, nonHeap: 10 << 20}) {
+	if limit != last || limit != p.limitFor(memSample{live: live, nonHeap: 10 << 20}, memSample{}) {
 		t.Fatalf("limit %d, last set %d, want both the limit for the last reading", limit, last)
 	}
 	p.stop()
@@ -126,4 +145,45 @@ func TestMemoryDefaultsLeaveTheEnvironmentAlone(t *testing.T) {
 	if got := debug.SetGCPercent(100); got != defaultGOGC {
 		t.Fatalf("GOGC unset: the collector's percentage is %d, want %d", got, defaultGOGC)
 	}
+}
+
+// TestMemoryPolicyRelaxesAfterABurst checks that a limit raised for a burst of allocation comes back to the budget
+// once the rate since the last collection is low, without waiting for another collection, and that relax never
+// raises it.
+func TestMemoryPolicyRelaxesAfterABurst(t *testing.T) {
+	const mib = 1 << 20
+	var mu sync.Mutex
+	now := time.Now()
+	sample := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: now}
+	var set []int64
+	p := newMemoryPolicy(24*mib, 96*mib, func(l int64) int64 { set = append(set, l); return 0 },
+		func() memSample { mu.Lock(); defer mu.Unlock(); return sample })
+	advance := func(allocs uint64, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		sample.allocs += allocs
+		sample.at = sample.at.Add(d)
+	}
+	p.update() // a collection
+	advance(400*mib, time.Second)
+	p.update() // the next one, after allocating 400 MiB/s
+	if l, _ := p.state(); l != (50+10+100)*mib {
+		t.Fatalf("limit after the burst %d MiB, want %d", l/mib, 50+10+100)
+	}
+	advance(40*mib, 100*time.Millisecond)
+	p.relax() // still 400 MiB/s since the last collection: the limit stays
+	if l, _ := p.state(); l != (50+10+100)*mib {
+		t.Fatalf("limit during the burst %d MiB, want %d", l/mib, 50+10+100)
+	}
+	advance(0, 10*time.Second)
+	p.relax()
+	if l, _ := p.state(); l != 96*mib {
+		t.Fatalf("limit 10 s after the burst %d MiB, want the budget", l/mib)
+	}
+	for _, l := range set[1:] {
+		if l > set[0] && l != (50+10+100)*mib {
+			t.Fatalf("relax raised the limit: %v", set)
+		}
+	}
+	p.stop()
 }
