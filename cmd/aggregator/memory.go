@@ -18,9 +18,11 @@ import (
 // doubled; BENCHMARKS.md "Memory, fourth pass"). The memory policy therefore moves the soft limit after every
 // collection: it is a budget of defaultBudget for all the memory the runtime holds, raised when the live heap and
 // the runtime's other memory leave less than defaultHeadroom (or a quarter of the live heap, if more) of room
-// under it. Small heaps keep GOGC=400's room (five times their live heap is under the budget); a daemon with
-// thousands of tools collects when it fills the budget; and however much is live, the heap always has room to grow
-// before the next collection, so the collector never thrashes (the limit follows the live heap up and down).
+// under it, or than what the daemon allocates in burstWindow while it allocates fast. Small heaps keep GOGC=400's
+// room (five times their live heap is under the budget); a daemon with thousands of tools collects when it fills
+// the budget; a burst of allocation (a hostile backend's oversized messages, indexing) gets room in proportion to
+// its rate, given back once it is over; and however much is live, the heap always has room to grow before the next
+// collection, so the collector never thrashes (the limit follows the live heap up and down).
 const (
 	// defaultGOGC is the heap growth, in percent of the live heap, that starts a collection.
 	defaultGOGC = 400
