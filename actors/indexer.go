@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,10 +19,12 @@ import (
 	"github.com/mcpgw/aggregator/search/vector"
 )
 
-// indexedTool is what the indexer remembers of a tool to index only what changed.
+// indexedTool is what the indexer remembers of a tool to index only what changed. Its hash is a number and its
+// server id and skill list are shared with the other tools of the same server and skills: at 10,000 tools the
+// indexer holds 10,000 of them.
 type indexedTool struct {
 	server string
-	hash   string // definition hash + name: a rename or a new definition is re-embedded
+	hash   uint64 // of the definition hash and the name: a rename or a new definition is re-embedded; 0: not indexed
 	skills []string
 	vec    []float32 // only when the index cannot hand vectors back (see vector.VectorSource)
 }
@@ -34,12 +39,44 @@ type indexerActor struct {
 	// skills is the classifier's skill space, also told the recomputed skill vectors (nil: none).
 	skills *classify.SkillSpace
 	tools  map[int64]*indexedTool
+	// hashSeed seeds indexedTool.hash (set when the actor starts); skillSets holds each distinct skill list once
+	// (skillSet).
+	hashSeed  maphash.Seed
+	skillSets map[string][]string
+}
+
+// toolHash is indexedTool.hash of a stored tool (never 0).
+func (a *indexerActor) toolHash(t *persistence.Tool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(a.hashSeed)
+	h.WriteString(t.DefinitionHash)
+	h.WriteByte(0)
+	h.WriteString(t.Name)
+	return max(h.Sum64(), 1)
+}
+
+// skillSet returns the one shared copy of a skill list (the store gives every row its own).
+func (a *indexerActor) skillSet(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	key := strings.Join(ids, "\x00")
+	if set, ok := a.skillSets[key]; ok {
+		return set
+	}
+	if a.skillSets == nil {
+		a.skillSets = map[string][]string{}
+	}
+	set := slices.Clone(ids)
+	a.skillSets[key] = set
+	return set
 }
 
 // Receive implements actor.Actor.
 func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.hashSeed = maphash.MakeSeed() // the state is new at every start: so are the hashes
 		a.indexAll()
 	case *resync:
 		a.indexAll()
@@ -92,13 +129,18 @@ func (a *indexerActor) indexServer(id string) {
 	var docs []search.Doc
 	var embedIDs []int64
 	touched := map[string]bool{}
-	for _, t := range tools {
+	for i := range tools {
+		t := &tools[i]
 		present[t.ID] = true
 		old := a.tools[t.ID]
-		hash := t.DefinitionHash + "\x00" + t.Name
+		known := old != nil
+		if !known {
+			old = &indexedTool{}
+		}
+		hash := a.toolHash(t)
 		payload := vector.Payload{SourceServerName: srv.Name, IsExternal: t.IsExternal, IsClassified: t.IsClassified,
 			SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
-		if old == nil || old.hash != hash {
+		if !known || old.hash != hash {
 			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: t.OriginalName,
 				Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
 			embedIDs = append(embedIDs, t.ID)
@@ -109,10 +151,6 @@ func (a *indexerActor) indexServer(id string) {
 				a.deps.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
 			}
 		}
-		if old == nil {
-			old = &indexedTool{}
-			a.tools[t.ID] = old
-		}
 		if !sameStrings(old.skills, t.SkillIDs) || old.hash != hash {
 			for _, s := range old.skills {
 				touched[s] = true
@@ -121,7 +159,8 @@ func (a *indexerActor) indexServer(id string) {
 				touched[s] = true
 			}
 		}
-		old.server, old.hash, old.skills = id, hash, t.SkillIDs
+		old.server, old.hash, old.skills = id, hash, a.skillSet(t.SkillIDs)
+		a.tools[t.ID] = old
 	}
 	if len(docs) > 0 {
 		// The engine embeds the tools; their vectors also feed the skill centroids. The in-process index gives them
@@ -135,7 +174,7 @@ func (a *indexerActor) indexServer(id string) {
 			if err != nil {
 				// Not indexed: forget the hash so that the next change of this server tries the tool again, and
 				// keep it out of the skill centroids meanwhile.
-				a.tools[tid].vec, a.tools[tid].hash = nil, ""
+				a.tools[tid].vec, a.tools[tid].hash = nil, 0
 			}
 		}
 	}
@@ -216,7 +255,7 @@ func (a *indexerActor) recomputeSkills(touched map[string]bool) {
 	src, fromIndex := a.search.Index().(vector.VectorSource)
 	var ids []uint64
 	for tid, t := range a.tools {
-		if !hasTouched(t.skills, touched) || t.hash == "" {
+		if !hasTouched(t.skills, touched) || t.hash == 0 {
 			continue // not a member of a touched skill, or not indexed
 		}
 		if fromIndex {

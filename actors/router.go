@@ -120,8 +120,12 @@ func (r *routerActor) loadAll() {
 	if err != nil {
 		panic(err)
 	}
+	byServer := map[string][]persistence.Tool{}
 	for _, t := range tools {
-		r.tools[t.SourceServerID] = append(r.tools[t.SourceServerID], t)
+		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], routedTool(t))
+	}
+	for id, list := range byServer {
+		r.tools[id] = compactTools(id, list, nil)
 	}
 }
 
@@ -171,7 +175,7 @@ func (r *routerActor) reloadTools(id string) {
 		}
 		tools[i] = routedTool(t)
 	}
-	r.tools[id] = tools
+	r.tools[id] = compactTools(id, tools, r.tools[id])
 }
 
 func (r *routerActor) publish() {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -40,11 +42,16 @@ type ServerEntry struct {
 	Status string
 }
 
-// ToolEntry is one routable tool: its stored definition and the client-safe alias the MCP endpoint exposes.
+// ToolEntry is one routable tool: its stored definition and the client-safe alias the MCP endpoint exposes. The
+// stored definition is the router's own row, shared by every routing table that has the tool and by the MCP
+// endpoint (a tool's text is held once: at 10,000 tools it is most of the routing state): never modify it.
 type ToolEntry struct {
-	persistence.Tool
+	*persistence.Tool
 	ServerName string
 	Alias      string
+
+	plain, hashed string     // the tool's plain and hashed aliases (see assignAliases), computed once per tool
+	sameOriginal  *ToolEntry // the next tool with the same original name (byOriginal)
 }
 
 // Route is where a tool call goes.
@@ -63,12 +70,13 @@ type RouteTable struct {
 	servers    map[string]ServerEntry // by id
 	byName     map[string]string      // server name -> id
 	tools      map[string]*ToolEntry  // namespaced name -> tool
-	byOriginal map[string][]*ToolEntry
+	byOriginal map[string]*ToolEntry  // original name -> the first of the tools with it (then sameOriginal)
 	byAlias    map[string]*ToolEntry
 	byID       map[int64]*ToolEntry
 	// extraAlias holds each tool's hashed alias where it is not the listed one (see assignAliases).
 	extraAlias map[string]*ToolEntry
-	ordered    []*ToolEntry // by namespaced name
+	ordered    []ToolEntry // by namespaced name; the maps point into it
+	sep        string      // the alias separator the aliases were made with
 	version    uint64
 }
 
@@ -103,8 +111,8 @@ func (t *RouteTable) Servers() []ServerEntry {
 // Callable lists the tools of servers that execute calls (CONNECTED or DEGRADED), by namespaced name.
 func (t *RouteTable) Callable() []*ToolEntry {
 	out := make([]*ToolEntry, 0, len(t.ordered))
-	for _, e := range t.ordered {
-		if callable(t.servers[e.SourceServerID].Status) {
+	for i := range t.ordered {
+		if e := &t.ordered[i]; callable(t.servers[e.SourceServerID].Status) {
 			out = append(out, e)
 		}
 	}
@@ -161,15 +169,15 @@ func (t *RouteTable) Resolve(name, serverID string) (Route, error) {
 	if e, ok := t.alias(name); ok {
 		return t.route(e, StrategyAlias), nil
 	}
-	switch c := t.byOriginal[name]; len(c) {
-	case 0:
+	switch c := t.byOriginal[name]; {
+	case c == nil:
 		return Route{}, fmt.Errorf("tool %q: %w", name, ErrToolNotFound)
-	case 1:
-		return t.route(c[0], StrategyLookupResolved), nil
+	case c.sameOriginal == nil:
+		return t.route(c, StrategyLookupResolved), nil
 	default:
-		ids := make([]string, len(c))
-		for i, e := range c {
-			ids[i] = e.SourceServerID
+		var ids []string
+		for e := c; e != nil; e = e.sameOriginal {
+			ids = append(ids, e.SourceServerID)
 		}
 		sort.Strings(ids)
 		return Route{}, &AmbiguousToolError{Name: name, ServerIDs: ids}
@@ -213,12 +221,20 @@ func routedTool(t persistence.Tool) persistence.Tool {
 
 // buildRouteTable makes a snapshot from the router's per-server state. prev is the table it replaces (nil at
 // start): aliases are assigned so that an alias, once given to a tool, keeps meaning that tool for as long as the
-// tool exists. A client or model holding an older tools/list must never reach another tool by an old alias.
+// tool exists. A client or model holding an older tools/list must never reach another tool by an old alias. The
+// entries point at the rows of tools (which must not change afterwards) and are allocated together, as are the
+// maps, sized once: a table is rebuilt on every change, and at 10,000 tools it is that many entries.
 func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable) *RouteTable {
+	n := 0
+	for id, list := range tools {
+		if _, ok := servers[id]; ok {
+			n += len(list)
+		}
+	}
 	t := &RouteTable{
 		servers: make(map[string]ServerEntry, len(servers)), byName: make(map[string]string, len(servers)),
-		tools: map[string]*ToolEntry{}, byOriginal: map[string][]*ToolEntry{}, byAlias: map[string]*ToolEntry{},
-		byID: map[int64]*ToolEntry{}, version: version,
+		tools: make(map[string]*ToolEntry, n), byOriginal: make(map[string]*ToolEntry, n), byAlias: make(map[string]*ToolEntry, n),
+		byID: make(map[int64]*ToolEntry, n), ordered: make([]ToolEntry, 0, n), sep: sep, version: version,
 	}
 	for id, s := range servers {
 		t.servers[id] = s
@@ -229,15 +245,21 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 		if !ok {
 			continue
 		}
-		for _, tool := range list {
-			e := &ToolEntry{Tool: tool, ServerName: s.Name}
-			t.tools[tool.Name] = e
-			t.byID[tool.ID] = e
-			t.byOriginal[tool.OriginalName] = append(t.byOriginal[tool.OriginalName], e)
-			t.ordered = append(t.ordered, e)
+		for i := range list {
+			t.ordered = append(t.ordered, ToolEntry{Tool: &list[i], ServerName: s.Name})
 		}
 	}
-	sort.Slice(t.ordered, func(i, j int) bool { return t.ordered[i].Name < t.ordered[j].Name })
+	slices.SortFunc(t.ordered, func(a, b ToolEntry) int { return strings.Compare(a.Name, b.Name) })
+	for i := range t.ordered {
+		e := &t.ordered[i]
+		t.tools[e.Name] = e
+		t.byID[e.ID] = e
+		if first := t.byOriginal[e.OriginalName]; first != nil {
+			e.sameOriginal, first.sameOriginal = first.sameOriginal, e
+		} else {
+			t.byOriginal[e.OriginalName] = e
+		}
+	}
 	t.assignAliases(sep, prev)
 	return t
 }
@@ -251,28 +273,36 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 //     of its canonical name).
 //
 // Every tool's hashed alias also resolves to it (byAlias) when no other tool holds that name, so a client that
-// learnt a hashed alias during a collision keeps reaching the same tool after the collision is gone.
+// learnt a hashed alias during a collision keeps reaching the same tool after the collision is gone. A tool's
+// plain and hashed aliases depend only on its names and the separator: they are taken over from prev, not
+// computed (and allocated) again for every table.
 func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
-	plain := make(map[*ToolEntry]string, len(t.ordered))
 	var pending []*ToolEntry
-	for _, e := range t.ordered {
-		a := Alias(e.ServerName, e.OriginalName, sep)
-		plain[e] = a
+	for i := range t.ordered {
+		e := &t.ordered[i]
+		var old *ToolEntry
 		if prev != nil {
-			if old, ok := prev.byID[e.ID]; ok && old.Alias != "" && !IsMetaToolName(old.Alias) && t.byAlias[old.Alias] == nil &&
-				(old.Alias == a || old.Alias == hashedAlias(a, e.Name)) {
-				e.Alias = old.Alias
-				t.byAlias[old.Alias] = e
-				continue
-			}
+			old = prev.byID[e.ID]
+		}
+		if old != nil && prev.sep == sep && old.Name == e.Name && old.ServerName == e.ServerName && old.OriginalName == e.OriginalName {
+			e.plain, e.hashed = old.plain, old.hashed
+		} else {
+			e.plain = Alias(e.ServerName, e.OriginalName, sep)
+			e.hashed = hashedAlias(e.plain, e.Name)
+		}
+		if old != nil && old.Alias != "" && !IsMetaToolName(old.Alias) && t.byAlias[old.Alias] == nil &&
+			(old.Alias == e.plain || old.Alias == e.hashed) {
+			e.Alias = old.Alias
+			t.byAlias[old.Alias] = e
+			continue
 		}
 		pending = append(pending, e)
 	}
 	sort.SliceStable(pending, func(i, j int) bool { return pending[i].ID < pending[j].ID })
 	for _, e := range pending {
-		a := plain[e]
+		a := e.plain
 		if _, taken := t.byAlias[a]; taken || IsMetaToolName(a) {
-			a = hashedAlias(a, e.Name)
+			a = e.hashed
 			for n := 2; t.byAlias[a] != nil; n++ { // a hash collision: practically never, but never share a name
 				a = hashedAlias(a, fmt.Sprintf("%s#%d", e.Name, n))
 			}
@@ -281,10 +311,11 @@ func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
 		t.byAlias[a] = e
 	}
 	// Secondary names: each tool's hashed alias, unless it is another tool's listed alias.
-	for _, e := range t.ordered {
-		if h := hashedAlias(plain[e], e.Name); h != e.Alias && t.byAlias[h] == nil && !IsMetaToolName(h) {
+	for i := range t.ordered {
+		e := &t.ordered[i]
+		if h := e.hashed; h != e.Alias && t.byAlias[h] == nil && !IsMetaToolName(h) {
 			if t.extraAlias == nil {
-				t.extraAlias = map[string]*ToolEntry{}
+				t.extraAlias = make(map[string]*ToolEntry, len(t.ordered))
 			}
 			t.extraAlias[h] = e
 		}
@@ -357,12 +388,12 @@ func (t *RouteTable) ToolCounts() (total, classified int) { return t.ToolCountsW
 
 // ToolCountsWhere is ToolCounts over the servers keep accepts (nil: all).
 func (t *RouteTable) ToolCountsWhere(keep func(serverID string) bool) (total, classified int) {
-	for _, e := range t.ordered {
-		if keep != nil && !keep(e.SourceServerID) {
+	for i := range t.ordered {
+		if keep != nil && !keep(t.ordered[i].SourceServerID) {
 			continue
 		}
 		total++
-		if e.IsClassified {
+		if t.ordered[i].IsClassified {
 			classified++
 		}
 	}
@@ -373,4 +404,117 @@ func (t *RouteTable) ToolCountsWhere(keep func(serverID string) bool) (total, cl
 func (t *RouteTable) ToolByID(id int64) (*ToolEntry, bool) {
 	e, ok := t.byID[id]
 	return e, ok
+}
+
+// compactTools re-homes one server's stored tool rows (fresh from the store, each string and JSON document its own
+// allocation, about nine per row) into as few heap objects as possible, for as long as the router keeps them. A
+// tool's strings (names, description, definition hash) become parts of one string and its JSON (input schema,
+// routed definition) parts of one byte slice; an original name is a suffix of the namespaced name; the server id,
+// classification states, skill lists and primary skills are shared, and the change times held in one array. A tool
+// whose text did not change since prev (the rows the router held before: same id, names and definition hash)
+// keeps prev's text instead of a new copy: the MCP endpoint holds on to the text of the tools it lists, and a
+// reload after every classification must not give it a second copy. The blocks are per tool, not per server, so
+// that a changed tool never keeps its server's other, older text alive. The JSON parts are capped at their length,
+// so appending to one copies it. It returns the rows in a slice of their own, exactly sized.
+func compactTools(serverID string, stored, prev []persistence.Tool) []persistence.Tool {
+	rows := slices.Clone(stored[:len(stored):len(stored)])
+	before := make(map[int64]*persistence.Tool, len(prev))
+	changed := 0
+	for i := range prev {
+		before[prev[i].ID] = &prev[i]
+	}
+	for i := range rows {
+		if rows[i].ChangedAt != nil {
+			changed++
+		}
+	}
+	times := make([]time.Time, 0, changed)
+	shared := map[string]string{}
+	str := func(s string) string {
+		if v, ok := shared[s]; ok {
+			return v
+		}
+		shared[s] = s
+		return s
+	}
+	skillSets := map[string][]string{}
+	primaries := map[string]*string{}
+	for i := range rows {
+		t := &rows[i]
+		if p := before[t.ID]; p != nil && p.Name == t.Name && p.OriginalName == t.OriginalName && p.DefinitionHash == t.DefinitionHash &&
+			p.Description == t.Description && string(p.InputSchema) == string(t.InputSchema) && string(p.Definition) == string(t.Definition) {
+			t.Name, t.OriginalName, t.Description, t.DefinitionHash = p.Name, p.OriginalName, p.Description, p.DefinitionHash
+			t.InputSchema, t.Definition = p.InputSchema, p.Definition
+		} else {
+			compactText(t)
+		}
+		t.SourceServerID = serverID
+		t.ClassificationState = str(t.ClassificationState)
+		if t.SkillIDs != nil {
+			key := strings.Join(t.SkillIDs, "\x00")
+			set, ok := skillSets[key]
+			if !ok {
+				set = make([]string, len(t.SkillIDs))
+				for j, id := range t.SkillIDs {
+					set[j] = str(id)
+				}
+				skillSets[key] = set
+			}
+			t.SkillIDs = set
+		}
+		if t.PrimarySkillID != nil {
+			p, ok := primaries[*t.PrimarySkillID]
+			if !ok {
+				v := str(*t.PrimarySkillID)
+				p = &v
+				primaries[v] = p
+			}
+			t.PrimarySkillID = p
+		}
+		if t.ChangedAt != nil {
+			times = append(times, *t.ChangedAt) // within the capacity: never moves
+			t.ChangedAt = &times[len(times)-1]
+		}
+	}
+	return rows
+}
+
+// compactText copies a tool's strings into one string and its JSON documents into one byte slice.
+func compactText(t *persistence.Tool) {
+	suffix := strings.HasSuffix(t.Name, "."+t.OriginalName)
+	var b strings.Builder
+	b.Grow(len(t.Name) + len(t.OriginalName) + len(t.Description) + len(t.DefinitionHash))
+	b.WriteString(t.Name)
+	if !suffix {
+		b.WriteString(t.OriginalName)
+	}
+	b.WriteString(t.Description)
+	b.WriteString(t.DefinitionHash)
+	text, at := b.String(), 0
+	take := func(n int) string {
+		at += n
+		return text[at-n : at]
+	}
+	name := take(len(t.Name))
+	if suffix {
+		t.OriginalName = name[len(name)-len(t.OriginalName):]
+	} else {
+		t.OriginalName = take(len(t.OriginalName))
+	}
+	t.Name = name
+	t.Description = take(len(t.Description))
+	t.DefinitionHash = take(len(t.DefinitionHash))
+	if t.InputSchema == nil && t.Definition == nil {
+		return
+	}
+	js := make([]byte, 0, len(t.InputSchema)+len(t.Definition))
+	part := func(raw json.RawMessage) json.RawMessage {
+		if raw == nil {
+			return nil
+		}
+		start := len(js)
+		js = append(js, raw...) // within the capacity: never moves
+		return js[start:len(js):len(js)]
+	}
+	t.InputSchema, t.Definition = part(t.InputSchema), part(t.Definition)
 }

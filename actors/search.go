@@ -136,8 +136,8 @@ func (c searchCatalog) Count(serverIDs []string) (tools int, bySkill map[string]
 		servers[id] = true
 	}
 	bySkill = map[string]int{}
-	for _, e := range c.rt.ordered {
-		if servers[e.SourceServerID] {
+	for i := range c.rt.ordered {
+		if e := &c.rt.ordered[i]; servers[e.SourceServerID] {
 			tools++
 			for _, sk := range e.SkillIDs {
 				bySkill[sk]++
@@ -159,8 +159,9 @@ type SkillInfo struct {
 // Skills lists the taxonomy with how many tools each skill has and its current embedding.
 func (s *System) Skills() []SkillInfo {
 	count := map[string]int{}
-	for _, e := range s.Routes().ordered {
-		for _, sk := range e.SkillIDs {
+	rt := s.Routes()
+	for i := range rt.ordered {
+		for _, sk := range rt.ordered[i].SkillIDs {
 			count[sk]++
 		}
 	}

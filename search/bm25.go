@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -57,24 +58,95 @@ var serverBM25 = func() bm25Params {
 	return p
 }()
 
-// posting is one document's entry in a term's postings: the document's slot (4 bytes, little-endian) and the
-// term's frequency in each field of it (one byte each). Packed into 9 bytes with no padding (a struct of an int32
-// and the counts takes 12): postings are most of the index's memory, over a million of them at 10,000 tools
-// (BENCHMARKS.md, search at scale).
-type posting [4 + numFields]byte
-
-func makePosting(slot int32, tf [numFields]uint8) posting {
-	var p posting
-	binary.LittleEndian.PutUint32(p[:4], uint32(slot))
-	copy(p[4:], tf[:])
-	return p
-}
-
-func (p *posting) slot() int32 { return int32(binary.LittleEndian.Uint32(p[:4])) }
+// Postings are stored compressed, one byte stream per term (see bm25): the number of postings as a uvarint, then
+// for each posting in ascending slot order the slot as a uvarint (the first one as it is, the others as the gap to
+// the one before), a byte whose bits say which fields hold the term, and the term's frequency in each of those
+// fields, one byte each. Most postings are of rare terms (word pairs) in one field: about 3 to 4 bytes each instead
+// of 9 packed or 16 as a struct (BENCHMARKS.md, memory). Postings are most of the index's memory: over a million at
+// 10,000 tools.
 
 // maxTF is where a field's term frequency saturates. BM25's k1 of 1.2 makes a frequency past a few dozen add next
 // to nothing (tf 255 is within 0.5% of the saturated score), so counts above it are not worth a wider integer.
 const maxTF = math.MaxUint8
+
+// posting is one decoded posting: a document's slot and the term's frequency in each field of it.
+type posting struct {
+	slot int32
+	tf   [numFields]uint8
+}
+
+// appendPostings appends the stream of ps (sorted by slot, each with some frequency) to b.
+func appendPostings(b []byte, ps []posting) []byte {
+	if len(ps) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	prev := int32(0)
+	for _, p := range ps {
+		b = binary.AppendUvarint(b, uint64(p.slot-prev))
+		prev = p.slot
+		var mask byte
+		for f := range numFields {
+			if p.tf[f] != 0 {
+				mask |= 1 << f
+			}
+		}
+		b = append(b, mask)
+		for f := range numFields {
+			if p.tf[f] != 0 {
+				b = append(b, p.tf[f])
+			}
+		}
+	}
+	return b
+}
+
+// postingReader reads one term's stream.
+type postingReader struct {
+	b    []byte
+	left int32
+	slot int32
+}
+
+// readPostings starts reading stream b; it returns the reader and the number of postings.
+func readPostings(b []byte) (postingReader, int32) {
+	if len(b) == 0 {
+		return postingReader{}, 0
+	}
+	n, k := binary.Uvarint(b)
+	return postingReader{b: b[k:], left: int32(n)}, int32(n)
+}
+
+// next returns the next posting's slot, its field mask and its frequencies (one byte per bit of the mask, in field
+// order), or ok false at the end.
+func (r *postingReader) next() (slot int32, mask byte, tfs []byte, ok bool) {
+	if r.left == 0 {
+		return 0, 0, nil, false
+	}
+	r.left--
+	gap, k := binary.Uvarint(r.b)
+	r.slot += int32(gap)
+	mask = r.b[k]
+	n := bits.OnesCount8(mask)
+	tfs = r.b[k+1 : k+1+n]
+	r.b = r.b[k+1+n:]
+	return r.slot, mask, tfs, true
+}
+
+// decode is next with the frequencies spread over the fields.
+func (r *postingReader) decode() (posting, bool) {
+	slot, mask, tfs, ok := r.next()
+	if !ok {
+		return posting{}, false
+	}
+	p := posting{slot: slot}
+	for f := range numFields {
+		if mask&(1<<f) != 0 {
+			p.tf[f], tfs = tfs[0], tfs[1:]
+		}
+	}
+	return p, true
+}
 
 // lexDoc is what the lexical index keeps about one document besides its postings.
 type lexDoc struct {
@@ -90,11 +162,19 @@ type staged struct {
 	p    posting
 }
 
-// bm25 is a BM25F index whose postings are one array in term order (compressed sparse rows): term t's postings
-// are post[off[t]:off[t+1]]. Changes are staged by add and remove and applied by commit, which builds the new
-// array from the old one in one pass. One array instead of a slice per term saves the slice headers and the
-// allocation of each of the hundreds of thousands of terms that occur once (most of them word pairs), and leaves
-// nothing for the collector to scatter across the heap.
+// cmpStaged orders staged postings by term, then slot: the order commit merges them in.
+func cmpStaged(a, b staged) int {
+	if a.term != b.term {
+		return int(a.term) - int(b.term)
+	}
+	return int(a.p.slot) - int(b.p.slot)
+}
+
+// bm25 is a BM25F index whose postings are one byte array in term order (compressed sparse rows): term t's
+// postings are the stream post[off[t]:off[t+1]] (empty when no document holds t; format above). Changes are staged
+// by add and remove and applied by commit, which builds the new array from the old one in one pass. One array
+// instead of a slice per term saves the slice headers and the allocation of each of the hundreds of thousands of
+// terms that occur once (most of them word pairs), and leaves nothing for the collector to scatter across the heap.
 //
 // Documents live in slots so that scoring accumulates into a dense array instead of a map; a removed document's
 // slot is reused after the next commit. It is not safe for concurrent use; Engine guards it, and readers see it
@@ -105,8 +185,8 @@ type bm25 struct {
 	slots  []lexDoc
 	free   []int32
 	slotOf map[int64]int32
-	off    []int32 // len: terms in the postings + 1
-	post   []posting
+	off    []uint32 // len: terms in the postings + 1
+	post   []byte
 	sumLen [numFields]int64
 	n      int
 
@@ -115,7 +195,7 @@ type bm25 struct {
 }
 
 func newBM25With(p bm25Params, dict *termDict) *bm25 {
-	return &bm25{p: p, dict: dict, slotOf: make(map[int64]int32), off: []int32{0}}
+	return &bm25{p: p, dict: dict, slotOf: make(map[int64]int32), off: []uint32{0}}
 }
 
 // fieldTerms are the analysed terms of a document, per field.
@@ -158,7 +238,7 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 		}
 	}
 	for i, tid := range terms {
-		x.pending = append(x.pending, staged{term: tid, p: makePosting(slot, tfs[i])})
+		x.pending = append(x.pending, staged{term: tid, p: posting{slot: slot, tf: tfs[i]}})
 	}
 	x.slots[slot] = d
 	x.slotOf[id] = slot
@@ -182,7 +262,7 @@ func (x *bm25) remove(id int64) {
 }
 
 // commit applies the staged changes: the postings of removed documents are dropped, those of added documents
-// joined in, and the removed documents' slots freed. It costs one pass over the postings.
+// merged in by slot, and the removed documents' slots freed. It costs one pass over the postings.
 func (x *bm25) commit() {
 	if len(x.pending) == 0 && len(x.dead) == 0 {
 		return
@@ -191,40 +271,46 @@ func (x *bm25) commit() {
 	for _, s := range x.dead {
 		gone[s] = true
 	}
-	terms := max(x.dict.size(), len(x.off)-1)
-	off := make([]int32, terms+1)
-	for t := range len(x.off) - 1 {
-		for i := x.off[t]; i < x.off[t+1]; i++ {
-			if !gone[x.post[i].slot()] {
-				off[t+1]++
-			}
-		}
-	}
 	pending := x.pending[:0] // a document added and removed again within the batch leaves nothing
 	for _, sp := range x.pending {
-		if !gone[sp.p.slot()] {
+		if !gone[sp.p.slot] {
 			pending = append(pending, sp)
-			off[sp.term+1]++
 		}
 	}
+	slices.SortFunc(pending, cmpStaged)
+	terms := max(x.dict.size(), len(x.off)-1)
+	off := make([]uint32, terms+1)
+	post := make([]byte, 0, len(x.post)+len(pending)*4)
+	var merged []posting
 	for t := range terms {
-		off[t+1] += off[t]
-	}
-	post := make([]posting, off[terms])
-	next := slices.Clone(off[:terms])
-	for t := range len(x.off) - 1 {
-		for i := x.off[t]; i < x.off[t+1]; i++ {
-			if !gone[x.post[i].slot()] {
-				post[next[t]] = x.post[i]
-				next[t]++
-			}
+		merged = merged[:0]
+		var r postingReader
+		if t < len(x.off)-1 {
+			r, _ = readPostings(x.post[x.off[t]:x.off[t+1]])
 		}
+		old, more := r.decode()
+		for more || len(pending) > 0 && pending[0].term == int32(t) {
+			if more && gone[old.slot] {
+				old, more = r.decode()
+				continue
+			}
+			// Old and new postings never share a slot: a slot is reused only after the commit that dropped its
+			// postings.
+			if more && (len(pending) == 0 || pending[0].term != int32(t) || old.slot < pending[0].p.slot) {
+				merged = append(merged, old)
+				old, more = r.decode()
+				continue
+			}
+			merged = append(merged, pending[0].p)
+			pending = pending[1:]
+		}
+		post = appendPostings(post, merged)
+		off[t+1] = uint32(len(post))
 	}
-	for _, sp := range pending {
-		post[next[sp.term]] = sp.p
-		next[sp.term]++
+	x.off, x.post = off, slices.Clip(post)
+	if cap(post)-len(post) > len(post)/16 { // exactly sized: the estimate may be well above
+		x.post = slices.Clone(post)
 	}
-	x.off, x.post = off, post
 	x.free = append(x.free, x.dead...)
 	x.pending, x.dead = nil, nil
 }
@@ -234,7 +320,17 @@ func (x *bm25) df(t int32) int32 {
 	if int(t)+1 >= len(x.off) {
 		return 0
 	}
-	return x.off[t+1] - x.off[t]
+	_, n := readPostings(x.post[x.off[t]:x.off[t+1]])
+	return n
+}
+
+// postings is the number of postings of all terms.
+func (x *bm25) postings() int {
+	n := 0
+	for t := range len(x.off) - 1 {
+		n += int(x.df(int32(t)))
+	}
+	return n
 }
 
 // scratch returns buf resized to hold one score per slot, zeroed.
@@ -276,23 +372,37 @@ func (x *bm25) score(q []queryTerm, scores []float64) (maxPossible float64) {
 	k1 := x.p.k1
 	for _, qt := range q {
 		tid, ok := x.dict.lookup(qt.text)
-		if !ok || x.df(tid) == 0 {
+		if !ok || int(tid)+1 >= len(x.off) {
 			continue
 		}
-		idf := x.idf(x.df(tid)) * qt.weight
+		r, df := readPostings(x.post[x.off[tid]:x.off[tid+1]])
+		if df == 0 {
+			continue
+		}
+		idf := x.idf(df) * qt.weight
 		maxPossible += idf
-		for i := x.off[tid]; i < x.off[tid+1]; i++ {
-			p := &x.post[i]
-			slot := p.slot()
+		// The postings decoded inline (the format of appendPostings): this loop is most of a lexical search.
+		b, slot := r.b, int32(0)
+		for range df {
+			gap := uint32(b[0])
+			k := 1
+			for shift := 7; shift < 32 && gap&(1<<shift) != 0; shift += 7 { // a gap of more than 7 bits
+				gap = gap&(1<<shift-1) | uint32(b[k])<<shift
+				k++
+			}
+			slot += int32(gap)
+			mask := b[k]
+			tfs := b[k+1:]
 			d := &x.slots[slot]
 			var tf float64
-			for f := range numFields {
-				if p[4+f] == 0 {
-					continue
-				}
+			n := 0
+			for m := mask; m != 0; m &= m - 1 {
+				f := bits.TrailingZeros8(m)
 				norm := 1 - x.p.b[f] + x.p.b[f]*float64(d.lens[f])/avg[f]
-				tf += x.p.w[f] * float64(p[4+f]) / norm
+				tf += x.p.w[f] * float64(tfs[n]) / norm
+				n++
 			}
+			b = tfs[n:]
 			scores[slot] += idf * (tf*(k1+1)/(tf+k1) + x.p.delta)
 		}
 	}

@@ -138,8 +138,8 @@ func TestBM25IncrementalEqualsFresh(t *testing.T) {
 	if tid, ok := inc.dict.lookup("weather"); !ok || inc.df(tid) != 0 {
 		t.Errorf("a term of removed versions keeps postings")
 	}
-	if len(inc.post) != len(fresh.post) {
-		t.Errorf("%d postings after updates, %d in a fresh index", len(inc.post), len(fresh.post))
+	if inc.postings() != fresh.postings() {
+		t.Errorf("%d postings after updates, %d in a fresh index", inc.postings(), fresh.postings())
 	}
 }
 
@@ -256,5 +256,75 @@ func TestLexiconForgetsDeadTerms(t *testing.T) {
 	}
 	if got := l.serverScores(queryTerms("word9x19")); got["s"] <= 0 {
 		t.Errorf("server index lost the renumbered terms: %v", got)
+	}
+}
+
+// TestPostingsRoundTrip checks the postings' byte format: slots far apart and next to each other, every field
+// mask, frequencies up to maxTF, and an empty stream.
+func TestPostingsRoundTrip(t *testing.T) {
+	var ps []posting
+	slot := int32(0)
+	for i := range 300 {
+		slot += int32(1 + i*i%5000) // gaps of one to several varint bytes
+		var tf [numFields]uint8
+		for f := range numFields {
+			if (i+1)&(1<<f) != 0 || i%32 == 31 {
+				tf[f] = uint8(1 + (i*7+f)%maxTF)
+			}
+		}
+		ps = append(ps, posting{slot: slot, tf: tf})
+	}
+	b := appendPostings([]byte{0xff}, ps)[1:]
+	r, n := readPostings(b)
+	if int(n) != len(ps) {
+		t.Fatalf("%d postings read, %d written", n, len(ps))
+	}
+	for i, want := range ps {
+		got, ok := r.decode()
+		if !ok || got != want {
+			t.Fatalf("posting %d: %+v (%v), want %+v", i, got, ok, want)
+		}
+	}
+	if _, ok := r.decode(); ok {
+		t.Fatal("a posting past the end")
+	}
+	if len(appendPostings(nil, nil)) != 0 {
+		t.Fatal("no postings should take no bytes")
+	}
+	if _, n := readPostings(nil); n != 0 {
+		t.Fatal("an empty stream has postings")
+	}
+	if per := float64(len(b)) / float64(len(ps)); per > 9 {
+		t.Errorf("%.1f bytes a posting", per)
+	}
+}
+
+// TestBM25ScoresAcrossWideGaps checks the scoring loop's own decoding of the postings where slots are one, two and
+// three varint bytes apart: exactly the documents holding a term score, and alike.
+func TestBM25ScoresAcrossWideGaps(t *testing.T) {
+	x := newBM25(defaultBM25)
+	holders := map[int64]bool{0: true, 1: true, 100: true, 300: true, 20000: true, 20001: true, 70000: true}
+	for id := range int64(70001) {
+		desc := "filler"
+		if holders[id] {
+			desc = "filler needle"
+		}
+		x.add(id, "s", fieldsOf("tool", desc))
+	}
+	x.commit()
+	scores := x.scratch(nil)
+	x.score(queryTerms("needle"), scores)
+	var want float64
+	for slot, s := range scores {
+		id := x.slots[slot].id
+		if (s > 0) != holders[id] {
+			t.Fatalf("document %d scores %v", id, s)
+		}
+		if s > 0 && want == 0 {
+			want = s
+		}
+		if s > 0 && s != want {
+			t.Fatalf("document %d scores %v, the others %v", id, s, want)
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (l *lexicon) compactDict() {
 		return
 	}
 	remap := make([]int32, terms)
-	off := make([]int32, 1, live+1)
+	off := make([]uint32, 1, live+1)
 	for t := range terms {
 		remap[t] = -1
 		if x.off[t+1] > x.off[t] {
@@ -125,35 +125,42 @@ func (l *lexicon) rebuildServers() {
 		}
 	}
 	terms := len(tools.off) - 1
-	x.off = make([]int32, terms+1)
+	x.off = make([]uint32, terms+1)
 	acc := make([][numFields]int32, len(ids))
 	var touched []int32
+	var ps []posting
 	for t := range terms {
-		for i := tools.off[t]; i < tools.off[t+1]; i++ {
-			p := &tools.post[i]
-			s := toolServer[p.slot()]
+		r, _ := readPostings(tools.post[tools.off[t]:tools.off[t+1]])
+		for {
+			p, ok := r.decode()
+			if !ok {
+				break
+			}
+			s := toolServer[p.slot]
 			if acc[s] == ([numFields]int32{}) {
 				touched = append(touched, s)
 			}
 			for f := range numFields {
 				if f == fieldServer {
-					acc[s][f] = max(acc[s][f], int32(p[4+f]))
+					acc[s][f] = max(acc[s][f], int32(p.tf[f]))
 				} else {
-					acc[s][f] += int32(p[4+f])
+					acc[s][f] += int32(p.tf[f])
 				}
 			}
 		}
 		slices.Sort(touched)
+		ps = ps[:0]
 		for _, s := range touched {
 			var tf [numFields]uint8
 			for f := range numFields {
 				tf[f] = uint8(min(acc[s][f], maxTF))
 			}
-			x.post = append(x.post, makePosting(s, tf))
+			ps = append(ps, posting{slot: s, tf: tf})
 			acc[s] = [numFields]int32{}
 		}
+		x.post = appendPostings(x.post, ps)
 		touched = touched[:0]
-		x.off[t+1] = int32(len(x.post))
+		x.off[t+1] = uint32(len(x.post))
 	}
 	x.post = slices.Clone(x.post) // exactly sized: appending left up to a quarter unused
 	l.servers = x

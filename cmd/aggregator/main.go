@@ -13,7 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -47,17 +47,13 @@ commands:
 
 func main() {
 	// The go-sdk allocates a fresh JSON decoder per message, so garbage collection takes a large share of a busy
-	// daemon's CPU; a heap target of 400 % (instead of 100 %) raised routed throughput by about 15 % in
-	// BENCHMARKS.md, for about 75 MiB more with 50 servers. A soft limit of 256 MiB makes the collector work harder
-	// before the heap grows past it: with 400 % a hostile backend's refused messages (each up to the message limit)
-	// would otherwise let the heap grow to five times what is live (BENCHMARKS.md "Reliability": 530 MiB at a 512 MiB
-	// limit, under 300 MiB at 256 MiB). GOGC and GOMEMLIMIT in the environment win.
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(400)
-	}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		debug.SetMemoryLimit(256 << 20)
-	}
+	// daemon's CPU: GOGC=400 (instead of 100) raised routed throughput by about 15 % in BENCHMARKS.md. A soft memory
+	// limit that follows the live heap (memory.go) bounds what that costs when much is live (10,000 tools indexed)
+	// or when hostile backends' refused messages pass through. GOGC and GOMEMLIMIT in the environment win.
+	memoryDefaults(os.LookupEnv)
+	// Nothing reads a heap profile of the daemon (it serves no pprof): recording one would only hold a table of
+	// allocation stacks (1.5-3 MiB of runtime memory at 10,000 tools) and cost time on every sampled allocation.
+	runtime.MemProfileRate = 0
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -170,7 +170,8 @@ func (d *scaleDaemon) goMetric(name string) float64 {
 }
 
 // BenchmarkSearchAtScale (issue 11) runs the real daemon binary (built without -race; embedded store, its own
-// GOGC=400 and GOMEMLIMIT=256MiB) with a generated catalogue served by testdata/catalog over stdio: one server of
+// garbage-collection defaults: GOGC=400 and the memory policy of memory.go, unless the environment sets GOGC or
+// GOMEMLIMIT) with a generated catalogue served by testdata/catalog over stdio: one server of
 // 1,000 tools first (registration to searchable: s-index-1k), then 9 more (s-index-9k, to every tool searchable),
 // then sequential POST /api/v1/search latency of the default strategy and of direct over 300 generated queries
 // after 50 of warm-up, and the daemon's VmRSS and Go heap in use once classification has settled.
@@ -193,6 +194,20 @@ func BenchmarkSearchAtScale(b *testing.B) {
 		if err := d.cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { // also when the benchmark fails half-way: a daemon left behind would load the machine
+			if d.cmd.ProcessState != nil {
+				return
+			}
+			_ = d.cmd.Process.Signal(syscall.SIGTERM) // it stops its stdio servers
+			done := make(chan struct{})
+			go func() { _ = d.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = d.cmd.Process.Kill()
+				<-done
+			}
+		})
 		waitHTTP(b, d.base+"/api/v1/aggregator/health")
 
 		prefixes := make([]string, scaleServers)
@@ -213,6 +228,10 @@ func BenchmarkSearchAtScale(b *testing.B) {
 		time.Sleep(3 * time.Second)
 		b.ReportMetric(float64(rssKiB(b, d.cmd.Process.Pid))/1024, "daemon-RSS-MiB")
 		b.ReportMetric(d.goMetric("go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-MiB")
+		// The soft memory limit in force (the daemon's memory policy moves it after every collection) and the heap
+		// size at which the next collection starts.
+		b.ReportMetric(d.goMetric("go_gc_gomemlimit_bytes")/(1<<20), "gomemlimit-MiB")
+		b.ReportMetric(d.goMetric("go_memstats_next_gc_bytes")/(1<<20), "next-gc-MiB")
 		// Where the rest of RSS is: file-backed pages (the binary's text and data), anonymous pages, and the
 		// runtime's own accounts (stacks, span and GC metadata) and heap pages it holds but does not use.
 		pid := d.cmd.Process.Pid

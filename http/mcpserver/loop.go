@@ -66,17 +66,17 @@ func (s *Server) LoopGuard(next http.Handler) http.Handler {
 }
 
 // reportInstance puts this daemon's instance id in the _meta of the initialize result, so that an aggregator
-// connecting to it can tell when it reached itself, and stamps every tool of a tools/list answer (meta-tools and
-// backend tools alike) with its provenance path.
+// connecting to it can tell when it reached itself, and describes every tool of a tools/list answer
+// (describeTools).
 func (s *Server) reportInstance(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if s.instanceID == "" || err != nil {
+		if err != nil {
 			return res, err
 		}
 		switch r := res.(type) {
 		case *mcp.InitializeResult:
-			if r != nil {
+			if r != nil && s.instanceID != "" {
 				if r.Meta == nil {
 					r.Meta = mcp.Meta{}
 				}
@@ -84,36 +84,56 @@ func (s *Server) reportInstance(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		case *mcp.ListToolsResult:
 			if r != nil {
-				stamped := make([]*mcp.Tool, len(r.Tools))
-				for i, t := range r.Tools {
-					stamped[i] = s.stampVia(t)
-				}
-				r.Tools = stamped
+				r.Tools = s.describeTools(r.Tools)
 			}
 		}
 		return res, err
 	}
 }
 
-// stampVia returns a copy of t whose provenance path (actors.ViaMetaKey in _meta) is the path the backend
-// reported, if any, followed by this daemon's instance id. The server's own tool is not modified.
-func (s *Server) stampVia(t *mcp.Tool) *mcp.Tool {
-	if t == nil {
-		return nil
-	}
-	c := *t
-	var path []any
-	if prev, ok := t.Meta[actors.ViaMetaKey].([]any); ok {
-		for _, v := range prev {
-			if id, ok := v.(string); ok {
-				path = append(path, id)
+// describeTools returns copies of listed tools with their _meta completed: a backend tool's canonical name and
+// server (NameMetaKey, ServerMetaKey), and every tool's provenance path (actors.ViaMetaKey: the path the backend
+// reported, if any, followed by this daemon's instance id). The server's own tools are not modified; the names
+// are added here rather than stored with every tool, which at 10,000 tools saved a map of its own for each.
+func (s *Server) describeTools(tools []*mcp.Tool) []*mcp.Tool {
+	out := make([]*mcp.Tool, len(tools))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, t := range tools {
+		if t == nil {
+			continue
+		}
+		c := *t
+		var path []any
+		if prev, ok := t.Meta[actors.ViaMetaKey].([]any); ok {
+			for _, v := range prev {
+				if id, ok := v.(string); ok {
+					path = append(path, id)
+				}
 			}
 		}
+		c.Meta = make(mcp.Meta, len(t.Meta)+3)
+		for k, v := range t.Meta {
+			c.Meta[k] = v
+		}
+		if e, ok := s.exposed[t.Name]; ok {
+			c.Meta[NameMetaKey] = e.name
+			c.Meta[ServerMetaKey] = e.server
+		}
+		if s.instanceID != "" {
+			c.Meta[actors.ViaMetaKey] = append(path, s.instanceID)
+		} else if len(c.Meta) == 0 {
+			c.Meta = t.Meta
+		}
+		out[i] = &c
 	}
-	c.Meta = make(mcp.Meta, len(t.Meta)+1)
-	for k, v := range t.Meta {
-		c.Meta[k] = v
-	}
-	c.Meta[actors.ViaMetaKey] = append(path, s.instanceID)
-	return &c
+	return out
 }
+
+// The _meta keys of a listed backend tool that name it: its canonical {server}.{tool} name and its server. A
+// client sees only the client-safe alias as the tool's name (shortened past 64 characters); these let it call the
+// tool by its canonical name or tell which backend serves it.
+const (
+	NameMetaKey   = "io.mcpgw.aggregator/name"
+	ServerMetaKey = "io.mcpgw.aggregator/server"
+)

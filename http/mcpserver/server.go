@@ -7,11 +7,10 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -106,9 +105,20 @@ type Server struct {
 	// instanceID: see Options.InstanceID.
 	instanceID string
 
+	backendTool mcp.ToolHandler // s.callBackend, made once
+
 	mu      sync.Mutex
-	exposed map[string]string // alias -> hash of what was added, to add only what changed
+	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
+	keySeed maphash.Seed            // of entryKey
 	done    chan struct{}
+}
+
+// exposedEntry is what the endpoint remembers of a backend tool it added: a hash of what the tool was made from
+// (to add again only what changed) and its canonical and server names, which tools/list puts in its _meta
+// (describeTools). The names are the routing table's strings, not copies.
+type exposedEntry struct {
+	key          uint64
+	name, server string
 }
 
 // New builds the endpoint and starts following the routing table until Close.
@@ -134,7 +144,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.MaxSessionsPerClient == 0 {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
-	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]string{},
+	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
 		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
@@ -145,6 +155,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 			Logger:       actors.QuietLogger(slog.New(s.notifyLog), slog.LevelWarn),
 			Instructions: instructions(opts.AliasSeparator),
 		})
+	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
 	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls, s.reportInstance)
 	s.addMetaTools()
@@ -220,7 +231,9 @@ func (s *Server) syncLoop() {
 	}
 }
 
-// sync makes the exposed backend tools equal to the table's callable tools.
+// sync makes the exposed backend tools equal to the table's callable tools. A tool whose entry did not change
+// (entryKey) is left as it is, without decoding its definition and schema again: at 10,000 tools the table changes
+// with every classified batch.
 func (s *Server) sync(t *actors.RouteTable) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,18 +242,19 @@ func (s *Server) sync(t *actors.RouteTable) {
 		if s.searchFirst {
 			break // only the meta-tools are listed
 		}
+		key := entryKey(s.keySeed, e)
+		if old, ok := s.exposed[e.Alias]; ok && old.key == key {
+			want[e.Alias] = true
+			continue
+		}
 		tool, err := exposedTool(e)
 		if err != nil {
 			s.log.Warn("tool not exposed on the MCP endpoint", "tool", e.Name, "error", err)
 			continue
 		}
 		want[e.Alias] = true
-		h := hashTool(tool)
-		if s.exposed[e.Alias] == h {
-			continue
-		}
-		s.exposed[e.Alias] = h
-		s.mcp.AddTool(tool, s.backendHandler(e.Alias))
+		s.exposed[e.Alias] = exposedEntry{key: key, name: e.Name, server: e.ServerName}
+		s.mcp.AddTool(tool, s.backendTool)
 	}
 	var gone []string
 	for alias := range s.exposed {
@@ -254,14 +268,24 @@ func (s *Server) sync(t *actors.RouteTable) {
 	}
 }
 
-func hashTool(t *mcp.Tool) string {
-	b, _ := json.Marshal(t)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+// entryKey hashes everything exposedTool and describeTools make a tool from (64 bits: two different entries of
+// one alias collide with a probability of 2⁻⁶⁴, and then only delay that tool's update to its next change).
+func entryKey(seed maphash.Seed, e *actors.ToolEntry) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for _, part := range []string{e.Alias, e.Name, e.ServerName, e.Description} {
+		h.WriteString(part)
+		h.WriteByte(0)
+	}
+	h.Write(e.InputSchema)
+	h.WriteByte(0)
+	h.Write(e.Definition)
+	return h.Sum64()
 }
 
-// exposedTool is the backend's own tool definition under its alias, with its canonical name in _meta. The go-sdk
-// accepts only object input schemas; a tool without a type gets one, anything else is refused.
+// exposedTool is the backend's own tool definition under its alias; tools/list adds its canonical name to _meta
+// (describeTools), so that the stored tool needs no _meta map of its own. The go-sdk accepts only object input
+// schemas; a tool without a type gets one, anything else is refused.
 func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
 	var t mcp.Tool
 	if len(e.Definition) > 0 {
@@ -290,11 +314,6 @@ func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
 	}
 	t.Name = e.Alias
 	t.Description = e.Description
-	if t.Meta == nil {
-		t.Meta = mcp.Meta{}
-	}
-	t.Meta["io.mcpgw.aggregator/name"] = e.Name
-	t.Meta["io.mcpgw.aggregator/server"] = e.ServerName
 	return &t, nil
 }
 
@@ -362,20 +381,20 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// backendHandler routes a call of one exposed tool through the actors, streaming the backend's progress to the
-// client when it asked for progress.
-func (s *Server) backendHandler(alias string) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		start := time.Now()
-		route, err := s.gw.Routes().Resolve(alias, "")
-		if err != nil {
-			if _, denied := s.admitCall(ctx, req); denied != nil {
-				return denied, nil
-			}
-			return apierror.RouteError(err, apierror.Resolution{Name: alias}).CallToolResult(), nil
+// callBackend routes a call of an exposed tool through the actors, streaming the backend's progress to the client
+// when it asked for progress. It is the handler of every backend tool: the go-sdk calls it under the name the tool
+// was added with, its alias (one handler instead of a closure per tool).
+func (s *Server) callBackend(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	alias := req.Params.Name
+	route, err := s.gw.Routes().Resolve(alias, "")
+	if err != nil {
+		if _, denied := s.admitCall(ctx, req); denied != nil {
+			return denied, nil
 		}
-		return s.directAt(ctx, req, route, alias, start)
+		return apierror.RouteError(err, apierror.Resolution{Name: alias}).CallToolResult(), nil
 	}
+	return s.directAt(ctx, req, route, alias, start)
 }
 
 // direct runs a direct call of a backend tool (by alias or name): admitted, validated, routed, with the same

@@ -146,6 +146,28 @@ func TestAggregatedEndpoint(t *testing.T) {
 		return c.changed > 0
 	})
 
+	// tools/list names each backend tool's canonical name and server in its _meta (the meta-tools have none), and
+	// carries the backend's own schema.
+	var listed int
+	for tool, err := range c.sess.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := tool.Meta[mcpserver.NameMetaKey].(string)
+		server, _ := tool.Meta[mcpserver.ServerMetaKey].(string)
+		if strings.HasPrefix(tool.Name, "every__") {
+			listed++
+			if name != "every."+strings.TrimPrefix(tool.Name, "every__") || server != "every" || tool.InputSchema == nil {
+				t.Fatalf("backend tool %s listed with _meta %v and schema %v", tool.Name, tool.Meta, tool.InputSchema)
+			}
+		} else if name != "" || server != "" {
+			t.Fatalf("meta-tool %s listed with _meta %v", tool.Name, tool.Meta)
+		}
+	}
+	if listed == 0 {
+		t.Fatal("no backend tool listed")
+	}
+
 	// Calls by alias and by canonical name reach the backend and come back unchanged.
 	for _, name := range []string{"every__echo", "every.echo"} {
 		res, err := c.sess.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"message": "via " + name}})

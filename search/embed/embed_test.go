@@ -1,7 +1,6 @@
 package embed
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -186,20 +185,34 @@ func TestHashedConcurrent(t *testing.T) {
 }
 
 func TestWordVectorsTable(t *testing.T) {
-	wv, err := readWordVectors(bytes.NewReader(wordVecData))
+	wv, err := parseWordVectors(wordVecData)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wv.dim != 100 || len(wv.rank) != 40000 || len(wv.values) != 40000*100 {
-		t.Fatalf("table of %d words, %d dimensions, %d values", len(wv.rank), wv.dim, len(wv.values))
+	if wv.dim != 100 || wv.n != 40000 || len(wv.values) != 40000*100 {
+		t.Fatalf("table of %d words, %d dimensions, %d values", wv.n, wv.dim, len(wv.values))
 	}
 	for _, w := range []string{"weather", "email", "file", "translate"} {
-		if _, ok := wv.index[w]; !ok {
+		if _, ok := wv.lookup(w); !ok {
 			t.Errorf("common word %q missing", w)
 		}
 	}
-	if _, err := readWordVectors(bytes.NewReader(wordVecData[:len(wordVecData)/2])); err == nil {
-		t.Error("a truncated table decodes")
+	// Every word is found at its own index through the hash table, and nothing else is found.
+	for i := range wv.n {
+		if j, ok := wv.lookup(wv.word(i)); !ok || j != i {
+			t.Fatalf("word %d %q: lookup gives %d, %v", i, wv.word(i), j, ok)
+		}
+	}
+	for _, w := range []string{"", "weatherx", "zzqqzz", "Weather"} {
+		if i, ok := wv.lookup(w); ok {
+			t.Errorf("%q found as word %d %q", w, i, wv.word(i))
+		}
+	}
+	if _, err := parseWordVectors(wordVecData[:len(wordVecData)/2]); err == nil {
+		t.Error("a truncated table parses")
+	}
+	if _, err := parseWordVectors(wordVecData[:len(wordVecData)-1]); err == nil {
+		t.Error("a table missing its last byte parses")
 	}
 }
 

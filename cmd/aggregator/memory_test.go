@@ -1,0 +1,189 @@
+package main
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMemoryPolicyLimit(t *testing.T) {
+	const mib = 1 << 20
+	p := newMemoryPolicy(24*mib, 96*mib, nil, nil)
+	for _, c := range []struct {
+		name          string
+		live, nonHeap uint64
+		want          int64
+	}{
+		{"start: the budget", 2 * mib, 4 * mib, 96 * mib},
+		{"10,000 tools: still the budget", 50 * mib, 10 * mib, 96 * mib},
+		{"more live: live + other + headroom", 70 * mib, 11 * mib, (70 + 11 + 24) * mib},
+		{"past 4x the headroom live: a quarter of it", 400 * mib, 20 * mib, (400 + 20 + 100) * mib},
+		{"absurd readings do not overflow", math.MaxUint64, math.MaxUint64, 1<<60 + 1<<60 + 1<<58},
+	} {
+		if got := p.limitFor(memSample{live: c.live, nonHeap: c.nonHeap}, memSample{}); got != c.want {
+			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
+	}
+	// The allocation rate since the sample before: at 400 MiB/s the headroom is what 250 ms allocate; faster,
+	// at most 128 MiB; slow, the budget again.
+	t0 := time.Now()
+	prev := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: t0}
+	for _, c := range []struct {
+		name   string
+		allocs uint64
+		after  time.Duration
+		want   int64
+	}{
+		{"400 MiB/s", 1400 * mib, time.Second, (50 + 10 + 100) * mib},
+		{"4 GiB/s: capped", 5000 * mib, time.Second, (50 + 10 + 128) * mib},
+		{"10 MiB/s: the budget", 1010 * mib, time.Second, 96 * mib},
+	} {
+		s := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: c.allocs, at: t0.Add(c.after)}
+		if got := p.limitFor(s, prev); got != c.want {
+			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
+		}
+	}
+}
+
+// TestMemoryPolicyFollowsCollections checks that the policy reads the runtime after collections and sets the
+// limit it computes from what it read, and that stop ends it.
+func TestMemoryPolicyFollowsCollections(t *testing.T) {
+	var mu sync.Mutex
+	var set []int64
+	live := uint64(100 << 20)
+	p := newMemoryPolicy(24<<20, 96<<20, func(l int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		set = append(set, l)
+		return 0
+	}, func() memSample {
+		mu.Lock()
+		defer mu.Unlock()
+		live += 1 << 20 // a different reading each time, so that each update sets a new limit
+		return memSample{live: live, nonHeap: 10 << 20}
+	})
+	p.start()
+	defer p.stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		if _, n := p.state(); n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, n := p.state()
+			t.Fatalf("the policy ran %d times in 10 s of collections, want 3", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	limit, _ := p.state()
+	mu.Lock()
+	last := set[len(set)-1]
+	mu.Unlock()
+	if limit != last || limit != p.limitFor(memSample{live: live, nonHeap: 10 << 20}, memSample{}) {
+		t.Fatalf("limit %d, last set %d, want both the limit for the last reading", limit, last)
+	}
+	p.stop()
+	_, before := p.state()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, after := p.state(); after > before+1 { // a cleanup already queued may still run once
+		t.Fatalf("the policy ran %d more times after stop", after-before)
+	}
+}
+
+func TestReadMemSample(t *testing.T) {
+	runtime.GC()
+	s := readMemSample()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if s.live == 0 || s.live > ms.HeapSys {
+		t.Fatalf("live heap %d, heap mapped %d", s.live, ms.HeapSys)
+	}
+	if s.nonHeap == 0 || s.nonHeap > ms.Sys {
+		t.Fatalf("non-heap memory %d, all runtime memory %d", s.nonHeap, ms.Sys)
+	}
+}
+
+// TestMemoryDefaultsLeaveTheEnvironmentAlone checks that GOMEMLIMIT in the environment turns the policy off and
+// GOGC keeps the collector's percentage.
+func TestMemoryDefaultsLeaveTheEnvironmentAlone(t *testing.T) {
+	gogc := debug.SetGCPercent(100)
+	limit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(gogc)
+		debug.SetMemoryLimit(limit)
+	})
+	env := func(vars map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	}
+	if p := memoryDefaults(env(map[string]string{"GOGC": "100", "GOMEMLIMIT": "1GiB"})); p != nil {
+		p.stop()
+		t.Fatal("GOMEMLIMIT is set, yet a memory policy started")
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC is set to 100, yet the collector's percentage became %d", got)
+	}
+	p := memoryDefaults(env(map[string]string{"GOGC": "100"}))
+	if p == nil {
+		t.Fatal("GOMEMLIMIT is unset, yet no memory policy started")
+	}
+	p.stop()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GOGC is set to 100, yet the collector's percentage became %d", got)
+	}
+	if l, _ := p.state(); l < defaultBudget || debug.SetMemoryLimit(-1) != l {
+		t.Fatalf("the policy's limit is %d, the runtime's %d", l, debug.SetMemoryLimit(-1))
+	}
+	p = memoryDefaults(env(nil))
+	p.stop()
+	if got := debug.SetGCPercent(100); got != defaultGOGC {
+		t.Fatalf("GOGC unset: the collector's percentage is %d, want %d", got, defaultGOGC)
+	}
+}
+
+// TestMemoryPolicyRelaxesAfterABurst checks that a limit raised for a burst of allocation comes back to the budget
+// once the rate since the last collection is low, without waiting for another collection, and that relax never
+// raises it.
+func TestMemoryPolicyRelaxesAfterABurst(t *testing.T) {
+	const mib = 1 << 20
+	var mu sync.Mutex
+	now := time.Now()
+	sample := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: now}
+	var set []int64
+	p := newMemoryPolicy(24*mib, 96*mib, func(l int64) int64 { set = append(set, l); return 0 },
+		func() memSample { mu.Lock(); defer mu.Unlock(); return sample })
+	advance := func(allocs uint64, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		sample.allocs += allocs
+		sample.at = sample.at.Add(d)
+	}
+	p.update() // a collection
+	advance(400*mib, time.Second)
+	p.update() // the next one, after allocating 400 MiB/s
+	if l, _ := p.state(); l != (50+10+100)*mib {
+		t.Fatalf("limit after the burst %d MiB, want %d", l/mib, 50+10+100)
+	}
+	advance(40*mib, 100*time.Millisecond)
+	p.relax() // still 400 MiB/s since the last collection: the limit stays
+	if l, _ := p.state(); l != (50+10+100)*mib {
+		t.Fatalf("limit during the burst %d MiB, want %d", l/mib, 50+10+100)
+	}
+	advance(0, 10*time.Second)
+	p.relax()
+	if l, _ := p.state(); l != 96*mib {
+		t.Fatalf("limit 10 s after the burst %d MiB, want the budget", l/mib)
+	}
+	for _, l := range set[1:] {
+		if l > set[0] && l != (50+10+100)*mib {
+			t.Fatalf("relax raised the limit: %v", set)
+		}
+	}
+	p.stop()
+}
