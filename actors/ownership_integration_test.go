@@ -96,6 +96,12 @@ func TestOneOwnerPerServer(t *testing.T) {
 			}
 			b := &rig{t: t, store: stB, sys: sysB, cfg: cfg}
 			defer b.stop()
+			// The standby has nothing of its own to wait for: its start settles at once.
+			wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := sysB.AwaitStartup(wctx); err != nil {
+				t.Fatalf("the standby's startup did not settle: %v", err)
+			}
+			cancel()
 
 			// For three lease periods: one child per server, the owner serves, the standby names the owner.
 			until := time.Now().Add(3 * cfg.LeaseTTL)

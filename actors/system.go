@@ -462,8 +462,8 @@ func (l levelFloor) WithGroup(name string) slog.Handler {
 	return levelFloor{l.Handler.WithGroup(name), l.min}
 }
 
-// AwaitStartup waits until every server the admin wants connected has either been connected and had its tools
-// discovered, or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
+// AwaitStartup waits until every server the admin wants connected that this process serves has either been
+// connected and had its tools discovered, or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
 // should see the backends' tools, not only the meta-tools.
 func (s *System) AwaitStartup(ctx context.Context) error {
 	servers, _, err := s.deps.Store.ListServers(ctx, persistence.ListServersFilter{})
@@ -473,7 +473,9 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	var mu sync.Mutex
 	pending := map[string]bool{}
 	for _, srv := range servers {
-		if srv.AutoConnect {
+		// Only the servers this process serves: those another process or cluster node owns connect there (Start
+		// has waited for the activations, so ownership is known).
+		if srv.AutoConnect && s.deps.owners.fence(srv.ID) != nil {
 			pending[srv.ID] = true
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -9,10 +10,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/membership"
 )
 
 // clusterConfig is the MCP_AGGREGATOR_CLUSTER_* settings: which membership provider (none: a single node, with no
@@ -106,21 +106,14 @@ func (c config) checkClusterStore() error {
 }
 
 // clusterDeps builds the actors' cluster settings and the membership provider (nil: a single node).
-func (c clusterConfig) clusterDeps() (*actors.ClusterConfig, error) {
+func (c clusterConfig) clusterDeps(logger *slog.Logger) (*actors.ClusterConfig, error) {
 	if c.Mode == "" {
 		return nil, nil
 	}
 	var provider cluster.ClusterProvider
 	switch c.Mode {
 	case "etcd":
-		endpoints := c.Etcd
-		provider = &lateProvider{make: func() (cluster.ClusterProvider, error) {
-			p, err := etcd.NewWithConfig("/mcp-aggregator", clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
-			if err != nil {
-				return nil, fmt.Errorf("cluster: connect to etcd %v: %w", endpoints, err)
-			}
-			return p, nil
-		}}
+		provider = &membership.Etcd{Endpoints: c.Etcd, Prefix: "/mcp-aggregator", Logger: logger}
 	case "automanaged":
 		port, peers, err := c.automanaged()
 		if err != nil {
@@ -129,50 +122,6 @@ func (c clusterConfig) clusterDeps() (*actors.ClusterConfig, error) {
 		provider = automanaged.NewWithConfig(time.Second, port, peers...)
 	}
 	return &actors.ClusterConfig{Name: c.Name, Provider: provider, Host: c.Host, Port: c.Port, Advertise: c.Advertise}, nil
-}
-
-// lateProvider builds its provider when the cluster starts the member, not before: the etcd client starts gRPC
-// connections at once, and protoactor's remoting, which the cluster starts first, replaces gRPC's global logger
-// without a lock (a data race with a client already running).
-type lateProvider struct {
-	make func() (cluster.ClusterProvider, error)
-	p    cluster.ClusterProvider
-}
-
-func (l *lateProvider) start() error {
-	if l.p != nil {
-		return nil
-	}
-	p, err := l.make()
-	if err != nil {
-		return err
-	}
-	l.p = p
-	return nil
-}
-
-// StartMember implements cluster.ClusterProvider.
-func (l *lateProvider) StartMember(c *cluster.Cluster) error {
-	if err := l.start(); err != nil {
-		return err
-	}
-	return l.p.StartMember(c)
-}
-
-// StartClient implements cluster.ClusterProvider.
-func (l *lateProvider) StartClient(c *cluster.Cluster) error {
-	if err := l.start(); err != nil {
-		return err
-	}
-	return l.p.StartClient(c)
-}
-
-// Shutdown implements cluster.ClusterProvider.
-func (l *lateProvider) Shutdown(graceful bool) error {
-	if l.p == nil {
-		return nil
-	}
-	return l.p.Shutdown(graceful)
 }
 
 // automanagedDefaultPeers are the health ports of the zero-config mode: up to three nodes on one host.

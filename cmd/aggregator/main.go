@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 
@@ -168,6 +169,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer closeQuietly(nodeLock)
 	metricsNode := ""
 	if cfg.Cluster.Mode != "" {
+		// A cluster node is a new member at every start: protoactor blocks the id of a member that left for good.
+		// Its old leases need no keeping: the other nodes saw it leave and took its servers over.
+		nodeID = uuid.NewString()
 		metricsNode = nodeID // a cluster's nodes are scraped together: their series carry the node
 	}
 	mx, systemRef := newMetrics(metricsNode)
@@ -183,7 +187,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)           // what stdio servers of a daemon that died left behind
 	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
-	clusterDeps, err := cfg.Cluster.clusterDeps()
+	clusterDeps, err := cfg.Cluster.clusterDeps(logger)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,248 @@
+// Package membership holds the etcd membership provider of the daemon's cluster (a protoactor-go
+// cluster.ClusterProvider). protoactor-go's own etcd provider (v0.0.0-20240822202345, the newest the module proxy
+// serves) reads the member list and then watches for changes from "now": a node that registers between the two is
+// never seen by this one (measured here: one node of three saw two members for good). This provider watches from the
+// revision it read, so no change is lost, and starts watching again from where it was after a watch breaks.
+package membership
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Etcd is a cluster.ClusterProvider on etcd: each member keeps a key under Prefix/<cluster>/ bound to a lease that
+// it renews; the members are the keys there. A member that dies stops renewing, and etcd deletes its key when the
+// lease lapses (TTL); one that stops cleanly revokes its lease, which deletes the key at once.
+type Etcd struct {
+	// Endpoints are etcd's client endpoints (host:port).
+	Endpoints []string
+	// Prefix is where the members' keys live ("/mcp-aggregator").
+	Prefix string
+	// TTL is how long a dead member's key outlives it (3 s when zero; etcd rounds to whole seconds).
+	TTL time.Duration
+	// Logger receives the provider's warnings (nil: discarded).
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	client  *clientv3.Client
+	lease   clientv3.LeaseID
+	cancel  context.CancelFunc
+	done    chan struct{}
+	members map[string]*cluster.Member // key -> member
+	// publishFn receives the membership after every change (the cluster's member list).
+	publishFn func(cluster.Members)
+}
+
+var _ cluster.ClusterProvider = (*Etcd)(nil)
+
+// record is what a member's key holds.
+type record struct {
+	ID    string   `json:"id"`
+	Host  string   `json:"host"`
+	Port  int32    `json:"port"`
+	Kinds []string `json:"kinds"`
+}
+
+// StartMember implements cluster.ClusterProvider: it registers this member and follows the others.
+func (e *Etcd) StartMember(c *cluster.Cluster) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("etcd membership: own address: %w", err)
+	}
+	self := record{ID: c.ActorSystem.ID, Host: host, Port: int32(port), Kinds: c.GetClusterKinds()}
+	return e.start(c.Config.Name, &self, c.MemberList.UpdateClusterTopology)
+}
+
+// StartClient implements cluster.ClusterProvider: it follows the members without registering.
+func (e *Etcd) StartClient(c *cluster.Cluster) error {
+	return e.start(c.Config.Name, nil, c.MemberList.UpdateClusterTopology)
+}
+
+// start registers self (nil: a client) in the cluster's directory and calls publish with the whole membership
+// after every change, from one goroutine.
+func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Members)) error {
+	if e.Logger == nil {
+		e.Logger = slog.New(slog.DiscardHandler)
+	}
+	ttl := e.TTL
+	if ttl <= 0 {
+		ttl = 3 * time.Second
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("etcd membership: connect to %v: %w", e.Endpoints, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.mu.Lock()
+	e.client, e.cancel, e.done, e.members = client, cancel, make(chan struct{}), map[string]*cluster.Member{}
+	e.mu.Unlock()
+	dir := strings.TrimSuffix(e.Prefix, "/") + "/" + clusterName + "/"
+	e.mu.Lock()
+	e.publishFn = publish
+	e.mu.Unlock()
+	if self != nil {
+		if err := e.register(ctx, dir, self, ttl); err != nil {
+			cancel()
+			client.Close()
+			return err
+		}
+	}
+	rev, err := e.load(ctx, dir)
+	if err != nil {
+		cancel()
+		client.Close()
+		return err
+	}
+	go e.follow(ctx, dir, rev)
+	return nil
+}
+
+// register writes this member's key under a lease that a keep-alive renews until Shutdown.
+func (e *Etcd) register(ctx context.Context, dir string, self *record, ttl time.Duration) error {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	grant, err := e.client.Grant(rctx, int64(max(ttl/time.Second, 1)))
+	if err != nil {
+		return fmt.Errorf("etcd membership: grant lease: %w", err)
+	}
+	raw, _ := json.Marshal(self)
+	if _, err := e.client.Put(rctx, dir+self.ID, string(raw), clientv3.WithLease(grant.ID)); err != nil {
+		return fmt.Errorf("etcd membership: register: %w", err)
+	}
+	alive, err := e.client.KeepAlive(ctx, grant.ID)
+	if err != nil {
+		return fmt.Errorf("etcd membership: keep the lease alive: %w", err)
+	}
+	e.mu.Lock()
+	e.lease = grant.ID
+	e.mu.Unlock()
+	go func() {
+		for range alive { // the client renews; answers are only drained
+		}
+		if ctx.Err() == nil {
+			e.Logger.Warn("etcd membership: the lease keep-alive ended; this member will disappear from the others' view")
+		}
+	}()
+	return nil
+}
+
+// load reads every member and publishes them; it returns the revision read, to watch from.
+func (e *Etcd) load(ctx context.Context, dir string) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := e.client.Get(rctx, dir, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("etcd membership: read the members: %w", err)
+	}
+	members := map[string]*cluster.Member{}
+	for _, kv := range resp.Kvs {
+		if m, ok := decode(kv.Value); ok {
+			members[string(kv.Key)] = m
+		}
+	}
+	e.publish(members)
+	return resp.Header.Revision, nil
+}
+
+// follow watches the members' keys from after rev until ctx ends; a broken watch is resumed from the last revision
+// seen, or the members are read again when etcd no longer has it (compacted).
+func (e *Etcd) follow(ctx context.Context, dir string, rev int64) {
+	defer close(e.done)
+	for ctx.Err() == nil {
+		w := e.client.Watch(clientv3.WithRequireLeader(ctx), dir, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range w {
+			if err := resp.Err(); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return
+				}
+				e.Logger.Warn("etcd membership: watch broke; resuming", "error", err)
+				if resp.CompactRevision > 0 {
+					if r, err := e.load(ctx, dir); err == nil {
+						rev = r
+					}
+				}
+				break
+			}
+			e.apply(resp.Events)
+			rev = resp.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// apply folds watch events into the member list and publishes it.
+func (e *Etcd) apply(events []*clientv3.Event) {
+	e.mu.Lock()
+	members := make(map[string]*cluster.Member, len(e.members)+len(events))
+	for k, m := range e.members {
+		members[k] = m
+	}
+	e.mu.Unlock()
+	for _, ev := range events {
+		key := string(ev.Kv.Key)
+		switch ev.Type {
+		case mvccpb.PUT:
+			if m, ok := decode(ev.Kv.Value); ok {
+				members[key] = m
+			}
+		case mvccpb.DELETE:
+			delete(members, key)
+		}
+	}
+	e.publish(members)
+}
+
+// publish makes members the cluster's membership.
+func (e *Etcd) publish(members map[string]*cluster.Member) {
+	e.mu.Lock()
+	e.members = members
+	list := make(cluster.Members, 0, len(members))
+	for _, m := range members {
+		list = append(list, m)
+	}
+	fn := e.publishFn
+	e.mu.Unlock()
+	fn(list)
+}
+
+func decode(raw []byte) (*cluster.Member, bool) {
+	var r record
+	if json.Unmarshal(raw, &r) != nil || r.ID == "" || r.Host == "" {
+		return nil, false
+	}
+	return &cluster.Member{Id: r.ID, Host: r.Host, Port: r.Port, Kinds: r.Kinds}, true
+}
+
+// Shutdown implements cluster.ClusterProvider: the member's lease is revoked (its key goes at once, so the others
+// see it leave now rather than after the TTL), and the watch stops.
+func (e *Etcd) Shutdown(bool) error {
+	e.mu.Lock()
+	client, lease, cancel, done := e.client, e.lease, e.cancel, e.done
+	e.mu.Unlock()
+	if client == nil {
+		return nil
+	}
+	var err error
+	if lease != 0 {
+		ctx, c := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = client.Revoke(ctx, lease)
+		c()
+	}
+	cancel()
+	<-done
+	return errors.Join(err, client.Close())
+}
