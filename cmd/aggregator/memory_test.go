@@ -53,6 +53,7 @@ func TestMemoryPolicyLimit(t *testing.T) {
 func TestMemoryPolicyFollowsCollections(t *testing.T) {
 	var mu sync.Mutex
 	var set []int64
+	var samples []memSample
 	live := uint64(100 << 20)
 	p := newMemoryPolicy(24<<20, 96<<20, func(l int64) int64 {
 		mu.Lock()
@@ -63,7 +64,9 @@ func TestMemoryPolicyFollowsCollections(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		live += 1 << 20 // a different reading each time, so that each update sets a new limit
-		return memSample{live: live, nonHeap: 10 << 20}
+		s := memSample{live: live, nonHeap: 10 << 20}
+		samples = append(samples, s)
+		return s
 	})
 	p.start()
 	defer p.stop()
@@ -79,12 +82,20 @@ func TestMemoryPolicyFollowsCollections(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Each limit set is the limit for the reading it was computed from, and the policy's state is the last one.
+	// Stopped first, so that no collection runs it again between the reads (a cleanup already queued may still
+	// run once: wait for it).
+	p.stop()
+	time.Sleep(50 * time.Millisecond)
 	limit, _ := p.state()
 	mu.Lock()
-	last := set[len(set)-1]
+	last, lastSample := set[len(set)-1], samples[len(samples)-1]
 	mu.Unlock()
-	if limit != last || limit != p.limitFor(memSample{live: live, nonHeap: 10 << 20}, memSample{}) {
-		t.Fatalf("limit %d, last set %d, want both the limit for the last reading", limit, last)
+	if last != p.limitFor(lastSample, memSample{}) {
+		t.Fatalf("the limit set %d is not the limit %d for the last reading", last, p.limitFor(lastSample, memSample{}))
+	}
+	if limit != last {
+		t.Fatalf("the policy's limit %d, last set %d", limit, last)
 	}
 	p.stop()
 	_, before := p.state()

@@ -1,0 +1,344 @@
+package main
+
+// Cluster benchmarks: real daemon processes (built without -race) forming a cluster on loopback with etcd and
+// PostgreSQL, go-sdk echo backends, the load generated here. Run them with
+//
+//	go test -run '^$' -bench 'Cluster' -benchtime 1x -timeout 30m ./cmd/aggregator/
+//
+// Every process (etcd, PostgreSQL, the nodes, the backends, the load generator) shares this machine's cores:
+// throughput across nodes says how the cluster spends CPU, not how it scales across machines.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence/pgtest"
+)
+
+// benchNode is one node of a benchmark cluster.
+type benchNode struct {
+	*benchDaemon
+	rest string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startBenchNode runs `aggregator serve` with extra environment (cluster settings) and waits until it answers.
+func startBenchNode(b *testing.B, bin string, env []string) *benchNode {
+	b.Helper()
+	port, mcpPort, clusterPort := peertest.FreePort(b), peertest.FreePort(b), peertest.FreePort(b)
+	rest := fmt.Sprintf("http://127.0.0.1:%d", port)
+	n := &benchNode{benchDaemon: &benchDaemon{api: rest + "/api/v1/aggregator", call: rest + "/api/v1/tools/call",
+		mcp: fmt.Sprintf("http://127.0.0.1:%d/mcp", mcpPort), logs: &syncBuf{}}, rest: rest, done: make(chan struct{})}
+	n.cmd = exec.Command(bin, "serve")
+	n.cmd.Env = append(append(os.Environ(),
+		fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port),
+		fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", mcpPort),
+		fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_LISTEN=127.0.0.1:%d", clusterPort),
+		"MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
+		"MCP_AGGREGATOR_LOG_FORMAT=json",
+		"MCP_AGGREGATOR_RATE_LIMIT=0",
+		"MCP_AGGREGATOR_METRICS_OPEN=true",
+	), env...)
+	n.cmd.Stdout, n.cmd.Stderr = n.logs, n.logs
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := n.cmd.Start(); err != nil {
+		b.Fatalf("start node: %v", err)
+	}
+	go func() { _ = n.cmd.Wait(); close(n.done) }()
+	b.Cleanup(func() {
+		_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.done:
+		case <-time.After(20 * time.Second):
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+	})
+	waitHTTP(b, n.api+"/health")
+	return n
+}
+
+// owned is the set of servers (by name) whose session this node holds, from its metrics.
+func (n *benchNode) owned(b *testing.B) map[string]bool {
+	b.Helper()
+	resp, err := http.Get(n.rest + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	out := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := sessionLine.FindStringSubmatch(sc.Text()); m != nil && m[2] == "1" {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// membersSeen waits until the node reports n members.
+func (n *benchNode) membersSeen(b *testing.B, want int) {
+	b.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		_, h, err := restJSON(context.Background(), http.DefaultClient, "GET", n.api+"/health", nil)
+		if c, _ := h["cluster"].(map[string]any); err == nil && c != nil && c["joined"] == true {
+			if m, _ := c["members"].(float64); int(m) == want {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatalf("node %s does not see %d members", n.rest, want)
+}
+
+// clusterEnv is the environment of a cluster node on etcd with a shared key.
+func clusterEnv(etcd, db, key string) []string {
+	return []string{"MCP_AGGREGATOR_CLUSTER=etcd", "MCP_AGGREGATOR_CLUSTER_ETCD=" + etcd, "DATABASE_URL=" + db,
+		"MCP_CREDENTIAL_KEY=" + key, "MCP_AGGREGATOR_LOG_LEVEL=info"}
+}
+
+// roundRobin spreads calls over callers (one per node), in turn.
+func roundRobin(callers []caller) caller {
+	var next atomic.Uint64
+	return func(ctx context.Context) error {
+		return callers[next.Add(1)%uint64(len(callers))](ctx)
+	}
+}
+
+// BenchmarkCluster measures what the cluster adds and what it recovers from, on one machine:
+//   - hop: one caller, calls to one server through the node that owns it (owner) and through another (nonowner):
+//     the cost of the cross-node hop (protoactor remoting);
+//   - throughput: 32 callers over 6 servers, round-robin over 3 nodes, against the same load on one node (no
+//     cluster) with the same servers: calls/s and their ratio;
+//   - failover: SIGKILL of the node that owns most servers; how long until every server answers through a
+//     survivor, from the kill and from the moment a survivor saw the node leave;
+//   - handover: SIGTERM of another node while calls keep coming; how long until every server answers from the
+//     last node, and how many calls failed.
+func BenchmarkCluster(b *testing.B) {
+	bins := buildBenchBinaries(b)
+	etcd := peertest.StartEtcd(b)
+	db := pgtest.NewDatabase(b)
+	raw := make([]byte, 32)
+	_, _ = rand.Read(raw)
+	key := base64.StdEncoding.EncodeToString(raw)
+	const servers = 6
+	urls := make([]string, servers)
+	for i := range urls {
+		urls[i] = startEchoBackend(b, bins.echo, 0)
+	}
+	client := benchHTTPClient()
+
+	// One node, no cluster, for the throughput baseline.
+	var single float64
+	b.Run("throughput/1node", func(b *testing.B) {
+		d := startBenchDaemon(b, bins.aggregator, "warn")
+		var callers []caller
+		for i, u := range urls {
+			name := fmt.Sprintf("s%d", i)
+			id := registerHTTPServer(b, d, client, name, u)
+			waitTools(b, d, client, id, 1)
+			callers = append(callers, restCaller(client, d.call, name+".echo"))
+		}
+		res := measure(b, routingLoads()[2], roundRobin(callers))
+		single = res.rate()
+	})
+
+	nodes := make([]*benchNode, 3)
+	for i := range nodes {
+		nodes[i] = startBenchNode(b, bins.aggregator, clusterEnv(etcd, db, key))
+	}
+	for _, n := range nodes {
+		n.membersSeen(b, len(nodes))
+	}
+	names := make([]string, servers)
+	for i, u := range urls {
+		names[i] = fmt.Sprintf("c%d", i)
+		id := registerHTTPServer(b, nodes[0].benchDaemon, client, names[i], u)
+		waitTools(b, nodes[0].benchDaemon, client, id, 1)
+	}
+	// Every server callable through every node.
+	for _, n := range nodes {
+		for _, name := range names {
+			checkRESTEcho(b, client, n.call, name+".echo")
+		}
+	}
+
+	b.Run("hop", func(b *testing.B) {
+		var owner, other *benchNode
+		var server string
+		for _, name := range names {
+			for _, n := range nodes {
+				if n.owned(b)[name] {
+					owner, server = n, name
+				}
+			}
+			if owner != nil {
+				break
+			}
+		}
+		for _, n := range nodes {
+			if n != owner {
+				other = n
+				break
+			}
+		}
+		if owner == nil || other == nil {
+			b.Fatal("no owner found")
+		}
+		b.Run("owner", func(b *testing.B) { measure(b, routingLoads()[0], restCaller(client, owner.call, server+".echo")) })
+		b.Run("nonowner", func(b *testing.B) { measure(b, routingLoads()[0], restCaller(client, other.call, server+".echo")) })
+	})
+
+	b.Run("throughput/3nodes", func(b *testing.B) {
+		var callers []caller
+		for i, name := range names {
+			callers = append(callers, restCaller(client, nodes[i%len(nodes)].call, name+".echo"))
+		}
+		res := measure(b, routingLoads()[2], roundRobin(callers))
+		if single > 0 {
+			b.ReportMetric(res.rate()/single, "ratio-to-1node")
+		}
+	})
+
+	// Failover: kill the node owning most servers.
+	victim := nodes[0]
+	for _, n := range nodes {
+		if len(n.owned(b)) > len(victim.owned(b)) {
+			victim = n
+		}
+	}
+	var survivors []*benchNode
+	for _, n := range nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	b.Run("failover/sigkill", func(b *testing.B) {
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(float64(len(victim.owned(b))), "servers-moved")
+		victimID := nodeIDOf(b, victim)
+		killed := time.Now()
+		_ = victim.cmd.Process.Kill()
+		<-victim.done
+		allAnswer(b, client, survivors[0], names, 60*time.Second)
+		back := time.Since(killed)
+		seen, ok := leftSeenAt(survivors[0].logs.String(), victimID)
+		b.ReportMetric(ms(back), "back-after-kill-ms")
+		if ok {
+			b.ReportMetric(ms(killed.Add(back).Sub(seen)), "back-after-leave-seen-ms")
+			b.ReportMetric(ms(seen.Sub(killed)), "leave-seen-after-kill-ms")
+		}
+	})
+
+	b.Run("handover/sigterm", func(b *testing.B) {
+		b.ReportMetric(0, "ns/op")
+		leaving, last := survivors[0], survivors[1]
+		b.ReportMetric(float64(len(leaving.owned(b))), "servers-moved")
+		var failed, calls atomic.Int64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+					err := restCaller(client, last.call, names[i%len(names)]+".echo")(ctx)
+					cancel()
+					calls.Add(1)
+					if err != nil {
+						failed.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		start := time.Now()
+		_ = leaving.cmd.Process.Signal(syscall.SIGTERM)
+		<-leaving.done
+		exited := time.Since(start)
+		allAnswer(b, client, last, names, 60*time.Second)
+		back := time.Since(start)
+		time.Sleep(300 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		b.ReportMetric(ms(exited), "node-exit-ms")
+		b.ReportMetric(ms(back), "all-answering-ms")
+		b.ReportMetric(float64(calls.Load()), "calls")
+		b.ReportMetric(float64(failed.Load()), "failed-calls")
+	})
+}
+
+// allAnswer waits until every server answers a call through the node.
+func allAnswer(b *testing.B, client *http.Client, n *benchNode, names []string, within time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(within)
+	for _, name := range names {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := restCaller(client, n.call, name+".echo")(ctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%s does not answer through %s: %v", name, n.rest, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// nodeIDOf reads a node's id from /health.
+func nodeIDOf(b *testing.B, n *benchNode) string {
+	b.Helper()
+	_, h, err := restJSON(context.Background(), http.DefaultClient, "GET", n.api+"/health", nil)
+	c, _ := h["cluster"].(map[string]any)
+	if err != nil || c == nil {
+		b.Fatalf("node id of %s: %v %v", n.rest, err, h)
+	}
+	id, _ := c["node"].(string)
+	return id
+}
+
+// leftSeenAt finds when a node logged the membership change in which member id left.
+func leftSeenAt(logs, id string) (time.Time, bool) {
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+			Left []string  `json:"left"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "cluster membership changed" {
+			continue
+		}
+		for _, left := range l.Left {
+			if left == id {
+				return l.Time, true
+			}
+		}
+	}
+	return time.Time{}, false
+}
