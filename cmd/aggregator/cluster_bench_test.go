@@ -146,7 +146,7 @@ func BenchmarkCluster(b *testing.B) {
 	client := benchHTTPClient()
 
 	// One node, no cluster, for the throughput baseline.
-	var single float64
+	var single, singleCPU float64
 	b.Run("throughput/1node", func(b *testing.B) {
 		d := startBenchDaemon(b, bins.aggregator, "warn")
 		var callers []caller
@@ -156,8 +156,12 @@ func BenchmarkCluster(b *testing.B) {
 			waitTools(b, d, client, id, 1)
 			callers = append(callers, restCaller(client, d.call, name+".echo"))
 		}
+		pid := d.pid
+		before := cpuOf(pid)
 		res := measure(b, routingLoads()[2], roundRobin(callers))
 		single = res.rate()
+		singleCPU = float64(cpuOf(pid)-before) / float64(len(res.lat)+res.errs)
+		b.ReportMetric(singleCPU/float64(time.Microsecond), "daemon-cpu-us/call")
 	})
 
 	nodes := make([]*benchNode, 3)
@@ -211,9 +215,21 @@ func BenchmarkCluster(b *testing.B) {
 		for i, name := range names {
 			callers = append(callers, restCaller(client, nodes[i%len(nodes)].call, name+".echo"))
 		}
+		var before time.Duration
+		for _, n := range nodes {
+			before += cpuOf(n.cmd.Process.Pid)
+		}
 		res := measure(b, routingLoads()[2], roundRobin(callers))
+		var after time.Duration
+		for _, n := range nodes {
+			after += cpuOf(n.cmd.Process.Pid)
+		}
+		perCall := float64(after-before) / float64(len(res.lat)+res.errs)
+		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
 		if single > 0 {
 			b.ReportMetric(res.rate()/single, "ratio-to-1node")
+			// Three machines each as fast as this one: three times the CPU, spent at this cost per call.
+			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
 		}
 	})
 
@@ -289,6 +305,23 @@ func BenchmarkCluster(b *testing.B) {
 		b.ReportMetric(float64(calls.Load()), "calls")
 		b.ReportMetric(float64(failed.Load()), "failed-calls")
 	})
+}
+
+// cpuOf is the CPU time (user + system) a process has used, from /proc/<pid>/stat (0 when unreadable).
+func cpuOf(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	const clockTicks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
 // allAnswer waits until every server answers a call through the node.

@@ -117,6 +117,7 @@ type benchDaemon struct {
 	call string // POST /api/v1/tools/call
 	mcp  string // the MCP endpoint: http://127.0.0.1:port/mcp
 	logs *syncBuf
+	pid  int
 }
 
 // startBenchDaemon runs `aggregator serve` (no tokens, so auth is off; the per-client rate limit disabled) and
@@ -142,6 +143,7 @@ func startBenchDaemon(b *testing.B, bin, logLevel string) *benchDaemon {
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("start daemon: %v", err)
 	}
+	d.pid = cmd.Process.Pid
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	b.Cleanup(func() {
