@@ -364,7 +364,7 @@ func (a *serverActor) setAutoConnect(on bool) {
 	}
 	a.rec.AutoConnect = on
 	store, check := a.deps.Store, a.writeCheck()
-	a.writes.enqueue(func() {
+	a.writes.enqueueKeyed("auto_connect", func() {
 		sctx, cancel := a.storeCtx()
 		defer cancel()
 		check(store.SetAutoConnect(sctx, a.id, on), nil, "persist auto_connect")

@@ -117,7 +117,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		rec := persistence.HealthRecord{ServerID: a.id, CheckedAt: time.Now().UTC(), ResponseMs: r.responseMs,
 			ConsecutiveFailures: a.failures, LastError: lastErr, Fence: fence}
 		store, check := a.deps.Store, a.writeCheck()
-		a.writes.enqueue(func() {
+		a.writes.enqueueKeyed("health", func() {
 			sctx, cancel := a.storeCtx()
 			defer cancel()
 			check(store.RecordHealth(sctx, rec), fence, "persist health check")

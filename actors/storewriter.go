@@ -10,24 +10,51 @@ import (
 // storeWriter runs one server actor's store writes (state transitions, health checks, auto_connect) in the order
 // the actor made them, on a goroutine of its own: a slow or unreachable store delays the writes, never the actor's
 // mailbox, so calls to the server (and to every other server) go on meanwhile. A transition's event is published
-// by its write once it is persisted, so whoever reacts to the event finds the row already changed.
+// by its write once it is persisted, so whoever reacts to the event finds the row already changed. Writes that only
+// matter in their latest form (a health record) replace the one still waiting, so a slow store does not make the
+// queue grow with every health check.
 type storeWriter struct {
 	log     *slog.Logger
 	mu      sync.Mutex
-	queue   []func()
+	queue   []queuedWrite
 	running bool
 }
 
+// queuedWrite is a write waiting its turn; key names what a newer write of the same key replaces ("": none).
+type queuedWrite struct {
+	key string
+	fn  func()
+}
+
 // enqueue adds a write; it runs after every write enqueued before it.
-func (w *storeWriter) enqueue(fn func()) {
+func (w *storeWriter) enqueue(fn func()) { w.enqueueKeyed("", fn) }
+
+// enqueueKeyed adds a write after every write enqueued before it, dropping a write of the same key that still
+// waits (it would be overwritten anyway).
+func (w *storeWriter) enqueueKeyed(key string, fn func()) {
 	w.mu.Lock()
-	w.queue = append(w.queue, fn)
+	if key != "" {
+		for i := range w.queue {
+			if w.queue[i].key == key {
+				w.queue = append(w.queue[:i], w.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	w.queue = append(w.queue, queuedWrite{key: key, fn: fn})
 	start := !w.running
 	w.running = true
 	w.mu.Unlock()
 	if start {
 		go w.drain()
 	}
+}
+
+// pending is how many writes wait (not counting one running).
+func (w *storeWriter) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
 }
 
 func (w *storeWriter) drain() {
@@ -38,8 +65,8 @@ func (w *storeWriter) drain() {
 			w.mu.Unlock()
 			return
 		}
-		fn := w.queue[0]
-		w.queue[0] = nil
+		fn := w.queue[0].fn
+		w.queue[0] = queuedWrite{}
 		w.queue = w.queue[1:]
 		w.mu.Unlock()
 		w.run(fn)
