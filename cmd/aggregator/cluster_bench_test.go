@@ -9,7 +9,6 @@ package main
 // throughput across nodes says how the cluster spends CPU, not how it scales across machines.
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -76,19 +75,7 @@ func startBenchNode(b *testing.B, bin string, env []string) *benchNode {
 // owned is the set of servers (by name) whose session this node holds, from its metrics.
 func (n *benchNode) owned(b *testing.B) map[string]bool {
 	b.Helper()
-	resp, err := http.Get(n.rest + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if m := sessionLine.FindStringSubmatch(sc.Text()); m != nil && m[2] == "1" {
-			out[m[1]] = true
-		}
-	}
+	out, _ := scrapeSessions(n.rest)
 	return out
 }
 
