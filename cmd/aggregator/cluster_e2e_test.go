@@ -84,7 +84,9 @@ func newCluster(t *testing.T, n int, dbURL string, membership func(i int) []stri
 }
 
 // backendSessions scrapes a node's /metrics: the servers (by name) it holds a backend session of now.
-func (n *clusterNode) backendSessions(t *testing.T) (map[string]bool, bool) { return scrapeSessions(n.rest) }
+func (n *clusterNode) backendSessions(t *testing.T) (map[string]bool, bool) {
+	return scrapeSessions(n.rest)
+}
 
 // scrapeSessions reads mcp_aggregator_backend_sessions from the /metrics of the REST listener at rest: the servers
 // whose session the node holds now; false when the node does not answer.
