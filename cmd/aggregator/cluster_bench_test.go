@@ -220,6 +220,37 @@ func BenchmarkCluster(b *testing.B) {
 		}
 	})
 
+	// The same load, each server's calls sent to the node that owns it (what a load balancer aware of the owners
+	// would do): the cluster's cost without the hop.
+	b.Run("throughput/3nodes-owner", func(b *testing.B) {
+		var callers []caller
+		for _, name := range names {
+			for _, n := range nodes {
+				if n.owned(b)[name] {
+					callers = append(callers, restCaller(client, n.call, name+".echo"))
+				}
+			}
+		}
+		if len(callers) != len(names) {
+			b.Fatalf("found the owners of %d of %d servers", len(callers), len(names))
+		}
+		var before time.Duration
+		for _, n := range nodes {
+			before += cpuOf(n.cmd.Process.Pid)
+		}
+		res := measure(b, routingLoads()[2], roundRobin(callers))
+		var after time.Duration
+		for _, n := range nodes {
+			after += cpuOf(n.cmd.Process.Pid)
+		}
+		perCall := float64(after-before) / float64(len(res.lat)+res.errs)
+		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
+		if single > 0 {
+			b.ReportMetric(res.rate()/single, "ratio-to-1node")
+			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
+		}
+	})
+
 	// Failover: kill the node owning most servers.
 	victim := nodes[0]
 	for _, n := range nodes {
