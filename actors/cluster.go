@@ -167,9 +167,8 @@ func (s *System) ClusterStatus() (node string, members int, joined, ok bool) {
 	if s.members == nil {
 		return "", 0, false, false
 	}
-	s.members.mu.RLock()
-	defer s.members.mu.RUnlock()
-	return s.deps.NodeID, len(s.members.addrs), s.members.joined, true
+	members, joined = s.members.status()
+	return s.deps.NodeID, members, joined, true
 }
 
 // OwnerURL is, in a cluster, the base URL of the MCP listener of the node whose actor serves the server now (as
@@ -187,7 +186,7 @@ func (s *System) OwnerURL(ctx context.Context, serverID string) (url string, ok 
 	if pid.Address == s.sys.Address() {
 		return "", false, nil
 	}
-	node := s.memberAt(pid.Address)
+	node := s.members.idAt(pid.Address)
 	nodes, err := s.deps.Store.ListNodes(ctx, 3*s.deps.owners.ttl)
 	if err != nil {
 		return "", false, err

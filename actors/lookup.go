@@ -208,8 +208,6 @@ func (s *System) askPlacement(ctx context.Context, placement *actor.PID, id, dea
 		return actor.NewPID(a.Pid.Address, a.Pid.Id), nil
 	case a.Leaving:
 		return nil, errLeaving
-	case a.NotFound:
-		return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
 	return nil, errors.New(a.Error)
 }
@@ -248,10 +246,8 @@ func (s *System) locate(ctx context.Context, id string) (*actor.PID, error) {
 			s.cluster.PidCache.Set(id, ServerKind, pid)
 			return pid, nil
 		case errors.Is(err, errLeaving):
-			s.members.markLeaving(s.memberAt(target))
+			s.members.markLeaving(s.members.idAt(target))
 			last = err
-		case errors.Is(err, persistence.ErrNotFound):
-			return nil, err
 		default:
 			last = err
 		}
@@ -286,16 +282,23 @@ func (s *System) placeOf(ctx context.Context, id string) (target, dead string, e
 	return addr, dead, nil
 }
 
-// memberAt is the id of the member at addr ("" if none).
-func (s *System) memberAt(addr string) string {
-	s.members.mu.RLock()
-	defer s.members.mu.RUnlock()
-	for id, a := range s.members.addrs {
+// idAt is the id of the member at addr ("" if none).
+func (v *memberView) idAt(addr string) string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for id, a := range v.addrs {
 		if a == addr {
 			return id
 		}
 	}
 	return ""
+}
+
+// status is this node's view: how many members, and whether it is one of them (it has joined).
+func (v *memberView) status() (members int, joined bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return len(v.addrs), v.joined
 }
 
 // forget drops a cached PID that turned out dead or moved.

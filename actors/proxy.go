@@ -112,7 +112,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 		return nil, err
 	}
 	if pid.Address != s.sys.Address() {
-		return nil, &RemoteServerError{Server: srv, Node: s.memberAt(pid.Address)}
+		return nil, &RemoteServerError{Server: srv, Node: s.members.idAt(pid.Address)}
 	}
 	claim := &proxyClaim{}
 	type answer struct {

@@ -256,6 +256,7 @@ func (s *System) deliver(evt any, local bool) {
 	switch e := evt.(type) {
 	case *pb.ServerRemoved:
 		s.deps.Metrics.ForgetServer(e.ServerName)
+		s.forget(e.ServerId) // a cluster node's cached actor of it
 	case *pb.ServerUpdated:
 		if e.OldName != e.NewName {
 			s.deps.Metrics.ForgetServer(e.OldName)

@@ -1566,14 +1566,12 @@ func (x *Activate) GetDeadOwner() string {
 	return ""
 }
 
-// Activated answers Activate: the actor's pid, or owner (another node holds the lease: ask it), or leaving (this
-// node is handing its servers over and takes no new ones), or not_found (the server was deleted), or error.
+// Activated answers Activate: the actor's pid, or leaving (this node is handing its servers over and takes no new
+// ones), or error. (An actor activated for a server that does not exist says so itself: SERVER_NOT_FOUND.)
 type Activated struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Pid           *PID                   `protobuf:"bytes,1,opt,name=pid,proto3" json:"pid,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	Leaving       bool                   `protobuf:"varint,3,opt,name=leaving,proto3" json:"leaving,omitempty"`
-	NotFound      bool                   `protobuf:"varint,4,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1616,23 +1614,9 @@ func (x *Activated) GetPid() *PID {
 	return nil
 }
 
-func (x *Activated) GetOwner() string {
-	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
 func (x *Activated) GetLeaving() bool {
 	if x != nil {
 		return x.Leaving
-	}
-	return false
-}
-
-func (x *Activated) GetNotFound() bool {
-	if x != nil {
-		return x.NotFound
 	}
 	return false
 }
@@ -1817,13 +1801,11 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\bActivate\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1d\n" +
 	"\n" +
-	"dead_owner\x18\x02 \x01(\tR\tdeadOwner\"\x94\x01\n" +
+	"dead_owner\x18\x02 \x01(\tR\tdeadOwner\"m\n" +
 	"\tActivated\x12$\n" +
-	"\x03pid\x18\x01 \x01(\v2\x12.aggregator.v1.PIDR\x03pid\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
-	"\aleaving\x18\x03 \x01(\bR\aleaving\x12\x1b\n" +
-	"\tnot_found\x18\x04 \x01(\bR\bnotFound\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"?\n" +
+	"\x03pid\x18\x01 \x01(\v2\x12.aggregator.v1.PIDR\x03pid\x12\x18\n" +
+	"\aleaving\x18\x03 \x01(\bR\aleaving\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05errorJ\x04\b\x02\x10\x03J\x04\b\x04\x10\x05\"?\n" +
 	"\n" +
 	"Deactivate\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x19\n" +
