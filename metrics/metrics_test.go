@@ -209,3 +209,50 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeLabel: a cluster node's registry puts node=<id> on every series, the scrape-time gauges and the Go
+// collectors included, and reports the cluster's size; a single node's has no node label and no cluster series.
+func TestNodeLabel(t *testing.T) {
+	snap := func() Snapshot { return Snapshot{ServersByStatus: map[string]int{"CONNECTED": 2}, Tools: 5, ClusterMembers: 3} }
+	m := NewForNode(snap, "n1")
+	m.Call("srv", OutcomeOK, time.Millisecond)
+	m.BackendSession("srv", true)
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			node := ""
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "node" {
+					node = l.GetValue()
+				}
+			}
+			if node != "n1" {
+				t.Fatalf("%s has node=%q, want n1", f.GetName(), node)
+			}
+		}
+		seen[f.GetName()] = true
+	}
+	for _, name := range []string{"mcp_aggregator_tool_calls_total", "mcp_aggregator_servers_total", "mcp_aggregator_cluster_members",
+		"mcp_aggregator_backend_sessions", "go_goroutines"} {
+		if !seen[name] {
+			t.Errorf("%s missing", name)
+		}
+	}
+	single, err := New(snap).Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range single {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "node" {
+					t.Fatalf("a single node's %s has a node label", f.GetName())
+				}
+			}
+		}
+	}
+}
