@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -123,61 +124,17 @@ func (a relayAuth) describe() string {
 // relayToken picks the token the relay sends from the same settings `serve` reads (already validated by
 // loadConfig): the first admin token if any (MCP_AGGREGATOR_ADMIN_TOKENS, then the admin lines of
 // MCP_AGGREGATOR_TOKENS_FILE), else the first client token (MCP_AGGREGATOR_CLIENT_TOKENS, then the file's client
-// lines). None: the zero relayAuth. Entries are parsed as auth.Parse does.
+// lines): auth.FirstToken. None: the zero relayAuth.
 func relayToken(lookup func(string) (string, bool)) (relayAuth, error) {
 	get := func(name string) string {
 		v, _ := lookup(name)
 		return strings.TrimSpace(v)
 	}
-	fromList := func(env string) (relayAuth, bool) {
-		n := 0
-		for _, entry := range strings.Split(get(env), ",") {
-			if entry = strings.TrimSpace(entry); entry == "" {
-				continue
-			}
-			n++
-			if _, value, named := strings.Cut(entry, ":"); named {
-				entry = value
-			}
-			return relayAuth{token: entry, source: fmt.Sprintf("%s entry %d", env, n)}, true
-		}
-		return relayAuth{}, false
+	tok, where, err := auth.FirstToken(get("MCP_AGGREGATOR_ADMIN_TOKENS"), get("MCP_AGGREGATOR_CLIENT_TOKENS"), get("MCP_AGGREGATOR_TOKENS_FILE"))
+	if err != nil {
+		return relayAuth{}, err
 	}
-	var fileLines [][]string
-	var fileLineNo []int
-	if path := get("MCP_AGGREGATOR_TOKENS_FILE"); path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return relayAuth{}, fmt.Errorf("MCP_AGGREGATOR_TOKENS_FILE: %w", err)
-		}
-		for i, line := range strings.Split(string(data), "\n") {
-			line = strings.TrimSpace(line)
-			if f := strings.Fields(line); len(f) == 3 && !strings.HasPrefix(line, "#") {
-				fileLines, fileLineNo = append(fileLines, f), append(fileLineNo, i+1)
-			}
-		}
-	}
-	fromFile := func(scope string) (relayAuth, bool) {
-		for i, f := range fileLines {
-			if strings.EqualFold(f[0], scope) {
-				return relayAuth{token: f[2], source: fmt.Sprintf("MCP_AGGREGATOR_TOKENS_FILE line %d", fileLineNo[i])}, true
-			}
-		}
-		return relayAuth{}, false
-	}
-	if a, ok := fromList("MCP_AGGREGATOR_ADMIN_TOKENS"); ok {
-		return a, nil
-	}
-	if a, ok := fromFile("admin"); ok {
-		return a, nil
-	}
-	if a, ok := fromList("MCP_AGGREGATOR_CLIENT_TOKENS"); ok {
-		return a, nil
-	}
-	if a, ok := fromFile("client"); ok {
-		return a, nil
-	}
-	return relayAuth{}, nil
+	return relayAuth{token: tok, source: where}, nil
 }
 
 // relayRefused is an HTTP answer of the node, to the relay's GET or POST, with a status other than 2xx.

@@ -150,7 +150,7 @@ func TestStdioRelaysThroughServe(t *testing.T) {
 		{name: "sqlite-client-token-file", db: func() string { return "" },
 			env:     []string{"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + e2eAdminToken, "MCP_AGGREGATOR_TOKENS_FILE=" + tokensFile},
 			token:   e2eAdminToken,
-			wantLog: `"token":"MCP_AGGREGATOR_TOKENS_FILE line 2"`},
+			wantLog: `"token":"MCP_AGGREGATOR_TOKENS_FILE ` + tokensFile + ` line 2"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

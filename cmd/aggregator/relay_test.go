@@ -51,10 +51,10 @@ func TestRelayToken(t *testing.T) {
 		{name: "admin list", admin: a1 + "," + a2, client: c1, want: a1, source: "MCP_AGGREGATOR_ADMIN_TOKENS entry 1", scope: auth.ScopeAdmin},
 		{name: "named admin after a blank entry", admin: " , ops:" + a1, want: a1, source: "MCP_AGGREGATOR_ADMIN_TOKENS entry 1", scope: auth.ScopeAdmin},
 		{name: "client list", client: "ci:" + c1 + ",other:" + c2, want: c1, source: "MCP_AGGREGATOR_CLIENT_TOKENS entry 1", scope: auth.ScopeClient},
-		{name: "admin in the file wins over a client in the list", client: c1, fp: file, want: a2, source: "MCP_AGGREGATOR_TOKENS_FILE line 4", scope: auth.ScopeAdmin},
+		{name: "admin in the file wins over a client in the list", client: c1, fp: file, want: a2, source: "MCP_AGGREGATOR_TOKENS_FILE " + file + " line 4", scope: auth.ScopeAdmin},
 		{name: "admin list wins over the file", admin: a1, fp: file, want: a1, source: "MCP_AGGREGATOR_ADMIN_TOKENS entry 1", scope: auth.ScopeAdmin},
 		{name: "client list before the file's client", client: c1, fp: clientOnly, want: c1, source: "MCP_AGGREGATOR_CLIENT_TOKENS entry 1", scope: auth.ScopeClient},
-		{name: "file client only", fp: clientOnly, want: c2, source: "MCP_AGGREGATOR_TOKENS_FILE line 1", scope: auth.ScopeClient},
+		{name: "file client only", fp: clientOnly, want: c2, source: "MCP_AGGREGATOR_TOKENS_FILE " + clientOnly + " line 1", scope: auth.ScopeClient},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

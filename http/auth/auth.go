@@ -237,6 +237,19 @@ func Parse(admin, client, path string) (*Tokens, error) {
 		seenHash[h], seenName[name] = where, where
 		t.list = append(t.list, token{name: name, scope: scope, hash: h})
 	}
+	errs = append(errs, walkEntries(admin, client, path, add)...)
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "\n  "))
+	}
+	return t, nil
+}
+
+// walkEntries calls fn with every token entry of the two comma-separated lists (entries "name:token" or "token")
+// and of the token file at path ("" for none; lines "scope name token", blank lines and # comments ignored), in
+// that order: where names the entry for messages (never the token), name is "" for an unnamed entry. It returns the
+// problems of the entries' syntax.
+func walkEntries(admin, client, path string, fn func(where, name, value string, scope Scope)) []string {
+	var errs []string
 	for _, v := range []struct {
 		env   string
 		raw   string
@@ -257,7 +270,7 @@ func Parse(admin, client, path string) (*Tokens, error) {
 				errs = append(errs, where+": empty token name before ':'")
 				continue
 			}
-			add(where, name, value, v.scope)
+			fn(where, name, value, v.scope)
 		}
 	}
 	if path != "" {
@@ -286,13 +299,35 @@ func Parse(admin, client, path string) (*Tokens, error) {
 				errs = append(errs, where+": scope must be admin or client")
 				continue
 			}
-			add(where, f[1], f[2], scope)
+			fn(where, f[1], f[2], scope)
 		}
 	}
+	return errs
+}
+
+// FirstToken is the token a process of this daemon presents to another one (`aggregator stdio` relaying to
+// `serve`): the first admin token of the configuration (the list, then the file), else the first client token, and
+// where it was configured (for logs: never the token). Both empty when no token is configured.
+func FirstToken(admin, client, path string) (token, where string, err error) {
+	var first [2]struct{ token, where string }
+	errs := walkEntries(admin, client, path, func(w, _, value string, scope Scope) {
+		i := 1
+		if scope == ScopeAdmin {
+			i = 0
+		}
+		if first[i].token == "" {
+			first[i].token, first[i].where = value, w
+		}
+	})
 	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "\n  "))
+		return "", "", errors.New(strings.Join(errs, "\n  "))
 	}
-	return t, nil
+	for _, f := range first {
+		if f.token != "" {
+			return f.token, f.where, nil
+		}
+	}
+	return "", "", nil
 }
 
 // IsLoopback reports whether a listen address ("host:port") binds only loopback interfaces. An empty host (all

@@ -431,3 +431,30 @@ func TestMiddleware(t *testing.T) {
 		t.Fatalf("auth off: %d %+v", rec.Code, seen)
 	}
 }
+
+// TestFirstToken: the token another process of the daemon presents is the first admin token (the list before the
+// file), else the first client token; the entries parse as Parse reads them; no token: empty.
+func TestFirstToken(t *testing.T) {
+	file := t.TempDir() + "/tokens"
+	if err := os.WriteFile(file, []byte("# comment\nclient ci "+clientTok+"\nadmin ops2 "+adminTok+"2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, admin, client, path, want, where string
+	}{
+		{"admin list first", "ops:" + adminTok, "ci:" + clientTok, file, adminTok, "MCP_AGGREGATOR_ADMIN_TOKENS entry 1"},
+		{"admin from the file over a client in the list", "", clientTok, file, adminTok + "2", "MCP_AGGREGATOR_TOKENS_FILE " + file + " line 3"},
+		{"client only", "", "ci:" + clientTok, "", clientTok, "MCP_AGGREGATOR_CLIENT_TOKENS entry 1"},
+		{"none", "", "", "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, where, err := FirstToken(tc.admin, tc.client, tc.path)
+			if err != nil || tok != tc.want || where != tc.where {
+				t.Fatalf("FirstToken = %q from %q, %v; want %q from %q", tok, where, err, tc.want, tc.where)
+			}
+		})
+	}
+	if _, _, err := FirstToken(":x", "", ""); err == nil {
+		t.Fatal("a malformed entry: no error")
+	}
+}
