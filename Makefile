@@ -33,6 +33,7 @@ lint:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRegistration$$' -fuzztime $(FUZZTIME) ./http/internal/validate
 	$(GO) test -run '^$$' -fuzz '^FuzzCall$$' -fuzztime $(FUZZTIME) ./http/internal/validate
+	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) ./http/internal/validate
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/connconfig
 	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis

@@ -43,6 +43,9 @@ commands:
   rotate-key
             re-encrypt every connection_config under MCP_CREDENTIAL_KEY, reading old rows with
             MCP_CREDENTIAL_KEY_PREVIOUS; prints how many (run it with the daemon stopped)
+  import [-dry-run] [-url URL] [-json] FILE
+            register the servers of an mcpServers file (Claude Desktop, Cursor) or a VS Code servers file
+            through the running daemon's REST API; one line per server: created, skipped, invalid, failed
   version   print the version
 `
 
@@ -60,6 +63,11 @@ func main() {
 
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "import" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return importCommand(ctx, args[1:], os.LookupEnv, stdout, stderr)
+	}
 	if len(args) != 1 {
 		fmt.Fprint(stderr, usage)
 		return 2

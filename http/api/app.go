@@ -180,6 +180,8 @@ func New(d Deps) *fiber.App {
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
 	g.Get("/audit", s.listAudit)
+	g.Post("/import", s.importServers)
+	g.Get("/export", s.exportServers)
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)
 	app.Post("/api/v1/tools/call", s.watchDisconnect, s.callTool)
