@@ -1,0 +1,205 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/api"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/metrics"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+)
+
+// notREST are routes of the app that are not part of the REST API and so not in the OpenAPI document: the
+// console's static files.
+func notREST(path string) bool { return path == "/ui" || strings.HasPrefix(path, "/ui/") }
+
+// TestOpenAPIMatchesRouter: the OpenAPI document served at /api/v1/openapi.json documents exactly the routes the
+// app has (walking Fiber's router), and real answers of every route, against the real actor system, store and a
+// real go-sdk backend, validate against the document's schema for their status (success and error answers alike).
+// Every documented route must be exercised with a success answer here, so a new route needs a step below too.
+func TestOpenAPIMatchesRouter(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(c)
+	})
+	toks, err := auth.Parse("ops:"+auditAdminToken, "ci:"+auditClientToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks,
+		Metrics: metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })})
+	e := &env{app: app}
+
+	// 1. The router and the document list the same routes.
+	var routes []string
+	seen := map[string]bool{}
+	for _, r := range app.GetRoutes(true) {
+		if r.Method == "HEAD" || notREST(r.Path) { // Fiber adds HEAD to every GET
+			continue
+		}
+		k := r.Method + " " + r.Path
+		if !seen[k] {
+			seen[k] = true
+			routes = append(routes, k)
+		}
+	}
+	slices.Sort(routes)
+	documented := api.OperationKeys()
+	for _, r := range routes {
+		if !slices.Contains(documented, r) {
+			t.Errorf("route %s is not in the OpenAPI document (add an entry to http/api/openapi.go operations)", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(routes, d) {
+			t.Errorf("the OpenAPI document has %s, which the app does not route", d)
+		}
+	}
+
+	docResp := e.authDo(t, auditClientToken, "GET", api.OpenAPIPath, "")
+	if docResp.status != http.StatusOK {
+		t.Fatalf("openapi.json: %d %s", docResp.status, docResp.body)
+	}
+	doc := docResp.body
+	var parsed struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Content map[string]struct {
+					Schema struct {
+						Ref string `json:"$ref"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. Real answers validate against the document.
+	exercised := map[string]bool{}
+	check := func(route, token, method, path, body string, want int) response {
+		t.Helper()
+		r := e.authDo(t, token, method, path, body)
+		if r.status != want {
+			t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
+		}
+		rm, _ := strings.CutPrefix(route, method+" ")
+		op, ok := parsed.Paths[api.OpenAPIPathOf(rm)][strings.ToLower(method)]
+		if !ok {
+			t.Fatalf("%s: not documented", route)
+		}
+		resp, ok := op.Responses[strconv.Itoa(r.status)]
+		if !ok {
+			t.Fatalf("%s answered %d, which the document does not list: %s", route, r.status, r.body)
+		}
+		if r.status < 300 {
+			exercised[route] = true
+		}
+		media, ok := resp.Content["application/json"]
+		if !ok {
+			if len(resp.Content) == 0 && len(r.body) > 0 {
+				t.Errorf("%s %d: a body the document does not describe: %s", route, r.status, r.body)
+			}
+			return r
+		}
+		name := strings.TrimPrefix(media.Schema.Ref, "#/components/schemas/")
+		schema, err := api.ComponentSchema(doc, name)
+		if err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		var v any
+		if err := json.Unmarshal(r.body, &v); err != nil {
+			t.Fatalf("%s %d: not JSON: %s", route, r.status, r.body)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Errorf("%s %d: answer does not validate against %s: %v\n%s", route, r.status, name, err, r.body)
+		}
+		return r
+	}
+	const b = "/api/v1/aggregator"
+	adm, cli := auditAdminToken, auditClientToken
+	backend := goBackend(t)
+
+	check("POST "+b+"/servers", adm, "POST", b+"/servers", `{"name":"bad"}`, 422)
+	check("POST "+b+"/servers", "", "POST", b+"/servers", `{}`, 401)
+	check("POST "+b+"/servers", cli, "POST", b+"/servers", `{}`, 403)
+	r := check("POST "+b+"/servers", adm, "POST", b+"/servers",
+		`{"name":"go","description":"a go-sdk backend","transport_type":"HTTP","connection_config":{"base_url":"`+backend+`","headers":{"X-Key":"s3cr3t"}}}`, 201)
+	id := r.json(t)["id"].(string)
+	check("POST "+b+"/servers", adm, "POST", b+"/servers", `{"name":"go","transport_type":"HTTP","connection_config":{"base_url":"`+backend+`"}}`, 409)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, ok := sys.Routes().Tool("go.echo"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("go.echo never routable")
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	check("GET "+b+"/servers", cli, "GET", b+"/servers", "", 200)
+	check("GET "+b+"/servers", cli, "GET", b+"/servers?include_tools=true", "", 200)
+	check("GET "+b+"/servers", cli, "GET", b+"/servers?limit=0", "", 422)
+	check("GET "+b+"/servers/:id", cli, "GET", b+"/servers/"+id, "", 200)
+	check("GET "+b+"/servers/:id", cli, "GET", b+"/servers/00000000-0000-0000-0000-000000000000", "", 404)
+	check("GET "+b+"/servers/:id/tools", cli, "GET", b+"/servers/"+id+"/tools", "", 200)
+	check("GET "+b+"/servers/:id/tools/:tool", cli, "GET", b+"/servers/"+id+"/tools/go.echo", "", 200)
+	check("GET "+b+"/servers/:id/tools/:tool", cli, "GET", b+"/servers/"+id+"/tools/echo", "", 200)
+	check("GET "+b+"/servers/:id/tools/:tool", cli, "GET", b+"/servers/"+id+"/tools/nope", "", 404)
+	check("GET "+b+"/servers/:id/history", cli, "GET", b+"/servers/"+id+"/history", "", 200)
+	check("POST "+b+"/servers/:id/tools/refresh", adm, "POST", b+"/servers/"+id+"/tools/refresh", "", 202)
+	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.echo","arguments":{"x":1}}`, 200)
+	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.fail","arguments":{}}`, 502)
+	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"nope.nope"}`, 404)
+	check("POST /api/v1/search", cli, "POST", "/api/v1/search", `{"query":"echo","include_schemas":true}`, 200)
+	check("POST /api/v1/search", cli, "POST", "/api/v1/search", `{"query":""}`, 422)
+	check("GET /api/v1/skills", cli, "GET", "/api/v1/skills", "", 200)
+	check("PATCH "+b+"/servers/:id", adm, "PATCH", b+"/servers/"+id, `{"description":"changed"}`, 200)
+	check("PATCH "+b+"/servers/:id", adm, "PATCH", b+"/servers/"+id, `{}`, 422)
+	check("POST "+b+"/servers/:id/disconnect", adm, "POST", b+"/servers/"+id+"/disconnect", `{"force":true}`, 200)
+	check("POST "+b+"/servers/:id/connect", adm, "POST", b+"/servers/"+id+"/connect", "", 200)
+	check("GET "+b+"/state", cli, "GET", b+"/state", "", 200)
+	check("GET "+b+"/health", "", "GET", b+"/health", "", 200)
+	check("GET "+b+"/audit", adm, "GET", b+"/audit", "", 200)
+	check("GET "+b+"/audit", cli, "GET", b+"/audit", "", 403)
+	check("POST "+b+"/import", adm, "POST", b+"/import?dry_run=true", `{"mcpServers":{"x":{"command":"true"},"go":{"url":"`+backend+`"},"w":{"type":"ws"}}}`, 200)
+	check("POST "+b+"/import", adm, "POST", b+"/import", `{"nothing":1}`, 422)
+	check("GET "+b+"/export", cli, "GET", b+"/export", "", 200)
+	check("GET "+b+"/export", cli, "GET", b+"/export?format=vscode", "", 200)
+	check("GET "+api.LivePath, "", "GET", api.LivePath, "", 200)
+	check("GET "+api.ReadyPath, "", "GET", api.ReadyPath, "", 200)
+	check("GET "+api.WhoamiPath, cli, "GET", api.WhoamiPath, "", 200)
+	check("GET "+api.OpenAPIPath, cli, "GET", api.OpenAPIPath, "", 200)
+	check("GET /metrics", cli, "GET", "/metrics", "", 200)
+	check("DELETE "+b+"/servers/:id", adm, "DELETE", b+"/servers/"+id, "", 204)
+	check("DELETE "+b+"/servers/:id", adm, "DELETE", b+"/servers/"+id, "", 404)
+
+	for _, d := range documented {
+		if !exercised[d] {
+			t.Errorf("%s has no success answer checked here: add a step", d)
+		}
+	}
+}
