@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test bench lint fuzz proto peers pg promtool etcd clean
+.PHONY: run build test bench lint fuzz proto peers pg promtool etcd chromium ui-vendor clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg promtool etcd
+test: $(PEERS) pg promtool etcd chromium
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
@@ -46,6 +46,12 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	PATH="$$($(GO) env GOPATH)/bin:$$PATH" protoc --go_out=. --go_opt=module=github.com/mcpgw/aggregator proto/*.proto
 
+## ui-vendor: refresh the console's vendored Preact and htm from npm (committed; see http/ui/static/vendor/VERSIONS)
+PREACT_VERSION ?= 11.2.0
+HTM_VERSION    ?= 3.1.1
+ui-vendor:
+	PREACT_VERSION=$(PREACT_VERSION) HTM_VERSION=$(HTM_VERSION) http/ui/vendor.sh
+
 ## peers: install the npm MCP servers and clients the tests run, from the committed package-lock.json
 peers: $(PEERS)
 $(PEERS): $(PEERS_DIR)/package-lock.json
@@ -59,6 +65,10 @@ promtool:
 ## etcd: Debian's etcd-server, for the cluster tests (each starts its own etcd on loopback; none runs as a service)
 etcd:
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null && (systemctl stop etcd 2>/dev/null || pkill -x etcd || true))
+
+## chromium: Debian's chromium, which the console's browser test drives headless through playwright-core
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null)
 
 ## pg: make sure the local PostgreSQL answers (tests create and drop their own databases)
 pg:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/ui"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -184,6 +185,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/export", s.exportServers)
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)
 	app.Get(WhoamiPath, s.whoami)
+	ui.Mount(app)
 	app.Get(OpenAPIPath, s.openAPI(mustJSON(OpenAPIDocument(s.policy, actors.Version))))
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)

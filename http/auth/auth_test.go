@@ -213,6 +213,15 @@ func TestPolicy(t *testing.T) {
 		{"POST", "/sse", ScopeClient, ScopeClient},
 		{"POST", "/mcpx", ScopeAdmin, ScopeAdmin},
 		{"GET", "/", ScopeClient, ScopeClient},
+		{"GET", "/ui", ScopeNone, ScopeNone},
+		{"GET", "/ui/", ScopeNone, ScopeNone},
+		{"HEAD", "/UI/app.js", ScopeNone, ScopeNone},
+		{"POST", "/ui/app.js", ScopeAdmin, ScopeAdmin},
+		{"GET", "/uix", ScopeClient, ScopeClient},
+		{"GET", "/api/v1/whoami", ScopeClient, ScopeClient},
+		{"GET", "/api/v1/openapi.json", ScopeClient, ScopeClient},
+		{"POST", "/api/v1/aggregator/import", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/export", ScopeClient, ScopeClient},
 	}
 	for _, c := range cases {
 		if got := closed.Required(c.method, c.path); got != c.want {

@@ -25,6 +25,7 @@ const (
 	mcpPath       = "/mcp"
 	ssePath       = "/sse"
 	aggregatorAPI = "/api/v1/aggregator/"
+	consolePath   = "/ui"
 )
 
 // Normalize is the form paths are compared in: lower case, without trailing slashes ("/" stays "/").
@@ -53,8 +54,9 @@ func IsToolCall(method, path string) bool {
 
 // Required returns the scope a request needs:
 //
-//   - none: GET /api/v1/aggregator/health, the probes /livez and /readyz (both listeners), and /metrics when
-//     MetricsOpen;
+//   - none: GET /api/v1/aggregator/health, the probes /livez and /readyz (both listeners), /metrics when
+//     MetricsOpen, and reads of the console's static files (/ui, /ui/...: they hold no data; what they show comes
+//     from the API under the operator's token);
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
 //   - admin: the audit log, and every other write (register, patch, delete, connect, disconnect, refresh, and any
@@ -73,6 +75,8 @@ func (p Policy) Required(method, path string) Scope {
 		return ScopeClient
 	case n == auditPath || strings.HasPrefix(n, auditPath+"/"):
 		return ScopeAdmin
+	case (n == consolePath || strings.HasPrefix(n, consolePath+"/")) && isRead(method):
+		return ScopeNone
 	}
 	switch strings.ToUpper(method) {
 	case "GET", "HEAD", "OPTIONS":
@@ -84,4 +88,13 @@ func (p Policy) Required(method, path string) Scope {
 		}
 	}
 	return ScopeAdmin
+}
+
+// isRead reports whether a method only reads.
+func isRead(method string) bool {
+	switch strings.ToUpper(method) {
+	case "GET", "HEAD":
+		return true
+	}
+	return false
 }

@@ -1,0 +1,63 @@
+package ui
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// TestMount: the console's files are served from the binary with their types and the security headers; /ui goes
+// to /ui/; anything that is not one of its files is a 404; every module the page imports is embedded (nothing is
+// fetched from elsewhere).
+func TestMount(t *testing.T) {
+	app := fiber.New()
+	Mount(app)
+	get := func(path string) (int, map[string]string, string) {
+		resp, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		h := map[string]string{}
+		for k := range resp.Header {
+			h[k] = resp.Header.Get(k)
+		}
+		return resp.StatusCode, h, string(b)
+	}
+	for _, tc := range []struct {
+		path, ctype, contains string
+	}{
+		{"/ui/", "text/html; charset=utf-8", `<script type="module" src="app.js">`},
+		{"/ui/index.html", "text/html; charset=utf-8", "MCP aggregator console"},
+		{"/ui/app.js", "text/javascript; charset=utf-8", "from './vendor/preact.js'"},
+		{"/ui/app.css", "text/css; charset=utf-8", ".badge"},
+		{"/ui/vendor/preact.js", "text/javascript; charset=utf-8", "createElement"},
+		{"/ui/vendor/hooks.js", "text/javascript; charset=utf-8", `from"./preact.js"`},
+		{"/ui/vendor/htm.js", "text/javascript; charset=utf-8", "export"},
+	} {
+		status, h, body := get(tc.path)
+		if status != 200 || h["Content-Type"] != tc.ctype || !strings.Contains(body, tc.contains) {
+			t.Errorf("%s: %d %q, body contains %q: %v", tc.path, status, h["Content-Type"], tc.contains, strings.Contains(body, tc.contains))
+		}
+		if h["Content-Security-Policy"] != ContentSecurityPolicy || h["X-Content-Type-Options"] != "nosniff" || h["X-Frame-Options"] != "DENY" {
+			t.Errorf("%s: security headers %v", tc.path, h)
+		}
+		if strings.Contains(body, "http://") || strings.Contains(body, "https://") {
+			if tc.path != "/ui/vendor/preact.js" { // preact names the SVG namespace URI; it fetches nothing
+				t.Errorf("%s names a remote URL", tc.path)
+			}
+		}
+	}
+	if status, h, _ := get("/ui"); status != 301 || h["Location"] != "/ui/" {
+		t.Errorf("/ui: %d %v", status, h)
+	}
+	for _, p := range []string{"/ui/missing.js", "/ui/vendor/VERSIONS", "/ui/../ui.go", "/ui/vendor/LICENSE-htm", "/ui/%2e%2e/ui.go"} {
+		if status, _, _ := get(p); status != 404 {
+			t.Errorf("%s: %d, want 404", p, status)
+		}
+	}
+}
