@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/internal/peertest"
+)
+
+// TestConsoleInBrowser: the operators' console in a real headless Chromium (Debian's, driven by npm's
+// playwright-core) against the real daemon binary with auth on and real backends (server-everything over SSE,
+// registered beforehand, and over stdio, registered through the console's form): the page loads, asks for a
+// token, lists the servers with live status, shows a field error from the 422 list next to its field, registers
+// the stdio server and sees it CONNECTED with its tools, searches, runs a tool from the form built from its input
+// schema, deletes the server with confirmation, shows the audit log; a client token gets read-only views. No
+// request may leave the daemon's origin and the page may log no error (CSP, exceptions). Screenshots go to a
+// temporary folder the test logs, kept for people to look at.
+func TestConsoleInBrowser(t *testing.T) {
+	browser := peertest.Chromium(t)
+	script := peertest.ConsoleScript(t)
+	node, args := peertest.EverythingStdio(t)
+	sse := peertest.StartEverything(t, "sse")
+
+	const admin, client = "console-admin-token-0001", "console-client-token-0001"
+	d := newDaemon(t, "")
+	d.env = append(d.env, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+admin, "MCP_AGGREGATOR_CLIENT_TOKENS=viewer:"+client)
+	d.start()
+	origin := strings.TrimSuffix(d.base, "/api/v1/aggregator")
+
+	body, _ := json.Marshal(map[string]any{"name": "everything-sse", "transport_type": "SSE",
+		"connection_config": map[string]any{"url": sse.URL()}})
+	req, _ := http.NewRequest("POST", d.base+"/servers", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register the SSE server: %d", resp.StatusCode)
+	}
+
+	shots, err := os.MkdirTemp("", "aggregator-console-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("console screenshots: %s", shots)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, peertest.Node(t), script)
+	cmd.Env = append(os.Environ(), "BASE_URL="+origin, "ADMIN_TOKEN="+admin, "CLIENT_TOKEN="+client, "CHROMIUM="+browser,
+		"SHOTS="+shots, "STDIO_COMMAND="+node, "STDIO_ARGS="+strings.Join(args, "\n"), "LISTED=everything-sse")
+	out, err := cmd.CombinedOutput()
+	t.Logf("console script:\n%s", out)
+	if err != nil {
+		t.Fatalf("the console script failed (%v); screenshots in %s; daemon logs:\n%s", err, shots, d.logs.String())
+	}
+	if !strings.Contains(string(out), "console OK") {
+		t.Fatalf("the console script did not finish")
+	}
+}

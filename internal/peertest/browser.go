@@ -1,0 +1,32 @@
+package peertest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Chromium returns Debian's chromium binary, for the console's browser test (`make test` installs it); without
+// it the test skips, or fails under CI=true.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	missingTool(t, "chromium")
+	return ""
+}
+
+// ConsoleScript is the playwright-core script that drives the console (testdata/peers/console.mjs); it needs
+// playwright-core from the peers' node_modules.
+func ConsoleScript(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(RepoRoot(t), "testdata", "peers")
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "playwright-core", "package.json")); err != nil {
+		missing(t, "playwright-core")
+	}
+	return filepath.Join(root, "console.mjs")
+}

@@ -1,0 +1,167 @@
+// Drives the operators' console (/ui/) in a real headless Chromium through playwright-core, against a running
+// daemon. Run by cmd/aggregator's TestConsoleInBrowser, which starts the daemon and its backends and passes:
+//   BASE_URL      the daemon's REST origin (http://127.0.0.1:PORT)
+//   ADMIN_TOKEN   an admin token; CLIENT_TOKEN a client token
+//   CHROMIUM      the browser binary (Debian's chromium)
+//   SHOTS         a directory for screenshots
+//   STDIO_COMMAND and STDIO_ARGS (newline-separated): a stdio MCP server (server-everything) to register
+//   LISTED        the name of a server registered beforehand, which the page must list
+// Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
+// so does any error the page logs (a CSP violation, an exception).
+import { chromium } from 'playwright-core';
+import path from 'node:path';
+
+const env = (k) => {
+  const v = process.env[k];
+  if (!v) throw new Error(`${k} is not set`);
+  return v;
+};
+const BASE = env('BASE_URL');
+const SHOTS = env('SHOTS');
+const NAME = 'ui-everything';
+const problems = [];
+let step = 0;
+
+const browser = await chromium.launch({ executablePath: env('CHROMIUM'), args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  // Nothing but the daemon: a request elsewhere (a CDN, a font) is refused and reported.
+  await ctx.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(BASE + '/')) return route.continue();
+    problems.push('request outside the daemon: ' + url);
+    return route.abort();
+  });
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(30000);
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of 4\d\d/.test(m.text())) problems.push('console error: ' + m.text()); });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  const shot = async (name) => {
+    step++;
+    const file = path.join(SHOTS, `${String(step).padStart(2, '0')}-${name}.png`);
+    await page.screenshot({ path: file, fullPage: true });
+    console.log('screenshot', file);
+  };
+  const tid = (id) => page.getByTestId(id);
+
+  // 1. The page loads and, with auth on, asks for a token.
+  await page.goto(BASE + '/ui/');
+  await tid('token').waitFor();
+  await shot('login');
+  await tid('token').fill('wrong-token-wrong-token');
+  await tid('sign-in').click();
+  await tid('login-error').waitFor();
+  await tid('token').fill(env('ADMIN_TOKEN'));
+  await tid('sign-in').click();
+  await tid('whoami').filter({ hasText: 'admin' }).waitFor();
+  if (await page.getByText('Loading the console').count()) problems.push('the loading placeholder stayed');
+
+  // 2. It lists the servers registered beforehand, with their live status.
+  const listed = tid('server-' + env('LISTED'));
+  await listed.getByTestId('status').filter({ hasText: /^CONNECTED$/ }).waitFor();
+  await shot('servers');
+
+  // 3. Register a server through the form: first a bad name, whose error shows next to the name field.
+  await tid('tab-register').click();
+  await tid('f-transport').selectOption('STDIO');
+  await tid('f-name').fill('Not A Valid Name');
+  await tid('f-command').fill(env('STDIO_COMMAND'));
+  await tid('f-args').fill(env('STDIO_ARGS'));
+  await tid('f-env').fill('CONSOLE_SECRET=s3cret-value');
+  await tid('f-submit').click();
+  await tid('error-name').waitFor();
+  await shot('register-field-error');
+  await tid('f-name').fill(NAME);
+  await tid('f-submit').click();
+
+  // 4. Back on the list, it becomes CONNECTED and its tools appear.
+  const row = tid('server-' + NAME);
+  await row.getByTestId('status').filter({ hasText: /^CONNECTED$/ }).waitFor({ timeout: 60000 });
+  await page.waitForFunction((name) => {
+    const r = document.querySelector(`[data-testid="server-${name}"] [data-testid="tool-count"]`);
+    return r && Number(r.textContent) > 0;
+  }, NAME, { timeout: 60000 });
+  await row.click();
+  await tid('server-detail').waitFor();
+  const cfg = await tid('connection-config').textContent();
+  if (cfg.includes('s3cret-value') || !cfg.includes('***')) problems.push('connection_config not masked in the detail view: ' + cfg);
+  await tid('history').getByText('CONNECTED', { exact: true }).first().waitFor();
+  await shot('server-detail');
+
+  // 5. Search: the real search API, with scores.
+  await tid('tab-search').click();
+  await tid('search-query').fill('echo a message back');
+  await tid('search-run').click();
+  await tid('hit-' + NAME + '.echo').waitFor();
+  const score = Number(await tid('hit-' + NAME + '.echo').getByTestId('score').textContent());
+  if (!(score > 0)) problems.push('search score is not positive: ' + score);
+  await shot('search');
+
+  // 6. Try a tool: the form is built from the echo tool's input schema; the result is shown.
+  await tid('tab-servers').click();
+  await tid('server-' + NAME).click();
+  await tid('try-echo').click();
+  await tid('run-tool').click();
+  await tid('arg-error-message').waitFor(); // message is required
+  await tid('arg-message').fill('hello from the console');
+  await tid('run-tool').click();
+  await tid('tool-text').filter({ hasText: 'hello from the console' }).waitFor();
+  await shot('try-tool');
+
+  // 7. Disconnect and connect again: the list follows the status live; edit the description.
+  await tid('disconnect').click();
+  await row.getByTestId('status').filter({ hasText: /^DISCONNECTED$/ }).waitFor();
+  await tid('connect').click();
+  await row.getByTestId('status').filter({ hasText: /^CONNECTED$/ }).waitFor();
+  await tid('edit').click();
+  await tid('f-description').fill('registered from the console');
+  await tid('f-submit').click();
+  await row.getByText('registered from the console').waitFor();
+  await tid('server-detail').waitFor();
+  const cfgAfter = await tid('connection-config').textContent();
+  if (!cfgAfter.includes('CONSOLE_SECRET')) problems.push('editing the description changed connection_config: ' + cfgAfter);
+  await shot('edited');
+
+  // 8. Delete it, with confirmation.
+  await tid('delete').click();
+  await tid('confirm-delete').waitFor();
+  await shot('confirm-delete');
+  await tid('confirm-delete-yes').click();
+  await row.waitFor({ state: 'detached' });
+  await shot('deleted');
+
+  // 9. The audit log shows what was done.
+  await tid('tab-audit').click();
+  for (const ev of ['server.registered', 'server.disconnected', 'server.connected', 'server.updated', 'server.removed']) {
+    await tid('audit').getByText(ev).first().waitFor();
+  }
+  await shot('audit');
+
+  // 10. A client-scope token sees read-only views: no admin tab, no admin button.
+  const client = await browser.newContext();
+  await client.route('**/*', (route) => (route.request().url().startsWith(BASE + '/') ? route.continue() : route.abort()));
+  const cp = await client.newPage();
+  cp.setDefaultTimeout(30000);
+  await cp.goto(BASE + '/ui/');
+  await cp.getByTestId('token').fill(env('CLIENT_TOKEN'));
+  await cp.getByTestId('sign-in').click();
+  await cp.getByTestId('read-only').waitFor();
+  await cp.getByTestId('server-' + env('LISTED')).click();
+  await cp.getByTestId('server-detail').waitFor();
+  for (const id of ['tab-register', 'tab-audit', 'delete', 'connect']) {
+    if (await cp.getByTestId(id).count()) problems.push('client scope sees ' + id);
+  }
+  const clientShot = path.join(SHOTS, '99-client-read-only.png');
+  await cp.screenshot({ path: clientShot, fullPage: true });
+  console.log('screenshot', clientShot);
+  await client.close();
+} catch (e) {
+  problems.push('step failed: ' + (e && e.stack ? e.stack : e));
+} finally {
+  await browser.close();
+}
+if (problems.length) {
+  console.error(problems.join('\n'));
+  process.exit(1);
+}
+console.log('console OK');
