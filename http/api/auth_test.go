@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/http/ui"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -70,6 +71,17 @@ var adminRoutes = map[string]bool{
 	"HEAD " + base + "/servers/:id/history":       false,
 	"HEAD " + base + "/state":                     false,
 	"HEAD /metrics":                               false,
+	"POST " + base + "/import":                    true,
+	"GET " + base + "/export":                     false,
+	"HEAD " + base + "/export":                    false,
+	"GET " + base + "/servers/:id/tools/:tool":    false,
+	"HEAD " + base + "/servers/:id/tools/:tool":   false,
+	"GET " + WhoamiPath:                           false,
+	"HEAD " + WhoamiPath:                          false,
+	"GET " + OpenAPIPath:                          false,
+	"HEAD " + OpenAPIPath:                         false,
+	"GET " + ui.Prefix + "/*":                     false,
+	"HEAD " + ui.Prefix + "/*":                    false,
 }
 
 // TestAuthEveryRoute enumerates the app's routes (so routes added later are covered): no token and a wrong token
@@ -87,7 +99,8 @@ func TestAuthEveryRoute(t *testing.T) {
 			admin = auth.Policy{}.Required(r.Method, path) == auth.ScopeAdmin
 			t.Logf("route %s not in the test's table: policy says admin=%v", key, admin)
 		}
-		open := r.Path == base+"/health" || r.Path == LivePath || r.Path == ReadyPath
+		open := r.Path == base+"/health" || r.Path == LivePath || r.Path == ReadyPath ||
+			(strings.HasPrefix(r.Path, ui.Prefix+"/") && (r.Method == http.MethodGet || r.Method == http.MethodHead)) // the console's files
 		if got := (auth.Policy{}).Required(r.Method, path) == auth.ScopeAdmin; got != admin && !open {
 			t.Errorf("%s: policy admin=%v, the table says %v", key, got, admin)
 		}

@@ -137,7 +137,21 @@ try {
   }
   await shot('audit');
 
-  // 10. A client-scope token sees read-only views: no admin tab, no admin button.
+  // 10. Import: a dry run of a Claude Desktop file reports per entry, with the name mapping.
+  await tid('tab-import').click();
+  await tid('import-text').fill(JSON.stringify({ mcpServers: {
+    'Imported One': { command: env('STDIO_COMMAND'), args: env('STDIO_ARGS').split('\n') },
+    bad: { type: 'websocket', url: 'wss://example.invalid' },
+  } }));
+  await tid('import-dry').click();
+  await tid('import-report').getByText('Dry run: 1 created, 0 skipped, 1 invalid, 0 failed').waitFor();
+  await tid('import-report').getByText('imported-one').waitFor();
+  await tid('import-report').getByText(/Unknown transport/).waitFor();
+  await tid('export-run').click();
+  await tid('export-text').getByText(/everything-sse/).waitFor();
+  await shot('import-dry-run');
+
+  // 11. A client-scope token sees read-only views: no admin tab, no admin button.
   const client = await browser.newContext();
   await client.route('**/*', (route) => (route.request().url().startsWith(BASE + '/') ? route.continue() : route.abort()));
   const cp = await client.newPage();
