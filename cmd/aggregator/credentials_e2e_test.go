@@ -276,6 +276,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 	call("GET", "/state", nil)
 	call("GET", "/health", nil)
 	call("GET", "/audit", nil)
+	// Export (both formats), one tool in detail, and imports whose entries carry the secret (valid, invalid, and
+	// one whose name exists).
+	call("GET", "/export", nil)
+	call("GET", "/export?format=vscode", nil)
+	call("GET", "/servers/"+ids["everything"]+"/tools/echo", nil)
+	for _, dry := range []string{"?dry_run=true", ""} {
+		call("POST", "/import"+dry, map[string]any{"mcpServers": map[string]any{
+			"Imported Secret": map[string]any{"url": "https://127.0.0.1:1/mcp?api_key=" + secret, "headers": map[string]string{"Authorization": "Bearer " + secret}},
+			"bad-secret":      map[string]any{"type": "ws", "url": "wss://u:" + secret + "@h/x", "env": map[string]string{"K": secret}},
+			"bad-url":         map[string]any{"url": "ftp://u:" + secret + "@h/x"},
+			"everything":      map[string]any{"command": "x", "env": map[string]string{"K": secret}},
+		}})
+	}
+	call("GET", "/export", nil)
 	call("POST", strings.TrimSuffix(d.base, "/aggregator")+"/tools/call",
 		map[string]any{"name": "good-http.echo", "arguments": map[string]any{"x": 1}})
 	// A call to a server in ERROR answers with its (scrubbed) state.
