@@ -186,7 +186,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)
 	app.Get(WhoamiPath, s.whoami)
 	ui.Mount(app)
-	app.Get(OpenAPIPath, s.openAPI(mustJSON(OpenAPIDocument(s.policy, actors.Version))))
+	app.Get(OpenAPIPath, s.openAPI())
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)
 	app.Post("/api/v1/tools/call", s.watchDisconnect, s.callTool)

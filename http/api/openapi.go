@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/jsonschema-go/jsonschema"
@@ -311,11 +312,13 @@ func OperationKeys() []string {
 	return out
 }
 
-// openAPI serves the document (built once per app).
-func (s *server) openAPI(doc []byte) fiber.Handler {
+// openAPI serves the document, built on the first request (once per app: apps built in tests and fuzzers that
+// never ask for it do not pay for it).
+func (s *server) openAPI() fiber.Handler {
+	doc := sync.OnceValue(func() []byte { return mustJSON(OpenAPIDocument(s.policy, actors.Version)) })
 	return func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
-		return c.Send(doc)
+		return c.Send(doc())
 	}
 }
 
