@@ -79,6 +79,10 @@ var entryKeys = map[string]bool{"type": true, "transport": true, "command": true
 // vscodeEnvRef is VS Code's ${env:NAME}, which means what ${NAME} means to the aggregator.
 var vscodeEnvRef = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// vscodeVariable is any other VS Code variable with a colon (${input:id}, ${config:x}, ${command:x}): the editor
+// resolves them (an input prompts the user); the daemon cannot.
+var vscodeVariable = regexp.MustCompile(`\$\{[A-Za-z]+:[^}]*\}`)
+
 // Import reads an mcpServers (or VS Code servers) file. Problems of the file as a whole (not JSON, no server
 // list, too many servers) are returned as field errors and no entry; problems of one entry (an unknown transport,
 // a missing command, a bad URL, a name another entry also normalises to) are that entry's Errors, and the other
@@ -252,7 +256,12 @@ func importEntry(format string, m strictjson.Member, checks connconfig.Checks) I
 					target = "base_url"
 				}
 			}
-			cfg[target] = json.RawMessage(vscodeEnvRef.ReplaceAll(raw, []byte("$${$1}")))
+			value := vscodeEnvRef.ReplaceAll(raw, []byte("$${$1}"))
+			if m := vscodeVariable.Find(value); m != nil {
+				v.Add(strictjson.FieldValueError, fmt.Sprintf("%s is a VS Code variable the aggregator cannot resolve: "+
+					"use ${VAR} (an environment variable of the daemon) instead", m), strictjson.At(base, k))
+			}
+			cfg[target] = json.RawMessage(value)
 		}
 	}
 	reg := map[string]any{"name": e.Name, "transport_type": e.TransportType, "connection_config": cfg}

@@ -64,6 +64,13 @@ func TestImportEntries(t *testing.T) {
 				{name: "fs", transport: "STDIO", config: `{"args":["srv.js"],"command":"node","env":{"HOME_DIR":"${HOME_DIR}"}}`},
 				{name: "web", transport: "HTTP", config: `{"base_url":"https://h.example/mcp","headers":{"X-Key":"${KEY}"}}`},
 			}},
+		{"vscode input variables cannot be resolved", `{"servers":{
+			"a":{"type":"http","url":"https://h/mcp","headers":{"Authorization":"Bearer ${input:tok}"}},
+			"b":{"command":"x","env":{"K":"${config:k}"}}}}`,
+			[]want{
+				{name: "a", errPath: "body.servers.a.headers", errMsg: "${input:tok} is a VS Code variable"},
+				{name: "b", errPath: "body.servers.b.env", errMsg: "${config:k} is a VS Code variable"},
+			}},
 		{"vscode settings.json", `{"mcp":{"servers":{"a":{"command":"x"}}}}`,
 			[]want{{name: "a", transport: "STDIO", config: `{"command":"x"}`}}},
 		{"bad entries stand alone", `{"mcpServers":{
