@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,7 +17,7 @@ import (
 
 // TestConsoleInBrowser: the operators' console in a real headless Chromium (Debian's, driven by npm's
 // playwright-core) against the real daemon binary with auth on and real backends (server-everything over SSE,
-// registered beforehand, and over stdio, registered through the console's form): the page loads, asks for a
+// registered beforehand with one that cannot connect, and over stdio, registered through the console's form): the page loads, asks for a
 // token, lists the servers with live status, shows a field error from the 422 list next to its field, registers
 // the stdio server and sees it CONNECTED with its tools, searches, runs a tool from the form built from its input
 // schema, deletes the server with confirmation, shows the audit log; a client token gets read-only views. No
@@ -34,19 +35,24 @@ func TestConsoleInBrowser(t *testing.T) {
 	d.start()
 	origin := strings.TrimSuffix(d.base, "/api/v1/aggregator")
 
-	body, _ := json.Marshal(map[string]any{"name": "everything-sse", "transport_type": "SSE",
-		"connection_config": map[string]any{"url": sse.URL()}})
-	req, _ := http.NewRequest("POST", d.base+"/servers", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	register := func(body map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", d.base+"/servers", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("register %v: %d", body["name"], resp.StatusCode)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("register the SSE server: %d", resp.StatusCode)
-	}
+	register(map[string]any{"name": "everything-sse", "transport_type": "SSE", "connection_config": map[string]any{"url": sse.URL()}})
+	register(map[string]any{"name": "broken", "transport_type": "SSE",
+		"connection_config": map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/sse", peertest.FreePort(t))}})
 
 	shots, err := os.MkdirTemp("", "aggregator-console-screenshots-")
 	if err != nil {
@@ -58,7 +64,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, peertest.Node(t), script)
 	cmd.Env = append(os.Environ(), "BASE_URL="+origin, "ADMIN_TOKEN="+admin, "CLIENT_TOKEN="+client, "CHROMIUM="+browser,
-		"SHOTS="+shots, "STDIO_COMMAND="+node, "STDIO_ARGS="+strings.Join(args, "\n"), "LISTED=everything-sse")
+		"SHOTS="+shots, "STDIO_COMMAND="+node, "STDIO_ARGS="+strings.Join(args, "\n"), "LISTED=everything-sse", "BROKEN=broken")
 	out, err := cmd.CombinedOutput()
 	t.Logf("console script:\n%s", out)
 	if err != nil {

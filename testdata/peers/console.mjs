@@ -6,6 +6,7 @@
 //   SHOTS         a directory for screenshots
 //   STDIO_COMMAND and STDIO_ARGS (newline-separated): a stdio MCP server (server-everything) to register
 //   LISTED        the name of a server registered beforehand, which the page must list
+//   BROKEN        the name of a server registered beforehand that cannot connect
 // Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
 // so does any error the page logs (a CSP violation, an exception).
 import { chromium } from 'playwright-core';
@@ -59,6 +60,13 @@ try {
   // 2. It lists the servers registered beforehand, with their live status.
   const listed = tid('server-' + env('LISTED'));
   await listed.getByTestId('status').filter({ hasText: /^CONNECTED$/ }).waitFor();
+  // A server that cannot connect shows ERROR and its last error in the list.
+  const broken = tid('server-' + env('BROKEN'));
+  await broken.getByTestId('status').filter({ hasText: /^ERROR$/ }).waitFor({ timeout: 60000 });
+  await page.waitForFunction((name) => {
+    const c = document.querySelector(`[data-testid="server-${name}"] [data-testid="last-error"]`);
+    return c && c.textContent.trim().length > 0;
+  }, env('BROKEN'), { timeout: 30000 });
   await shot('servers');
 
   // 3. Register a server through the form: first a bad name, whose error shows next to the name field.
@@ -113,6 +121,8 @@ try {
   await row.getByTestId('status').filter({ hasText: /^DISCONNECTED$/ }).waitFor();
   await tid('connect').click();
   await row.getByTestId('status').filter({ hasText: /^CONNECTED$/ }).waitFor();
+  await tid('refresh').click();
+  await tid('action-message').filter({ hasText: 'Refresh: Tool discovery initiated' }).waitFor();
   await tid('edit').click();
   await tid('f-description').fill('registered from the console');
   await tid('f-submit').click();

@@ -170,7 +170,7 @@ function Servers({ admin }) {
             <td>${s.transport_type}</td>
             <td data-testid="tool-count">${s.tool_count}</td>
             <td>${fmtTime(s.last_health_check)}</td>
-            <td class="error">${(details[s.id] && details[s.id].error_message) || ''}</td>
+            <td class="error" data-testid="last-error">${(details[s.id] && details[s.id].error_message) || ''}</td>
           </tr>`)}</tbody>
       </table>`}
     </div>
