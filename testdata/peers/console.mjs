@@ -125,6 +125,11 @@ try {
   await tid('action-message').filter({ hasText: 'Refresh: Tool discovery initiated' }).waitFor();
   await tid('edit').click();
   await tid('f-description').fill('registered from the console');
+  // Changing a connection field while a secret is still masked is refused in the form, next to the field.
+  await tid('f-cwd').fill('/tmp');
+  await tid('f-submit').click();
+  await tid('error-env').filter({ hasText: 'Still masked' }).waitFor();
+  await tid('f-cwd').fill('');
   await tid('f-submit').click();
   await row.getByText('registered from the console').waitFor();
   await tid('server-detail').waitFor();

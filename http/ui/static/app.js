@@ -427,7 +427,16 @@ function ServerForm({ existing, onDone, onCancel }) {
         const patch = {};
         if (f.name !== initial.name) patch.name = f.name;
         if (f.description !== initial.description) patch.description = f.description || null;
-        if (['command', 'args', 'env', 'cwd', 'url', 'headers', 'allow_insecure_http'].some((k) => f[k] !== initial[k])) patch.connection_config = connectionConfig();
+        if (['command', 'args', 'env', 'cwd', 'url', 'headers', 'allow_insecure_http'].some((k) => f[k] !== initial[k])) {
+          patch.connection_config = connectionConfig();
+          // A masked value sent back would replace the secret with "***": make the operator type it again.
+          const masked = ['args', 'env', 'url', 'headers'].filter((k) => f[k].includes('***'));
+          if (masked.length) {
+            setErrors(Object.fromEntries(masked.map((k) => [k, 'Still masked (***): type the secret again, or undo the connection changes'])));
+            setFormError('The connection settings still hold masked secrets.');
+            return;
+          }
+        }
         if (f.health_check_url !== initial.health_check_url) patch.health_check_url = f.health_check_url || null;
         if (Object.keys(patch).length === 0) { onDone(); return; }
         await api('PATCH', API + '/servers/' + existing.id, patch);
