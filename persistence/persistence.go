@@ -69,6 +69,8 @@ type Server struct {
 	RegisteredAt        time.Time
 	ConnectedAt         *time.Time
 	UpdatedAt           time.Time
+	// Policy is the server's tool curation settings.
+	Policy ToolPolicy
 }
 
 // ServerPatch changes the admin-editable fields of a server; nil fields are left as they are. ClearHealthCheckURL

@@ -60,7 +60,9 @@ func NewFilter(f persistence.ToolFilter) Filter {
 }
 
 // Active reports whether the filter may hide anything.
-func (f Filter) Active() bool { return f.mode == persistence.FilterAllow || f.mode == persistence.FilterDeny }
+func (f Filter) Active() bool {
+	return f.mode == persistence.FilterAllow || f.mode == persistence.FilterDeny
+}
 
 // Hides reports whether the tool with this original name (the backend's own name) is hidden: with an allow list,
 // every tool no pattern matches; with a deny list, every tool a pattern matches.

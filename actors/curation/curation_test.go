@@ -56,7 +56,7 @@ func TestCheckPattern(t *testing.T) {
 
 func TestClientSafe(t *testing.T) {
 	for name, want := range map[string]bool{"ok_name-1": true, "": false, "has.dot": false, "sp ace": false,
-		"x123456789012345678901234567890123456789012345678901234567890123": true,
+		"x123456789012345678901234567890123456789012345678901234567890123":  true,
 		"x1234567890123456789012345678901234567890123456789012345678901234": false} {
 		if got := ClientSafe(name); got != want {
 			t.Errorf("ClientSafe(%q) = %v", name, got)
@@ -165,7 +165,9 @@ func TestDecide(t *testing.T) {
 	approved := func(name, hash string) persistence.ToolPin {
 		return persistence.ToolPin{ServerID: "s", OriginalName: name, ApprovedHash: hash, ApprovedDef: json.RawMessage(`{"name":"` + name + `"}`)}
 	}
-	l := func(name, hash string) Listed { return Listed{Name: name, Hash: hash, Def: json.RawMessage(`{"name":"` + name + `","v":"` + hash + `"}`)} }
+	l := func(name, hash string) Listed {
+		return Listed{Name: name, Hash: hash, Def: json.RawMessage(`{"name":"` + name + `","v":"` + hash + `"}`)}
+	}
 	type want struct {
 		approved, pending, rejected string
 	}
