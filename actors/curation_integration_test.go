@@ -12,7 +12,6 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-
 // waitPins waits until the server's pins satisfy cond.
 func waitPins(t *testing.T, st persistence.Store, id string, what string, cond func(persistence.PinSet) bool) persistence.PinSet {
 	t.Helper()
