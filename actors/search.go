@@ -56,6 +56,9 @@ type SearchRequest struct {
 	ToolThreshold   float64
 	IncludeSchemas  bool
 	Strategy        string
+	// Profile is the profile the caller asked for ("" none); the front end turns it and the caller's binding into
+	// Scope.
+	Profile string
 	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
 	Scope Scope
 }
