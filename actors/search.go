@@ -58,9 +58,9 @@ type SearchRequest struct {
 	Strategy        string
 	// Profile is the profile the caller asked for ("" none); the front end turns it and the caller's binding into
 	// Scope.
-	Profile string
+	Profile string `json:",omitempty"`
 	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
-	Scope Scope
+	Scope Scope `json:",omitempty"`
 }
 
 // SearchHit is one tool in a search answer.
