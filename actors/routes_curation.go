@@ -155,3 +155,14 @@ func (t *RouteTable) ResolveIn(sc Scope, name, serverID string) (Route, error) {
 // AliasOwner returns the tool an alias (listed or secondary) names in this table, for the write-time check of an
 // exposed name.
 func (t *RouteTable) AliasOwner(name string) (*ToolEntry, bool) { return t.alias(name) }
+
+// ToolsIn lists every tool of the table in a scope (callable or not), by namespaced name.
+func (t *RouteTable) ToolsIn(sc Scope) []*ToolEntry {
+	var out []*ToolEntry
+	for i := range t.ordered {
+		if e := &t.ordered[i]; t.Has(sc, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -212,7 +212,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return node, members, joined
 		}
 	}
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			MaxBodyBytes:        cfg.MaxBodyBytes,

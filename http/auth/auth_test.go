@@ -213,6 +213,16 @@ func TestPolicy(t *testing.T) {
 		{"POST", "/sse", ScopeClient, ScopeClient},
 		{"POST", "/mcpx", ScopeAdmin, ScopeAdmin},
 		{"GET", "/", ScopeClient, ScopeClient},
+		{"GET", "/api/v1/aggregator/profiles", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/Profiles/team/tools", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tool-filter", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/pinning/", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/overrides", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/changes", ScopeAdmin, ScopeAdmin},
+		{"POST", "/api/v1/aggregator/servers/1f0c/tools/changes/x/approve", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/x/override", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/profilesx", ScopeClient, ScopeClient},
+		{"GET", "/mcp/profiles/team", ScopeClient, ScopeClient},
 	}
 	for _, c := range cases {
 		if got := closed.Required(c.method, c.path); got != c.want {
