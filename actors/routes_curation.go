@@ -143,7 +143,31 @@ func (t *RouteTable) CallableIn(sc Scope) []*ToolEntry {
 // that a profile does not reveal what it hides).
 func (t *RouteTable) ResolveIn(sc Scope, name, serverID string) (Route, error) {
 	r, err := t.Resolve(name, serverID)
-	if err != nil || sc == nil {
+	if sc == nil {
+		return r, err
+	}
+	var amb *AmbiguousToolError
+	if errors.As(err, &amb) {
+		// Only the candidates within the scope count: one is the answer, none is not found, and the error names
+		// no server outside the scope.
+		var in []*ToolEntry
+		var ids []string
+		for e := t.byOriginal[name]; e != nil; e = e.sameOriginal {
+			if t.Has(sc, e) {
+				in = append(in, e)
+				ids = append(ids, e.SourceServerID)
+			}
+		}
+		switch len(in) {
+		case 0:
+			return Route{}, fmt.Errorf("tool %q: %w", name, ErrToolNotFound)
+		case 1:
+			return t.route(in[0], StrategyLookupResolved), nil
+		}
+		sort.Strings(ids)
+		return Route{}, &AmbiguousToolError{Name: name, ServerIDs: ids}
+	}
+	if err != nil {
 		return r, err
 	}
 	if e, ok := t.tools[r.Name]; ok && t.Has(sc, e) {
