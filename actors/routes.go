@@ -196,7 +196,7 @@ func (t *RouteTable) Resolve(name, serverID string) (Route, error) {
 func IsMetaToolName(name string) bool {
 	switch name {
 	case "add_mcp_server", "remove_mcp_server", "list_mcp_servers", "connect_mcp_server", "disconnect_mcp_server",
-		"get_server_status", "search_aggregated_tools", "execute_external_tool":
+		"get_server_status", "search_aggregated_tools", "execute_external_tool", "manage_tool_curation":
 		return true
 	}
 	return false

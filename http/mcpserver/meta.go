@@ -78,6 +78,7 @@ func (s *Server) addMetaTools() {
 	s.followCatalogue()
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
+	s.addCurationTool()
 }
 
 // searchTool is search_aggregated_tools with a description of the catalogue; its input is POST /api/v1/search's
