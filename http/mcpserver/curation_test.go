@@ -20,7 +20,9 @@ func TestCurationMetaTool(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "b", Version: "1"}, nil)
 	for _, n := range []string{"keep_me", "drop_me"} {
 		srv.AddTool(&mcp.Tool{Name: n, InputSchema: json.RawMessage(`{"type":"object"}`)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 	}
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(hs.Close)
