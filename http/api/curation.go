@@ -49,6 +49,23 @@ func (s *server) curationOrUnavailable() (actors.Curation, error) {
 	return s.curation, nil
 }
 
+// curationWrite reads what every curation write of a server needs: the Curation, the :id server id and the body.
+func (s *server) curationWrite(c *fiber.Ctx) (actors.Curation, string, []byte, error) {
+	cur, err := s.curationOrUnavailable()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	id, err := serverID(c)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return cur, id, body, nil
+}
+
 // toolParam is the :tool path segment, decoded (a tool name may hold characters a path must escape).
 func toolParam(c *fiber.Ctx) (string, error) {
 	raw := c.Params("tool")
@@ -102,15 +119,7 @@ func (s *server) serverOf(c *fiber.Ctx) (persistence.Server, error) {
 
 // PUT /servers/{id}/tool-filter: replace the filter ("none" removes it); effective at once.
 func (s *server) putToolFilter(c *fiber.Ctx) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	id, err := serverID(c)
-	if err != nil {
-		return err
-	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	cur, id, body, err := s.curationWrite(c)
 	if err != nil {
 		return err
 	}
@@ -172,15 +181,7 @@ func (s *server) getPinning(c *fiber.Ctx) error {
 // PUT /servers/{id}/pinning: turn pinning on (the stored tools become the approved baseline) or off, and choose
 // what happens to new tools.
 func (s *server) putPinning(c *fiber.Ctx) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	id, err := serverID(c)
-	if err != nil {
-		return err
-	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	cur, id, body, err := s.curationWrite(c)
 	if err != nil {
 		return err
 	}
@@ -238,19 +239,11 @@ func (s *server) listOverrides(c *fiber.Ctx) error {
 // PUT /servers/{id}/tools/{tool}/override: create or replace a tool's override (the tool need not be listed yet:
 // an override may be prepared for a tool a backend is about to offer). 409 TOOL_NAME_TAKEN on a clash.
 func (s *server) putOverride(c *fiber.Ctx) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	id, err := serverID(c)
+	cur, id, body, err := s.curationWrite(c)
 	if err != nil {
 		return err
 	}
 	tool, err := toolParam(c)
-	if err != nil {
-		return err
-	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
 	if err != nil {
 		return err
 	}
