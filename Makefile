@@ -34,6 +34,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRegistration$$' -fuzztime $(FUZZTIME) ./http/internal/validate
 	$(GO) test -run '^$$' -fuzz '^FuzzCall$$' -fuzztime $(FUZZTIME) ./http/internal/validate
 	$(GO) test -run '^$$' -fuzz '^FuzzImport$$' -fuzztime $(FUZZTIME) ./http/internal/validate
+	$(GO) test -run '^$$' -fuzz '^FuzzCuration$$' -fuzztime $(FUZZTIME) ./http/internal/validate
+	$(GO) test -run '^$$' -fuzz '^FuzzFilter$$' -fuzztime $(FUZZTIME) ./actors/curation
 	$(GO) test -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME) ./internal/connconfig
 	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis

@@ -27,6 +27,12 @@ type RegisterRequest struct {
 	ConnectionConfig json.RawMessage
 	HealthCheckURL   *string
 	AutoConnect      bool
+	// Pinning turns definition pinning on or off for the new server (nil: on, the default for every server
+	// registered from now on); PinNewTools is its pin_new_tools setting ("" : serve).
+	Pinning     *bool
+	PinNewTools string
+	// Filter is the server's tool filter (nil: none).
+	Filter *persistence.ToolFilter
 	// Actor and IP identify who asked, for the audit log.
 	Actor string
 	IP    string

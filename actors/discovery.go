@@ -135,6 +135,18 @@ func (s *System) discover(ctx context.Context, id string) error {
 	}
 	sctx, cancel := storeCtx()
 	defer cancel()
+	// Pins first: the tools are stored only once the pins say what of them may be served.
+	if before, err := s.deps.Store.GetServer(sctx, id); err == nil {
+		if err := s.pin(sctx, before, defs, fence); err != nil {
+			if errors.Is(err, persistence.ErrLeaseLost) {
+				s.deps.Logger.Info("tools not stored: the server's lease moved on", "server_id", id)
+				return nil
+			}
+			return fmt.Errorf("definition pinning: %w", err)
+		}
+	} else if errors.Is(err, persistence.ErrNotFound) {
+		return nil // removed meanwhile
+	}
 	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs, fence)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil // removed meanwhile

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +177,28 @@ func TestLargeDiscoveryAndListChanged(t *testing.T) {
 
 	before, _ := r.sys.Routes().Tool("many.tool_0001")
 	addTool(backend, "tool_0001", "now does something else") // replaces: a changed definition
+	// Pinning is on by default: the change is held and the approved definition stays served until approved.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		set, err := r.store.ListToolPins(context.Background(), s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := slices.IndexFunc(set.Pins, func(p persistence.ToolPin) bool { return p.OriginalName == "tool_0001" }); i >= 0 && set.Pins[i].PendingHash != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the changed definition was never held")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the router reloads after the held change was stored
+	if e, _ := r.sys.Routes().Tool("many.tool_0001"); e.Description != "does thing number 1" {
+		t.Fatalf("a held change was served: %q", e.Description)
+	}
+	if _, err := r.sys.ResolveToolChange(context.Background(), s.ID, "tool_0001", true, ""); err != nil {
+		t.Fatal(err)
+	}
 	waitRoutes(t, r.sys, 10*time.Second, "changed description", func(rt *actors.RouteTable) bool {
 		e, ok := rt.Tool("many.tool_0001")
 		return ok && e.Description == "now does something else"

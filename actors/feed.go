@@ -75,6 +75,8 @@ func (b *feedBridge) publish(evt any) {
 		fe.Event = &pb.FeedEvent_Tools{Tools: &pb.ToolsChanged{ServerId: e.ServerId, ServerName: e.ServerName, Total: e.Total}}
 	case *pb.ClassificationDone:
 		fe.Event = &pb.FeedEvent_Classified{Classified: &pb.ClassificationDone{ServerId: e.ServerId}}
+	case *pb.ProfilesChanged:
+		fe.Event = &pb.FeedEvent_Profiles{Profiles: e}
 	default:
 		return
 	}
@@ -131,6 +133,8 @@ func (s *System) onNotice(payload string) {
 		evt = e.Tools
 	case *pb.FeedEvent_Classified:
 		evt = e.Classified
+	case *pb.FeedEvent_Profiles:
+		evt = e.Profiles
 	default:
 		return
 	}

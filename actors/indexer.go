@@ -125,6 +125,14 @@ func (a *indexerActor) indexServer(id string) {
 		a.deps.Logger.Error("indexer: load tools", "server_id", id, "error", err)
 		return
 	}
+	// The index holds what clients are served: hidden and withheld tools left out, held ones with their approved
+	// text, overridden ones with the admin's description and exposed name.
+	cur, err := loadCuration(sctx, a.deps.Store, srv)
+	if err != nil {
+		a.deps.Logger.Error("indexer: load curation", "server_id", id, "error", err)
+		return
+	}
+	tools = cur.serve(tools, a.deps.Logger)
 	present := map[int64]bool{}
 	var docs []search.Doc
 	var embedIDs []int64
@@ -141,7 +149,11 @@ func (a *indexerActor) indexServer(id string) {
 		payload := vector.Payload{SourceServerName: srv.Name, IsExternal: t.IsExternal, IsClassified: t.IsClassified,
 			SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
 		if !known || old.hash != hash {
-			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: t.OriginalName,
+			original := t.OriginalName
+			if x := cur.exposedName(t.OriginalName); x != "" {
+				original = x
+			}
+			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: original,
 				Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
 			embedIDs = append(embedIDs, t.ID)
 		} else if !sameStrings(old.skills, t.SkillIDs) {

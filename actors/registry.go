@@ -95,6 +95,13 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) {
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
+		Policy: persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
+	}
+	if s.Policy.PinNewTools == "" {
+		s.Policy.PinNewTools = persistence.PinNewServe
+	}
+	if req.Filter != nil {
+		s.Policy.Filter = *req.Filter
 	}
 	store, max, sys, self, asker := r.deps.Store, r.deps.Config.MaxServers, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
 	go func() {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -25,6 +26,10 @@ type routerActor struct {
 	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
 	// notice from a process that owned the server before) is ignored.
 	applied map[string][2]int64
+	// curated is each server's curation (filter, overrides, pins), applied to its stored tools before they enter
+	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
+	curated  map[string]*serverCuration
+	profiles []persistence.Profile
 }
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
@@ -75,6 +80,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		panic("router: crash injected by a test")
 	case *resync:
 		r.servers, r.tools, r.applied = map[string]ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}
+		r.curated = map[string]*serverCuration{}
 		r.loadAll()
 		r.publish()
 	case *pb.ServerStatusChanged:
@@ -102,8 +108,24 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
 		delete(r.applied, m.ServerId)
+		delete(r.curated, m.ServerId)
+		r.publish()
+	case *pb.ProfilesChanged:
+		r.loadProfiles()
 		r.publish()
 	}
+}
+
+// loadProfiles reads every profile (they are few and small).
+func (r *routerActor) loadProfiles() {
+	sctx, cancel := storeCtx()
+	defer cancel()
+	ps, err := r.deps.Store.ListProfiles(sctx)
+	if err != nil {
+		r.deps.Logger.Error("router: load profiles", "error", err)
+		return
+	}
+	r.profiles = ps
 }
 
 func (r *routerActor) loadAll() {
@@ -113,8 +135,28 @@ func (r *routerActor) loadAll() {
 	if err != nil {
 		panic(err) // the supervisor retries; the router must not run on a partial table
 	}
+	overrides, err := r.deps.Store.ListToolOverrides(sctx, "")
+	if err != nil {
+		panic(err)
+	}
+	byServerOv := map[string][]persistence.ToolOverride{}
+	for _, o := range overrides {
+		byServerOv[o.ServerID] = append(byServerOv[o.ServerID], o)
+	}
 	for _, s := range servers {
 		r.servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
+		c := &serverCuration{policy: s.Policy, filter: curation.NewFilter(s.Policy.Filter)}
+		if ov := byServerOv[s.ID]; len(ov) > 0 {
+			c.overrides = curation.NewOverrides(ov)
+		}
+		if s.Policy.Pinning {
+			set, err := r.deps.Store.ListToolPins(sctx, s.ID)
+			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+				panic(err)
+			}
+			c.setPins(set)
+		}
+		r.curated[s.ID] = c
 	}
 	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
 	if err != nil {
@@ -122,11 +164,20 @@ func (r *routerActor) loadAll() {
 	}
 	byServer := map[string][]persistence.Tool{}
 	for _, t := range tools {
-		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], routedTool(t))
+		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
 	}
 	for id, list := range byServer {
-		r.tools[id] = compactTools(id, list, nil)
+		served := r.curated[id].serve(list, r.deps.Logger)
+		for i := range served {
+			served[i] = routedTool(served[i])
+		}
+		r.tools[id] = compactTools(id, served, nil)
 	}
+	ps, err := r.deps.Store.ListProfiles(sctx)
+	if err != nil {
+		panic(err)
+	}
+	r.profiles = ps
 }
 
 // reload re-reads one server's registration and tools (after a registration, rename or config change).
@@ -149,6 +200,12 @@ func (r *routerActor) reload(id string) {
 		status = old.Status // events are the truth about live state; the row may lag them
 	}
 	r.servers[id] = ServerEntry{ID: s.ID, Name: s.Name, Status: status}
+	c, err := loadCuration(sctx, r.deps.Store, s)
+	if err != nil {
+		r.deps.Logger.Error("router: reload curation", "server_id", id, "error", err)
+		c = r.curated[id]
+	}
+	r.curated[id] = c
 	r.reloadTools(id)
 }
 
@@ -163,6 +220,15 @@ func (r *routerActor) reloadTools(id string) {
 		r.deps.Logger.Error("router: reload tools", "server_id", id, "error", err)
 		return
 	}
+	if c := r.curated[id]; c != nil && c.policy.Pinning {
+		// A discovery may have moved the pins (a change held, or approved): they decide what is served.
+		if set, err := r.deps.Store.ListToolPins(sctx, id); err == nil {
+			c.setPins(set)
+		} else if !errors.Is(err, persistence.ErrNotFound) {
+			r.deps.Logger.Error("router: reload tool pins", "server_id", id, "error", err)
+		}
+	}
+	tools = r.curated[id].serve(tools, r.deps.Logger)
 	// A definition that did not change keeps its routed form: classification reloads a server many times.
 	prev := make(map[int64]*persistence.Tool, len(r.tools[id]))
 	for i, t := range r.tools[id] {
@@ -180,7 +246,7 @@ func (r *routerActor) reloadTools(id string) {
 
 func (r *routerActor) publish() {
 	r.version++
-	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load())
+	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routeCuration{servers: r.curated, profiles: r.profiles})
 	r.table.Store(t)
 	r.hooks.call(t)
 }

@@ -50,8 +50,12 @@ type ToolEntry struct {
 	ServerName string
 	Alias      string
 
+	// Exposed is the name an admin's override gives the tool ("" none): it is then the listed alias.
+	Exposed string
+
 	plain, hashed string     // the tool's plain and hashed aliases (see assignAliases), computed once per tool
 	sameOriginal  *ToolEntry // the next tool with the same original name (byOriginal)
+	pos           int        // index in RouteTable.ordered (ProfileView.members)
 }
 
 // Route is where a tool call goes.
@@ -78,6 +82,9 @@ type RouteTable struct {
 	ordered    []ToolEntry // by namespaced name; the maps point into it
 	sep        string      // the alias separator the aliases were made with
 	version    uint64
+	// profiles are the profiles with their tool sets; clients maps a client token's name to its profiles.
+	profiles map[string]*ProfileView
+	clients  map[string][]string
 }
 
 // Version increases with every rebuild.
@@ -189,7 +196,7 @@ func (t *RouteTable) Resolve(name, serverID string) (Route, error) {
 func IsMetaToolName(name string) bool {
 	switch name {
 	case "add_mcp_server", "remove_mcp_server", "list_mcp_servers", "connect_mcp_server", "disconnect_mcp_server",
-		"get_server_status", "search_aggregated_tools", "execute_external_tool":
+		"get_server_status", "search_aggregated_tools", "execute_external_tool", "manage_tool_curation":
 		return true
 	}
 	return false
@@ -224,7 +231,9 @@ func routedTool(t persistence.Tool) persistence.Tool {
 // tool exists. A client or model holding an older tools/list must never reach another tool by an old alias. The
 // entries point at the rows of tools (which must not change afterwards) and are allocated together, as are the
 // maps, sized once: a table is rebuilt on every change, and at 10,000 tools it is that many entries.
-func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable) *RouteTable {
+//
+// rc (nil: none) gives overridden tools their exposed names and the profiles their tool sets.
+func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable, rc *routeCuration) *RouteTable {
 	n := 0
 	for id, list := range tools {
 		if _, ok := servers[id]; ok {
@@ -252,6 +261,10 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 	slices.SortFunc(t.ordered, func(a, b ToolEntry) int { return strings.Compare(a.Name, b.Name) })
 	for i := range t.ordered {
 		e := &t.ordered[i]
+		e.pos = i
+		if rc != nil {
+			e.Exposed = rc.servers[e.SourceServerID].exposedName(e.OriginalName)
+		}
 		t.tools[e.Name] = e
 		t.byID[e.ID] = e
 		if first := t.byOriginal[e.OriginalName]; first != nil {
@@ -261,6 +274,7 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 		}
 	}
 	t.assignAliases(sep, prev)
+	t.buildProfiles(rc)
 	return t
 }
 
@@ -278,6 +292,14 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 // computed (and allocated) again for every table.
 func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
 	var pending []*ToolEntry
+	// 0. An admin's exposed name (an override) is the tool's alias before anything else: it was checked unique
+	// when it was written.
+	for i := range t.ordered {
+		if e := &t.ordered[i]; e.Exposed != "" && !IsMetaToolName(e.Exposed) && t.byAlias[e.Exposed] == nil {
+			e.Alias = e.Exposed
+			t.byAlias[e.Exposed] = e
+		}
+	}
 	for i := range t.ordered {
 		e := &t.ordered[i]
 		var old *ToolEntry
@@ -289,6 +311,9 @@ func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
 		} else {
 			e.plain = Alias(e.ServerName, e.OriginalName, sep)
 			e.hashed = hashedAlias(e.plain, e.Name)
+		}
+		if e.Alias != "" {
+			continue // exposed
 		}
 		if old != nil && old.Alias != "" && !IsMetaToolName(old.Alias) && t.byAlias[old.Alias] == nil &&
 			(old.Alias == e.plain || old.Alias == e.hashed) {
@@ -310,9 +335,16 @@ func (t *RouteTable) assignAliases(sep string, prev *RouteTable) {
 		e.Alias = a
 		t.byAlias[a] = e
 	}
-	// Secondary names: each tool's hashed alias, unless it is another tool's listed alias.
+	// Secondary names: each tool's hashed alias, unless it is another tool's listed alias; an exposed tool's plain
+	// alias too (clients that listed the tools before the override keep reaching it).
 	for i := range t.ordered {
 		e := &t.ordered[i]
+		if p := e.plain; e.Exposed != "" && p != e.Alias && t.byAlias[p] == nil && t.extraAlias[p] == nil && !IsMetaToolName(p) {
+			if t.extraAlias == nil {
+				t.extraAlias = make(map[string]*ToolEntry, len(t.ordered))
+			}
+			t.extraAlias[p] = e
+		}
 		if h := e.hashed; h != e.Alias && t.byAlias[h] == nil && !IsMetaToolName(h) {
 			if t.extraAlias == nil {
 				t.extraAlias = make(map[string]*ToolEntry, len(t.ordered))
@@ -380,7 +412,7 @@ func NewRouteTable(servers []ServerEntry, tools []persistence.Tool, sep string) 
 	for _, t := range tools {
 		tm[t.SourceServerID] = append(tm[t.SourceServerID], t)
 	}
-	return buildRouteTable(sm, tm, sep, 1, nil)
+	return buildRouteTable(sm, tm, sep, 1, nil, nil)
 }
 
 // ToolCounts returns how many tools are stored for all servers and how many of them are classified.

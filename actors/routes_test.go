@@ -23,7 +23,7 @@ func table() *RouteTable {
 		"id-b": {tool("id-b", "b-server", "search_tool"), tool("id-b", "b-server", "x/y z")},
 		"id-c": {tool("id-c", "c-server", "dead_tool")},
 	}
-	return buildRouteTable(servers, tools, "__", 1, nil)
+	return buildRouteTable(servers, tools, "__", 1, nil, nil)
 }
 
 func TestResolve(t *testing.T) {
@@ -117,7 +117,7 @@ func TestAliasIsClientSafeAndDeterministic(t *testing.T) {
 		{Name: "s.a.b", OriginalName: "a.b", SourceServerID: "s"},
 		{Name: "s.a_b", OriginalName: "a_b", SourceServerID: "s"},
 	}}
-	rt := buildRouteTable(servers, tools, "__", 1, nil)
+	rt := buildRouteTable(servers, tools, "__", 1, nil, nil)
 	seen := map[string]bool{}
 	for _, e := range rt.Callable() {
 		if seen[e.Alias] || !safe.MatchString(e.Alias) {
@@ -194,7 +194,7 @@ func TestAliasesNeverRepoint(t *testing.T) {
 				for _, tool := range st.tools {
 					tm[tool.SourceServerID] = append(tm[tool.SourceServerID], tool)
 				}
-				rt = buildRouteTable(sm, tm, c.sep, uint64(i+1), rt)
+				rt = buildRouteTable(sm, tm, c.sep, uint64(i+1), rt, nil)
 				for _, e := range rt.Callable() {
 					if IsMetaToolName(e.Alias) {
 						t.Fatalf("step %d: tool %s got the meta-tool name %q", i, e.Name, e.Alias)
@@ -240,7 +240,7 @@ func TestHashedAliasOutlivesItsCollision(t *testing.T) {
 	servers := map[string]ServerEntry{"s1": {ID: "s1", Name: "n1__a", Status: up}, "s2": {ID: "s2", Name: "n1", Status: up}}
 	old := persistence.Tool{ID: 1, Name: "n1__a.b", OriginalName: "b", SourceServerID: "s1"}
 	newer := persistence.Tool{ID: 2, Name: "n1.a__b", OriginalName: "a__b", SourceServerID: "s2"}
-	rt := buildRouteTable(servers, map[string][]persistence.Tool{"s1": {old}, "s2": {newer}}, "__", 1, nil)
+	rt := buildRouteTable(servers, map[string][]persistence.Tool{"s1": {old}, "s2": {newer}}, "__", 1, nil, nil)
 	e, _ := rt.Tool("n1.a__b")
 	hashed := e.Alias
 	if hashed == "n1__a__b" {
@@ -249,7 +249,7 @@ func TestHashedAliasOutlivesItsCollision(t *testing.T) {
 	// The old tool's server is removed: after a restart (no previous table) the newcomer lists its plain alias,
 	// and its hashed alias still resolves to it.
 	delete(servers, "s1")
-	rt = buildRouteTable(servers, map[string][]persistence.Tool{"s2": {newer}}, "__", 2, nil)
+	rt = buildRouteTable(servers, map[string][]persistence.Tool{"s2": {newer}}, "__", 2, nil, nil)
 	if r, err := rt.Resolve(hashed, ""); err != nil || r.Name != "n1.a__b" {
 		t.Fatalf("hashed alias %q resolves to %+v, %v", hashed, r, err)
 	}

@@ -56,6 +56,11 @@ type SearchRequest struct {
 	ToolThreshold   float64
 	IncludeSchemas  bool
 	Strategy        string
+	// Profile is the profile the caller asked for ("" none); the front end turns it and the caller's binding into
+	// Scope.
+	Profile string `json:",omitempty"`
+	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
+	Scope Scope `json:",omitempty"`
 }
 
 // SearchHit is one tool in a search answer.
@@ -102,8 +107,15 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 			}
 		}
 	}
-	res, err := s.searcher.Search(ctx, searchCatalog{rt}, toolsearch.Request{Query: r.Query, SkillsOnly: r.ItemType == "skill",
-		ServerIDs: allowed, Limit: r.Limit, SkillThreshold: r.SkillThreshold, ToolThreshold: r.ToolThreshold, Strategy: r.Strategy})
+	req := toolsearch.Request{Query: r.Query, SkillsOnly: r.ItemType == "skill",
+		ServerIDs: allowed, Limit: r.Limit, SkillThreshold: r.SkillThreshold, ToolThreshold: r.ToolThreshold, Strategy: r.Strategy}
+	if r.Scope.Restricted() {
+		req.Allow = func(id int64) bool {
+			e, ok := rt.ToolByID(id)
+			return ok && rt.Has(r.Scope, e)
+		}
+	}
+	res, err := s.searcher.Search(ctx, searchCatalog{rt: rt, scope: r.Scope}, req)
 	resp := SearchResponse{MatchedSkills: res.MatchedSkills, StrategyUsed: res.Strategy, Fallback: res.Fallback,
 		ServersSearched: res.ServersSearched, ToolsSearched: res.ToolsSearched}
 	if res.Tools != nil {
@@ -118,12 +130,15 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 }
 
 // searchCatalog is the routing table as toolsearch reads it.
-type searchCatalog struct{ rt *RouteTable }
+type searchCatalog struct {
+	rt    *RouteTable
+	scope Scope
+}
 
 // Tool implements toolsearch.Catalog.
 func (c searchCatalog) Tool(id int64) (toolsearch.Tool, bool) {
 	e, ok := c.rt.ToolByID(id)
-	if !ok {
+	if !ok || !c.rt.Has(c.scope, e) {
 		return toolsearch.Tool{}, false
 	}
 	return toolsearch.Tool{Name: e.Name, ServerID: e.SourceServerID}, true
@@ -137,7 +152,7 @@ func (c searchCatalog) Count(serverIDs []string) (tools int, bySkill map[string]
 	}
 	bySkill = map[string]int{}
 	for i := range c.rt.ordered {
-		if e := &c.rt.ordered[i]; servers[e.SourceServerID] {
+		if e := &c.rt.ordered[i]; servers[e.SourceServerID] && c.rt.Has(c.scope, e) {
 			tools++
 			for _, sk := range e.SkillIDs {
 				bySkill[sk]++

@@ -162,7 +162,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys.ID = d.NodeID
 	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}},
 		reconcileNow: make(chan struct{}, 1)}
-	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil))
+	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
 			s.stopFeed()
@@ -188,7 +188,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks,
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*serverCuration{},
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
 	}, s.guardian), "router")
 	if err != nil {
@@ -263,7 +263,7 @@ func (s *System) deliver(evt any, local bool) {
 		}
 	}
 	switch evt.(type) {
-	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone:
+	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone, *pb.ProfilesChanged:
 		root.Send(s.router, evt)
 		if local && s.feed != nil {
 			s.feed.publish(evt)

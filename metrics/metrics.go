@@ -64,6 +64,8 @@ type Metrics struct {
 	HTTPDuration        *prometheus.HistogramVec
 	ActorRestarts       *prometheus.CounterVec
 	BackendSessions     *prometheus.GaugeVec
+	ToolChangesPending  *prometheus.GaugeVec
+	ToolChangesHeld     *prometheus.CounterVec
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
@@ -143,10 +145,18 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Name: "mcp_aggregator_backend_sessions",
 			Help: "1 while this process holds the server's MCP session (in a cluster, on the node that owns the server).",
 		}, []string{"server"}),
+		ToolChangesPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcp_aggregator_tool_changes_pending",
+			Help: "Tool definition changes held for an admin's approval (definition pinning), set by the server's owner.",
+		}, []string{"server"}),
+		ToolChangesHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_aggregator_tool_changes_held_total",
+			Help: "Tool definition changes put on hold by definition pinning, by kind (changed: an approved tool changed; new: a tool never approved).",
+		}, []string{"server", "kind"}),
 	}
 	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
-		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions,
+		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
 		reg.MustRegister(&stateCollector{snapshot: snapshot})
@@ -185,6 +195,19 @@ func (m *Metrics) ForgetServer(name string) {
 	m.ReconnectAttempts.DeletePartialMatch(l)
 	m.SessionLosses.DeletePartialMatch(l)
 	m.BackendSessions.DeletePartialMatch(l)
+	m.ToolChangesPending.DeletePartialMatch(l)
+	m.ToolChangesHeld.DeletePartialMatch(l)
+}
+
+// ToolChanges records a server's pending tool changes after a discovery, and the changes it newly held by kind.
+func (m *Metrics) ToolChanges(server string, pending int, held map[string]int) {
+	if m == nil {
+		return
+	}
+	m.ToolChangesPending.WithLabelValues(server).Set(float64(pending))
+	for kind, n := range held {
+		m.ToolChangesHeld.WithLabelValues(server, kind).Add(float64(n))
+	}
 }
 
 // Call records the end of a tool call on a server.

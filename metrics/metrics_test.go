@@ -213,7 +213,9 @@ func TestAlertRulesWithPromtool(t *testing.T) {
 // TestNodeLabel: a cluster node's registry puts node=<id> on every series, the scrape-time gauges and the Go
 // collectors included, and reports the cluster's size; a single node's has no node label and no cluster series.
 func TestNodeLabel(t *testing.T) {
-	snap := func() Snapshot { return Snapshot{ServersByStatus: map[string]int{"CONNECTED": 2}, Tools: 5, ClusterMembers: 3} }
+	snap := func() Snapshot {
+		return Snapshot{ServersByStatus: map[string]int{"CONNECTED": 2}, Tools: 5, ClusterMembers: 3}
+	}
 	m := NewForNode(snap, "n1")
 	m.Call("srv", OutcomeOK, time.Millisecond)
 	m.BackendSession("srv", true)

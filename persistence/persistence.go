@@ -69,6 +69,8 @@ type Server struct {
 	RegisteredAt        time.Time
 	ConnectedAt         *time.Time
 	UpdatedAt           time.Time
+	// Policy is the server's tool curation settings (filter, pinning); changed by SetToolPolicy.
+	Policy ToolPolicy
 }
 
 // ServerPatch changes the admin-editable fields of a server; nil fields are left as they are. ClearHealthCheckURL
@@ -270,7 +272,7 @@ type Store interface {
 	// CreateServer inserts s. The store fills ID (when empty), RegisteredAt and UpdatedAt. A second server with
 	// the same name fails with ErrAlreadyExists, decided by the database's unique constraint. With max > 0, a
 	// server beyond max registered servers fails with ErrLimitReached, decided atomically across every process
-	// that shares the store.
+	// that shares the store. s.Policy is stored too (PinNewTools "" is PinNewWithhold).
 	CreateServer(ctx context.Context, s *Server, max int) error
 	GetServer(ctx context.Context, id string) (Server, error)
 	GetServerByName(ctx context.Context, name string) (Server, error)
@@ -285,7 +287,8 @@ type Store interface {
 	RecordTransition(ctx context.Context, t Transition) error
 	// RecordHealth stores the outcome of a health check on the server row.
 	RecordHealth(ctx context.Context, h HealthRecord) error
-	// DeleteServer removes the server; its tools and history go with it (ON DELETE CASCADE).
+	// DeleteServer removes the server; its tools, history, lease, tool overrides and pins go with it (ON DELETE
+	// CASCADE).
 	DeleteServer(ctx context.Context, id string) error
 	// CountServersByStatus returns how many servers are in each status.
 	CountServersByStatus(ctx context.Context) (map[string]int, error)
@@ -335,4 +338,42 @@ type Store interface {
 	InsertAudit(ctx context.Context, r AuditRecord) error
 	// ListAudit returns the newest records first, and the total.
 	ListAudit(ctx context.Context, limit, offset int) ([]AuditRecord, int, error)
+
+	// SetToolPolicy applies p in one transaction and returns the new server row; ErrNotFound for an unknown
+	// server. When p.Pinning turns pinning from off to on, the server's pins are replaced by p.Baseline (the
+	// caller computes them from the stored tools), pins_baseline_at = now and pins_version grows by one. Turning
+	// it off clears every pin's pending change (pins_version grows by one). An empty patch changes nothing.
+	SetToolPolicy(ctx context.Context, serverID string, p ToolPolicyPatch) (Server, error)
+
+	// ListToolOverrides returns the overrides of a server (every server when serverID is empty), ordered by
+	// server id, then original name; an unknown server is ErrNotFound.
+	ListToolOverrides(ctx context.Context, serverID string) ([]ToolOverride, error)
+	// PutToolOverride creates or replaces the override of (o.ServerID, o.OriginalName) and returns it as stored.
+	// An unknown server is ErrNotFound; an ExposedName another override has is ErrAlreadyExists.
+	PutToolOverride(ctx context.Context, o ToolOverride) (ToolOverride, error)
+	// DeleteToolOverride removes an override; ErrNotFound when there is none.
+	DeleteToolOverride(ctx context.Context, serverID, originalName string) error
+
+	// ListToolPins returns the server's pins ordered by original name and the pins_version they were read at;
+	// ErrNotFound for an unknown server.
+	ListToolPins(ctx context.Context, serverID string) (PinSet, error)
+	// SaveToolPins makes the server's pins exactly pins (upserting those given, deleting the rest) if
+	// pins_version is still expect, and then increments it; ErrChanged otherwise, with nothing written. A non-nil
+	// fence makes the write conditional on that lease still being current (ErrLeaseLost otherwise).
+	SaveToolPins(ctx context.Context, serverID string, expect int64, pins []ToolPin, fence *Lease) error
+	// ResolveToolChange approves or rejects the pending change of one tool and returns the pin as stored:
+	// ErrNotFound when the tool has no pending change; ErrChanged when expectHash is not empty and is not the
+	// pending hash. Approve: approved_* = pending_*, approved_at = now, rejected_hash = ''. Reject: rejected_hash
+	// = pending_hash. Both clear pending_* and increment pins_version.
+	ResolveToolChange(ctx context.Context, serverID, originalName string, approve bool, expectHash string) (ToolPin, error)
+
+	// ListProfiles returns every profile by name.
+	ListProfiles(ctx context.Context) ([]Profile, error)
+	// GetProfile returns one profile; ErrNotFound when absent.
+	GetProfile(ctx context.Context, name string) (Profile, error)
+	// PutProfile creates p, or replaces the profile of that name keeping its CreatedAt, and returns it as stored
+	// with created true when it was new.
+	PutProfile(ctx context.Context, p Profile) (Profile, bool, error)
+	// DeleteProfile removes a profile; ErrNotFound when absent.
+	DeleteProfile(ctx context.Context, name string) error
 }

@@ -116,6 +116,19 @@ func TestEngineQueryOptions(t *testing.T) {
 			t.Errorf("result %d from %s outside the filter", r.ID, r.ServerID)
 		}
 	}
+	allowOdd := func(id int64) bool { return id%2 == 1 }
+	rs = search(t, e, Query{Text: "weather issue file repository", Allow: allowOdd})
+	if len(rs) == 0 {
+		t.Fatal("no result within Allow")
+	}
+	for _, r := range rs {
+		if !allowOdd(r.ID) {
+			t.Errorf("result %d outside Allow", r.ID)
+		}
+	}
+	if rs := search(t, e, Query{Text: "weather forecast", Allow: func(id int64) bool { return id == 4 }}); len(rs) > 1 || len(rs) == 1 && rs[0].ID != 4 {
+		t.Errorf("Allow of one tool answered %v", resultIDs(rs))
+	}
 	if rs := search(t, e, Query{Text: "weather issue file repository", Limit: 2}); len(rs) != 2 {
 		t.Errorf("Limit 2 gave %d results", len(rs))
 	}

@@ -180,7 +180,7 @@ func (l *lexicon) serverScores(terms []queryTerm) map[string]float64 {
 }
 
 // topTools returns the pool best tools by lexical score (ranked, with lexRank set) among those allowed.
-func (l *lexicon) topTools(scores []float64, allowed map[string]struct{}, pool int) []candidate {
+func (l *lexicon) topTools(scores []float64, allowed map[string]struct{}, allow func(int64) bool, pool int) []candidate {
 	h := make(candHeap, 0, pool)
 	for slot, s := range scores {
 		if s <= 0 {
@@ -191,6 +191,9 @@ func (l *lexicon) topTools(scores []float64, allowed map[string]struct{}, pool i
 			if _, ok := allowed[d.serverID]; !ok {
 				continue
 			}
+		}
+		if allow != nil && !allow(d.id) {
+			continue
 		}
 		c := candidate{id: d.id, serverID: d.serverID, lexRaw: s}
 		if len(h) < pool {

@@ -60,6 +60,9 @@ type Query struct {
 	Text string
 	// ServerIDs, when not empty, restricts results to tools of these servers.
 	ServerIDs []string
+	// Allow, when set, restricts results to the tools it accepts (a profile's subset of the servers' tools); it is
+	// applied while candidates are chosen, so a small subset of a large catalogue still fills the answer.
+	Allow func(id int64) bool
 	// Limit is the maximum number of results (DefaultLimit when 0, at most MaxLimit).
 	Limit int
 	// MinScore drops results whose Score is below it (tool_threshold).
@@ -287,7 +290,7 @@ func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
 	side := e.vec.Load()
 	if side != nil && e.tun.fusion != fuseLexicalOnly {
 		var err error
-		hits, err = vectorSearch(ctx, side, text, q.Vector, q.ServerIDs, pool)
+		hits, err = vectorSearch(ctx, side, text, q.Vector, VectorFilter{ServerIDs: q.ServerIDs, Allow: q.Allow}, pool)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("search: %w", ctx.Err())
@@ -296,7 +299,7 @@ func (e *Engine) Search(ctx context.Context, q Query) ([]Result, error) {
 			side, hits = nil, nil
 		}
 	}
-	cands := e.candidates(queryTerms(text), allowed, hits, pool)
+	cands := e.candidates(queryTerms(text), allowed, q.Allow, hits, pool)
 	return e.tun.fuse(cands, side != nil, limit, q.MinScore), nil
 }
 
@@ -311,7 +314,7 @@ func QueryText(text string) string {
 }
 
 // vectorSearch embeds the query (unless given holds its embedding) and asks the index for its nearest tools.
-func vectorSearch(ctx context.Context, side *vectorSide, text string, given []float32, servers []string, pool int) ([]VectorHit, error) {
+func vectorSearch(ctx context.Context, side *vectorSide, text string, given []float32, filter VectorFilter, pool int) ([]VectorHit, error) {
 	vecs := [][]float32{slices.Clone(given)} // normalised in place below: the caller's slice stays as it was
 	if embed.ValidateAll(vecs, 1, side.emb.Dimension()) != nil {
 		var err error
@@ -322,7 +325,7 @@ func vectorSearch(ctx context.Context, side *vectorSide, text string, given []fl
 			return nil, fmt.Errorf("embed query: %w", err)
 		}
 	}
-	hits, err := side.idx.Search(ctx, embed.Normalize(vecs[0]), VectorFilter{ServerIDs: servers}, pool)
+	hits, err := side.idx.Search(ctx, embed.Normalize(vecs[0]), filter, pool)
 	if err != nil {
 		return nil, fmt.Errorf("vector index: %w", err)
 	}
@@ -331,7 +334,7 @@ func vectorSearch(ctx context.Context, side *vectorSide, text string, given []fl
 
 // candidates scores the query lexically and returns the union of the best lexical candidates and of the vector
 // hits still indexed, each with every component of the fusion.
-func (e *Engine) candidates(terms []queryTerm, allowed map[string]struct{}, hits []VectorHit, pool int) []candidate {
+func (e *Engine) candidates(terms []queryTerm, allowed map[string]struct{}, allow func(int64) bool, hits []VectorHit, pool int) []candidate {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	sp, _ := e.scratch.Get().(*[]float64)
@@ -346,7 +349,7 @@ func (e *Engine) candidates(terms []queryTerm, allowed map[string]struct{}, hits
 	var maxLex float64
 	if e.tun.fusion != fuseVectorOnly {
 		maxLex = e.lex.tools.score(terms, scores)
-		top = e.lex.topTools(scores, allowed, pool)
+		top = e.lex.topTools(scores, allowed, allow, pool)
 	}
 	byID := make(map[int64]int, len(top)+len(hits))
 	for i := range top {
@@ -363,6 +366,9 @@ func (e *Engine) candidates(terms []queryTerm, allowed map[string]struct{}, hits
 			if _, ok := allowed[d.serverID]; !ok {
 				continue // an index that ignored the filter
 			}
+		}
+		if allow != nil && !allow(h.ID) {
+			continue
 		}
 		rank++
 		if i, ok := byID[h.ID]; ok {

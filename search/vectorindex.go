@@ -34,6 +34,8 @@ type VectorPoint struct {
 type VectorFilter struct {
 	// ServerIDs, when not empty, keeps only points whose ServerID is in it.
 	ServerIDs []string
+	// Allow, when set, keeps only the points it accepts.
+	Allow func(id int64) bool
 }
 
 // VectorHit is one search answer: a point id and its cosine similarity to the query (-1..1).

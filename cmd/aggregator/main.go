@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
@@ -38,7 +39,9 @@ const usage = `usage: aggregator <command>
 
 commands:
   serve     run the daemon: REST API, MCP endpoint, actors, health checks
-  stdio     run the daemon with its MCP endpoint on stdin/stdout (for desktop MCP clients)
+  stdio [--profile NAME]
+            run the daemon with its MCP endpoint on stdin/stdout (for desktop MCP clients); with
+            --profile, only that profile's tools
   migrate   apply database migrations and exit
   rotate-key
             re-encrypt every connection_config under MCP_CREDENTIAL_KEY, reading old rows with
@@ -67,6 +70,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 		return importCommand(ctx, args[1:], os.LookupEnv, stdout, stderr)
+	}
+	profile, args, perr := profileArg(args)
+	if perr != nil {
+		fmt.Fprintf(stderr, "%v\n%s", perr, usage)
+		return 2
 	}
 	if len(args) != 1 {
 		fmt.Fprint(stderr, usage)
@@ -116,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return rotateKey(ctx, cfg, logger, stdout)
 	}
 	if args[0] == "stdio" {
-		if err := stdio(ctx, cfg, logger); err != nil {
+		if err := stdio(ctx, cfg, logger, profile); err != nil {
 			logger.Error("stdio daemon stopped with an error", "error", err)
 			return 1
 		}
@@ -220,7 +228,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return node, members, joined
 		}
 	}
-	app := api.New(api.Deps{Store: store, Control: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			MaxBodyBytes:        cfg.MaxBodyBytes,
@@ -228,11 +236,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			StartedAt:           started,
 			AskTimeout:          cfg.Actors.AskTimeout,
 		}})
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
+	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
 		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
-		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer})
+		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer}
+	endpoint := mcpserver.New(system, store, mcpOpts)
 	defer endpoint.Close()
+	views := mcpserver.NewViews(endpoint, system, store, mcpOpts)
+	defer views.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -244,8 +255,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.MCPListen, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", endpoint.StreamableHandler()))
-	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", endpoint.SSEHandler()))
+	mux.Handle("/mcp", mx.WrapHTTP("mcp", "/mcp", views.StreamableHandler()))
+	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", views.SSEHandler()))
+	mux.Handle(mcpserver.ProfilesPrefix, mx.WrapHTTP("mcp", mcpserver.ProfilesPrefix+"{name}", views.ProfileHandler()))
+	mux.Handle(mcpserver.SSEProfilesPrefix, mx.WrapHTTP("mcp", mcpserver.SSEProfilesPrefix+"{name}", views.ProfileSSEHandler()))
 	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", mcpproxy.New(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle), HostGuarded: true})))
 	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, clusterProbe, 0, logger))
 	mux.Handle(api.LivePath, probes)
@@ -290,8 +303,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 // a live process on the same store has an MCP endpoint (`serve`), it relays the session to that process and starts
 // nothing itself (relay.go); else it runs the store, the actors and the MCP endpoint in this process. No HTTP
 // listener is opened.
-func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
-	if relayed, err := relayIfServed(ctx, cfg, logger, &mcp.StdioTransport{MaxLineLength: cfg.Actors.MaxMessageBytes}); relayed || err != nil {
+func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string) error {
+	if relayed, err := relayIfServed(ctx, cfg, logger, &mcp.StdioTransport{MaxLineLength: cfg.Actors.MaxMessageBytes}, profile); relayed || err != nil {
 		return err
 	}
 	store, err := openSealedStore(ctx, cfg, logger, false)
@@ -316,7 +329,14 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	var actorsDeadline time.Time
 	defer func() { shutdownActors(system, actorsDeadline, cfg, logger) }()
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout})
+	var scope actors.Scope
+	if profile != "" {
+		scope = actors.Scope{profile}
+		if _, ok := system.Routes().Profile(profile); !ok {
+			logger.Warn("the profile does not exist (yet): no tool is listed until an admin creates it", "profile", profile)
+		}
+	}
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
 	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)
@@ -389,6 +409,10 @@ func mcpRoute(path string) string {
 		return path
 	case strings.HasPrefix(path, mcpproxy.Prefix):
 		return mcpproxy.Prefix + "{name}"
+	case strings.HasPrefix(path, mcpserver.ProfilesPrefix):
+		return mcpserver.ProfilesPrefix + "{name}"
+	case strings.HasPrefix(path, mcpserver.SSEProfilesPrefix):
+		return mcpserver.SSEProfilesPrefix + "{name}"
 	}
 	return "unmatched"
 }
@@ -511,4 +535,33 @@ func newMetrics(node string) (*metrics.Metrics, *atomic.Pointer[actors.System]) 
 		return metrics.Snapshot{}
 	}, node)
 	return mx, ref
+}
+
+// profileArg takes `--profile NAME` (or `--profile=NAME`) out of the arguments: only `stdio` has it.
+func profileArg(args []string) (string, []string, error) {
+	var out []string
+	profile := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--profile":
+			if i+1 >= len(args) {
+				return "", nil, fmt.Errorf("--profile needs a profile name")
+			}
+			profile = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--profile="):
+			profile = strings.TrimPrefix(a, "--profile=")
+		default:
+			out = append(out, a)
+			continue
+		}
+		if !curation.ClientSafe(profile) {
+			return "", nil, fmt.Errorf("--profile %q: a profile name is 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-'", profile)
+		}
+	}
+	if profile != "" && (len(out) != 1 || out[0] != "stdio") {
+		return "", nil, fmt.Errorf("--profile is an option of the stdio command")
+	}
+	return profile, out, nil
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
+
+	"github.com/mcpgw/aggregator/http/mcpserver"
 )
 
 // Relay mode of `aggregator stdio`. A desktop client starts `aggregator stdio` itself, often while `aggregator serve`
@@ -44,7 +46,9 @@ const relayConnectTimeout = 10 * time.Second
 // false (and err nil) when no such node answers: the caller serves by itself. A node that refuses the relay's token
 // ends the command with an error naming what to configure; one that refuses the session otherwise (a session limit)
 // ends it with its answer.
-func relayIfServed(ctx context.Context, cfg config, logger *slog.Logger, local mcp.Transport) (relayed bool, err error) {
+//
+// With a profile, the relay opens the node's endpoint of that profile (/sse/profiles/{name}).
+func relayIfServed(ctx context.Context, cfg config, logger *slog.Logger, local mcp.Transport, profile string) (relayed bool, err error) {
 	// The plain store: the relay reads no connection_config, so it needs no credential key (and must not generate one
 	// in a data directory it only shares).
 	store, err := openStore(ctx, cfg, slog.New(slog.DiscardHandler))
@@ -66,7 +70,7 @@ func relayIfServed(ctx context.Context, cfg config, logger *slog.Logger, local m
 		return false, err
 	}
 	for _, n := range nodes {
-		remote, err := dialNode(ctx, n, tok, cfg.Actors.MaxMessageBytes, relayConnectTimeout)
+		remote, err := dialNode(ctx, n, tok, cfg.Actors.MaxMessageBytes, relayConnectTimeout, ssePath(profile))
 		if err != nil {
 			if ctx.Err() != nil {
 				return true, nil // a signal while connecting
@@ -194,8 +198,8 @@ var errNodeTimeout = errors.New("the MCP endpoint did not answer in time")
 
 // dialNode opens an SSE session on the node's aggregated endpoint (Address + /sse). The returned connection lives
 // until it is closed or ctx ends; opening it is bounded by timeout. Every SSE event is bounded by maxBytes.
-func dialNode(ctx context.Context, node persistence.Node, tok relayAuth, maxBytes int, timeout time.Duration) (mcp.Connection, error) {
-	endpoint, err := url.Parse(strings.TrimRight(node.Address, "/") + "/sse")
+func dialNode(ctx context.Context, node persistence.Node, tok relayAuth, maxBytes int, timeout time.Duration, path string) (mcp.Connection, error) {
+	endpoint, err := url.Parse(strings.TrimRight(node.Address, "/") + path)
 	if err != nil || endpoint.Host == "" {
 		return nil, fmt.Errorf("address %q is not a URL", node.Address)
 	}
@@ -435,4 +439,12 @@ func watchNode(store persistence.Store, node persistence.Node, ttl time.Duration
 			}
 		}
 	}
+}
+
+// ssePath is the node's legacy SSE endpoint a relay opens: /sse, or a profile's /sse/profiles/{name}.
+func ssePath(profile string) string {
+	if profile == "" {
+		return "/sse"
+	}
+	return mcpserver.SSEProfilesPrefix + profile
 }

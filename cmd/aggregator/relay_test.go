@@ -226,7 +226,7 @@ func startRelay(t *testing.T, n *testNode, tok relayAuth, maxBytes int) *relayRu
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote, err := dialNode(ctx, n.node(), tok, maxBytes, 10*time.Second)
+	remote, err := dialNode(ctx, n.node(), tok, maxBytes, 10*time.Second, "/sse")
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -477,7 +477,7 @@ func TestDialNode(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			node := persistence.Node{ID: "n", Address: tc.address}
-			conn, err := dialNode(context.Background(), node, tc.tok, 1<<20, 2*time.Second)
+			conn, err := dialNode(context.Background(), node, tc.tok, 1<<20, 2*time.Second, "/sse")
 			if tc.want == nil && !tc.skippable {
 				if err != nil {
 					t.Fatalf("dial: %v", err)

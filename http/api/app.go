@@ -117,6 +117,8 @@ type Deps struct {
 	Settled func() bool
 	// Cluster reports the node's cluster membership, for GET /readyz and /health (nil: not a cluster).
 	Cluster ClusterProbe
+	// Curation manages tool filters, overrides, pinning and profiles (nil: those writes answer 503).
+	Curation actors.Curation
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -133,6 +135,8 @@ type server struct {
 	guard   *auth.HostGuard
 	settled func() bool
 	cluster ClusterProbe
+	// curation: see Deps.Curation.
+	curation actors.Curation
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -143,7 +147,7 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,6 +185,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
 	g.Get("/audit", s.listAudit)
+	s.routeCuration(g)
 	g.Post("/import", s.importServers)
 	g.Get("/export", s.exportServers)
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)

@@ -49,12 +49,12 @@ func FuzzEndpoints(f *testing.F) {
 			[]persistence.Tool{{ID: 1, Name: "one.echo", OriginalName: "echo", SourceServerID: srv.ID,
 				InputSchema: []byte(`{"type":"object"}`)}}, "__")
 		e.control.reply = &pb.CallToolReply{ResultJson: []byte(`{"content":[{"type":"text","text":"ok"}]}`)}
-		app := New(Deps{Store: e.store, Control: e.control, Tokens: toks})
+		app := New(Deps{Store: e.store, Control: e.control, Curation: e.control, Tokens: toks})
 		for _, r := range app.GetRoutes(true) {
 			if r.Method != http.MethodPost && r.Method != http.MethodPatch && r.Method != http.MethodPut {
 				continue
 			}
-			path := strings.ReplaceAll(r.Path, ":id", srv.ID)
+			path := strings.NewReplacer(":id", srv.ID, ":tool", "echo", ":name", "team").Replace(r.Path)
 			req := httptest.NewRequest(r.Method, path, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Authorization", "Bearer "+testAdminToken)

@@ -22,6 +22,9 @@ func (s *server) searchTools(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
+	if req.Scope, err = s.scopeOf(c, req.Profile); err != nil {
+		return err
+	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
 	res, err := s.control.Search(ctx, req)

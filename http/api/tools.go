@@ -24,7 +24,11 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
-	route, err := s.control.Routes().Resolve(req.Name, req.ServerID)
+	scope, err := s.scopeOf(c, req.Profile)
+	if err != nil {
+		return err
+	}
+	route, err := s.control.Routes().ResolveIn(scope, req.Name, req.ServerID)
 	if err != nil {
 		return routeError(err, req)
 	}

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -55,6 +56,11 @@ const (
 	CodeRateLimited          = "RATE_LIMITED"
 	// CodeSessionLimit: an MCP endpoint already holds its maximum of sessions (in total or for this client).
 	CodeSessionLimit = "SESSION_LIMIT_REACHED"
+	// Tool curation.
+	CodeProfileNotFound = "PROFILE_NOT_FOUND"
+	CodeProfileInUse    = "PROFILE_IN_USE"
+	CodeToolNameTaken   = "TOOL_NAME_TAKEN"
+	CodeChangeOutdated  = "CHANGE_OUTDATED"
 )
 
 // StatusLoopDetected is HTTP 508, the answer to a call that would loop back into this aggregator.
@@ -242,6 +248,18 @@ func FromError(err error, s Subject) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
 			Detail:  "The database is unreachable; the request was not performed and may be retried",
 			Context: map[string]any{"retryable": true}, RetryAfter: 5}
+	case errors.Is(err, actors.ErrProfileNotFound):
+		return &Error{Status: http.StatusNotFound, Code: CodeProfileNotFound, Detail: "Profile not found"}
+	case errors.Is(err, actors.ErrProfileForbidden):
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: "This client may not use that profile"}
+	case errors.Is(err, actors.ErrProfileInUse):
+		return &Error{Status: http.StatusConflict, Code: CodeProfileInUse,
+			Detail: "The profile still binds client tokens; remove them from its clients first (deleting it would widen what they see)"}
+	case errors.Is(err, actors.ErrNameTaken):
+		return &Error{Status: http.StatusConflict, Code: CodeToolNameTaken, Detail: "Exposed name already taken: " + errDetail(err)}
+	case errors.Is(err, persistence.ErrChanged):
+		return &Error{Status: http.StatusConflict, Code: CodeChangeOutdated,
+			Detail: "The pending change is not the one given (the backend changed the tool again); read the changes and decide again"}
 	case errors.Is(err, persistence.ErrNotFound):
 		return ServerNotFound(s.idOrName())
 	case errors.Is(err, persistence.ErrAlreadyExists):
@@ -371,4 +389,14 @@ func Metadata(c Call) map[string]any {
 		meta["warning"] = "Server " + r.ServerName + " is DEGRADED: recent health checks failed"
 	}
 	return meta
+}
+
+// errDetail is the innermost message an actors error gives a client: the part before the first ": " that wraps a
+// sentinel (ErrNameTaken's callers say which name and which tool hold it).
+func errDetail(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i > 0 {
+		return msg[:i]
+	}
+	return msg
 }

@@ -222,6 +222,16 @@ func TestPolicy(t *testing.T) {
 		{"GET", "/api/v1/openapi.json", ScopeClient, ScopeClient},
 		{"POST", "/api/v1/aggregator/import", ScopeAdmin, ScopeAdmin},
 		{"GET", "/api/v1/aggregator/export", ScopeClient, ScopeClient},
+		{"GET", "/api/v1/aggregator/profiles", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/Profiles/team/tools", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tool-filter", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/pinning/", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/overrides", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/changes", ScopeAdmin, ScopeAdmin},
+		{"POST", "/api/v1/aggregator/servers/1f0c/tools/changes/x/approve", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/servers/1f0c/tools/x/override", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/profilesx", ScopeClient, ScopeClient},
+		{"GET", "/mcp/profiles/team", ScopeClient, ScopeClient},
 	}
 	for _, c := range cases {
 		if got := closed.Required(c.method, c.path); got != c.want {

@@ -59,7 +59,8 @@ func IsToolCall(method, path string) bool {
 //     from the API under the operator's token);
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
-//   - admin: the audit log, and every other write (register, patch, delete, connect, disconnect, refresh, and any
+//   - admin: the audit log, tool curation (reads too: they show backends' original text and token bindings), and
+//     every other write (register, patch, delete, connect, disconnect, refresh, and any
 //     write route added later until it is listed here).
 func (p Policy) Required(method, path string) Scope {
 	n := Normalize(path)
@@ -73,7 +74,7 @@ func (p Policy) Required(method, path string) Scope {
 		return ScopeClient
 	case n == mcpPath || strings.HasPrefix(n, mcpPath+"/") || n == ssePath || strings.HasPrefix(n, ssePath+"/"):
 		return ScopeClient
-	case n == auditPath || strings.HasPrefix(n, auditPath+"/"):
+	case n == auditPath || strings.HasPrefix(n, auditPath+"/"), isCurationPath(n):
 		return ScopeAdmin
 	case (n == consolePath || strings.HasPrefix(n, consolePath+"/")) && isRead(method):
 		return ScopeNone
@@ -94,6 +95,32 @@ func (p Policy) Required(method, path string) Scope {
 func isRead(method string) bool {
 	switch strings.ToUpper(method) {
 	case "GET", "HEAD":
+		return true
+	}
+	return false
+}
+
+// isCurationPath reports whether n (normalized) is a tool curation route: /api/v1/aggregator/profiles[/...], and
+// /api/v1/aggregator/servers/{id}/tool-filter, /pinning, /tools/overrides, /tools/changes[/...] and
+// /tools/{tool}/override.
+func isCurationPath(n string) bool {
+	if n == aggregatorAPI+"profiles" || strings.HasPrefix(n, aggregatorAPI+"profiles/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(n, aggregatorAPI+"servers/")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) < 2 {
+		return false
+	}
+	switch {
+	case len(parts) == 2 && (parts[1] == "tool-filter" || parts[1] == "pinning"):
+		return true
+	case parts[1] == "tools" && len(parts) >= 3 && (parts[2] == "overrides" || parts[2] == "changes"):
+		return true
+	case parts[1] == "tools" && len(parts) == 4 && parts[3] == "override":
 		return true
 	}
 	return false

@@ -74,10 +74,11 @@ func (s *Server) addMetaTools() {
 		InputSchema: serverOpSchema(false)}, s.serverOp(toolStatus))
 	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
 		InputSchema: listSchema()}, s.listServers)
-	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.skillNames())), s.search)
+	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.opts.Scope, s.skillNames())), s.search)
 	s.followCatalogue()
 	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
+	s.addCurationTool()
 }
 
 // searchTool is search_aggregated_tools with a description of the catalogue; its input is POST /api/v1/search's
@@ -97,11 +98,11 @@ const (
 // searchDescription is search_aggregated_tools' description: what it does, and what the catalogue holds right now
 // (how many tools of how many connected servers, the largest servers, the skills most tools have), so that a model
 // knows when searching is worth it.
-func searchDescription(t *actors.RouteTable, skillNames map[string]string) string {
+func searchDescription(t *actors.RouteTable, scope actors.Scope, skillNames map[string]string) string {
 	const what = "Find tools of the connected MCP servers by what they do (plain-language query; hybrid keyword and " +
 		"semantic ranking). Each result has its alias, the name to call directly on this server, and its namespaced " +
 		"name {server}.{tool} for execute_external_tool."
-	tools := t.Callable()
+	tools := t.CallableIn(scope)
 	if len(tools) == 0 {
 		return what + " No tools are connected yet."
 	}
@@ -175,7 +176,7 @@ func (s *Server) followCatalogue() {
 		}
 	})
 	names := s.skillNames()
-	last := searchDescription(s.gw.Routes(), names)
+	last := searchDescription(s.gw.Routes(), s.opts.Scope, names)
 	go func() {
 		defer stop()
 		for {
@@ -184,7 +185,7 @@ func (s *Server) followCatalogue() {
 				return
 			case <-kick:
 			}
-			if d := searchDescription(s.gw.Routes(), names); d != last {
+			if d := searchDescription(s.gw.Routes(), s.opts.Scope, names); d != last {
 				last = d
 				s.mcp.AddTool(searchTool(d), s.search)
 			}
@@ -339,6 +340,10 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
+	var err error
+	if r.Scope, err = s.gw.Routes().ScopeFor(r.Profile, s.opts.Scope); err != nil {
+		return s.failureFor(ctx, err, apierror.Subject{}), nil
+	}
 	res, err := s.gw.Search(ctx, r)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
@@ -361,7 +366,11 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
 	rt := s.gw.Routes()
-	route, err := rt.Resolve(in.Name, in.ServerID)
+	scope, err := rt.ScopeFor(in.Profile, s.opts.Scope)
+	if err != nil {
+		return s.failureFor(ctx, err, apierror.Subject{}), nil
+	}
+	route, err := rt.ResolveIn(scope, in.Name, in.ServerID)
 	if err != nil {
 		var amb *actors.AmbiguousToolError
 		r := apierror.Resolution{Name: in.Name, ServerID: in.ServerID}

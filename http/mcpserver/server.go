@@ -74,6 +74,10 @@ type Options struct {
 	HostGuarded bool
 	// InstanceID is the daemon's instance id for loop detection (loop.go); empty: the gateway's, if it has one.
 	InstanceID string
+	// Scope restricts the endpoint to some profiles' tools (nil: every tool): it lists, resolves, searches and
+	// executes only those, and a tool outside is not found. Views makes one such endpoint per profile (and per
+	// set of profiles a client token is bound to).
+	Scope actors.Scope
 }
 
 // Defaults of Options.
@@ -238,7 +242,7 @@ func (s *Server) sync(t *actors.RouteTable) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[string]bool{}
-	for _, e := range t.Callable() {
+	for _, e := range t.CallableIn(s.opts.Scope) {
 		if s.searchFirst {
 			break // only the meta-tools are listed
 		}
@@ -338,7 +342,7 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		rt := s.gw.Routes()
-		route, err := rt.Resolve(p.Name, "")
+		route, err := rt.ResolveIn(s.opts.Scope, p.Name, "")
 		var amb *actors.AmbiguousToolError
 		switch {
 		case errors.As(err, &amb):
@@ -387,7 +391,7 @@ func mustJSON(v any) json.RawMessage {
 func (s *Server) callBackend(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	alias := req.Params.Name
-	route, err := s.gw.Routes().Resolve(alias, "")
+	route, err := s.gw.Routes().ResolveIn(s.opts.Scope, alias, "")
 	if err != nil {
 		if _, denied := s.admitCall(ctx, req); denied != nil {
 			return denied, nil

@@ -115,6 +115,11 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 	return s.open(s.Store.UpdateServer(ctx, id, p))
 }
 
+// SetToolPolicy returns the new row with its connection_config opened.
+func (s *Store) SetToolPolicy(ctx context.Context, id string, p persistence.ToolPolicyPatch) (persistence.Server, error) {
+	return s.open(s.Store.SetToolPolicy(ctx, id, p))
+}
+
 // unwrap returns the store a wrapped store decorates, or an error for a store that Wrap did not return.
 func unwrap(store persistence.Store) (*Store, error) {
 	w, ok := store.(*Store)

@@ -158,18 +158,23 @@ func nullIfEmpty(s string) any {
 
 const serverColumns = `id::text, name, description, transport_type, connection_config, health_check_url,
 	auto_connect, status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures,
-	registered_at, connected_at, updated_at`
+	registered_at, connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at`
 
 func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
-	var cfg []byte
+	var cfg, filter []byte
 	err := row.Scan(&v.ID, &v.Name, &v.Description, &v.TransportType, &cfg, &v.HealthCheckURL, &v.AutoConnect,
 		&v.Status, &v.ErrorMessage, &v.ToolCount, &v.LastHealthCheck, &v.HealthResponseMs,
-		&v.ConsecutiveFailures, &v.RegisteredAt, &v.ConnectedAt, &v.UpdatedAt)
+		&v.ConsecutiveFailures, &v.RegisteredAt, &v.ConnectedAt, &v.UpdatedAt, &filter, &v.Policy.Pinning,
+		&v.Policy.PinNewTools, &v.Policy.PinsBaselineAt)
 	if err != nil {
 		return persistence.Server{}, err
 	}
 	v.ConnectionConfig = cfg
+	if v.Policy.Filter, err = storeutil.ParseFilter(filter); err != nil {
+		return persistence.Server{}, err
+	}
+	v.Policy.PinsBaselineAt = storeutil.NormTimePtr(v.Policy.PinsBaselineAt)
 	v.RegisteredAt = v.RegisteredAt.UTC()
 	v.UpdatedAt = v.UpdatedAt.UTC()
 	v.LastHealthCheck = storeutil.NormTimePtr(v.LastHealthCheck)
@@ -193,11 +198,14 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 	insert := func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
-		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14)`,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
+		pin_new_tools, pins_baseline_at)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14, $16::jsonb, $17, $18,
+			$19)`,
 			v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
 			v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
-			v.ConnectedAt)
+			v.ConnectedAt, storeutil.FilterJSON(v.Policy.Filter), v.Policy.Pinning, v.Policy.PinNewTools,
+			v.Policy.PinsBaselineAt)
 		return err
 	}
 	if max <= 0 {

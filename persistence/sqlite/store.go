@@ -272,16 +272,16 @@ func nullJSON(s sql.NullString) json.RawMessage {
 
 const serverColumns = `id, name, description, transport_type, connection_config, health_check_url, auto_connect,
 	status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures, registered_at,
-	connected_at, updated_at`
+	connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at`
 
 func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
-	var desc, health, errMsg, lastHealth, connectedAt sql.NullString
+	var desc, health, errMsg, lastHealth, connectedAt, filter, baselineAt sql.NullString
 	var cfg, registeredAt, updatedAt string
 	var responseMs sql.NullFloat64
 	if err := row.Scan(&v.ID, &v.Name, &desc, &v.TransportType, &cfg, &health, &v.AutoConnect, &v.Status, &errMsg,
 		&v.ToolCount, &lastHealth, &responseMs, &v.ConsecutiveFailures, &registeredAt, &connectedAt,
-		&updatedAt); err != nil {
+		&updatedAt, &filter, &v.Policy.Pinning, &v.Policy.PinNewTools, &baselineAt); err != nil {
 		return persistence.Server{}, err
 	}
 	v.Description, v.HealthCheckURL, v.ErrorMessage = nullString(desc), nullString(health), nullString(errMsg)
@@ -298,6 +298,12 @@ func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 		return persistence.Server{}, err
 	}
 	if v.ConnectedAt, err = parseNullTime(connectedAt); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.Policy.Filter, err = storeutil.ParseFilter(nullJSON(filter)); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.Policy.PinsBaselineAt, err = parseNullTime(baselineAt); err != nil {
 		return persistence.Server{}, err
 	}
 	return v, nil
@@ -326,11 +332,14 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
-		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
+		pin_new_tools, pins_baseline_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
 			v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
-			v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt))
+			v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt),
+			jsonArg(storeutil.FilterJSON(v.Policy.Filter)), v.Policy.Pinning, v.Policy.PinNewTools,
+			fmtTimePtr(v.Policy.PinsBaselineAt))
 		return err
 	})
 	if err != nil {

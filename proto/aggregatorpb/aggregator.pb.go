@@ -1383,6 +1383,7 @@ type FeedEvent struct {
 	//	*FeedEvent_Removed
 	//	*FeedEvent_Tools
 	//	*FeedEvent_Classified
+	//	*FeedEvent_Profiles
 	Event         isFeedEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1477,6 +1478,15 @@ func (x *FeedEvent) GetClassified() *ClassificationDone {
 	return nil
 }
 
+func (x *FeedEvent) GetProfiles() *ProfilesChanged {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Profiles); ok {
+			return x.Profiles
+		}
+	}
+	return nil
+}
+
 type isFeedEvent_Event interface {
 	isFeedEvent_Event()
 }
@@ -1501,6 +1511,10 @@ type FeedEvent_Classified struct {
 	Classified *ClassificationDone `protobuf:"bytes,6,opt,name=classified,proto3,oneof"`
 }
 
+type FeedEvent_Profiles struct {
+	Profiles *ProfilesChanged `protobuf:"bytes,20,opt,name=profiles,proto3,oneof"`
+}
+
 func (*FeedEvent_Status) isFeedEvent_Event() {}
 
 func (*FeedEvent_Updated) isFeedEvent_Event() {}
@@ -1510,6 +1524,46 @@ func (*FeedEvent_Removed) isFeedEvent_Event() {}
 func (*FeedEvent_Tools) isFeedEvent_Event() {}
 
 func (*FeedEvent_Classified) isFeedEvent_Event() {}
+
+func (*FeedEvent_Profiles) isFeedEvent_Event() {}
+
+// ProfilesChanged tells the routers that a profile was created, changed or deleted: they reload the profiles from
+// the store (a profile is small and few, the whole set is read again).
+type ProfilesChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProfilesChanged) Reset() {
+	*x = ProfilesChanged{}
+	mi := &file_proto_aggregator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProfilesChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProfilesChanged) ProtoMessage() {}
+
+func (x *ProfilesChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProfilesChanged.ProtoReflect.Descriptor instead.
+func (*ProfilesChanged) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{23}
+}
 
 // Activate asks a node's placement actor to host a server's actor (cluster mode): the node takes the server's
 // lease (taking it over from dead_owner, a member that left the cluster, when set) and spawns the actor. Reply:
@@ -1524,7 +1578,7 @@ type Activate struct {
 
 func (x *Activate) Reset() {
 	*x = Activate{}
-	mi := &file_proto_aggregator_proto_msgTypes[23]
+	mi := &file_proto_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1590,7 @@ func (x *Activate) String() string {
 func (*Activate) ProtoMessage() {}
 
 func (x *Activate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[23]
+	mi := &file_proto_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1603,7 @@ func (x *Activate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activate.ProtoReflect.Descriptor instead.
 func (*Activate) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Activate) GetServerId() string {
@@ -1579,7 +1633,7 @@ type Activated struct {
 
 func (x *Activated) Reset() {
 	*x = Activated{}
-	mi := &file_proto_aggregator_proto_msgTypes[24]
+	mi := &file_proto_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1645,7 @@ func (x *Activated) String() string {
 func (*Activated) ProtoMessage() {}
 
 func (x *Activated) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[24]
+	mi := &file_proto_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1658,7 @@ func (x *Activated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activated.ProtoReflect.Descriptor instead.
 func (*Activated) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Activated) GetPid() *PID {
@@ -1640,7 +1694,7 @@ type Deactivate struct {
 
 func (x *Deactivate) Reset() {
 	*x = Deactivate{}
-	mi := &file_proto_aggregator_proto_msgTypes[25]
+	mi := &file_proto_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1706,7 @@ func (x *Deactivate) String() string {
 func (*Deactivate) ProtoMessage() {}
 
 func (x *Deactivate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[25]
+	mi := &file_proto_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1719,7 @@ func (x *Deactivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deactivate.ProtoReflect.Descriptor instead.
 func (*Deactivate) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Deactivate) GetReason() string {
@@ -1787,7 +1841,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
-	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\xd4\x02\n" +
+	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\x92\x03\n" +
 	"\tFeedEvent\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12<\n" +
 	"\x06status\x18\x02 \x01(\v2\".aggregator.v1.ServerStatusChangedH\x00R\x06status\x128\n" +
@@ -1796,8 +1850,10 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x05tools\x18\x05 \x01(\v2\x1b.aggregator.v1.ToolsChangedH\x00R\x05tools\x12C\n" +
 	"\n" +
 	"classified\x18\x06 \x01(\v2!.aggregator.v1.ClassificationDoneH\x00R\n" +
-	"classifiedB\a\n" +
-	"\x05event\"F\n" +
+	"classified\x12<\n" +
+	"\bprofiles\x18\x14 \x01(\v2\x1e.aggregator.v1.ProfilesChangedH\x00R\bprofilesB\a\n" +
+	"\x05event\"\x11\n" +
+	"\x0fProfilesChanged\"F\n" +
 	"\bActivate\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1d\n" +
 	"\n" +
@@ -1823,7 +1879,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1848,9 +1904,10 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
 	(*ClassificationDone)(nil),  // 21: aggregator.v1.ClassificationDone
 	(*FeedEvent)(nil),           // 22: aggregator.v1.FeedEvent
-	(*Activate)(nil),            // 23: aggregator.v1.Activate
-	(*Activated)(nil),           // 24: aggregator.v1.Activated
-	(*Deactivate)(nil),          // 25: aggregator.v1.Deactivate
+	(*ProfilesChanged)(nil),     // 23: aggregator.v1.ProfilesChanged
+	(*Activate)(nil),            // 24: aggregator.v1.Activate
+	(*Activated)(nil),           // 25: aggregator.v1.Activated
+	(*Deactivate)(nil),          // 26: aggregator.v1.Deactivate
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -1864,12 +1921,13 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	15, // 8: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
 	18, // 9: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
 	21, // 10: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
-	9,  // 11: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	23, // 11: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
+	9,  // 12: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -1883,6 +1941,7 @@ func file_proto_aggregator_proto_init() {
 		(*FeedEvent_Removed)(nil),
 		(*FeedEvent_Tools)(nil),
 		(*FeedEvent_Classified)(nil),
+		(*FeedEvent_Profiles)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1890,7 +1949,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -43,7 +43,9 @@ type Request struct {
 	// SkillsOnly matches the query to skills and ranks no tool (item_type "skill").
 	SkillsOnly bool
 	// ServerIDs are the servers whose tools may be answered, in any order; none means no tool is ranked.
-	ServerIDs      []string
+	ServerIDs []string
+	// Allow, when set, restricts the answer to the tools it accepts (see search.Query.Allow).
+	Allow          func(id int64) bool
 	Limit          int // search.DefaultLimit when 0
 	SkillThreshold float64
 	ToolThreshold  float64
@@ -130,7 +132,7 @@ func (s *Searcher) Search(ctx context.Context, cat Catalog, r Request) (Response
 	if limit <= 0 {
 		limit = search.DefaultLimit
 	}
-	results, err := s.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed,
+	results, err := s.eng.Search(ctx, search.Query{Text: r.Query, ServerIDs: allowed, Allow: r.Allow,
 		Limit: min(search.MaxLimit, limit+rerankSlack), MinScore: r.ToolThreshold, Vector: queryVec})
 	if err != nil {
 		return resp, fmt.Errorf("search: %w", err)

@@ -110,7 +110,11 @@ func (a *vectorAdapter) Delete(ctx context.Context, ids []int64) error {
 }
 
 func (a *vectorAdapter) Search(ctx context.Context, v []float32, f search.VectorFilter, limit int) ([]search.VectorHit, error) {
-	hits, err := a.idx.Search(ctx, v, vector.Filter{ServerIDs: f.ServerIDs}, limit)
+	filter := vector.Filter{ServerIDs: f.ServerIDs}
+	if allow := f.Allow; allow != nil {
+		filter.Keep = func(id uint64) bool { return allow(int64(id)) }
+	}
+	hits, err := a.idx.Search(ctx, v, filter, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -449,6 +449,9 @@ func testFilters(t *testing.T, newIndex factory) {
 		{"id and name disagree", Filter{ServerIDs: []string{"sid-1"}, ServerNames: []string{"slack"}}, nil},
 		{"everything", Filter{ServerIDs: []string{"sid-2"}, ServerNames: []string{"slack"}, IsExternal: ptr(true), Classified: ptr(true)}, []uint64{3}},
 		{"empty slices mean no restriction", Filter{ServerIDs: []string{}, ServerNames: []string{}}, []uint64{1, 2, 3, 4, 5, 6}},
+		{"keep", Filter{Keep: func(id uint64) bool { return id%2 == 0 }}, []uint64{2, 4, 6}},
+		{"keep and server", Filter{ServerIDs: []string{"sid-1"}, Keep: func(id uint64) bool { return id != 1 }}, []uint64{2}},
+		{"keep nothing", Filter{Keep: func(uint64) bool { return false }}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -462,6 +465,9 @@ func testFilters(t *testing.T, newIndex factory) {
 	// ones then filtered.
 	if got := hitIDs(mustSearch(t, idx, q, Filter{Classified: ptr(false)}, 2)); !slices.Equal(got, []uint64{2, 4}) {
 		t.Fatalf("filtered limit 2 = %v, want [2 4]", got)
+	}
+	if got := hitIDs(mustSearch(t, idx, q, Filter{Keep: func(id uint64) bool { return id >= 4 }}, 2)); len(got) != 2 || got[0] < 4 || got[1] < 4 {
+		t.Fatalf("kept limit 2 = %v, want two of [4 5 6]", got)
 	}
 }
 

@@ -393,7 +393,7 @@ func (m *Memory) Search(ctx context.Context, vector []float32, filter Filter, li
 		// scan then knows how selective it is.
 		rows.mask = make([]bool, n)
 		for r := range n {
-			if filter.matches(&m.payloads[r]) {
+			if filter.matches(&m.payloads[r]) && (filter.Keep == nil || filter.Keep(m.ids[r])) {
 				rows.mask[r] = true
 				rows.matched++
 			}

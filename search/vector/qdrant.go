@@ -479,11 +479,15 @@ func (q *Qdrant) Search(ctx context.Context, vector []float32, filter Filter, li
 	}
 	unit := make([]float32, len(vector))
 	normalizeInto(unit, vector)
+	ask := limit
+	if filter.Keep != nil {
+		ask = limit * keepOversample
+	}
 	res, err := q.client.Query(ctx, &qdrant.QueryPoints{
 		CollectionName: q.collection,
 		Query:          qdrant.NewQueryDense(unit),
 		Filter:         toQdrantFilter(filter),
-		Limit:          qdrant.PtrOf(uint64(limit)),
+		Limit:          qdrant.PtrOf(uint64(ask)),
 		WithPayload:    qdrant.NewWithPayload(true),
 	})
 	if err != nil {
@@ -496,6 +500,9 @@ func (q *Qdrant) Search(ctx context.Context, vector []float32, filter Filter, li
 			return nil, fmt.Errorf("vector: qdrant search %q: point %v has no numeric id; the collection holds foreign points",
 				q.collection, p.GetId())
 		}
+		if filter.Keep != nil && !filter.Keep(num.Num) {
+			continue
+		}
 		hits = append(hits, Hit{ID: num.Num, Score: p.GetScore(), Payload: fromQdrantPayload(p.GetPayload())})
 	}
 	// Qdrant orders by score only; break ties by ID like the memory index.
@@ -505,6 +512,9 @@ func (q *Qdrant) Search(ctx context.Context, vector []float32, filter Filter, li
 		}
 		return hits[i].ID < hits[j].ID
 	})
+	if len(hits) > limit {
+		hits = hits[:limit]
+	}
 	return hits, nil
 }
 
@@ -543,7 +553,7 @@ func (q *Qdrant) Close() error {
 // toQdrantFilter translates a Filter into Qdrant conditions: one "must" per
 // set field, "match any" for the string lists. nil means no filter.
 func toQdrantFilter(f Filter) *qdrant.Filter {
-	if f.empty() {
+	if f.payloadEmpty() {
 		return nil
 	}
 	var must []*qdrant.Condition

@@ -194,6 +194,10 @@ type Filter struct {
 	IsExternal *bool
 	// Classified, when set, keeps points whose IsClassified equals it.
 	Classified *bool
+	// Keep, when set, keeps the points whose id it accepts (a caller's subset that no payload field describes).
+	// The in-process index applies it exactly; Qdrant cannot run it, so the adapter asks Qdrant for
+	// keepOversample times the limit and applies it to the answer.
+	Keep func(id uint64) bool
 }
 
 // matches reports whether p passes the filter; it is the reference semantics
@@ -215,8 +219,16 @@ func (f Filter) matches(p *Payload) bool {
 }
 
 func (f Filter) empty() bool {
+	return len(f.ServerIDs) == 0 && len(f.ServerNames) == 0 && f.IsExternal == nil && f.Classified == nil && f.Keep == nil
+}
+
+// payloadEmpty reports whether the filter sets no payload condition (Keep aside).
+func (f Filter) payloadEmpty() bool {
 	return len(f.ServerIDs) == 0 && len(f.ServerNames) == 0 && f.IsExternal == nil && f.Classified == nil
 }
+
+// keepOversample is how many times the limit Qdrant is asked for when a Keep function filters its answer.
+const keepOversample = 4
 
 func contains(set []string, v string) bool {
 	for _, s := range set {

@@ -21,6 +21,16 @@ const (
 	ServerDisconnected = "server.disconnected"
 	ServerRemoved      = "server.removed"
 	ToolsRefreshed     = "server.tools_refreshed"
+	// Tool curation.
+	ToolFilterUpdated   = "server.tool_filter_updated"
+	PinningUpdated      = "server.pinning_updated"
+	ToolOverrideSet     = "tool.override_set"
+	ToolOverrideRemoved = "tool.override_removed"
+	ToolChangeApproved  = "tool.change_approved"
+	ToolChangeRejected  = "tool.change_rejected"
+	ProfileCreated      = "profile.created"
+	ProfileUpdated      = "profile.updated"
+	ProfileDeleted      = "profile.deleted"
 )
 
 // timeout bounds the write of one record.

@@ -24,6 +24,8 @@ type CallRequest struct {
 	Name      string
 	Arguments json.RawMessage
 	ServerID  string
+	// Profile restricts the call to a profile's tools ("" none).
+	Profile string `json:",omitempty"`
 }
 
 // CallShape names the fields of a call body: REST's {"name","arguments","server_id"} under "body", or
@@ -48,6 +50,7 @@ func CallSchema(shape CallShape) *jsonschema.Schema {
 		prop("arguments", &jsonschema.Schema{Type: "object", Description: "The tool's arguments"}),
 		prop("server_id", &jsonschema.Schema{Type: "string", Format: "uuid",
 			Description: "The server to call the tool on (its id), when the name is ambiguous"}),
+		prop("profile", profileNameSchema("Call the tool within this profile (a tool outside it is not found)")),
 	}, shape.NameKey)
 }
 
@@ -123,6 +126,15 @@ func Call(body []byte, shape CallShape) (CallRequest, []FieldError) {
 			add(strictjson.FieldValueError, "server_id must be a UUID", loc("server_id"))
 		} else {
 			r.ServerID = u.String()
+		}
+	}
+	if v, ok := fields["profile"]; ok && !isNull(v) {
+		if p, ok := str(v); !ok {
+			add(strictjson.FieldTypeError, "Input should be a valid string", loc("profile"))
+		} else if msg := ProfileName(p); msg != "" {
+			add(strictjson.FieldValueError, msg, loc("profile"))
+		} else {
+			r.Profile = p
 		}
 	}
 	if len(errs) > 0 {

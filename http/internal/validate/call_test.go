@@ -142,7 +142,7 @@ func TestCallSchema(t *testing.T) {
 		}
 		want := `{"type":"object","required":["` + shape.NameKey + `"],"additionalProperties":false`
 		if !strings.Contains(string(b), `"additionalProperties":false`) || s.Required[0] != shape.NameKey ||
-			*s.Properties[shape.NameKey].MaxLength != MaxToolNameLength || len(s.Properties) != 3 {
+			*s.Properties[shape.NameKey].MaxLength != MaxToolNameLength || len(s.Properties) != 4 {
 			t.Errorf("%s schema %s, want %s...", shape.NameKey, b, want)
 		}
 	}

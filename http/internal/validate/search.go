@@ -47,6 +47,7 @@ func newSearchSchema() *jsonschema.Schema {
 		prop("include_schemas", &jsonschema.Schema{Type: "boolean", Default: jsonValue(false)}),
 		prop("item_type", &jsonschema.Schema{Type: "string", Enum: values("tool", "skill"), Default: jsonValue("tool")}),
 		prop("include_external", &jsonschema.Schema{Type: "boolean", Default: jsonValue(true)}),
+		prop("profile", profileNameSchema("Only the tools of this profile")),
 	}, "query")
 }
 
@@ -102,6 +103,14 @@ func Search(body []byte) (actors.SearchRequest, []FieldError) {
 	}
 	if s, ok := oneOf("strategy"); ok {
 		r.Strategy = s
+	}
+	if raw, ok := present("profile"); ok {
+		if s, ok := c.String(raw, at("profile")); ok {
+			if msg := ProfileName(s); msg != "" {
+				c.Add(strictjson.FieldValueError, msg, at("profile"))
+			}
+			r.Profile = s
+		}
 	}
 	for _, k := range []string{"include_external", "include_schemas"} {
 		if raw, ok := present(k); ok {

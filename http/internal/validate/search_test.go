@@ -44,7 +44,7 @@ func TestSearchSchema(t *testing.T) {
 	if _, err := json.Marshal(s); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(s.Required) != "[query]" || s.AdditionalProperties == nil || len(s.Properties) != 9 {
+	if fmt.Sprint(s.Required) != "[query]" || s.AdditionalProperties == nil || len(s.Properties) != 10 {
 		t.Errorf("schema %+v", s)
 	}
 	for k := range s.Properties {

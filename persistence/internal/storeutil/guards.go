@@ -73,15 +73,18 @@ func CreateID(id string) (string, error) {
 }
 
 // PrepareCreate returns the row CreateServer inserts for srv: srv with the defaults the Store interface promises
-// (ID canonical, a UUIDv7 when empty; Status DISCONNECTED when empty; RegisteredAt and UpdatedAt Now) and its
-// other times brought to what the store keeps (UTC microseconds). The store hands the row back to the caller once
-// the insert succeeded.
+// (ID canonical, a UUIDv7 when empty; Status DISCONNECTED when empty; RegisteredAt and UpdatedAt Now; the policy
+// checked and normalised by NormPolicy) and its other times brought to what the store keeps (UTC microseconds).
+// The store hands the row back to the caller once the insert succeeded.
 func PrepareCreate(srv persistence.Server) (persistence.Server, error) {
 	id, err := CreateID(srv.ID)
 	if err != nil {
 		return persistence.Server{}, err
 	}
 	srv.ID = id
+	if srv.Policy, err = NormPolicy(srv.Policy); err != nil {
+		return persistence.Server{}, err
+	}
 	if srv.Status == "" {
 		srv.Status = persistence.StatusDisconnected
 	}

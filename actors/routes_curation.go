@@ -1,0 +1,192 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// ErrProfileNotFound means no profile has the name (404 PROFILE_NOT_FOUND).
+var ErrProfileNotFound = errors.New("profile not found")
+
+// ErrProfileForbidden means the caller's token is bound to profiles and asked for another one (403 FORBIDDEN).
+var ErrProfileForbidden = errors.New("profile not allowed for this client")
+
+// routeCuration is what the router hands buildRouteTable beside servers and tools: each server's curation (for
+// the exposed names of overridden tools) and the profiles, whose tool sets the table computes once.
+type routeCuration struct {
+	servers  map[string]*serverCuration
+	profiles []persistence.Profile
+}
+
+// ProfileView is a profile as a routing table holds it: its definition and which of the table's tools it selects
+// (computed when the table is built, so that checking a tool against a profile on a call is one slice read).
+type ProfileView struct {
+	persistence.Profile
+	members []bool // by ToolEntry.pos
+	count   int
+}
+
+// Count is how many of the table's tools the profile holds (callable or not).
+func (p *ProfileView) Count() int { return p.count }
+
+// Scope is what a caller may see: the union of some profiles (by name). The nil Scope sees everything (admins,
+// and clients whose token is bound to no profile).
+type Scope []string
+
+// Restricted reports whether the scope limits anything.
+func (sc Scope) Restricted() bool { return sc != nil }
+
+// buildProfiles computes every profile's tool set over the table's tools (after their aliases are assigned).
+func (t *RouteTable) buildProfiles(rc *routeCuration) {
+	if rc == nil || len(rc.profiles) == 0 {
+		return
+	}
+	t.profiles = make(map[string]*ProfileView, len(rc.profiles))
+	for _, p := range rc.profiles {
+		v := &ProfileView{Profile: p, members: make([]bool, len(t.ordered))}
+		for i := range t.ordered {
+			e := &t.ordered[i]
+			if curation.Holds(&v.Profile, curation.ToolView{Server: e.ServerName, OriginalName: e.OriginalName, Name: e.Name, Alias: e.Alias, Skills: e.SkillIDs}) {
+				v.members[i] = true
+				v.count++
+			}
+		}
+		t.profiles[p.Name] = v
+		for _, c := range p.Clients {
+			if t.clients == nil {
+				t.clients = map[string][]string{}
+			}
+			if !slices.Contains(t.clients[c], p.Name) {
+				t.clients[c] = append(t.clients[c], p.Name)
+			}
+		}
+	}
+	for c := range t.clients {
+		sort.Strings(t.clients[c])
+	}
+}
+
+// Profile returns a profile by name.
+func (t *RouteTable) Profile(name string) (*ProfileView, bool) {
+	p, ok := t.profiles[name]
+	return p, ok
+}
+
+// ProfileNames lists the profiles, by name.
+func (t *RouteTable) ProfileNames() []string {
+	out := make([]string, 0, len(t.profiles))
+	for n := range t.profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BoundProfiles are the profiles a client token (by its name) is bound to: its scope. None: the token is not bound,
+// and sees everything its scope allows.
+func (t *RouteTable) BoundProfiles(client string) []string { return t.clients[client] }
+
+// ScopeFor decides what a caller sees. profile is the profile it asked for ("" none); bound is its token's profiles
+// (BoundProfiles; nil for admins and unbound tokens). An unknown profile is ErrProfileNotFound; a bound caller
+// asking for a profile outside its binding gets ErrProfileForbidden; a bound caller asking none sees the union of
+// its profiles.
+func (t *RouteTable) ScopeFor(profile string, bound []string) (Scope, error) {
+	if profile != "" {
+		if _, ok := t.profiles[profile]; !ok {
+			return nil, fmt.Errorf("profile %q: %w", profile, ErrProfileNotFound)
+		}
+		if bound != nil && !slices.Contains(bound, profile) {
+			return nil, fmt.Errorf("profile %q: %w", profile, ErrProfileForbidden)
+		}
+		return Scope{profile}, nil
+	}
+	if bound != nil {
+		return Scope(slices.Clone(bound)), nil
+	}
+	return nil, nil
+}
+
+// Has reports whether the scope holds the tool (an entry of this table). An unknown profile holds nothing.
+func (t *RouteTable) Has(sc Scope, e *ToolEntry) bool {
+	if sc == nil {
+		return true
+	}
+	for _, name := range sc {
+		if p := t.profiles[name]; p != nil && e.pos < len(p.members) && p.members[e.pos] {
+			return true
+		}
+	}
+	return false
+}
+
+// CallableIn is Callable restricted to a scope.
+func (t *RouteTable) CallableIn(sc Scope) []*ToolEntry {
+	all := t.Callable()
+	if sc == nil {
+		return all
+	}
+	out := all[:0]
+	for _, e := range all {
+		if t.Has(sc, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ResolveIn is Resolve within a scope: a tool outside it is not found (404, like a tool that does not exist, so
+// that a profile does not reveal what it hides).
+func (t *RouteTable) ResolveIn(sc Scope, name, serverID string) (Route, error) {
+	r, err := t.Resolve(name, serverID)
+	if sc == nil {
+		return r, err
+	}
+	var amb *AmbiguousToolError
+	if errors.As(err, &amb) {
+		// Only the candidates within the scope count: one is the answer, none is not found, and the error names
+		// no server outside the scope.
+		var in []*ToolEntry
+		var ids []string
+		for e := t.byOriginal[name]; e != nil; e = e.sameOriginal {
+			if t.Has(sc, e) {
+				in = append(in, e)
+				ids = append(ids, e.SourceServerID)
+			}
+		}
+		switch len(in) {
+		case 0:
+			return Route{}, fmt.Errorf("tool %q: %w", name, ErrToolNotFound)
+		case 1:
+			return t.route(in[0], StrategyLookupResolved), nil
+		}
+		sort.Strings(ids)
+		return Route{}, &AmbiguousToolError{Name: name, ServerIDs: ids}
+	}
+	if err != nil {
+		return r, err
+	}
+	if e, ok := t.tools[r.Name]; ok && t.Has(sc, e) {
+		return r, nil
+	}
+	return Route{}, fmt.Errorf("tool %q: %w", name, ErrToolNotFound)
+}
+
+// AliasOwner returns the tool an alias (listed or secondary) names in this table, for the write-time check of an
+// exposed name.
+func (t *RouteTable) AliasOwner(name string) (*ToolEntry, bool) { return t.alias(name) }
+
+// ToolsIn lists every tool of the table in a scope (callable or not), by namespaced name.
+func (t *RouteTable) ToolsIn(sc Scope) []*ToolEntry {
+	var out []*ToolEntry
+	for i := range t.ordered {
+		if e := &t.ordered[i]; t.Has(sc, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
