@@ -233,7 +233,7 @@ func (s *server) listOverrides(c *fiber.Ctx) error {
 	for i, o := range list {
 		out[i] = newOverrideView(o)
 	}
-	return c.JSON(fiber.Map{"server_id": srv.ID, "overrides": out})
+	return c.JSON(overrideListView{ServerID: srv.ID, Overrides: out})
 }
 
 // PUT /servers/{id}/tools/{tool}/override: create or replace a tool's override (the tool need not be listed yet:
@@ -332,7 +332,7 @@ func (s *server) listChanges(c *fiber.Ctx) error {
 		}
 		out = append(out, v)
 	}
-	return c.JSON(fiber.Map{"server_id": srv.ID, "pinning": srv.Policy.Pinning, "changes": out})
+	return c.JSON(changeListView{ServerID: srv.ID, Pinning: srv.Policy.Pinning, Changes: out})
 }
 
 func (s *server) approveChange(c *fiber.Ctx) error { return s.resolveChange(c, true) }
@@ -375,8 +375,7 @@ func (s *server) resolveChange(c *fiber.Ctx, approve bool) error {
 		event, decision = audit.ToolChangeApproved, "approved"
 	}
 	s.audit(c, event, srv.ID, srv.Name, map[string]any{"tool": tool, "approved_hash": pin.ApprovedHash, "rejected_hash": pin.RejectedHash})
-	return c.JSON(fiber.Map{"server_id": srv.ID, "tool": tool, "decision": decision, "approved_hash": pin.ApprovedHash,
-		"approved_at": pin.ApprovedAt})
+	return c.JSON(decisionView{ServerID: srv.ID, Tool: tool, Decision: decision, ApprovedHash: pin.ApprovedHash, ApprovedAt: pin.ApprovedAt})
 }
 
 type profileView struct {
@@ -432,7 +431,7 @@ func (s *server) listProfiles(c *fiber.Ctx) error {
 	for i, p := range list {
 		out[i] = s.newProfileView(p)
 	}
-	return c.JSON(fiber.Map{"profiles": out, "total": len(out)})
+	return c.JSON(profileListView{Profiles: out, Total: len(out)})
 }
 
 // GET /profiles/{name}
@@ -522,7 +521,7 @@ func (s *server) profileTools(c *fiber.Ctx) error {
 		out = append(out, profileToolView{Name: e.Name, Alias: e.Alias, Server: srv.Name, ServerID: srv.ID,
 			Description: e.Description, Callable: srv.Status == persistence.StatusConnected || srv.Status == persistence.StatusDegraded})
 	}
-	return c.JSON(fiber.Map{"profile": name, "tools": out, "total": len(out)})
+	return c.JSON(profileToolsView{Profile: name, Tools: out, Total: len(out)})
 }
 
 // scopeOf is what the caller may see: the profile it asked for and, for a client token bound to profiles, no
@@ -540,3 +539,32 @@ func (s *server) scopeOf(c *fiber.Ctx, profile string) (actors.Scope, error) {
 	}
 	return sc, nil
 }
+
+// Answer shapes of the curation routes (named types, so that the OpenAPI document describes them).
+type (
+	overrideListView struct {
+		ServerID  string         `json:"server_id"`
+		Overrides []overrideView `json:"overrides"`
+	}
+	changeListView struct {
+		ServerID string       `json:"server_id"`
+		Pinning  bool         `json:"pinning"`
+		Changes  []changeView `json:"changes"`
+	}
+	decisionView struct {
+		ServerID     string     `json:"server_id"`
+		Tool         string     `json:"tool"`
+		Decision     string     `json:"decision"`
+		ApprovedHash string     `json:"approved_hash"`
+		ApprovedAt   *time.Time `json:"approved_at"`
+	}
+	profileListView struct {
+		Profiles []profileView `json:"profiles"`
+		Total    int           `json:"total"`
+	}
+	profileToolsView struct {
+		Profile string            `json:"profile"`
+		Tools   []profileToolView `json:"tools"`
+		Total   int               `json:"total"`
+	}
+)

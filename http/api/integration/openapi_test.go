@@ -48,7 +48,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks,
+	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks,
 		Metrics: metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })})
 	e := &env{app: app}
 
@@ -180,6 +180,28 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	check("PATCH "+b+"/servers/:id", adm, "PATCH", b+"/servers/"+id, `{"description":"changed"}`, 200)
 	check("PATCH "+b+"/servers/:id", adm, "PATCH", b+"/servers/"+id, `{}`, 422)
 	check("POST "+b+"/servers/:id/disconnect", adm, "POST", b+"/servers/"+id+"/disconnect", `{"force":true}`, 200)
+	// Two held changes, written as a discovery would, to approve one and reject the other (the server is
+	// disconnected, so that no discovery decides again meanwhile).
+	sid := b + "/servers/" + id
+	set, err := st.ListToolPins(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := range set.Pins {
+		if p := &set.Pins[i]; p.OriginalName == "echo" || p.OriginalName == "whoami" {
+			p.PendingHash, p.PendingDef, p.PendingSince = strings.Repeat("ab", 32), json.RawMessage(`{"name":"`+p.OriginalName+`","description":"changed"}`), &now
+		}
+	}
+	if err := st.SaveToolPins(ctx, id, set.Version, set.Pins, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("GET "+b+"/servers/:id/tools/changes", adm, "GET", sid+"/tools/changes", "", 200)
+	check("POST "+b+"/servers/:id/tools/changes/:tool/reject", adm, "POST", sid+"/tools/changes/whoami/reject", `{"hash":1}`, 422)
+	check("POST "+b+"/servers/:id/tools/changes/:tool/reject", adm, "POST", sid+"/tools/changes/whoami/reject", `{"hash":"`+strings.Repeat("ab", 32)+`"}`, 200)
+	check("POST "+b+"/servers/:id/tools/changes/:tool/approve", adm, "POST", sid+"/tools/changes/echo/approve", `{"hash":"`+strings.Repeat("cd", 32)+`"}`, 409)
+	check("POST "+b+"/servers/:id/tools/changes/:tool/approve", adm, "POST", sid+"/tools/changes/echo/approve", "", 200)
+	check("POST "+b+"/servers/:id/tools/changes/:tool/approve", adm, "POST", sid+"/tools/changes/fail/approve", "", 404)
 	check("POST "+b+"/servers/:id/connect", adm, "POST", b+"/servers/"+id+"/connect", "", 200)
 	check("GET "+b+"/state", cli, "GET", b+"/state", "", 200)
 	check("GET "+b+"/health", "", "GET", b+"/health", "", 200)
@@ -189,6 +211,30 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	check("POST "+b+"/import", adm, "POST", b+"/import", `{"nothing":1}`, 422)
 	check("GET "+b+"/export", cli, "GET", b+"/export", "", 200)
 	check("GET "+b+"/export", cli, "GET", b+"/export?format=vscode", "", 200)
+	// Tool curation.
+	check("GET "+b+"/servers/:id/tool-filter", adm, "GET", sid+"/tool-filter", "", 200)
+	check("GET "+b+"/servers/:id/tool-filter", cli, "GET", sid+"/tool-filter", "", 403)
+	check("PUT "+b+"/servers/:id/tool-filter", adm, "PUT", sid+"/tool-filter", `{"mode":"deny","patterns":["slow"]}`, 200)
+	check("PUT "+b+"/servers/:id/tool-filter", adm, "PUT", sid+"/tool-filter", `{"mode":"sometimes"}`, 422)
+	check("GET "+b+"/servers/:id/pinning", adm, "GET", sid+"/pinning", "", 200)
+	check("PUT "+b+"/servers/:id/pinning", adm, "PUT", sid+"/pinning", `{"pin_new_tools":"withhold"}`, 200)
+	check("PUT "+b+"/servers/:id/tools/:tool/override", adm, "PUT", sid+"/tools/echo/override", `{"description":"Echo back","annotations":{"readOnlyHint":true}}`, 200)
+	check("PUT "+b+"/servers/:id/tools/:tool/override", adm, "PUT", sid+"/tools/slow/override", `{"exposed_name":"go__whoami"}`, 409)
+	check("PUT "+b+"/servers/:id/tools/:tool/override", adm, "PUT", sid+"/tools/slow/override", `{}`, 422)
+	check("GET "+b+"/servers/:id/tools/overrides", adm, "GET", sid+"/tools/overrides", "", 200)
+	check("DELETE "+b+"/servers/:id/tools/:tool/override", adm, "DELETE", sid+"/tools/echo/override", "", 204)
+	check("DELETE "+b+"/servers/:id/tools/:tool/override", adm, "DELETE", sid+"/tools/echo/override", "", 404)
+	check("PUT "+b+"/profiles/:name", adm, "PUT", b+"/profiles/team", `{"selectors":[{"server":"go","tools":["ec*"]}],"clients":["ci"]}`, 201)
+	check("PUT "+b+"/profiles/:name", adm, "PUT", b+"/profiles/team", `{"description":"d","selectors":[{"server":"go"}],"clients":["ci"]}`, 200)
+	check("PUT "+b+"/profiles/:name", adm, "PUT", b+"/profiles/team", `{"selectors":[{}]}`, 422)
+	check("GET "+b+"/profiles", adm, "GET", b+"/profiles", "", 200)
+	check("GET "+b+"/profiles/:name", adm, "GET", b+"/profiles/team", "", 200)
+	check("GET "+b+"/profiles/:name", adm, "GET", b+"/profiles/nope", "", 404)
+	check("GET "+b+"/profiles/:name/tools", adm, "GET", b+"/profiles/team/tools", "", 200)
+	check("DELETE "+b+"/profiles/:name", adm, "DELETE", b+"/profiles/team", "", 409)
+	check("PUT "+b+"/profiles/:name", adm, "PUT", b+"/profiles/team", `{"selectors":[{"server":"go"}]}`, 200)
+	check("DELETE "+b+"/profiles/:name", adm, "DELETE", b+"/profiles/team", "", 204)
+	check("DELETE "+b+"/profiles/:name", adm, "DELETE", b+"/profiles/team", "", 404)
 	check("GET "+api.LivePath, "", "GET", api.LivePath, "", 200)
 	check("GET "+api.ReadyPath, "", "GET", api.ReadyPath, "", 200)
 	check("GET "+api.WhoamiPath, cli, "GET", api.WhoamiPath, "", 200)

@@ -345,3 +345,63 @@ func Decision(body []byte) (string, []FieldError) {
 	}
 	return hash, nil
 }
+
+// The schemas of the curation bodies (the OpenAPI document publishes them; the validators above enforce them).
+
+func patternsSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "array", MaxItems: ptr(curation.MaxPatterns), Items: &jsonschema.Schema{Type: "string",
+		MinLength: ptr(1), MaxLength: ptr(curation.MaxPatternLength)}, Description: "Glob patterns (Go path.Match)"}
+}
+
+// ToolFilterSchema is PUT /servers/{id}/tool-filter's body.
+func ToolFilterSchema() *jsonschema.Schema {
+	return object([]property{
+		prop("mode", &jsonschema.Schema{Type: "string", Enum: values(persistence.FilterAllow, persistence.FilterDeny, FilterNone)}),
+		prop("patterns", patternsSchema()),
+	}, "mode")
+}
+
+// PinningSchema is PUT /servers/{id}/pinning's body.
+func PinningSchema() *jsonschema.Schema {
+	s := object([]property{
+		prop("enabled", &jsonschema.Schema{Type: "boolean"}),
+		prop("pin_new_tools", &jsonschema.Schema{Type: "string", Enum: values(persistence.PinNewServe, persistence.PinNewWithhold)}),
+	})
+	s.MinProperties = ptr(1)
+	return s
+}
+
+// OverrideSchema is PUT /servers/{id}/tools/{tool}/override's body.
+func OverrideSchema() *jsonschema.Schema {
+	b := &jsonschema.Schema{Type: "boolean"}
+	s := object([]property{
+		prop("exposed_name", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(curation.MaxNameLength), Pattern: "^[a-zA-Z0-9_-]+$"}),
+		prop("description", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(curation.MaxDescription)}),
+		prop("annotations", object([]property{prop("title", &jsonschema.Schema{Type: "string", MaxLength: ptr(256)}),
+			prop("readOnlyHint", b), prop("destructiveHint", b), prop("idempotentHint", b), prop("openWorldHint", b)})),
+	})
+	s.MinProperties = ptr(1)
+	return s
+}
+
+// ProfileSchema is PUT /profiles/{name}'s body.
+func ProfileSchema() *jsonschema.Schema {
+	selector := object([]property{
+		prop("server", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(255)}),
+		prop("tools", patternsSchema()),
+		prop("skills", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}, MaxItems: ptr(curation.MaxPatterns)}),
+	})
+	selector.MinProperties = ptr(1)
+	return object([]property{
+		prop("description", &jsonschema.Schema{Type: "string", MaxLength: ptr(curation.MaxDescription)}),
+		prop("selectors", &jsonschema.Schema{Type: "array", Items: selector, MaxItems: ptr(curation.MaxSelectors)}),
+		prop("clients", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(128)},
+			MaxItems: ptr(MaxProfileClients), Description: "Client token names bound to the profile"}),
+	}, "selectors")
+}
+
+// DecisionSchema is the optional body of an approve or reject.
+func DecisionSchema() *jsonschema.Schema {
+	return object([]property{prop("hash", &jsonschema.Schema{Type: "string", MinLength: ptr(64), MaxLength: ptr(64),
+		Description: "The pending hash the admin reviewed"})})
+}
