@@ -75,6 +75,10 @@ func (b *feedBridge) publish(evt any) {
 		fe.Event = &pb.FeedEvent_Tools{Tools: &pb.ToolsChanged{ServerId: e.ServerId, ServerName: e.ServerName, Total: e.Total}}
 	case *pb.ClassificationDone:
 		fe.Event = &pb.FeedEvent_Classified{Classified: &pb.ClassificationDone{ServerId: e.ServerId}}
+	case *pb.FeaturesChanged:
+		fe.Event = &pb.FeedEvent_Features{Features: e}
+	case *pb.ResourceUpdated:
+		fe.Event = &pb.FeedEvent_ResourceUpdated{ResourceUpdated: e}
 	default:
 		return
 	}
@@ -131,6 +135,10 @@ func (s *System) onNotice(payload string) {
 		evt = e.Tools
 	case *pb.FeedEvent_Classified:
 		evt = e.Classified
+	case *pb.FeedEvent_Features:
+		evt = e.Features
+	case *pb.FeedEvent_ResourceUpdated:
+		evt = e.ResourceUpdated
 	default:
 		return
 	}

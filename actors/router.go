@@ -25,6 +25,8 @@ type routerActor struct {
 	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
 	// notice from a process that owned the server before) is ignored.
 	applied map[string][2]int64
+	// feats: the servers' prompts, resources and resource templates (router_features.go).
+	feats routerFeatures
 }
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
@@ -98,10 +100,14 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *pb.ClassificationDone:
 		r.reloadTools(m.ServerId)
 		r.publish()
+	case *pb.FeaturesChanged:
+		r.loadFeatures(m.ServerId)
+		r.publish()
 	case *pb.ServerRemoved:
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
 		delete(r.applied, m.ServerId)
+		r.forgetFeatures(m.ServerId)
 		r.publish()
 	}
 }
@@ -127,6 +133,7 @@ func (r *routerActor) loadAll() {
 	for id, list := range byServer {
 		r.tools[id] = compactTools(id, list, nil)
 	}
+	r.loadFeatures("")
 }
 
 // reload re-reads one server's registration and tools (after a registration, rename or config change).
@@ -181,6 +188,7 @@ func (r *routerActor) reloadTools(id string) {
 func (r *routerActor) publish() {
 	r.version++
 	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load())
+	t.features = r.featureTable()
 	r.table.Store(t)
 	r.hooks.call(t)
 }

@@ -78,6 +78,8 @@ type RouteTable struct {
 	ordered    []ToolEntry // by namespaced name; the maps point into it
 	sep        string      // the alias separator the aliases were made with
 	version    uint64
+	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).
+	features *featureTable
 }
 
 // Version increases with every rebuild.
