@@ -36,7 +36,9 @@ func (s *System) Feature(ctx context.Context, serverID, method string, params an
 
 // OnResourceUpdated calls fn with every backend's notifications/resources/updated (of this process's sessions and,
 // through the feed, of the others') until the returned function is called. fn must not block.
-func (s *System) OnResourceUpdated(fn func(*pb.ResourceUpdated)) (cancel func()) { return s.resourceHooks.add(fn) }
+func (s *System) OnResourceUpdated(fn func(*pb.ResourceUpdated)) (cancel func()) {
+	return s.resourceHooks.add(fn)
+}
 
 // maxFeedURI bounds the URIs sent to the other processes (a notice holds at most persistence.MaxNoticeBytes).
 const maxFeedURI = 4096

@@ -167,7 +167,9 @@ func (t *RouteTable) Prompts() []*PromptEntry {
 func (t *RouteTable) Resources() []*ResourceEntry { return t.callableResources(t.feat().resources) }
 
 // ResourceTemplates lists the resource templates of callable servers.
-func (t *RouteTable) ResourceTemplates() []*ResourceEntry { return t.callableResources(t.feat().templates) }
+func (t *RouteTable) ResourceTemplates() []*ResourceEntry {
+	return t.callableResources(t.feat().templates)
+}
 
 func (t *RouteTable) callableResources(list []ResourceEntry) []*ResourceEntry {
 	out := make([]*ResourceEntry, 0, len(list))

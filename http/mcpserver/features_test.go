@@ -30,8 +30,12 @@ type featureClient struct {
 func connectFeatures(t *testing.T, transport mcp.Transport) *featureClient {
 	c := &featureClient{}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "feature-client", Version: "1"}, &mcp.ClientOptions{
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { c.mu.Lock(); c.promptsChanged++; c.mu.Unlock() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { c.mu.Lock(); c.resourcesChanged++; c.mu.Unlock() },
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { c.mu.Lock(); c.promptsChanged++; c.mu.Unlock() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			c.mu.Lock()
+			c.resourcesChanged++
+			c.mu.Unlock()
+		},
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			c.mu.Lock()
 			c.updated = append(c.updated, r.Params.URI)
