@@ -74,6 +74,7 @@ type featureTable struct {
 	resources       []ResourceEntry
 	templates       []ResourceEntry
 	promptByAlias   map[string]*PromptEntry
+	promptByName    map[string][]*PromptEntry // by the backend's name, and by {server}.{prompt}
 	resourceByURI   map[string]*ResourceEntry // by exposed URI
 	templateByKey   map[string]*ResourceEntry // by exposed URI template
 	backendResource map[[2]string]*ResourceEntry
@@ -81,7 +82,7 @@ type featureTable struct {
 
 // buildFeatureTable makes the feature part of a table from the router's stored features per server.
 func buildFeatureTable(servers map[string]ServerEntry, features map[string][]persistence.Feature, sep string, version uint64) *featureTable {
-	ft := &featureTable{version: version, promptByAlias: map[string]*PromptEntry{}, resourceByURI: map[string]*ResourceEntry{},
+	ft := &featureTable{version: version, promptByAlias: map[string]*PromptEntry{}, promptByName: map[string][]*PromptEntry{}, resourceByURI: map[string]*ResourceEntry{},
 		templateByKey: map[string]*ResourceEntry{}, backendResource: map[[2]string]*ResourceEntry{}}
 	keyCount := map[[2]string]int{}
 	for id, list := range features {
@@ -117,6 +118,8 @@ func buildFeatureTable(servers map[string]ServerEntry, features map[string][]per
 		}
 		p.Alias = a
 		ft.promptByAlias[a] = p
+		ft.promptByName[p.Name] = append(ft.promptByName[p.Name], p)
+		ft.promptByName[p.ServerName+"."+p.Name] = append(ft.promptByName[p.ServerName+"."+p.Name], p)
 	}
 	expose := func(kind string, list []ResourceEntry, by map[string]*ResourceEntry) {
 		slices.SortStableFunc(list, func(a, b ResourceEntry) int {
@@ -206,6 +209,25 @@ func (t *RouteTable) ServerFeatures(id string) (prompts []*PromptEntry, resource
 func (t *RouteTable) Prompt(alias string) (*PromptEntry, bool) {
 	p, ok := t.feat().promptByAlias[alias]
 	return p, ok
+}
+
+// ResolvePrompt finds a prompt the way a tool name resolves: its alias, its canonical name {server}.{prompt}, or
+// the backend's own name when exactly one callable server has a prompt of that name.
+func (t *RouteTable) ResolvePrompt(name string) (*PromptEntry, bool) {
+	if p, ok := t.Prompt(name); ok {
+		return p, true
+	}
+	var found *PromptEntry
+	for _, p := range t.feat().promptByName[name] {
+		if !callable(t.servers[p.ServerID].Status) {
+			continue
+		}
+		if found != nil {
+			return nil, false // ambiguous
+		}
+		found = p
+	}
+	return found, found != nil
 }
 
 // Resource finds a listed resource by its exposed URI.

@@ -70,6 +70,21 @@ func (s *Server) featureOptions(o *mcp.ServerOptions) {
 	}
 }
 
+// promptNames lets a client get a prompt by its canonical name {server}.{prompt}, or by the backend's own name
+// when one server only has it, as tools can be called (the go-sdk knows the aliases only).
+func (s *Server) promptNames(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "prompts/get" && s.feat != nil {
+			if g, ok := req.(*mcp.GetPromptRequest); ok && g.Params != nil {
+				if p, found := s.gw.Routes().ResolvePrompt(g.Params.Name); found {
+					g.Params.Name = p.Alias
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
 // startFeatures follows the backends' resource updates until Close.
 func (s *Server) startFeatures() {
 	if s.feat == nil {
@@ -307,7 +322,7 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	var serverID, serverName string
 	switch ref.Type {
 	case "ref/prompt":
-		p, ok := t.Prompt(ref.Name)
+		p, ok := t.ResolvePrompt(ref.Name)
 		if !ok {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
 		}

@@ -164,6 +164,13 @@ func TestFeaturesAggregated(t *testing.T) {
 			t.Fatalf("prompts/get gob__greet: %v %+v", err, got)
 		}
 	}
+	// ... and by its canonical name, or the backend's own name when one server only has it, as tools.
+	for _, name := range []string{"gob.greet", "greet"} {
+		got, err := c.sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"who": name}})
+		if err != nil || got.Messages[0].Content.(*mcp.TextContent).Text != "hello "+name {
+			t.Fatalf("prompts/get %s: %v %+v", name, err, got)
+		}
+	}
 	if _, err := c.sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
 		t.Fatal("prompts/get of an unknown prompt succeeded")
 	}

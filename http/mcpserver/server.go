@@ -161,7 +161,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
-	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls, s.reportInstance)
+	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.promptNames, s.trackCalls, s.reportInstance)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
