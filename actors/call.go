@@ -144,6 +144,10 @@ func moved(res any) bool {
 		info = r.Error
 	case *pb.ListToolsReply:
 		info = r.Error
+	case *pb.ListFeaturesReply:
+		info = r.Error
+	case *pb.FeatureReply:
+		info = r.Error
 	case *pb.ConnectReply:
 		info = r.Error
 	case *pb.DisconnectReply:

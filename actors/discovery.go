@@ -40,14 +40,19 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 	case *pb.ServerStatusChanged:
 		if m.To == persistence.StatusConnected && m.From == persistence.StatusConnecting {
 			a.trigger(ctx, m.ServerId)
+			a.trigger(ctx, featuresKey(m.ServerId))
 		}
 	case *pb.ToolsListChanged:
 		a.trigger(ctx, m.ServerId)
+	case *pb.FeaturesListChanged:
+		a.trigger(ctx, featuresKey(m.ServerId))
 	case *refreshMsg:
 		a.trigger(ctx, m.id)
+		a.trigger(ctx, featuresKey(m.id))
 		ctx.Respond(&askReply{})
 	case *pb.ServerRemoved:
 		delete(a.again, m.ServerId)
+		delete(a.again, featuresKey(m.ServerId))
 	case *discoveryDone:
 		delete(a.running, m.id)
 		if a.again[m.id] {
@@ -65,9 +70,9 @@ func (a *discoveryActor) trigger(ctx actor.Context, id string) {
 	a.running[id] = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		err := a.sys.discover(context.Background(), id)
+		err := a.sys.discoverKey(context.Background(), id)
 		if err != nil {
-			a.deps.Logger.Warn("tool discovery failed", "server_id", id, "error", err)
+			a.deps.Logger.Warn("discovery failed", "key", id, "error", err)
 		}
 		root.Send(self, &discoveryDone{id: id, err: err})
 	}()

@@ -77,6 +77,10 @@ func (b *feedBridge) publish(evt any) {
 		fe.Event = &pb.FeedEvent_Classified{Classified: &pb.ClassificationDone{ServerId: e.ServerId}}
 	case *pb.ProfilesChanged:
 		fe.Event = &pb.FeedEvent_Profiles{Profiles: e}
+	case *pb.FeaturesChanged:
+		fe.Event = &pb.FeedEvent_Features{Features: e}
+	case *pb.ResourceUpdated:
+		fe.Event = &pb.FeedEvent_ResourceUpdated{ResourceUpdated: e}
 	default:
 		return
 	}
@@ -135,6 +139,10 @@ func (s *System) onNotice(payload string) {
 		evt = e.Classified
 	case *pb.FeedEvent_Profiles:
 		evt = e.Profiles
+	case *pb.FeedEvent_Features:
+		evt = e.Features
+	case *pb.FeedEvent_ResourceUpdated:
+		evt = e.ResourceUpdated
 	default:
 		return
 	}

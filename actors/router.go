@@ -30,6 +30,8 @@ type routerActor struct {
 	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
 	curated  map[string]*serverCuration
 	profiles []persistence.Profile
+	// feats: the servers' prompts, resources and resource templates (router_features.go).
+	feats routerFeatures
 }
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
@@ -104,11 +106,15 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *pb.ClassificationDone:
 		r.reloadTools(m.ServerId)
 		r.publish()
+	case *pb.FeaturesChanged:
+		r.loadFeatures(m.ServerId)
+		r.publish()
 	case *pb.ServerRemoved:
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
 		delete(r.applied, m.ServerId)
 		delete(r.curated, m.ServerId)
+		r.forgetFeatures(m.ServerId)
 		r.publish()
 	case *pb.ProfilesChanged:
 		r.loadProfiles()
@@ -178,6 +184,7 @@ func (r *routerActor) loadAll() {
 		panic(err)
 	}
 	r.profiles = ps
+	r.loadFeatures("")
 }
 
 // reload re-reads one server's registration and tools (after a registration, rename or config change).
@@ -247,6 +254,7 @@ func (r *routerActor) reloadTools(id string) {
 func (r *routerActor) publish() {
 	r.version++
 	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routeCuration{servers: r.curated, profiles: r.profiles})
+	t.features = r.featureTable()
 	r.table.Store(t)
 	r.hooks.call(t)
 }

@@ -85,6 +85,8 @@ type RouteTable struct {
 	// profiles are the profiles with their tool sets; clients maps a client token's name to its profiles.
 	profiles map[string]*ProfileView
 	clients  map[string][]string
+	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).
+	features *featureTable
 }
 
 // Version increases with every rebuild.

@@ -193,7 +193,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		for _, cancel := range a.pending {
 			cancel(ErrShuttingDown)
 		}
-	case *pb.Connect, *pb.Disconnect, *pb.Reload, *pb.CallTool, *pb.ListTools, *openProxy:
+	case *pb.Connect, *pb.Disconnect, *pb.Reload, *pb.CallTool, *pb.ListTools, *openProxy, *pb.ListFeatures, *pb.FeatureRequest:
 		if a.serving(ctx) {
 			a.command(ctx)
 		}
@@ -233,6 +233,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.onToolsListFailed(m)
 	case *reloaded:
 		a.onReloaded(m)
+	case *featuresListChanged, *resourceUpdated:
+		a.onFeatureNotice(m)
 	case *toolsChanged:
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.ToolsListChanged{ServerId: a.id, ServerName: a.rec.Name})
@@ -255,6 +257,10 @@ func (a *serverActor) command(ctx actor.Context) {
 		a.listTools(ctx)
 	case *openProxy:
 		a.openProxy(ctx, m)
+	case *pb.ListFeatures:
+		a.listFeatures(ctx)
+	case *pb.FeatureRequest:
+		a.featureRequest(ctx, m)
 	}
 }
 

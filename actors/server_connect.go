@@ -165,6 +165,7 @@ func (a *serverActor) startConnect(reason string) {
 			}
 		},
 	}
+	a.featureHandlers(opts, attempt.gen)
 	if a.rec.TransportType != persistence.TransportSTDIO {
 		opts.KeepAlive = a.deps.Config.KeepAlive
 	}

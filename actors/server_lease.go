@@ -256,7 +256,7 @@ func (a *serverActor) serving(ctx actor.Context) bool {
 	case a.lease != nil:
 		if a.awaitConnect && a.status == persistence.StatusConnecting {
 			switch ctx.Message().(type) {
-			case *pb.CallTool, *pb.ListTools:
+			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:
 				if !a.stash(ctx) {
 					a.refuse(ctx, CodeServerUnavailable, "too many calls wait for the server to connect")
 				}
@@ -304,6 +304,10 @@ func (a *serverActor) refusal(msg any, code, why string) any {
 		return &pb.CallToolReply{Error: info}
 	case *pb.ListTools:
 		return &pb.ListToolsReply{Error: info}
+	case *pb.ListFeatures:
+		return &pb.ListFeaturesReply{Error: info}
+	case *pb.FeatureRequest:
+		return &pb.FeatureReply{Error: info}
 	case *pb.Connect:
 		return &pb.ConnectReply{ServerId: a.id, Status: a.status, Error: info}
 	case *pb.Disconnect:

@@ -60,6 +60,8 @@ type System struct {
 	// it has.
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
+	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
+	resourceHooks hookSet[*pb.ResourceUpdated]
 }
 
 // callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
@@ -263,17 +265,19 @@ func (s *System) deliver(evt any, local bool) {
 		}
 	}
 	switch evt.(type) {
-	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone, *pb.ProfilesChanged:
+	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone, *pb.ProfilesChanged, *pb.FeaturesChanged:
 		root.Send(s.router, evt)
 		if local && s.feed != nil {
 			s.feed.publish(evt)
 		}
+	case *pb.ResourceUpdated:
+		s.deliverResourceUpdated(evt.(*pb.ResourceUpdated), local)
 	}
 	if !local {
 		return
 	}
 	switch evt.(type) {
-	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ToolsListChanged:
+	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ToolsListChanged, *pb.FeaturesListChanged:
 		root.Send(s.discovery, evt)
 	}
 }

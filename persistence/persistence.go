@@ -192,6 +192,33 @@ type ToolClassification struct {
 	PrimarySkillID *string
 }
 
+// Kinds of a backend feature other than tools (FeatureDef.Kind).
+const (
+	FeaturePrompt           = "prompt"
+	FeatureResource         = "resource"
+	FeatureResourceTemplate = "resource_template"
+)
+
+// FeatureDef is one prompt, resource or resource template as a backend listed it: the aggregated MCP endpoint
+// exposes what a backend offers besides tools from the stored definitions (no request to the backend per listing).
+type FeatureDef struct {
+	// Kind is FeaturePrompt, FeatureResource or FeatureResourceTemplate.
+	Kind string
+	// Key identifies the feature within its server and kind: a prompt's name, a resource's URI, a template's URI
+	// template.
+	Key string
+	// Definition is the whole object as the backend sent it.
+	Definition json.RawMessage
+}
+
+// Feature is a stored FeatureDef of a server; Position is its place in the backend's listing of its kind.
+type Feature struct {
+	ServerID string
+	FeatureDef
+	Position  int
+	UpdatedAt time.Time
+}
+
 // ToolDiff says what ReplaceServerTools did, by namespaced name.
 type ToolDiff struct {
 	Added   []string
@@ -306,6 +333,14 @@ type Store interface {
 	// SetToolClassification stores a tool's classification state, skills and primary skill (is_classified follows
 	// State == CLASSIFIED). ReplaceServerTools keeps them for tools that stay.
 	SetToolClassification(ctx context.Context, id int64, c ToolClassification) error
+
+	// ReplaceServerFeatures makes the server's stored prompts, resources and resource templates exactly defs (a
+	// later duplicate of a kind and key is skipped), in one transaction; fenced like ReplaceServerTools. An unknown
+	// kind, an empty key or a definition that is not a JSON object is an error, and nothing is written.
+	ReplaceServerFeatures(ctx context.Context, serverID string, defs []FeatureDef, fence *Lease) error
+	// ListFeatures returns the stored features of one server (all servers when serverID is empty), ordered by
+	// server, kind and position. A serverID naming no server is ErrNotFound.
+	ListFeatures(ctx context.Context, serverID string) ([]Feature, error)
 
 	// AcquireLease makes owner the server's owner for ttl: when nobody holds a live lease (then the epoch grows by
 	// one; the first is 1), or when owner already holds it (then only the expiry moves). A live lease of another

@@ -180,6 +180,8 @@ func New(d Deps) *fiber.App {
 	g.Post("/servers/:id/connect", s.connectServer)
 	g.Post("/servers/:id/disconnect", s.disconnectServer)
 	g.Get("/servers/:id/tools", s.listServerTools)
+	g.Get("/servers/:id/prompts", s.listServerPrompts)
+	g.Get("/servers/:id/resources", s.listServerResources)
 	g.Get("/servers/:id/history", s.serverHistory)
 	g.Post("/servers/:id/tools/refresh", s.refreshTools)
 	g.Get("/state", s.state)

@@ -150,10 +150,10 @@ func runSuite(t *testing.T, node, suite, url, baseline string) suiteResult {
 }
 
 // TestConformanceAggregatedEndpoint runs the suite against the aggregated /mcp with the same server registered as a
-// backend. Scenarios that cannot apply there (tools are namespaced as {server}__{tool}; prompts, resources,
-// completions and logging of backends are served per server at /mcp/servers/{name}, not aggregated) are listed in
-// testdata/conformance/aggregate-baseline.yml: every other scenario must pass, and the baseline must not list a
-// scenario that passes (it is kept exact).
+// backend. Tools and prompts are aliased as {server}__{name} and resolve by their bare name when one server has it;
+// resources keep their URIs (one server lists them). Scenarios that do not pass there yet (a backend's
+// elicitation, sampling and log messages during a call) are listed in testdata/conformance/aggregate-baseline.yml:
+// every other scenario must pass, and the baseline must not list a scenario that passes (it is kept exact).
 func TestConformanceAggregatedEndpoint(t *testing.T) {
 	root := peertest.RepoRoot(t)
 	node := filepath.Join(root, "testdata", "peers", "node_modules", ".bin", "node")
@@ -183,11 +183,12 @@ func TestConformanceAggregatedEndpoint(t *testing.T) {
 	t.Cleanup(hs.Close)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, ok := r.sys.Routes().Tool("conformance.test_simple_text"); ok {
+		rt := r.sys.Routes()
+		if _, ok := rt.Tool("conformance.test_simple_text"); ok && len(rt.Prompts()) > 0 && len(rt.Resources()) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the conformance server's tools were never routable")
+			t.Fatalf("the conformance server's tools, prompts and resources were never routable")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -115,6 +115,9 @@ type Server struct {
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
 	keySeed maphash.Seed            // of entryKey
 	done    chan struct{}
+
+	// feat: the backends' prompts and resources (features.go; nil when the gateway serves tools only).
+	feat *features
 }
 
 // exposedEntry is what the endpoint remembers of a backend tool it added: a hash of what the tool was made from
@@ -154,18 +157,20 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
 	s.notifyLog = newSummary(opts.Logger, "calling notifications/", "notifying MCP sessions failed")
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version},
-		&mcp.ServerOptions{
-			Logger:       actors.QuietLogger(slog.New(s.notifyLog), slog.LevelWarn),
-			Instructions: instructions(opts.AliasSeparator),
-		})
+	sopts := &mcp.ServerOptions{
+		Logger:       actors.QuietLogger(slog.New(s.notifyLog), slog.LevelWarn),
+		Instructions: instructions(opts.AliasSeparator),
+	}
+	s.featureOptions(sopts)
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
-	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.trackCalls, s.reportInstance)
+	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.promptNames, s.trackCalls, s.reportInstance)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
 	s.enqueue(gw.Routes())
+	s.startFeatures()
 	return s
 }
 
@@ -179,6 +184,7 @@ func instructions(sep string) string {
 // Close stops following the routing table.
 func (s *Server) Close() {
 	s.stop()
+	s.stopFeatures()
 	close(s.done)
 	s.notifyLog.flush()
 }
@@ -270,6 +276,7 @@ func (s *Server) sync(t *actors.RouteTable) {
 	if len(gone) > 0 {
 		s.mcp.RemoveTools(gone...)
 	}
+	s.syncFeatures(t)
 }
 
 // entryKey hashes everything exposedTool and describeTools make a tool from (64 bits: two different entries of

@@ -46,6 +46,8 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"Nodes", testNodes},
 		{"TakeOverLease", testTakeOverLease},
 		{"ServerLimit", testServerLimit},
+		{"ReplaceServerFeatures", testReplaceServerFeatures},
+		{"FencedFeatures", testFencedFeatures},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1384,6 +1384,8 @@ type FeedEvent struct {
 	//	*FeedEvent_Tools
 	//	*FeedEvent_Classified
 	//	*FeedEvent_Profiles
+	//	*FeedEvent_Features
+	//	*FeedEvent_ResourceUpdated
 	Event         isFeedEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1487,6 +1489,24 @@ func (x *FeedEvent) GetProfiles() *ProfilesChanged {
 	return nil
 }
 
+func (x *FeedEvent) GetFeatures() *FeaturesChanged {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_Features); ok {
+			return x.Features
+		}
+	}
+	return nil
+}
+
+func (x *FeedEvent) GetResourceUpdated() *ResourceUpdated {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_ResourceUpdated); ok {
+			return x.ResourceUpdated
+		}
+	}
+	return nil
+}
+
 type isFeedEvent_Event interface {
 	isFeedEvent_Event()
 }
@@ -1515,6 +1535,14 @@ type FeedEvent_Profiles struct {
 	Profiles *ProfilesChanged `protobuf:"bytes,20,opt,name=profiles,proto3,oneof"`
 }
 
+type FeedEvent_Features struct {
+	Features *FeaturesChanged `protobuf:"bytes,7,opt,name=features,proto3,oneof"`
+}
+
+type FeedEvent_ResourceUpdated struct {
+	ResourceUpdated *ResourceUpdated `protobuf:"bytes,8,opt,name=resource_updated,json=resourceUpdated,proto3,oneof"`
+}
+
 func (*FeedEvent_Status) isFeedEvent_Event() {}
 
 func (*FeedEvent_Updated) isFeedEvent_Event() {}
@@ -1526,6 +1554,10 @@ func (*FeedEvent_Tools) isFeedEvent_Event() {}
 func (*FeedEvent_Classified) isFeedEvent_Event() {}
 
 func (*FeedEvent_Profiles) isFeedEvent_Event() {}
+
+func (*FeedEvent_Features) isFeedEvent_Event() {}
+
+func (*FeedEvent_ResourceUpdated) isFeedEvent_Event() {}
 
 // ProfilesChanged tells the routers that a profile was created, changed or deleted: they reload the profiles from
 // the store (a profile is small and few, the whole set is read again).
@@ -1736,6 +1768,464 @@ func (x *Deactivate) GetDrainMs() int64 {
 	return 0
 }
 
+// ListFeatures pages through the backend's prompts/list, resources/list and resources/templates/list (each only
+// when the backend declares the capability). Reply: ListFeaturesReply.
+type ListFeatures struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFeatures) Reset() {
+	*x = ListFeatures{}
+	mi := &file_proto_aggregator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFeatures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFeatures) ProtoMessage() {}
+
+func (x *ListFeatures) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFeatures.ProtoReflect.Descriptor instead.
+func (*ListFeatures) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{27}
+}
+
+// ListFeaturesReply holds what the backend lists besides tools, each item as its JSON definition, and the
+// capabilities the aggregated endpoint routes to it.
+type ListFeaturesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PromptsJson   [][]byte               `protobuf:"bytes,1,rep,name=prompts_json,json=promptsJson,proto3" json:"prompts_json,omitempty"`
+	ResourcesJson [][]byte               `protobuf:"bytes,2,rep,name=resources_json,json=resourcesJson,proto3" json:"resources_json,omitempty"`
+	TemplatesJson [][]byte               `protobuf:"bytes,3,rep,name=templates_json,json=templatesJson,proto3" json:"templates_json,omitempty"`
+	Error         *ErrorInfo             `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Completions   bool                   `protobuf:"varint,5,opt,name=completions,proto3" json:"completions,omitempty"`
+	Subscribe     bool                   `protobuf:"varint,6,opt,name=subscribe,proto3" json:"subscribe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListFeaturesReply) Reset() {
+	*x = ListFeaturesReply{}
+	mi := &file_proto_aggregator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListFeaturesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListFeaturesReply) ProtoMessage() {}
+
+func (x *ListFeaturesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListFeaturesReply.ProtoReflect.Descriptor instead.
+func (*ListFeaturesReply) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListFeaturesReply) GetPromptsJson() [][]byte {
+	if x != nil {
+		return x.PromptsJson
+	}
+	return nil
+}
+
+func (x *ListFeaturesReply) GetResourcesJson() [][]byte {
+	if x != nil {
+		return x.ResourcesJson
+	}
+	return nil
+}
+
+func (x *ListFeaturesReply) GetTemplatesJson() [][]byte {
+	if x != nil {
+		return x.TemplatesJson
+	}
+	return nil
+}
+
+func (x *ListFeaturesReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ListFeaturesReply) GetCompletions() bool {
+	if x != nil {
+		return x.Completions
+	}
+	return false
+}
+
+func (x *ListFeaturesReply) GetSubscribe() bool {
+	if x != nil {
+		return x.Subscribe
+	}
+	return false
+}
+
+// FeatureRequest runs one request other than a tool call on the backend: resources/read, prompts/get,
+// completion/complete, resources/subscribe or resources/unsubscribe, with params_json passed through (names and
+// URIs already those the backend knows). Reply: FeatureReply.
+type FeatureRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Method     string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	ParamsJson []byte                 `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// deadline_unix_ms bounds the backend request; 0 means the actor's default request timeout.
+	DeadlineUnixMs int64  `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
+	RequestId      string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *FeatureRequest) Reset() {
+	*x = FeatureRequest{}
+	mi := &file_proto_aggregator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeatureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeatureRequest) ProtoMessage() {}
+
+func (x *FeatureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeatureRequest.ProtoReflect.Descriptor instead.
+func (*FeatureRequest) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *FeatureRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *FeatureRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *FeatureRequest) GetDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.DeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *FeatureRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// FeatureReply carries the backend's result (JSON, forwarded unchanged) or an error. rpc_code is the backend's
+// JSON-RPC error code when the backend answered with an error (0 otherwise), so the client gets the same code.
+type FeatureReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResultJson    []byte                 `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Error         *ErrorInfo             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	RpcCode       int64                  `protobuf:"varint,3,opt,name=rpc_code,json=rpcCode,proto3" json:"rpc_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeatureReply) Reset() {
+	*x = FeatureReply{}
+	mi := &file_proto_aggregator_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeatureReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeatureReply) ProtoMessage() {}
+
+func (x *FeatureReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeatureReply.ProtoReflect.Descriptor instead.
+func (*FeatureReply) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FeatureReply) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *FeatureReply) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *FeatureReply) GetRpcCode() int64 {
+	if x != nil {
+		return x.RpcCode
+	}
+	return 0
+}
+
+// FeaturesListChanged is published when a backend sends notifications/prompts/list_changed or
+// notifications/resources/list_changed (kind "prompts" or "resources").
+type FeaturesListChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerName    string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeaturesListChanged) Reset() {
+	*x = FeaturesListChanged{}
+	mi := &file_proto_aggregator_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeaturesListChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeaturesListChanged) ProtoMessage() {}
+
+func (x *FeaturesListChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeaturesListChanged.ProtoReflect.Descriptor instead.
+func (*FeaturesListChanged) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FeaturesListChanged) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *FeaturesListChanged) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *FeaturesListChanged) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// FeaturesChanged is published after discovery stored a server's prompts, resources and resource templates.
+type FeaturesChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerName    string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Prompts       int32                  `protobuf:"varint,3,opt,name=prompts,proto3" json:"prompts,omitempty"`
+	Resources     int32                  `protobuf:"varint,4,opt,name=resources,proto3" json:"resources,omitempty"`
+	Templates     int32                  `protobuf:"varint,5,opt,name=templates,proto3" json:"templates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeaturesChanged) Reset() {
+	*x = FeaturesChanged{}
+	mi := &file_proto_aggregator_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeaturesChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeaturesChanged) ProtoMessage() {}
+
+func (x *FeaturesChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeaturesChanged.ProtoReflect.Descriptor instead.
+func (*FeaturesChanged) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *FeaturesChanged) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *FeaturesChanged) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *FeaturesChanged) GetPrompts() int32 {
+	if x != nil {
+		return x.Prompts
+	}
+	return 0
+}
+
+func (x *FeaturesChanged) GetResources() int32 {
+	if x != nil {
+		return x.Resources
+	}
+	return 0
+}
+
+func (x *FeaturesChanged) GetTemplates() int32 {
+	if x != nil {
+		return x.Templates
+	}
+	return 0
+}
+
+// ResourceUpdated is published when a backend sends notifications/resources/updated; uri is the backend's.
+type ResourceUpdated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ServerId      string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	ServerName    string                 `protobuf:"bytes,2,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Uri           string                 `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceUpdated) Reset() {
+	*x = ResourceUpdated{}
+	mi := &file_proto_aggregator_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceUpdated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceUpdated) ProtoMessage() {}
+
+func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
+func (*ResourceUpdated) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResourceUpdated) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *ResourceUpdated) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *ResourceUpdated) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -1841,7 +2331,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
-	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\x92\x03\n" +
+	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\x9d\x04\n" +
 	"\tFeedEvent\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12<\n" +
 	"\x06status\x18\x02 \x01(\v2\".aggregator.v1.ServerStatusChangedH\x00R\x06status\x128\n" +
@@ -1851,7 +2341,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"classified\x18\x06 \x01(\v2!.aggregator.v1.ClassificationDoneH\x00R\n" +
 	"classified\x12<\n" +
-	"\bprofiles\x18\x14 \x01(\v2\x1e.aggregator.v1.ProfilesChangedH\x00R\bprofilesB\a\n" +
+	"\bprofiles\x18\x14 \x01(\v2\x1e.aggregator.v1.ProfilesChangedH\x00R\bprofiles\x12<\n" +
+	"\bfeatures\x18\a \x01(\v2\x1e.aggregator.v1.FeaturesChangedH\x00R\bfeatures\x12K\n" +
+	"\x10resource_updated\x18\b \x01(\v2\x1e.aggregator.v1.ResourceUpdatedH\x00R\x0fresourceUpdatedB\a\n" +
 	"\x05event\"\x11\n" +
 	"\x0fProfilesChanged\"F\n" +
 	"\bActivate\x12\x1b\n" +
@@ -1865,7 +2357,44 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"Deactivate\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x19\n" +
-	"\bdrain_ms\x18\x02 \x01(\x03R\adrainMsB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\bdrain_ms\x18\x02 \x01(\x03R\adrainMs\"\x0e\n" +
+	"\fListFeatures\"\xf4\x01\n" +
+	"\x11ListFeaturesReply\x12!\n" +
+	"\fprompts_json\x18\x01 \x03(\fR\vpromptsJson\x12%\n" +
+	"\x0eresources_json\x18\x02 \x03(\fR\rresourcesJson\x12%\n" +
+	"\x0etemplates_json\x18\x03 \x03(\fR\rtemplatesJson\x12.\n" +
+	"\x05error\x18\x04 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\x12 \n" +
+	"\vcompletions\x18\x05 \x01(\bR\vcompletions\x12\x1c\n" +
+	"\tsubscribe\x18\x06 \x01(\bR\tsubscribe\"\x92\x01\n" +
+	"\x0eFeatureRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
+	"\vparams_json\x18\x02 \x01(\fR\n" +
+	"paramsJson\x12(\n" +
+	"\x10deadline_unix_ms\x18\x03 \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"z\n" +
+	"\fFeatureReply\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\fR\n" +
+	"resultJson\x12.\n" +
+	"\x05error\x18\x02 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\x12\x19\n" +
+	"\brpc_code\x18\x03 \x01(\x03R\arpcCode\"g\n" +
+	"\x13FeaturesListChanged\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\xa5\x01\n" +
+	"\x0fFeaturesChanged\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x18\n" +
+	"\aprompts\x18\x03 \x01(\x05R\aprompts\x12\x1c\n" +
+	"\tresources\x18\x04 \x01(\x05R\tresources\x12\x1c\n" +
+	"\ttemplates\x18\x05 \x01(\x05R\ttemplates\"a\n" +
+	"\x0fResourceUpdated\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
+	"\vserver_name\x18\x02 \x01(\tR\n" +
+	"serverName\x12\x10\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uriB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -1879,7 +2408,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -1908,6 +2437,13 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*Activate)(nil),            // 24: aggregator.v1.Activate
 	(*Activated)(nil),           // 25: aggregator.v1.Activated
 	(*Deactivate)(nil),          // 26: aggregator.v1.Deactivate
+	(*ListFeatures)(nil),        // 27: aggregator.v1.ListFeatures
+	(*ListFeaturesReply)(nil),   // 28: aggregator.v1.ListFeaturesReply
+	(*FeatureRequest)(nil),      // 29: aggregator.v1.FeatureRequest
+	(*FeatureReply)(nil),        // 30: aggregator.v1.FeatureReply
+	(*FeaturesListChanged)(nil), // 31: aggregator.v1.FeaturesListChanged
+	(*FeaturesChanged)(nil),     // 32: aggregator.v1.FeaturesChanged
+	(*ResourceUpdated)(nil),     // 33: aggregator.v1.ResourceUpdated
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -1922,12 +2458,16 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	18, // 9: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
 	21, // 10: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
 	23, // 11: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
-	9,  // 12: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	32, // 12: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
+	33, // 13: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
+	9,  // 14: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	11, // 15: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 16: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -1942,6 +2482,8 @@ func file_proto_aggregator_proto_init() {
 		(*FeedEvent_Tools)(nil),
 		(*FeedEvent_Classified)(nil),
 		(*FeedEvent_Profiles)(nil),
+		(*FeedEvent_Features)(nil),
+		(*FeedEvent_ResourceUpdated)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1949,7 +2491,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

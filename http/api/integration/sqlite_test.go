@@ -225,6 +225,41 @@ func TestAPIWithRealActors(t *testing.T) {
 	waitTool("everything.echo")
 	waitTool("gob.echo")
 
+	// Prompts and resources of a server, as stored, with the names /mcp exposes them under.
+	for _, kind := range []string{"prompts", "resources"} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r = e.do(t, "GET", base+"/servers/"+every+"/"+kind+"?limit=2", "")
+			if m := r.json(t); r.status == http.StatusOK && m["total"].(float64) > 2 &&
+				m["items"].([]any)[0].(map[string]any)["exposed_as"] != "" { // the router follows the store
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s never listed everything's: %d %s", kind, r.status, r.body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		items := r.json(t)["items"].([]any)
+		if len(items) != 2 {
+			t.Fatalf("GET %s?limit=2: %d items", kind, len(items))
+		}
+		for _, it := range items {
+			f := it.(map[string]any)
+			want := f["name"].(string) // a URI of one server only is exposed as it is
+			if kind == "prompts" {
+				want = actors.Alias("everything", want, "__")
+			}
+			if f["exposed_as"] != want || f["definition"] == nil || f["updated_at"] == nil {
+				t.Errorf("GET %s item %v, want exposed_as %q", kind, f, want)
+			}
+		}
+	}
+	if r = e.do(t, "GET", base+"/servers/"+gob+"/prompts", ""); r.status != http.StatusOK || r.json(t)["total"].(float64) != 0 {
+		t.Errorf("prompts of a server without any: %d %s", r.status, r.body)
+	}
+	wantError(t, e.do(t, "GET", base+"/servers/00000000-0000-0000-0000-000000000000/resources", ""), http.StatusNotFound, apierror.CodeServerNotFound)
+	wantError(t, e.do(t, "GET", base+"/servers/"+every+"/prompts?limit=0", ""), http.StatusUnprocessableEntity, apierror.CodeValidation)
+
 	// Search: the contract's shape, over the connected servers.
 	deadline := time.Now().Add(20 * time.Second)
 	for {

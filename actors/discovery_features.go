@@ -1,0 +1,93 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Discovery of what a backend offers besides tools: its prompts, resources and resource templates are listed
+// through its actor on every successful connection, on notifications/{prompts,resources}/list_changed and on an
+// admin refresh, stored (replacing the server's previous ones) and published as FeaturesChanged, which the
+// routers of every process turn into their routing tables. A run is keyed apart from the tool discovery of the
+// same server (featuresKey), so the two coalesce separately.
+
+const featuresKeyPrefix = "features:"
+
+// featuresKey is the discovery actor's key of a server's feature discovery.
+func featuresKey(id string) string { return featuresKeyPrefix + id }
+
+// discoverKey runs the discovery a discovery actor's key names: tools for a server id, features for featuresKey.
+func (s *System) discoverKey(ctx context.Context, key string) error {
+	if id, ok := strings.CutPrefix(key, featuresKeyPrefix); ok {
+		return s.discoverFeatures(ctx, id)
+	}
+	return s.discover(ctx, key)
+}
+
+// discoverFeatures lists a server's prompts, resources and resource templates through its actor and stores them.
+func (s *System) discoverFeatures(ctx context.Context, id string) error {
+	start := time.Now()
+	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
+	res, err := s.askServer(ctx, id, &pb.ListFeatures{}, deadline)
+	if err != nil {
+		return err
+	}
+	reply, ok := res.(*pb.ListFeaturesReply)
+	if !ok {
+		return fmt.Errorf("unexpected reply %T to list features", res)
+	}
+	if reply.Error != nil {
+		return fmt.Errorf("prompts/resources list: %s", reply.Error.Message)
+	}
+	defs := make([]persistence.FeatureDef, 0, len(reply.PromptsJson)+len(reply.ResourcesJson)+len(reply.TemplatesJson))
+	skipped := 0
+	add := func(kind, field string, items [][]byte) {
+		for _, raw := range items {
+			var obj map[string]json.RawMessage
+			var key string
+			if json.Unmarshal(raw, &obj) != nil || json.Unmarshal(obj[field], &key) != nil || key == "" {
+				skipped++
+				continue
+			}
+			defs = append(defs, persistence.FeatureDef{Kind: kind, Key: key, Definition: raw})
+		}
+	}
+	add(persistence.FeaturePrompt, "name", reply.PromptsJson)
+	add(persistence.FeatureResource, "uri", reply.ResourcesJson)
+	add(persistence.FeatureResourceTemplate, "uriTemplate", reply.TemplatesJson)
+	if skipped > 0 {
+		s.deps.Logger.Warn("skipping prompts or resources the server listed without a usable name or URI", "server_id", id, "skipped", skipped)
+	}
+	fence := s.deps.owners.fence(id)
+	if fence == nil {
+		s.deps.Logger.Info("prompts and resources not stored: this process no longer owns the server", "server_id", id)
+		return nil
+	}
+	sctx, cancel := storeCtx()
+	defer cancel()
+	err = s.deps.Store.ReplaceServerFeatures(sctx, id, defs, fence)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil // removed meanwhile
+	}
+	if errors.Is(err, persistence.ErrLeaseLost) {
+		s.deps.Logger.Info("prompts and resources not stored: the server's lease moved on", "server_id", id)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store prompts and resources: %w", err)
+	}
+	srv, _ := s.deps.Store.GetServer(sctx, id)
+	evt := &pb.FeaturesChanged{ServerId: id, ServerName: srv.Name, Prompts: int32(len(reply.PromptsJson)),
+		Resources: int32(len(reply.ResourcesJson)), Templates: int32(len(reply.TemplatesJson))}
+	s.deps.Logger.Info("prompts and resources discovered", "server_id", id, "server", srv.Name, "prompts", evt.Prompts,
+		"resources", evt.Resources, "templates", evt.Templates, "took", time.Since(start).String())
+	s.sys.EventStream.Publish(evt)
+	return nil
+}

@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+func TestRewriteURIRoundTrip(t *testing.T) {
+	tests := []struct{ server, uri string }{
+		{"every", "demo://resource/static/document/a.md"},
+		{"a-b_1", "file:///tmp/x y"},
+		{"srv", "gob://item/{id}"},
+		{"odd/name", "https://h/p?q=1#f"},
+	}
+	for _, tc := range tests {
+		got := RewriteURI(tc.server, tc.uri)
+		server, orig, ok := ParseRewrittenURI(got)
+		if !ok || server != tc.server || orig != tc.uri {
+			t.Errorf("ParseRewrittenURI(RewriteURI(%q, %q) = %q) = %q %q %v", tc.server, tc.uri, got, server, orig, ok)
+		}
+	}
+	for _, bad := range []string{"demo://x", RewrittenURIScheme + "://", RewrittenURIScheme + "://srv", RewrittenURIScheme + ":///x", RewrittenURIScheme + "://%zz/x"} {
+		if _, _, ok := ParseRewrittenURI(bad); ok {
+			t.Errorf("ParseRewrittenURI(%q) accepted", bad)
+		}
+	}
+}
+
+func TestFeatureTableNaming(t *testing.T) {
+	servers := map[string]ServerEntry{
+		"1": {ID: "1", Name: "a", Status: persistence.StatusConnected},
+		"2": {ID: "2", Name: "b", Status: persistence.StatusConnected},
+		"3": {ID: "3", Name: "a.x", Status: persistence.StatusDisconnected},
+	}
+	f := func(id, kind, key string) persistence.Feature {
+		return persistence.Feature{ServerID: id, FeatureDef: persistence.FeatureDef{Kind: kind, Key: key, Definition: json.RawMessage(`{}`)}}
+	}
+	features := map[string][]persistence.Feature{
+		"1": {f("1", persistence.FeaturePrompt, "x_p"), f("1", persistence.FeaturePrompt, "x.p"), f("1", persistence.FeaturePrompt, "only-a"), f("1", persistence.FeatureResource, "same://r"),
+			f("1", persistence.FeatureResource, "own://a"), f("1", persistence.FeatureResourceTemplate, "t://{x}")},
+		"2": {f("2", persistence.FeaturePrompt, "only-a"), f("2", persistence.FeatureResource, "same://r")},
+		"3": {f("3", persistence.FeaturePrompt, "p")},
+		"9": {f("9", persistence.FeaturePrompt, "orphan")},
+	}
+	tab := &RouteTable{servers: servers, features: buildFeatureTable(servers, features, "__", 1)}
+
+	aliases := map[string]string{}
+	for _, p := range tab.feat().prompts {
+		aliases[p.ServerID+"/"+p.Name] = p.Alias
+	}
+	// x.p and x_p of a both sanitise to a__x_p: the one that sorts first keeps it, the other gets its hashed alias.
+	if aliases["1/x.p"] != "a__x_p" || aliases["1/x_p"] != hashedAlias("a__x_p", "a.x_p") || aliases["1/only-a"] != "a__only-a" ||
+		aliases["2/only-a"] != "b__only-a" || aliases["3/p"] != "a_x__p" {
+		t.Errorf("aliases %v", aliases)
+	}
+	if _, ok := tab.Prompt("orphan"); ok {
+		t.Error("a prompt of an unknown server is routable")
+	}
+	if got := len(tab.Prompts()); got != 4 {
+		t.Errorf("Prompts() = %d, want the 4 of callable servers", got)
+	}
+	// Resolution: alias, canonical name, unique backend name; not an ambiguous one.
+	for name, want := range map[string]string{"a__x_p": "1", "b.only-a": "2", "x.p": "1", "a.x.p": "1", "only-a": "", "p": ""} {
+		p, ok := tab.ResolvePrompt(name)
+		if (want == "") == ok || ok && p.ServerID != want {
+			t.Errorf("ResolvePrompt(%q) = %+v %v, want server %q", name, p, ok, want)
+		}
+	}
+	// URIs: unique kept, shared rewritten per server and reversible.
+	if r, ok := tab.Resource("own://a"); !ok || r.Key != "own://a" {
+		t.Errorf("unique URI not kept: %+v %v", r, ok)
+	}
+	if _, ok := tab.Resource("same://r"); ok {
+		t.Error("a URI two servers list is exposed as it is")
+	}
+	for id, name := range map[string]string{"1": "a", "2": "b"} {
+		r, ok := tab.Resource(RewriteURI(name, "same://r"))
+		if !ok || r.ServerID != id || tab.ExposedURI(id, "same://r") != RewriteURI(name, "same://r") {
+			t.Errorf("shared URI of %s: %+v %v", name, r, ok)
+		}
+	}
+	if tab.ExposedURI("1", "own://a") != "own://a" {
+		t.Error("ExposedURI of a unique URI changed it")
+	}
+	if r, ok := tab.ResourceTemplate("t://{x}"); !ok || r.ServerID != "1" {
+		t.Errorf("template: %+v %v", r, ok)
+	}
+}

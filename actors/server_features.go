@@ -1,0 +1,238 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/actors/requestid"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// The server actor's requests about what a backend offers besides tools (issue 14): listing its prompts,
+// resources and resource templates for discovery, and running resources/read, prompts/get, completion/complete and
+// resources/subscribe/unsubscribe for a client of the aggregated endpoint. Like tool calls they run in goroutines
+// over the multiplexed session, count as requests in flight (a disconnect drains or cancels them) and answer the
+// asker from there.
+
+// Feature methods a FeatureRequest may name.
+const (
+	MethodReadResource = "resources/read"
+	MethodGetPrompt    = "prompts/get"
+	MethodComplete     = "completion/complete"
+	MethodSubscribe    = "resources/subscribe"
+	MethodUnsubscribe  = "resources/unsubscribe"
+)
+
+// Local messages from the session's notification handlers.
+type (
+	featuresListChanged struct {
+		gen  uint64
+		kind string // "prompts" or "resources"
+	}
+	resourceUpdated struct {
+		gen uint64
+		uri string
+	}
+)
+
+// featureHandlers are the client options that pass a backend's prompt and resource notifications to the actor.
+func (a *serverActor) featureHandlers(opts *mcp.ClientOptions, gen uint64) {
+	sys, self := a.sys, a.self
+	opts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
+		sys.Root.Send(self, &featuresListChanged{gen: gen, kind: "prompts"})
+	}
+	opts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {
+		sys.Root.Send(self, &featuresListChanged{gen: gen, kind: "resources"})
+	}
+	opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		if req.Params != nil && req.Params.URI != "" {
+			sys.Root.Send(self, &resourceUpdated{gen: gen, uri: req.Params.URI})
+		}
+	}
+}
+
+// onFeatureNotice publishes a backend's prompt or resource notification of the current session.
+func (a *serverActor) onFeatureNotice(msg any) {
+	switch m := msg.(type) {
+	case *featuresListChanged:
+		if a.sess != nil && m.gen == a.sess.gen {
+			a.sys.EventStream.Publish(&pb.FeaturesListChanged{ServerId: a.id, ServerName: a.rec.Name, Kind: m.kind})
+		}
+	case *resourceUpdated:
+		if a.sess != nil && m.gen == a.sess.gen {
+			a.sys.EventStream.Publish(&pb.ResourceUpdated{ServerId: a.id, ServerName: a.rec.Name, Uri: m.uri})
+		}
+	}
+}
+
+// maxFeatures bounds each list a backend returns (prompts, resources, templates) when no tool cap is configured.
+const maxFeatures = 10000
+
+// listFeatures pages through the backend's prompts, resources and resource templates, each only when the backend
+// declared the capability, in a goroutine; each list is cut at the tool cap (or maxFeatures), the whole bounded by
+// the request timeout (and each message by the session's size guard).
+func (a *serverActor) listFeatures(ctx actor.Context) {
+	if !callable(a.status) || a.sess == nil {
+		ctx.Respond(&pb.ListFeaturesReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
+		return
+	}
+	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
+	limit := a.deps.Config.MaxToolsPerServer
+	if limit <= 0 {
+		limit = maxFeatures
+	}
+	go func() {
+		lctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		reply := &pb.ListFeaturesReply{}
+		var caps *mcp.ServerCapabilities
+		if init := sess.InitializeResult(); init != nil {
+			caps = init.Capabilities
+		}
+		if caps == nil {
+			caps = &mcp.ServerCapabilities{}
+		}
+		reply.Completions = caps.Completions != nil
+		reply.Subscribe = caps.Resources != nil && caps.Resources.Subscribe
+		var err error
+		if caps.Prompts != nil {
+			reply.PromptsJson, err = collectFeatures(sess.Prompts(lctx, nil), limit)
+		}
+		if err == nil && caps.Resources != nil {
+			reply.ResourcesJson, err = collectFeatures(sess.Resources(lctx, nil), limit)
+			if err == nil {
+				reply.TemplatesJson, err = collectFeatures(sess.ResourceTemplates(lctx, nil), limit)
+			}
+		}
+		if err != nil {
+			reply = &pb.ListFeaturesReply{Error: &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}}
+			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
+				reply.Error.Code = CodeResponseTooLarge
+			}
+		}
+		if sender != nil {
+			sys.Root.Send(sender, reply)
+		}
+	}()
+}
+
+// collectFeatures marshals up to limit items of a listing; the listing stops there (no further pages are asked for).
+func collectFeatures[T any](seq iter.Seq2[T, error], limit int) ([][]byte, error) {
+	var out [][]byte
+	for item, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= limit {
+			break
+		}
+		b, err := json.Marshal(item)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// featureRequest runs a FeatureRequest on the session in a goroutine, counted among the requests in flight.
+func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
+	if !callable(a.status) || a.sess == nil {
+		ctx.Respond(&pb.FeatureReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
+		return
+	}
+	if a.shuttingDown {
+		ctx.Respond(&pb.FeatureReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new requests (%s on %s)", m.Method, a.rec.Name))})
+		return
+	}
+	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
+	if m.DeadlineUnixMs > 0 {
+		deadline = time.UnixMilli(m.DeadlineUnixMs)
+	}
+	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
+	cctx, cancelCause := context.WithCancelCause(dctx)
+	a.nextCall++
+	id := a.nextCall
+	a.pending[id] = cancelCause
+	if m.RequestId != "" {
+		cctx = requestid.With(cctx, m.RequestId)
+	}
+	sess, sender, sys, self, name, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.rec.Name, a.status, a.secrets
+	go func() {
+		defer cancelDeadline()
+		defer cancelCause(nil)
+		res, err := runFeature(cctx, sess, m.Method, m.ParamsJson)
+		reply := &pb.FeatureReply{}
+		if err == nil {
+			a.lastOK.Store(time.Now().UnixNano())
+			reply.ResultJson, err = json.Marshal(res)
+		}
+		if err != nil {
+			reply.Error = classifyCallError(cctx, err, name, status, m.Method)
+			reply.Error.Message = sec.scrub(reply.Error.Message)
+			var rpcErr *jsonrpc.Error
+			if reply.Error.Code == CodeExecutionFailed && errors.As(err, &rpcErr) {
+				reply.RpcCode = rpcErr.Code
+			}
+		}
+		sys.Root.Send(self, &callDone{id: id})
+		if sender != nil {
+			sys.Root.Send(sender, reply)
+		}
+	}()
+}
+
+// runFeature sends one feature request with its params as the client gave them.
+func runFeature(ctx context.Context, sess *mcp.ClientSession, method string, params []byte) (any, error) {
+	decode := func(p any) error {
+		if len(params) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(params, p); err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + err.Error()}
+		}
+		return nil
+	}
+	switch method {
+	case MethodReadResource:
+		var p mcp.ReadResourceParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return sess.ReadResource(ctx, &p)
+	case MethodGetPrompt:
+		var p mcp.GetPromptParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return sess.GetPrompt(ctx, &p)
+	case MethodComplete:
+		var p mcp.CompleteParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return sess.Complete(ctx, &p)
+	case MethodSubscribe:
+		var p mcp.SubscribeParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return struct{}{}, sess.Subscribe(ctx, &p)
+	case MethodUnsubscribe:
+		var p mcp.UnsubscribeParams
+		if err := decode(&p); err != nil {
+			return nil, err
+		}
+		return struct{}{}, sess.Unsubscribe(ctx, &p)
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not routed to backends: " + method}
+}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/internal/strictjson"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// The admin view of what a server offers besides tools (issue 14): GET /servers/{id}/prompts and
+// /servers/{id}/resources list the stored prompts, resources and resource templates the way /tools lists tools,
+// each with the name or URI the aggregated MCP endpoint exposes it under (its alias, or a rewritten URI where two
+// servers list the same one).
+
+// featureView is one stored prompt, resource or resource template.
+type featureView struct {
+	Kind string `json:"kind"`
+	// Name is the backend's: a prompt's name, a resource's URI or a template's URI template.
+	Name string `json:"name"`
+	// Exposed is what /mcp lists it as; empty when the server has not been routed yet.
+	Exposed    string          `json:"exposed_as"`
+	Definition json.RawMessage `json:"definition"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+type featureListView struct {
+	Items []featureView `json:"items"`
+	Total int           `json:"total"`
+}
+
+// GET /servers/{id}/prompts
+func (s *server) listServerPrompts(c *fiber.Ctx) error {
+	return s.listServerFeatures(c, persistence.FeaturePrompt)
+}
+
+// GET /servers/{id}/resources: resources, then resource templates.
+func (s *server) listServerResources(c *fiber.Ctx) error {
+	return s.listServerFeatures(c, persistence.FeatureResource, persistence.FeatureResourceTemplate)
+}
+
+func (s *server) listServerFeatures(c *fiber.Ctx, kinds ...string) error {
+	id, err := serverID(c)
+	if err != nil {
+		return err
+	}
+	v := strictjson.New("body")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	all, err := s.store.ListFeatures(ctx, id)
+	if err != nil {
+		return mapError(fmt.Errorf("list features of %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	exposed := map[[2]string]string{}
+	prompts, resources, templates := s.control.Routes().ServerFeatures(id)
+	for _, p := range prompts {
+		exposed[[2]string{persistence.FeaturePrompt, p.Name}] = p.Alias
+	}
+	for _, r := range resources {
+		exposed[[2]string{persistence.FeatureResource, r.Key}] = r.Exposed
+	}
+	for _, r := range templates {
+		exposed[[2]string{persistence.FeatureResourceTemplate, r.Key}] = r.Exposed
+	}
+	out := featureListView{Items: []featureView{}}
+	for _, kind := range kinds {
+		for _, f := range all {
+			if f.Kind != kind {
+				continue
+			}
+			if out.Total >= offset && len(out.Items) < limit {
+				out.Items = append(out.Items, featureView{Kind: f.Kind, Name: f.Key, Exposed: exposed[[2]string{f.Kind, f.Key}],
+					Definition: f.Definition, UpdatedAt: f.UpdatedAt})
+			}
+			out.Total++
+		}
+	}
+	return c.JSON(out)
+}
