@@ -190,3 +190,18 @@ func (t *RouteTable) ToolsIn(sc Scope) []*ToolEntry {
 	}
 	return out
 }
+
+// ServersIn are the servers with at least one tool in a scope (nil for the nil scope: every server). A profile
+// endpoint serves the prompts, resources and templates of those servers only.
+func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
+	if sc == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for i := range t.ordered {
+		if e := &t.ordered[i]; !out[e.SourceServerID] && t.Has(sc, e) {
+			out[e.SourceServerID] = true
+		}
+	}
+	return out
+}

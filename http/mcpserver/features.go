@@ -146,8 +146,12 @@ func (s *Server) syncFeatures(t *actors.RouteTable) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	allowed := t.ServersIn(s.opts.Scope) // a profile endpoint: only its servers' prompts and resources
 	want := map[string]bool{}
 	for _, p := range t.Prompts() {
+		if allowed != nil && !allowed[p.ServerID] {
+			continue
+		}
 		k := f.key(p.ServerID, p.Name, string(p.Definition))
 		want[p.Alias] = true
 		if old, ok := f.prompts[p.Alias]; ok && old == k {
@@ -176,6 +180,9 @@ func (s *Server) syncFeatures(t *actors.RouteTable) {
 
 	want = map[string]bool{}
 	for _, r := range t.Resources() {
+		if allowed != nil && !allowed[r.ServerID] {
+			continue
+		}
 		k := f.key(r.ServerID, r.Key, string(r.Definition))
 		want[r.Exposed] = true
 		if old, ok := f.res[r.Exposed]; ok && old == k {
@@ -211,6 +218,9 @@ func (s *Server) syncFeatures(t *actors.RouteTable) {
 
 	want = map[string]bool{}
 	for _, r := range t.ResourceTemplates() {
+		if allowed != nil && !allowed[r.ServerID] {
+			continue
+		}
 		k := f.key(r.ServerID, r.Key, string(r.Definition))
 		want[r.Exposed] = true
 		if old, ok := f.tmpl[r.Exposed]; ok && old == k {
@@ -256,7 +266,11 @@ func addTemplate(srv *mcp.Server, rt *mcp.ResourceTemplate, h mcp.ResourceHandle
 
 // getPrompt runs prompts/get of an exposed prompt on its server, under the name the server knows.
 func (s *Server) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	p, ok := s.gw.Routes().Prompt(req.Params.Name)
+	t := s.gw.Routes()
+	p, ok := t.Prompt(req.Params.Name)
+	if ok && !s.servesServer(t, p.ServerID) {
+		ok = false
+	}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", req.Params.Name)}
 	}
@@ -271,8 +285,9 @@ func (s *Server) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 
 // readResource reads a listed resource on its server, by the URI the server knows.
 func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	r, ok := s.gw.Routes().Resource(req.Params.URI)
-	if !ok {
+	t := s.gw.Routes()
+	r, ok := t.Resource(req.Params.URI)
+	if !ok || !s.servesServer(t, r.ServerID) {
 		return nil, mcp.ResourceNotFoundError(req.Params.URI)
 	}
 	return s.read(ctx, req, r.ServerID, r.ServerName, r.Key)
@@ -339,6 +354,9 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown reference type %q", ref.Type)}
 	}
+	if !s.servesServer(t, serverID) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown reference"}
+	}
 	var out mcp.CompleteResult
 	if err := s.feature(ctx, serverID, serverName, actors.MethodComplete, &params, &out); err != nil {
 		return nil, err
@@ -352,7 +370,7 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 func (s *Server) subscription(ctx context.Context, method, uri string) error {
 	t := s.gw.Routes()
 	serverID, serverName, orig, ok := resolveURI(t, uri)
-	if !ok {
+	if !ok || !s.servesServer(t, serverID) {
 		return mcp.ResourceNotFoundError(uri)
 	}
 	var out json.RawMessage
@@ -405,4 +423,13 @@ func (s *Server) feature(ctx context.Context, serverID, serverName, method strin
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s on server %s: undecodable result: %v", method, serverName, err)}
 	}
 	return nil
+}
+
+// servesServer reports whether this endpoint serves the server's prompts and resources: every server on the
+// unscoped endpoint, on a profile endpoint the servers with a tool in the profile.
+func (s *Server) servesServer(t *actors.RouteTable, serverID string) bool {
+	if s.opts.Scope == nil {
+		return true
+	}
+	return t.ServersIn(s.opts.Scope)[serverID]
 }
