@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -247,5 +250,45 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		if !exercised[d] {
 			t.Errorf("%s has no success answer checked here: add a step", d)
 		}
+	}
+}
+
+// TestOpenAPIDocumentIsValid: the served document is a valid OpenAPI 3.1 document by the official schema, and its
+// references resolve (npm's @seriousme/openapi-schema-validator, testdata/peers/openapi-validate.mjs).
+func TestOpenAPIDocumentIsValid(t *testing.T) {
+	script := filepath.Join(peertest.RepoRoot(t), "testdata", "peers", "openapi-validate.mjs")
+	if _, err := os.Stat(filepath.Join(peertest.RepoRoot(t), "testdata", "peers", "node_modules", "@seriousme", "openapi-schema-validator")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("@seriousme/openapi-schema-validator is not installed: run `make peers`")
+		}
+		t.Skip("@seriousme/openapi-schema-validator is not installed: run `make peers`")
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: slog.New(slog.DiscardHandler), Config: actors.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(c)
+	})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys})}
+	r := e.do(t, "GET", api.OpenAPIPath, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("openapi.json: %d", r.status)
+	}
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, r.body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(peertest.Node(t), script, file).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "valid 3.1") {
+		t.Fatalf("the OpenAPI document is not valid (%v):\n%s", err, out)
 	}
 }
