@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -150,7 +151,8 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 
 // connectionBroken reports an error that means the session's connection is gone, not that one exchange failed.
 func connectionBroken(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) // a write to a child that exited, a reset stream
 }
 
 // localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself

@@ -63,6 +63,8 @@ var adminRoutes = map[string]bool{
 	"PUT " + base + "/profiles/:name":                           true,
 	"DELETE " + base + "/profiles/:name":                        true,
 	"GET " + base + "/profiles/:name/tools":                     true,
+	"GET " + base + "/servers/:id/prompts":                      false,
+	"GET " + base + "/servers/:id/resources":                    false,
 	"HEAD " + base + "/audit":                                   true,
 	"GET " + base + "/servers":                                  false,
 	"GET " + base + "/servers/:id":                              false,

@@ -273,8 +273,8 @@ func TestSearchFirstMode(t *testing.T) {
 	c := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL})
 	waitFor(t, "every.echo routable", func() bool { _, ok := r.sys.Routes().Tool("every.echo"); return ok })
 	names := c.toolNames(t)
-	if len(names) != 8 {
-		t.Fatalf("search-first lists %d tools, want the 8 meta-tools: %v", len(names), names)
+	if len(names) != 9 {
+		t.Fatalf("search-first lists %d tools, want the 9 meta-tools: %v", len(names), names)
 	}
 	var found string
 	waitFor(t, "search finds the echo tool", func() bool {
