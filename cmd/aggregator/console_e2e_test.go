@@ -20,7 +20,11 @@ import (
 // registered beforehand with one that cannot connect, and over stdio, registered through the console's form): the page loads, asks for a
 // token, lists the servers with live status, shows a field error from the 422 list next to its field, registers
 // the stdio server and sees it CONNECTED with its tools, searches, runs a tool from the form built from its input
-// schema, deletes the server with confirmation, shows the audit log; a client token gets read-only views. No
+// schema, deletes the server with confirmation; curates a server (a deny filter hides a tool from the server's
+// search box until mode none brings it back, an override's exposed name shows beside the original, the pending
+// changes are empty), creates a profile through its form (after a field error on an empty selector), sees its tool
+// count and tools, is refused its deletion while a client is bound (409 PROFILE_IN_USE) and deletes it; shows the
+// audit log; a client token gets read-only views without curation controls. No
 // request may leave the daemon's origin and the page may log no error (CSP, exceptions). Screenshots go to a
 // temporary folder the test logs, kept for people to look at.
 func TestConsoleInBrowser(t *testing.T) {
