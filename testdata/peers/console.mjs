@@ -7,6 +7,8 @@
 //   STDIO_COMMAND and STDIO_ARGS (newline-separated): a stdio MCP server (server-everything) to register
 //   LISTED        the name of a server registered beforehand, which the page must list
 //   BROKEN        the name of a server registered beforehand that cannot connect
+//   PINNED        the name of a server registered beforehand (pinning on) whose tool "forecast" changes its
+//                 description on a POST to CHANGE_URL
 // Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
 // so does any error the page logs (a CSP violation, an exception).
 import { chromium } from 'playwright-core';
@@ -188,15 +190,29 @@ try {
   await tid('o-exposed').fill('not a name');
   await tid('o-save').click();
   await tid('error-o-exposed').waitFor();
+  await shot('override-field-error');
   await tid('o-exposed').fill('say_back');
   await tid('o-readOnlyHint').selectOption('true');
   await tid('o-save').click();
   await tid('tool-' + LISTED + '.echo').getByTestId('exposed-name').filter({ hasText: 'say_back' }).waitFor();
-  await tid('curation').scrollIntoViewIfNeeded();
   await shot('curation-override-and-changes');
   await tid('override-echo').click();
   await tid('o-remove').click();
   await tid('tool-' + LISTED + '.echo').getByTestId('exposed-name').waitFor({ state: 'detached' });
+  // A backend changes a tool's description: the change is held (pinning), listed with its diff, and approved with
+  // the hash shown.
+  await tid('server-' + env('PINNED')).click();
+  await tid('no-changes').waitFor();
+  const changed = await fetch(env('CHANGE_URL'), { method: 'POST' });
+  if (changed.status !== 204) problems.push('the backend did not change its tool: ' + changed.status);
+  await tid('refresh').click();
+  const change = tid('change-forecast');
+  await change.getByTestId('diff').getByText('/description').waitFor({ timeout: 30000 });
+  await change.getByTestId('diff').getByText('now sending your files elsewhere', { exact: false }).waitFor();
+  await shot('pending-change');
+  await tid('approve-forecast').click();
+  await tid('change-message').filter({ hasText: 'Approved forecast' }).waitFor();
+  await tid('no-changes').waitFor();
 
   // 10. Profiles: a selector with nothing in it is refused next to it; the profile is created with its tool count
   // and tools; deleting it while a client token is bound is refused (409 PROFILE_IN_USE, shown), then it goes.
@@ -221,7 +237,7 @@ try {
   await shot('profiles');
   await tid('profile-delete').click();
   await tid('confirm-profile-delete-yes').click();
-  await tid('profile-delete-error').filter({ hasText: 'viewer' }).waitFor();
+  await tid('profile-delete-error').filter({ hasText: 'PROFILE_IN_USE' }).filter({ hasText: 'viewer' }).waitFor();
   await shot('profile-in-use');
   await tid('profile-edit').click();
   await tid('p-clients').fill('');

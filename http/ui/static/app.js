@@ -256,9 +256,10 @@ function ServerDetail({ server, admin, onGone }) {
     </dl>
     <h3>Connection (secrets masked)</h3>
     <pre data-testid="connection-config">${json(detail.connection_config)}</pre>
+    ${admin && html`<${Curation} key=${server.id} server=${detail} filter=${cur.filter} onChanged=${load} />`}
     <h3>Tools (${tools.length})</h3>
     ${trying && html`<${TryTool} key=${trying} serverId=${server.id} tool=${trying} onClose=${() => setTrying(null)} />`}
-    ${admin && html`<p class="muted">As the backend lists them; an override's exposed name and description are what clients see.</p>`}
+    ${admin && html`<p class="muted">As the backend lists them: an override's exposed name and description are what clients see, and a held definition change (Curation) is served as approved until decided.</p>`}
     ${tools.length === 0 ? html`<p class="muted">No tools discovered.</p>` : html`<table data-testid="tools">
       <thead><tr><th>Tool</th><th>Skills</th><th></th></tr></thead>
       <tbody>${tools.map((t) => {
@@ -276,7 +277,6 @@ function ServerDetail({ server, admin, onGone }) {
           <${OverrideForm} key=${t.original_name} serverId=${server.id} tool=${t} existing=${ov} onDone=${() => { setOverriding(null); load(); }} onCancel=${() => setOverriding(null)} /></td></tr>`];
       })}</tbody></table>`}
     <${ServerSearch} server=${detail.name} />
-    ${admin && html`<${Curation} key=${server.id} server=${detail} filter=${cur.filter} version=${server.status + '|' + server.tool_count} onChanged=${load} />`}
     <h3>State history</h3>
     <table data-testid="history"><thead><tr><th>When</th><th>Event</th><th>Details</th></tr></thead>
       <tbody>${history.map((e) => html`<tr><td>${fmtTime(e.timestamp)}</td><td>${e.event_type}</td><td><code>${e.details ? JSON.stringify(e.details) : ''}</code></td></tr>`)}</tbody></table>
@@ -438,7 +438,7 @@ function ServerSearch({ server }) {
 }
 
 // Curation is a server's filter, pinning and pending definition changes (admins only).
-function Curation({ server, filter, version, onChanged }) {
+function Curation({ server, filter, onChanged }) {
   const [pinning, setPinning] = useState(null);
   const [changes, setChanges] = useState(null);
   const [err, setErr] = useState(null);
@@ -451,7 +451,8 @@ function Curation({ server, filter, version, onChanged }) {
       setPinning(p); setChanges(c.changes); setErr(null);
     } catch (e) { setErr(e.message); }
   }, [server.id]);
-  useEffect(() => { loadPins(); }, [loadPins, version]);
+  // Live: a held change shows up while the panel is open.
+  usePoll(loadPins, POLL_MS);
   return html`<div data-testid="curation">
     <h3>Curation</h3>
     ${err && html`<p class="error">${err}</p>`}
@@ -628,8 +629,8 @@ function ProfileDetail({ profile, onEdit, onGone }) {
     } catch (e) {
       setConfirming(false);
       setDelErr(e.body && e.body.error_code === 'PROFILE_IN_USE'
-        ? `${e.message}. Remove its clients (${profile.clients.join(', ')}) first: deleting it would let those tokens see every tool.`
-        : e.message);
+        ? { title: 'Not deleted: the profile is in use (PROFILE_IN_USE)', text: `${e.message}. Bound client tokens: ${profile.clients.join(', ')}. Edit the profile to unbind them, then delete it.` }
+        : { title: 'Not deleted', text: e.message });
     }
   };
   return html`<div class="card" data-testid="profile-detail">
@@ -639,7 +640,7 @@ function ProfileDetail({ profile, onEdit, onGone }) {
     ${confirming && html`<div class="confirm" data-testid="confirm-profile-delete">Delete the profile <strong>${profile.name}</strong>? Its endpoint closes.
       <div class="actions"><button class="btn danger" data-testid="confirm-profile-delete-yes" onClick=${remove}>Delete ${profile.name}</button>
       <button class="btn" onClick=${() => setConfirming(false)}>Cancel</button></div></div>`}
-    ${delErr && html`<p class="error" data-testid="profile-delete-error">${delErr}</p>`}
+    ${delErr && html`<div class="confirm error" data-testid="profile-delete-error"><strong>${delErr.title}</strong><div>${delErr.text}</div></div>`}
     <dl class="kv">
       <dt>Description</dt><dd>${profile.description || '—'}</dd>
       <dt>MCP endpoint</dt><dd><code>${profile.mcp_endpoint}</code> (streamable HTTP; <code>/sse/profiles/${profile.name}</code> legacy SSE; <code>aggregator stdio --profile ${profile.name}</code>)</dd>
