@@ -199,11 +199,12 @@ function ServerDetail({ server, admin, onGone }) {
         api('GET', API + '/servers/' + server.id),
         api('GET', API + '/servers/' + server.id + '/history?limit=20'),
         api('GET', API + '/servers/' + server.id + '/tools?limit=1000'),
-        admin ? api('GET', API + '/servers/' + server.id + '/tool-filter') : null,
-        admin ? api('GET', API + '/servers/' + server.id + '/tools/overrides') : null,
+        // The detail must not depend on them: a failing curation read leaves the section out.
+        admin ? api('GET', API + '/servers/' + server.id + '/tool-filter').catch(() => null) : null,
+        admin ? api('GET', API + '/servers/' + server.id + '/tools/overrides').catch(() => null) : null,
       ]);
       setDetail(d); setHistory(hist.history); setTools(t.tools);
-      if (admin) setCur({ filter, overrides: Object.fromEntries(ovs.overrides.map((o) => [o.tool, o])) });
+      if (admin) setCur({ filter, overrides: Object.fromEntries(((ovs && ovs.overrides) || []).map((o) => [o.tool, o])) });
     } catch (e) {
       if (e.status === 404) onGone(); else setMsg({ error: e.message });
     }
@@ -390,7 +391,7 @@ function OverrideForm({ serverId, tool, existing, onDone, onCancel }) {
     ${formError && html`<p class="error" data-testid="override-error">${formError}</p>`}
     <div class="row">
       <div><label for="o-exposed">Exposed name</label>
-        <input id="o-exposed" data-testid="o-exposed" type="text" class=${cls('exposed_name')} placeholder=${tool.name} value=${f.exposed_name} onInput=${set('exposed_name')} />
+        <input id="o-exposed" data-testid="o-exposed" type="text" class=${cls('exposed_name')} placeholder="a-z, A-Z, 0-9, _ and -" value=${f.exposed_name} onInput=${set('exposed_name')} />
         <${FieldErr} errs=${errs} k="exposed_name" id="o-exposed" /></div>
       ${HINTS.map(([k, label]) => html`<div><label for=${'o-' + k}>${label}</label>
         <select id=${'o-' + k} data-testid=${'o-' + k} class=${cls('annotations')} value=${f[k]} onChange=${set(k)}>
