@@ -52,6 +52,17 @@ func TestMount(t *testing.T) {
 			}
 		}
 	}
+	// The CSP allows no inline style or script: the console's own files must not rely on them (a style attribute
+	// or an inline handler would be refused by the browser, silently for styles). Preact's onClick props are
+	// listeners, not attributes: the check is case-sensitive.
+	for _, p := range []string{"/ui/index.html", "/ui/app.js"} {
+		_, _, body := get(p)
+		for _, inline := range []string{"style=", "onclick=", "javascript:", "<style", "<script>"} {
+			if strings.Contains(body, inline) {
+				t.Errorf("%s uses %q, which the Content-Security-Policy refuses", p, inline)
+			}
+		}
+	}
 	if status, h, _ := get("/ui"); status != 301 || h["Location"] != "/ui/" {
 		t.Errorf("/ui: %d %v", status, h)
 	}

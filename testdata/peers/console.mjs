@@ -7,6 +7,8 @@
 //   STDIO_COMMAND and STDIO_ARGS (newline-separated): a stdio MCP server (server-everything) to register
 //   LISTED        the name of a server registered beforehand, which the page must list
 //   BROKEN        the name of a server registered beforehand that cannot connect
+//   PINNED        the name of a server registered beforehand (pinning on) whose tool "forecast" changes its
+//                 description on a POST to CHANGE_URL
 // Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
 // so does any error the page logs (a CSP violation, an exception).
 import { chromium } from 'playwright-core';
@@ -145,14 +147,115 @@ try {
   await row.waitFor({ state: 'detached' });
   await shot('deleted');
 
-  // 9. The audit log shows what was done.
+  // 9. Curation of a server (admin): a deny filter hides a tool from what clients find (the server's search box)
+  // and marks it in the tool list; mode none brings it back. An override shows its exposed name beside the
+  // original. Pinning is on (a server registered now) with no pending change.
+  const LISTED = env('LISTED');
+  await tid('tab-servers').click();
+  await tid('server-' + LISTED).click();
+  await tid('curation').waitFor();
+  await tid('no-changes').waitFor();
+  if (!(await tid('pin-enabled').isChecked())) problems.push('pinning is not on for a server registered now');
+  // searchEcho searches the server's tools until the echo tool is (or is not) found, as the search index follows
+  // the routing table.
+  const searchEcho = async (want) => {
+    for (let i = 0; i < 30; i++) {
+      const run = Number((await tid('server-search-results').getAttribute('data-run').catch(() => null)) || 0);
+      await tid('server-search-query').fill('echo a message back');
+      await tid('server-search-run').click();
+      await page.locator(`[data-testid="server-search-results"][data-run="${run + 1}"]`).waitFor();
+      if ((await tid('server-hit-echo').count() > 0) === want) return;
+      await page.waitForTimeout(300);
+    }
+    problems.push(`the echo tool is ${want ? 'still not' : 'still'} found after the filter change`);
+  };
+  await searchEcho(true);
+  // A deny filter without patterns: the 422's error is shown next to the patterns.
+  await tid('cf-mode').selectOption('deny');
+  await tid('cf-patterns').fill('');
+  await tid('cf-save').click();
+  await tid('error-cf-patterns').waitFor();
+  await tid('cf-patterns').fill('echo');
+  await tid('cf-save').click();
+  await tid('cf-message').filter({ hasText: 'Filter saved' }).waitFor();
+  await tid('tool-' + LISTED + '.echo').getByTestId('hidden-badge').waitFor();
+  await searchEcho(false);
+  await shot('curation-filter');
+  await tid('cf-mode').selectOption('none');
+  await tid('cf-save').click();
+  await tid('tool-' + LISTED + '.echo').getByTestId('hidden-badge').waitFor({ state: 'detached' });
+  await searchEcho(true);
+  // An override: a bad exposed name is refused next to its field; a good one shows beside the original name.
+  await tid('override-echo').click();
+  await tid('o-exposed').fill('not a name');
+  await tid('o-save').click();
+  await tid('error-o-exposed').waitFor();
+  await shot('override-field-error');
+  await tid('o-exposed').fill('say_back');
+  await tid('o-readOnlyHint').selectOption('true');
+  await tid('o-save').click();
+  await tid('tool-' + LISTED + '.echo').getByTestId('exposed-name').filter({ hasText: 'say_back' }).waitFor();
+  await shot('curation-override-and-changes');
+  await tid('override-echo').click();
+  await tid('o-remove').click();
+  await tid('tool-' + LISTED + '.echo').getByTestId('exposed-name').waitFor({ state: 'detached' });
+  // A backend changes a tool's description: the change is held (pinning), listed with its diff, and approved with
+  // the hash shown.
+  await tid('server-' + env('PINNED')).click();
+  await tid('no-changes').waitFor();
+  const changed = await fetch(env('CHANGE_URL'), { method: 'POST' });
+  if (changed.status !== 204) problems.push('the backend did not change its tool: ' + changed.status);
+  await tid('refresh').click();
+  const change = tid('change-forecast');
+  await change.getByTestId('diff').getByText('/description').waitFor({ timeout: 30000 });
+  await change.getByTestId('diff').getByText('now sending your files elsewhere', { exact: false }).waitFor();
+  await shot('pending-change');
+  await tid('approve-forecast').click();
+  await tid('change-message').filter({ hasText: 'Approved forecast' }).waitFor();
+  await tid('no-changes').waitFor();
+
+  // 10. Profiles: a selector with nothing in it is refused next to it; the profile is created with its tool count
+  // and tools; deleting it while a client token is bound is refused (409 PROFILE_IN_USE, shown), then it goes.
+  await tid('tab-profiles').click();
+  await tid('profile-new').click();
+  await tid('p-name').fill('ui-profile');
+  await tid('p-description').fill('echo and the getters');
+  await tid('p-clients').fill('viewer');
+  await tid('p-submit').click();
+  await tid('error-p-selector-0').waitFor();
+  await shot('profile-field-error');
+  await tid('p-server-0').fill(LISTED);
+  await tid('p-tools-0').fill('echo get-*');
+  await tid('p-submit').click();
+  const prow = tid('profile-ui-profile');
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid="profile-ui-profile"] [data-testid="profile-tool-count"]');
+    return c && Number(c.textContent) > 1;
+  }, null, { timeout: 30000 });
+  if ((await prow.getByTestId('profile-endpoint').inputValue()) !== '/mcp/profiles/ui-profile') problems.push('profile endpoint not shown');
+  await tid('profile-tools').getByText(LISTED + '.echo', { exact: true }).waitFor();
+  await shot('profiles');
+  await tid('profile-delete').click();
+  await tid('confirm-profile-delete-yes').click();
+  await tid('profile-delete-error').filter({ hasText: 'PROFILE_IN_USE' }).filter({ hasText: 'viewer' }).waitFor();
+  await shot('profile-in-use');
+  await tid('profile-edit').click();
+  await tid('p-clients').fill('');
+  await tid('p-submit').click();
+  await tid('profile-detail').waitFor();
+  await tid('profile-delete').click();
+  await tid('confirm-profile-delete-yes').click();
+  await prow.waitFor({ state: 'detached' });
+
+  // 11. The audit log shows what was done.
   await tid('tab-audit').click();
-  for (const ev of ['server.registered', 'server.disconnected', 'server.connected', 'server.updated', 'server.removed']) {
+  for (const ev of ['server.registered', 'server.disconnected', 'server.connected', 'server.updated', 'server.removed',
+    'server.tool_filter_updated', 'profile.created', 'profile.deleted']) {
     await tid('audit').getByText(ev).first().waitFor();
   }
   await shot('audit');
 
-  // 10. Import: a dry run of a Claude Desktop file reports per entry, with the name mapping.
+  // 12. Import: a dry run of a Claude Desktop file reports per entry, with the name mapping.
   await tid('tab-import').click();
   await tid('import-text').fill(JSON.stringify({ mcpServers: {
     'Imported One': { command: env('STDIO_COMMAND'), args: env('STDIO_ARGS').split('\n') },
@@ -166,7 +269,7 @@ try {
   await tid('export-text').getByText(/everything-sse/).waitFor();
   await shot('import-dry-run');
 
-  // 11. A client-scope token sees read-only views: no admin tab, no admin button.
+  // 13. A client-scope token sees read-only views: no admin tab, no admin button, no curation control.
   const client = await browser.newContext();
   await client.route('**/*', (route) => (route.request().url().startsWith(BASE + '/') ? route.continue() : route.abort()));
   const cp = await client.newPage();
@@ -177,7 +280,8 @@ try {
   await cp.getByTestId('read-only').waitFor();
   await cp.getByTestId('server-' + env('LISTED')).click();
   await cp.getByTestId('server-detail').waitFor();
-  for (const id of ['tab-register', 'tab-audit', 'delete', 'connect']) {
+  await cp.getByTestId('tools').waitFor();
+  for (const id of ['tab-register', 'tab-audit', 'tab-profiles', 'delete', 'connect', 'curation', 'cf-save', 'pin-save', 'override-echo']) {
     if (await cp.getByTestId(id).count()) problems.push('client scope sees ' + id);
   }
   const clientShot = path.join(SHOTS, '99-client-read-only.png');

@@ -76,7 +76,7 @@ function App() {
   if (!me) return html`<main><p class="muted">Loading…</p></main>`;
 
   const admin = me.scope === 'admin';
-  const tabs = [['servers', 'Servers'], ['search', 'Search'], ...(admin ? [['register', 'Register'], ['import', 'Import / export'], ['audit', 'Audit log']] : [])];
+  const tabs = [['servers', 'Servers'], ['search', 'Search'], ...(admin ? [['register', 'Register'], ['profiles', 'Profiles'], ['import', 'Import / export'], ['audit', 'Audit log']] : [])];
   return html`
     <header>
       <h1>MCP aggregator</h1>
@@ -86,10 +86,11 @@ function App() {
       ${me.auth_enabled && html`<button class="btn" onClick=${() => { sessionStorage.removeItem(TOKEN_KEY); whoami(); }}>Sign out</button>`}
     </header>
     <main>
-      ${!admin && html`<div class="notice" data-testid="read-only">Read-only: this token has client scope. Registering and changing servers and the audit log need an admin token.</div>`}
+      ${!admin && html`<div class="notice" data-testid="read-only">Read-only: this token has client scope. Registering and changing servers, tool curation, profiles and the audit log need an admin token.</div>`}
       ${tab === 'servers' && html`<${Servers} admin=${admin} />`}
       ${tab === 'search' && html`<${Search} />`}
       ${tab === 'register' && admin && html`<div class="card"><h2>Register a server</h2><${ServerForm} onDone=${() => setTab('servers')} /></div>`}
+      ${tab === 'profiles' && admin && html`<${Profiles} />`}
       ${tab === 'import' && admin && html`<${ImportExport} />`}
       ${tab === 'audit' && admin && html`<${Audit} />`}
     </main>`;
@@ -187,19 +188,27 @@ function ServerDetail({ server, admin, onGone }) {
   const [confirming, setConfirming] = useState(false);
   const [editing, setEditing] = useState(false);
   const [trying, setTrying] = useState(null);
+  // Admins also read the server's curation: its tool filter (to mark hidden tools) and its overrides (to show the
+  // exposed names beside the originals). Client tokens never ask (those routes are admin-only).
+  const [cur, setCur] = useState({ filter: null, overrides: {} });
+  const [overriding, setOverriding] = useState(null);
 
   const load = useCallback(async () => {
     try {
-      const [d, hist, t] = await Promise.all([
+      const [d, hist, t, filter, ovs] = await Promise.all([
         api('GET', API + '/servers/' + server.id),
         api('GET', API + '/servers/' + server.id + '/history?limit=20'),
         api('GET', API + '/servers/' + server.id + '/tools?limit=1000'),
+        // The detail must not depend on them: a failing curation read leaves the section out.
+        admin ? api('GET', API + '/servers/' + server.id + '/tool-filter').catch(() => null) : null,
+        admin ? api('GET', API + '/servers/' + server.id + '/tools/overrides').catch(() => null) : null,
       ]);
       setDetail(d); setHistory(hist.history); setTools(t.tools);
+      if (admin) setCur({ filter, overrides: Object.fromEntries(((ovs && ovs.overrides) || []).map((o) => [o.tool, o])) });
     } catch (e) {
       if (e.status === 404) onGone(); else setMsg({ error: e.message });
     }
-  }, [server.id]);
+  }, [server.id, admin]);
   // Reload when the list shows a change of this server.
   useEffect(() => { load(); }, [load, server.status, server.tool_count, server.name]);
 
@@ -248,18 +257,486 @@ function ServerDetail({ server, admin, onGone }) {
     </dl>
     <h3>Connection (secrets masked)</h3>
     <pre data-testid="connection-config">${json(detail.connection_config)}</pre>
+    ${admin && html`<${Curation} key=${server.id} server=${detail} filter=${cur.filter} onChanged=${load} />`}
     <h3>Tools (${tools.length})</h3>
     ${trying && html`<${TryTool} key=${trying} serverId=${server.id} tool=${trying} onClose=${() => setTrying(null)} />`}
+    ${admin && html`<p class="muted">As the backend lists them: an override's exposed name and description are what clients see, and a held definition change (Curation) is served as approved until decided.</p>`}
     ${tools.length === 0 ? html`<p class="muted">No tools discovered.</p>` : html`<table data-testid="tools">
       <thead><tr><th>Tool</th><th>Skills</th><th></th></tr></thead>
-      <tbody>${tools.map((t) => html`<tr data-testid=${'tool-' + t.name}>
-        <td><code>${t.name}</code><div class="muted">${t.description}</div></td>
+      <tbody>${tools.map((t) => {
+        const ov = cur.overrides[t.original_name];
+        const hidden = admin && filterHides(cur.filter, t.original_name);
+        return [html`<tr data-testid=${'tool-' + t.name}>
+        <td><code>${t.name}</code>${ov && ov.exposed_name && html` <span class="muted">exposed as</span> <code data-testid="exposed-name">${ov.exposed_name}</code>`}
+          ${hidden && html` <span class="badge hidden" data-testid="hidden-badge">hidden by filter</span>`}
+          ${ov && ov.description ? html`<div>${ov.description}</div><div class="muted">Backend: ${t.description}</div>` : html`<div class="muted">${t.description}</div>`}
+          ${ov && ov.annotations && html`<div class="muted">${hintText(ov.annotations)}</div>`}</td>
         <td><${Skills} ids=${t.skill_ids} /></td>
-        <td><button class="btn" data-testid=${'try-' + t.original_name} onClick=${() => setTrying(t.name)}>Try</button></td></tr>`)}</tbody></table>`}
+        <td><div class="actions"><button class="btn" data-testid=${'try-' + t.original_name} onClick=${() => setTrying(t.name)}>Try</button>
+          ${admin && html`<button class="btn" data-testid=${'override-' + t.original_name} onClick=${() => setOverriding(overriding === t.original_name ? null : t.original_name)}>${ov ? 'Edit override' : 'Override'}</button>`}</div></td></tr>`,
+        admin && overriding === t.original_name && html`<tr><td colspan="3">
+          <${OverrideForm} key=${t.original_name} serverId=${server.id} tool=${t} existing=${ov} onDone=${() => { setOverriding(null); load(); }} onCancel=${() => setOverriding(null)} /></td></tr>`];
+      })}</tbody></table>`}
+    <${ServerSearch} server=${detail.name} />
     <h3>State history</h3>
     <table data-testid="history"><thead><tr><th>When</th><th>Event</th><th>Details</th></tr></thead>
       <tbody>${history.map((e) => html`<tr><td>${fmtTime(e.timestamp)}</td><td>${e.event_type}</td><td><code>${e.details ? JSON.stringify(e.details) : ''}</code></td></tr>`)}</tbody></table>
   </div>`;
+}
+
+// ---- tool curation (admin) ------------------------------------------------------------------------------------
+
+// fieldErrorsOf maps a 422's list to messages keyed by location without its leading "body", joined by dots
+// ("patterns.1", "selectors.0.tools.2"; a path parameter keeps "path": "path.name").
+function fieldErrorsOf(err) {
+  const out = {};
+  for (const x of (err && err.fields) || []) {
+    const loc = x.loc || [];
+    const k = (loc[0] === 'body' ? loc.slice(1) : loc).join('.') || 'form';
+    out[k] = (out[k] ? out[k] + '; ' : '') + x.msg;
+  }
+  return out;
+}
+// errorsAt is every message at key (and, unless exact, below it).
+const errorsAt = (errs, key, exact) => Object.entries(errs)
+  .filter(([k]) => k === key || (!exact && k.startsWith(key + '.'))).map(([, v]) => v).join('; ');
+const FieldErr = ({ errs, k, id, exact }) => {
+  const m = errorsAt(errs, k, exact);
+  return m ? html`<div class="field-error" data-testid=${'error-' + id}>${m}</div>` : null;
+};
+// lines splits a textarea into its non-empty trimmed lines; words splits on commas and white space.
+const lines = (text) => text.split('\n').map((s) => s.trim()).filter((s) => s);
+const words = (text) => text.split(/[\s,]+/).filter((s) => s);
+
+// globRegExp is Go's path.Match pattern as a RegExp (* and ? do not cross '/', [...] classes, \ escapes). The
+// console uses it only to mark the tools a filter hides; the daemon decides.
+function globRegExp(p) {
+  const esc = (c) => c.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+  let re = '';
+  for (let i = 0; i < p.length; i++) {
+    const c = p[i];
+    if (c === '*') re += '[^/]*';
+    else if (c === '?') re += '[^/]';
+    else if (c === '\\' && i + 1 < p.length) re += esc(p[++i]);
+    else if (c === '[') {
+      let j = i + 1;
+      let body = '';
+      if (p[j] === '^') { body = '^'; j++; }
+      for (; j < p.length && p[j] !== ']'; j++) {
+        if (p[j] === '\\' && j + 1 < p.length) body += esc(p[++j]);
+        else body += p[j] === '-' ? '-' : esc(p[j]);
+      }
+      re += '[' + body + ']';
+      i = j;
+    } else re += esc(c);
+  }
+  return new RegExp('^' + re + '$');
+}
+function filterHides(filter, name) {
+  if (!filter || filter.mode === 'none' || !filter.patterns.length) return false;
+  const hit = filter.patterns.some((p) => { try { return globRegExp(p).test(name); } catch { return false; } });
+  return filter.mode === 'deny' ? hit : !hit;
+}
+const hintText = (a) => Object.entries(a).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => k + ': ' + v).join(' · ');
+
+// A hint select: the backend's value (not overridden), true or false.
+const HINTS = [['readOnlyHint', 'Read-only hint'], ['destructiveHint', 'Destructive hint']];
+const hintValue = (v) => (v === true ? 'true' : v === false ? 'false' : '');
+
+function OverrideForm({ serverId, tool, existing, onDone, onCancel }) {
+  const ann = (existing && existing.annotations) || {};
+  const [f, setF] = useState({
+    exposed_name: (existing && existing.exposed_name) || '',
+    description: (existing && existing.description) || '',
+    readOnlyHint: hintValue(ann.readOnlyHint),
+    destructiveHint: hintValue(ann.destructiveHint),
+  });
+  const [errs, setErrs] = useState({});
+  const [formError, setFormError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const path = API + '/servers/' + serverId + '/tools/' + encodeURIComponent(tool.original_name) + '/override';
+  const set = (k) => (e) => setF({ ...f, [k]: e.target.value });
+  const save = async (e) => {
+    e.preventDefault();
+    setBusy(true); setErrs({}); setFormError(null);
+    const body = {};
+    if (f.exposed_name.trim()) body.exposed_name = f.exposed_name.trim();
+    if (f.description.trim()) body.description = f.description;
+    // Keep the override's other annotations (title, idempotent, open-world hints set through the API).
+    const annotations = { ...ann };
+    for (const [k] of HINTS) {
+      if (f[k] === '') delete annotations[k]; else annotations[k] = f[k] === 'true';
+    }
+    if (Object.values(annotations).some((v) => v !== null && v !== undefined)) body.annotations = annotations;
+    try {
+      await api('PUT', path, body);
+      onDone();
+    } catch (err) {
+      if (err.body && err.body.error_code === 'TOOL_NAME_TAKEN') {
+        setErrs({ exposed_name: err.message });
+      } else {
+        const fe = fieldErrorsOf(err);
+        setErrs(fe);
+        setFormError(err.fields.length ? null : err.message);
+      }
+    } finally { setBusy(false); }
+  };
+  const remove = async () => {
+    setFormError(null);
+    try { await api('DELETE', path); onDone(); } catch (err) { setFormError('Remove: ' + err.message); }
+  };
+  const cls = (k) => (errorsAt(errs, k) ? 'invalid' : '');
+  return html`<form class="inset" onSubmit=${save} data-testid="override-form">
+    <strong>Override <code>${tool.original_name}</code></strong> <span class="muted">(empty fields keep the backend's value)</span>
+    ${formError && html`<p class="error" data-testid="override-error">${formError}</p>`}
+    <div class="row">
+      <div><label for="o-exposed">Exposed name</label>
+        <input id="o-exposed" data-testid="o-exposed" type="text" class=${cls('exposed_name')} placeholder="a-z, A-Z, 0-9, _ and -" value=${f.exposed_name} onInput=${set('exposed_name')} />
+        <${FieldErr} errs=${errs} k="exposed_name" id="o-exposed" /></div>
+      ${HINTS.map(([k, label]) => html`<div><label for=${'o-' + k}>${label}</label>
+        <select id=${'o-' + k} data-testid=${'o-' + k} class=${cls('annotations')} value=${f[k]} onChange=${set(k)}>
+          <option value="">backend's</option><option value="true">true</option><option value="false">false</option></select>
+        <${FieldErr} errs=${errs} k=${'annotations.' + k} id=${'o-' + k} /></div>`)}
+    </div>
+    <label for="o-description">Description</label>
+    <textarea id="o-description" data-testid="o-description" class=${cls('description')} placeholder=${tool.description} value=${f.description} onInput=${set('description')}></textarea>
+    <${FieldErr} errs=${errs} k="description" id="o-description" />
+    <${FieldErr} errs=${errs} k="annotations" id="o-annotations" exact=${true} />
+    <div class="actions"><button class="btn primary" type="submit" data-testid="o-save" disabled=${busy}>Save override</button>
+      ${existing && html`<button class="btn danger" type="button" data-testid="o-remove" onClick=${remove}>Remove override</button>`}
+      <button class="btn" type="button" onClick=${onCancel}>Cancel</button></div>
+  </form>`;
+}
+
+// ServerSearch searches one server's tools as clients see them (filters and overrides applied).
+function ServerSearch({ server }) {
+  const [q, setQ] = useState('');
+  const [res, setRes] = useState(null);
+  const [err, setErr] = useState(null);
+  const runs = useRef(0);
+  const run = async (e) => {
+    e.preventDefault();
+    setErr(null);
+    try {
+      const r = await api('POST', '/api/v1/search', { query: q, server_filter: [server], limit: 50 });
+      runs.current++;
+      setRes(r);
+    } catch (x) {
+      setRes(null);
+      setErr(x.fields.length ? x.fields.map((f) => f.msg).join('; ') : x.message);
+    }
+  };
+  return html`<h3>Search this server's tools</h3>
+    <p class="muted">What clients find: hidden tools are left out, overrides applied.</p>
+    <form class="row" onSubmit=${run}>
+      <input type="text" data-testid="server-search-query" placeholder="e.g. echo a message" value=${q} onInput=${(e) => setQ(e.target.value)} />
+      <div class="fixed"><button class="btn" data-testid="server-search-run" type="submit">Search</button></div>
+    </form>
+    ${err && html`<p class="error">${err}</p>`}
+    ${res && html`<table data-testid="server-search-results" data-run=${runs.current}><thead><tr><th>Tool (${res.tools.length})</th><th>Alias</th><th>Score</th></tr></thead>
+      <tbody>${res.tools.map((t) => html`<tr data-testid=${'server-hit-' + t.original_name}><td><code>${t.name}</code><div class="muted">${t.description}</div></td>
+        <td><code>${t.alias}</code></td><td>${t.score.toFixed(3)}</td></tr>`)}</tbody></table>`}`;
+}
+
+// Curation is a server's filter, pinning and pending definition changes (admins only).
+function Curation({ server, filter, onChanged }) {
+  const [pinning, setPinning] = useState(null);
+  const [changes, setChanges] = useState(null);
+  const [err, setErr] = useState(null);
+  const loadPins = useCallback(async () => {
+    try {
+      const [p, c] = await Promise.all([
+        api('GET', API + '/servers/' + server.id + '/pinning'),
+        api('GET', API + '/servers/' + server.id + '/tools/changes'),
+      ]);
+      setPinning(p); setChanges(c.changes); setErr(null);
+    } catch (e) { setErr(e.message); }
+  }, [server.id]);
+  // Live: a held change shows up while the panel is open.
+  usePoll(loadPins, POLL_MS);
+  return html`<div data-testid="curation">
+    <h3>Curation</h3>
+    ${err && html`<p class="error">${err}</p>`}
+    ${filter && html`<${FilterEditor} serverId=${server.id} filter=${filter} onSaved=${onChanged} />`}
+    ${pinning && html`<${PinningEditor} serverId=${server.id} pinning=${pinning} onSaved=${() => { loadPins(); onChanged(); }} />`}
+    ${changes && html`<${Changes} serverId=${server.id} pinning=${pinning} changes=${changes} onDecided=${() => { loadPins(); onChanged(); }} />`}
+  </div>`;
+}
+
+function FilterEditor({ serverId, filter, onSaved }) {
+  const [mode, setMode] = useState(filter.mode);
+  const [patterns, setPatterns] = useState(filter.patterns.join('\n'));
+  const [errs, setErrs] = useState({});
+  const [msg, setMsg] = useState(null);
+  // Follow the stored filter when it changes (saved here, or by another admin).
+  const stored = JSON.stringify(filter);
+  useEffect(() => { setMode(filter.mode); setPatterns(filter.patterns.join('\n')); }, [stored]);
+  const save = async (e) => {
+    e.preventDefault();
+    setErrs({}); setMsg(null);
+    const body = mode === 'none' ? { mode } : { mode, patterns: lines(patterns) };
+    try {
+      await api('PUT', API + '/servers/' + serverId + '/tool-filter', body);
+      setMsg({ ok: 'Filter saved' });
+      onSaved();
+    } catch (err) {
+      setErrs(fieldErrorsOf(err));
+      setMsg({ error: err.fields.length ? 'Please correct the fields marked below.' : err.message });
+    }
+  };
+  // A pattern's error names its line (patterns.N): show it with the line number.
+  const patternErrs = Object.entries(errs).filter(([k]) => k.startsWith('patterns.')).map(([k, v]) => 'line ' + (Number(k.split('.')[1]) + 1) + ': ' + v);
+  return html`<form onSubmit=${save} data-testid="filter-form" class="inset">
+    <strong>Tool filter</strong> <span class="muted">(hidden tools are not listed, searched or callable; globs on the backend's names)</span>
+    <div class="row">
+      <div class="fixed"><label for="cf-mode">Mode</label>
+        <select id="cf-mode" data-testid="cf-mode" class=${errs.mode ? 'invalid' : ''} value=${mode} onChange=${(e) => setMode(e.target.value)}>
+          <option value="none">none (every tool)</option><option value="allow">allow only these</option><option value="deny">deny these</option></select>
+        <${FieldErr} errs=${errs} k="mode" id="cf-mode" /></div>
+      <div><label for="cf-patterns">Patterns (one per line)</label>
+        <textarea id="cf-patterns" data-testid="cf-patterns" class=${errorsAt(errs, 'patterns') ? 'invalid' : ''} disabled=${mode === 'none'} placeholder="e.g. get-*" value=${patterns} onInput=${(e) => setPatterns(e.target.value)}></textarea>
+        <${FieldErr} errs=${errs} k="patterns" id="cf-patterns" exact=${true} />
+        ${patternErrs.length > 0 && html`<div class="field-error" data-testid="error-cf-pattern">${patternErrs.join('; ')}</div>`}</div>
+    </div>
+    <div class="actions"><button class="btn primary" type="submit" data-testid="cf-save">Save filter</button>
+      ${msg && html`<span class=${msg.error ? 'error' : 'muted'} data-testid="cf-message">${msg.error || msg.ok}</span>`}</div>
+  </form>`;
+}
+
+function PinningEditor({ serverId, pinning, onSaved }) {
+  const [enabled, setEnabled] = useState(pinning.enabled);
+  const [pinNew, setPinNew] = useState(pinning.pin_new_tools);
+  const [errs, setErrs] = useState({});
+  const [msg, setMsg] = useState(null);
+  useEffect(() => { setEnabled(pinning.enabled); setPinNew(pinning.pin_new_tools); }, [pinning.enabled, pinning.pin_new_tools]);
+  const save = async (e) => {
+    e.preventDefault();
+    setErrs({}); setMsg(null);
+    try {
+      await api('PUT', API + '/servers/' + serverId + '/pinning', { enabled, pin_new_tools: pinNew });
+      setMsg({ ok: 'Pinning saved' });
+      onSaved();
+    } catch (err) {
+      setErrs(fieldErrorsOf(err));
+      setMsg({ error: err.fields.length ? 'Please correct the fields marked below.' : err.message });
+    }
+  };
+  return html`<form onSubmit=${save} data-testid="pinning-form" class="inset">
+    <strong>Definition pinning</strong> <span class="muted">(a changed tool definition is held until approved; the approved one keeps being served)</span>
+    <div class="row">
+      <div><label><input type="checkbox" data-testid="pin-enabled" checked=${enabled} onChange=${(e) => setEnabled(e.target.checked)} /> Pinning on</label>
+        <${FieldErr} errs=${errs} k="enabled" id="pin-enabled" />
+        <div class="muted">${pinning.baseline_at ? 'Baseline approved ' + fmtTime(pinning.baseline_at) : 'No baseline yet'} · ${pinning.pending_changes} pending</div></div>
+      <div><label for="pin-new">New tools (never approved)</label>
+        <select id="pin-new" data-testid="pin-new" value=${pinNew} onChange=${(e) => setPinNew(e.target.value)}>
+          <option value="serve">serve (approve on first sight)</option><option value="withhold">withhold until approved</option></select>
+        <${FieldErr} errs=${errs} k="pin_new_tools" id="pin-new" /></div>
+    </div>
+    <div class="actions"><button class="btn primary" type="submit" data-testid="pin-save">Save pinning</button>
+      ${msg && html`<span class=${msg.error ? 'error' : 'muted'} data-testid="pin-message">${msg.error || msg.ok}</span>`}</div>
+  </form>`;
+}
+
+// diffValue shows a diff side compactly (absent: an em dash).
+const diffValue = (v) => (v === undefined ? '—' : typeof v === 'string' ? JSON.stringify(v) : JSON.stringify(v, null, 1));
+
+function Changes({ serverId, pinning, changes, onDecided }) {
+  const [msg, setMsg] = useState(null);
+  const decide = (c, action) => async () => {
+    setMsg(null);
+    try {
+      await api('POST', API + '/servers/' + serverId + '/tools/changes/' + encodeURIComponent(c.tool) + '/' + action, { hash: c.pending_hash });
+      setMsg({ ok: (action === 'approve' ? 'Approved ' : 'Rejected ') + c.tool });
+    } catch (err) {
+      setMsg({ error: c.tool + ': ' + err.message + (err.body && err.body.error_code === 'CHANGE_OUTDATED' ? ' (the list is reloaded: review the newer change)' : '') });
+    }
+    onDecided();
+  };
+  return html`<div data-testid="changes" class="inset">
+    <strong>Pending definition changes (${changes.length})</strong>
+    ${msg && html`<p class=${msg.error ? 'error' : 'muted'} data-testid="change-message">${msg.error || msg.ok}</p>`}
+    ${changes.length === 0 ? html`<p class="muted" data-testid="no-changes">No pending changes${pinning && !pinning.enabled ? ' (pinning is off: every definition is served as listed)' : ': every tool is served as approved'}.</p>`
+      : changes.map((c) => html`<div class="change" data-testid=${'change-' + c.tool}>
+        <div><code>${c.tool}</code> <span class="badge">${c.kind}</span> <span class="muted">since ${fmtTime(c.pending_since)} · pending <code title=${c.pending_hash}>${c.pending_hash.slice(0, 12)}</code>${c.approved_hash ? html` · approved <code title=${c.approved_hash}>${c.approved_hash.slice(0, 12)}</code>` : ''}</span></div>
+        <table class="diff" data-testid="diff"><thead><tr><th>Path</th><th>Op</th><th>From</th><th>To</th></tr></thead>
+          <tbody>${c.diff.map((d) => html`<tr class=${'op-' + d.op}><td><code>${d.path || '/'}</code></td><td>${d.op}</td><td><code>${diffValue(d.from)}</code></td><td><code>${diffValue(d.to)}</code></td></tr>`)}</tbody></table>
+        <div class="actions"><button class="btn primary" data-testid=${'approve-' + c.tool} onClick=${decide(c, 'approve')}>Approve</button>
+          <button class="btn danger" data-testid=${'reject-' + c.tool} onClick=${decide(c, 'reject')}>Reject</button></div></div>`)}
+  </div>`;
+}
+
+// ---- profiles (admin) -----------------------------------------------------------------------------------------
+
+function Profiles() {
+  const [list, setList] = useState(null);
+  const [err, setErr] = useState(null);
+  const [selected, setSelected] = useState(null);
+  const [editing, setEditing] = useState(null); // null, 'new' or a profile
+  // Live like the server list: a profile's tool count follows the routing table (servers connecting, filters).
+  const load = useCallback(async () => {
+    try { setList((await api('GET', API + '/profiles')).profiles); setErr(null); } catch (e) { setErr(e.message); }
+  }, []);
+  usePoll(load, POLL_MS);
+  const current = list && list.find((p) => p.name === selected);
+  return html`<div class="grid">
+    <div class="card">
+      <div class="row"><h2>Profiles</h2><div class="fixed"><button class="btn primary" data-testid="profile-new" onClick=${() => { setSelected(null); setEditing('new'); }}>New profile</button></div></div>
+      <p class="muted">A profile is a named subset of tools, served at its own MCP endpoint on the MCP listener (MCP_AGGREGATOR_MCP_LISTEN). Client tokens bound to it see only its tools.</p>
+      ${err && html`<p class="error">${err}</p>`}
+      ${list === null ? html`<p class="muted">Loading…</p>` : list.length === 0 ? html`<p class="muted" data-testid="no-profiles">No profile yet.</p>` : html`
+      <table data-testid="profiles">
+        <thead><tr><th>Name</th><th>Tools</th><th>Clients</th><th>MCP endpoint</th></tr></thead>
+        <tbody>${list.map((p) => html`<tr class=${'selectable' + (p.name === selected ? ' selected' : '')} data-testid=${'profile-' + p.name} onClick=${() => { setEditing(null); setSelected(p.name); }}>
+          <td><strong>${p.name}</strong>${p.description && html`<div class="muted">${p.description}</div>`}</td>
+          <td data-testid="profile-tool-count">${p.tool_count}</td>
+          <td>${p.clients.length ? p.clients.join(', ') : html`<span class="muted">none</span>`}</td>
+          <td><${Endpoint} path=${p.mcp_endpoint} /></td></tr>`)}</tbody></table>`}
+    </div>
+    <div>${editing ? html`<div class="card"><h2>${editing === 'new' ? 'New profile' : 'Edit ' + editing.name}</h2>
+        <${ProfileForm} key=${editing === 'new' ? '' : editing.name} existing=${editing === 'new' ? null : editing}
+          onDone=${(name) => { setEditing(null); setSelected(name); load(); }} onCancel=${() => setEditing(null)} /></div>`
+      : current ? html`<${ProfileDetail} key=${current.name} profile=${current} onEdit=${() => setEditing(current)}
+          onGone=${() => { setSelected(null); load(); }} />`
+      : html`<div class="card muted">Select a profile to see its tools, or create one.</div>`}</div>
+  </div>`;
+}
+
+// Endpoint shows an MCP path with a button that copies it (the clipboard needs a secure context: on a plain-http
+// non-loopback origin the field is selected instead, for the operator to copy).
+function Endpoint({ path }) {
+  const [copied, setCopied] = useState(false);
+  const ref = useRef(null);
+  const copy = async (e) => {
+    e.stopPropagation();
+    try { await navigator.clipboard.writeText(path); setCopied(true); } catch { ref.current.select(); }
+  };
+  return html`<div class="row endpoint"><input type="text" readonly ref=${ref} data-testid="profile-endpoint" value=${path} onClick=${(e) => { e.stopPropagation(); e.target.select(); }} />
+    <div class="fixed"><button class="btn" type="button" data-testid="copy-endpoint" onClick=${copy}>${copied ? 'Copied' : 'Copy'}</button></div></div>`;
+}
+
+function ProfileDetail({ profile, onEdit, onGone }) {
+  const [tools, setTools] = useState(null);
+  const [err, setErr] = useState(null);
+  const [confirming, setConfirming] = useState(false);
+  const [delErr, setDelErr] = useState(null);
+  useEffect(() => {
+    api('GET', API + '/profiles/' + encodeURIComponent(profile.name) + '/tools').then((r) => setTools(r.tools), (e) => setErr(e.message));
+  }, [profile.name, profile.updated_at, profile.tool_count]);
+  const remove = async () => {
+    setDelErr(null);
+    try {
+      await api('DELETE', API + '/profiles/' + encodeURIComponent(profile.name));
+      onGone();
+    } catch (e) {
+      setConfirming(false);
+      setDelErr(e.body && e.body.error_code === 'PROFILE_IN_USE'
+        ? { title: 'Not deleted: the profile is in use (PROFILE_IN_USE)', text: `${e.message}. Bound client tokens: ${profile.clients.join(', ')}. Edit the profile to unbind them, then delete it.` }
+        : { title: 'Not deleted', text: e.message });
+    }
+  };
+  return html`<div class="card" data-testid="profile-detail">
+    <h2>${profile.name}</h2>
+    <div class="actions"><button class="btn" data-testid="profile-edit" onClick=${onEdit}>Edit</button>
+      <button class="btn danger" data-testid="profile-delete" onClick=${() => setConfirming(true)}>Delete</button></div>
+    ${confirming && html`<div class="confirm" data-testid="confirm-profile-delete">Delete the profile <strong>${profile.name}</strong>? Its endpoint closes.
+      <div class="actions"><button class="btn danger" data-testid="confirm-profile-delete-yes" onClick=${remove}>Delete ${profile.name}</button>
+      <button class="btn" onClick=${() => setConfirming(false)}>Cancel</button></div></div>`}
+    ${delErr && html`<div class="confirm error" data-testid="profile-delete-error"><strong>${delErr.title}</strong><div>${delErr.text}</div></div>`}
+    <dl class="kv">
+      <dt>Description</dt><dd>${profile.description || '—'}</dd>
+      <dt>MCP endpoint</dt><dd><code>${profile.mcp_endpoint}</code> (streamable HTTP; <code>/sse/profiles/${profile.name}</code> legacy SSE; <code>aggregator stdio --profile ${profile.name}</code>)</dd>
+      <dt>Clients</dt><dd>${profile.clients.length ? profile.clients.join(', ') : 'none (admins and unbound client tokens may use it)'}</dd>
+      <dt>Selectors</dt><dd>${profile.selectors.map((s) => html`<div>${[s.server && 'server ' + s.server, s.tools && s.tools.length && 'tools ' + s.tools.join(' '), s.skills && s.skills.length && 'skills ' + s.skills.join(' ')].filter((x) => x).join(' · ')}</div>`)}</dd>
+    </dl>
+    <h3>Tools now (${tools ? tools.length : '…'})</h3>
+    ${err && html`<p class="error">${err}</p>`}
+    ${tools && (tools.length === 0 ? html`<p class="muted" data-testid="profile-no-tools">No tool matches now (a server it names may not exist or be connected yet).</p>` : html`
+      <table data-testid="profile-tools"><thead><tr><th>Tool</th><th>Alias</th><th>Server</th></tr></thead>
+        <tbody>${tools.map((t) => html`<tr><td><code>${t.name}</code><div class="muted">${t.description}</div></td><td><code>${t.alias}</code></td>
+          <td>${t.server}${t.callable ? '' : html` <span class="muted">(not connected)</span>`}</td></tr>`)}</tbody></table>`)}
+  </div>`;
+}
+
+const emptySelector = () => ({ server: '', tools: '', skills: '' });
+
+function ProfileForm({ existing, onDone, onCancel }) {
+  const [name, setName] = useState(existing ? existing.name : '');
+  const [description, setDescription] = useState((existing && existing.description) || '');
+  const [selectors, setSelectors] = useState(existing && existing.selectors.length
+    ? existing.selectors.map((s) => ({ server: s.server || '', tools: (s.tools || []).join(' '), skills: (s.skills || []).join(' ') }))
+    : [emptySelector()]);
+  const [clients, setClients] = useState(existing ? existing.clients.join('\n') : '');
+  const [servers, setServers] = useState([]);
+  const [errs, setErrs] = useState({});
+  const [formError, setFormError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => { api('GET', API + '/servers?limit=1000').then((r) => setServers(r.servers.map((s) => s.name)), () => {}); }, []);
+  const setSel = (i, k) => (e) => setSelectors(selectors.map((s, j) => (j === i ? { ...s, [k]: e.target.value } : s)));
+  const submit = async (e) => {
+    e.preventDefault();
+    setErrs({}); setFormError(null);
+    if (!name.trim()) { setErrs({ 'path.name': 'Name is required' }); setFormError('Please correct the fields marked below.'); return; }
+    const body = {
+      selectors: selectors.map((s) => {
+        const out = {};
+        if (s.server.trim()) out.server = s.server.trim();
+        if (words(s.tools).length) out.tools = words(s.tools);
+        if (words(s.skills).length) out.skills = words(s.skills);
+        return out;
+      }),
+      clients: lines(clients),
+    };
+    if (description.trim()) body.description = description;
+    const path = API + '/profiles/' + encodeURIComponent(name.trim());
+    setBusy(true);
+    try {
+      if (!existing) {
+        // PUT replaces a profile of that name: refuse to overwrite one by creating it again.
+        const taken = await api('GET', path).then(() => true, (x) => (x.status === 404 ? false : Promise.reject(x)));
+        if (taken) { setErrs({ 'path.name': 'A profile of that name exists: edit it instead' }); setFormError('Please correct the fields marked below.'); return; }
+      }
+      await api('PUT', path, body);
+      onDone(name.trim());
+    } catch (err) {
+      const fe = fieldErrorsOf(err);
+      setErrs(err.status === 404 && !err.fields.length ? { 'path.name': err.message } : fe);
+      setFormError(err.fields.length || err.status === 404 ? 'Please correct the fields marked below.' : err.message);
+    } finally { setBusy(false); }
+  };
+  const cls = (k, exact) => (errorsAt(errs, k, exact) ? 'invalid' : '');
+  return html`<form onSubmit=${submit} data-testid="profile-form">
+    ${formError && html`<p class="error" data-testid="p-form-error">${formError}</p>`}
+    <datalist id="server-names">${servers.map((n) => html`<option value=${n}></option>`)}</datalist>
+    <label for="p-name">Name</label>
+    <input id="p-name" data-testid="p-name" type="text" class=${cls('path.name')} disabled=${!!existing} placeholder="a-z, A-Z, 0-9, _ and -" value=${name} onInput=${(e) => setName(e.target.value)} />
+    <${FieldErr} errs=${errs} k="path.name" id="p-name" />
+    <label for="p-description">Description</label>
+    <input id="p-description" data-testid="p-description" type="text" class=${cls('description')} value=${description} onInput=${(e) => setDescription(e.target.value)} />
+    <${FieldErr} errs=${errs} k="description" id="p-description" />
+    <label>Selectors <span class="muted">(a tool is in the profile when it matches any selector; a selector's parts must all match)</span></label>
+    <${FieldErr} errs=${errs} k="selectors" id="p-selectors" exact=${true} />
+    ${selectors.map((s, i) => html`<div class=${'inset selector' + (errorsAt(errs, 'selectors.' + i) ? ' invalid' : '')} data-testid=${'p-selector-' + i}>
+      <div class="row">
+        <div><label for=${'p-server-' + i}>Server</label>
+          <input id=${'p-server-' + i} data-testid=${'p-server-' + i} type="text" list="server-names" class=${cls('selectors.' + i + '.server')} value=${s.server} onInput=${setSel(i, 'server')} />
+          <${FieldErr} errs=${errs} k=${'selectors.' + i + '.server'} id=${'p-server-' + i} /></div>
+        <div><label for=${'p-tools-' + i}>Tool globs</label>
+          <input id=${'p-tools-' + i} data-testid=${'p-tools-' + i} type="text" placeholder="e.g. get-* echo" class=${cls('selectors.' + i + '.tools')} value=${s.tools} onInput=${setSel(i, 'tools')} />
+          <${FieldErr} errs=${errs} k=${'selectors.' + i + '.tools'} id=${'p-tools-' + i} /></div>
+        <div><label for=${'p-skills-' + i}>Skills</label>
+          <input id=${'p-skills-' + i} data-testid=${'p-skills-' + i} type="text" placeholder="skill ids" class=${cls('selectors.' + i + '.skills')} value=${s.skills} onInput=${setSel(i, 'skills')} />
+          <${FieldErr} errs=${errs} k=${'selectors.' + i + '.skills'} id=${'p-skills-' + i} /></div>
+        <div class="fixed"><label> </label><button class="btn" type="button" data-testid=${'p-remove-selector-' + i} onClick=${() => setSelectors(selectors.filter((_, j) => j !== i))}>Remove</button></div>
+      </div>
+      <${FieldErr} errs=${errs} k=${'selectors.' + i} id=${'p-selector-' + i} exact=${true} />
+    </div>`)}
+    <div class="actions"><button class="btn" type="button" data-testid="p-add-selector" onClick=${() => setSelectors([...selectors, emptySelector()])}>Add selector</button></div>
+    <label for="p-clients">Bound client tokens (token names, one per line)</label>
+    <textarea id="p-clients" data-testid="p-clients" class=${cls('clients')} value=${clients} onInput=${(e) => setClients(e.target.value)}></textarea>
+    <${FieldErr} errs=${errs} k="clients" id="p-clients" />
+    <div class="actions"><button class="btn primary" type="submit" data-testid="p-submit" disabled=${busy}>${existing ? 'Save' : 'Create'}</button>
+      <button class="btn" type="button" onClick=${onCancel}>Cancel</button></div>
+  </form>`;
 }
 
 // ---- try a tool ---------------------------------------------------------------------------------------------
