@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -50,21 +46,7 @@ func (e *env) authDo(t *testing.T, token, method, path, body string) response {
 // connection_config); GET /audit pages them newest first, for admins only.
 func TestAuditWithRealActors(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys, logger := startSystem(t)
 	toks, err := auth.Parse("ops:"+auditAdminToken, "ci:"+auditClientToken, "")
 	if err != nil {
 		t.Fatal(err)

@@ -1,20 +1,15 @@
 package integration_test
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -27,22 +22,7 @@ const (
 // system: hidden tools 404 (not 403), overrides renamed and redescribed in search and call, a bound client token
 // sees its profile only, curation routes are admin-only and audited, bad input is a 422 with the field.
 func TestCurationThroughREST(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys, logger := startSystem(t)
 	toks, err := auth.Parse("ops:"+curAdmin, "bot:"+curBot+",free:"+curFree, "")
 	if err != nil {
 		t.Fatal(err)

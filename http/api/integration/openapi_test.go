@@ -32,21 +32,7 @@ func notREST(path string) bool { return path == "/ui" || strings.HasPrefix(path,
 // Every documented route must be exercised with a success answer here, so a new route needs a step below too.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys, logger := startSystem(t)
 	toks, err := auth.Parse("ops:"+auditAdminToken, "ci:"+auditClientToken, "")
 	if err != nil {
 		t.Fatal(err)

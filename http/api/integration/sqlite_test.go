@@ -428,3 +428,25 @@ func TestAPIWithRealActors(t *testing.T) {
 		t.Errorf("unexpected error logs: %s", logs.String())
 	}
 }
+
+// startSystem starts the real actor system on a fresh embedded store, both stopped when the test ends; logs go to a
+// discarded buffer.
+func startSystem(t *testing.T) (persistence.Store, *actors.System, *slog.Logger) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(c)
+	})
+	return st, sys, logger
+}
