@@ -117,6 +117,11 @@ func startGoBackend(t *testing.T) *goBackend {
 	b.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "gob://item/{id}", Name: "item"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "gob://item/")}}}, nil
 	})
+	mcp.AddTool(b.srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Msg string `json:"msg"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Msg}}}, nil, nil
+	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.srv }, nil))
 	t.Cleanup(hs.Close)
 	t.Cleanup(func() { close(b.release) }) // before hs.Close: a read the aggregator abandoned ends
@@ -278,4 +283,64 @@ func TestFeaturesAggregated(t *testing.T) {
 	if _, err := c.sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "slow://doc"}); err == nil {
 		t.Fatal("read of a disconnected server's resource succeeded")
 	}
+}
+
+// TestResourceUpdateFloodStallsNoOne: a backend that floods notifications/resources/updated to a subscribed client
+// delays neither tool calls nor listings of another client on another server: the updates pass through a bounded
+// queue, and the excess is dropped.
+func TestResourceUpdateFloodStallsNoOne(t *testing.T) {
+	r := newRig(t)
+	flood, calm := startGoBackend(t), startGoBackend(t)
+	r.register(t, "flood", map[string]any{"base_url": flood.url}, persistence.TransportHTTP)
+	r.register(t, "calm", map[string]any{"base_url": calm.url}, persistence.TransportHTTP)
+	sub := connectFeatures(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	other := connect(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	waitFor(t, "both backends' resources", func() bool {
+		_, a := r.sys.Routes().Resource(actors.RewriteURI("flood", "slow://doc"))
+		_, b := r.sys.Routes().Resource(actors.RewriteURI("calm", "slow://doc"))
+		_, c := r.sys.Routes().Tool("calm.echo")
+		return a && b && c
+	})
+	floodURI := actors.RewriteURI("flood", "slow://doc")
+	if err := sub.sess.Subscribe(context.Background(), &mcp.SubscribeParams{URI: floodURI}); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 3000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range sent {
+			_ = flood.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "slow://doc"})
+		}
+	}()
+	// While the flood runs, the other client's calls and listings answer (a stall would hit the 10 s bound).
+	calls := 0
+	for flooding := true; flooding || calls < 20; calls++ {
+		select {
+		case <-done:
+			flooding = false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := other.sess.CallTool(ctx, &mcp.CallToolParams{Name: "calm__echo", Arguments: map[string]any{"msg": "hi"}})
+		cancel()
+		if err != nil || res.IsError || text(res) != "hi" {
+			t.Fatalf("call %d during the flood: %v %+v", calls, err, res)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = other.sess.ListTools(ctx, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("tools/list during the flood: %v", err)
+		}
+	}
+	waitFor(t, "the subscriber got updates of the flooding server", func() bool {
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return len(sub.updated) > 0 && sub.updated[0] == floodURI
+	})
+	sub.mu.Lock()
+	got := len(sub.updated)
+	sub.mu.Unlock()
+	t.Logf("%d calls during the flood; the subscriber got %d of %d updates", calls, got, sent)
 }
