@@ -27,7 +27,7 @@ type featureClient struct {
 	updated                                []string
 }
 
-func connectFeatures(t *testing.T, transport mcp.Transport) *featureClient {
+func connectFeatures(t testing.TB, transport mcp.Transport) *featureClient {
 	c := &featureClient{}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "feature-client", Version: "1"}, &mcp.ClientOptions{
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { c.mu.Lock(); c.promptsChanged++; c.mu.Unlock() },
@@ -51,7 +51,7 @@ func connectFeatures(t *testing.T, transport mcp.Transport) *featureClient {
 	return c
 }
 
-func (c *featureClient) prompts(t *testing.T) []*mcp.Prompt {
+func (c *featureClient) prompts(t testing.TB) []*mcp.Prompt {
 	var out []*mcp.Prompt
 	for p, err := range c.sess.Prompts(context.Background(), nil) {
 		if err != nil {
@@ -62,7 +62,7 @@ func (c *featureClient) prompts(t *testing.T) []*mcp.Prompt {
 	return out
 }
 
-func (c *featureClient) resources(t *testing.T) []*mcp.Resource {
+func (c *featureClient) resources(t testing.TB) []*mcp.Resource {
 	var out []*mcp.Resource
 	for r, err := range c.sess.Resources(context.Background(), nil) {
 		if err != nil {
@@ -73,7 +73,7 @@ func (c *featureClient) resources(t *testing.T) []*mcp.Resource {
 	return out
 }
 
-func (c *featureClient) templates(t *testing.T) []*mcp.ResourceTemplate {
+func (c *featureClient) templates(t testing.TB) []*mcp.ResourceTemplate {
 	var out []*mcp.ResourceTemplate
 	for r, err := range c.sess.ResourceTemplates(context.Background(), nil) {
 		if err != nil {
