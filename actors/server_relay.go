@@ -145,7 +145,9 @@ type Relay interface {
 type relayKey struct{}
 
 // WithRelay makes the tool calls made with ctx relay their backend's requests and log messages to r.
-func WithRelay(ctx context.Context, r Relay) context.Context { return context.WithValue(ctx, relayKey{}, r) }
+func WithRelay(ctx context.Context, r Relay) context.Context {
+	return context.WithValue(ctx, relayKey{}, r)
+}
 
 // attachRelay gives a call a relay actor when its caller has a Relay; the returned function stops it (nil: none).
 func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
