@@ -31,6 +31,7 @@ import (
 type relayState struct {
 	inflight atomic.Int64
 	relays   sync.Map // pending call id -> *actor.PID of calls whose client can answer
+	last     atomic.Pointer[endedCall]
 	timeout  time.Duration
 }
 
@@ -44,10 +45,40 @@ func (r *relayState) begin(id uint64, to *pb.PID) {
 
 func (r *relayState) end(id uint64, had bool) {
 	if had {
-		r.relays.Delete(id)
+		// The go-sdk hands a backend's notifications to their handler on a goroutine of its own, so a log message
+		// the backend sent just before its result may be handled just after it: the call that ended last stays
+		// the target of log messages for relayGrace while no call is in flight (its caller keeps its relay actor
+		// as long). Requests are never late: the backend waits for their answer before it returns.
+		if pid, ok := r.relays.LoadAndDelete(id); ok {
+			r.last.Store(&endedCall{pid: pid.(*actor.PID), at: time.Now()})
+		}
 	}
 	r.inflight.Add(-1)
 }
+
+// endedCall is the relayed call that ended last.
+type endedCall struct {
+	pid *actor.PID
+	at  time.Time
+}
+
+// logTarget is where a backend's log message goes: the sole call in flight, or else the call that ended last, if
+// within relayGrace.
+func (r *relayState) logTarget() (*actor.PID, bool) {
+	if pid, err := r.target("notifications/message"); err == nil {
+		return pid, true
+	}
+	if r.inflight.Load() != 0 {
+		return nil, false
+	}
+	if last := r.last.Load(); last != nil && time.Since(last.at) < relayGrace {
+		return last.pid, true
+	}
+	return nil, false
+}
+
+// relayGrace is how long a relayed call's log messages are still attributed to it after its result (see end).
+const relayGrace = 200 * time.Millisecond
 
 // target is the PID of the sole call in flight, or an error for the backend.
 func (r *relayState) target(method string) (*actor.PID, error) {
@@ -90,8 +121,8 @@ func (a *serverActor) relayHandlers(opts *mcp.ClientOptions) {
 		return &out, nil
 	}
 	opts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
-		pid, err := r.target("notifications/message")
-		if err != nil || req.Params == nil {
+		pid, ok := r.logTarget()
+		if !ok || req.Params == nil {
 			return // not attributable to one client: dropped
 		}
 		if raw, err := json.Marshal(req.Params); err == nil {
@@ -156,6 +187,7 @@ func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
 		return nil
 	}
 	rctx := context.WithoutCancel(ctx)
+	var done atomic.Bool
 	pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
 		case *pb.RelayRequest:
@@ -169,12 +201,24 @@ func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
 		case *pb.RelayLog:
 			var p mcp.LoggingMessageParams
 			if json.Unmarshal(m.ParamsJson, &p) == nil {
-				r.Log(rctx, &p)
+				// While the call runs, with its context (over streamable HTTP the message goes on the call's own
+				// stream, before the result); once it has answered, that stream is gone: the session's own.
+				lctx := rctx
+				if done.Load() {
+					lctx = context.Background()
+				}
+				r.Log(lctx, &p)
 			}
 		}
 	}))
 	msg.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
-	return func() { s.sys.Root.Stop(pid) }
+	// Kept for relayGrace after the call (and then poisoned, so what is queued is still delivered): a log message
+	// the backend sent just before its result may arrive just after it.
+	root := s.sys.Root
+	return func() {
+		done.Store(true)
+		time.AfterFunc(relayGrace, func() { root.Poison(pid) })
+	}
 }
 
 // runRelay has the client answer one backend request.
