@@ -344,3 +344,48 @@ func TestResourceUpdateFloodStallsNoOne(t *testing.T) {
 	sub.mu.Unlock()
 	t.Logf("%d calls during the flood; the subscriber got %d of %d updates", calls, got, sent)
 }
+
+// TestBothProtocolRevisions: a client pinned to 2025-11-25 and one preferring 2026-07-28 (the go-sdk's default)
+// both call a tool, get a prompt and read a resource of a backend through /mcp. The aggregator speaks 2025-11-25 to
+// its backends (actors.ProtocolVersion), which go-sdk servers of both generations accept.
+func TestBothProtocolRevisions(t *testing.T) {
+	r := newRig(t)
+	gob := startGoBackend(t)
+	close(gob.release) // reads answer at once
+	gob.release = make(chan struct{})
+	r.register(t, "gob", map[string]any{"base_url": gob.url}, persistence.TransportHTTP)
+	waitFor(t, "gob routable", func() bool {
+		_, tool := r.sys.Routes().Tool("gob.echo")
+		_, prompt := r.sys.Routes().Prompt("gob__greet")
+		return tool && prompt
+	})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cl := mcp.NewClient(&mcp.Implementation{Name: "rev", Version: "1"}, nil)
+			sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sess.Close()
+			// /mcp is a stateful streamable HTTP server, and the go-sdk serves 2026-07-28 over HTTP only statelessly:
+			// a client that prefers 2026-07-28 is answered in 2025-11-25 (its server/discover advertises the legacy
+			// versions) and goes on in that revision.
+			if got := sess.InitializeResult().ProtocolVersion; got != "2025-11-25" {
+				t.Fatalf("negotiated %s, want 2025-11-25", got)
+			}
+			res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "gob__echo", Arguments: map[string]any{"msg": "v" + version}})
+			if err != nil || res.IsError || text(res) != "v"+version {
+				t.Fatalf("tools/call: %v %+v", err, res)
+			}
+			p, err := sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "gob__greet", Arguments: map[string]string{"who": version}})
+			if err != nil || p.Messages[0].Content.(*mcp.TextContent).Text != "hello "+version {
+				t.Fatalf("prompts/get: %v %+v", err, p)
+			}
+			rr, err := sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "gob://item/7"})
+			if err != nil || rr.Contents[0].Text != "item 7" {
+				t.Fatalf("resources/read: %v %+v", err, rr)
+			}
+		})
+	}
+}
