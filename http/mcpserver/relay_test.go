@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -153,5 +154,41 @@ func TestRelayToTheCallingClient(t *testing.T) {
 	free()
 	if got := <-waiting; got != "waited" {
 		t.Fatalf("waiting call: %q", got)
+	}
+}
+
+// TestRelayFromStdioBackend: server-everything over stdio asks for sampling and elicitation during its trigger
+// tools; the calling client answers through /mcp.
+func TestRelayFromStdioBackend(t *testing.T) {
+	r := newRig(t)
+	cmd, args := peertest.EverythingStdio(t)
+	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	waitFor(t, "server-everything's trigger tools", func() bool {
+		_, s := r.sys.Routes().Tool("every.trigger-sampling-request")
+		_, e := r.sys.Routes().Tool("every.trigger-elicitation-request")
+		return s && e
+	})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "capable", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-by-client"}}, nil
+		},
+	})
+	sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "every__trigger-sampling-request", Arguments: map[string]any{"prompt": "hi", "maxTokens": 5}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "sampled-by-client") {
+		t.Fatalf("sampling through a stdio backend: %v %q", err, text(res))
+	}
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "every__trigger-elicitation-request", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(strings.ToLower(text(res)), "decline") {
+		t.Fatalf("elicitation through a stdio backend: %v %q", err, text(res))
 	}
 }
