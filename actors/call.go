@@ -56,6 +56,9 @@ func (s *System) call(ctx context.Context, r Route, argsJSON []byte, progress fu
 		defer s.sys.Root.Stop(pid)
 		msg.ProgressTo = &pb.PID{Address: pid.Address, Id: pid.Id}
 	}
+	if stop := s.attachRelay(ctx, msg); stop != nil {
+		defer stop()
+	}
 	res, err := s.askServer(ctx, r.ServerID, msg, deadline)
 	if err != nil {
 		return nil, nil, err

@@ -252,6 +252,11 @@ func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
 		_, tool := rt.Tool("fed.echo")
 		return ok && srv.Status == persistence.StatusConnected && tool
 	})
+	// Its prompts and resources too (FeaturesChanged through the feed; the other process reads them from the store).
+	waitRoutes(t, sysB, 30*time.Second, "the other process lists the server's prompts and resources", func(rt *actors.RouteTable) bool {
+		_, prompt := rt.Prompt("fed__simple-prompt")
+		return prompt && len(rt.Resources()) > 0 && len(rt.ResourceTemplates()) > 0
+	})
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		res, err := sysB.Search(context.Background(), actors.SearchRequest{Query: "echo back a message", Limit: 5, IncludeExternal: true})
 		if err == nil && len(res.Tools) > 0 {
@@ -268,20 +273,22 @@ func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
 	}
 	waitRoutes(t, sysB, time.Second, "the rename", func(rt *actors.RouteTable) bool {
 		_, ok := rt.Tool("fed2.echo")
-		return ok
+		_, prompt := rt.Prompt("fed2__simple-prompt")
+		return ok && prompt
 	})
 	if _, err := sysA.Disconnect(context.Background(), s.ID, true); err != nil {
 		t.Fatal(err)
 	}
 	waitRoutes(t, sysB, time.Second, "the disconnect", func(rt *actors.RouteTable) bool {
 		srv, _ := rt.Server(s.ID)
-		return srv.Status == persistence.StatusDisconnected
+		return srv.Status == persistence.StatusDisconnected && len(rt.Prompts()) == 0 && len(rt.Resources()) == 0
 	})
 	if err := sysA.Remove(context.Background(), s.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitRoutes(t, sysB, time.Second, "the delete", func(rt *actors.RouteTable) bool {
 		_, ok := rt.Server(s.ID)
-		return !ok
+		prompts, resources, templates := rt.ServerFeatures(s.ID)
+		return !ok && len(prompts)+len(resources)+len(templates) == 0
 	})
 }

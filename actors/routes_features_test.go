@@ -88,3 +88,22 @@ func TestFeatureTableNaming(t *testing.T) {
 		t.Errorf("template: %+v %v", r, ok)
 	}
 }
+
+// FuzzRewrittenURI: ParseRewrittenURI never panics, and reverses RewriteURI for every server name and URI.
+func FuzzRewrittenURI(f *testing.F) {
+	for _, seed := range [][2]string{{"every", "demo://resource/static/document/a.md"}, {"odd/name", "https://h/p?q=1#f"},
+		{"", ""}, {"a", RewrittenURIScheme + "://b/c"}, {"%zz", "x"}, {"s", "{+path}"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, server, uri string) {
+		_, _, _ = ParseRewrittenURI(uri)
+		_, _, _ = ParseRewrittenURI(server)
+		if server == "" || uri == "" {
+			return
+		}
+		got, orig, ok := ParseRewrittenURI(RewriteURI(server, uri))
+		if !ok || got != server || orig != uri {
+			t.Fatalf("ParseRewrittenURI(RewriteURI(%q, %q)) = %q %q %v", server, uri, got, orig, ok)
+		}
+	})
+}

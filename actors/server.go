@@ -110,6 +110,8 @@ type serverActor struct {
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
 	// the session's notification handler reads it from the transport's goroutine.
 	progress *sync.Map
+	// relay: the calls in flight, for relaying the backend's requests to their clients (server_relay.go).
+	relay relayState
 
 	// writes persists transitions, health checks and auto_connect in order, off the mailbox.
 	writes *storeWriter

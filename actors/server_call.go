@@ -62,6 +62,8 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	if m.CallId != "" {
 		a.byReq[m.CallId] = id
 	}
+	relay, relayed := &a.relay, m.RelayTo != nil
+	relay.begin(id, m.RelayTo)
 	if m.RequestId != "" {
 		// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's
 		// transport, which reads the context) as X-Request-ID.
@@ -89,6 +91,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
+		defer relay.end(id, relayed)
 		defer cancel()
 		if token != "" {
 			defer progress.Delete(token)

@@ -166,6 +166,7 @@ func (a *serverActor) startConnect(reason string) {
 		},
 	}
 	a.featureHandlers(opts, attempt.gen)
+	a.relayHandlers(opts)
 	if a.rec.TransportType != persistence.TransportSTDIO {
 		opts.KeepAlive = a.deps.Config.KeepAlive
 	}
@@ -228,6 +229,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 	}()
 	a.transition(persistence.StatusConnected, "connection success", nil)
 	a.scheduleHealth()
+	a.backendLogging(sess)
 }
 
 func (a *serverActor) connectFailed(err error, stderrTail string) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
@@ -243,6 +244,24 @@ func TestClusterFailoverE2E(t *testing.T) {
 		if !listed[name+"__echo"] {
 			t.Errorf("node 3's /mcp does not list %s__echo", name)
 		}
+	}
+	// Node 3's /mcp gets a prompt and reads a resource of a server another node owns (a FeatureRequest across
+	// nodes); the six copies of server-everything list the same URIs, so each is listed rewritten.
+	owned3, _ := n3.backendSessions(t)
+	for _, name := range names {
+		if !strings.HasPrefix(name, "stdio") || owned3[name] {
+			continue
+		}
+		waitFor(t, 20*time.Second, "prompts/get of "+name+" through node 3", func() bool {
+			got, err := sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: name + "__simple-prompt"})
+			return err == nil && len(got.Messages) > 0
+		})
+		uri := actors.RewriteURI(name, "demo://resource/static/document/architecture.md")
+		rr, err := sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(rr.Contents) == 0 || rr.Contents[0].URI != uri || rr.Contents[0].Text == "" {
+			t.Fatalf("resources/read %s through node 3 (owned elsewhere): %v %+v", uri, err, rr)
+		}
+		break
 	}
 	sess.Close()
 	// (An HTTP server: a per-server session over stdio runs a child process of its own, which the sampler below

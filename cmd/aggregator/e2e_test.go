@@ -349,6 +349,26 @@ func TestRealClientThroughMCPEndpoint(t *testing.T) {
 	if !strings.Contains(out, "5") {
 		t.Fatalf("tools/call through /mcp:\n%s", out)
 	}
+	// Prompts and resources of the backend, listed and used through /mcp (issue 14).
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		_, prompts := d.do("GET", "/servers/"+s["id"].(string)+"/prompts", nil)
+		if n, _ := prompts["total"].(float64); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prompts never discovered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out = inspector(t, nil, d.mcp+"/mcp", "--transport", "http", "--method", "prompts/list")
+	if !strings.Contains(out, "every__simple-prompt") {
+		t.Fatalf("prompts/list through /mcp lacks every__simple-prompt:\n%s", out)
+	}
+	out = inspector(t, nil, d.mcp+"/mcp", "--transport", "http", "--method", "resources/read", "--uri", "demo://resource/static/document/architecture.md")
+	if !strings.Contains(out, "demo://resource/static/document/architecture.md") || !strings.Contains(out, "text") {
+		t.Fatalf("resources/read through /mcp:\n%s", out)
+	}
 	d.signal(syscall.SIGTERM, 15*time.Second)
 
 	// The same store, served over stdio by a fresh process the client starts itself.
@@ -368,6 +388,10 @@ func TestRealClientThroughMCPEndpoint(t *testing.T) {
 	out = inspector(t, nil, append(envArgs, binary, "stdio", "--method", "tools/call", "--tool-name", "every__echo", "--tool-arg", "message=over-stdio")...)
 	if !strings.Contains(out, "over-stdio") || strings.Contains(out, `"isError": true`) {
 		t.Fatalf("tools/call over aggregator stdio:\n%s", out)
+	}
+	out = inspector(t, nil, append(envArgs, binary, "stdio", "--method", "prompts/get", "--prompt-name", "every__simple-prompt")...)
+	if !strings.Contains(out, "messages") {
+		t.Fatalf("prompts/get over aggregator stdio:\n%s", out)
 	}
 }
 

@@ -151,8 +151,8 @@ func runSuite(t *testing.T, node, suite, url, baseline string) suiteResult {
 
 // TestConformanceAggregatedEndpoint runs the suite against the aggregated /mcp with the same server registered as a
 // backend. Tools and prompts are aliased as {server}__{name} and resolve by their bare name when one server has it;
-// resources keep their URIs (one server lists them). Scenarios that do not pass there yet (a backend's
-// elicitation, sampling and log messages during a call) are listed in testdata/conformance/aggregate-baseline.yml:
+// resources keep their URIs (one server lists them); a backend's elicitation, sampling and log messages reach the
+// calling client. Scenarios that do not pass there yet are listed in testdata/conformance/aggregate-baseline.yml:
 // every other scenario must pass, and the baseline must not list a scenario that passes (it is kept exact).
 func TestConformanceAggregatedEndpoint(t *testing.T) {
 	root := peertest.RepoRoot(t)

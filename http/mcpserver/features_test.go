@@ -27,7 +27,7 @@ type featureClient struct {
 	updated                                []string
 }
 
-func connectFeatures(t *testing.T, transport mcp.Transport) *featureClient {
+func connectFeatures(t testing.TB, transport mcp.Transport) *featureClient {
 	c := &featureClient{}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "feature-client", Version: "1"}, &mcp.ClientOptions{
 		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) { c.mu.Lock(); c.promptsChanged++; c.mu.Unlock() },
@@ -51,7 +51,7 @@ func connectFeatures(t *testing.T, transport mcp.Transport) *featureClient {
 	return c
 }
 
-func (c *featureClient) prompts(t *testing.T) []*mcp.Prompt {
+func (c *featureClient) prompts(t testing.TB) []*mcp.Prompt {
 	var out []*mcp.Prompt
 	for p, err := range c.sess.Prompts(context.Background(), nil) {
 		if err != nil {
@@ -62,7 +62,7 @@ func (c *featureClient) prompts(t *testing.T) []*mcp.Prompt {
 	return out
 }
 
-func (c *featureClient) resources(t *testing.T) []*mcp.Resource {
+func (c *featureClient) resources(t testing.TB) []*mcp.Resource {
 	var out []*mcp.Resource
 	for r, err := range c.sess.Resources(context.Background(), nil) {
 		if err != nil {
@@ -73,7 +73,7 @@ func (c *featureClient) resources(t *testing.T) []*mcp.Resource {
 	return out
 }
 
-func (c *featureClient) templates(t *testing.T) []*mcp.ResourceTemplate {
+func (c *featureClient) templates(t testing.TB) []*mcp.ResourceTemplate {
 	var out []*mcp.ResourceTemplate
 	for r, err := range c.sess.ResourceTemplates(context.Background(), nil) {
 		if err != nil {
@@ -116,6 +116,11 @@ func startGoBackend(t *testing.T) *goBackend {
 	})
 	b.srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "gob://item/{id}", Name: "item"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "gob://item/")}}}, nil
+	})
+	mcp.AddTool(b.srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Msg string `json:"msg"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Msg}}}, nil, nil
 	})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.srv }, nil))
 	t.Cleanup(hs.Close)
@@ -277,5 +282,110 @@ func TestFeaturesAggregated(t *testing.T) {
 	}
 	if _, err := c.sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "slow://doc"}); err == nil {
 		t.Fatal("read of a disconnected server's resource succeeded")
+	}
+}
+
+// TestResourceUpdateFloodStallsNoOne: a backend that floods notifications/resources/updated to a subscribed client
+// delays neither tool calls nor listings of another client on another server: the updates pass through a bounded
+// queue, and the excess is dropped.
+func TestResourceUpdateFloodStallsNoOne(t *testing.T) {
+	r := newRig(t)
+	flood, calm := startGoBackend(t), startGoBackend(t)
+	r.register(t, "flood", map[string]any{"base_url": flood.url}, persistence.TransportHTTP)
+	r.register(t, "calm", map[string]any{"base_url": calm.url}, persistence.TransportHTTP)
+	sub := connectFeatures(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	other := connect(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	waitFor(t, "both backends' resources", func() bool {
+		_, a := r.sys.Routes().Resource(actors.RewriteURI("flood", "slow://doc"))
+		_, b := r.sys.Routes().Resource(actors.RewriteURI("calm", "slow://doc"))
+		_, c := r.sys.Routes().Tool("calm.echo")
+		return a && b && c
+	})
+	floodURI := actors.RewriteURI("flood", "slow://doc")
+	if err := sub.sess.Subscribe(context.Background(), &mcp.SubscribeParams{URI: floodURI}); err != nil {
+		t.Fatal(err)
+	}
+	const sent = 3000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range sent {
+			_ = flood.srv.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "slow://doc"})
+		}
+	}()
+	// While the flood runs, the other client's calls and listings answer (a stall would hit the 10 s bound).
+	calls := 0
+	for flooding := true; flooding || calls < 20; calls++ {
+		select {
+		case <-done:
+			flooding = false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := other.sess.CallTool(ctx, &mcp.CallToolParams{Name: "calm__echo", Arguments: map[string]any{"msg": "hi"}})
+		cancel()
+		if err != nil || res.IsError || text(res) != "hi" {
+			t.Fatalf("call %d during the flood: %v %+v", calls, err, res)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = other.sess.ListTools(ctx, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("tools/list during the flood: %v", err)
+		}
+	}
+	waitFor(t, "the subscriber got updates of the flooding server", func() bool {
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		return len(sub.updated) > 0 && sub.updated[0] == floodURI
+	})
+	sub.mu.Lock()
+	got := len(sub.updated)
+	sub.mu.Unlock()
+	t.Logf("%d calls during the flood; the subscriber got %d of %d updates", calls, got, sent)
+}
+
+// TestBothProtocolRevisions: a client pinned to 2025-11-25 and one preferring 2026-07-28 (the go-sdk's default)
+// both call a tool, get a prompt and read a resource of a backend through /mcp. The aggregator speaks 2025-11-25 to
+// its backends (actors.ProtocolVersion), which go-sdk servers of both generations accept.
+func TestBothProtocolRevisions(t *testing.T) {
+	r := newRig(t)
+	gob := startGoBackend(t)
+	close(gob.release) // reads answer at once
+	gob.release = make(chan struct{})
+	r.register(t, "gob", map[string]any{"base_url": gob.url}, persistence.TransportHTTP)
+	waitFor(t, "gob routable", func() bool {
+		_, tool := r.sys.Routes().Tool("gob.echo")
+		_, prompt := r.sys.Routes().Prompt("gob__greet")
+		return tool && prompt
+	})
+	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			cl := mcp.NewClient(&mcp.Implementation{Name: "rev", Version: "1"}, nil)
+			sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"},
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sess.Close()
+			// /mcp is a stateful streamable HTTP server, and the go-sdk serves 2026-07-28 over HTTP only statelessly:
+			// a client that prefers 2026-07-28 is answered in 2025-11-25 (its server/discover advertises the legacy
+			// versions) and goes on in that revision.
+			if got := sess.InitializeResult().ProtocolVersion; got != "2025-11-25" {
+				t.Fatalf("negotiated %s, want 2025-11-25", got)
+			}
+			res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "gob__echo", Arguments: map[string]any{"msg": "v" + version}})
+			if err != nil || res.IsError || text(res) != "v"+version {
+				t.Fatalf("tools/call: %v %+v", err, res)
+			}
+			p, err := sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "gob__greet", Arguments: map[string]string{"who": version}})
+			if err != nil || p.Messages[0].Content.(*mcp.TextContent).Text != "hello "+version {
+				t.Fatalf("prompts/get: %v %+v", err, p)
+			}
+			rr, err := sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "gob://item/7"})
+			if err != nil || rr.Contents[0].Text != "item 7" {
+				t.Fatalf("resources/read: %v %+v", err, rr)
+			}
+		})
 	}
 }

@@ -382,6 +382,6 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
 	}
-	return s.call(withRequestID(ctx, req), apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()},
+	return s.call(withRelay(withRequestID(ctx, req), req), apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()},
 		in.Arguments, progressFunc(ctx, req))
 }

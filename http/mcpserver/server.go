@@ -425,7 +425,7 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route a
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
-	return s.call(withRequestID(ctx, req), apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args, progressFunc(ctx, req))
+	return s.call(withRelay(withRequestID(ctx, req), req), apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args, progressFunc(ctx, req))
 }
 
 // progressFunc forwards backend progress to the client that asked for it with a progress token.

@@ -28,7 +28,7 @@ type rig struct {
 	mux      *httptest.Server
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -54,7 +54,7 @@ func newRig(t *testing.T) *rig {
 	return &rig{sys: sys, store: st, endpoint: ep, mux: hs}
 }
 
-func (r *rig) register(t *testing.T, name string, cfg map[string]any, transport string) string {
+func (r *rig) register(t testing.TB, name string, cfg map[string]any, transport string) string {
 	raw, _ := json.Marshal(cfg)
 	s, err := r.sys.Register(context.Background(), actors.RegisterRequest{Name: name, TransportType: transport, ConnectionConfig: raw, AutoConnect: true})
 	if err != nil {
@@ -101,7 +101,7 @@ func (c *client) toolNames(t *testing.T) []string {
 	return names
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

@@ -499,7 +499,10 @@ type CallTool struct {
 	CallId string `protobuf:"bytes,6,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// want_object asks a caller on the same node to get the result as a Go object rather than JSON (no
 	// marshalling round trip); remote callers always get result_json.
-	WantObject    bool `protobuf:"varint,7,opt,name=want_object,json=wantObject,proto3" json:"want_object,omitempty"`
+	WantObject bool `protobuf:"varint,7,opt,name=want_object,json=wantObject,proto3" json:"want_object,omitempty"`
+	// relay_to, when set, receives the backend's requests to its client during the call (RelayRequest) and its log
+	// messages (RelayLog): the caller's client session answers them.
+	RelayTo       *PID `protobuf:"bytes,8,opt,name=relay_to,json=relayTo,proto3" json:"relay_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,13 @@ func (x *CallTool) GetWantObject() bool {
 		return x.WantObject
 	}
 	return false
+}
+
+func (x *CallTool) GetRelayTo() *PID {
+	if x != nil {
+		return x.RelayTo
+	}
+	return nil
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -2226,6 +2236,167 @@ func (x *ResourceUpdated) GetUri() string {
 	return ""
 }
 
+// RelayRequest is a backend's request to its client (elicitation/create, sampling/createMessage) made during a call,
+// sent to the call's relay_to PID. Reply: RelayReply.
+type RelayRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Method        string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	ParamsJson    []byte                 `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayRequest) Reset() {
+	*x = RelayRequest{}
+	mi := &file_proto_aggregator_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayRequest) ProtoMessage() {}
+
+func (x *RelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
+func (*RelayRequest) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RelayRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RelayRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+// RelayReply is the client's answer to a RelayRequest: its result as JSON, or an error (with the client's JSON-RPC
+// code when it answered with one).
+type RelayReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ResultJson    []byte                 `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	RpcCode       int64                  `protobuf:"varint,3,opt,name=rpc_code,json=rpcCode,proto3" json:"rpc_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayReply) Reset() {
+	*x = RelayReply{}
+	mi := &file_proto_aggregator_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayReply) ProtoMessage() {}
+
+func (x *RelayReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayReply.ProtoReflect.Descriptor instead.
+func (*RelayReply) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RelayReply) GetResultJson() []byte {
+	if x != nil {
+		return x.ResultJson
+	}
+	return nil
+}
+
+func (x *RelayReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *RelayReply) GetRpcCode() int64 {
+	if x != nil {
+		return x.RpcCode
+	}
+	return 0
+}
+
+// RelayLog is a backend's notifications/message during a call, sent to the call's relay_to PID.
+type RelayLog struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ParamsJson    []byte                 `protobuf:"bytes,1,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayLog) Reset() {
+	*x = RelayLog{}
+	mi := &file_proto_aggregator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayLog) ProtoMessage() {}
+
+func (x *RelayLog) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayLog.ProtoReflect.Descriptor instead.
+func (*RelayLog) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *RelayLog) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -2260,7 +2431,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xfd\x01\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xac\x02\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2271,7 +2442,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"progressTo\x12\x17\n" +
 	"\acall_id\x18\x06 \x01(\tR\x06callId\x12\x1f\n" +
 	"\vwant_object\x18\a \x01(\bR\n" +
-	"wantObject\"/\n" +
+	"wantObject\x12-\n" +
+	"\brelay_to\x18\b \x01(\v2\x12.aggregator.v1.PIDR\arelayTo\"/\n" +
 	"\x03PID\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x83\x01\n" +
@@ -2394,7 +2566,20 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x1f\n" +
 	"\vserver_name\x18\x02 \x01(\tR\n" +
 	"serverName\x12\x10\n" +
-	"\x03uri\x18\x03 \x01(\tR\x03uriB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\x03uri\x18\x03 \x01(\tR\x03uri\"G\n" +
+	"\fRelayRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
+	"\vparams_json\x18\x02 \x01(\fR\n" +
+	"paramsJson\"^\n" +
+	"\n" +
+	"RelayReply\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\fR\n" +
+	"resultJson\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x19\n" +
+	"\brpc_code\x18\x03 \x01(\x03R\arpcCode\"+\n" +
+	"\bRelayLog\x12\x1f\n" +
+	"\vparams_json\x18\x01 \x01(\fR\n" +
+	"paramsJsonB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -2408,7 +2593,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -2444,30 +2629,34 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*FeaturesListChanged)(nil), // 31: aggregator.v1.FeaturesListChanged
 	(*FeaturesChanged)(nil),     // 32: aggregator.v1.FeaturesChanged
 	(*ResourceUpdated)(nil),     // 33: aggregator.v1.ResourceUpdated
+	(*RelayRequest)(nil),        // 34: aggregator.v1.RelayRequest
+	(*RelayReply)(nil),          // 35: aggregator.v1.RelayReply
+	(*RelayLog)(nil),            // 36: aggregator.v1.RelayLog
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 1: aggregator.v1.DisconnectReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
 	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
-	11, // 4: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 5: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
-	14, // 6: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
-	17, // 7: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
-	15, // 8: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
-	18, // 9: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
-	21, // 10: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
-	23, // 11: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
-	32, // 12: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
-	33, // 13: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
-	9,  // 14: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
-	11, // 15: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 16: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	9,  // 4: aggregator.v1.CallTool.relay_to:type_name -> aggregator.v1.PID
+	11, // 5: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 6: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
+	14, // 7: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
+	17, // 8: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
+	15, // 9: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
+	18, // 10: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
+	21, // 11: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
+	23, // 12: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
+	32, // 13: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
+	33, // 14: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
+	9,  // 15: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	11, // 16: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 17: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -2491,7 +2680,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

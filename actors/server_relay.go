@@ -1,0 +1,275 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Relaying a backend's requests to its client (elicitation, sampling) and its log messages to the one aggregator
+// client whose call caused them (issue 14, part B). The aggregator holds ONE session per backend, shared by every
+// client, and the go-sdk client does not say which of our outgoing calls a backend's request belongs to (over
+// streamable HTTP the backend sends it on that call's response stream, but the go-sdk hides that; over stdio and
+// SSE nothing ties them at all). So the correlation is by the calls in flight: while exactly one tool call is in
+// flight on the session, a backend's request goes to that call's client (relay_to); when several are, the
+// aggregator cannot tell and answers the backend with an error saying so; when the calling client did not declare
+// the capability, the backend gets -32601 (method not found), as that client would answer. Never a hang: the
+// relay is bounded by the request timeout. Log messages follow the same rule and are dropped when they cannot be
+// attributed.
+
+// relayState is a session's calls in flight, as the relay needs them; its methods are safe from any goroutine.
+type relayState struct {
+	inflight atomic.Int64
+	relays   sync.Map // pending call id -> *actor.PID of calls whose client can answer
+	last     atomic.Pointer[endedCall]
+	timeout  time.Duration
+}
+
+// begin counts a call in flight (with the PID that answers its backend's requests, or nil); end uncounts it.
+func (r *relayState) begin(id uint64, to *pb.PID) {
+	r.inflight.Add(1)
+	if to != nil {
+		r.relays.Store(id, actor.NewPID(to.Address, to.Id))
+	}
+}
+
+func (r *relayState) end(id uint64, had bool) {
+	if had {
+		// The go-sdk hands a backend's notifications to their handler on a goroutine of its own, so a log message
+		// the backend sent just before its result may be handled just after it: the call that ended last stays
+		// the target of log messages for relayGrace while no call is in flight (its caller keeps its relay actor
+		// as long). Requests are never late: the backend waits for their answer before it returns.
+		if pid, ok := r.relays.LoadAndDelete(id); ok {
+			r.last.Store(&endedCall{pid: pid.(*actor.PID), at: time.Now()})
+		}
+	}
+	r.inflight.Add(-1)
+}
+
+// endedCall is the relayed call that ended last.
+type endedCall struct {
+	pid *actor.PID
+	at  time.Time
+}
+
+// logTarget is where a backend's log message goes: the sole call in flight, or else the call that ended last, if
+// within relayGrace.
+func (r *relayState) logTarget() (*actor.PID, bool) {
+	if pid, err := r.target("notifications/message"); err == nil {
+		return pid, true
+	}
+	if r.inflight.Load() != 0 {
+		return nil, false
+	}
+	if last := r.last.Load(); last != nil && time.Since(last.at) < relayGrace {
+		return last.pid, true
+	}
+	return nil, false
+}
+
+// relayGrace is how long a relayed call's log messages are still attributed to it after its result (see end).
+const relayGrace = 200 * time.Millisecond
+
+// target is the PID of the sole call in flight, or an error for the backend.
+func (r *relayState) target(method string) (*actor.PID, error) {
+	n := r.inflight.Load()
+	var pid *actor.PID
+	found := 0
+	r.relays.Range(func(_, v any) bool {
+		pid = v.(*actor.PID)
+		found++
+		return found < 2
+	})
+	switch {
+	case n == 0:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: method + " outside of a tool call: the aggregator relays a backend's requests only to the client whose call is in flight"}
+	case n > 1 || found > 1:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s during %d concurrent tool calls on the aggregator's shared session: it cannot tell which client the request is for", method, n)}
+	case found == 0:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: method + ": the client of the call in flight did not declare the capability"}
+	}
+	return pid, nil
+}
+
+// relayHandlers are the client options that pass a backend's elicitation and sampling requests and its log
+// messages to the client of the call in flight.
+func (a *serverActor) relayHandlers(opts *mcp.ClientOptions) {
+	r, sys := &a.relay, a.sys
+	r.timeout = a.deps.Config.RequestTimeout
+	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		var out mcp.ElicitResult
+		if err := r.ask(ctx, sys, "elicitation/create", req.Params, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		var out mcp.CreateMessageResult
+		if err := r.ask(ctx, sys, "sampling/createMessage", req.Params, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	opts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		pid, ok := r.logTarget()
+		if !ok || req.Params == nil {
+			return // not attributable to one client: dropped
+		}
+		if raw, err := json.Marshal(req.Params); err == nil {
+			sys.Root.Send(pid, &pb.RelayLog{ParamsJson: raw})
+		}
+	}
+}
+
+// ask sends a backend's request to the client of the call in flight and decodes the answer into out.
+func (r *relayState) ask(ctx context.Context, sys *actor.ActorSystem, method string, params any, out any) error {
+	pid, err := r.target(method)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return err
+	}
+	timeout := r.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	res, err := sys.Root.RequestFuture(pid, &pb.RelayRequest{Method: method, ParamsJson: raw}, timeout).Result()
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
+	}
+	reply, ok := res.(*pb.RelayReply)
+	if !ok {
+		return fmt.Errorf("unexpected reply %T to %s", res, method)
+	}
+	if reply.Error != "" {
+		code := reply.RpcCode
+		if code == 0 {
+			code = jsonrpc.CodeInternalError
+		}
+		return &jsonrpc.Error{Code: code, Message: reply.Error}
+	}
+	return json.Unmarshal(reply.ResultJson, out)
+}
+
+// Relay answers a backend's requests to its client during a call, and takes its log messages: the session of the
+// client that made the call (see WithRelay).
+type Relay interface {
+	// Supports reports whether the client declared what method needs (elicitation/create, sampling/createMessage).
+	Supports(method string) bool
+	Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	Log(ctx context.Context, p *mcp.LoggingMessageParams)
+}
+
+type relayKey struct{}
+
+// WithRelay makes the tool calls made with ctx relay their backend's requests and log messages to r.
+func WithRelay(ctx context.Context, r Relay) context.Context {
+	return context.WithValue(ctx, relayKey{}, r)
+}
+
+// attachRelay gives a call a relay actor when its caller has a Relay; the returned function stops it (nil: none).
+func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
+	r, ok := ctx.Value(relayKey{}).(Relay)
+	if !ok || r == nil {
+		return nil
+	}
+	rctx := context.WithoutCancel(ctx)
+	var done atomic.Bool
+	pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *pb.RelayRequest:
+			sender, root := c.Sender(), c.ActorSystem().Root
+			go func() {
+				reply := runRelay(rctx, r, m)
+				if sender != nil {
+					root.Send(sender, reply)
+				}
+			}()
+		case *pb.RelayLog:
+			var p mcp.LoggingMessageParams
+			if json.Unmarshal(m.ParamsJson, &p) == nil {
+				// While the call runs, with its context (over streamable HTTP the message goes on the call's own
+				// stream, before the result); once it has answered, that stream is gone: the session's own.
+				lctx := rctx
+				if done.Load() {
+					lctx = context.Background()
+				}
+				r.Log(lctx, &p)
+			}
+		}
+	}))
+	msg.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
+	// Kept for relayGrace after the call (and then poisoned, so what is queued is still delivered): a log message
+	// the backend sent just before its result may arrive just after it.
+	root := s.sys.Root
+	return func() {
+		done.Store(true)
+		time.AfterFunc(relayGrace, func() { root.Poison(pid) })
+	}
+}
+
+// runRelay has the client answer one backend request.
+func runRelay(ctx context.Context, r Relay, m *pb.RelayRequest) *pb.RelayReply {
+	if !r.Supports(m.Method) {
+		return &pb.RelayReply{Error: m.Method + ": the client did not declare the capability", RpcCode: jsonrpc.CodeMethodNotFound}
+	}
+	var res any
+	var err error
+	switch m.Method {
+	case "elicitation/create":
+		var p mcp.ElicitParams
+		if err = json.Unmarshal(m.ParamsJson, &p); err == nil {
+			res, err = r.Elicit(ctx, &p)
+		}
+	case "sampling/createMessage":
+		var p mcp.CreateMessageParams
+		if err = json.Unmarshal(m.ParamsJson, &p); err == nil {
+			res, err = r.CreateMessage(ctx, &p)
+		}
+	default:
+		return &pb.RelayReply{Error: "not relayed: " + m.Method, RpcCode: jsonrpc.CodeMethodNotFound}
+	}
+	if err != nil {
+		reply := &pb.RelayReply{Error: err.Error()}
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			reply.RpcCode, reply.Error = rpcErr.Code, rpcErr.Message
+		}
+		return reply
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return &pb.RelayReply{Error: err.Error()}
+	}
+	return &pb.RelayReply{ResultJson: raw}
+}
+
+// backendLogging asks a backend that declares logging for every level, so that its log messages during a call can
+// reach the caller (whose session then applies the level its client set); off the mailbox.
+func (a *serverActor) backendLogging(sess *mcp.ClientSession) {
+	init := sess.InitializeResult()
+	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
+		return
+	}
+	timeout, log := a.deps.Config.RequestTimeout, a.log()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			log.Info("backend refused logging/setLevel; its log messages are not relayed", "error", err)
+		}
+	}()
+}

@@ -1,0 +1,52 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+)
+
+// sessionRelay is the client session of a tool call, answering its backend's elicitation and sampling requests
+// and taking its log messages (actors.Relay; see actors/server_relay.go for when a backend's request is relayed).
+type sessionRelay struct{ ss *mcp.ServerSession }
+
+func (r sessionRelay) Supports(method string) bool {
+	p := r.ss.InitializeParams()
+	if p == nil || p.Capabilities == nil {
+		return false
+	}
+	switch method {
+	case "elicitation/create":
+		return p.Capabilities.Elicitation != nil
+	case "sampling/createMessage":
+		return p.Capabilities.Sampling != nil
+	}
+	return false
+}
+
+func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return r.ss.Elicit(ctx, p)
+}
+
+func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return r.ss.CreateMessage(ctx, p)
+}
+
+// Log passes a backend's log message on; the session sends it only at or above the level its client set.
+func (r sessionRelay) Log(ctx context.Context, p *mcp.LoggingMessageParams) { _ = r.ss.Log(ctx, p) }
+
+// withRelay makes a tool call relay its backend's requests and log messages to the calling session, when its
+// client declared elicitation or sampling. Other clients' calls carry nothing (no relay actor, no allocation): their
+// backend's requests are answered -32601 by the server actor, and their log messages are not relayed.
+func withRelay(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	if req == nil || req.Session == nil {
+		return ctx
+	}
+	r := sessionRelay{req.Session}
+	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") {
+		return ctx
+	}
+	return actors.WithRelay(ctx, r)
+}

@@ -1,0 +1,194 @@
+package mcpserver_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// relayBackend is a go-sdk backend whose tools ask their client (elicitation, sampling), log, or wait.
+func relayBackend(t *testing.T) (url string, free func()) {
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
+	noInput := &mcp.Tool{InputSchema: map[string]any{"type": "object"}}
+	tool := func(name string, h mcp.ToolHandler) {
+		t := *noInput
+		t.Name = name
+		srv.AddTool(&t, h)
+	}
+	answer := func(s string, err error) (*mcp.CallToolResult, error) {
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}, nil
+	}
+	tool("ask", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "your name?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+		if err != nil {
+			return answer("", err)
+		}
+		return answer(res.Action+":"+res.Content["name"].(string), nil)
+	})
+	tool("sample", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5,
+			Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+		if err != nil {
+			return answer("", err)
+		}
+		return answer("sampled:"+res.Content.(*mcp.TextContent).Text, nil)
+	})
+	tool("log", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working on it"})
+		return answer("logged", nil)
+	})
+	tool("wait", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return answer("waited", nil)
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	var once sync.Once
+	free = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	return hs.URL, free
+}
+
+// TestRelayToTheCallingClient: a backend's elicitation, sampling and log messages during a call reach the client
+// that made the call, and its answer goes back; a client without the capability gets the backend an MCP error
+// (never a hang); with two calls in flight on the shared session the backend gets an error, not another client.
+func TestRelayToTheCallingClient(t *testing.T) {
+	r := newRig(t)
+	url, free := relayBackend(t)
+	r.register(t, "asker", map[string]any{"base_url": url}, persistence.TransportHTTP)
+	waitFor(t, "asker's tools", func() bool { _, ok := r.sys.Routes().Tool("asker.ask"); return ok })
+
+	var mu sync.Mutex
+	var logs []string
+	capable := mcp.NewClient(&mcp.Implementation{Name: "capable", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "ann"}}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "hello"}}, nil
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			mu.Lock()
+			logs = append(logs, req.Params.Data.(string))
+			mu.Unlock()
+		},
+	})
+	plain := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	open := func(c *mcp.Client, transport mcp.Transport) *mcp.ClientSession {
+		s, err := c.Connect(context.Background(), transport, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	call := func(s *mcp.ClientSession, name string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		if err != nil {
+			t.Fatalf("call %s: %v", name, err)
+		}
+		return text(res)
+	}
+	for _, transport := range []mcp.Transport{&mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, &mcp.SSEClientTransport{Endpoint: r.mux.URL + "/sse"}} {
+		c := open(capable, transport)
+		if err := c.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := call(c, "asker__ask"); got != "accept:ann" {
+			t.Fatalf("elicitation through /mcp: %q", got)
+		}
+		if got := call(c, "asker__sample"); got != "sampled:hello" {
+			t.Fatalf("sampling through /mcp: %q", got)
+		}
+		if got := call(c, "asker__log"); got != "logged" {
+			t.Fatalf("log call: %q", got)
+		}
+		waitFor(t, "the backend's log message at the client", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(logs) > 0 && logs[len(logs)-1] == "working on it"
+		})
+		mu.Lock()
+		logs = nil
+		mu.Unlock()
+	}
+
+	// A client that did not declare elicitation: the backend's request is refused at once with -32601.
+	p := open(plain, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	if got := call(p, "asker__ask"); !strings.Contains(got, "method not found") {
+		t.Fatalf("elicitation for a client without the capability: %q", got)
+	}
+
+	// Two calls in flight on the shared backend session: the backend's request cannot be attributed, and fails.
+	c := open(capable, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	waiting := make(chan string, 1)
+	go func() { waiting <- call(p, "asker__wait") }()
+	waitFor(t, "the waiting call in flight", func() bool {
+		st, err := r.sys.Status(context.Background(), r.sys.Routes().Servers()[0].ID)
+		return err == nil && st.PendingRequests >= 1
+	})
+	if got := call(c, "asker__ask"); !strings.Contains(got, "cannot tell which client") {
+		t.Fatalf("elicitation during two calls: %q", got)
+	}
+	free()
+	if got := <-waiting; got != "waited" {
+		t.Fatalf("waiting call: %q", got)
+	}
+}
+
+// TestRelayFromStdioBackend: server-everything over stdio asks for sampling and elicitation during its trigger
+// tools; the calling client answers through /mcp.
+func TestRelayFromStdioBackend(t *testing.T) {
+	r := newRig(t)
+	cmd, args := peertest.EverythingStdio(t)
+	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	waitFor(t, "server-everything's trigger tools", func() bool {
+		_, s := r.sys.Routes().Tool("every.trigger-sampling-request")
+		_, e := r.sys.Routes().Tool("every.trigger-elicitation-request")
+		return s && e
+	})
+	cl := mcp.NewClient(&mcp.Implementation{Name: "capable", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "test-model", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-by-client"}}, nil
+		},
+	})
+	sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "every__trigger-sampling-request", Arguments: map[string]any{"prompt": "hi", "maxTokens": 5}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "sampled-by-client") {
+		t.Fatalf("sampling through a stdio backend: %v %q", err, text(res))
+	}
+	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "every__trigger-elicitation-request", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(strings.ToLower(text(res)), "decline") {
+		t.Fatalf("elicitation through a stdio backend: %v %q", err, text(res))
+	}
+}
