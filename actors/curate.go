@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 
 	"github.com/mcpgw/aggregator/actors/curation"
@@ -73,7 +74,7 @@ func (c *serverCuration) exposedName(original string) string {
 // tools and withheld ones left out, held ones with their approved definition, overrides applied. A row it changes
 // is a copy whose DefinitionHash also says what was applied, so that a changed override or approval is seen as a
 // changed tool by the router and the indexer. stored is not modified; with nothing to apply it is returned as is.
-func (c *serverCuration) serve(stored []persistence.Tool, log *slog.Logger) []persistence.Tool {
+func (c *serverCuration) serve(stored []persistence.Tool, hashes *pinHashes, log *slog.Logger) []persistence.Tool {
 	if c.plain() {
 		return stored
 	}
@@ -83,10 +84,7 @@ func (c *serverCuration) serve(stored []persistence.Tool, log *slog.Logger) []pe
 			continue
 		}
 		if c.policy.Pinning {
-			hash, err := curation.PinHash(t.Definition)
-			if err != nil {
-				hash = "" // a definition that cannot be read was never approved
-			}
+			hash := hashes.of(&t)
 			switch curation.Serve(c.policy, &c.pins, c.pinBy[t.OriginalName], hash) {
 			case curation.Withhold:
 				continue
@@ -110,6 +108,45 @@ func (c *serverCuration) serve(stored []persistence.Tool, log *slog.Logger) []pe
 		out = append(out, t)
 	}
 	return out
+}
+
+// pinHashes remembers the pin hash of each tool's definition, so that the reloads of a pinned server (one per
+// classified batch) do not canonicalise every definition again: a tool whose definition bytes hash to the same
+// 64-bit key keeps its pin hash. Owned by one actor (the router, the indexer); never shared.
+type pinHashes struct {
+	seed maphash.Seed
+	m    map[int64]pinHashEntry
+}
+
+type pinHashEntry struct {
+	key    uint64
+	hash   string
+	server string
+}
+
+func newPinHashes() *pinHashes { return &pinHashes{seed: maphash.MakeSeed(), m: map[int64]pinHashEntry{}} }
+
+// of returns t's pin hash ("" when its definition cannot be read: never approved).
+func (p *pinHashes) of(t *persistence.Tool) string {
+	key := maphash.Bytes(p.seed, t.Definition)
+	if e, ok := p.m[t.ID]; ok && e.key == key {
+		return e.hash
+	}
+	h, err := curation.PinHash(t.Definition)
+	if err != nil {
+		h = ""
+	}
+	p.m[t.ID] = pinHashEntry{key: key, hash: h, server: t.SourceServerID}
+	return h
+}
+
+// forgetServer drops the entries of a removed server's tools.
+func (p *pinHashes) forgetServer(id string) {
+	for tid, e := range p.m {
+		if e.server == id {
+			delete(p.m, tid)
+		}
+	}
 }
 
 // approvedRow puts a pin's approved definition in place of the row's current one.

@@ -43,6 +43,8 @@ type indexerActor struct {
 	// (skillSet).
 	hashSeed  maphash.Seed
 	skillSets map[string][]string
+	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve).
+	pins *pinHashes
 }
 
 // toolHash is indexedTool.hash of a stored tool (never 0).
@@ -77,6 +79,7 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.hashSeed = maphash.MakeSeed() // the state is new at every start: so are the hashes
+		a.pins = newPinHashes()
 		a.indexAll()
 	case *resync:
 		a.indexAll()
@@ -132,7 +135,7 @@ func (a *indexerActor) indexServer(id string) {
 		a.deps.Logger.Error("indexer: load curation", "server_id", id, "error", err)
 		return
 	}
-	tools = cur.serve(tools, a.deps.Logger)
+	tools = cur.serve(tools, a.pins, a.deps.Logger)
 	present := map[int64]bool{}
 	var docs []search.Doc
 	var embedIDs []int64
@@ -206,6 +209,7 @@ func (a *indexerActor) indexServer(id string) {
 func (a *indexerActor) removeServer(id string) {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	a.pins.forgetServer(id)
 	touched := map[string]bool{}
 	var gone []int64
 	for tid, t := range a.tools {

@@ -30,6 +30,8 @@ type routerActor struct {
 	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
 	curated  map[string]*serverCuration
 	profiles []persistence.Profile
+	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve).
+	pins *pinHashes
 	// feats: the servers' prompts, resources and resource templates (router_features.go).
 	feats routerFeatures
 }
@@ -74,6 +76,7 @@ func (h *routeHooks) call(t *RouteTable) {
 func (r *routerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		r.pins = newPinHashes()
 		r.loadAll()
 		r.publish()
 	case *readyMsg:
@@ -110,6 +113,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.loadFeatures(m.ServerId)
 		r.publish()
 	case *pb.ServerRemoved:
+		r.pins.forgetServer(m.ServerId)
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
 		delete(r.applied, m.ServerId)
@@ -173,7 +177,7 @@ func (r *routerActor) loadAll() {
 		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
 	}
 	for id, list := range byServer {
-		served := r.curated[id].serve(list, r.deps.Logger)
+		served := r.curated[id].serve(list, r.pins, r.deps.Logger)
 		for i := range served {
 			served[i] = routedTool(served[i])
 		}
@@ -235,7 +239,7 @@ func (r *routerActor) reloadTools(id string) {
 			r.deps.Logger.Error("router: reload tool pins", "server_id", id, "error", err)
 		}
 	}
-	tools = r.curated[id].serve(tools, r.deps.Logger)
+	tools = r.curated[id].serve(tools, r.pins, r.deps.Logger)
 	// A definition that did not change keeps its routed form: classification reloads a server many times.
 	prev := make(map[int64]*persistence.Tool, len(r.tools[id]))
 	for i, t := range r.tools[id] {
