@@ -124,7 +124,9 @@ type pinHashEntry struct {
 	server string
 }
 
-func newPinHashes() *pinHashes { return &pinHashes{seed: maphash.MakeSeed(), m: map[int64]pinHashEntry{}} }
+func newPinHashes() *pinHashes {
+	return &pinHashes{seed: maphash.MakeSeed(), m: map[int64]pinHashEntry{}}
+}
 
 // of returns t's pin hash ("" when its definition cannot be read: never approved).
 func (p *pinHashes) of(t *persistence.Tool) string {
