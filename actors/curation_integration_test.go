@@ -155,7 +155,7 @@ func TestCurationProfiles(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testConfig())
 	_, url := manyTools(t, 5)
-	a := r.register("alpha", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.register("alpha", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
 	waitRoutes(t, r.sys, 30*time.Second, "alpha", hasTool("alpha.tool_0004"))
 	ctx := context.Background()
 	if _, created, err := r.sys.PutProfile(ctx, persistence.Profile{Name: "team", Clients: []string{"bot"},
@@ -218,7 +218,6 @@ func TestCurationProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRoutes(t, r.sys, 5*time.Second, "profile gone", func(rt *actors.RouteTable) bool { _, ok := rt.Profile("team"); return !ok })
-	_ = a
 }
 
 // TestCurationPinningWithholdsNewTools: with pin_new_tools withhold, a tool added after the baseline is withheld

@@ -77,16 +77,6 @@ func (t *RouteTable) Profile(name string) (*ProfileView, bool) {
 	return p, ok
 }
 
-// ProfileNames lists the profiles, by name.
-func (t *RouteTable) ProfileNames() []string {
-	out := make([]string, 0, len(t.profiles))
-	for n := range t.profiles {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // BoundProfiles are the profiles a client token (by its name) is bound to: its scope. None: the token is not bound,
 // and sees everything its scope allows.
 func (t *RouteTable) BoundProfiles(client string) []string { return t.clients[client] }
