@@ -149,6 +149,11 @@ func (s *System) leaveCluster() {
 	if s.cluster == nil {
 		return
 	}
+	// Requests other nodes sent to this node's actors just before they were handed over (their cached pids point
+	// here) are answered with dead letters, on which the senders look the server up again and reach its successor.
+	// Leaving the membership first would end them with "the node left while the request was in flight" instead:
+	// linger while such answers go out.
+	time.Sleep(leaveLinger)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -160,6 +165,9 @@ func (s *System) leaveCluster() {
 		s.deps.Logger.Warn("cluster: leaving the membership took too long; stopping anyway")
 	}
 }
+
+// leaveLinger is how long a leaving node keeps answering (with dead letters) before it leaves the membership.
+const leaveLinger = 300 * time.Millisecond
 
 // ClusterStatus reports this node's membership for the probes: its node id, the members it sees and whether it
 // has joined (it sees itself). ok is false on a single node.
