@@ -32,9 +32,11 @@ type Curation interface {
 
 var _ Curation = (*System)(nil)
 
-// curationChanged tells every node's router and indexer that a server's curation changed.
-func (s *System) curationChanged(srv persistence.Server) {
+// curationChanged tells every node's router and indexer that a server's curation changed, and returns once this
+// node's routing table shows it (the admin's next list or call sees the change).
+func (s *System) curationChanged(ctx context.Context, srv persistence.Server) {
 	s.sys.EventStream.Publish(&pb.ServerUpdated{ServerId: srv.ID, OldName: srv.Name, NewName: srv.Name})
+	s.awaitRouter(ctx, "curation change")
 }
 
 // SetToolPolicy changes a server's filter and pinning settings. Turning pinning on approves the server's stored
@@ -66,7 +68,7 @@ func (s *System) SetToolPolicy(ctx context.Context, serverID string, p persisten
 	if err != nil {
 		return srv, fmt.Errorf("set tool policy: %w", err)
 	}
-	s.curationChanged(srv)
+	s.curationChanged(ctx, srv)
 	return srv, nil
 }
 
@@ -94,7 +96,7 @@ func (s *System) PutToolOverride(ctx context.Context, o persistence.ToolOverride
 	if err != nil {
 		return out, fmt.Errorf("put tool override: %w", err)
 	}
-	s.curationChanged(srv)
+	s.curationChanged(ctx, srv)
 	return out, nil
 }
 
@@ -107,7 +109,7 @@ func (s *System) DeleteToolOverride(ctx context.Context, serverID, original stri
 	if err := s.deps.Store.DeleteToolOverride(ctx, serverID, original); err != nil {
 		return fmt.Errorf("delete tool override: %w", err)
 	}
-	s.curationChanged(srv)
+	s.curationChanged(ctx, srv)
 	return nil
 }
 
@@ -123,7 +125,7 @@ func (s *System) ResolveToolChange(ctx context.Context, serverID, original strin
 	if err != nil {
 		return pin, fmt.Errorf("resolve tool change: %w", err)
 	}
-	s.curationChanged(srv)
+	s.curationChanged(ctx, srv)
 	// A fresh discovery on the owner sets the pending-changes metric (and serves a tool that changed again).
 	if e, ok := s.Routes().Server(serverID); ok && callable(e.Status) {
 		_ = s.RefreshTools(ctx, serverID)
@@ -137,7 +139,7 @@ func (s *System) PutProfile(ctx context.Context, p persistence.Profile) (persist
 	if err != nil {
 		return out, false, fmt.Errorf("put profile: %w", err)
 	}
-	s.sys.EventStream.Publish(&pb.ProfilesChanged{})
+	s.profilesChanged(ctx)
 	return out, created, nil
 }
 
@@ -154,6 +156,23 @@ func (s *System) DeleteProfile(ctx context.Context, name string) error {
 	if err := s.deps.Store.DeleteProfile(ctx, name); err != nil {
 		return fmt.Errorf("delete profile: %w", err)
 	}
-	s.sys.EventStream.Publish(&pb.ProfilesChanged{})
+	s.profilesChanged(ctx)
 	return nil
+}
+
+// profilesChanged announces a profile change and waits for this node's router to apply it, so that the admin's
+// next request (opening /mcp/profiles/{name}, say) sees what they just wrote. The event reaches the router's
+// mailbox before Publish returns; the router answers readyMsg only after it, having published the new table.
+// Other nodes apply it when the event reaches them.
+func (s *System) profilesChanged(ctx context.Context) {
+	s.sys.EventStream.Publish(&pb.ProfilesChanged{})
+	s.awaitRouter(ctx, "profile change")
+}
+
+// awaitRouter waits (at most 5 s) until this node's router has handled every event published before the call. If
+// it does not answer in time the write still stands and its event is on the way; the caller only returns sooner.
+func (s *System) awaitRouter(ctx context.Context, what string) {
+	if _, err := s.askActor(ctx, s.router, &readyMsg{}, 5*time.Second); err != nil {
+		s.deps.Logger.Warn(what+": router slow to apply it", "error", err)
+	}
 }

@@ -83,7 +83,6 @@ func Open(ctx context.Context, path string) (*Store, error) {
 func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	if readOnly {
@@ -106,7 +105,42 @@ func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	if !readOnly {
+		if err := enableWAL(ctx, db); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+	}
 	return db, nil
+}
+
+// enableWAL switches the file to WAL mode (a persistent property of the file, so the read pool, opened after,
+// finds it set). Switching needs an exclusive lock, and SQLite takes it without calling the busy handler: when
+// several processes open one fresh file at once, all but one get SQLITE_BUSY at once. Those retry here, bounded
+// by busyTimeout and ctx, until the winner's switch is done and theirs becomes a no-op.
+func enableWAL(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	wait := 5 * time.Millisecond
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		if err == nil {
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("journal_mode is %q after asking for WAL", mode)
+			}
+			return nil
+		}
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return fmt.Errorf("enable WAL: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("enable WAL: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
 }
 
 // Ping checks both pools answer.
