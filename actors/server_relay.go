@@ -166,10 +166,12 @@ func (r *relayState) ask(ctx context.Context, sys *actor.ActorSystem, method str
 // Relay answers a backend's requests to its client during a call, and takes its log messages: the session of the
 // client that made the call (see WithRelay).
 type Relay interface {
-	// Supports reports whether the client declared what method needs (elicitation/create, sampling/createMessage).
+	// Supports reports whether the client declared what method needs (elicitation/create, sampling/createMessage,
+	// roots/list).
 	Supports(method string) bool
 	Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 	Log(ctx context.Context, p *mcp.LoggingMessageParams)
 }
 
@@ -238,6 +240,11 @@ func runRelay(ctx context.Context, r Relay, m *pb.RelayRequest) *pb.RelayReply {
 		var p mcp.CreateMessageParams
 		if err = json.Unmarshal(m.ParamsJson, &p); err == nil {
 			res, err = r.CreateMessage(ctx, &p)
+		}
+	case "roots/list":
+		var p mcp.ListRootsParams
+		if err = json.Unmarshal(m.ParamsJson, &p); err == nil {
+			res, err = r.ListRoots(ctx, &p)
 		}
 	default:
 		return &pb.RelayReply{Error: "not relayed: " + m.Method, RpcCode: jsonrpc.CodeMethodNotFound}

@@ -22,6 +22,8 @@ func (r sessionRelay) Supports(method string) bool {
 		return p.Capabilities.Elicitation != nil
 	case "sampling/createMessage":
 		return p.Capabilities.Sampling != nil
+	case "roots/list":
+		return p.Capabilities.RootsV2 != nil
 	}
 	return false
 }
@@ -32,6 +34,10 @@ func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Eli
 
 func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	return r.ss.CreateMessage(ctx, p)
+}
+
+func (r sessionRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return r.ss.ListRoots(ctx, p)
 }
 
 // Log passes a backend's log message on; the session sends it only at or above the level its client set.
