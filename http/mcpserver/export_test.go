@@ -8,3 +8,6 @@ func SessionCount(s *Server) int {
 	}
 	return n
 }
+
+// HeldCalls is how many calls wait for a 2026-07-28 client's retry.
+func (s *Server) HeldCalls() int { return s.held.held() }

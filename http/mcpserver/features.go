@@ -276,6 +276,7 @@ func (s *Server) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	}
 	params := *req.Params
 	params.Name = p.Name
+	params.Meta, params.InputResponses, params.RequestState = hopMeta(params.Meta), nil, ""
 	var out mcp.GetPromptResult
 	if err := s.feature(ctx, p.ServerID, p.ServerName, actors.MethodGetPrompt, &params, &out); err != nil {
 		return nil, err
@@ -313,6 +314,7 @@ func (s *Server) templateReader(serverID, key, exposed string) mcp.ResourceHandl
 func (s *Server) read(ctx context.Context, req *mcp.ReadResourceRequest, serverID, serverName, uri string) (*mcp.ReadResourceResult, error) {
 	params := *req.Params
 	params.URI = uri
+	params.Meta, params.InputResponses, params.RequestState = hopMeta(params.Meta), nil, ""
 	var out mcp.ReadResourceResult
 	if err := s.feature(ctx, serverID, serverName, actors.MethodReadResource, &params, &out); err != nil {
 		return nil, err
@@ -332,6 +334,7 @@ func (s *Server) read(ctx context.Context, req *mcp.ReadResourceRequest, serverI
 func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	t := s.gw.Routes()
 	params := *req.Params
+	params.Meta = hopMeta(params.Meta)
 	ref := *req.Params.Ref
 	params.Ref = &ref
 	var serverID, serverName string
@@ -403,6 +406,25 @@ func resolveURI(t *actors.RouteTable, uri string) (serverID, serverName, orig st
 
 // feature sends one request to a server's actor and decodes its result into out. A failure is a JSON-RPC error
 // naming the server: the backend's own code when the backend answered with an error, internal error otherwise.
+// hopMeta is the _meta of a client's request as its backend gets it: without the protocol's own keys
+// ("io.modelcontextprotocol/...": under 2026-07-28 each request carries the client's protocol version, info and
+// capabilities there), which belong to the hop between the client and the aggregator, not to the aggregator's
+// session with the backend (a backend of the older revision refuses a request that carries them). The rest, a
+// progress token or a client's own keys, is passed on.
+func hopMeta(m mcp.Meta) mcp.Meta {
+	var out mcp.Meta
+	for k, v := range m {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			continue
+		}
+		if out == nil {
+			out = make(mcp.Meta, len(m))
+		}
+		out[k] = v
+	}
+	return out
+}
+
 func (s *Server) feature(ctx context.Context, serverID, serverName, method string, params, out any) error {
 	reply, err := s.feat.gw.Feature(withRequestID(ctx, nil), serverID, method, params)
 	if err != nil {

@@ -368,11 +368,10 @@ func TestBothProtocolRevisions(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sess.Close()
-			// /mcp is a stateful streamable HTTP server, and the go-sdk serves 2026-07-28 over HTTP only statelessly:
-			// a client that prefers 2026-07-28 is answered in 2025-11-25 (its server/discover advertises the legacy
-			// versions) and goes on in that revision.
-			if got := sess.InitializeResult().ProtocolVersion; got != "2025-11-25" {
-				t.Fatalf("negotiated %s, want 2025-11-25", got)
+			// Each client speaks its own revision: 2026-07-28 requests are served by the stateless handler beside
+			// the stateful one.
+			if got := sess.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
 			}
 			res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "gob__echo", Arguments: map[string]any{"msg": "v" + version}})
 			if err != nil || res.IsError || text(res) != "v"+version {

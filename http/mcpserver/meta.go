@@ -357,7 +357,8 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 // execute calls any tool by name through the router, with REST's validation ({tool_name, arguments, server_id},
 // nothing else) and routing metadata in _meta.metadata.
 func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if _, denied := s.admitCall(ctx, req); denied != nil {
+	id, denied := s.admitCall(ctx, req)
+	if denied != nil {
 		return denied, nil
 	}
 	start := time.Now()
@@ -382,6 +383,5 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		}
 		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
 	}
-	return s.call(withRelay(withRequestID(ctx, req), req), apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()},
-		in.Arguments, progressFunc(ctx, req))
+	return s.relayedCall(ctx, req, id, apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()}, in.Arguments)
 }

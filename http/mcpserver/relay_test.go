@@ -52,6 +52,11 @@ func relayBackend(t *testing.T) (url string, free func()) {
 		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working on it"})
 		return answer("logged", nil)
 	})
+	tool("slowlog", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working on it"})
+		time.Sleep(100 * time.Millisecond) // the message is handled before the result (see roundtrip_test)
+		return answer("logged", nil)
+	})
 	tool("wait", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		select {
 		case <-release:

@@ -74,6 +74,9 @@ type Options struct {
 	HostGuarded bool
 	// InstanceID is the daemon's instance id for loop detection (loop.go); empty: the gateway's, if it has one.
 	InstanceID string
+	// InputWait is how long a call held for a 2026-07-28 client's input (its backend asked the client something)
+	// waits for the client's retry before it is cancelled (DefaultInputWait when 0). See roundtrip.go.
+	InputWait time.Duration
 	// Scope restricts the endpoint to some profiles' tools (nil: every tool): it lists, resolves, searches and
 	// executes only those, and a tool outside is not found. Views makes one such endpoint per profile (and per
 	// set of profiles a client token is bound to).
@@ -110,6 +113,7 @@ type Server struct {
 	instanceID string
 
 	backendTool mcp.ToolHandler // s.callBackend, made once
+	held        *heldCalls      // calls of 2026-07-28 clients waiting for their input
 
 	mu      sync.Mutex
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
@@ -152,7 +156,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
 	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}),
+		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
@@ -197,9 +201,26 @@ func (s *Server) StreamableHandler() http.Handler {
 	if timeout < 0 {
 		timeout = 0
 	}
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Logger: actors.QuietLogger(s.log, slog.LevelWarn), SessionTimeout: timeout, DisableLocalhostProtection: s.hostGuarded})
-	return s.LoopGuard(s.sessions.streamable(sdk))
+	logger := actors.QuietLogger(s.log, slog.LevelWarn)
+	server := func(*http.Request) *mcp.Server { return s.mcp }
+	sdk := mcp.NewStreamableHTTPHandler(server,
+		&mcp.StreamableHTTPOptions{Logger: logger, SessionTimeout: timeout, DisableLocalhostProtection: s.hostGuarded})
+	// Protocol 2026-07-28 has no sessions, and the go-sdk serves it over HTTP only from a stateless handler: one
+	// beside the stateful one, on the same server (tools, prompts, resources, notifications), chosen per request.
+	modern := mcp.NewStreamableHTTPHandler(server,
+		&mcp.StreamableHTTPOptions{Logger: logger, Stateless: true, DisableLocalhostProtection: s.hostGuarded})
+	return s.LoopGuard(s.sessions.streamable(sdk, modern))
+}
+
+// ModernProtocol is the first protocol revision without sessions (SEP-2575): its requests carry their version in
+// the Mcp-Protocol-Version header, and the client's capabilities in each request's _meta.
+const ModernProtocol = "2026-07-28"
+
+// isModern reports whether an HTTP request to the streamable endpoint speaks a sessionless revision (2026-07-28 or
+// later; revisions are dates, so they order as strings). A request of an older revision carries a session id, or
+// is an initialize without the header.
+func isModern(r *http.Request) bool {
+	return r.Header.Get("Mcp-Session-Id") == "" && r.Header.Get("Mcp-Protocol-Version") >= ModernProtocol
 }
 
 // SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
@@ -415,7 +436,8 @@ func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, route act
 }
 
 func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route actors.Route, asked string, start time.Time) (*mcp.CallToolResult, error) {
-	if _, denied := s.admitCall(ctx, req); denied != nil {
+	id, denied := s.admitCall(ctx, req)
+	if denied != nil {
 		return denied, nil
 	}
 	if fe := validate.ToolName(asked); fe != "" {
@@ -425,7 +447,20 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route a
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
-	return s.call(withRelay(withRequestID(ctx, req), req), apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args, progressFunc(ctx, req))
+	return s.relayedCall(ctx, req, id, apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args)
+}
+
+// relayedCall runs a call whose backend's requests and log messages go to its client: over the client's session
+// (2025-11-25 and older, see relay.go), or, for a 2026-07-28 client, in the call's answers (roundtrip.go).
+func (s *Server) relayedCall(ctx context.Context, req *mcp.CallToolRequest, id auth.Identity, c apierror.Call, args json.RawMessage) (*mcp.CallToolResult, error) {
+	ctx = withRequestID(ctx, req)
+	progress := progressFunc(ctx, req)
+	if modernClient(req) {
+		return s.callRoundTrip(ctx, req, actorName(id), func(ctx context.Context) (*mcp.CallToolResult, error) {
+			return s.call(ctx, c, args, progress)
+		})
+	}
+	return s.call(withRelay(ctx, req), c, args, progress)
 }
 
 // progressFunc forwards backend progress to the client that asked for it with a progress token.

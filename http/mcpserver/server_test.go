@@ -28,7 +28,7 @@ type rig struct {
 	mux      *httptest.Server
 }
 
-func newRig(t testing.TB) *rig {
+func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -44,7 +44,11 @@ func newRig(t testing.TB) *rig {
 		defer cancel()
 		_ = sys.Shutdown(c)
 	})
-	ep := mcpserver.New(sys, st, mcpserver.Options{})
+	var o mcpserver.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ep := mcpserver.New(sys, st, o)
 	t.Cleanup(ep.Close)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", ep.StreamableHandler())

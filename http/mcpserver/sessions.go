@@ -94,9 +94,15 @@ func (t *sessionTable) admit(key string) *apierror.Error {
 	return nil
 }
 
-// streamable wraps the go-sdk's streamable handler with the caps and the DELETE cancellation.
-func (t *sessionTable) streamable(sdk http.Handler) http.Handler {
+// streamable wraps the go-sdk's streamable handler with the caps and the DELETE cancellation. Requests of the
+// sessionless revision go to modern, the stateless handler: they open no session, so the session caps do not
+// apply to them (rate limits and the per-server call caps do).
+func (t *sessionTable) streamable(sdk, modern http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isModern(r) {
+			modern.ServeHTTP(w, r)
+			return
+		}
 		sid := r.Header.Get("Mcp-Session-Id")
 		if r.Method == http.MethodDelete && sid != "" {
 			t.cancelCalls(sid)
