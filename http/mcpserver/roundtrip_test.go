@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,4 +167,45 @@ func TestRoundTripStateIsChecked(t *testing.T) {
 		InputResponses: mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "decline"}}}); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("retry after expiry: %v", err)
 	}
+}
+
+// TestModernClientNotifications: a 2026-07-28 client hears about tool, prompt and resource list changes on its
+// subscriptions/listen stream as backends come and go, and lists what a 2025-11-25 client lists.
+func TestModernClientNotifications(t *testing.T) {
+	r := newRig(t)
+	var tools, prompts, resources atomic.Int32
+	cl := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { tools.Add(1) },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { prompts.Add(1) },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { resources.Add(1) },
+	})
+	sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if v := sess.InitializeResult().ProtocolVersion; v != mcpserver.ModernProtocol {
+		t.Fatalf("negotiated %s", v)
+	}
+	gob := startGoBackend(t)
+	close(gob.release) // reads answer at once
+	gob.release = make(chan struct{})
+	id := r.register(t, "gob", map[string]any{"base_url": gob.url}, persistence.TransportHTTP)
+	waitFor(t, "tools, prompts and resources list_changed at the modern client", func() bool {
+		return tools.Load() > 0 && prompts.Load() > 0 && resources.Load() > 0
+	})
+	lt, err := sess.ListTools(context.Background(), nil)
+	if err != nil || !slices.ContainsFunc(lt.Tools, func(tl *mcp.Tool) bool { return tl.Name == "gob__echo" }) {
+		t.Fatalf("tools/list: %v", err)
+	}
+	lp, err := sess.ListPrompts(context.Background(), nil)
+	if err != nil || len(lp.Prompts) != 1 || lp.Prompts[0].Name != "gob__greet" {
+		t.Fatalf("prompts/list: %v %+v", err, lp)
+	}
+	// A removal is announced too.
+	before := tools.Load()
+	if err := r.sys.Remove(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "list_changed after the backend's removal", func() bool { return tools.Load() > before })
 }
