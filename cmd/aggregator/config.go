@@ -42,7 +42,9 @@ type config struct {
 	// Search holds the tool-search settings; see search.go.
 	Search searchConfig
 	// MCPSessionIdle (0: never), MCPMaxSessions and MCPMaxSessionsPerClient bound the sessions of /mcp and /sse.
-	MCPSessionIdle                          time.Duration
+	MCPSessionIdle time.Duration
+	// MCPInputWait bounds how long a 2026-07-28 client's call is held for its input (mcpserver.Options.InputWait).
+	MCPInputWait                            time.Duration
 	MCPMaxSessions, MCPMaxSessionsPerClient int
 	// ProxyMaxSessions and ProxyIdle (0: never) bound the sessions of /mcp/servers/{name}, per server.
 	ProxyMaxSessions int
@@ -106,6 +108,7 @@ func envVars() []envVar {
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
 		{"MCP_AGGREGATOR_MCP_SESSION_IDLE_TIMEOUT", "600", "seconds an /mcp session may send nothing before it is closed; 0 never"},
+		{"MCP_AGGREGATOR_MCP_INPUT_WAIT", "300", "seconds a tool call of a 2026-07-28 client whose backend asked the client something (elicitation, sampling, roots) is held for the client's retry with its answer before it is cancelled"},
 		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS", "1000", "sessions /mcp and /sse hold at once; beyond it a new session answers 503 SESSION_LIMIT_REACHED with Retry-After"},
 		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT", "100", "sessions one client (token name, or IP while auth is off) may hold on /mcp and /sse; beyond it 429 SESSION_LIMIT_REACHED with Retry-After"},
 		{"MCP_AGGREGATOR_PROXY_MAX_SESSIONS", "32", "sessions of one server on /mcp/servers/{name} (each over stdio runs its own child); beyond it 503 SERVICE_BUSY with Retry-After"},
@@ -238,6 +241,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	}
 	c.RateBurst = integer("MCP_AGGREGATOR_RATE_BURST")
 	c.MCPSessionIdle = seconds("MCP_AGGREGATOR_MCP_SESSION_IDLE_TIMEOUT", true)
+	c.MCPInputWait = seconds("MCP_AGGREGATOR_MCP_INPUT_WAIT", false)
 	c.MCPMaxSessions = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS")
 	c.MCPMaxSessionsPerClient = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT")
 	c.ProxyMaxSessions = integer("MCP_AGGREGATOR_PROXY_MAX_SESSIONS")

@@ -238,7 +238,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}})
 	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
-		SessionIdleTimeout: never(cfg.MCPSessionIdle), MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
+		SessionIdleTimeout: never(cfg.MCPSessionIdle), InputWait: cfg.MCPInputWait, MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
 		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer}
 	endpoint := mcpserver.New(system, store, mcpOpts)
 	defer endpoint.Close()
