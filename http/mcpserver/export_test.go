@@ -1,5 +1,11 @@
 package mcpserver
 
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
 // SessionCount is how many sessions the go-sdk server holds, for the black-box tests of the session caps.
 func SessionCount(s *Server) int {
 	n := 0
@@ -11,3 +17,6 @@ func SessionCount(s *Server) int {
 
 // HeldCalls is how many calls wait for a 2026-07-28 client's retry.
 func (s *Server) HeldCalls() int { return s.held.held() }
+
+// Serve runs the endpoint's go-sdk server over t (stdio's way), for tests of io transports.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }

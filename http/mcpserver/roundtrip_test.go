@@ -209,3 +209,33 @@ func TestModernClientNotifications(t *testing.T) {
 	}
 	waitFor(t, "list_changed after the backend's removal", func() bool { return tools.Load() > before })
 }
+
+// TestModernClientOverIO: over an io transport (what `aggregator stdio` serves) a 2026-07-28 client is served in
+// 2026-07-28, calls a backend tool, and answers its backend's elicitation by round trip.
+func TestModernClientOverIO(t *testing.T) {
+	r := newRig(t)
+	url, _ := relayBackend(t)
+	r.register(t, "asker", map[string]any{"base_url": url}, persistence.TransportHTTP)
+	waitFor(t, "asker routable", func() bool { _, ok := r.sys.Routes().Tool("asker.ask"); return ok })
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.endpoint.Serve(ctx, st) }()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "io", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "io"}}, nil
+		},
+	})
+	sess, err := cl.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if v := sess.InitializeResult().ProtocolVersion; v != mcpserver.ModernProtocol {
+		t.Fatalf("negotiated %s over an io transport", v)
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "asker__ask", Arguments: map[string]any{}})
+	if err != nil || text(res) != "accept:io" {
+		t.Fatalf("elicitation by round trip over io: %v %+v", err, res)
+	}
+}
