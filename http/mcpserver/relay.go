@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -29,7 +30,64 @@ func (r sessionRelay) Supports(method string) bool {
 }
 
 func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if titledMultiSelect(p.RequestedSchema) {
+		// ServerSession.Elicit would refuse the client's answer to this schema (see elicitSchemaKey): it is sent
+		// without one, and the sending middleware puts it back on the wire. The backend that asked validates the
+		// answer against it.
+		cp := *p
+		cp.RequestedSchema = nil
+		return r.ss.Elicit(context.WithValue(ctx, elicitSchemaKey{}, p.RequestedSchema), &cp)
+	}
 	return r.ss.Elicit(ctx, p)
+}
+
+// elicitSchemaKey carries a requested schema that go-sdk v1.8.0 wrongly refuses: a titled multi-select enum (an
+// array whose items are `{"type": "string", "anyOf": [{"const", "title"}...]}`, valid under SEP-1330), for which its
+// schema check wants `enum`. ServerSession.Elicit runs that check on the client's answer; restoreElicitSchema, a
+// sending middleware, puts the schema into the request on the wire only, so that the client sees what the backend
+// asked while the go-sdk's check is skipped. Remove when the go-sdk accepts the schema.
+type elicitSchemaKey struct{}
+
+// restoreElicitSchema is the sending middleware that puts back the schema Elicit was called without.
+func restoreElicitSchema(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		schema := ctx.Value(elicitSchemaKey{})
+		r, ok := req.(*mcp.ServerRequest[*mcp.ElicitParams])
+		if method != "elicitation/create" || schema == nil || !ok || r.Params == nil {
+			return next(ctx, method, req)
+		}
+		r.Params.RequestedSchema = schema
+		defer func() { r.Params.RequestedSchema = nil }() // Elicit checks the answer against what it holds
+		return next(ctx, method, req)
+	}
+}
+
+// titledMultiSelect reports whether a requested schema has a property go-sdk v1.8.0 refuses although SEP-1330
+// allows it: an array of strings whose items list their choices by anyOf (titled) instead of enum.
+func titledMultiSelect(schema any) bool {
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return false
+	}
+	var s struct {
+		Properties map[string]struct {
+			Type  string `json:"type"`
+			Items *struct {
+				Type  string            `json:"type"`
+				Enum  []json.RawMessage `json:"enum"`
+				AnyOf []json.RawMessage `json:"anyOf"`
+			} `json:"items"`
+		} `json:"properties"`
+	}
+	if json.Unmarshal(raw, &s) != nil {
+		return false
+	}
+	for _, p := range s.Properties {
+		if p.Type == "array" && p.Items != nil && p.Items.Type == "string" && p.Items.Enum == nil && len(p.Items.AnyOf) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {

@@ -170,6 +170,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
 	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.promptNames, s.trackCalls, s.reportInstance)
+	s.mcp.AddSendingMiddleware(restoreElicitSchema)
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
