@@ -22,8 +22,17 @@ import (
 // With neither (stdio, or an HTTP listener without auth.Middleware) the caller is an anonymous admin, unless
 // Options.RequireIdentity says tokens are configured, in which case it is nobody.
 func (s *Server) caller(ctx context.Context, req *mcp.CallToolRequest) (auth.Identity, bool) {
-	if req != nil && req.Extra != nil {
-		if id, ok := auth.FromTokenInfo(req.Extra.TokenInfo); ok {
+	var extra *mcp.RequestExtra
+	if req != nil {
+		extra = req.Extra
+	}
+	return s.callerOf(ctx, extra)
+}
+
+// callerOf is caller for any request, from its extra (nil over stdio).
+func (s *Server) callerOf(ctx context.Context, extra *mcp.RequestExtra) (auth.Identity, bool) {
+	if extra != nil {
+		if id, ok := auth.FromTokenInfo(extra.TokenInfo); ok {
 			return id, true
 		}
 	}

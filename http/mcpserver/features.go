@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/apierror"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -63,10 +64,10 @@ func (s *Server) featureOptions(o *mcp.ServerOptions) {
 	}
 	o.CompletionHandler = s.complete
 	o.SubscribeHandler = func(ctx context.Context, req *mcp.SubscribeRequest) error {
-		return s.subscription(ctx, actors.MethodSubscribe, req.Params.URI)
+		return s.subscription(ctx, req.Extra, actors.MethodSubscribe, req.Params.URI)
 	}
 	o.UnsubscribeHandler = func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-		return s.subscription(ctx, actors.MethodUnsubscribe, req.Params.URI)
+		return s.subscription(ctx, req.Extra, actors.MethodUnsubscribe, req.Params.URI)
 	}
 }
 
@@ -278,7 +279,7 @@ func (s *Server) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	params.Name = p.Name
 	params.Meta, params.InputResponses, params.RequestState = hopMeta(params.Meta), nil, ""
 	var out mcp.GetPromptResult
-	if err := s.feature(ctx, p.ServerID, p.ServerName, actors.MethodGetPrompt, &params, &out); err != nil {
+	if err := s.feature(ctx, req.Extra, p.ServerID, p.ServerName, actors.MethodGetPrompt, &params, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -316,7 +317,7 @@ func (s *Server) read(ctx context.Context, req *mcp.ReadResourceRequest, serverI
 	params.URI = uri
 	params.Meta, params.InputResponses, params.RequestState = hopMeta(params.Meta), nil, ""
 	var out mcp.ReadResourceResult
-	if err := s.feature(ctx, serverID, serverName, actors.MethodReadResource, &params, &out); err != nil {
+	if err := s.feature(ctx, req.Extra, serverID, serverName, actors.MethodReadResource, &params, &out); err != nil {
 		return nil, err
 	}
 	if uri != req.Params.URI {
@@ -361,7 +362,7 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown reference"}
 	}
 	var out mcp.CompleteResult
-	if err := s.feature(ctx, serverID, serverName, actors.MethodComplete, &params, &out); err != nil {
+	if err := s.feature(ctx, req.Extra, serverID, serverName, actors.MethodComplete, &params, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -370,14 +371,14 @@ func (s *Server) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 // subscription forwards resources/subscribe or unsubscribe to the server of the URI. Every client's subscribe is
 // forwarded (a backend treats a repeated one as one), and so is every unsubscribe: see README for what that means
 // when two clients subscribe to the same URI.
-func (s *Server) subscription(ctx context.Context, method, uri string) error {
+func (s *Server) subscription(ctx context.Context, extra *mcp.RequestExtra, method, uri string) error {
 	t := s.gw.Routes()
 	serverID, serverName, orig, ok := resolveURI(t, uri)
 	if !ok || !s.servesServer(t, serverID) {
 		return mcp.ResourceNotFoundError(uri)
 	}
 	var out json.RawMessage
-	return s.feature(ctx, serverID, serverName, method, &mcp.SubscribeParams{URI: orig}, &out)
+	return s.feature(ctx, extra, serverID, serverName, method, &mcp.SubscribeParams{URI: orig}, &out)
 }
 
 // resolveURI finds the server of a URI: a listed resource, a rewritten URI, or the callable template with the
@@ -425,7 +426,23 @@ func hopMeta(m mcp.Meta) mcp.Meta {
 	return out
 }
 
-func (s *Server) feature(ctx context.Context, serverID, serverName, method string, params, out any) error {
+// CodeRateLimited is the JSON-RPC error code of a prompts/get, resources/read, completion/complete or
+// resources/(un)subscribe refused by the caller's rate limit (an implementation-defined server error; its data is
+// the shared error body, with retry_after_seconds).
+const CodeRateLimited = -32029
+
+// feature sends a request a backend answers (prompts/get, resources/read, completion/complete, resources/
+// (un)subscribe) to the server's actor. Each takes a token from the caller's rate-limit bucket, the budget its tool
+// calls draw from too, so that reads cannot be used to flood a backend the limits protect.
+func (s *Server) feature(ctx context.Context, extra *mcp.RequestExtra, serverID, serverName, method string, params, out any) error {
+	id, ok := s.callerOf(ctx, extra)
+	if !ok {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "a valid bearer token is required"}
+	}
+	if e := apierror.RateLimit(s.limiter, id); e != nil {
+		data, _ := json.Marshal(e.ToolResult())
+		return &jsonrpc.Error{Code: CodeRateLimited, Message: fmt.Sprintf("rate limited: retry after %d s", e.RetryAfter), Data: data}
+	}
 	reply, err := s.feat.gw.Feature(withRequestID(ctx, nil), serverID, method, params)
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s on server %s failed: %v", method, serverName, err)}

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -386,5 +388,42 @@ func TestBothProtocolRevisions(t *testing.T) {
 				t.Fatalf("resources/read: %v %+v", err, rr)
 			}
 		})
+	}
+}
+
+// TestFeatureRequestsAreRateLimited: prompts/get, resources/read and completion/complete draw from the caller's
+// rate-limit bucket like tool calls; once it is empty they answer the JSON-RPC error CodeRateLimited with
+// retry_after_seconds, and the backend is not asked.
+func TestFeatureRequestsAreRateLimited(t *testing.T) {
+	r := newRig(t, mcpserver.Options{Limiter: auth.NewLimiter(0.01, 3)})
+	gob := startGoBackend(t)
+	close(gob.release) // reads answer at once
+	gob.release = make(chan struct{})
+	r.register(t, "gob", map[string]any{"base_url": gob.url}, persistence.TransportHTTP)
+	waitFor(t, "gob's prompt", func() bool { _, ok := r.sys.Routes().Prompt("gob__greet"); return ok })
+	sess, err := mcp.NewClient(&mcp.Implementation{Name: "rl", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "gob__greet", Arguments: map[string]string{"who": "x"}}); err != nil {
+			t.Fatalf("request %d within the burst: %v", i, err)
+		}
+	}
+	for name, req := range map[string]func() error{
+		"prompts/get": func() error {
+			_, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "gob__greet", Arguments: map[string]string{"who": "x"}})
+			return err
+		},
+		"resources/read": func() error { _, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "gob://item/7"}); return err },
+	} {
+		err := req()
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) || rpc.Code != mcpserver.CodeRateLimited || !strings.Contains(string(rpc.Data), "retry_after_seconds") {
+			t.Fatalf("%s past the limit: %v", name, err)
+		}
 	}
 }
