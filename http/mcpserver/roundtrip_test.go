@@ -239,3 +239,28 @@ func TestModernClientOverIO(t *testing.T) {
 		t.Fatalf("elicitation by round trip over io: %v %+v", err, res)
 	}
 }
+
+// TestModernRequestsCountAgainstSessionCaps: a 2026-07-28 client opens no session, but each of its requests in
+// progress counts as one against the caps, so the long subscriptions/listen streams are bounded like sessions.
+func TestModernRequestsCountAgainstSessionCaps(t *testing.T) {
+	r := newRig(t, mcpserver.Options{MaxSessionsPerClient: 2})
+	connect := func() (*mcp.ClientSession, error) {
+		cl := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
+		})
+		return cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, nil)
+	}
+	for i := range 2 {
+		s, err := connect()
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		defer s.Close()
+	}
+	if s, err := connect(); err == nil {
+		s.Close()
+		t.Fatal("a third listening client was admitted past the per-client cap of 2")
+	} else if !strings.Contains(err.Error(), "Too Many Requests") && !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "SESSION_LIMIT") {
+		t.Fatalf("refusal: %v", err)
+	}
+}

@@ -29,13 +29,14 @@ type sessionTable struct {
 	byID    map[string]string // streamable session id -> client key
 	pending map[string]int    // client key -> POSTs without a session id being served
 	sse     map[string]int    // client key -> open legacy SSE streams (a session each)
+	modern  map[string]int    // client key -> sessionless (2026-07-28) requests being served, each counted as a session
 	calls   map[string]map[*inflightCall]struct{}
 }
 
 type inflightCall struct{ cancel context.CancelFunc }
 
 func newSessionTable(s *Server) *sessionTable {
-	return &sessionTable{s: s, byID: map[string]string{}, pending: map[string]int{}, sse: map[string]int{},
+	return &sessionTable{s: s, byID: map[string]string{}, pending: map[string]int{}, sse: map[string]int{}, modern: map[string]int{},
 		calls: map[string]map[*inflightCall]struct{}{}}
 }
 
@@ -71,7 +72,7 @@ func (t *sessionTable) admit(key string) *apierror.Error {
 			mine++
 		}
 	}
-	for _, m := range []map[string]int{t.pending, t.sse} {
+	for _, m := range []map[string]int{t.pending, t.sse, t.modern} {
 		for k, n := range m {
 			total += n
 			if k == key {
@@ -95,11 +96,17 @@ func (t *sessionTable) admit(key string) *apierror.Error {
 }
 
 // streamable wraps the go-sdk's streamable handler with the caps and the DELETE cancellation. Requests of the
-// sessionless revision go to modern, the stateless handler: they open no session, so the session caps do not
-// apply to them (rate limits and the per-server call caps do).
+// sessionless revision go to modern, the stateless handler: they open no session, so each counts as one while it
+// is served (a subscriptions/listen stream for as long as it stays open), against the same caps.
 func (t *sessionTable) streamable(sdk, modern http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isModern(r) {
+			key := clientKey(r)
+			if e := t.admit(key); e != nil {
+				apierror.Write(w, e)
+				return
+			}
+			defer t.hold(t.modern, key)()
 			modern.ServeHTTP(w, r)
 			return
 		}
