@@ -418,7 +418,10 @@ func TestFeatureRequestsAreRateLimited(t *testing.T) {
 			_, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: "gob__greet", Arguments: map[string]string{"who": "x"}})
 			return err
 		},
-		"resources/read": func() error { _, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "gob://item/7"}); return err },
+		"resources/read": func() error {
+			_, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: "gob://item/7"})
+			return err
+		},
 	} {
 		err := req()
 		var rpc *jsonrpc.Error
