@@ -95,7 +95,7 @@ type goBackend struct {
 	reading chan struct{}
 }
 
-func startGoBackend(t *testing.T) *goBackend {
+func startGoBackend(t testing.TB) *goBackend {
 	b := &goBackend{release: make(chan struct{}), reading: make(chan struct{}, 16)}
 	b.srv = mcp.NewServer(&mcp.Implementation{Name: "gob", Version: "1"}, &mcp.ServerOptions{
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {

@@ -17,7 +17,7 @@ import (
 )
 
 // relayBackend is a go-sdk backend whose tools ask their client (elicitation, sampling), log, or wait.
-func relayBackend(t *testing.T) (url string, free func()) {
+func relayBackend(t testing.TB) (url string, free func()) {
 	release := make(chan struct{})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
 	noInput := &mcp.Tool{InputSchema: map[string]any{"type": "object"}}
