@@ -43,7 +43,7 @@ func BenchmarkCallByRevision(b *testing.B) {
 		}
 		for _, tc := range []struct {
 			name, tool, want string
-			args         map[string]any
+			args             map[string]any
 		}{
 			{"call", "gob__echo", "x", map[string]any{"msg": "x"}},
 			{"elicit", "asker__ask", "accept:b", map[string]any{}},

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -262,5 +265,37 @@ func TestModernRequestsCountAgainstSessionCaps(t *testing.T) {
 		t.Fatal("a third listening client was admitted past the per-client cap of 2")
 	} else if !strings.Contains(err.Error(), "Too Many Requests") && !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "SESSION_LIMIT") {
 		t.Fatalf("refusal: %v", err)
+	}
+}
+
+// TestTypeScriptClientBothRevisions: the TypeScript SDK's v2 client, a real client of another implementation,
+// through /mcp in the 2025 handshake and pinned to 2026-07-28: it lists and calls a backend tool, and answers the
+// backend's elicitation (on its session, or by the multi-round-trip retry the TypeScript client does itself).
+func TestTypeScriptClientBothRevisions(t *testing.T) {
+	script := peertest.TSClientScript(t)
+	node := peertest.Node(t)
+	r := newRig(t)
+	url, _ := relayBackend(t)
+	r.register(t, "asker", map[string]any{"base_url": url}, persistence.TransportHTTP)
+	waitFor(t, "asker's tools", func() bool { _, ok := r.sys.Routes().Tool("asker.ask"); return ok })
+	for _, tc := range []struct{ mode, want string }{{"legacy", "2025-11-25"}, {mcpserver.ModernProtocol, mcpserver.ModernProtocol}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, node, script, r.mux.URL+"/mcp", tc.mode, "asker__ask").Output()
+			var got struct {
+				ProtocolVersion string   `json:"protocolVersion"`
+				Tools           []string `json:"tools"`
+				Text            string   `json:"text"`
+				IsError         bool     `json:"isError"`
+				Error           string   `json:"error"`
+			}
+			if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+				t.Fatalf("ts client: %v %v\n%s", err, jerr, out)
+			}
+			if got.ProtocolVersion != tc.want || !slices.Contains(got.Tools, "asker__ask") || got.Text != "accept:ts" || got.IsError {
+				t.Fatalf("ts client in %s: %+v", tc.mode, got)
+			}
+		})
 	}
 }

@@ -30,3 +30,14 @@ func ConsoleScript(t testing.TB) string {
 	}
 	return filepath.Join(root, "console.mjs")
 }
+
+// TSClientScript is testdata/peers/ts-client.mjs, a client built on the TypeScript SDK v2
+// (@modelcontextprotocol/client, which speaks both 2025-11-25 and 2026-07-28).
+func TSClientScript(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(RepoRoot(t), "testdata", "peers")
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "@modelcontextprotocol", "client", "package.json")); err != nil {
+		missing(t, "@modelcontextprotocol/client")
+	}
+	return filepath.Join(root, "ts-client.mjs")
+}
