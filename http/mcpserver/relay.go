@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -30,7 +29,7 @@ func (r sessionRelay) Supports(method string) bool {
 }
 
 func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	if titledMultiSelect(p.RequestedSchema) {
+	if actors.TitledMultiSelect(p.RequestedSchema) {
 		// ServerSession.Elicit would refuse the client's answer to this schema (see elicitSchemaKey): it is sent
 		// without one, and the sending middleware puts it back on the wire. The backend that asked validates the
 		// answer against it.
@@ -60,34 +59,6 @@ func restoreElicitSchema(next mcp.MethodHandler) mcp.MethodHandler {
 		defer func() { r.Params.RequestedSchema = nil }() // Elicit checks the answer against what it holds
 		return next(ctx, method, req)
 	}
-}
-
-// titledMultiSelect reports whether a requested schema has a property go-sdk v1.8.0 refuses although SEP-1330
-// allows it: an array of strings whose items list their choices by anyOf (titled) instead of enum.
-func titledMultiSelect(schema any) bool {
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return false
-	}
-	var s struct {
-		Properties map[string]struct {
-			Type  string `json:"type"`
-			Items *struct {
-				Type  string            `json:"type"`
-				Enum  []json.RawMessage `json:"enum"`
-				AnyOf []json.RawMessage `json:"anyOf"`
-			} `json:"items"`
-		} `json:"properties"`
-	}
-	if json.Unmarshal(raw, &s) != nil {
-		return false
-	}
-	for _, p := range s.Properties {
-		if p.Type == "array" && p.Items != nil && p.Items.Type == "string" && p.Items.Enum == nil && len(p.Items.AnyOf) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {

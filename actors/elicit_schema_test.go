@@ -1,4 +1,4 @@
-package mcpserver
+package actors
 
 import "testing"
 
@@ -20,7 +20,7 @@ func TestTitledMultiSelect(t *testing.T) {
 		{"not an object", "text", false},
 		{"unmarshalable", func() {}, false},
 	} {
-		if got := titledMultiSelect(tc.schema); got != tc.want {
+		if got := TitledMultiSelect(tc.schema); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
