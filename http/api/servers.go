@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/http/internal/validate"
 	"github.com/mcpgw/aggregator/http/internal/view"
@@ -289,6 +290,21 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if _, err := s.store.GetServer(ctx, id); err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
+	if served, restricted, err := s.servedTools(c, id); err != nil {
+		return err
+	} else if restricted {
+		out := toolListView{Tools: []view.Tool{}, Total: len(served)}
+		for _, t := range served {
+			if t.IsClassified {
+				out.Classified++
+			}
+		}
+		out.Unclassified = out.Total - out.Classified
+		if offset < len(served) {
+			out.Tools = view.NewTools(served[offset:min(offset+limit, len(served))])
+		}
+		return c.JSON(out)
+	}
 	tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id, Limit: limit, Offset: offset})
 	if err != nil {
 		return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
@@ -303,6 +319,27 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 		Classified:   counts.Classified,
 		Unclassified: counts.Unclassified,
 	})
+}
+
+// servedTools is what a client token sees of a server's tools: the routing table's rows as clients are served them
+// (hidden and withheld tools left out, held ones with their approved definition, overrides applied), within the
+// token's profiles, by namespaced name. restricted is false for admins (and every caller while auth is off): they
+// see the stored tools as the backend lists them. Without this a client token could read, through the tool
+// listings, the names a filter hides and the unapproved text that pinning holds back.
+func (s *server) servedTools(c *fiber.Ctx, serverID string) (tools []persistence.Tool, restricted bool, err error) {
+	if id := identityOf(c); id.Anonymous || id.Allows(auth.ScopeAdmin) {
+		return nil, false, nil
+	}
+	sc, err := s.scopeOf(c, "")
+	if err != nil {
+		return nil, true, err
+	}
+	for _, e := range s.control.Routes().ToolsIn(sc) {
+		if e.SourceServerID == serverID {
+			tools = append(tools, *e.Tool)
+		}
+	}
+	return tools, true, nil
 }
 
 // GET /servers/{id}/history: the newest connection events first.

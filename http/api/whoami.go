@@ -55,9 +55,14 @@ func (s *server) getServerTool(c *fiber.Ctx) error {
 	if _, err := s.store.GetServer(ctx, id); err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id})
+	tools, restricted, err := s.servedTools(c, id)
 	if err != nil {
-		return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
+		return err
+	}
+	if !restricted {
+		if tools, _, err = s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id}); err != nil {
+			return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
+		}
 	}
 	for i, t := range tools {
 		if t.Name == want || t.OriginalName == want || fmt.Sprint(t.ID) == want {

@@ -64,6 +64,18 @@ func TestCurationThroughREST(t *testing.T) {
 	}
 	waitFor("fail hidden", func() bool { _, ok := sys.Routes().Tool("go.fail"); return !ok })
 	wantError(t, call(curFree, `{"name":"go.fail"}`), http.StatusNotFound, apierror.CodeToolNotFound)
+	// A client token's tool listings show what clients are served: no hidden name. Admins see every stored tool.
+	if r := e.authDo(t, curFree, "GET", base+"/servers/"+id+"/tools", ""); r.status != http.StatusOK ||
+		strings.Contains(string(r.body), `"go.fail"`) || !strings.Contains(string(r.body), `"go.echo"`) {
+		t.Fatalf("client listing shows a hidden tool (or lacks a served one): %d %s", r.status, r.body)
+	}
+	wantError(t, e.authDo(t, curFree, "GET", base+"/servers/"+id+"/tools/fail", ""), http.StatusNotFound, apierror.CodeToolNotFound)
+	if r := e.authDo(t, curAdmin, "GET", base+"/servers/"+id+"/tools", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"go.fail"`) {
+		t.Fatalf("admin listing lacks the hidden tool: %d %s", r.status, r.body)
+	}
+	if r := e.authDo(t, curAdmin, "GET", base+"/servers/"+id+"/tools/fail", ""); r.status != http.StatusOK {
+		t.Fatalf("admin reads the hidden tool: %d %s", r.status, r.body)
+	}
 
 	// Override: exposed name and description; calling by the exposed name works, a clash is 409.
 	r = e.authDo(t, curAdmin, "PUT", base+"/servers/"+id+"/tools/echo/override", `{"exposed_name":"say_back","description":"Repeat the arguments back"}`)
@@ -80,6 +92,15 @@ func TestCurationThroughREST(t *testing.T) {
 	r = e.authDo(t, curAdmin, "GET", base+"/servers/"+id+"/tools/overrides", "")
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"say_back"`) {
 		t.Fatalf("list overrides: %d %s", r.status, r.body)
+	}
+	// A client reads the overridden description, an admin the backend's own.
+	if r := e.authDo(t, curFree, "GET", base+"/servers/"+id+"/tools/echo", ""); r.status != http.StatusOK ||
+		r.json(t)["description"] != "Repeat the arguments back" {
+		t.Fatalf("client tool detail is not what clients are served: %d %s", r.status, r.body)
+	}
+	if r := e.authDo(t, curAdmin, "GET", base+"/servers/"+id+"/tools/echo", ""); r.status != http.StatusOK ||
+		r.json(t)["description"] == "Repeat the arguments back" {
+		t.Fatalf("admin tool detail is not the backend's: %d %s", r.status, r.body)
 	}
 	waitFor("search finds the override text", func() bool {
 		r := e.authDo(t, curFree, "POST", "/api/v1/search", `{"query":"repeat the arguments back","strategy":"direct"}`)
@@ -106,6 +127,11 @@ func TestCurationThroughREST(t *testing.T) {
 		t.Fatalf("bound token calls its profile's tool: %d %s", r.status, r.body)
 	}
 	wantError(t, call(curBot, `{"name":"say_back"}`), http.StatusNotFound, apierror.CodeToolNotFound)
+	if r := e.authDo(t, curBot, "GET", base+"/servers/"+id+"/tools", ""); r.status != http.StatusOK ||
+		r.json(t)["total"] != float64(1) || !strings.Contains(string(r.body), `"go.whoami"`) {
+		t.Fatalf("bound token's listing is not its profile: %d %s", r.status, r.body)
+	}
+	wantError(t, e.authDo(t, curBot, "GET", base+"/servers/"+id+"/tools/echo", ""), http.StatusNotFound, apierror.CodeToolNotFound)
 	wantError(t, call(curBot, `{"name":"go.whoami","profile":"other"}`), http.StatusNotFound, apierror.CodeProfileNotFound)
 	if r := call(curFree, `{"name":"say_back","arguments":{},"profile":"team"}`); r.status != http.StatusNotFound {
 		t.Fatalf("an unbound token asking a profile is restricted to it: %d %s", r.status, r.body)
