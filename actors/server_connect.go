@@ -155,7 +155,9 @@ func (a *serverActor) startConnect(reason string) {
 	a.attempt = attempt
 
 	opts := &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
+		// roots: a backend may ask for the roots of the client whose call is in flight (relayMiddleware relays
+		// it). No listChanged: the aggregator's clients come and go; their root lists are asked for per call.
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			a.sys.Root.Send(a.self, &toolsChanged{gen: attempt.gen})
 		},
@@ -171,6 +173,7 @@ func (a *serverActor) startConnect(reason string) {
 		opts.KeepAlive = a.deps.Config.KeepAlive
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
+	client.AddReceivingMiddleware(a.relayMiddleware)
 	sys, self := a.sys, a.self
 	go func() {
 		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {

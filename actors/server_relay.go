@@ -131,6 +131,37 @@ func (a *serverActor) relayHandlers(opts *mcp.ClientOptions) {
 	}
 }
 
+// relayMiddleware is the receiving middleware of a backend's session that passes on, to the client of the call in
+// flight, the two requests the go-sdk client would not hand to a handler as they are: roots/list (the client would
+// answer it from its own root list, which is empty: the backend must see the calling client's roots) and an
+// elicitation whose schema go-sdk v1.8.0 refuses before any handler runs although SEP-1330 allows it (see
+// TitledMultiSelect; the backend that asked validates the answer). Everything else goes on to the handlers.
+func (a *serverActor) relayMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	r, sys := &a.relay, a.sys
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "roots/list":
+			var out mcp.ListRootsResult
+			if err := r.ask(ctx, sys, method, req.GetParams(), &out); err != nil {
+				return nil, err
+			}
+			if out.Roots == nil {
+				out.Roots = []*mcp.Root{}
+			}
+			return &out, nil
+		case "elicitation/create":
+			if p, ok := req.GetParams().(*mcp.ElicitParams); ok && p != nil && TitledMultiSelect(p.RequestedSchema) {
+				var out mcp.ElicitResult
+				if err := r.ask(ctx, sys, method, p, &out); err != nil {
+					return nil, err
+				}
+				return &out, nil
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
 // ask sends a backend's request to the client of the call in flight and decodes the answer into out.
 func (r *relayState) ask(ctx context.Context, sys *actor.ActorSystem, method string, params any, out any) error {
 	pid, err := r.target(method)

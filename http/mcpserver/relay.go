@@ -51,12 +51,16 @@ type elicitSchemaKey struct{}
 func restoreElicitSchema(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		schema := ctx.Value(elicitSchemaKey{})
-		r, ok := req.(*mcp.ServerRequest[*mcp.ElicitParams])
-		if method != "elicitation/create" || schema == nil || !ok || r.Params == nil {
+		if method != "elicitation/create" || schema == nil {
 			return next(ctx, method, req)
 		}
-		r.Params.RequestedSchema = schema
-		defer func() { r.Params.RequestedSchema = nil }() // Elicit checks the answer against what it holds
+		// Elicit sends a *ServerRequest[mcp.Params] (not [*ElicitParams]): reach the params through the interface.
+		p, ok := req.GetParams().(*mcp.ElicitParams)
+		if !ok || p == nil {
+			return next(ctx, method, req)
+		}
+		p.RequestedSchema = schema
+		defer func() { p.RequestedSchema = nil }() // Elicit checks the answer against what it holds
 		return next(ctx, method, req)
 	}
 }
@@ -73,14 +77,14 @@ func (r sessionRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*m
 func (r sessionRelay) Log(ctx context.Context, p *mcp.LoggingMessageParams) { _ = r.ss.Log(ctx, p) }
 
 // withRelay makes a tool call relay its backend's requests and log messages to the calling session, when its
-// client declared elicitation or sampling. Other clients' calls carry nothing (no relay actor, no allocation): their
+// client declared elicitation, sampling or roots. Other clients' calls carry nothing (no relay actor, no allocation): their
 // backend's requests are answered -32601 by the server actor, and their log messages are not relayed.
 func withRelay(ctx context.Context, req *mcp.CallToolRequest) context.Context {
 	if req == nil || req.Session == nil {
 		return ctx
 	}
 	r := sessionRelay{req.Session}
-	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") {
+	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") && !r.Supports("roots/list") {
 		return ctx
 	}
 	return actors.WithRelay(ctx, r)

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// relayBackend is a go-sdk backend whose tools ask their client (elicitation, sampling), log, or wait.
+// relayBackend is a go-sdk backend whose tools ask their client (elicitation, sampling, roots), log, or wait.
 func relayBackend(t testing.TB) (url string, free func()) {
 	release := make(chan struct{})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asker", Version: "1"}, nil)
@@ -48,6 +48,17 @@ func relayBackend(t testing.TB) (url string, free func()) {
 		}
 		return answer("sampled:"+res.Content.(*mcp.TextContent).Text, nil)
 	})
+	tool("roots", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return answer("", err)
+		}
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return answer("roots:"+strings.Join(uris, ","), nil)
+	})
 	tool("log", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "working on it"})
 		return answer("logged", nil)
@@ -72,7 +83,7 @@ func relayBackend(t testing.TB) (url string, free func()) {
 	return hs.URL, free
 }
 
-// TestRelayToTheCallingClient: a backend's elicitation, sampling and log messages during a call reach the client
+// TestRelayToTheCallingClient: a backend's elicitation, sampling, roots/list and log messages during a call reach the client
 // that made the call, and its answer goes back; a client without the capability gets the backend an MCP error
 // (never a hang); with two calls in flight on the shared session the backend gets an error, not another client.
 func TestRelayToTheCallingClient(t *testing.T) {
@@ -96,7 +107,9 @@ func TestRelayToTheCallingClient(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	plain := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil)
+	capable.AddRoots(&mcp.Root{URI: "file:///work/project", Name: "project"})
+	plain := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "1"}, nil) // roots (the go-sdk's default), none listed
+	bare := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	open := func(c *mcp.Client, transport mcp.Transport) *mcp.ClientSession {
 		s, err := c.Connect(context.Background(), transport, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
 		if err != nil {
@@ -123,6 +136,9 @@ func TestRelayToTheCallingClient(t *testing.T) {
 		if got := call(c, "asker__ask"); got != "accept:ann" {
 			t.Fatalf("elicitation through /mcp: %q", got)
 		}
+		if got := call(c, "asker__roots"); got != "roots:file:///work/project" {
+			t.Fatalf("roots/list through /mcp: %q", got)
+		}
 		if got := call(c, "asker__sample"); got != "sampled:hello" {
 			t.Fatalf("sampling through /mcp: %q", got)
 		}
@@ -143,6 +159,13 @@ func TestRelayToTheCallingClient(t *testing.T) {
 	p := open(plain, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
 	if got := call(p, "asker__ask"); !strings.Contains(got, "method not found") {
 		t.Fatalf("elicitation for a client without the capability: %q", got)
+	}
+	if got := call(p, "asker__roots"); got != "roots:" {
+		t.Fatalf("roots/list for a client with no roots: %q", got)
+	}
+	b := open(bare, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
+	if got := call(b, "asker__roots"); !strings.Contains(got, "method not found") {
+		t.Fatalf("roots/list for a client without the capability: %q", got)
 	}
 
 	// Two calls in flight on the shared backend session: the backend's request cannot be attributed, and fails.
