@@ -178,7 +178,7 @@ func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order 
 			b, err := sys.ClassificationBacklog(ctx)
 			settledAll = err == nil && b.Total() == 0 && classified+unclassified(sys) == want
 		}
-		if total == want && len(sys.Routes().Callable()) == want && sys.IndexedTools() == want && settledAll {
+		if total == want && len(sys.Routes().Callable()) == want && sys.IndexedTools() == want && sys.IndexedVectors() == want && settledAll {
 			t.Logf("%d servers registered in %v, every tool ready after %v", len(order), registered, time.Since(began))
 			return sys
 		}
@@ -264,7 +264,7 @@ func measure(t *testing.T, set qualitySet, names map[string]string, ranked [][]s
 
 // TestSearchQuality measures System.Search on both development sets, served by real MCP backends, discovered,
 // stored, indexed and classified by the daemon's actors: the default strategy (hierarchical) and direct, against
-// floors; the default may not rank below direct. On LiveMCPBench it also checks that rankings are deterministic:
+// floors; the default may not rank below direct. On both sets it also checks that rankings are deterministic:
 // a second daemon that registers the servers in reverse order and never classifies answers every query with the
 // same tools in the same order.
 func TestSearchQuality(t *testing.T) {
@@ -278,7 +278,7 @@ func TestSearchQuality(t *testing.T) {
 		reversed                                             bool
 	}{
 		{"livemcpbench", 1, 527, 94, floorLiveNDCGDefault, floorLiveRecallDefault, floorLiveNDCGDirect, floorLiveRecallDirect, true},
-		{"bfcl", bfclMinTools, 1665, 567, floorBFCLNDCGDefault, floorBFCLRecallDefault, floorBFCLNDCGDirect, floorBFCLRecallDirect, false},
+		{"bfcl", bfclMinTools, 1665, 567, floorBFCLNDCGDefault, floorBFCLRecallDefault, floorBFCLNDCGDirect, floorBFCLRecallDirect, true},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {
