@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -170,4 +172,28 @@ func accessLines(t *testing.T, logs string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// TestReadinessOfAClusterNode: a cluster node is not ready until it has joined its cluster, whatever else holds;
+// a single node (no cluster probe) reports no cluster check.
+func TestReadinessOfAClusterNode(t *testing.T) {
+	store := newFakeStore()
+	settled := func() bool { return true }
+	for _, c := range []struct {
+		name      string
+		cluster   ClusterProbe
+		wantReady bool
+		wantCheck string
+	}{
+		{"single node", nil, true, ""},
+		{"not joined", func() (string, int, bool) { return "n1", 0, false }, false, "not_joined"},
+		{"joined", func() (string, int, bool) { return "n1", 3, true }, true, "joined"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ready, probe := Readiness(context.Background(), store, settled, c.cluster, time.Second, slog.New(slog.DiscardHandler))
+			if ready != c.wantReady || probe.Checks["cluster"] != c.wantCheck {
+				t.Fatalf("ready %v with checks %v; want %v and cluster %q", ready, probe.Checks, c.wantReady, c.wantCheck)
+			}
+		})
+	}
 }
