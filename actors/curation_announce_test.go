@@ -1,13 +1,11 @@
 package actors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +18,6 @@ import (
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
-// syncBuffer is a log sink the actors write to from their goroutines while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestPinningAnnouncesHeldChanges: each change that definition pinning holds is announced by a warning (server,
 // tool, kind, the approve route) and counted in mcp_aggregator_tool_changes_held_total{server,kind}, with
 // mcp_aggregator_tool_changes_pending{server} set; a changed definition of an approved tool is held as "changed"
@@ -49,7 +29,7 @@ func TestPinningAnnouncesHeldChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	var logs syncBuffer
+	var logs lockedBuffer
 	m := metrics.New(nil)
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: testConfig(), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})

@@ -1,7 +1,6 @@
 package actors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,23 +16,6 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestErrorTextsAreScrubbed: connection failures whose texts carry a server's secrets (a child printing its
 // environment, a URL with a password, a backend echoing the request headers, a refused plain-http URL) reach
@@ -53,7 +34,7 @@ func TestErrorTextsAreScrubbed(t *testing.T) {
 	}))
 	defer echo.Close()
 
-	logs := &lockedBuf{}
+	logs := &lockedBuffer{}
 	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
 	if err != nil {
 		t.Fatal(err)
