@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"sync"
 
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/persistence"
@@ -122,45 +123,59 @@ func (c *serverCuration) serve(stored []persistence.Tool, hashes *pinHashes, log
 	return out
 }
 
-// pinHashes remembers the pin hash of each tool's definition, so that the reloads of a pinned server (one per
-// classified batch) do not canonicalise every definition again: a tool whose definition bytes hash to the same
-// 64-bit key keeps its pin hash. Owned by one actor (the router, the indexer); never shared.
+// pinHashes remembers the pin hash of each tool's definition, by server and tool name, for the whole process: the
+// discovery computes it for the pins, then the router and the indexer find it for the stored tools, and the reloads
+// of a pinned server (one per classified batch) find it again, so that a definition is canonicalised once per
+// change instead of three times and more (canonicalising is most of the cost pinning adds to indexing a new
+// server). An entry stands while the definition bytes hash to the same 64-bit key. Safe for concurrent use.
 type pinHashes struct {
 	seed maphash.Seed
-	m    map[int64]pinHashEntry
+	mu   sync.Mutex
+	m    map[string]map[string]pinHashEntry // server id -> original name -> entry
 }
 
 type pinHashEntry struct {
-	key    uint64
-	hash   string
-	server string
+	key  uint64
+	hash string
 }
 
 func newPinHashes() *pinHashes {
-	return &pinHashes{seed: maphash.MakeSeed(), m: map[int64]pinHashEntry{}}
+	return &pinHashes{seed: maphash.MakeSeed(), m: map[string]map[string]pinHashEntry{}}
 }
 
 // of returns t's pin hash ("" when its definition cannot be read: never approved).
 func (p *pinHashes) of(t *persistence.Tool) string {
-	key := maphash.Bytes(p.seed, t.Definition)
-	if e, ok := p.m[t.ID]; ok && e.key == key {
-		return e.hash
+	h, _ := p.def(t.SourceServerID, t.OriginalName, t.Definition)
+	return h
+}
+
+// def returns the pin hash of a server's tool definition, or why it cannot be read (then "", never approved).
+func (p *pinHashes) def(server, name string, def []byte) (string, error) {
+	key := maphash.Bytes(p.seed, def)
+	p.mu.Lock()
+	e, ok := p.m[server][name]
+	p.mu.Unlock()
+	if ok && e.key == key {
+		return e.hash, nil
 	}
-	h, err := curation.PinHash(t.Definition)
+	h, err := curation.PinHash(def)
 	if err != nil {
 		h = ""
 	}
-	p.m[t.ID] = pinHashEntry{key: key, hash: h, server: t.SourceServerID}
-	return h
+	p.mu.Lock()
+	if p.m[server] == nil {
+		p.m[server] = map[string]pinHashEntry{}
+	}
+	p.m[server][name] = pinHashEntry{key: key, hash: h}
+	p.mu.Unlock()
+	return h, err
 }
 
 // forgetServer drops the entries of a removed server's tools.
 func (p *pinHashes) forgetServer(id string) {
-	for tid, e := range p.m {
-		if e.server == id {
-			delete(p.m, tid)
-		}
-	}
+	p.mu.Lock()
+	delete(p.m, id)
+	p.mu.Unlock()
 }
 
 // approvedRow puts a pin's approved definition in place of the row's current one.

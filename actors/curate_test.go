@@ -9,16 +9,17 @@ import (
 )
 
 // TestPinHashesCache: the cache answers the pin hash of a definition it saw, computes it again when the bytes
-// change, answers "" for a definition that cannot be read, and forgets a removed server's tools.
+// change, answers "" for a definition that cannot be read, and forgets a removed server's tools. The discovery's
+// hash of a definition is the router's and the indexer's: one cache for the process.
 func TestPinHashesCache(t *testing.T) {
 	p := newPinHashes()
 	def := json.RawMessage(`{"name":"a","description":"x"}`)
 	want, _ := curation.PinHash(def)
-	tool := &persistence.Tool{ID: 1, SourceServerID: "s1", Definition: def}
+	tool := &persistence.Tool{ID: 1, SourceServerID: "s1", OriginalName: "a", Definition: def}
 	if got := p.of(tool); got != want {
 		t.Fatalf("hash %q, want %q", got, want)
 	}
-	p.m[1] = pinHashEntry{key: p.m[1].key, hash: "cached", server: "s1"} // the cache answers without recomputing
+	p.m["s1"]["a"] = pinHashEntry{key: p.m["s1"]["a"].key, hash: "cached"} // the cache answers without recomputing
 	if got := p.of(tool); got != "cached" {
 		t.Fatalf("unchanged definition recomputed: %q", got)
 	}
@@ -26,11 +27,18 @@ func TestPinHashesCache(t *testing.T) {
 	if got, w2 := p.of(tool), mustPinHash(t, tool.Definition); got != w2 {
 		t.Fatalf("changed definition: %q, want %q", got, w2)
 	}
-	if got := p.of(&persistence.Tool{ID: 2, SourceServerID: "s2", Definition: json.RawMessage(`nope`)}); got != "" {
+	if got := p.of(&persistence.Tool{ID: 2, SourceServerID: "s2", OriginalName: "b", Definition: json.RawMessage(`nope`)}); got != "" {
 		t.Fatalf("unreadable definition hashed to %q", got)
 	}
+	if got, err := p.def("s1", "a", tool.Definition); err != nil || got != mustPinHash(t, tool.Definition) {
+		t.Fatalf("def of a cached definition: %q %v", got, err)
+	}
+	if _, err := p.def("s3", "c", json.RawMessage(`nope`)); err == nil {
+		t.Fatal("def of an unreadable definition: no error")
+	}
 	p.forgetServer("s1")
-	if _, ok := p.m[1]; ok || len(p.m) != 1 {
+	p.forgetServer("s3")
+	if _, ok := p.m["s1"]; ok || len(p.m) != 1 {
 		t.Fatalf("forgetServer left %v", p.m)
 	}
 }

@@ -43,7 +43,7 @@ type indexerActor struct {
 	// (skillSet).
 	hashSeed  maphash.Seed
 	skillSets map[string][]string
-	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve).
+	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve); the process's one cache.
 	pins *pinHashes
 }
 
@@ -79,7 +79,6 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.hashSeed = maphash.MakeSeed() // the state is new at every start: so are the hashes
-		a.pins = newPinHashes()
 		a.indexAll()
 	case *resync:
 		a.indexAll()

@@ -30,7 +30,7 @@ type routerActor struct {
 	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
 	curated  map[string]*serverCuration
 	profiles []persistence.Profile
-	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve).
+	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve); the process's one cache.
 	pins *pinHashes
 	// feats: the servers' prompts, resources and resource templates (router_features.go).
 	feats routerFeatures
@@ -76,7 +76,6 @@ func (h *routeHooks) call(t *RouteTable) {
 func (r *routerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.pins = newPinHashes()
 		r.loadAll()
 		r.publish()
 	case *readyMsg:

@@ -51,6 +51,8 @@ type System struct {
 	// nil on a single node; cluster.go).
 	cluster *cluster.Cluster
 	members *memberView
+	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery, the router and the indexer.
+	pinHashes *pinHashes
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
 	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
@@ -162,7 +164,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}},
+	s := &System{deps: d, sys: sys, pinHashes: newPinHashes(), routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}},
 		reconcileNow: make(chan struct{}, 1)}
 	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil))
 	fail := func(err error) (*System, error) {
@@ -190,7 +192,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*serverCuration{},
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*serverCuration{}, pins: s.pinHashes,
 			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
 	}, s.guardian), "router")
 	if err != nil {
@@ -209,7 +211,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(err)
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}}
+		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}, pins: s.pinHashes}
 	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
