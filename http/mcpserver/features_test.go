@@ -181,6 +181,22 @@ func TestFeaturesAggregated(t *testing.T) {
 	if _, err := c.sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "nobody__greet"}); err == nil {
 		t.Fatal("prompts/get of an unknown prompt succeeded")
 	}
+	// A connected backend that changes its prompts (its own list_changed): the clients are told, on both
+	// transports, and list the change, additions and removals.
+	c.mu.Lock()
+	changedBefore := c.promptsChanged
+	c.mu.Unlock()
+	gob.srv.AddPrompt(&mcp.Prompt{Name: "farewell"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "bye"}}}}, nil
+	})
+	waitFor(t, "a prompt the backend added", func() bool { return hasPrompt(c, "gob__farewell") && hasPrompt(sse, "gob__farewell") })
+	waitFor(t, "prompts list_changed for the addition", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.promptsChanged > changedBefore
+	})
+	gob.srv.RemovePrompts("farewell")
+	waitFor(t, "a prompt the backend removed", func() bool { return !hasPrompt(c, "gob__farewell") && !hasPrompt(sse, "gob__farewell") })
 
 	// Resources: the two copies of server-everything list the same URIs, rewritten per server; gob's are intact.
 	var everyURI string
@@ -258,7 +274,7 @@ func TestFeaturesAggregated(t *testing.T) {
 		t.Fatal("the read did not reach the backend")
 	}
 	c.mu.Lock()
-	before := c.promptsChanged
+	before, resourcesBefore := c.promptsChanged, c.resourcesChanged
 	c.mu.Unlock()
 	if _, err := r.sys.Disconnect(context.Background(), gobID, true); err != nil {
 		t.Fatal(err)
@@ -274,10 +290,10 @@ func TestFeaturesAggregated(t *testing.T) {
 	}
 	// Its prompts and resources go, and the clients are told.
 	waitFor(t, "gob's prompt removed", func() bool { return !hasPrompt(c, "gob__greet") && !hasPrompt(sse, "gob__greet") })
-	waitFor(t, "prompts list_changed after the disconnect", func() bool {
+	waitFor(t, "prompts and resources list_changed after the disconnect", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.promptsChanged > before
+		return c.promptsChanged > before && c.resourcesChanged > resourcesBefore
 	})
 	if slices.ContainsFunc(c.resources(t), func(x *mcp.Resource) bool { return x.URI == "slow://doc" }) {
 		t.Fatal("a disconnected server's resource is still listed")
