@@ -102,11 +102,18 @@ func TestSearchToolFollowsTheCatalogue(t *testing.T) {
 		want := 2 * len(ids)
 		waitFor(t, city+"'s tools routable", func() bool { return len(sys.Routes().Callable()) == want })
 	}
+	// On a loaded CI machine (every package's tests at once under -race) the description once had not reached
+	// this within waitFor's 30 s, and what it showed was not recorded: this wait is longer and says what it saw.
 	var d string
-	waitFor(t, "the description names the whole catalogue", func() bool {
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(30 * time.Millisecond) {
 		d = describe()
-		return strings.Contains(d, "12 tools of 6 servers") && strings.Contains(d, "Main skills: Weather (")
-	})
+		if strings.Contains(d, "12 tools of 6 servers") && strings.Contains(d, "Main skills: Weather (") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the description never named the whole catalogue: %q", d)
+		}
+	}
 	elapsed := time.Since(start)
 	for _, city := range cities {
 		if !strings.Contains(d, city+" (2)") {
