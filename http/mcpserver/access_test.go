@@ -1,0 +1,170 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+const (
+	accessAdmin = "admin-secret-token-acc1"
+	accessBot   = "bot-client-token-acc01"
+	accessFree  = "free-client-token-acc1"
+)
+
+// scopeBackend is a go-sdk streamable HTTP server named name with one tool, one prompt, one resource (uri, answering
+// text), one template and completions, each answer naming the backend.
+func scopeBackend(t testing.TB, name string, resources map[string]string) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
+		CompletionHandler: func(context.Context, *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{name}}}, nil
+		},
+	})
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: name + "-prompt", Arguments: []*mcp.PromptArgument{{Name: "x"}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: name}}}}, nil
+		})
+	for uri, text := range resources {
+		srv.AddResource(&mcp.Resource{URI: uri, Name: "doc"}, func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: text}}}, nil
+		})
+	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: name + "://item/{id}", Name: "item"},
+		func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: name}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// viewsRig is the rig's endpoint served as the daemon serves it: /mcp through Views, behind bearer tokens (admin
+// ops, client tokens bot and free).
+func viewsRig(t *testing.T) (*rig, string) {
+	opts := mcpserver.Options{RequireIdentity: true}
+	r := newRig(t, opts)
+	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, opts)
+	t.Cleanup(views.Close)
+	toks, err := auth.Parse("ops:"+accessAdmin, "bot:"+accessBot+",free:"+accessFree, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", views.StreamableHandler())
+	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
+	t.Cleanup(hs.Close)
+	return r, hs.URL
+}
+
+// TestBoundTokenSeesItsProfilesFeatures: on /mcp, a client token bound to a profile lists, gets, reads and completes
+// the prompts, resources and templates of its profile's servers only, over both protocol revisions (stateful
+// sessions and stateless 2026-07-28 requests); an unbound token sees every server's.
+func TestBoundTokenSeesItsProfilesFeatures(t *testing.T) {
+	r, url := viewsRig(t)
+	r.register(t, "a", map[string]any{"base_url": scopeBackend(t, "a", map[string]string{"a://doc": "a"})}, persistence.TransportHTTP)
+	r.register(t, "b", map[string]any{"base_url": scopeBackend(t, "b", map[string]string{"b://doc": "b"})}, persistence.TransportHTTP)
+	if _, _, err := r.sys.PutProfile(context.Background(), persistence.Profile{Name: "team",
+		Selectors: []persistence.ProfileSelector{{Server: "a"}}, Clients: []string{"bot"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a and b routable, the profile built", func() bool {
+		rt := r.sys.Routes()
+		_, pa := rt.Prompt("a__a-prompt")
+		_, pb := rt.Prompt("b__b-prompt")
+		_, ra := rt.Resource("a://doc")
+		_, rb := rt.Resource("b://doc")
+		p, ok := rt.Profile("team")
+		return pa && pb && ra && rb && ok && p.Count() == 1
+	})
+	for _, version := range []string{"2025-11-25", mcpserver.ModernProtocol} {
+		for _, tc := range []struct {
+			token string
+			seesB bool
+		}{{accessBot, false}, {accessFree, true}} {
+			t.Run(version+"/"+tc.token[:3], func(t *testing.T) {
+				ctx := context.Background()
+				sess, err := mcp.NewClient(&mcp.Implementation{Name: "acc", Version: "1"}, nil).Connect(ctx,
+					&mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{tc.token}}},
+					&mcp.ClientSessionOptions{ProtocolVersion: version})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer sess.Close()
+				if got := sess.InitializeResult().ProtocolVersion; got != version {
+					t.Fatalf("negotiated %s, want %s", got, version)
+				}
+				var prompts, resources, templates []string
+				if res, err := sess.ListPrompts(ctx, nil); err == nil {
+					for _, p := range res.Prompts {
+						prompts = append(prompts, p.Name)
+					}
+				}
+				if res, err := sess.ListResources(ctx, nil); err == nil {
+					for _, x := range res.Resources {
+						resources = append(resources, x.URI)
+					}
+				}
+				if res, err := sess.ListResourceTemplates(ctx, nil); err == nil {
+					for _, x := range res.ResourceTemplates {
+						templates = append(templates, x.URITemplate)
+					}
+				}
+				if !slices.Contains(prompts, "a__a-prompt") || !slices.Contains(resources, "a://doc") || !slices.Contains(templates, "a://item/{id}") {
+					t.Fatalf("a's features missing: %v %v %v", prompts, resources, templates)
+				}
+				if got := slices.Contains(prompts, "b__b-prompt") || slices.Contains(resources, "b://doc") || slices.Contains(templates, "b://item/{id}"); got != tc.seesB {
+					t.Fatalf("b's features listed: %v, want %v (%v %v %v)", got, tc.seesB, prompts, resources, templates)
+				}
+				reqs := map[string]func(string) error{
+					"prompts/get": func(s string) error {
+						_, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: s + "__" + s + "-prompt"})
+						return err
+					},
+					"prompts/get canonical": func(s string) error {
+						_, err := sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: s + "." + s + "-prompt"})
+						return err
+					},
+					"resources/read": func(s string) error {
+						_, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: s + "://doc"})
+						return err
+					},
+					"resources/read template": func(s string) error {
+						_, err := sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: s + "://item/7"})
+						return err
+					},
+					"completion/complete prompt": func(s string) error {
+						_, err := sess.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: s + "__" + s + "-prompt"},
+							Argument: mcp.CompleteParamsArgument{Name: "x", Value: "v"}})
+						return err
+					},
+					"completion/complete template": func(s string) error {
+						_, err := sess.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: s + "://item/{id}"},
+							Argument: mcp.CompleteParamsArgument{Name: "id", Value: "v"}})
+						return err
+					},
+				}
+				for name, req := range reqs {
+					if err := req("a"); err != nil {
+						t.Errorf("%s of a: %v", name, err)
+					}
+					if err := req("b"); (err == nil) != tc.seesB {
+						t.Errorf("%s of b: %v (served: %v)", name, err, tc.seesB)
+					}
+				}
+			})
+		}
+	}
+}
