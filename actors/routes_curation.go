@@ -195,3 +195,18 @@ func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
 	}
 	return out
 }
+
+// Curated reports whether a server's curation (a filter, overrides, pinning) changes what clients are served of
+// its tools: then only the table's rows (ToolIn) are what they may list and call.
+func (t *RouteTable) Curated(serverID string) bool { return t.curated[serverID] }
+
+// ToolIn finds a server's tool by its original name as clients are served it (hidden and withheld tools are not in
+// the table, held ones have their approved definition, overrides applied), within a scope.
+func (t *RouteTable) ToolIn(sc Scope, serverID, original string) (*ToolEntry, bool) {
+	for e := t.byOriginal[original]; e != nil; e = e.sameOriginal {
+		if e.SourceServerID == serverID {
+			return e, t.Has(sc, e)
+		}
+	}
+	return nil, false
+}
