@@ -181,8 +181,10 @@ func (t *RouteTable) ToolsIn(sc Scope) []*ToolEntry {
 	return out
 }
 
-// ServersIn are the servers with at least one tool in a scope (nil for the nil scope: every server). A profile
-// endpoint serves the prompts, resources and templates of those servers only.
+// ServersIn are the servers a scope contains (nil for the nil scope: every server): those with at least one tool in
+// it, and those a selector of its profiles names whole (a server and no tool or skill patterns), tools or not. A
+// profile endpoint, and a client token bound to profiles, get the prompts, resources and templates of those
+// servers only (and, through /mcp/servers/{name}, no other server).
 func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
 	if sc == nil {
 		return nil
@@ -191,6 +193,17 @@ func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
 	for i := range t.ordered {
 		if e := &t.ordered[i]; !out[e.SourceServerID] && t.Has(sc, e) {
 			out[e.SourceServerID] = true
+		}
+	}
+	for _, name := range sc {
+		p := t.profiles[name]
+		if p == nil {
+			continue
+		}
+		for _, sel := range p.Selectors {
+			if id, ok := t.byName[sel.Server]; ok && len(sel.Tools) == 0 && len(sel.Skills) == 0 {
+				out[id] = true
+			}
 		}
 	}
 	return out
