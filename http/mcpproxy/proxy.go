@@ -12,6 +12,10 @@
 // sends back (progress, logs, resource updates, sampling, elicitation, roots) is forwarded to the downstream
 // client on the stream of the request it belongs to. It is streamable HTTP (stateful) on net/http, not Fiber,
 // because Fiber buffers responses.
+//
+// Transparent does not mean uncurated: the tools are served as /mcp serves them (the routing table's curation:
+// filters, pinning, overrides' descriptions), and a client token bound to profiles reaches only its profiles'
+// servers and tools (README, issue 24).
 package mcpproxy
 
 import (
