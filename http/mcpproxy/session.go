@@ -80,8 +80,10 @@ type session struct {
 	// The mirror (name or URI -> JSON of what was added); owned by build and then by the sync goroutine.
 	mirror [kinds]map[string]string
 	tmpls  map[string]string
-	// upTools is the backend's own tool list as last fetched (owned like the mirror): curation filters it.
+	// upTools is the backend's own tool list as last fetched (owned like the mirror): curation filters it;
+	// curated says whether the mirror holds it curated.
 	upTools []*mcp.Tool
+	curated bool
 }
 
 // flight is a downstream request being forwarded: backend messages that belong to it are sent on its stream.
@@ -640,7 +642,7 @@ func (s *session) syncLoop() {
 		case <-s.kicks[kindResources]:
 			k = kindResources
 		case <-s.recurate:
-			s.applyTools()
+			s.applyTools(false)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(s.life, s.h.opts.SyncTimeout)
@@ -673,7 +675,7 @@ func (s *session) sync(ctx context.Context, k int) error {
 			return s.listFailed("tools", err)
 		}
 		s.upTools = tools
-		s.applyTools()
+		s.applyTools(true)
 	case kindPrompts:
 		if caps.Prompts == nil {
 			return nil
@@ -807,11 +809,17 @@ func (s *session) kickCuration() {
 // applyTools makes the mirrored tools what the client is served of the backend's list: as /mcp serves them when
 // curation applies (hidden, withheld and out-of-profile tools left out, held changes as their approved
 // definition, an override's description and annotations), the backend's own list otherwise. Tools keep the
-// backend's names: this endpoint is transparent (an override's exposed name is an alias of /mcp).
-func (s *session) applyTools() {
+// backend's names: this endpoint is transparent (an override's exposed name is an alias of /mcp). fetched says the
+// backend's list is new; otherwise (a new routing table) an uncurated mirror that stays uncurated is left as it is.
+func (s *session) applyTools(fetched bool) {
 	tools := s.upTools
 	if t := s.h.sys.Routes(); t != nil {
-		if sc, curated := s.view(t); curated {
+		sc, curated := s.view(t)
+		if !fetched && !curated && !s.curated {
+			return
+		}
+		s.curated = curated
+		if curated {
 			tools = make([]*mcp.Tool, 0, len(s.upTools))
 			for _, up := range s.upTools {
 				if e, ok := t.ToolIn(sc, s.srv.ID, up.Name); ok {
