@@ -66,6 +66,7 @@ type Metrics struct {
 	BackendSessions     *prometheus.GaugeVec
 	ToolChangesPending  *prometheus.GaugeVec
 	ToolChangesHeld     *prometheus.CounterVec
+	ReservedURIsDropped *prometheus.CounterVec
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
@@ -153,10 +154,14 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Name: "mcp_aggregator_tool_changes_held_total",
 			Help: "Tool definition changes put on hold by definition pinning, by kind (changed: an approved tool changed; new: a tool never approved).",
 		}, []string{"server", "kind"}),
+		ReservedURIsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_aggregator_reserved_uris_dropped_total",
+			Help: "Resources and resource templates a backend listed under the aggregator's reserved mcp-aggregator:// scheme, dropped at discovery, by kind (resource, resource_template).",
+		}, []string{"server", "kind"}),
 	}
 	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
-		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld,
+		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld, m.ReservedURIsDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
 		reg.MustRegister(&stateCollector{snapshot: snapshot})
@@ -197,6 +202,16 @@ func (m *Metrics) ForgetServer(name string) {
 	m.BackendSessions.DeletePartialMatch(l)
 	m.ToolChangesPending.DeletePartialMatch(l)
 	m.ToolChangesHeld.DeletePartialMatch(l)
+	m.ReservedURIsDropped.DeletePartialMatch(l)
+}
+
+// ReservedURIs records the resources (kind resource) or resource templates (kind resource_template) a server listed
+// under the reserved mcp-aggregator:// scheme and discovery dropped.
+func (m *Metrics) ReservedURIs(server, kind string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.ReservedURIsDropped.WithLabelValues(server, kind).Add(float64(n))
 }
 
 // ToolChanges records a server's pending tool changes after a discovery, and the changes it newly held by kind.
