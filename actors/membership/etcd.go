@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Etcd is a cluster.ClusterProvider on etcd: each member keeps a key under Prefix/<cluster>/ bound to a lease that
@@ -33,9 +36,13 @@ type Etcd struct {
 	// Logger receives the provider's warnings (nil: discarded).
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	client  *clientv3.Client
-	lease   clientv3.LeaseID
+	mu     sync.Mutex
+	client *clientv3.Client
+	lease  clientv3.LeaseID
+	// registered: the member's key is kept alive (see Registered).
+	registered bool
+	// self is this member's key (empty for a client).
+	self    string
 	cancel  context.CancelFunc
 	done    chan struct{}
 	members map[string]*cluster.Member // key -> member
@@ -78,7 +85,11 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	if ttl <= 0 {
 		ttl = 3 * time.Second
 	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second})
+	// gRPC's reconnect backoff grows to two minutes by default: after an etcd outage the member would register
+	// again (and see the others) only that late. Reconnect within a second instead.
+	client, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})}})
 	if err != nil {
 		return fmt.Errorf("etcd membership: connect to %v: %w", e.Endpoints, err)
 	}
@@ -89,6 +100,9 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	dir := strings.TrimSuffix(e.Prefix, "/") + "/" + clusterName + "/"
 	e.mu.Lock()
 	e.publishFn = publish
+	if self != nil {
+		e.self = dir + self.ID
+	}
 	e.mu.Unlock()
 	if self != nil {
 		if err := e.register(ctx, dir, self, ttl); err != nil {
@@ -107,33 +121,76 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	return nil
 }
 
-// register writes this member's key under a lease that a keep-alive renews until Shutdown.
+// register writes this member's key under a lease that a keep-alive renews until Shutdown, and keeps it
+// registered: when the keep-alive ends (etcd was unreachable for longer than the TTL, restarted, or this process
+// was frozen), the member registers again under a new lease as soon as etcd answers, so that it rejoins by itself.
 func (e *Etcd) register(ctx context.Context, dir string, self *record, ttl time.Duration) error {
+	alive, err := e.put(ctx, dir, self, ttl)
+	if err != nil {
+		return err
+	}
+	go e.keepRegistered(ctx, dir, self, ttl, alive)
+	return nil
+}
+
+// put grants a lease, writes the member's key under it and starts its keep-alive.
+func (e *Etcd) put(ctx context.Context, dir string, self *record, ttl time.Duration) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	grant, err := e.client.Grant(rctx, int64(max(ttl/time.Second, 1)))
 	if err != nil {
-		return fmt.Errorf("etcd membership: grant lease: %w", err)
+		return nil, fmt.Errorf("etcd membership: grant lease: %w", err)
 	}
 	raw, _ := json.Marshal(self)
 	if _, err := e.client.Put(rctx, dir+self.ID, string(raw), clientv3.WithLease(grant.ID)); err != nil {
-		return fmt.Errorf("etcd membership: register: %w", err)
+		return nil, fmt.Errorf("etcd membership: register: %w", err)
 	}
 	alive, err := e.client.KeepAlive(ctx, grant.ID)
 	if err != nil {
-		return fmt.Errorf("etcd membership: keep the lease alive: %w", err)
+		return nil, fmt.Errorf("etcd membership: keep the lease alive: %w", err)
 	}
 	e.mu.Lock()
 	e.lease = grant.ID
+	e.registered = true
 	e.mu.Unlock()
-	go func() {
+	return alive, nil
+}
+
+// keepRegistered drains the keep-alive's answers and registers the member again whenever the keep-alive ends,
+// until ctx ends.
+func (e *Etcd) keepRegistered(ctx context.Context, dir string, self *record, ttl time.Duration, alive <-chan *clientv3.LeaseKeepAliveResponse) {
+	for {
 		for range alive { // the client renews; answers are only drained
 		}
-		if ctx.Err() == nil {
-			e.Logger.Warn("etcd membership: the lease keep-alive ended; this member will disappear from the others' view")
+		if ctx.Err() != nil {
+			return
 		}
-	}()
-	return nil
+		e.mu.Lock()
+		e.registered = false
+		e.mu.Unlock()
+		e.Logger.Warn("etcd membership: the lease keep-alive ended (etcd unreachable or restarted, or this process stalled); registering again")
+		lost := time.Now()
+		for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			var err error
+			if alive, err = e.put(ctx, dir, self, ttl); err == nil {
+				break
+			}
+		}
+		e.Logger.Info("etcd membership: registered again", "after", time.Since(lost).Round(time.Millisecond).String())
+	}
+}
+
+// Registered reports whether this member's key is kept alive now (false from when its keep-alive ended until it
+// registered again): while it is false, the other members may see this one leave.
+func (e *Etcd) Registered() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registered
 }
 
 // load reads every member and publishes them; it returns the revision read, to watch from.
@@ -191,8 +248,9 @@ func (e *Etcd) apply(events []*clientv3.Event) {
 	for k, m := range e.members {
 		members[k] = m
 	}
+	self := e.self
 	e.mu.Unlock()
-	for _, ev := range events {
+	for i, ev := range events {
 		key := string(ev.Kv.Key)
 		switch ev.Type {
 		case mvccpb.PUT:
@@ -201,6 +259,12 @@ func (e *Etcd) apply(events []*clientv3.Event) {
 			}
 		case mvccpb.DELETE:
 			delete(members, key)
+			if key == self && i < len(events)-1 {
+				// The others saw this member leave, even if it registered again in the same batch: the node must
+				// learn that it left (it gives its servers up, which the others may have taken over).
+				e.publish(members)
+				members = maps.Clone(members)
+			}
 		}
 	}
 	e.publish(members)

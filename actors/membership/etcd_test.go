@@ -100,3 +100,54 @@ func TestEtcdMembersJoiningTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdMembersRejoinAfterEtcdRestart: etcd stopped for longer than the members' TTL and started again on the
+// same data: every member registers again by itself (its keep-alive ended while etcd was away) and sees all the
+// others again; a member whose key was deleted while it was registered again sees itself leave first.
+func TestEtcdMembersRejoinAfterEtcdRestart(t *testing.T) {
+	etcd := peertest.StartEtcdServer(t)
+	const n = 3
+	providers := make([]*Etcd, n)
+	views := make([]*view, n)
+	for i := range providers {
+		providers[i] = &Etcd{Endpoints: []string{etcd.Endpoint}, Prefix: "/test", TTL: time.Second}
+		views[i] = &view{}
+		self := record{ID: fmt.Sprintf("m%d", i), Host: "127.0.0.1", Port: int32(10000 + i)}
+		if err := providers[i].start("c", &self, views[i].publish); err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range providers {
+			_ = p.Shutdown(true)
+		}
+	})
+	all := "m0,m1,m2"
+	waitAll := func(what string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for i, v := range views {
+			for strings.Join(v.get(), ",") != all || !providers[i].Registered() {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: member %d sees %v (registered %v), want %s", what, i, v.get(), providers[i].Registered(), all)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	waitAll("all joined", 10*time.Second)
+	etcd.Stop()
+	time.Sleep(4 * time.Second) // past every member's TTL: their keep-alives end
+	for i, p := range providers {
+		if p.Registered() {
+			t.Errorf("member %d still says it is registered after etcd was gone for 4 s", i)
+		}
+	}
+	etcd.Start()
+	back := time.Now()
+	waitAll("after etcd restarted", 15*time.Second)
+	// The old leases lapse a few seconds after etcd restarts: the members, registered again, stay.
+	time.Sleep(5 * time.Second)
+	waitAll("after the old leases lapsed", time.Second)
+	t.Logf("every member registered again and sees the others %v after etcd restarted", time.Since(back).Round(time.Millisecond))
+}
