@@ -11,6 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port). Nodes
@@ -94,6 +96,16 @@ func (s *System) prepareCluster() error {
 	}
 	s.members = newMemberView(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
 	s.deps.members = s.members
+	// While the store is unreachable, the others can take this node's servers over only once they saw it leave the
+	// membership: it gives its sessions up then (or when etcd may have dropped it), not merely because its leases
+	// lapsed (ownership.go).
+	registered, _ := cc.Provider.(interface{ Registered() bool })
+	s.deps.owners.takeoverRisk = func() bool {
+		if _, joined := s.members.status(); !joined {
+			return true
+		}
+		return registered != nil && !registered.Registered()
+	}
 	return nil
 }
 
@@ -122,14 +134,33 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 	for _, m := range t.Members {
 		members[memberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
 	}
+	_, wasMember := s.members.status()
 	joined, gone := s.members.update(members)
 	if len(joined) > 0 || len(gone) > 0 {
 		s.deps.Logger.Info("cluster membership changed", "members", len(members), "joined", joined, "left", gone)
+	}
+	if _, member := s.members.status(); wasMember && !member {
+		// The others saw this node leave and take its servers over at once: two sessions of a server must never
+		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
+		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
+		go s.giveUpHosted("node dropped out of the cluster's membership")
+	} else if member && !wasMember && s.stopReconcile != nil {
+		s.deps.Logger.Info("this node has rejoined the cluster", "members", len(members))
 	}
 	if s.deps.MembersChanged != nil {
 		s.deps.MembersChanged(len(members))
 	}
 	s.reconcileSoon() // (before the reconciler runs, its first pass happens anyway)
+}
+
+// giveUpHosted retires every server actor of this node at once (calls in flight cancelled, sessions and children
+// closed, leases released when the store answers).
+func (s *System) giveUpHosted(reason string) {
+	s.hosted.Range(func(id, pid any) bool {
+		s.forget(id.(string))
+		s.sys.Root.Send(pid.(*actor.PID), &pb.Deactivate{Reason: reason})
+		return true
+	})
 }
 
 // memberNode is the node id of a member id: the etcd provider names members <cluster>@<actor system id>, the
