@@ -116,7 +116,11 @@ func (s *System) joinCluster() error {
 	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))))
 	cfg := cluster.Configure(cc.Name, cc.Provider, &clusterLookup{s: s}, rc,
 		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
-		cluster.WithRequestTimeout(s.deps.Config.AskTimeout))
+		cluster.WithRequestTimeout(s.deps.Config.AskTimeout),
+		// protoactor's gossip blocks for good the actor system of a member whose gossip heartbeat it has not heard
+		// for this long (20 s by default), refusing its connections: a node frozen that long (SIGSTOP, a GC pause)
+		// could never rejoin. The membership is etcd's (or automanaged's) to decide, not the gossip's.
+		cluster.WithHeartbeatExpiration(100*365*24*time.Hour))
 	s.cluster = cluster.New(s.sys, cfg)
 	if err := startMember(s.cluster); err != nil {
 		return err
@@ -143,7 +147,7 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 		// The others saw this node leave and take its servers over at once: two sessions of a server must never
 		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
 		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
-		go s.giveUpHosted("node dropped out of the cluster's membership")
+		s.giveUpHosted("node dropped out of the cluster's membership")
 	} else if member && !wasMember && s.stopReconcile != nil {
 		s.deps.Logger.Info("this node has rejoined the cluster", "members", len(members))
 	}
