@@ -167,8 +167,8 @@ func (s *System) giveUpHosted(reason string) {
 	})
 }
 
-// memberNode is the node id of a member id: the etcd provider names members <cluster>@<actor system id>, the
-// automanaged one by the actor system id, which is the node id (Start sets it).
+// memberNode is the node id of a member id: the etcd provider names members <incarnation>@<actor system id>
+// (membership.Etcd), the automanaged one by the actor system id, which is the node id (Start sets it).
 func memberNode(id string) string {
 	if i := strings.LastIndexByte(id, '@'); i >= 0 {
 		return id[i+1:]
