@@ -302,13 +302,9 @@ func (r *outageRig) waitRejoined(what string, within time.Duration) {
 	r.t.Logf("%s: every node rejoined %v after", what, time.Since(start).Round(10*time.Millisecond))
 }
 
-// TestClusterEtcdRestartAndFrozenNodeE2E: (1) etcd stopped for 12 s (four times the members' TTL) and started
-// again on its data, under calls through every node: nothing fails while it is away, every node is a member again
-// (3 members, joined, ready) within seconds of its return, and calls go on; (2) a node that owns servers frozen
-// (SIGSTOP) for 12 s: the others take its servers over, and once it runs again it rejoins and serves, never
-// holding a session of a server another node holds. No call answers 500 at any time; one that cannot be placed is
-// 503 with Retry-After.
-func TestClusterEtcdRestartAndFrozenNodeE2E(t *testing.T) {
+// etcdOutageRig starts three nodes on their own etcd and PostgreSQL, registers the servers and starts the calls
+// and the sampler; on failure it prints the nodes' logs.
+func etcdOutageRig(t *testing.T) (*peertest.EtcdServer, []*clusterNode, *outageRig) {
 	etcd := peertest.StartEtcdServer(t)
 	db := pgtest.NewDatabase(t)
 	nodes := newCluster(t, 3, db, func(int) []string {
@@ -317,87 +313,102 @@ func TestClusterEtcdRestartAndFrozenNodeE2E(t *testing.T) {
 	r := newOutageRig(t, nodes)
 	r.checkProcs.Store(true)
 	r.start()
-	defer func() {
+	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range nodes {
 				t.Logf("%s logs:\n%s", n.name, nodeLog(n))
 			}
 		}
+	})
+	return etcd, nodes, r
+}
+
+// TestClusterEtcdRestartE2E: etcd stopped for 12 s (four times the members' TTL) and started again on its data,
+// under calls through every node: nothing fails while it is away, every node is a member again (3 members, joined,
+// ready) within seconds of its return and after etcd let the old member leases lapse, and calls go on; no server
+// has two sessions at any sample, and no call answers 500.
+func TestClusterEtcdRestartE2E(t *testing.T) {
+	etcd, _, r := etcdOutageRig(t)
+	time.Sleep(time.Second)
+	stopped := time.Now()
+	etcd.Stop()
+	time.Sleep(12 * time.Second)
+	if n := r.failures("while etcd was away", stopped, time.Now()); n > 0 {
+		t.Errorf("%d calls failed while etcd was away", n)
+	}
+	back := time.Now()
+	etcd.Start()
+	r.waitRejoined("after etcd restarted", 20*time.Second)
+	// etcd lets the leases of before its restart lapse a few seconds after it: the members stay.
+	time.Sleep(6 * time.Second)
+	r.waitRejoined("after the old etcd leases lapsed", time.Second)
+	if n := r.failures("after etcd came back", back, time.Now()); n > 0 {
+		t.Errorf("%d calls failed after etcd came back", n)
+	}
+	r.callAll("after etcd restarted", 20*time.Second)
+	r.finish()
+	r.failures("the whole test", time.Time{}, time.Time{})
+}
+
+// TestClusterFrozenNodeE2E: a node that serves servers is frozen (SIGSTOP) for 12 s under calls through the others:
+// they take its servers over within seconds; once it runs again (SIGCONT) it gives up what it held, answers 503
+// with Retry-After (never 500) until it has rejoined, rejoins (3 members, joined, ready) and serves again. It never
+// holds a session of a server another node holds (sampled from its resumption on: while frozen it cannot close
+// its stdio children), and calls through every node succeed once it has rejoined.
+func TestClusterFrozenNodeE2E(t *testing.T) {
+	_, nodes, r := etcdOutageRig(t)
+	victim := nodes[1]
+	for _, n := range nodes {
+		if sess, _ := r.sessions(n); len(sess) > 0 {
+			victim = n
+			break
+		}
+	}
+	owned, _ := r.sessions(victim)
+	t.Logf("freezing %s (pid %d), which serves %v", victim.name, victim.cmd.Process.Pid, owned)
+	r.paused.Store(victim.name, true)
+	r.checkProcs.Store(false) // the frozen node's children run on while it cannot close them
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	var survivors []*clusterNode
+	for _, n := range nodes {
+		if n != victim {
+			survivors = append(survivors, n)
+		}
+	}
+	waitFor(t, 30*time.Second, "the survivors serve every server", func() bool {
+		all := map[string]bool{}
+		for _, n := range survivors {
+			sess, _ := r.sessions(n)
+			for s := range sess {
+				all[s] = true
+			}
+		}
+		return len(all) == len(r.names)
+	})
+	t.Logf("the survivors serve every server %v after the freeze", time.Since(frozen).Round(10*time.Millisecond))
+	time.Sleep(12*time.Second - time.Since(frozen))
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	r.paused.Delete(victim.name)
+	go func() {
+		// Once resumed, the node closes the sessions the others took over at once.
+		time.Sleep(2 * time.Second)
+		r.checkProcs.Store(true)
 	}()
-
-	{ // etcd restart
-		time.Sleep(time.Second)
-		stopped := time.Now()
-		etcd.Stop()
-		time.Sleep(12 * time.Second)
-		if n := r.failures("while etcd was away", stopped, time.Now()); n > 0 {
-			t.Errorf("%d calls failed while etcd was away", n)
-		}
-		back := time.Now()
-		etcd.Start()
-		r.waitRejoined("after etcd restarted", 20*time.Second)
-		// etcd lets the leases of before its restart lapse a few seconds after it: the members stay.
-		time.Sleep(6 * time.Second)
-		r.waitRejoined("after the old etcd leases lapsed", time.Second)
-		r.failures("after etcd came back", back, time.Now())
-		r.callAll("after etcd restarted", 20*time.Second)
+	r.waitRejoined("after the frozen node resumed", 20*time.Second)
+	r.failures("after the frozen node resumed", resumed, time.Now())
+	time.Sleep(3 * time.Second)
+	settled := time.Now()
+	time.Sleep(5 * time.Second)
+	if n := r.failures("once the frozen node rejoined", settled, time.Now()); n > 0 {
+		t.Errorf("%d calls failed after the frozen node rejoined", n)
 	}
-
-	{ // a frozen node
-		victim := nodes[1]
-		for _, n := range nodes {
-			if sess, _ := r.sessions(n); len(sess) > 0 {
-				victim = n
-				break
-			}
-		}
-		owned, _ := r.sessions(victim)
-		t.Logf("freezing %s (pid %d), which serves %v", victim.name, victim.cmd.Process.Pid, owned)
-		r.paused.Store(victim.name, true)
-		r.checkProcs.Store(false) // the frozen node's children run on while it cannot close them
-		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		frozen := time.Now()
-		var survivors []*clusterNode
-		for _, n := range nodes {
-			if n != victim {
-				survivors = append(survivors, n)
-			}
-		}
-		waitFor(t, 30*time.Second, "the survivors serve every server", func() bool {
-			all := map[string]bool{}
-			for _, n := range survivors {
-				sess, _ := r.sessions(n)
-				for s := range sess {
-					all[s] = true
-				}
-			}
-			return len(all) == len(r.names)
-		})
-		t.Logf("the survivors serve every server %v after the freeze", time.Since(frozen).Round(10*time.Millisecond))
-		time.Sleep(12*time.Second - time.Since(frozen))
-		if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		resumed := time.Now()
-		r.paused.Delete(victim.name)
-		go func() {
-			// Once resumed, the node closes the sessions the others took over at once.
-			time.Sleep(2 * time.Second)
-			r.checkProcs.Store(true)
-		}()
-		r.waitRejoined("after the frozen node resumed", 20*time.Second)
-		r.failures("after the frozen node resumed", resumed, time.Now())
-		time.Sleep(3 * time.Second)
-		settled := time.Now()
-		time.Sleep(5 * time.Second)
-		if n := r.failures("once the frozen node rejoined", settled, time.Now()); n > 0 {
-			t.Errorf("%d calls failed after the frozen node rejoined", n)
-		}
-		r.callAll("after the frozen node rejoined", 20*time.Second)
-	}
-
+	r.callAll("after the frozen node rejoined", 20*time.Second)
 	r.finish()
 	r.failures("the whole test", time.Time{}, time.Time{})
 }
