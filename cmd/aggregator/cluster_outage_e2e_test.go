@@ -423,6 +423,7 @@ func TestStoreOutageKeepsSessionsE2E(t *testing.T) {
 		nodes int
 	}{{"single node", 1}, {"cluster", 3}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // (each has its own database, proxy and ports: the two outages overlap, to save time)
 			proxy, dbURL := pgtest.NewProxy(t, pgtest.NewDatabase(t))
 			var nodes []*clusterNode
 			if tc.nodes == 1 {
