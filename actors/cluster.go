@@ -11,6 +11,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port). Nodes
@@ -94,6 +96,16 @@ func (s *System) prepareCluster() error {
 	}
 	s.members = newMemberView(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
 	s.deps.members = s.members
+	// While the store is unreachable, the others can take this node's servers over only once they saw it leave the
+	// membership: it gives its sessions up then (or when etcd may have dropped it), not merely because its leases
+	// lapsed (ownership.go).
+	registered, _ := cc.Provider.(interface{ Registered() bool })
+	s.deps.owners.takeoverRisk = func() bool {
+		if _, joined := s.members.status(); !joined {
+			return true
+		}
+		return registered != nil && !registered.Registered()
+	}
 	return nil
 }
 
@@ -104,7 +116,11 @@ func (s *System) joinCluster() error {
 	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))))
 	cfg := cluster.Configure(cc.Name, cc.Provider, &clusterLookup{s: s}, rc,
 		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
-		cluster.WithRequestTimeout(s.deps.Config.AskTimeout))
+		cluster.WithRequestTimeout(s.deps.Config.AskTimeout),
+		// protoactor's gossip blocks for good the actor system of a member whose gossip heartbeat it has not heard
+		// for this long (20 s by default), refusing its connections: a node frozen that long (SIGSTOP, a GC pause)
+		// could never rejoin. The membership is etcd's (or automanaged's) to decide, not the gossip's.
+		cluster.WithHeartbeatExpiration(100*365*24*time.Hour))
 	s.cluster = cluster.New(s.sys, cfg)
 	if err := startMember(s.cluster); err != nil {
 		return err
@@ -122,9 +138,18 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 	for _, m := range t.Members {
 		members[memberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
 	}
+	_, wasMember := s.members.status()
 	joined, gone := s.members.update(members)
 	if len(joined) > 0 || len(gone) > 0 {
 		s.deps.Logger.Info("cluster membership changed", "members", len(members), "joined", joined, "left", gone)
+	}
+	if _, member := s.members.status(); wasMember && !member {
+		// The others saw this node leave and take its servers over at once: two sessions of a server must never
+		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
+		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
+		s.giveUpHosted("node dropped out of the cluster's membership")
+	} else if member && !wasMember && s.stopReconcile != nil {
+		s.deps.Logger.Info("this node has rejoined the cluster", "members", len(members))
 	}
 	if s.deps.MembersChanged != nil {
 		s.deps.MembersChanged(len(members))
@@ -132,8 +157,18 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 	s.reconcileSoon() // (before the reconciler runs, its first pass happens anyway)
 }
 
-// memberNode is the node id of a member id: the etcd provider names members <cluster>@<actor system id>, the
-// automanaged one by the actor system id, which is the node id (Start sets it).
+// giveUpHosted retires every server actor of this node at once (calls in flight cancelled, sessions and children
+// closed, leases released when the store answers).
+func (s *System) giveUpHosted(reason string) {
+	s.hosted.Range(func(id, pid any) bool {
+		s.forget(id.(string))
+		s.sys.Root.Send(pid.(*actor.PID), &pb.Deactivate{Reason: reason})
+		return true
+	})
+}
+
+// memberNode is the node id of a member id: the etcd provider names members <incarnation>@<actor system id>
+// (membership.Etcd), the automanaged one by the actor system id, which is the node id (Start sets it).
 func memberNode(id string) string {
 	if i := strings.LastIndexByte(id, '@'); i >= 0 {
 		return id[i+1:]

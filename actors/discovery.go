@@ -197,6 +197,8 @@ type UnavailableError struct {
 	Server ServerEntry
 	// Detail says why, when there is more to say than the status (empty: "Server unavailable: <name>").
 	Detail string
+	// RetryAfter, when set, is when to try again (Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *UnavailableError) Error() string {

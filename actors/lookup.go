@@ -208,6 +208,8 @@ func (s *System) askPlacement(ctx context.Context, placement *actor.PID, id, dea
 		return actor.NewPID(a.Pid.Address, a.Pid.Id), nil
 	case a.Leaving:
 		return nil, errLeaving
+	case a.Error == errNotMember.Error():
+		return nil, errNotMember
 	}
 	return nil, errors.New(a.Error)
 }
@@ -215,10 +217,15 @@ func (s *System) askPlacement(ctx context.Context, placement *actor.PID, id, dea
 // errLeaving: the asked node hands its servers over and hosts nothing new.
 var errLeaving = errors.New("node is leaving the cluster")
 
-// locate finds (activating if need be) the actor of a server in the cluster and caches it.
+// locate finds (activating if need be) the actor of a server in the cluster and caches it. A node out of the
+// membership places nothing (it has given its servers up until it rejoins): the caller gets a 503 with
+// Retry-After, as when no member can take the server now.
 func (s *System) locate(ctx context.Context, id string) (*actor.PID, error) {
 	if s.cluster == nil {
 		return s.activateLocal(ctx, id, "")
+	}
+	if _, joined := s.members.status(); !joined {
+		return nil, s.unplaceable(id, "this cluster node is not a member of the cluster now (it is rejoining)")
 	}
 	if pid, ok := s.cluster.PidCache.Get(id, ServerKind); ok {
 		return pid, nil
@@ -237,7 +244,7 @@ func (s *System) locate(ctx context.Context, id string) (*actor.PID, error) {
 			return nil, err
 		}
 		if target == "" {
-			last = errors.New("no member to place the server on")
+			last = errNoMember
 			continue
 		}
 		pid, err := s.askPlacement(ctx, actor.NewPID(target, placementName), id, dead)
@@ -252,12 +259,37 @@ func (s *System) locate(ctx context.Context, id string) (*actor.PID, error) {
 			last = err
 		}
 	}
+	if errors.Is(last, errNoMember) || errors.Is(last, errLeaving) || errors.Is(last, errNotMember) {
+		return nil, s.unplaceable(id, last.Error())
+	}
 	return nil, fmt.Errorf("locate server %s: %w", id, last)
 }
 
-// placeOf decides which member should host a server now, from its lease: its live holder when that is a member
-// not leaving; otherwise the rendezvous choice, with the holder named as dead when it was seen leaving the cluster
-// (its lease is taken over at once rather than after it lapses). A holder handing its servers over is waited for.
+var (
+	// errNoMember: no member may host the server now.
+	errNoMember = errors.New("no member to place the server on")
+	// errNotMember: the asked node is out of the membership now.
+	errNotMember = errors.New("node is not a member of the cluster now")
+)
+
+// unplaceable is the answer to a request for a server that no node can host now: 503, retry shortly.
+func (s *System) unplaceable(id, why string) error {
+	srv, _ := s.Routes().Server(id)
+	if srv.ID == "" {
+		srv.ID = id
+	}
+	name := srv.Name
+	if name == "" {
+		name = id
+	}
+	return &UnavailableError{Server: srv, RetryAfter: time.Second,
+		Detail: fmt.Sprintf("Server unavailable: %s cannot be placed now: %s; retry", name, why)}
+}
+
+// placeOf decides which member should host a server now, from its lease (memberView.holder): its holder when that
+// is a member not leaving; otherwise the rendezvous choice, with the holder named as dead when it was seen leaving
+// the cluster (its lease is taken over at once rather than after it lapses). A holder handing its servers over is
+// waited for.
 func (s *System) placeOf(ctx context.Context, id string) (target, dead string, err error) {
 	l, now, err := s.deps.Store.GetLease(ctx, id)
 	switch {
@@ -265,21 +297,45 @@ func (s *System) placeOf(ctx context.Context, id string) (target, dead string, e
 		// Never owned: exists? The actor activated for it says (CodeServerNotFound) when it does not.
 	case err != nil:
 		return "", "", err
-	case l.ExpiresAt.After(now):
-		if addr, ok := s.members.addr(l.Owner); ok {
-			if !s.members.isLeaving(l.Owner) {
-				return addr, "", nil
-			}
+	default:
+		holder, from, wait := s.members.holder(l, now)
+		switch {
+		case wait:
 			return "", "", nil // it releases the lease once its calls drained; ask again shortly
+		case holder != "":
+			addr, _ := s.members.addr(holder)
+			return addr, "", nil
 		}
-		if s.members.hasLeft(l.Owner) {
-			dead = l.Owner
-		}
-		// Otherwise the holder is a process outside the cluster (`aggregator stdio`, a daemon without cluster
-		// settings) or a member not seen yet: the chosen member's actor stands by until the lease is free.
+		dead = from
+		// A live lease of a process outside the cluster (`aggregator stdio`, a daemon without cluster settings) or
+		// of a member not seen yet: the chosen member's actor stands by until the lease is free.
 	}
 	_, addr := s.members.choose(id)
 	return addr, dead, nil
+}
+
+// holder reads a server's lease against the membership: holder is the member that serves the server, whether its
+// lease is live or lapsed (a member that could not reach the store keeps its servers, and renews their leases when
+// the store is back: nobody else takes them while it is a member); dead is a departed member whose live lease may
+// be taken over; wait says that the holder is handing the server over. A released lease, a lapsed one of a process
+// that is not a member, and a live one of a process outside the cluster have no holder.
+func (v *memberView) holder(l persistence.Lease, now time.Time) (holder, dead string, wait bool) {
+	if l.Owner == "" {
+		return "", "", false
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	live := l.ExpiresAt.After(now)
+	_, member := v.addrs[l.Owner]
+	switch {
+	case member && v.leaving[l.Owner]:
+		return "", "", live
+	case member && (l.Owner != v.self || v.joined):
+		return l.Owner, "", false
+	case live && v.left[l.Owner]:
+		return "", l.Owner, false
+	}
+	return "", "", false
 }
 
 // idAt is the id of the member at addr ("" if none).

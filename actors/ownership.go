@@ -21,10 +21,13 @@ import (
 //
 // One goroutine per process (the keeper) renews all of this process's leases in one statement every TTL/3 and
 // records a heartbeat with the process's address (persistence.Node). A renewal that does not return a lease this
-// process holds means it changed hands: the keeper tells that server's actor, which drops its session. When the
-// store cannot be reached, a process that has seen other live processes gives its sessions up once its leases may
-// have lapsed (another process may take them over); a process alone on the store keeps serving, since nobody can
-// take a lease over without the store either.
+// process holds means it changed hands: the keeper tells that server's actor, which drops its session. A renewal
+// also returns the leases that lapsed while the store was unreachable and that nobody took over since: they are
+// this process's again (and one it holds no more is released at once). While the store cannot be reached, a
+// process gives its sessions up only when another process could take them over (mayBeTakenOver): in a cluster,
+// when etcd may have dropped this node from the membership (the others take a departed member's servers over at
+// once); without a cluster, when it has seen other live processes and its leases may have lapsed. Otherwise it
+// keeps serving: nobody can take a lease over without the store either.
 
 // DefaultLeaseTTL is how long a lease lasts without renewal (MCP_AGGREGATOR_LEASE_TTL): the longest a server stays
 // without an owner after its owner died without releasing it.
@@ -52,6 +55,12 @@ type ownership struct {
 	held map[string]heldLease // server id -> lease
 	// others is true once a heartbeat saw another live process on the store.
 	others bool
+	// acquiring counts the lease requests under way per server (a renewal may return their lease before they
+	// record it: it is not a stray to release).
+	acquiring map[string]int
+	// takeoverRisk, when set, replaces the rule without a cluster: it reports whether another process may take
+	// this one's leases over while the store is unreachable (set before keep runs).
+	takeoverRisk func() bool
 }
 
 // heldLease is a lease and when this process took it (a renewal that started earlier does not know it yet).
@@ -64,7 +73,7 @@ func newOwnership(store persistence.Store, node string, ttl time.Duration) *owne
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return &ownership{node: node, ttl: ttl, store: store, held: map[string]heldLease{}}
+	return &ownership{node: node, ttl: ttl, store: store, held: map[string]heldLease{}, acquiring: map[string]int{}}
 }
 
 // nextSeq is the sequence of a status change: it grows with every call and starts from the wall clock, so that a
@@ -111,6 +120,16 @@ func (o *ownership) drop(id string, epoch int64) bool {
 // acquire asks the store for server id's lease (the caller runs it off any mailbox).
 // from, when set, is a departed cluster member whose live lease may be taken over.
 func (o *ownership) acquire(ctx context.Context, id, from string) (persistence.Lease, error) {
+	o.mu.Lock()
+	o.acquiring[id]++
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		if o.acquiring[id]--; o.acquiring[id] <= 0 {
+			delete(o.acquiring, id)
+		}
+		o.mu.Unlock()
+	}()
 	l, err := o.store.TakeOverLease(ctx, id, o.node, from, o.ttl)
 	if err == nil {
 		o.put(l)
@@ -174,8 +193,7 @@ func (o *ownership) keep(ctx context.Context, address string, lost func(id strin
 		}
 		if err != nil {
 			log.Warn("ownership: cannot renew leases", "error", err, "since_last_renewal", time.Since(lastOK).Round(time.Millisecond).String())
-			// Leases taken at lastOK or renewed then lapse at lastOK+TTL; give the sessions up a little before.
-			if o.othersSeen() && time.Since(lastOK) > o.ttl-o.ttl/5 {
+			if o.mayBeTakenOver(time.Since(lastOK)) {
 				for id, l := range o.snapshot() {
 					if o.drop(id, l.Epoch) {
 						lost(id, l.Epoch, "leases could not be renewed: "+err.Error())
@@ -197,9 +215,24 @@ func (o *ownership) keep(ctx context.Context, address string, lost func(id strin
 				delete(o.held, id)
 			}
 		}
+		var strays []persistence.Lease
+		for _, l := range renewed {
+			if _, held := o.held[l.ServerID]; !held && o.acquiring[l.ServerID] == 0 {
+				strays = append(strays, l)
+			}
+		}
 		o.mu.Unlock()
 		for _, h := range gone {
-			lost(h.lease.ServerID, h.lease.Epoch, "lease lapsed or taken over")
+			lost(h.lease.ServerID, h.lease.Epoch, "lease taken over or released")
+		}
+		// A lease that lapsed while the store was away and that this process gave up meanwhile was renewed with
+		// the others: let it go, so that it does not keep its server from another owner.
+		for _, l := range strays {
+			rctx, cancel := context.WithTimeout(ctx, o.ttl/3)
+			if err := o.store.ReleaseLease(rctx, l); err != nil && ctx.Err() == nil {
+				log.Warn("ownership: release a lease no longer held", "server_id", l.ServerID, "error", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -216,10 +249,17 @@ func (o *ownership) setOthers(nodes []persistence.Node) {
 	o.mu.Unlock()
 }
 
-func (o *ownership) othersSeen() bool {
+// mayBeTakenOver reports, while the store is unreachable (for since), whether another process may take this one's
+// leases over, so that it must give its sessions up: in a cluster, when this node may be out of the membership
+// (takeoverRisk); otherwise, once its leases may have lapsed (a little before) if it has seen other processes.
+func (o *ownership) mayBeTakenOver(since time.Duration) bool {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.others
+	risk, others := o.takeoverRisk, o.others
+	o.mu.Unlock()
+	if risk != nil {
+		return risk()
+	}
+	return others && since > o.ttl-o.ttl/5
 }
 
 func (o *ownership) snapshot() map[string]persistence.Lease {

@@ -92,6 +92,11 @@ func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activat
 	if p.leaving {
 		return &pb.Activated{Leaving: true}
 	}
+	if p.deps.members != nil {
+		if _, joined := p.deps.members.status(); !joined {
+			return &pb.Activated{Error: errNotMember.Error()} // out of the membership: it hosts nothing new
+		}
+	}
 	p.seq++
 	pid, err := ctx.SpawnNamed(newServerProps(p.deps, m.ServerId, m.DeadOwner), "server-"+m.ServerId+"-"+strconv.FormatUint(p.seq, 10))
 	if err != nil {

@@ -72,6 +72,9 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 	var leases map[string]persistence.Lease
 	var now time.Time
 	if s.members != nil {
+		if _, joined := s.members.status(); !joined {
+			return nil, nil // out of the membership: it hosts nothing until it rejoins (cluster.go)
+		}
 		ls, at, err := s.deps.Store.ListLeases(sctx)
 		if err != nil {
 			return nil, err
@@ -85,32 +88,35 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 	unowned := map[string]bool{}
 	defer func() { s.unowned.Store(unowned) }()
 	for _, srv := range servers {
-		if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
-			if s.members != nil {
-				if l, ok := leases[srv.ID]; !ok || !l.ExpiresAt.After(now) {
-					unowned[srv.ID] = true
-				}
-			}
-			continue
-		}
 		dead := ""
 		if s.members != nil {
-			l, ok := leases[srv.ID]
-			if _, member := s.members.addr(l.Owner); !ok || !l.ExpiresAt.After(now) || !member {
+			holder, from, wait := "", "", false
+			if l, ok := leases[srv.ID]; ok {
+				holder, from, wait = s.members.holder(l, now)
+			}
+			if holder == "" && !wait {
 				unowned[srv.ID] = true
 			}
-			if ok && l.ExpiresAt.After(now) {
-				_, member := s.members.addr(l.Owner)
-				if member && !s.members.isLeaving(l.Owner) {
+			if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
+				continue
+			}
+			switch {
+			case holder == s.deps.NodeID:
+				if _, here := s.hostedPID(srv.ID); here {
 					continue // served
 				}
-				if s.members.hasLeft(l.Owner) {
-					dead = l.Owner
+				// Its lease names this node, yet no actor here has it (it lapsed while the store was away, and the
+				// actor gave it up): take it back.
+			case holder != "" || wait:
+				continue // served by another member, or being handed over
+			default:
+				if id, _ := s.members.choose(srv.ID); id != s.deps.NodeID {
+					continue // another member's to activate
 				}
+				dead = from
 			}
-			if id, _ := s.members.choose(srv.ID); id != s.deps.NodeID {
-				continue // another member's to activate
-			}
+		} else if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
+			continue
 		}
 		pid, err := s.activateLocal(sctx, srv.ID, dead)
 		if err != nil {

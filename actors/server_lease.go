@@ -68,6 +68,17 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		return
 	}
 	a.activating = false
+	if a.retired {
+		// Retired while it asked (its node dropped out of the membership, a hand-over): the lease it got goes back.
+		if m.loadErr == nil && m.leaseErr == nil {
+			ctx, cancel := a.storeCtx()
+			defer cancel()
+			if err := a.deps.owners.release(ctx, m.lease); err != nil {
+				a.log().Warn("release lease", "error", err)
+			}
+		}
+		return
+	}
 	switch {
 	case errors.Is(m.loadErr, persistence.ErrNotFound), errors.Is(m.leaseErr, persistence.ErrNotFound):
 		a.retire(ctx, CodeServerNotFound, "server "+a.id+" does not exist")

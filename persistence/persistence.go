@@ -380,13 +380,15 @@ type Store interface {
 	// GetLease returns the server's lease row, live or expired, and the database's current time to compare with;
 	// ErrNotFound when the server never had one.
 	GetLease(ctx context.Context, serverID string) (Lease, time.Time, error)
-	// RenewLeases extends every live lease of owner by ttl from now and returns them: a server missing from the
-	// answer is no longer owner's (its lease lapsed or changed hands). One statement whatever the number of leases.
+	// RenewLeases extends every lease of owner by ttl from now and returns them: its live leases, and the ones that
+	// lapsed (owner could not reach the store) that nobody took over or released since. A server missing from the
+	// answer is no longer owner's (its lease changed hands or was released). One statement whatever the number.
 	RenewLeases(ctx context.Context, owner string, ttl time.Duration) ([]Lease, error)
-	// ReleaseLease ends l if it is still current (the row stays, expired, so epochs keep growing); releasing a
-	// lease already lost is not an error.
+	// ReleaseLease ends l if it is still owner's, live or lapsed: the row stays, expired and with no owner (so
+	// epochs keep growing, and nobody mistakes it for a lease its holder only could not renew); releasing a lease
+	// already lost is not an error.
 	ReleaseLease(ctx context.Context, l Lease) error
-	// ReleaseOwnerLeases ends every live lease of owner (a clean shutdown) and returns how many it ended.
+	// ReleaseOwnerLeases ends every lease of owner (a clean shutdown) and returns how many live ones it ended.
 	ReleaseOwnerLeases(ctx context.Context, owner string) (int, error)
 	// ListLeases returns every lease row, live or expired, with the database's current time to compare with.
 	ListLeases(ctx context.Context) (leases []Lease, now time.Time, err error)

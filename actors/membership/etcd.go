@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // Etcd is a cluster.ClusterProvider on etcd: each member keeps a key under Prefix/<cluster>/ bound to a lease that
@@ -33,12 +36,20 @@ type Etcd struct {
 	// Logger receives the provider's warnings (nil: discarded).
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	client  *clientv3.Client
-	lease   clientv3.LeaseID
-	cancel  context.CancelFunc
-	done    chan struct{}
-	members map[string]*cluster.Member // key -> member
+	mu     sync.Mutex
+	client *clientv3.Client
+	lease  clientv3.LeaseID
+	// registered: the member's key is kept alive (see Registered).
+	registered bool
+	// self is this member's key (empty for a client); system its actor system id, incarnation the number in its
+	// member id; rejoin asks keepRegistered to register again (the key was deleted).
+	self        string
+	system      string
+	incarnation int
+	rejoin      chan struct{}
+	cancel      context.CancelFunc
+	done        chan struct{}
+	members     map[string]*cluster.Member // key -> member
 	// publishFn receives the membership after every change (the cluster's member list).
 	publishFn func(cluster.Members)
 }
@@ -78,7 +89,11 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	if ttl <= 0 {
 		ttl = 3 * time.Second
 	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second})
+	// gRPC's reconnect backoff grows to two minutes by default: after an etcd outage the member would register
+	// again (and see the others) only that late. Reconnect within a second instead.
+	client, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})}})
 	if err != nil {
 		return fmt.Errorf("etcd membership: connect to %v: %w", e.Endpoints, err)
 	}
@@ -107,33 +122,127 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	return nil
 }
 
-// register writes this member's key under a lease that a keep-alive renews until Shutdown.
+// register writes this member's key under a lease that a keep-alive renews until Shutdown, and keeps it
+// registered: when the keep-alive ends (etcd was unreachable for longer than the TTL, restarted, or this process
+// was frozen) or the key is deleted, the member registers again under a new lease as soon as etcd answers, so that
+// it rejoins by itself.
+//
+// A member's id is <incarnation>@<actor system id>. protoactor blocks for good the id of a member that left (its
+// member list never admits it again): a member whose key was deleted (the others saw it leave) registers again
+// under the next incarnation, and is a new member to protoactor; one whose key is still there keeps its id (a
+// transaction moves the key to the new lease, so the others never see it leave). The actor system id itself is
+// never a member id, so that protoactor's block of a member that left never refuses the node's connections.
 func (e *Etcd) register(ctx context.Context, dir string, self *record, ttl time.Duration) error {
+	e.mu.Lock()
+	e.system, e.incarnation, e.rejoin = self.ID, 1, make(chan struct{}, 1)
+	self.ID = memberID(1, e.system)
+	e.self = dir + self.ID
+	e.mu.Unlock()
+	alive, err := e.put(ctx, dir, self, ttl)
+	if err != nil {
+		return err
+	}
+	go e.keepRegistered(ctx, dir, self, ttl, alive)
+	return nil
+}
+
+func memberID(incarnation int, system string) string {
+	return fmt.Sprintf("%d@%s", incarnation, system)
+}
+
+// put grants a lease, moves the member's key to it when the key still exists, or else (first registration, or the
+// key was deleted) tells the node it is not a member and writes the key of its next incarnation; it then keeps
+// the lease alive.
+func (e *Etcd) put(ctx context.Context, dir string, self *record, ttl time.Duration) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	grant, err := e.client.Grant(rctx, int64(max(ttl/time.Second, 1)))
 	if err != nil {
-		return fmt.Errorf("etcd membership: grant lease: %w", err)
+		return nil, fmt.Errorf("etcd membership: grant lease: %w", err)
 	}
+	e.mu.Lock()
+	key, first := e.self, e.lease == 0
+	e.mu.Unlock()
 	raw, _ := json.Marshal(self)
-	if _, err := e.client.Put(rctx, dir+self.ID, string(raw), clientv3.WithLease(grant.ID)); err != nil {
-		return fmt.Errorf("etcd membership: register: %w", err)
+	kept := false
+	if !first {
+		resp, err := e.client.Txn(rctx).If(clientv3.Compare(clientv3.Version(key), ">", 0)).
+			Then(clientv3.OpPut(key, string(raw), clientv3.WithLease(grant.ID))).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcd membership: register again: %w", err)
+		}
+		if kept = resp.Succeeded; !kept {
+			// The others saw this member leave: the node hears it first (it gives its servers up), then joins anew.
+			e.mu.Lock()
+			members := maps.Clone(e.members)
+			delete(members, key)
+			e.incarnation++
+			self.ID = memberID(e.incarnation, e.system)
+			e.self = dir + self.ID
+			key = e.self
+			e.mu.Unlock()
+			e.publish(members)
+			raw, _ = json.Marshal(self)
+		}
+	}
+	if !kept {
+		if _, err := e.client.Put(rctx, key, string(raw), clientv3.WithLease(grant.ID)); err != nil {
+			return nil, fmt.Errorf("etcd membership: register: %w", err)
+		}
 	}
 	alive, err := e.client.KeepAlive(ctx, grant.ID)
 	if err != nil {
-		return fmt.Errorf("etcd membership: keep the lease alive: %w", err)
+		return nil, fmt.Errorf("etcd membership: keep the lease alive: %w", err)
 	}
 	e.mu.Lock()
+	old := e.lease
 	e.lease = grant.ID
+	e.registered = true
 	e.mu.Unlock()
-	go func() {
-		for range alive { // the client renews; answers are only drained
+	if old != 0 {
+		// The key moved off it (or is gone): revoking it deletes nothing and stops its keep-alive, if any.
+		_, _ = e.client.Revoke(rctx, old)
+	}
+	return alive, nil
+}
+
+// keepRegistered drains the keep-alive's answers and registers the member again whenever the keep-alive ends or
+// its key is deleted, until ctx ends.
+func (e *Etcd) keepRegistered(ctx context.Context, dir string, self *record, ttl time.Duration, alive <-chan *clientv3.LeaseKeepAliveResponse) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-alive:
+			if ok {
+				continue // the client renews; answers are only drained
+			}
+		case <-e.rejoin:
 		}
-		if ctx.Err() == nil {
-			e.Logger.Warn("etcd membership: the lease keep-alive ended; this member will disappear from the others' view")
+		if ctx.Err() != nil {
+			return
 		}
-	}()
-	return nil
+		e.mu.Lock()
+		e.registered = false
+		e.mu.Unlock()
+		e.Logger.Warn("etcd membership: this member's registration lapsed (etcd unreachable or restarted, or this process stalled); registering again")
+		lost := time.Now()
+		for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			var err error
+			if alive, err = e.put(ctx, dir, self, ttl); err == nil {
+				break
+			}
+		}
+		e.mu.Lock()
+		id := self.ID
+		e.mu.Unlock()
+		e.Logger.Info("etcd membership: registered again", "member", id, "after", time.Since(lost).Round(time.Millisecond).String())
+	}
 }
 
 // load reads every member and publishes them; it returns the revision read, to watch from.
@@ -191,8 +300,9 @@ func (e *Etcd) apply(events []*clientv3.Event) {
 	for k, m := range e.members {
 		members[k] = m
 	}
+	self, rejoin := e.self, e.rejoin
 	e.mu.Unlock()
-	for _, ev := range events {
+	for i, ev := range events {
 		key := string(ev.Kv.Key)
 		switch ev.Type {
 		case mvccpb.PUT:
@@ -201,6 +311,19 @@ func (e *Etcd) apply(events []*clientv3.Event) {
 			}
 		case mvccpb.DELETE:
 			delete(members, key)
+			if key == self {
+				// The others saw this member leave: the node must learn that it left (it gives its servers up,
+				// which the others may take over), even if a later event of the batch has it back; and it registers
+				// again.
+				select {
+				case rejoin <- struct{}{}:
+				default:
+				}
+				if i < len(events)-1 {
+					e.publish(members)
+					members = maps.Clone(members)
+				}
+			}
 		}
 	}
 	e.publish(members)
@@ -245,4 +368,12 @@ func (e *Etcd) Shutdown(bool) error {
 	cancel()
 	<-done
 	return errors.Join(err, client.Close())
+}
+
+// Registered reports whether this member's key is kept alive now (false from when its keep-alive ended until it
+// registered again): while it is false, the other members may see this one leave.
+func (e *Etcd) Registered() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registered
 }

@@ -17,16 +17,22 @@ import (
 type view struct {
 	mu   sync.Mutex
 	last []string
+	// raw is every membership published, with the members' full ids.
+	raw []string
 }
 
 func (v *view) publish(ms cluster.Members) {
 	ids := make([]string, 0, len(ms))
+	full := make([]string, 0, len(ms))
 	for _, m := range ms {
-		ids = append(ids, m.Id)
+		full = append(full, m.Id)
+		ids = append(ids, m.Id[strings.LastIndexByte(m.Id, '@')+1:]) // <incarnation>@<id>
 	}
 	sort.Strings(ids)
+	sort.Strings(full)
 	v.mu.Lock()
 	v.last = ids
+	v.raw = append(v.raw, strings.Join(full, ","))
 	v.mu.Unlock()
 }
 
@@ -98,5 +104,116 @@ func TestEtcdMembersJoiningTogether(t *testing.T) {
 		if err := p.Shutdown(true); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestEtcdMembersRejoinAfterEtcdRestart: etcd stopped for longer than the members' TTL and started again on the
+// same data: every member registers again by itself (its keep-alive ended while etcd was away) and sees all the
+// others again; a member whose key was deleted while it was registered again sees itself leave first.
+func TestEtcdMembersRejoinAfterEtcdRestart(t *testing.T) {
+	etcd := peertest.StartEtcdServer(t)
+	const n = 3
+	providers := make([]*Etcd, n)
+	views := make([]*view, n)
+	for i := range providers {
+		providers[i] = &Etcd{Endpoints: []string{etcd.Endpoint}, Prefix: "/test", TTL: time.Second}
+		views[i] = &view{}
+		self := record{ID: fmt.Sprintf("m%d", i), Host: "127.0.0.1", Port: int32(10000 + i)}
+		if err := providers[i].start("c", &self, views[i].publish); err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range providers {
+			_ = p.Shutdown(true)
+		}
+	})
+	all := "m0,m1,m2"
+	waitAll := func(what string, within time.Duration) {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for i, v := range views {
+			for strings.Join(v.get(), ",") != all || !providers[i].Registered() {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: member %d sees %v (registered %v), want %s", what, i, v.get(), providers[i].Registered(), all)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	waitAll("all joined", 10*time.Second)
+	etcd.Stop()
+	time.Sleep(4 * time.Second) // past every member's TTL: their keep-alives end
+	for i, p := range providers {
+		if p.Registered() {
+			t.Errorf("member %d still says it is registered after etcd was gone for 4 s", i)
+		}
+	}
+	etcd.Start()
+	back := time.Now()
+	waitAll("after etcd restarted", 15*time.Second)
+	// The old leases lapse a few seconds after etcd restarts: the members, registered again, stay.
+	time.Sleep(5 * time.Second)
+	waitAll("after the old leases lapsed", time.Second)
+	t.Logf("every member registered again and sees the others %v after etcd restarted", time.Since(back).Round(time.Millisecond))
+}
+
+// TestEtcdMemberDeletedRejoinsAsNewIncarnation: a member whose key is deleted while it runs (as when its lease
+// lapsed while the process was frozen: the others saw it leave) sees itself leave, then registers again under its
+// next incarnation (protoactor never admits a member id that left again), and every member sees it back.
+func TestEtcdMemberDeletedRejoinsAsNewIncarnation(t *testing.T) {
+	endpoint := peertest.StartEtcd(t)
+	providers := make([]*Etcd, 2)
+	views := make([]*view, 2)
+	for i := range providers {
+		providers[i] = &Etcd{Endpoints: []string{endpoint}, Prefix: "/test", TTL: time.Second}
+		views[i] = &view{}
+		self := record{ID: fmt.Sprintf("m%d", i), Host: "127.0.0.1", Port: int32(10000 + i)}
+		if err := providers[i].start("c", &self, views[i].publish); err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range providers {
+			_ = p.Shutdown(true)
+		}
+	})
+	waitRaw := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for _, v := range views {
+			for {
+				v.mu.Lock()
+				last := ""
+				if len(v.raw) > 0 {
+					last = v.raw[len(v.raw)-1]
+				}
+				v.mu.Unlock()
+				if last == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: a member sees %q, want %q", what, last, want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	waitRaw("joined", "1@m0,1@m1")
+	providers[1].mu.Lock()
+	client := providers[1].client
+	providers[1].mu.Unlock()
+	if _, err := client.Delete(t.Context(), "/test/c/1@m0"); err != nil {
+		t.Fatal(err)
+	}
+	waitRaw("rejoined", "1@m1,2@m0")
+	views[0].mu.Lock()
+	seen := strings.Join(views[0].raw, " | ")
+	views[0].mu.Unlock()
+	if !strings.Contains(seen, " | 1@m1 | ") {
+		t.Errorf("m0 never saw itself out of the membership: %s", seen)
+	}
+	if !providers[0].Registered() {
+		t.Errorf("m0 does not say it is registered")
 	}
 }

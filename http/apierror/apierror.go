@@ -247,7 +247,11 @@ func FromError(err error, s Subject) *Error {
 		if detail == "" {
 			detail = "Server unavailable: " + ue.Server.Name
 		}
-		return Unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, detail, nil)
+		e := Unavailable(ue.Server.ID, ue.Server.Name, ue.Server.Status, detail, nil)
+		if ue.RetryAfter > 0 {
+			e.RetryAfter = RetryAfterSeconds(ue.RetryAfter)
+		}
+		return e
 	case errors.Is(err, persistence.ErrUnavailable):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
 			Detail:  "The database is unreachable; the request was not performed and may be retried",

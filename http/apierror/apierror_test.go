@@ -85,6 +85,15 @@ func TestUnavailableError(t *testing.T) {
 		e.Detail != "Server unavailable: n" || *e.Server != (ServerRef{ID: "i", Name: "n", Status: "ERROR"}) {
 		t.Errorf("got %+v", e)
 	}
+	if e.RetryAfterHeader() != "" {
+		t.Errorf("Retry-After %q for an unavailable server that says nothing of when", e.RetryAfterHeader())
+	}
+	// A server no cluster node can place now (the node is rejoining the membership): 503 with Retry-After.
+	err = fmt.Errorf("locate: %w", &actors.UnavailableError{Server: actors.ServerEntry{ID: "i", Name: "n"}, Detail: "cannot be placed now",
+		RetryAfter: 1500 * time.Millisecond})
+	if e = FromError(err, Subject{}); e == nil || e.Status != http.StatusServiceUnavailable || e.RetryAfterHeader() != "2" {
+		t.Errorf("unplaceable server: got %+v, want 503 with Retry-After 2", e)
+	}
 }
 
 // TestRateLimit: one answer to an empty bucket, with the wait rounded up to whole seconds, on every front end:

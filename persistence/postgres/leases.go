@@ -76,7 +76,7 @@ func (s *Store) GetLease(ctx context.Context, serverID string) (l persistence.Le
 func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration) (out []persistence.Lease, err error) {
 	defer wrap(&err, "renew leases of %q", owner)
 	rows, err := s.pool.Query(ctx, `UPDATE mcp.server_leases SET expires_at = clock_timestamp() + $2 * interval '1 microsecond'
-		WHERE owner = $1 AND expires_at > clock_timestamp() RETURNING server_id::text, owner, epoch, expires_at`, owner, ttl.Microseconds())
+		WHERE owner = $1 RETURNING server_id::text, owner, epoch, expires_at`, owner, ttl.Microseconds())
 	if err != nil {
 		return nil, err
 	}
@@ -100,16 +100,21 @@ func (s *Store) ReleaseLease(ctx context.Context, l persistence.Lease) (err erro
 	if err != nil {
 		return nil // no such server: nothing held
 	}
-	_, err = s.pool.Exec(ctx, `UPDATE mcp.server_leases SET expires_at = clock_timestamp()
-		WHERE server_id = $1 AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()`, uid, l.Owner, l.Epoch)
+	_, err = s.pool.Exec(ctx, `UPDATE mcp.server_leases SET owner = '', expires_at = LEAST(expires_at, clock_timestamp())
+		WHERE server_id = $1 AND owner = $2 AND epoch = $3`, uid, l.Owner, l.Epoch)
 	return err
 }
 
 // ReleaseOwnerLeases implements persistence.Store.
 func (s *Store) ReleaseOwnerLeases(ctx context.Context, owner string) (n int, err error) {
 	defer wrap(&err, "release leases of %q", owner)
-	tag, err := s.pool.Exec(ctx, `UPDATE mcp.server_leases SET expires_at = clock_timestamp()
+	tag, err := s.pool.Exec(ctx, `UPDATE mcp.server_leases SET owner = '', expires_at = LEAST(expires_at, clock_timestamp())
 		WHERE owner = $1 AND expires_at > clock_timestamp()`, owner)
+	if err != nil {
+		return 0, err
+	}
+	// Lapsed leases of owner are let go of too (not counted: they had ended already).
+	_, err = s.pool.Exec(ctx, `UPDATE mcp.server_leases SET owner = '' WHERE owner = $1`, owner)
 	if err != nil {
 		return 0, err
 	}

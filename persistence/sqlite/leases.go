@@ -110,8 +110,8 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, ttl time.Duration
 	defer wrap(&err, "renew leases of %q", owner)
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		now := storeutil.Now()
-		rows, err := tx.QueryContext(ctx, `UPDATE server_leases SET expires_at = ? WHERE owner = ? AND expires_at > ?
-			RETURNING server_id, owner, epoch, expires_at`, fmtTime(now.Add(ttl)), owner, fmtTime(now))
+		rows, err := tx.QueryContext(ctx, `UPDATE server_leases SET expires_at = ? WHERE owner = ?
+			RETURNING server_id, owner, epoch, expires_at`, fmtTime(now.Add(ttl)), owner)
 		if err != nil {
 			return err
 		}
@@ -147,8 +147,8 @@ func (s *Store) ReleaseLease(ctx context.Context, l persistence.Lease) (err erro
 		return nil // no such server: nothing held
 	}
 	now := fmtTime(storeutil.Now())
-	_, err = s.w.ExecContext(ctx, `UPDATE server_leases SET expires_at = ?1
-		WHERE server_id = ?2 AND owner = ?3 AND epoch = ?4 AND expires_at > ?1`, now, uid, l.Owner, l.Epoch)
+	_, err = s.w.ExecContext(ctx, `UPDATE server_leases SET owner = '', expires_at = MIN(expires_at, ?1)
+		WHERE server_id = ?2 AND owner = ?3 AND epoch = ?4`, now, uid, l.Owner, l.Epoch)
 	return err
 }
 
@@ -156,8 +156,12 @@ func (s *Store) ReleaseLease(ctx context.Context, l persistence.Lease) (err erro
 func (s *Store) ReleaseOwnerLeases(ctx context.Context, owner string) (n int, err error) {
 	defer wrap(&err, "release leases of %q", owner)
 	now := fmtTime(storeutil.Now())
-	res, err := s.w.ExecContext(ctx, `UPDATE server_leases SET expires_at = ?1 WHERE owner = ?2 AND expires_at > ?1`, now, owner)
+	res, err := s.w.ExecContext(ctx, `UPDATE server_leases SET owner = '', expires_at = ?1 WHERE owner = ?2 AND expires_at > ?1`, now, owner)
 	if err != nil {
+		return 0, err
+	}
+	// Lapsed leases of owner are let go of too (not counted: they had ended already).
+	if _, err := s.w.ExecContext(ctx, `UPDATE server_leases SET owner = '' WHERE owner = ?1`, owner); err != nil {
 		return 0, err
 	}
 	affected, err := res.RowsAffected()

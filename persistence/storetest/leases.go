@@ -328,3 +328,37 @@ func testServerLimit(t *testing.T, s persistence.Store) {
 		t.Errorf("CreateServer without a limit: %v", err)
 	}
 }
+
+// testLapsedLeaseRenewed: a lease that lapsed while its owner could not reach the store, and that nobody took over
+// or released since, is its owner's again at the next renewal (same epoch: its fenced writes go on); one taken
+// over or released is not, and a released lease names no owner.
+func testLapsedLeaseRenewed(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	kept := mustAcquire(t, s, mustCreate(t, s, "lapsed-kept").ID, "node-a", leaseTTL)
+	taken := mustAcquire(t, s, mustCreate(t, s, "lapsed-taken").ID, "node-a", leaseTTL)
+	released := mustAcquire(t, s, mustCreate(t, s, "lapsed-released").ID, "node-a", leaseTTL)
+	time.Sleep(leaseTTL + 50*time.Millisecond)
+	b := mustAcquire(t, s, taken.ServerID, "node-b", time.Minute)
+	if err := s.ReleaseLease(ctx, released); err != nil {
+		t.Fatalf("ReleaseLease of a lapsed lease: %v", err)
+	}
+	renewed, err := s.RenewLeases(ctx, "node-a", time.Minute)
+	if err != nil || len(renewed) != 1 || renewed[0].ServerID != kept.ServerID || renewed[0].Epoch != kept.Epoch {
+		t.Fatalf("RenewLeases after a lapse = %+v, %v; want only %s at epoch %d", renewed, err, kept.ServerID, kept.Epoch)
+	}
+	if err := s.ReplaceServerFeatures(ctx, kept.ServerID, nil, &kept); err != nil {
+		t.Errorf("a write fenced by the lease renewed after its lapse: %v", err)
+	}
+	if err := s.ReplaceServerFeatures(ctx, taken.ServerID, nil, &taken); !errors.Is(err, persistence.ErrLeaseLost) {
+		t.Errorf("a write fenced by the lease taken over: %v, want ErrLeaseLost", err)
+	}
+	if l, now, err := s.GetLease(ctx, released.ServerID); err != nil || l.Owner != "" || l.ExpiresAt.After(now) {
+		t.Errorf("released lease = %+v at %v, %v; want no owner, expired", l, now, err)
+	}
+	if c, err := s.AcquireLease(ctx, released.ServerID, "node-c", time.Minute); err != nil || c.Epoch != released.Epoch+1 {
+		t.Errorf("AcquireLease of a released lease = %+v, %v; want epoch %d", c, err, released.Epoch+1)
+	}
+	if got, err := s.RenewLeases(ctx, "node-b", time.Minute); err != nil || len(got) != 1 || got[0].Epoch != b.Epoch {
+		t.Errorf("RenewLeases of the taker = %+v, %v", got, err)
+	}
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"ConcurrentUse", testConcurrentUse},
 		{"LeaseOwnership", testLeaseOwnership},
 		{"ReleaseOwnerLeases", testReleaseOwnerLeases},
+		{"LapsedLeaseRenewedByItsOwner", testLapsedLeaseRenewed},
 		{"FencedWrites", testFencedWrites},
 		{"ConcurrentAcquire", testConcurrentAcquire},
 		{"Nodes", testNodes},
