@@ -66,6 +66,7 @@ type Metrics struct {
 	BackendSessions     *prometheus.GaugeVec
 	ToolChangesPending  *prometheus.GaugeVec
 	ToolChangesHeld     *prometheus.CounterVec
+	NotifyDropped       *prometheus.CounterVec
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
@@ -153,11 +154,15 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Name: "mcp_aggregator_tool_changes_held_total",
 			Help: "Tool definition changes put on hold by definition pinning, by kind (changed: an approved tool changed; new: a tool never approved).",
 		}, []string{"server", "kind"}),
+		NotifyDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_aggregator_notifications_dropped_total",
+			Help: "A backend's notifications dropped by the flood bounds, by kind (log, progress: beyond MCP_AGGREGATOR_NOTIFY_RATE; list_changed: merged into a rediscovery already on its way).",
+		}, []string{"server", "kind"}),
 	}
 	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
 		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.NotifyDropped, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
 		reg.MustRegister(&stateCollector{snapshot: snapshot})
 	}
@@ -197,6 +202,16 @@ func (m *Metrics) ForgetServer(name string) {
 	m.BackendSessions.DeletePartialMatch(l)
 	m.ToolChangesPending.DeletePartialMatch(l)
 	m.ToolChangesHeld.DeletePartialMatch(l)
+	m.NotifyDropped.DeletePartialMatch(l)
+}
+
+// NotificationDropped counts a backend's notification dropped by the flood bounds (kind: log, progress,
+// list_changed).
+func (m *Metrics) NotificationDropped(server, kind string) {
+	if m == nil {
+		return
+	}
+	m.NotifyDropped.WithLabelValues(server, kind).Inc()
 }
 
 // ToolChanges records a server's pending tool changes after a discovery, and the changes it newly held by kind.
