@@ -13,6 +13,9 @@
 //     the same as before stores and publishes nothing (no write, no reload, no list_changed downstream).
 //   - Limiter is a token bucket per kind (log, progress) for one server's relayed notifications; beyond the rate
 //     they are dropped and counted.
+//   - Pacer slows the reading of a stdio session down while its notifications come faster than ReadRate: the
+//     backend then waits on its own writes (backpressure), and the daemon spends no more on it than that rate,
+//     whatever it sends (reading, decoding and handling a notification cost the daemon even when it is dropped).
 package floodguard
 
 import (
@@ -39,7 +42,42 @@ const (
 	DefaultRate = 100
 	// DefaultInterval is the least time between two rediscoveries of one server and kind caused by list_changed.
 	DefaultInterval = time.Second
+	// ReadRate is how many notifications a second a session's reader takes before it waits (with a burst of as
+	// many): far above what a backend sends to report on its work, far below what a flooding one sends.
+	ReadRate = 1000
 )
+
+// Pacer paces the notifications read from one session. A nil Pacer never waits.
+type Pacer struct{ l *rate.Limiter }
+
+// NewPacer paces at perSecond notifications a second, with a burst of as many; perSecond <= 0: nil, no pacing.
+func NewPacer(perSecond float64) *Pacer {
+	if perSecond <= 0 {
+		return nil
+	}
+	return &Pacer{l: rate.NewLimiter(rate.Limit(perSecond), max(int(perSecond), 1))}
+}
+
+// Wait takes one notification's token, waiting for it when the rate is exceeded; false when stop closed first.
+func (p *Pacer) Wait(stop <-chan struct{}) bool {
+	if p == nil {
+		return true
+	}
+	r := p.l.Reserve()
+	d := r.Delay()
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		r.Cancel()
+		return false
+	}
+}
 
 // Latch merges notifications at their source: Set reports whether the caller should pass the notification on
 // (none is on its way); the receiver calls Clear before acting on it, so a notification that arrives after Clear

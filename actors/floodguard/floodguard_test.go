@@ -129,3 +129,29 @@ func TestLatchAndListings(t *testing.T) {
 		t.Fatal("Forget kept k")
 	}
 }
+
+// TestPacerWaitsBeyondTheRate: the burst passes at once, the next notification waits for its token, and a stop
+// ends the wait.
+func TestPacerWaitsBeyondTheRate(t *testing.T) {
+	p := NewPacer(10)
+	never := make(chan struct{})
+	start := time.Now()
+	for range 10 {
+		if !p.Wait(never) {
+			t.Fatal("Wait within the burst returned false")
+		}
+	}
+	if !p.Wait(never) || time.Since(start) < 50*time.Millisecond {
+		t.Fatalf("the 11th notification at 10/s passed after %s; want it to wait about 100 ms", time.Since(start))
+	}
+	stop := make(chan struct{})
+	close(stop)
+	p = NewPacer(0.001)
+	p.Wait(never) // the burst of one
+	if p.Wait(stop) {
+		t.Fatal("Wait returned true although stop was closed")
+	}
+	if (*Pacer)(nil).Wait(stop) != true {
+		t.Fatal("a nil Pacer must never wait")
+	}
+}

@@ -8,7 +8,7 @@ package main
 //
 // Each scenario reports the daemon's peak resident memory, the healthy servers' errors and p99, and that p99 over
 // the quiet p99 measured in the same run, the healthy call rate over the quiet one and the daemon's CPU. One
-// scenario alone (the quiet run always comes first): -bench 'Reliability/flood-list-changed'. The figures go to
+// scenario alone (the quiet run always comes first): -bench 'Reliability/notify-flood-list-changed'. The figures go to
 // BENCHMARKS.md ("Reliability"). Every load is bounded in
 // time and sends traffic only to loopback.
 
@@ -356,6 +356,19 @@ func hostileScenarios() []hostile {
 				}
 			}
 		}},
+		{"notify-flood-list-changed", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			// A stdio backend that sends notifications/tools/list_changed without end, as fast as the daemon reads.
+			id := d.register(b, client, map[string]any{"name": "lcflood", "transport_type": "STDIO",
+				"connection_config": map[string]any{"command": peertest.GoBinary(b, "./testdata/hostile/notifyflood"), "env": map[string]string{"FLOOD": "list_changed"}}})
+			d.waitStatus(b, client, id, "CONNECTED", 30*time.Second)
+			return nil, nil
+		}},
+		{"notify-flood-log-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			return floodDuringCalls(b, d, client, "logflood", "log")
+		}},
+		{"notify-flood-progress-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			return floodDuringCalls(b, d, client, "progflood", "progress")
+		}},
 		{"mcp-session-flood", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
 			var opened, refused atomic.Int64
 			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`)
@@ -380,19 +393,6 @@ func hostileScenarios() []hostile {
 					b.ReportMetric(float64(opened.Load()), "sessions-opened")
 					b.ReportMetric(float64(refused.Load()), "sessions-refused")
 				}
-		}},
-		{"flood-list-changed", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
-			// A stdio backend that sends notifications/tools/list_changed without end, as fast as the daemon reads.
-			id := d.register(b, client, map[string]any{"name": "lcflood", "transport_type": "STDIO",
-				"connection_config": map[string]any{"command": peertest.GoBinary(b, "./testdata/hostile/notifyflood"), "env": map[string]string{"FLOOD": "list_changed"}}})
-			d.waitStatus(b, client, id, "CONNECTED", 30*time.Second)
-			return nil, nil
-		}},
-		{"flood-log-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
-			return floodDuringCalls(b, d, client, "logflood", "log")
-		}},
-		{"flood-progress-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
-			return floodDuringCalls(b, d, client, "progflood", "progress")
 		}},
 		{"crash-loop-after-initialize", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
 			// Answers initialize, then exits: before the fix it reconnected every 1.5 s forever.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -92,7 +93,7 @@ func (c *floodClient) settledListings(t *testing.T, server string, quiet time.Du
 func TestListChangedFloodIsCoalesced(t *testing.T) {
 	m := metrics.New(nil)
 	cfg := actors.DefaultConfig()
-	cfg.ListChangedInterval = 2 * time.Second // a slow machine takes seconds to read the burst: still a handful of runs
+	cfg.ListChangedInterval = 3 * time.Second
 	r := newRigWith(t, actors.Deps{Config: cfg, Metrics: m})
 	bin := peertest.GoBinary(t, "./testdata/hostile/notifyflood")
 	id := r.register(t, "flood", map[string]any{"command": bin}, persistence.TransportSTDIO)
@@ -125,14 +126,20 @@ func TestListChangedFloodIsCoalesced(t *testing.T) {
 	const n = 10000
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
-			before := c.settledListings(t, "flood", 3*time.Second)
+			before := c.settledListings(t, "flood", 3500*time.Millisecond)
 			pub, heard := published.Load(), tt.changed.Load()
+			start := time.Now()
 			c.call(t, &mcp.CallToolParams{Name: "flood__burst", Arguments: map[string]any{"kind": tt.kind, "n": n}})
-			after := c.settledListings(t, "flood", 3*time.Second)
-			runs := tt.runs(after) - tt.runs(before)
-			t.Logf("%d %s: %d rediscoveries", n, tt.kind, runs)
-			if runs < 1 || runs > 5 {
-				t.Errorf("%d %s gave %d rediscoveries; want 1 to 5", n, tt.kind, runs)
+			took := time.Since(start) // the burst is read at floodguard.ReadRate: about 10 s
+			after := c.settledListings(t, "flood", 3500*time.Millisecond)
+			// One at the first notification, one per interval while the burst is read, one after it.
+			runs, most := tt.runs(after)-tt.runs(before), 2+int(took/cfg.ListChangedInterval)
+			t.Logf("%d %s read in %s: %d rediscoveries", n, tt.kind, took.Round(time.Millisecond), runs)
+			if least := time.Duration(n/floodguard.ReadRate) * time.Second * 8 / 10; took < least {
+				t.Errorf("%d %s read in %s: the reader was not paced at %d a second", n, tt.kind, took, floodguard.ReadRate)
+			}
+			if runs < 1 || runs > most {
+				t.Errorf("%d %s read in %s gave %d rediscoveries; want 1 to %d", n, tt.kind, took, runs, most)
 			}
 			if p := published.Load() - pub; p != 0 {
 				t.Errorf("an unchanged listing was stored and published %d times", p)
