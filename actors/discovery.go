@@ -20,8 +20,9 @@ import (
 type (
 	refreshMsg    struct{ id string }
 	discoveryDone struct {
-		id  string
-		err error
+		id      string
+		changed bool // the run stored a listing other than the one before
+		err     error
 	}
 	discoveryDue struct {
 		id  string
@@ -33,7 +34,8 @@ type (
 // successful connection, on notifications/tools/list_changed and on an admin refresh. Discoveries of different
 // servers run in parallel; triggers for a server already being discovered coalesce into one more run, and a run
 // caused by list_changed starts no sooner than Config.ListChangedInterval after the previous one of that server and
-// kind (floodguard.Runs), so a backend flooding list_changed costs at most one listing per interval. Such a run
+// kind when that one found nothing new (floodguard.Runs), so a backend flooding list_changed costs at most one
+// listing per interval while a backend's real changes are picked up at once. Such a run
 // stores and publishes nothing when the server lists what was stored last (floodguard.Listings): no store write, no
 // routing-table reload, no list_changed to the clients.
 type discoveryActor struct {
@@ -64,7 +66,7 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 			a.sys.listings.Forget(key)
 		}
 	case *discoveryDone:
-		a.act(ctx, m.id, a.runs.Done(m.id, time.Now()))
+		a.act(ctx, m.id, a.runs.Done(m.id, m.changed, time.Now()))
 	case *discoveryDue:
 		a.act(ctx, m.id, a.runs.Due(m.id, m.seq, time.Now()))
 	}
@@ -87,11 +89,13 @@ func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next
 		return
 	}
 	go func() {
+		e0, s0 := a.sys.listings.Last(key)
 		err := a.sys.discoverKey(context.Background(), key, next.Forced)
 		if err != nil {
 			a.deps.Logger.Warn("discovery failed", "key", key, "error", err)
 		}
-		root.Send(self, &discoveryDone{id: key, err: err})
+		e1, s1 := a.sys.listings.Last(key)
+		root.Send(self, &discoveryDone{id: key, changed: e0 != e1 || s0 != s1, err: err})
 	}()
 }
 

@@ -7,8 +7,8 @@
 //   - Latch merges a session's list_changed notifications at their source: while one is on its way to the server
 //     actor, the next ones are dropped (the rediscovery the first one causes lists what they announce).
 //   - Runs schedules rediscoveries per key (server and kind): at most one running and one pending, a run caused by
-//     list_changed starting no sooner than an interval after the previous one started. A forced run (a new session,
-//     an admin refresh) starts as soon as none is running.
+//     list_changed starting no sooner than an interval after the previous one started when that one found nothing
+//     new. A forced run (a new session, an admin refresh) starts as soon as none is running.
 //   - Listings remembers a fingerprint of what each key's last run stored, so that a list_changed run that lists
 //     the same as before stores and publishes nothing (no write, no reload, no list_changed downstream).
 //   - Limiter is a token bucket per kind (log, progress) for one server's relayed notifications; beyond the rate
@@ -169,13 +169,18 @@ func (r *Runs) Trigger(key string, forced bool, now time.Time) Next {
 	return r.next(s, now)
 }
 
-// Done ends key's run; what is owed meanwhile is said by the result.
-func (r *Runs) Done(key string, now time.Time) Next {
+// Done ends key's run; what is owed meanwhile is said by the result. changed: the run found (and stored) a new
+// listing, so the next one need not wait for the interval: only runs that find nothing new are spaced, and a
+// backend's real changes are picked up at once.
+func (r *Runs) Done(key string, changed bool, now time.Time) Next {
 	s := r.keys[key]
 	if s == nil {
 		return Next{}
 	}
 	s.running = false
+	if changed {
+		s.last = time.Time{}
+	}
 	return r.next(s, now)
 }
 
@@ -265,6 +270,14 @@ func (l *Listings) Remember(key string, epoch int64, sum Fingerprint) {
 		l.m = map[string]stored{}
 	}
 	l.m[key] = stored{epoch: epoch, sum: sum}
+}
+
+// Last returns what key's last stored listing was (zero values: none), to tell whether a run stored a new one.
+func (l *Listings) Last(key string) (epoch int64, sum Fingerprint) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.m[key]
+	return s.epoch, s.sum
 }
 
 // Forget drops key's fingerprint.

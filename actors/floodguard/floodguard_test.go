@@ -11,7 +11,7 @@ func TestRunsCoalesce(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	type step struct {
-		op     string // trigger, force, done, due
+		op     string // trigger, force, done, changed (done, having stored a new listing), due
 		ms     int
 		seq    uint64
 		expect Next
@@ -45,6 +45,13 @@ func TestRunsCoalesce(t *testing.T) {
 			{op: "due", ms: 1000, seq: 1},
 			{op: "done", ms: 1100},
 		}},
+		{"a run that found a change lets the next start at once", []step{
+			{op: "trigger", ms: 0, expect: Next{Run: true}},
+			{op: "trigger", ms: 1},
+			{op: "changed", ms: 10, expect: Next{Run: true}},
+			{op: "done", ms: 20},
+			{op: "trigger", ms: 30, expect: Next{After: 980 * time.Millisecond, Seq: 1}},
+		}},
 		{"forced while running waits for the run", []step{
 			{op: "trigger", ms: 0, expect: Next{Run: true}},
 			{op: "force", ms: 1},
@@ -64,7 +71,9 @@ func TestRunsCoalesce(t *testing.T) {
 				case "force":
 					got = r.Trigger("k", true, at(s.ms))
 				case "done":
-					got = r.Done("k", at(s.ms))
+					got = r.Done("k", false, at(s.ms))
+				case "changed":
+					got = r.Done("k", true, at(s.ms))
 				case "due":
 					got = r.Due("k", s.seq, at(s.ms))
 				}

@@ -270,8 +270,8 @@ func errorResponse(id json.RawMessage, message string) []byte {
 
 // isNotification reports whether a small message is a notification: a method and no id.
 func isNotification(data []byte) bool {
-	if len(data) >= SmallMessage {
-		return false // large messages are bounded by the Budget; not worth a second parse
+	if len(data) >= SmallMessage || !bytes.Contains(data, []byte(`"method"`)) {
+		return false // large messages are bounded by the Budget, and answers have no method: no second parse
 	}
 	var probe struct {
 		ID     json.RawMessage `json:"id"`
