@@ -59,6 +59,10 @@ type Control interface {
 	// Register persists a new server and, when AutoConnect is set, starts connecting it; it answers at once
 	// whatever the backend does.
 	Register(ctx context.Context, r RegisterRequest) (persistence.Server, error)
+	// RegisterKeyed is Register under an idempotency key (persistence.Store.CreateServerIdempotent): a retry of a
+	// registration the store already holds under k answers that server as stored now, with replayed true, and
+	// changes nothing (no second activation, no event).
+	RegisterKeyed(ctx context.Context, r RegisterRequest, k persistence.IdempotencyKey) (srv persistence.Server, replayed bool, err error)
 	// Update changes a server's editable fields; a changed connection config reconnects a connected server.
 	Update(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error)
 	// Connect starts connecting (idempotent: an already connected server answers "Server already connected").

@@ -50,12 +50,17 @@ func (s *System) discoverFeatures(ctx context.Context, id string, forced bool) e
 	}
 	defs := make([]persistence.FeatureDef, 0, len(reply.PromptsJson)+len(reply.ResourcesJson)+len(reply.TemplatesJson))
 	skipped := 0
+	reserved := map[string]int{} // by kind
 	add := func(kind, field string, items [][]byte) {
 		for _, raw := range items {
 			var obj map[string]json.RawMessage
 			var key string
 			if json.Unmarshal(raw, &obj) != nil || json.Unmarshal(obj[field], &key) != nil || key == "" {
 				skipped++
+				continue
+			}
+			if kind != persistence.FeaturePrompt && IsReservedURI(key) {
+				reserved[kind]++ // the aggregator's own scheme: listing it would capture reads of another server's URIs
 				continue
 			}
 			defs = append(defs, persistence.FeatureDef{Kind: kind, Key: key, Definition: raw})
@@ -92,6 +97,14 @@ func (s *System) discoverFeatures(ctx context.Context, id string, forced bool) e
 		return fmt.Errorf("store prompts and resources: %w", err)
 	}
 	srv, _ := s.deps.Store.GetServer(sctx, id)
+	if n := reserved[persistence.FeatureResource] + reserved[persistence.FeatureResourceTemplate]; n > 0 {
+		s.deps.Logger.Warn("dropping resources and templates the server listed under the aggregator's reserved "+RewrittenURIScheme+":// scheme",
+			"server_id", id, "server", srv.Name, "resources", reserved[persistence.FeatureResource],
+			"templates", reserved[persistence.FeatureResourceTemplate])
+		for kind, k := range reserved {
+			s.deps.Metrics.ReservedURIs(srv.Name, kind, k)
+		}
+	}
 	evt := &pb.FeaturesChanged{ServerId: id, ServerName: srv.Name, Prompts: int32(len(reply.PromptsJson)),
 		Resources: int32(len(reply.ResourcesJson)), Templates: int32(len(reply.TemplatesJson))}
 	s.deps.Logger.Info("prompts and resources discovered", "server_id", id, "server", srv.Name, "prompts", evt.Prompts,

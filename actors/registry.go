@@ -14,8 +14,11 @@ import (
 
 // Registry messages stay on one node (each node has its own registry), so they are plain Go structs.
 type (
-	registerMsg struct{ req RegisterRequest }
-	updateMsg   struct {
+	registerMsg struct {
+		req RegisterRequest
+		key *persistence.IdempotencyKey // nil: an unkeyed registration
+	}
+	updateMsg struct {
 		id    string
 		patch persistence.ServerPatch
 	}
@@ -25,9 +28,10 @@ type (
 	// actors): an acknowledgement, the server a registration or update produced, a spawned actor, or the error
 	// (System.askActor returns it as the error).
 	askReply struct {
-		server persistence.Server
-		pid    *actor.PID
-		err    error
+		server   persistence.Server
+		replayed bool // a keyed registration answered from the store
+		pid      *actor.PID
+		err      error
 	}
 )
 
@@ -45,9 +49,10 @@ type registryActor struct {
 // Outcomes of the registry's background work, reported by its goroutines.
 type (
 	created struct {
-		server persistence.Server
-		err    error
-		asker  *actor.PID
+		server   persistence.Server
+		replayed bool
+		err      error
+		asker    *actor.PID
 	}
 	updated struct {
 		old, server persistence.Server
@@ -71,7 +76,7 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	case *readyMsg:
 		ctx.Respond(&askReply{})
 	case *registerMsg:
-		r.register(ctx, m.req)
+		r.register(ctx, m.req, m.key)
 	case *created:
 		r.onCreated(ctx, m)
 	case *updateMsg:
@@ -89,8 +94,9 @@ func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-// register writes the new server's row off the mailbox; onCreated publishes it and has it activated.
-func (r *registryActor) register(ctx actor.Context, req RegisterRequest) {
+// register writes the new server's row off the mailbox (under key when not nil); onCreated publishes it and has
+// it activated.
+func (r *registryActor) register(ctx actor.Context, req RegisterRequest, key *persistence.IdempotencyKey) {
 	s := persistence.Server{
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
@@ -107,11 +113,17 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest) {
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		err := store.CreateServer(sctx, &s, max)
+		var replayed bool
+		var err error
+		if key != nil {
+			replayed, err = store.CreateServerIdempotent(sctx, &s, max, *key)
+		} else {
+			err = store.CreateServer(sctx, &s, max)
+		}
 		if errors.Is(err, persistence.ErrLimitReached) {
 			err = fmt.Errorf("%w: %w", ErrMaxServers, err)
 		}
-		sys.Root.Send(self, &created{server: s, err: err, asker: asker})
+		sys.Root.Send(self, &created{server: s, replayed: replayed, err: err, asker: asker})
 	}()
 }
 
@@ -121,6 +133,12 @@ func (r *registryActor) onCreated(ctx actor.Context, m *created) {
 		return
 	}
 	s := m.server
+	if m.replayed {
+		// The first request registered it (and had it activated, or a restart does): nothing changes.
+		r.deps.Logger.Info("server registration replayed", "server_id", s.ID, "server", s.Name)
+		r.reply(ctx, m.asker, &askReply{server: s, replayed: true})
+		return
+	}
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
 	if s.AutoConnect {
 		// The actor enters CONNECTING as its first act; say so now rather than race it.

@@ -85,6 +85,8 @@ type RouteTable struct {
 	// profiles are the profiles with their tool sets; clients maps a client token's name to its profiles.
 	profiles map[string]*ProfileView
 	clients  map[string][]string
+	// curated are the servers whose curation changes what clients are served (a filter, overrides, pinning).
+	curated map[string]bool
 	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).
 	features *featureTable
 }
@@ -277,6 +279,16 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 	}
 	t.assignAliases(sep, prev)
 	t.buildProfiles(rc)
+	if rc != nil {
+		for id, c := range rc.servers {
+			if _, ok := servers[id]; ok && !c.plain() {
+				if t.curated == nil {
+					t.curated = map[string]bool{}
+				}
+				t.curated[id] = true
+			}
+		}
+	}
 	return t
 }
 

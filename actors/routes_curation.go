@@ -181,8 +181,10 @@ func (t *RouteTable) ToolsIn(sc Scope) []*ToolEntry {
 	return out
 }
 
-// ServersIn are the servers with at least one tool in a scope (nil for the nil scope: every server). A profile
-// endpoint serves the prompts, resources and templates of those servers only.
+// ServersIn are the servers a scope contains (nil for the nil scope: every server): those with at least one tool in
+// it, and those a selector of its profiles names whole (a server and no tool or skill patterns), tools or not. A
+// profile endpoint, and a client token bound to profiles, get the prompts, resources and templates of those
+// servers only (and, through /mcp/servers/{name}, no other server).
 func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
 	if sc == nil {
 		return nil
@@ -193,5 +195,31 @@ func (t *RouteTable) ServersIn(sc Scope) map[string]bool {
 			out[e.SourceServerID] = true
 		}
 	}
+	for _, name := range sc {
+		p := t.profiles[name]
+		if p == nil {
+			continue
+		}
+		for _, sel := range p.Selectors {
+			if id, ok := t.byName[sel.Server]; ok && len(sel.Tools) == 0 && len(sel.Skills) == 0 {
+				out[id] = true
+			}
+		}
+	}
 	return out
+}
+
+// Curated reports whether a server's curation (a filter, overrides, pinning) changes what clients are served of
+// its tools: then only the table's rows (ToolIn) are what they may list and call.
+func (t *RouteTable) Curated(serverID string) bool { return t.curated[serverID] }
+
+// ToolIn finds a server's tool by its original name as clients are served it (hidden and withheld tools are not in
+// the table, held ones have their approved definition, overrides applied), within a scope.
+func (t *RouteTable) ToolIn(sc Scope, serverID, original string) (*ToolEntry, bool) {
+	for e := t.byOriginal[original]; e != nil; e = e.sameOriginal {
+		if e.SourceServerID == serverID {
+			return e, t.Has(sc, e)
+		}
+	}
+	return nil, false
 }

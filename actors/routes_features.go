@@ -26,6 +26,14 @@ import (
 // RewrittenURIScheme starts the URI of a resource that several servers list under the same URI.
 const RewrittenURIScheme = "mcp-aggregator"
 
+// IsReservedURI reports whether a URI (or URI template) uses the RewrittenURIScheme (any letter case): the
+// aggregator's own namespace, which no backend may list (discovery drops such resources and templates, and the
+// table never holds one as a backend's key), so that mcp-aggregator://{server}/... always reaches {server}.
+func IsReservedURI(uri string) bool {
+	scheme, _, ok := strings.Cut(uri, ":")
+	return ok && strings.EqualFold(scheme, RewrittenURIScheme)
+}
+
 // RewriteURI is the exposed URI of a backend URI (or URI template) that other servers list too.
 func RewriteURI(server, uri string) string {
 	return RewrittenURIScheme + "://" + url.PathEscape(server) + "/" + uri
@@ -90,6 +98,9 @@ func buildFeatureTable(servers map[string]ServerEntry, features map[string][]per
 			continue
 		}
 		for _, f := range list {
+			if f.Kind != persistence.FeaturePrompt && IsReservedURI(f.Key) {
+				continue // stored before discovery dropped them: never routed
+			}
 			switch f.Kind {
 			case persistence.FeaturePrompt:
 				ft.prompts = append(ft.prompts, PromptEntry{ServerID: id, ServerName: servers[id].Name, Name: f.Key, Definition: f.Definition})

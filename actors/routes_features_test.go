@@ -107,3 +107,36 @@ func FuzzRewrittenURI(f *testing.F) {
 		}
 	})
 }
+
+// TestFeatureTableIgnoresReservedURIs: a resource or template stored under the reserved scheme (before discovery
+// dropped them) is never routed: the rewritten URI of another server's resource stays that server's.
+func TestFeatureTableIgnoresReservedURIs(t *testing.T) {
+	servers := map[string]ServerEntry{
+		"1": {ID: "1", Name: "ev", Status: persistence.StatusConnected},
+		"2": {ID: "2", Name: "zz", Status: persistence.StatusConnected},
+	}
+	f := func(id, kind, key string) persistence.Feature {
+		return persistence.Feature{ServerID: id, FeatureDef: persistence.FeatureDef{Kind: kind, Key: key, Definition: json.RawMessage(`{}`)}}
+	}
+	captured := RewriteURI("ev", "doc://x")
+	features := map[string][]persistence.Feature{
+		"1": {f("1", persistence.FeatureResource, "doc://x"), f("1", persistence.FeatureResourceTemplate, "t://{id}")},
+		"2": {f("2", persistence.FeatureResource, "doc://x"), f("2", persistence.FeatureResource, captured),
+			f("2", persistence.FeatureResource, "MCP-AGGREGATOR://ev/y"), f("2", persistence.FeatureResourceTemplate, RewriteURI("ev", "t://{id}"))},
+	}
+	tab := &RouteTable{servers: servers, features: buildFeatureTable(servers, features, "__", 1)}
+	if r, ok := tab.Resource(captured); !ok || r.ServerID != "1" {
+		t.Errorf("%s routes to %+v %v, want ev", captured, r, ok)
+	}
+	if _, ok := tab.Resource("MCP-AGGREGATOR://ev/y"); ok {
+		t.Error("a reserved URI (any case) is routed")
+	}
+	if r, ok := tab.ResourceTemplate("t://{id}"); !ok || r.ServerID != "1" || len(tab.ResourceTemplates()) != 1 {
+		t.Errorf("templates: %+v %v %d", r, ok, len(tab.ResourceTemplates()))
+	}
+	for uri, want := range map[string]bool{"mcp-aggregator://a/b": true, "Mcp-Aggregator:x": true, "mcp-aggregators://a": false, "doc://mcp-aggregator://": false, "": false} {
+		if got := IsReservedURI(uri); got != want {
+			t.Errorf("IsReservedURI(%q) = %v", uri, got)
+		}
+	}
+}

@@ -369,6 +369,16 @@ func (s *System) Register(ctx context.Context, r RegisterRequest) (persistence.S
 	return res.(*askReply).server, nil
 }
 
+// RegisterKeyed implements Control.
+func (s *System) RegisterKeyed(ctx context.Context, r RegisterRequest, k persistence.IdempotencyKey) (persistence.Server, bool, error) {
+	res, err := s.ask(ctx, &registerMsg{req: r, key: &k}, 0)
+	if err != nil {
+		return persistence.Server{}, false, err
+	}
+	reply := res.(*askReply)
+	return reply.server, reply.replayed, nil
+}
+
 // Update implements Control.
 func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatch) (persistence.Server, error) {
 	res, err := s.ask(ctx, &updateMsg{id: id, patch: p}, 0)

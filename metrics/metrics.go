@@ -67,6 +67,7 @@ type Metrics struct {
 	ToolChangesPending  *prometheus.GaugeVec
 	ToolChangesHeld     *prometheus.CounterVec
 	NotifyDropped       *prometheus.CounterVec
+	ReservedURIsDropped *prometheus.CounterVec
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
@@ -158,10 +159,14 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Name: "mcp_aggregator_notifications_dropped_total",
 			Help: "A backend's notifications dropped by the flood bounds, by kind (log, progress: beyond MCP_AGGREGATOR_NOTIFY_RATE; list_changed: merged into a rediscovery already on its way).",
 		}, []string{"server", "kind"}),
+		ReservedURIsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_aggregator_reserved_uris_dropped_total",
+			Help: "Resources and resource templates a backend listed under the aggregator's reserved mcp-aggregator:// scheme, dropped at discovery, by kind (resource, resource_template).",
+		}, []string{"server", "kind"}),
 	}
 	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
-		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld,
+		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld, m.ReservedURIsDropped,
 		m.NotifyDropped, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
 		reg.MustRegister(&stateCollector{snapshot: snapshot})
@@ -202,7 +207,17 @@ func (m *Metrics) ForgetServer(name string) {
 	m.BackendSessions.DeletePartialMatch(l)
 	m.ToolChangesPending.DeletePartialMatch(l)
 	m.ToolChangesHeld.DeletePartialMatch(l)
+	m.ReservedURIsDropped.DeletePartialMatch(l)
 	m.NotifyDropped.DeletePartialMatch(l)
+}
+
+// ReservedURIs records the resources (kind resource) or resource templates (kind resource_template) a server listed
+// under the reserved mcp-aggregator:// scheme and discovery dropped.
+func (m *Metrics) ReservedURIs(server, kind string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.ReservedURIsDropped.WithLabelValues(server, kind).Add(float64(n))
 }
 
 // NotificationDropped counts a backend's notification dropped by the flood bounds (kind: log, progress,

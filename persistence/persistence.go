@@ -29,7 +29,26 @@ var (
 	// ErrLeaseLost means the caller's lease is no longer the current one (it expired, was released or was taken
 	// over with a higher epoch): a write fenced by it was not made, and the caller must give the server up.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrKeyReused means CreateServerIdempotent found the idempotency key stored for a request with another
+	// fingerprint: the key was reused for a different registration, and nothing was written.
+	ErrKeyReused = errors.New("idempotency key reused with a different request")
 )
+
+// IdempotencyKey makes a registration retryable (the Idempotency-Key header of POST /servers): the first request
+// stores the key beside the server it creates, in the same transaction, and a retry with the same key and
+// fingerprint gets that server back instead of a second registration or a 409.
+type IdempotencyKey struct {
+	// Scope is whose key it is (the caller's identity); keys of different scopes never meet.
+	Scope string
+	// Key is the client's key as sent (1-255 printable ASCII characters).
+	Key string
+	// Fingerprint identifies the request the key was first used for (a hash of its canonical body; never the body
+	// itself, which may hold secrets).
+	Fingerprint string
+	// Retention is how long a stored key is honoured; an older one is forgotten (and swept lazily by later keyed
+	// registrations), so the key may then register anew.
+	Retention time.Duration
+}
 
 // Server states of the lifecycle state machine (logic-contract.md plus the transient DISCONNECTING).
 const (
@@ -301,6 +320,14 @@ type Store interface {
 	// server beyond max registered servers fails with ErrLimitReached, decided atomically across every process
 	// that shares the store. s.Policy is stored too (PinNewTools "" is PinNewWithhold).
 	CreateServer(ctx context.Context, s *Server, max int) error
+	// CreateServerIdempotent is CreateServer under an idempotency key, decided in one transaction with the
+	// insert, so a crash stores the server and its key together or neither. When the store holds k (same Scope and
+	// Key, younger than k.Retention), nothing is written: with the same Fingerprint, *s becomes the server the key
+	// created, as stored now, and replayed is true; with another, it fails with ErrKeyReused. Otherwise s is
+	// inserted as CreateServer does (ErrAlreadyExists, ErrLimitReached as there) and the key stored beside it.
+	// Concurrent calls with one key create one server. A key goes with its server (DeleteServer), so after a
+	// delete the key registers anew. Stale keys are swept lazily, a bounded number per call.
+	CreateServerIdempotent(ctx context.Context, s *Server, max int, k IdempotencyKey) (replayed bool, err error)
 	GetServer(ctx context.Context, id string) (Server, error)
 	GetServerByName(ctx context.Context, name string) (Server, error)
 	// ListServers returns the page and the total count matching the filter.

@@ -83,7 +83,7 @@ func backendTools(t *testing.T, s *mcp.ClientSession) []string {
 
 // TestProfilesOnTheMCPEndpoint: the real daemon serves each profile at /mcp/profiles/{name} with only its tools; a
 // client token bound to a profile sees only it on /mcp and is refused another profile's endpoint; an unknown
-// profile is 404; notifications/tools/list_changed reaches only the clients of the profile whose tool set changed;
+// profile is 404; on /mcp/servers/{name} it reaches only its profile's servers and tools; notifications/tools/list_changed reaches only the clients of the profile whose tool set changed;
 // `aggregator stdio --profile NAME` (relaying to the running daemon) lists only that profile's tools.
 func TestProfilesOnTheMCPEndpoint(t *testing.T) {
 	d := newDaemon(t, "")
@@ -161,6 +161,20 @@ func TestProfilesOnTheMCPEndpoint(t *testing.T) {
 	}
 	if code := status(t, "POST", d.mcp+"/mcp/profiles/bees", profBot); code != http.StatusForbidden {
 		t.Fatalf("bound client on another profile: %d", code)
+	}
+	// The per-server endpoint: the bound client reaches its profile's server with its profile's tools only, and no
+	// other server (issue 24).
+	if code := status(t, "POST", d.mcp+"/mcp/servers/b", profBot); code != http.StatusForbidden {
+		t.Fatalf("bound client on /mcp/servers/b outside its profile: %d", code)
+	}
+	botA, err := connect("/mcp/servers/a", profBot, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer botA.Close()
+	waitList(botA, []string{"alpha_read"})
+	if res, err := botA.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha_write"}); err == nil && !res.IsError {
+		t.Fatal("a bound client called a tool outside its profile on /mcp/servers/a")
 	}
 
 	// A change of b's tools reaches the bees clients only.

@@ -393,3 +393,13 @@ func (f *fakeControl) Remove(ctx context.Context, id string) error {
 	}
 	return f.store.DeleteServer(ctx, id)
 }
+
+// RegisterKeyed records the call as "RegisterKeyed" and registers without the key (the real store's keys are
+// tested through the real router in http/api/integration).
+func (f *fakeControl) RegisterKeyed(ctx context.Context, r actors.RegisterRequest, _ persistence.IdempotencyKey) (persistence.Server, bool, error) {
+	if err := f.record(ctx, controlCall{method: "RegisterKeyed", req: r}); err != nil {
+		return persistence.Server{}, false, err
+	}
+	s, err := f.Register(ctx, r)
+	return s, false, err
+}

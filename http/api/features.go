@@ -15,7 +15,7 @@ import (
 // The admin view of what a server offers besides tools (issue 14): GET /servers/{id}/prompts and
 // /servers/{id}/resources list the stored prompts, resources and resource templates the way /tools lists tools,
 // each with the name or URI the aggregated MCP endpoint exposes it under (its alias, or a rewritten URI where two
-// servers list the same one).
+// servers list the same one). A client token bound to profiles gets those of its profiles' servers only.
 
 // featureView is one stored prompt, resource or resource template.
 type featureView struct {
@@ -59,6 +59,15 @@ func (s *server) listServerFeatures(c *fiber.Ctx, kinds ...string) error {
 	all, err := s.store.ListFeatures(ctx, id)
 	if err != nil {
 		return mapError(fmt.Errorf("list features of %s: %w", id, err), subject{id: c.Params("id")})
+	}
+	// A client token bound to profiles sees the prompts and resources of its profiles' servers only (as on /mcp):
+	// of another server, an empty list, as /servers/{id}/tools gives it.
+	sc, err := s.scopeOf(c, "")
+	if err != nil {
+		return err
+	}
+	if in := s.control.Routes().ServersIn(sc); in != nil && !in[id] {
+		all = nil
 	}
 	exposed := map[[2]string]string{}
 	prompts, resources, templates := s.control.Routes().ServerFeatures(id)

@@ -31,6 +31,9 @@ type operation struct {
 	Summary      string
 	Tag          string
 	Query        []param
+	// Header are the request headers the route reads besides Authorization and Content-Type; OKHeader the headers
+	// of its success answers besides Location.
+	Header, OKHeader []param
 	// Body names the request body's component schema ("" for none); BodyOptional when it may be empty.
 	Body         string
 	BodyOptional bool
@@ -53,7 +56,12 @@ var (
 // operations is every REST route of New, in the order of the document.
 var operations = []operation{
 	{Method: "POST", Path: apiPrefix + "/servers", Tag: "servers", Summary: "Register an external MCP server",
-		Body: "Registration", OK: map[int]string{201: "ServerDetail"}, Errors: []int{409, 413, 415, 422}},
+		Header: []param{{headerIdempotencyKey, "string", "makes the registration retryable: a retry with the same key and body within 24 h " +
+			"answers 201 with the server the key registered (response header Idempotent-Replayed: true); the same key " +
+			"with another body is 422 IDEMPOTENCY_KEY_REUSED; a malformed key (not 1-255 printable ASCII characters) is " +
+			"400 INVALID_IDEMPOTENCY_KEY. Keys are per token (one scope while auth is off) and go with their server when it is deleted"}},
+		OKHeader: []param{{headerIdempotentReplayed, "string", `"true" when the answer is a keyed registration's replay (nothing was registered)`}},
+		Body:     "Registration", OK: map[int]string{201: "ServerDetail"}, Errors: []int{400, 409, 413, 415, 422}},
 	{Method: "GET", Path: apiPrefix + "/servers", Tag: "servers", Summary: "List servers",
 		Query: []param{{"status", "string", "filter by status"}, {"include_tools", "boolean", "include each server's tools"}, qLimit, qOffset},
 		OK:    map[int]string{200: "ServerList"}, Errors: []int{422}},
@@ -81,9 +89,9 @@ var operations = []operation{
 		OK: map[int]string{200: "Health", 503: "Health"}},
 	{Method: "GET", Path: apiPrefix + "/audit", Tag: "status", Summary: "The audit log, newest first (admin)",
 		Query: []param{qLimit, qOffset}, OK: map[int]string{200: "AuditList"}, Errors: []int{422}},
-	{Method: "GET", Path: apiPrefix + "/servers/:id/prompts", Tag: "servers", Summary: "A server's stored prompts, with the names /mcp exposes them under",
+	{Method: "GET", Path: apiPrefix + "/servers/:id/prompts", Tag: "servers", Summary: "A server's stored prompts, with the names /mcp exposes them under (a client token bound to profiles: its profiles' servers only, else an empty list)",
 		OK: map[int]string{200: "FeatureList"}, Errors: []int{404}},
-	{Method: "GET", Path: apiPrefix + "/servers/:id/resources", Tag: "servers", Summary: "A server's stored resources and resource templates, with the URIs /mcp exposes",
+	{Method: "GET", Path: apiPrefix + "/servers/:id/resources", Tag: "servers", Summary: "A server's stored resources and resource templates, with the URIs /mcp exposes (a client token bound to profiles: its profiles' servers only, else an empty list)",
 		OK: map[int]string{200: "FeatureList"}, Errors: []int{404}},
 	{Method: "GET", Path: apiPrefix + "/servers/:id/tool-filter", Tag: "curation", Summary: "A server's tool filter",
 		OK: map[int]string{200: "ToolFilter"}, Errors: []int{404}},
@@ -275,6 +283,10 @@ func OpenAPIDocument(policy auth.Policy, version string) map[string]any {
 			params = append(params, map[string]any{"name": q.Name, "in": "query", "required": false, "description": q.Description,
 				"schema": map[string]any{"type": q.Type}})
 		}
+		for _, h := range op.Header {
+			params = append(params, map[string]any{"name": h.Name, "in": "header", "required": false, "description": h.Description,
+				"schema": map[string]any{"type": h.Type}})
+		}
 		responses := map[string]any{}
 		for status, schema := range op.OK {
 			r := map[string]any{"description": httpStatusText(status)}
@@ -284,6 +296,13 @@ func OpenAPIDocument(policy auth.Policy, version string) map[string]any {
 				r["content"] = map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}
 			default:
 				r["content"] = map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/" + schema}}}
+			}
+			if len(op.OKHeader) > 0 {
+				hs := map[string]any{}
+				for _, h := range op.OKHeader {
+					hs[h.Name] = map[string]any{"description": h.Description, "schema": map[string]any{"type": h.Type}}
+				}
+				r["headers"] = hs
 			}
 			responses[fmt.Sprint(status)] = r
 		}

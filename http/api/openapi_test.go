@@ -65,3 +65,41 @@ func TestComponentSchemaRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIDocumentsIdempotencyKey: POST /servers documents its optional Idempotency-Key request header, the
+// Idempotent-Replayed header of its 201 and the 400 of a malformed key.
+func TestOpenAPIDocumentsIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(t, "GET", OpenAPIPath, "")
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name     string `json:"name"`
+				In       string `json:"in"`
+				Required bool   `json:"required"`
+			} `json:"parameters"`
+			Responses map[string]struct {
+				Headers map[string]any `json:"headers"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	op := doc.Paths[apiPrefix+"/servers"]["post"]
+	found := false
+	for _, p := range op.Parameters {
+		if p.Name == "Idempotency-Key" && p.In == "header" && !p.Required {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("POST /servers parameters %+v: no optional Idempotency-Key header", op.Parameters)
+	}
+	if _, ok := op.Responses["201"].Headers["Idempotent-Replayed"]; !ok {
+		t.Errorf("POST /servers 201 headers %v: no Idempotent-Replayed", op.Responses["201"].Headers)
+	}
+	if _, ok := op.Responses["400"]; !ok {
+		t.Error("POST /servers does not document 400")
+	}
+}

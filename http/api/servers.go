@@ -97,9 +97,16 @@ func queryBool(c *fiber.Ctx, v *strictjson.Checker, name string) bool {
 	return b
 }
 
-// POST /servers: validate (BR-001), then register through the actors. 201 with the full server.
+// POST /servers: validate (BR-001), then register through the actors. 201 with the full server. With an
+// Idempotency-Key header the registration is retryable: a retry with the same key and body answers 201 with the
+// server the key registered (as it is now) and Idempotent-Replayed: true; the same key with another body is 422
+// IDEMPOTENCY_KEY_REUSED.
 func (s *server) createServer(c *fiber.Ctx) error {
 	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	key, keyed, err := idempotencyKey(c)
 	if err != nil {
 		return err
 	}
@@ -107,16 +114,32 @@ func (s *server) createServer(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
+	if keyed {
+		if key.Fingerprint, err = requestFingerprint(body); err != nil {
+			return err
+		}
+	}
 	req.Actor = actorOf(c)
 	req.IP = c.IP()
 
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	srv, err := s.control.Register(ctx, req)
+	var srv persistence.Server
+	replayed := false
+	if keyed {
+		srv, replayed, err = s.control.RegisterKeyed(ctx, req, key)
+	} else {
+		srv, err = s.control.Register(ctx, req)
+	}
 	if err != nil {
 		return mapError(fmt.Errorf("register server %q: %w", req.Name, err), subject{name: req.Name})
 	}
-	s.audit(c, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": req.AutoConnect})
+	if replayed {
+		// The first request registered it (and was audited); this one only learns the answer it missed.
+		c.Set(headerIdempotentReplayed, "true")
+	} else {
+		s.audit(c, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType, "auto_connect": req.AutoConnect})
+	}
 	c.Location(apiPrefix + "/servers/" + srv.ID)
 	return c.Status(fiber.StatusCreated).JSON(view.NewServerDetail(srv))
 }

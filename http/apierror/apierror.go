@@ -61,6 +61,10 @@ const (
 	CodeProfileInUse    = "PROFILE_IN_USE"
 	CodeToolNameTaken   = "TOOL_NAME_TAKEN"
 	CodeChangeOutdated  = "CHANGE_OUTDATED"
+	// Idempotent registration (the Idempotency-Key header of POST /servers): a malformed key is 400, a key
+	// already used for a different request body 422.
+	CodeInvalidIdempotencyKey = "INVALID_IDEMPOTENCY_KEY"
+	CodeIdempotencyKeyReused  = "IDEMPOTENCY_KEY_REUSED"
 )
 
 // StatusLoopDetected is HTTP 508, the answer to a call that would loop back into this aggregator.
@@ -260,6 +264,9 @@ func FromError(err error, s Subject) *Error {
 	case errors.Is(err, persistence.ErrChanged):
 		return &Error{Status: http.StatusConflict, Code: CodeChangeOutdated,
 			Detail: "The pending change is not the one given (the backend changed the tool again); read the changes and decide again"}
+	case errors.Is(err, persistence.ErrKeyReused):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: CodeIdempotencyKeyReused,
+			Detail: "The Idempotency-Key was already used for a different request; use a new key for a new request"}
 	case errors.Is(err, persistence.ErrNotFound):
 		return ServerNotFound(s.idOrName())
 	case errors.Is(err, persistence.ErrAlreadyExists):

@@ -26,6 +26,7 @@ func TestFromError(t *testing.T) {
 		{fmt.Errorf("list: %w", persistence.ErrUnavailable), http.StatusServiceUnavailable, CodeStoreUnavailable, true},
 		{persistence.ErrNotFound, http.StatusNotFound, CodeServerNotFound, false},
 		{persistence.ErrAlreadyExists, http.StatusConflict, CodeServerAlreadyExists, false},
+		{fmt.Errorf("create: %w", persistence.ErrKeyReused), http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, false},
 		{actors.ErrMaxServers, http.StatusConflict, CodeServerLimitReached, false},
 		{actors.ErrShuttingDown, http.StatusServiceUnavailable, CodeServiceUnavailable, false},
 		{actors.ErrAskTimeout, http.StatusServiceUnavailable, CodeServiceBusy, true},

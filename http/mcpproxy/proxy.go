@@ -12,6 +12,10 @@
 // sends back (progress, logs, resource updates, sampling, elicitation, roots) is forwarded to the downstream
 // client on the stream of the request it belongs to. It is streamable HTTP (stateful) on net/http, not Fiber,
 // because Fiber buffers responses.
+//
+// Transparent does not mean uncurated: the tools are served as /mcp serves them (the routing table's curation:
+// filters, pinning, overrides' descriptions), and a client token bound to profiles reaches only its profiles'
+// servers and tools (README, issue 24).
 package mcpproxy
 
 import (
@@ -83,6 +87,8 @@ type Handler struct {
 	// bare answers a request that arrives without a session and is not an initialize, as a go-sdk server would.
 	bare *mcp.Server
 
+	stop func() // stops following the routing table
+
 	mu       sync.Mutex
 	byServer map[string]*mcp.StreamableHTTPHandler // by server id: a session is only reachable through its server
 	sessions map[string]*session                   // by downstream session id
@@ -108,11 +114,26 @@ func New(sys *actors.System, opts Options) *Handler {
 	log := opts.Logger.With("component", "mcpproxy")
 	// The go-sdk logs every session and notification at info: keep its warnings and errors only.
 	sdkLog := actors.QuietLogger(log, slog.LevelWarn)
-	return &Handler{
+	h := &Handler{
 		sys: sys, log: log, sdkLog: sdkLog, opts: opts,
 		bare:     mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator-proxy", Version: actors.Version}, &mcp.ServerOptions{Logger: sdkLog}),
 		byServer: map[string]*mcp.StreamableHTTPHandler{},
 		sessions: map[string]*session{},
+	}
+	// Curation (filters, pinning, overrides) and profile bindings change with the routing table: every session's
+	// tools are curated again from the new one.
+	h.stop = sys.OnRoutesChanged(func(*actors.RouteTable) { h.recurate() })
+	return h
+}
+
+// Close stops following the routing table (sessions end with their server's actors).
+func (h *Handler) Close() { h.stop() }
+
+func (h *Handler) recurate() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sessions {
+		s.kickCuration()
 	}
 }
 
@@ -144,6 +165,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		apierror.Write(w, apierror.ServerNotFound(name))
 		return
+	}
+	caller, _ := auth.FromContext(r.Context())
+	if bindable(caller) {
+		// A client token bound to profiles reaches only the servers its profiles contain (the rule of /mcp's
+		// prompts and resources: a server with a tool in one of them).
+		t := h.sys.Routes()
+		if bound := t.BoundProfiles(caller.Name); bound != nil && !t.ServersIn(actors.Scope(bound))[srv.ID] {
+			apierror.Write(w, &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
+				Detail: "This client's profiles do not include server " + srv.Name})
+			return
+		}
 	}
 	if srv.Status != persistence.StatusConnected && srv.Status != persistence.StatusDegraded {
 		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name))
@@ -278,7 +310,8 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv actors.Se
 	// The version is in the body; a header naming one newer than the backend's would make the go-sdk refuse the
 	// initialize instead of negotiating down.
 	r.Header.Del("Mcp-Protocol-Version")
-	s, err := h.open(r.Context(), srv, init)
+	caller, _ := auth.FromContext(r.Context())
+	s, err := h.open(r.Context(), srv, init, caller)
 	if err != nil {
 		apierror.Write(w, h.openError(srv, err))
 		return

@@ -57,6 +57,13 @@ type session struct {
 	ready  chan struct{} // closed when the downstream client sent notifications/initialized
 	rOnce  sync.Once
 	kicks  [kinds]chan struct{}
+	// recurate asks the sync goroutine to apply the routing table's curation to the tools again (no backend call).
+	recurate chan struct{}
+
+	// The client that opened the session: its token's name, and whether profile bindings apply to it (a client
+	// token; not an admin, not auth off). Its bound profiles are read from the routing table each time.
+	client     string
+	restricted bool
 
 	mu       sync.Mutex
 	up       *actors.ProxySession
@@ -73,6 +80,10 @@ type session struct {
 	// The mirror (name or URI -> JSON of what was added); owned by build and then by the sync goroutine.
 	mirror [kinds]map[string]string
 	tmpls  map[string]string
+	// upTools is the backend's own tool list as last fetched (owned like the mirror): curation filters it;
+	// curated says whether the mirror holds it curated.
+	upTools []*mcp.Tool
+	curated bool
 }
 
 // flight is a downstream request being forwarded: backend messages that belong to it are sent on its stream.
@@ -84,12 +95,13 @@ type flight struct {
 }
 
 // open opens the upstream session for a new downstream session and builds the session's server from it.
-func (h *Handler) open(ctx context.Context, srv actors.ServerEntry, init initRequest) (*session, error) {
+func (h *Handler) open(ctx context.Context, srv actors.ServerEntry, init initRequest, caller auth.Identity) (*session, error) {
 	life, cancel := context.WithCancel(context.Background())
 	s := &session{lastSeen: time.Now(),
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
-		streamCh: make(chan struct{}), tmpls: map[string]string{},
+		streamCh: make(chan struct{}), tmpls: map[string]string{}, recurate: make(chan struct{}, 1),
+		client: caller.Name, restricted: bindable(caller),
 	}
 	for i := range s.kicks {
 		s.kicks[i] = make(chan struct{}, 1)
@@ -143,6 +155,7 @@ func (s *session) build(ctx context.Context) error {
 			s.sid = id
 			s.mu.Unlock()
 			s.h.track(id, s)
+			s.kickCuration() // a table made while the session was built is applied too
 			return id
 		},
 	}
@@ -211,6 +224,15 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if t := s.h.sys.Routes(); t != nil {
+		if sc, curated := s.view(t); curated {
+			if _, ok := t.ToolIn(sc, s.srv.ID, r.Params.Name); !ok {
+				// Hidden, withheld, outside the client's profiles: unknown, as the go-sdk answers a tool it does
+				// not have (and as /mcp does), so that curation does not reveal what it hides.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", r.Params.Name)}
+			}
+		}
+	}
 	if denied := s.rateLimited(ctx, r); denied != nil {
 		return denied, nil
 	}
@@ -619,6 +641,9 @@ func (s *session) syncLoop() {
 			k = kindPrompts
 		case <-s.kicks[kindResources]:
 			k = kindResources
+		case <-s.recurate:
+			s.applyTools(false)
+			continue
 		}
 		ctx, cancel := context.WithTimeout(s.life, s.h.opts.SyncTimeout)
 		switch err := s.sync(ctx, k); {
@@ -649,11 +674,8 @@ func (s *session) sync(ctx context.Context, k int) error {
 		if err != nil {
 			return s.listFailed("tools", err)
 		}
-		apply(s, s.mirror[k], tools, func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) {
-			s.server.AddTool(t, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return s.callTool(ctx, r)
-			})
-		}, s.server.RemoveTools)
+		s.upTools = tools
+		s.applyTools(true)
 	case kindPrompts:
 		if caps.Prompts == nil {
 			return nil
@@ -760,4 +782,73 @@ func (s *session) rateLimited(ctx context.Context, r *mcp.CallToolRequest) *mcp.
 		return e.CallToolResult()
 	}
 	return nil
+}
+
+// bindable reports whether profile bindings apply to a caller: a client token (admins, and every caller while auth
+// is off, are not bound).
+func bindable(id auth.Identity) bool { return !id.Anonymous && id.Scope < auth.ScopeAdmin }
+
+// view is what the session's client is served of the server's tools in table t: the profiles its token is bound to
+// (nil: no binding), and whether the table decides at all (curated: the server's curation changes what clients are
+// served, or the client is bound). Uncurated, the backend's own list is served as it is.
+func (s *session) view(t *actors.RouteTable) (sc actors.Scope, curated bool) {
+	if s.restricted {
+		sc = actors.Scope(t.BoundProfiles(s.client))
+	}
+	return sc, sc != nil || t.Curated(s.srv.ID)
+}
+
+// kickCuration asks for the tools to be curated again (the routing table changed).
+func (s *session) kickCuration() {
+	select {
+	case s.recurate <- struct{}{}:
+	default:
+	}
+}
+
+// applyTools makes the mirrored tools what the client is served of the backend's list: as /mcp serves them when
+// curation applies (hidden, withheld and out-of-profile tools left out, held changes as their approved
+// definition, an override's description and annotations), the backend's own list otherwise. Tools keep the
+// backend's names: this endpoint is transparent (an override's exposed name is an alias of /mcp). fetched says the
+// backend's list is new; otherwise (a new routing table) an uncurated mirror that stays uncurated is left as it is.
+func (s *session) applyTools(fetched bool) {
+	tools := s.upTools
+	if t := s.h.sys.Routes(); t != nil {
+		sc, curated := s.view(t)
+		if !fetched && !curated && !s.curated {
+			return
+		}
+		s.curated = curated
+		if curated {
+			tools = make([]*mcp.Tool, 0, len(s.upTools))
+			for _, up := range s.upTools {
+				if e, ok := t.ToolIn(sc, s.srv.ID, up.Name); ok {
+					tools = append(tools, servedTool(up, e))
+				}
+			}
+		}
+	}
+	apply(s, s.mirror[kindTools], tools, func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) {
+		s.server.AddTool(t, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return s.callTool(ctx, r)
+		})
+	}, s.server.RemoveTools)
+}
+
+// servedTool is a backend tool as the routing table serves it (e's definition: the approved one while a change is
+// held, with an override's description and annotations), under the backend's name.
+func servedTool(up *mcp.Tool, e *actors.ToolEntry) *mcp.Tool {
+	out := &mcp.Tool{}
+	if len(e.Definition) == 0 || json.Unmarshal(e.Definition, out) != nil {
+		c := *up
+		out = &c
+	}
+	out.Name = up.Name
+	out.Description = e.Description
+	if len(e.InputSchema) > 0 {
+		out.InputSchema = json.RawMessage(e.InputSchema)
+	} else if out.InputSchema == nil {
+		out.InputSchema = up.InputSchema
+	}
+	return out
 }

@@ -64,6 +64,43 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 	return err
 }
 
+// CreateServerIdempotent seals srv.ConnectionConfig as CreateServer does; a replay hands back the stored server
+// with its config opened.
+func (s *Store) CreateServerIdempotent(ctx context.Context, srv *persistence.Server, max int, k persistence.IdempotencyKey) (bool, error) {
+	plain := srv.ConnectionConfig
+	if plain == nil {
+		return s.Store.CreateServerIdempotent(ctx, srv, max, k) // the inner store refuses it with its own message
+	}
+	if !json.Valid(plain) {
+		return false, fmt.Errorf("crypt: create server %q: connection_config is not valid JSON", srv.Name)
+	}
+	in := *srv
+	id, err := storeutil.CreateID(srv.ID)
+	if err != nil {
+		return false, fmt.Errorf("crypt: create server %q: %w", srv.Name, err)
+	}
+	sealed, err := s.ring.Seal(id, plain)
+	if err != nil {
+		return false, err
+	}
+	in.ID, in.ConnectionConfig = id, sealed
+	replayed, err := s.Store.CreateServerIdempotent(ctx, &in, max, k)
+	if err != nil {
+		return false, err
+	}
+	if !replayed {
+		in.ConnectionConfig = plain
+		*srv = in
+		return false, nil
+	}
+	got, err := s.open(in, nil)
+	if err != nil {
+		return false, fmt.Errorf("crypt: create server %q: %w", in.Name, err)
+	}
+	*srv = got
+	return true, nil
+}
+
 func (s *Store) open(v persistence.Server, err error) (persistence.Server, error) {
 	if err != nil {
 		return v, err

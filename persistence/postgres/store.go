@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -191,40 +192,10 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 	if err != nil {
 		return err
 	}
-	var cfg any // a nil RawMessage must reach the database as NULL and fail NOT NULL
-	if v.ConnectionConfig != nil {
-		cfg = []byte(v.ConnectionConfig)
-	}
-	insert := func(q querier) error {
-		_, err := q.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
-		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
-		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
-		pin_new_tools, pins_baseline_at)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14, $16::jsonb, $17, $18,
-			$19)`,
-			v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
-			v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
-			v.ConnectedAt, storeutil.FilterJSON(v.Policy.Filter), v.Policy.Pinning, v.Policy.PinNewTools,
-			v.Policy.PinsBaselineAt)
-		return err
-	}
 	if max <= 0 {
-		err = insert(s.pool)
+		err = insertServer(ctx, s.pool, v)
 	} else {
-		// The advisory lock makes count-then-insert one decision for every process on the database.
-		err = s.writeTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, createServerLock); err != nil {
-				return err
-			}
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.external_servers`).Scan(&n); err != nil {
-				return err
-			}
-			if n >= max {
-				return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
-			}
-			return insert(tx)
-		})
+		err = s.writeTx(ctx, func(tx pgx.Tx) error { return insertLimited(ctx, tx, v, max) })
 	}
 	if err != nil {
 		return err
@@ -232,6 +203,112 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 	*srv = v
 	return nil
 }
+
+// insertServer inserts the prepared row v.
+func insertServer(ctx context.Context, q querier, v persistence.Server) error {
+	var cfg any // a nil RawMessage must reach the database as NULL and fail NOT NULL
+	if v.ConnectionConfig != nil {
+		cfg = []byte(v.ConnectionConfig)
+	}
+	_, err := q.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
+		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
+		pin_new_tools, pins_baseline_at)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14, $16::jsonb, $17, $18,
+			$19)`,
+		v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
+		v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
+		v.ConnectedAt, storeutil.FilterJSON(v.Policy.Filter), v.Policy.Pinning, v.Policy.PinNewTools,
+		v.Policy.PinsBaselineAt)
+	return err
+}
+
+// insertLimited inserts v in tx unless max servers are registered (ErrLimitReached); max <= 0 is no limit. The
+// advisory lock makes count-then-insert one decision for every process on the database.
+func insertLimited(ctx context.Context, tx pgx.Tx, v persistence.Server, max int) error {
+	if max > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, createServerLock); err != nil {
+			return err
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.external_servers`).Scan(&n); err != nil {
+			return err
+		}
+		if n >= max {
+			return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
+		}
+	}
+	return insertServer(ctx, tx, v)
+}
+
+// CreateServerIdempotent is CreateServer under an idempotency key (persistence.Store). A transaction-level
+// advisory lock on the key (two-int space: a class and hashtext of scope and key) queues concurrent requests with
+// the same key, so the second reads the first's committed key row instead of racing it to the name's UNIQUE
+// constraint. The lock on the server limit, when taken, is always taken after it.
+func (s *Store) CreateServerIdempotent(ctx context.Context, srv *persistence.Server, max int, k persistence.IdempotencyKey) (replayed bool, err error) {
+	defer wrap(&err, "create server %q", srv.Name)
+	if err := storeutil.CheckIdempotencyKey(k); err != nil {
+		return false, err
+	}
+	v, err := storeutil.PrepareCreate(*srv)
+	if err != nil {
+		return false, err
+	}
+	cutoff := v.RegisteredAt.Add(-k.Retention)
+	err = s.writeTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2 || chr(10) || $3))`,
+			idempotencyLockClass, k.Scope, k.Key); err != nil {
+			return err
+		}
+		var fp, sid string
+		err := tx.QueryRow(ctx, `SELECT fingerprint, server_id::text FROM mcp.idempotency_keys
+			WHERE scope = $1 AND key = $2 AND created_at > $3`, k.Scope, k.Key, cutoff).Scan(&fp, &sid)
+		switch {
+		case err == nil:
+			if fp != k.Fingerprint {
+				return fmt.Errorf("key of server %s: %w", sid, persistence.ErrKeyReused)
+			}
+			got, err := scanServer(tx.QueryRow(ctx, `SELECT `+serverColumns+` FROM mcp.external_servers WHERE id = $1`, sid))
+			if err != nil {
+				return fmt.Errorf("server %s of the key: %w", sid, err)
+			}
+			v, replayed = got, true
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		// This key, expired, goes before the insert below would collide with it.
+		if _, err := tx.Exec(ctx, `DELETE FROM mcp.idempotency_keys WHERE scope = $1 AND key = $2`,
+			k.Scope, k.Key); err != nil {
+			return fmt.Errorf("forget expired idempotency key: %w", err)
+		}
+		if err := insertLimited(ctx, tx, v, max); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO mcp.idempotency_keys (scope, key, fingerprint, server_id, created_at)
+			VALUES ($1, $2, $3, $4, $5)`, k.Scope, k.Key, k.Fingerprint, v.ID, v.RegisteredAt)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	*srv = v
+	if !replayed {
+		s.sweepKeys(ctx, cutoff)
+	}
+	return replayed, nil
+}
+
+// sweepKeys deletes a bounded batch of idempotency keys created at or before cutoff, best effort: in its own
+// statement after the registration committed, skipping rows another sweep holds, so sweeps neither wait for each
+// other nor make a registration fail.
+func (s *Store) sweepKeys(ctx context.Context, cutoff time.Time) {
+	_, _ = s.pool.Exec(ctx, `DELETE FROM mcp.idempotency_keys WHERE ctid IN (SELECT ctid FROM mcp.idempotency_keys
+		WHERE created_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`, cutoff, storeutil.KeySweepBatch)
+}
+
+// idempotencyLockClass is the first key of the advisory locks CreateServerIdempotent takes per idempotency key.
+const idempotencyLockClass int32 = 0x6d636b79
 
 // createServerLock is the advisory lock key that serialises limited registrations.
 const createServerLock = 0x6d63706167677201

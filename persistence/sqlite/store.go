@@ -354,33 +354,88 @@ func (s *Store) CreateServer(ctx context.Context, srv *persistence.Server, max i
 	}
 	// The write transaction takes SQLite's write lock at BEGIN, so count-then-insert is one decision for every
 	// process on the file.
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		if max > 0 {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM external_servers`).Scan(&n); err != nil {
-				return err
-			}
-			if n >= max {
-				return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
-			}
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
-		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
-		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
-		pin_new_tools, pins_baseline_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
-			v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
-			v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt),
-			jsonArg(storeutil.FilterJSON(v.Policy.Filter)), v.Policy.Pinning, v.Policy.PinNewTools,
-			fmtTimePtr(v.Policy.PinsBaselineAt))
-		return err
-	})
+	err = s.writeTx(ctx, func(tx *sql.Tx) error { return insertLimited(ctx, tx, v, max) })
 	if err != nil {
 		return err
 	}
 	*srv = v
 	return nil
+}
+
+// insertLimited inserts the prepared row v in tx unless max servers are registered (ErrLimitReached); max <= 0 is
+// no limit.
+func insertLimited(ctx context.Context, tx *sql.Tx, v persistence.Server, max int) error {
+	if max > 0 {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM external_servers`).Scan(&n); err != nil {
+			return err
+		}
+		if n >= max {
+			return fmt.Errorf("%d servers registered: %w", n, persistence.ErrLimitReached)
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
+		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
+		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
+		pin_new_tools, pins_baseline_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
+		v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
+		v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt),
+		jsonArg(storeutil.FilterJSON(v.Policy.Filter)), v.Policy.Pinning, v.Policy.PinNewTools,
+		fmtTimePtr(v.Policy.PinsBaselineAt))
+	return err
+}
+
+// CreateServerIdempotent is CreateServer under an idempotency key (persistence.Store). The write transaction holds
+// SQLite's write lock from BEGIN, so reading the key and inserting the server and the key is one decision for
+// every writer on the file; the lazy sweep of expired keys runs in it too.
+func (s *Store) CreateServerIdempotent(ctx context.Context, srv *persistence.Server, max int, k persistence.IdempotencyKey) (replayed bool, err error) {
+	defer wrap(&err, "create server %q", srv.Name)
+	if err := storeutil.CheckIdempotencyKey(k); err != nil {
+		return false, err
+	}
+	v, err := storeutil.PrepareCreate(*srv)
+	if err != nil {
+		return false, err
+	}
+	cutoff := fmtTime(v.RegisteredAt.Add(-k.Retention))
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		var fp, sid string
+		err := tx.QueryRowContext(ctx, `SELECT fingerprint, server_id FROM idempotency_keys
+			WHERE scope = ? AND key = ? AND created_at > ?`, k.Scope, k.Key, cutoff).Scan(&fp, &sid)
+		switch {
+		case err == nil:
+			if fp != k.Fingerprint {
+				return fmt.Errorf("key of server %s: %w", sid, persistence.ErrKeyReused)
+			}
+			got, err := scanServer(tx.QueryRowContext(ctx, `SELECT `+serverColumns+` FROM external_servers WHERE id = ?`, sid))
+			if err != nil {
+				return fmt.Errorf("server %s of the key: %w", sid, err)
+			}
+			v, replayed = got, true
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		// This key, expired, and a bounded batch of other expired keys.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE (scope = ? AND key = ?)
+			OR rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at <= ? LIMIT ?)`,
+			k.Scope, k.Key, cutoff, storeutil.KeySweepBatch); err != nil {
+			return fmt.Errorf("sweep expired idempotency keys: %w", err)
+		}
+		if err := insertLimited(ctx, tx, v, max); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO idempotency_keys (scope, key, fingerprint, server_id, created_at)
+			VALUES (?, ?, ?, ?, ?)`, k.Scope, k.Key, k.Fingerprint, v.ID, fmtTime(v.RegisteredAt))
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	*srv = v
+	return replayed, nil
 }
 
 // GetServer returns the server with that id; ErrNotFound also for an id that is not a UUID.

@@ -48,6 +48,9 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"ServerLimit", testServerLimit},
 		{"ReplaceServerFeatures", testReplaceServerFeatures},
 		{"FencedFeatures", testFencedFeatures},
+		{"IdempotentCreate", testIdempotentCreate},
+		{"IdempotencyKeyExpiry", testIdempotencyKeyExpiry},
+		{"ConcurrentIdempotentCreate", testConcurrentIdempotentCreate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -191,3 +191,29 @@ func CountByStatus(rows Rows) (map[string]int, error) {
 	}
 	return out, nil
 }
+
+// Bounds of a stored idempotency key (the columns' limits, in both dialects).
+const (
+	maxKeyScope       = 255
+	maxKeyLen         = 255
+	maxKeyFingerprint = 128
+)
+
+// CheckIdempotencyKey refuses a key CreateServerIdempotent cannot store: an empty or overlong scope, key or
+// fingerprint, or a retention that is not positive.
+func CheckIdempotencyKey(k persistence.IdempotencyKey) error {
+	switch {
+	case k.Scope == "" || len(k.Scope) > maxKeyScope:
+		return fmt.Errorf("idempotency key scope must be 1-%d bytes, not %d", maxKeyScope, len(k.Scope))
+	case k.Key == "" || len(k.Key) > maxKeyLen:
+		return fmt.Errorf("idempotency key must be 1-%d bytes, not %d", maxKeyLen, len(k.Key))
+	case k.Fingerprint == "" || len(k.Fingerprint) > maxKeyFingerprint:
+		return fmt.Errorf("idempotency key fingerprint must be 1-%d bytes, not %d", maxKeyFingerprint, len(k.Fingerprint))
+	case k.Retention <= 0:
+		return fmt.Errorf("idempotency key retention must be positive, not %v", k.Retention)
+	}
+	return nil
+}
+
+// KeySweepBatch is how many expired idempotency keys one keyed registration deletes at most (the lazy sweep).
+const KeySweepBatch = 100
