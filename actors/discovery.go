@@ -35,9 +35,9 @@ type (
 // servers run in parallel; triggers for a server already being discovered coalesce into one more run, and a run
 // caused by list_changed starts no sooner than Config.ListChangedInterval after the previous one of that server and
 // kind when that one found nothing new (floodguard.Runs), so a backend flooding list_changed costs at most one
-// listing per interval while a backend's real changes are picked up at once. Such a run
-// stores and publishes nothing when the server lists what was stored last (floodguard.Listings): no store write, no
-// routing-table reload, no list_changed to the clients.
+// listing per interval while a backend's real changes are picked up at once. Such a run stores and publishes
+// nothing when the server lists what was stored last (floodguard.Listings): no store write, no routing-table
+// reload, no list_changed to the clients.
 type discoveryActor struct {
 	deps *Deps
 	sys  *System
