@@ -147,6 +147,8 @@ type runState struct {
 	forced  bool      // the owed run must store and publish even when nothing changed
 	last    time.Time // when the last run started
 	seq     uint64
+	// forgotten: the key's server was removed while a run was going on; Done drops the key.
+	forgotten bool
 }
 
 // NewRuns schedules runs at least interval apart (forced runs excepted).
@@ -178,6 +180,10 @@ func (r *Runs) Done(key string, changed bool, now time.Time) Next {
 		return Next{}
 	}
 	s.running = false
+	if s.forgotten {
+		delete(r.keys, key)
+		return Next{}
+	}
 	if changed {
 		s.last = time.Time{}
 	}
@@ -194,12 +200,13 @@ func (r *Runs) Due(key string, seq uint64, now time.Time) Next {
 	return r.next(s, now)
 }
 
-// Forget drops what Runs knows of key (its server was removed); a run going on still calls Done.
+// Forget drops what Runs knows of key (its server was removed); a run going on still calls Done, which then drops
+// it.
 func (r *Runs) Forget(key string) {
 	if s := r.keys[key]; s != nil && !s.running {
 		delete(r.keys, key)
 	} else if s != nil {
-		s.pending, s.forced, s.waiting = false, false, false
+		s.pending, s.forced, s.waiting, s.forgotten = false, false, false, true
 	}
 }
 

@@ -11,7 +11,7 @@ func TestRunsCoalesce(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	type step struct {
-		op     string // trigger, force, done, changed (done, having stored a new listing), due
+		op     string // trigger, force, done, changed (done, having stored a new listing), due, forget
 		ms     int
 		seq    uint64
 		expect Next
@@ -52,6 +52,13 @@ func TestRunsCoalesce(t *testing.T) {
 			{op: "done", ms: 20},
 			{op: "trigger", ms: 30, expect: Next{After: 980 * time.Millisecond, Seq: 1}},
 		}},
+		{"a key forgotten during its run is dropped when the run ends", []step{
+			{op: "trigger", ms: 0, expect: Next{Run: true}},
+			{op: "trigger", ms: 1},
+			{op: "forget", ms: 2},
+			{op: "done", ms: 3},
+			{op: "trigger", ms: 4, expect: Next{Run: true}},
+		}},
 		{"forced while running waits for the run", []step{
 			{op: "trigger", ms: 0, expect: Next{Run: true}},
 			{op: "force", ms: 1},
@@ -76,6 +83,8 @@ func TestRunsCoalesce(t *testing.T) {
 					got = r.Done("k", true, at(s.ms))
 				case "due":
 					got = r.Due("k", s.seq, at(s.ms))
+				case "forget":
+					r.Forget("k")
 				}
 				if got != s.expect {
 					t.Fatalf("step %d (%s at %d ms): got %+v, want %+v", i, s.op, s.ms, got, s.expect)
