@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
@@ -59,6 +60,11 @@ type Config struct {
 	// LeaseTTL is how long a server's lease lasts without renewal (MCP_AGGREGATOR_LEASE_TTL, 10 s): the longest a
 	// server stays unserved after the process that owned it died without releasing it (see ownership.go).
 	LeaseTTL time.Duration
+	// Notification floods (floodguard): the log messages, and the progress notifications, of one server relayed to
+	// its callers per second (MCP_AGGREGATOR_NOTIFY_RATE, 100; beyond it they are dropped and counted; 0 no bound),
+	// and the least time between two rediscoveries of a server caused by its list_changed notifications (1 s).
+	NotifyRate          float64
+	ListChangedInterval time.Duration
 }
 
 // DefaultConfig is the contract's defaults.
@@ -88,6 +94,8 @@ func DefaultConfig() Config {
 		MaxMessageBytes:             msglimit.DefaultMaxMessageBytes,
 		MessageBudgetBytes:          128 << 20,
 		MessageBudgetPerServerBytes: 32 << 20,
+		NotifyRate:                  floodguard.DefaultRate,
+		ListChangedInterval:         floodguard.DefaultInterval,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -19,19 +20,28 @@ import (
 type (
 	refreshMsg    struct{ id string }
 	discoveryDone struct {
+		id      string
+		changed bool // the run stored a listing other than the one before
+		err     error
+	}
+	discoveryDue struct {
 		id  string
-		err error
+		seq uint64
 	}
 )
 
 // discoveryActor keeps the stored tools of every server equal to what the server lists (BR-003): it runs on every
 // successful connection, on notifications/tools/list_changed and on an admin refresh. Discoveries of different
-// servers run in parallel; triggers for a server already being discovered coalesce into one more run.
+// servers run in parallel; triggers for a server already being discovered coalesce into one more run, and a run
+// caused by list_changed starts no sooner than Config.ListChangedInterval after the previous one of that server and
+// kind when that one found nothing new (floodguard.Runs), so a backend flooding list_changed costs at most one
+// listing per interval while a backend's real changes are picked up at once. Such a run stores and publishes
+// nothing when the server lists what was stored last (floodguard.Listings): no store write, no routing-table
+// reload, no list_changed to the clients.
 type discoveryActor struct {
-	deps    *Deps
-	sys     *System
-	running map[string]bool
-	again   map[string]bool
+	deps *Deps
+	sys  *System
+	runs *floodguard.Runs
 }
 
 // Receive implements actor.Actor.
@@ -39,47 +49,60 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *pb.ServerStatusChanged:
 		if m.To == persistence.StatusConnected && m.From == persistence.StatusConnecting {
-			a.trigger(ctx, m.ServerId)
-			a.trigger(ctx, featuresKey(m.ServerId))
+			a.trigger(ctx, m.ServerId, true)
+			a.trigger(ctx, featuresKey(m.ServerId), true)
 		}
 	case *pb.ToolsListChanged:
-		a.trigger(ctx, m.ServerId)
+		a.trigger(ctx, m.ServerId, false)
 	case *pb.FeaturesListChanged:
-		a.trigger(ctx, featuresKey(m.ServerId))
+		a.trigger(ctx, featuresKey(m.ServerId), false)
 	case *refreshMsg:
-		a.trigger(ctx, m.id)
-		a.trigger(ctx, featuresKey(m.id))
+		a.trigger(ctx, m.id, true)
+		a.trigger(ctx, featuresKey(m.id), true)
 		ctx.Respond(&askReply{})
 	case *pb.ServerRemoved:
-		delete(a.again, m.ServerId)
-		delete(a.again, featuresKey(m.ServerId))
-	case *discoveryDone:
-		delete(a.running, m.id)
-		if a.again[m.id] {
-			delete(a.again, m.id)
-			a.trigger(ctx, m.id)
+		for _, key := range []string{m.ServerId, featuresKey(m.ServerId)} {
+			a.runs.Forget(key)
+			a.sys.listings.Forget(key)
 		}
+	case *discoveryDone:
+		a.act(ctx, m.id, a.runs.Done(m.id, m.changed, time.Now()))
+	case *discoveryDue:
+		a.act(ctx, m.id, a.runs.Due(m.id, m.seq, time.Now()))
 	}
 }
 
-func (a *discoveryActor) trigger(ctx actor.Context, id string) {
-	if a.running[id] {
-		a.again[id] = true
+// trigger owes key a discovery; forced: one that stores and publishes even when the listing did not change (a new
+// session, an admin refresh).
+func (a *discoveryActor) trigger(ctx actor.Context, key string, forced bool) {
+	a.act(ctx, key, a.runs.Trigger(key, forced, time.Now()))
+}
+
+// act does what the scheduler says: start a discovery of key, or come back when it is due.
+func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if next.After > 0 {
+		time.AfterFunc(next.After, func() { root.Send(self, &discoveryDue{id: key, seq: next.Seq}) })
 		return
 	}
-	a.running[id] = true
-	self, root := ctx.Self(), ctx.ActorSystem().Root
+	if !next.Run {
+		return
+	}
 	go func() {
-		err := a.sys.discoverKey(context.Background(), id)
+		e0, s0 := a.sys.listings.Last(key)
+		err := a.sys.discoverKey(context.Background(), key, next.Forced)
 		if err != nil {
-			a.deps.Logger.Warn("discovery failed", "key", id, "error", err)
+			a.deps.Logger.Warn("discovery failed", "key", key, "error", err)
 		}
-		root.Send(self, &discoveryDone{id: id, err: err})
+		e1, s1 := a.sys.listings.Last(key)
+		root.Send(self, &discoveryDone{id: key, changed: e0 != e1 || s0 != s1, err: err})
 	}()
 }
 
-// discover lists every tool of a server through its actor, stores them namespaced and publishes what changed.
-func (s *System) discover(ctx context.Context, id string) error {
+// discover lists every tool of a server through its actor, stores them namespaced and publishes what changed. Unless
+// forced, a listing equal to the one this process stored last (under the same lease) is neither stored nor
+// published.
+func (s *System) discover(ctx context.Context, id string, forced bool) error {
 	start := time.Now()
 	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
 	res, err := s.askServer(ctx, id, &pb.ListTools{}, deadline)
@@ -138,6 +161,11 @@ func (s *System) discover(ctx context.Context, id string) error {
 		s.deps.Logger.Info("tools not stored: this process no longer owns the server", "server_id", id)
 		return nil
 	}
+	sum := floodguard.Sum(reply.ToolsJson)
+	if !forced && s.listings.Same(id, fence.Epoch, sum) {
+		s.deps.Logger.Debug("tools unchanged after list_changed: nothing stored", "server_id", id)
+		return nil
+	}
 	sctx, cancel := storeCtx()
 	defer cancel()
 	// Pins first: the tools are stored only once the pins say what of them may be served.
@@ -173,6 +201,7 @@ func (s *System) discover(ctx context.Context, id string) error {
 	s.deps.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
 		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
 	s.discovered.Store(id, true)
+	s.listings.Remember(id, fence.Epoch, sum)
 	s.sys.EventStream.Publish(&pb.ToolsChanged{
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
 	})

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -24,15 +25,16 @@ const featuresKeyPrefix = "features:"
 func featuresKey(id string) string { return featuresKeyPrefix + id }
 
 // discoverKey runs the discovery a discovery actor's key names: tools for a server id, features for featuresKey.
-func (s *System) discoverKey(ctx context.Context, key string) error {
+func (s *System) discoverKey(ctx context.Context, key string, forced bool) error {
 	if id, ok := strings.CutPrefix(key, featuresKeyPrefix); ok {
-		return s.discoverFeatures(ctx, id)
+		return s.discoverFeatures(ctx, id, forced)
 	}
-	return s.discover(ctx, key)
+	return s.discover(ctx, key, forced)
 }
 
-// discoverFeatures lists a server's prompts, resources and resource templates through its actor and stores them.
-func (s *System) discoverFeatures(ctx context.Context, id string) error {
+// discoverFeatures lists a server's prompts, resources and resource templates through its actor and stores them;
+// unless forced, not when they are what this process stored last (see discover).
+func (s *System) discoverFeatures(ctx context.Context, id string, forced bool) error {
 	start := time.Now()
 	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
 	res, err := s.askServer(ctx, id, &pb.ListFeatures{}, deadline)
@@ -75,6 +77,12 @@ func (s *System) discoverFeatures(ctx context.Context, id string) error {
 		s.deps.Logger.Info("prompts and resources not stored: this process no longer owns the server", "server_id", id)
 		return nil
 	}
+	key := featuresKey(id)
+	sum := floodguard.Sum(reply.PromptsJson, reply.ResourcesJson, reply.TemplatesJson)
+	if !forced && s.listings.Same(key, fence.Epoch, sum) {
+		s.deps.Logger.Debug("prompts and resources unchanged after list_changed: nothing stored", "server_id", id)
+		return nil
+	}
 	sctx, cancel := storeCtx()
 	defer cancel()
 	err = s.deps.Store.ReplaceServerFeatures(sctx, id, defs, fence)
@@ -102,5 +110,6 @@ func (s *System) discoverFeatures(ctx context.Context, id string) error {
 	s.deps.Logger.Info("prompts and resources discovered", "server_id", id, "server", srv.Name, "prompts", evt.Prompts,
 		"resources", evt.Resources, "templates", evt.Templates, "took", time.Since(start).String())
 	s.sys.EventStream.Publish(evt)
+	s.listings.Remember(key, fence.Epoch, sum)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 )
 
@@ -40,16 +41,27 @@ type lineMsg struct {
 	err  error
 }
 
-// newLineConn starts reading lines from src (which reads the stream that in closes) and writes messages to out.
-func newLineConn(src *msglimit.LineMessages, in io.Closer, out io.WriteCloser) *lineConn {
+// newLineConn starts reading lines from src (which reads the stream that in closes) and writes messages to out;
+// pace (nil: none) slows the reading down while notifications come faster than its rate.
+func newLineConn(src *msglimit.LineMessages, in io.Closer, out io.WriteCloser, pace *floodguard.Pacer) *lineConn {
 	c := &lineConn{in: in, out: out, incoming: make(chan lineMsg), closed: make(chan struct{})}
-	go c.readLoop(src)
+	go c.readLoop(src, pace)
 	return c
+}
+
+// isNotification reports whether one of msgs is a notification (a request without an id).
+func isNotification(msgs []jsonrpc.Message) bool {
+	for _, m := range msgs {
+		if r, ok := m.(*jsonrpc.Request); ok && !r.IsCall() {
+			return true
+		}
+	}
+	return false
 }
 
 // readLoop decodes one line at a time until the stream or a line fails. The go-sdk ends the session on a read
 // error, as it does with its own transport.
-func (c *lineConn) readLoop(src *msglimit.LineMessages) {
+func (c *lineConn) readLoop(src *msglimit.LineMessages, pace *floodguard.Pacer) {
 	for {
 		var m lineMsg
 		line, err := src.Next()
@@ -61,6 +73,9 @@ func (c *lineConn) readLoop(src *msglimit.LineMessages) {
 			m.msgs, m.err = decodeLine(line)
 		}
 		src.Release() // decoding copied what the messages keep
+		if pace != nil && isNotification(m.msgs) && !pace.Wait(c.closed) {
+			return
+		}
 		select {
 		case c.incoming <- m:
 		case <-c.closed:

@@ -33,7 +33,7 @@ func TestLineConnRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stdout := io.NopCloser(strings.NewReader(tc.in))
 			_, stdin := io.Pipe()
-			c := newLineConn((&msglimit.Guard{}).LineMessages(stdout), stdout, stdin)
+			c := newLineConn((&msglimit.Guard{}).LineMessages(stdout), stdout, stdin, nil)
 			defer c.Close()
 			ctx := context.Background()
 			for i, want := range tc.wantIDs {
@@ -71,7 +71,7 @@ func jsonID(id jsonrpc.ID) (string, error) {
 func TestLineConnWriteAndClose(t *testing.T) {
 	stdoutR, stdoutW := io.Pipe()
 	stdinR, stdinW := io.Pipe()
-	c := newLineConn((&msglimit.Guard{}).LineMessages(stdoutR), stdoutR, stdinW)
+	c := newLineConn((&msglimit.Guard{}).LineMessages(stdoutR), stdoutR, stdinW, nil)
 	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(stdinR).ReadString('\n')

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -59,7 +60,10 @@ type (
 		id        uint64
 		requestID string
 	}
-	toolsChanged struct{ gen uint64 }
+	toolsChanged struct {
+		gen   uint64
+		latch *floodguard.Latch
+	}
 	// toolsListFailed: a tools/list of the session failed without a JSON-RPC answer from the backend.
 	toolsListFailed struct {
 		gen uint64
@@ -238,6 +242,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *featuresListChanged, *resourceUpdated:
 		a.onFeatureNotice(m)
 	case *toolsChanged:
+		m.latch.Clear() // before acting: a later list_changed is passed on again
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.ToolsListChanged{ServerId: a.id, ServerName: a.rec.Name})
 		}

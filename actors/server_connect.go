@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -154,21 +155,31 @@ func (a *serverActor) startConnect(reason string) {
 	attempt.timer = time.AfterFunc(a.deps.Config.ConnectionTimeout, cancel)
 	a.attempt = attempt
 
+	// A flooding backend costs the others little (floodguard): its list_changed notifications are merged while one
+	// is on its way to this actor, and its relayed log and progress notifications are rate-limited.
+	name, mx := a.rec.Name, a.deps.Metrics
+	dropped := func(kind string) { mx.NotificationDropped(name, kind) }
+	limit := floodguard.NewLimiter(a.deps.Config.NotifyRate, dropped)
+	toolsLatch := &floodguard.Latch{}
 	opts := &mcp.ClientOptions{
 		// roots: a backend may ask for the roots of the client whose call is in flight (relayMiddleware relays
 		// it). No listChanged: the aggregator's clients come and go; their root lists are asked for per call.
 		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			a.sys.Root.Send(a.self, &toolsChanged{gen: attempt.gen})
+			if !toolsLatch.Set() {
+				dropped(floodguard.KindListChanged)
+				return
+			}
+			a.sys.Root.Send(a.self, &toolsChanged{gen: attempt.gen, latch: toolsLatch})
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			if to, ok := a.progress.Load(req.Params.ProgressToken); ok {
+			if to, ok := a.progress.Load(req.Params.ProgressToken); ok && limit.Allow(floodguard.KindProgress) {
 				a.sys.Root.Send(to.(*actor.PID), &pb.Progress{Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
 			}
 		},
 	}
-	a.featureHandlers(opts, attempt.gen)
-	a.relayHandlers(opts)
+	a.featureHandlers(opts, attempt.gen, dropped)
+	a.relayHandlers(opts, limit)
 	if a.rec.TransportType != persistence.TransportSTDIO {
 		opts.KeepAlive = a.deps.Config.KeepAlive
 	}

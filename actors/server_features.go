@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -35,8 +36,9 @@ const (
 // Local messages from the session's notification handlers.
 type (
 	featuresListChanged struct {
-		gen  uint64
-		kind string // "prompts" or "resources"
+		gen   uint64
+		kind  string // "prompts" or "resources"
+		latch *floodguard.Latch
 	}
 	resourceUpdated struct {
 		gen uint64
@@ -45,14 +47,20 @@ type (
 )
 
 // featureHandlers are the client options that pass a backend's prompt and resource notifications to the actor.
-func (a *serverActor) featureHandlers(opts *mcp.ClientOptions, gen uint64) {
+// A kind's list_changed notifications are merged while one is on its way to the actor (floodguard.Latch); dropped
+// counts the merged ones.
+func (a *serverActor) featureHandlers(opts *mcp.ClientOptions, gen uint64, dropped func(kind string)) {
 	sys, self := a.sys, a.self
-	opts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) {
-		sys.Root.Send(self, &featuresListChanged{gen: gen, kind: "prompts"})
+	prompts, resources := &floodguard.Latch{}, &floodguard.Latch{}
+	notice := func(kind string, latch *floodguard.Latch) {
+		if !latch.Set() {
+			dropped(floodguard.KindListChanged)
+			return
+		}
+		sys.Root.Send(self, &featuresListChanged{gen: gen, kind: kind, latch: latch})
 	}
-	opts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) {
-		sys.Root.Send(self, &featuresListChanged{gen: gen, kind: "resources"})
-	}
+	opts.PromptListChangedHandler = func(context.Context, *mcp.PromptListChangedRequest) { notice("prompts", prompts) }
+	opts.ResourceListChangedHandler = func(context.Context, *mcp.ResourceListChangedRequest) { notice("resources", resources) }
 	opts.ResourceUpdatedHandler = func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 		if req.Params != nil && req.Params.URI != "" {
 			sys.Root.Send(self, &resourceUpdated{gen: gen, uri: req.Params.URI})
@@ -64,6 +72,7 @@ func (a *serverActor) featureHandlers(opts *mcp.ClientOptions, gen uint64) {
 func (a *serverActor) onFeatureNotice(msg any) {
 	switch m := msg.(type) {
 	case *featuresListChanged:
+		m.latch.Clear() // before acting: a later list_changed is passed on again
 		if a.sess != nil && m.gen == a.sess.gen {
 			a.sys.EventStream.Publish(&pb.FeaturesListChanged{ServerId: a.id, ServerName: a.rec.Name, Kind: m.kind})
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -102,8 +103,8 @@ func (r *relayState) target(method string) (*actor.PID, error) {
 }
 
 // relayHandlers are the client options that pass a backend's elicitation and sampling requests and its log
-// messages to the client of the call in flight.
-func (a *serverActor) relayHandlers(opts *mcp.ClientOptions) {
+// messages to the client of the call in flight; log messages beyond the server's rate are dropped (limit).
+func (a *serverActor) relayHandlers(opts *mcp.ClientOptions, limit *floodguard.Limiter) {
 	r, sys := &a.relay, a.sys
 	r.timeout = a.deps.Config.RequestTimeout
 	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -124,6 +125,9 @@ func (a *serverActor) relayHandlers(opts *mcp.ClientOptions) {
 		pid, ok := r.logTarget()
 		if !ok || req.Params == nil {
 			return // not attributable to one client: dropped
+		}
+		if !limit.Allow(floodguard.KindLog) {
+			return // beyond the server's rate: dropped and counted
 		}
 		if raw, err := json.Marshal(req.Params); err == nil {
 			sys.Root.Send(pid, &pb.RelayLog{ParamsJson: raw})

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 )
 
@@ -79,7 +80,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}()
 	// The guard bounds every line at the message limit (an oversized answer becomes an error response for its id);
 	// lineConn decodes each line from the guard's buffer and hands the buffer back at once.
-	conn := newLineConn(t.guard.LineMessages(stdout), stdout, stdin)
+	// Notifications beyond floodguard.ReadRate wait: a flooding child blocks on its own writes.
+	conn := newLineConn(t.guard.LineMessages(stdout), stdout, stdin, floodguard.NewPacer(floodguard.ReadRate))
 	return &stdioConn{Connection: conn, t: t}, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -38,6 +39,8 @@ type System struct {
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
 	// discovered holds the ids of the servers whose tools this process has discovered (AwaitStartup).
 	discovered sync.Map
+	// listings remembers what discovery stored last per server and kind (floodguard.Listings).
+	listings floodguard.Listings
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
 	calls callGate
 	// feed sends this process's events to the other processes on the store and delivers theirs (nil: the store
@@ -199,7 +202,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(fmt.Errorf("spawn router: %w", err))
 	}
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &discoveryActor{deps: d, sys: s, running: map[string]bool{}, again: map[string]bool{}}
+		return &discoveryActor{deps: d, sys: s, runs: floodguard.NewRuns(d.Config.ListChangedInterval)}
 	}, s.guardian), "discovery")
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/connconfig"
@@ -160,6 +161,11 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		base.MaxIdleConnsPerHost = 128
 		if guard == nil {
 			guard = &msglimit.Guard{}
+		}
+		if guard.Pace == nil {
+			// Notifications beyond floodguard.ReadRate wait, on all of the session's streams together.
+			pace := floodguard.NewPacer(floodguard.ReadRate)
+			guard.Pace = func() { pace.Wait(nil) }
 		}
 		conns := newSessionConns(base)
 		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers, origin: origin(eu), out: out},

@@ -66,6 +66,7 @@ type Metrics struct {
 	BackendSessions     *prometheus.GaugeVec
 	ToolChangesPending  *prometheus.GaugeVec
 	ToolChangesHeld     *prometheus.CounterVec
+	NotifyDropped       *prometheus.CounterVec
 	ReservedURIsDropped *prometheus.CounterVec
 }
 
@@ -154,6 +155,10 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Name: "mcp_aggregator_tool_changes_held_total",
 			Help: "Tool definition changes put on hold by definition pinning, by kind (changed: an approved tool changed; new: a tool never approved).",
 		}, []string{"server", "kind"}),
+		NotifyDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_aggregator_notifications_dropped_total",
+			Help: "A backend's notifications dropped by the flood bounds, by kind (log, progress: beyond MCP_AGGREGATOR_NOTIFY_RATE; list_changed: merged into a rediscovery already on its way).",
+		}, []string{"server", "kind"}),
 		ReservedURIsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcp_aggregator_reserved_uris_dropped_total",
 			Help: "Resources and resource templates a backend listed under the aggregator's reserved mcp-aggregator:// scheme, dropped at discovery, by kind (resource, resource_template).",
@@ -162,7 +167,7 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 	reg.MustRegister(m.RoutingDuration, m.ExecutionDuration, m.HealthCheckDuration, m.HealthCheckFailures, m.ToolCalls,
 		m.CallsInFlight, m.SearchDuration, m.Classifications, m.ReconnectAttempts, m.SessionLosses, m.StateTransitions,
 		m.HTTPRequests, m.HTTPDuration, m.ActorRestarts, m.BackendSessions, m.ToolChangesPending, m.ToolChangesHeld, m.ReservedURIsDropped,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.NotifyDropped, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if snapshot != nil {
 		reg.MustRegister(&stateCollector{snapshot: snapshot})
 	}
@@ -203,6 +208,7 @@ func (m *Metrics) ForgetServer(name string) {
 	m.ToolChangesPending.DeletePartialMatch(l)
 	m.ToolChangesHeld.DeletePartialMatch(l)
 	m.ReservedURIsDropped.DeletePartialMatch(l)
+	m.NotifyDropped.DeletePartialMatch(l)
 }
 
 // ReservedURIs records the resources (kind resource) or resource templates (kind resource_template) a server listed
@@ -212,6 +218,15 @@ func (m *Metrics) ReservedURIs(server, kind string, n int) {
 		return
 	}
 	m.ReservedURIsDropped.WithLabelValues(server, kind).Add(float64(n))
+}
+
+// NotificationDropped counts a backend's notification dropped by the flood bounds (kind: log, progress,
+// list_changed).
+func (m *Metrics) NotificationDropped(server, kind string) {
+	if m == nil {
+		return
+	}
+	m.NotifyDropped.WithLabelValues(server, kind).Inc()
 }
 
 // ToolChanges records a server's pending tool changes after a discovery, and the changes it newly held by kind.

@@ -97,6 +97,7 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.Classification("builtin", "failed")
 	m.HTTP("rest", "/", "GET", 200, time.Second)
 	m.ActorRestart("server")
+	m.NotificationDropped("s", "log")
 	m.ForgetServer("s")
 	h := m.WrapHTTP("mcp", "/mcp", http.NotFoundHandler())
 	rec := httptest.NewRecorder()

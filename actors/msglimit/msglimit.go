@@ -195,6 +195,10 @@ type Guard struct {
 	Limit int
 	// Account is the server's share of the shared Budget (nil: unbounded).
 	Account *Account
+	// Pace, when set, is called before each notification of an event stream is handed to the go-sdk; it may block,
+	// and the stream is not read meanwhile, so a backend that floods notifications waits on its own writes
+	// (floodguard.Pacer). Safe for concurrent use: a session's streams share it.
+	Pace func()
 
 	// readers recycles the line buffers of the session's guarded readers: a routed call reads one small message
 	// per POST response, and a fresh 64 KiB buffer per call was most of the guard's cost on the call path.
@@ -262,6 +266,18 @@ func errorResponse(id json.RawMessage, message string) []byte {
 	b.Write(msg)
 	b.WriteString(`}}`)
 	return b.Bytes()
+}
+
+// isNotification reports whether a small message is a notification: a method and no id.
+func isNotification(data []byte) bool {
+	if len(data) >= SmallMessage || !bytes.Contains(data, []byte(`"method"`)) {
+		return false // large messages are bounded by the Budget, and answers have no method: no second parse
+	}
+	var probe struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	return json.Unmarshal(data, &probe) == nil && probe.Method != "" && probe.ID == nil
 }
 
 // kind says what a message is, as far as its head tells.

@@ -390,3 +390,27 @@ func TestLineMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestEventsPaceNotifications: an event stream calls Pace before handing over each notification, and only then
+// (responses, requests with an id and events without data pass unpaced), and hands every event over unchanged.
+func TestEventsPaceNotifications(t *testing.T) {
+	in := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"roots/list\"}\n\n" +
+		"id: 9\n\n" +
+		"data: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n"
+	paced := 0
+	g := &Guard{Pace: func() { paced++ }}
+	out, err := io.ReadAll(g.Events(io.NopCloser(strings.NewReader(in)), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paced != 2 {
+		t.Errorf("Pace called %d times; want 2 (the two notifications)", paced)
+	}
+	for _, want := range []string{"notifications/tools/list_changed", "notifications/message", "roots/list", `"id":7`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the stream lost %s:\n%s", want, out)
+		}
+	}
+}

@@ -386,6 +386,9 @@ func (r *eventReader) emit() bool {
 			}
 		}
 		b.WriteByte('\n')
+		if hasData && r.g != nil && r.g.Pace != nil && isNotification(r.c.buf) {
+			r.g.Pace()
+		}
 		r.g.account().recycle(r.c.buf)
 		r.c.buf = nil // the encoding replaces it; the reservation moves with it
 		r.take(&r.c, b.Bytes())

@@ -121,6 +121,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_MESSAGE_BUDGET_PER_SERVER_BYTES", "33554432", "the share of that budget one server may hold; 0 no bound"},
 		{"MCP_AGGREGATOR_OUTBOUND_DENY", "", "comma-separated CIDRs or IPs the daemon never connects to (SSE/HTTP sessions, redirects, health checks), in addition to the default metadata and link-local rules"},
 		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
+		{"MCP_AGGREGATOR_NOTIFY_RATE", "100", "log messages, and progress notifications, of one server relayed to its callers per second (a burst of as many passes at once); beyond it they are dropped and counted in mcp_aggregator_notifications_dropped_total; 0 no bound"},
 		{"MCP_AGGREGATOR_MAX_CALLS_PER_SERVER", "64", "calls in flight on one server at once (REST and MCP together); one more answers 503 SERVER_BUSY with Retry-After"},
 		{"MCP_AGGREGATOR_CLUSTER", "", "`etcd` or `automanaged` makes the daemon a node of a cluster (needs DATABASE_URL and MCP_CREDENTIAL_KEY); empty: a single node, no cluster port"},
 		{"MCP_AGGREGATOR_CLUSTER_NAME", "mcp-aggregator", "nodes join the cluster of this name"},
@@ -206,6 +207,11 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		*b.dst = n
 	}
 	a.MaxCallsPerServer = integer("MCP_AGGREGATOR_MAX_CALLS_PER_SERVER")
+	if r, err := strconv.ParseFloat(get("MCP_AGGREGATOR_NOTIFY_RATE"), 64); err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_NOTIFY_RATE=%q: want notifications per second (0: no bound)", get("MCP_AGGREGATOR_NOTIFY_RATE")))
+	} else {
+		a.NotifyRate = r
+	}
 	a.LeaseTTL = seconds("MCP_AGGREGATOR_LEASE_TTL", false)
 	if a.LeaseTTL > 0 && a.LeaseTTL < 300*time.Millisecond {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_LEASE_TTL=%q: want at least 0.3 seconds", get("MCP_AGGREGATOR_LEASE_TTL")))

@@ -26,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 			}
 			a := c.Actors
 			if a.MaxServers != 50 || a.HealthInterval != 30*time.Second || a.ConnectionTimeout != 30*time.Second ||
-				a.RequestTimeout != time.Minute || a.Retry.Steady != time.Minute || a.HealthTimeout != 5*time.Second {
+				a.RequestTimeout != time.Minute || a.Retry.Steady != time.Minute || a.HealthTimeout != 5*time.Second || a.NotifyRate != 100 {
 				t.Fatalf("actor defaults: %+v", a)
 			}
 			if !filepath.IsAbs(c.DataDir) {
@@ -51,6 +51,17 @@ func TestLoadConfig(t *testing.T) {
 			}
 		}},
 		{name: "bad number", env: map[string]string{"MCP_AGGREGATOR_MAX_SERVERS": "lots"}, wantErr: "MCP_AGGREGATOR_MAX_SERVERS"},
+		{name: "notify rate", env: map[string]string{"MCP_AGGREGATOR_NOTIFY_RATE": "2.5"}, check: func(t *testing.T, c config) {
+			if c.Actors.NotifyRate != 2.5 {
+				t.Fatalf("notify rate %v", c.Actors.NotifyRate)
+			}
+		}},
+		{name: "notify rate off", env: map[string]string{"MCP_AGGREGATOR_NOTIFY_RATE": "0"}, check: func(t *testing.T, c config) {
+			if c.Actors.NotifyRate != 0 {
+				t.Fatalf("notify rate %v", c.Actors.NotifyRate)
+			}
+		}},
+		{name: "negative notify rate", env: map[string]string{"MCP_AGGREGATOR_NOTIFY_RATE": "-1"}, wantErr: "MCP_AGGREGATOR_NOTIFY_RATE"},
 		{name: "zero interval", env: map[string]string{"MCP_AGGREGATOR_HEALTH_INTERVAL": "0"}, wantErr: "MCP_AGGREGATOR_HEALTH_INTERVAL"},
 		{name: "negative timeout", env: map[string]string{"MCP_AGGREGATOR_CONNECTION_TIMEOUT": "-1"}, wantErr: "MCP_AGGREGATOR_CONNECTION_TIMEOUT"},
 		{name: "bad bool", env: map[string]string{"MCP_AGGREGATOR_ENABLED": "maybe"}, wantErr: "MCP_AGGREGATOR_ENABLED"},

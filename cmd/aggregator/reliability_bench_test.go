@@ -7,7 +7,9 @@ package main
 //	go test -run '^$' -bench Reliability -benchtime 1x -timeout 30m ./cmd/aggregator/
 //
 // Each scenario reports the daemon's peak resident memory, the healthy servers' errors and p99, and that p99 over
-// the quiet p99 measured in the same run. The figures go to BENCHMARKS.md ("Reliability"). Every load is bounded in
+// the quiet p99 measured in the same run, the healthy call rate over the quiet one and the daemon's CPU. One
+// scenario alone (the quiet run always comes first): -bench 'Reliability/notify-flood-list-changed'. The figures go to
+// BENCHMARKS.md ("Reliability"). Every load is bounded in
 // time and sends traffic only to loopback.
 
 import (
@@ -29,6 +31,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
@@ -352,6 +357,19 @@ func hostileScenarios() []hostile {
 				}
 			}
 		}},
+		{"notify-flood-list-changed", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			// A stdio backend that sends notifications/tools/list_changed without end, as fast as the daemon reads.
+			id := d.register(b, client, map[string]any{"name": "lcflood", "transport_type": "STDIO",
+				"connection_config": map[string]any{"command": peertest.GoBinary(b, "./testdata/hostile/notifyflood"), "env": map[string]string{"FLOOD": "list_changed"}}})
+			d.waitStatus(b, client, id, "CONNECTED", 30*time.Second)
+			return nil, nil
+		}},
+		{"notify-flood-log-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			return floodDuringCalls(b, d, client, "logflood", "log")
+		}},
+		{"notify-flood-progress-during-calls", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
+			return floodDuringCalls(b, d, client, "progflood", "progress")
+		}},
 		{"mcp-session-flood", func(b *testing.B, d *relDaemon, client *http.Client) (func(context.Context), func(*testing.B)) {
 			var opened, refused atomic.Int64
 			body := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`)
@@ -392,6 +410,78 @@ func hostileScenarios() []hostile {
 	}
 }
 
+// floodDuringCalls registers the notifyflood stdio backend as name and returns an attack that, from an /mcp client
+// that declared roots and set its log level, calls its burst tool back to back: 4,000 notifications of kind (log or
+// progress, the latter with the call's progress token) before each result. The check reports the calls that
+// completed and how many notifications reached the client.
+func floodDuringCalls(b *testing.B, d *relDaemon, client *http.Client, name, kind string) (func(context.Context), func(*testing.B)) {
+	b.Helper()
+	id := d.register(b, client, map[string]any{"name": name, "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": peertest.GoBinary(b, "./testdata/hostile/notifyflood")}})
+	d.waitStatus(b, client, id, "CONNECTED", 30*time.Second)
+	var received, calls atomic.Int64
+	cl := mcp.NewClient(&mcp.Implementation{Name: "flood-caller", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler:       func(context.Context, *mcp.LoggingMessageRequest) { received.Add(1) },
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { received.Add(1) },
+	})
+	sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.mcpURL()}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		b.Fatalf("connect to /mcp: %v", err)
+	}
+	b.Cleanup(func() { _ = sess.Close() })
+	if err := sess.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		b.Fatalf("set log level: %v", err)
+	}
+	tool := name + "__burst"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) { // until discovered
+		if _, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"kind": kind, "n": 1}}); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatalf("call %s: %v", tool, err)
+		}
+	}
+	received.Store(0)
+	return func(ctx context.Context) {
+			repeat(ctx, 1, func(ctx context.Context) {
+				p := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"kind": kind, "n": floodBurst}}
+				if kind == "progress" {
+					p.SetProgressToken(fmt.Sprintf("flood-%d", calls.Load()))
+				}
+				if _, err := sess.CallTool(ctx, p); err == nil {
+					calls.Add(1)
+				}
+			})
+		}, func(b *testing.B) {
+			b.ReportMetric(float64(calls.Load()), "hostile-calls")
+			b.ReportMetric(float64(received.Load()), "hostile-relayed")
+		}
+}
+
+// floodBurst is how many notifications one call of floodDuringCalls makes its backend send.
+const floodBurst = 4000
+
+// cpuTicks is the user and system time a process has used, in clock ticks (1/100 s on Linux).
+func cpuTicks(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which may hold spaces) start after its closing parenthesis.
+	rest := string(raw[bytes.LastIndexByte(raw, ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
+}
+
+// cpuPercent is the CPU the process used between two cpuTicks readings over elapsed (100 %: one core).
+func cpuPercent(before, after int64, elapsed time.Duration) float64 {
+	return float64(after-before) / 100 / elapsed.Seconds() * 100
+}
+
 // BenchmarkReliability runs each hostile scenario beside 10 healthy backends under load and reports the daemon's
 // peak memory and the healthy servers' errors and p99 against the quiet run. It fails when a bound of the
 // reliability issue is missed: peak RSS over 300 MiB or any healthy error. The p99 ratio is reported (the loaded
@@ -414,13 +504,16 @@ func BenchmarkReliability(b *testing.B) {
 	closedLoop(func(ctx context.Context) error { return restCaller(client, d.call(), names[0]+".echo")(ctx) }, relWorkers, 2000, 10*time.Second)
 
 	rss := sampleRSS(d.cmd.Process.Pid)
+	cpu0 := cpuTicks(d.cmd.Process.Pid)
 	quiet := healthyLoad(client, d.call(), names, relQuietFor)
+	quietCPU := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), quiet.elapsed)
 	quietRSS := rss.done()
 	quietP99 := percentile(quiet.lat, 0.99)
 	b.Run("quiet", func(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 		b.ReportMetric(ms(quietP99), "healthy-p99-ms")
 		b.ReportMetric(quiet.rate(), "healthy-calls/s")
+		b.ReportMetric(quietCPU, "daemon-cpu-%")
 		b.ReportMetric(float64(quiet.errs), "healthy-errors")
 		b.ReportMetric(quietRSS, "peak-rss-MiB")
 	})
@@ -441,7 +534,9 @@ func BenchmarkReliability(b *testing.B) {
 				wg.Add(1)
 				go func() { defer wg.Done(); attack(ctx) }()
 			}
+			cpu0 := cpuTicks(d.cmd.Process.Pid)
 			res := healthyLoad(client, d.call(), names, relHostileFor)
+			cpu := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), res.elapsed)
 			cancel()
 			wg.Wait()
 			peak := rss.done()
@@ -453,6 +548,8 @@ func BenchmarkReliability(b *testing.B) {
 			b.ReportMetric(ms(p99), "healthy-p99-ms")
 			b.ReportMetric(float64(p99)/float64(quietP99), "p99-ratio")
 			b.ReportMetric(res.rate(), "healthy-calls/s")
+			b.ReportMetric(res.rate()/quiet.rate(), "rate-ratio")
+			b.ReportMetric(cpu, "daemon-cpu-%")
 			b.ReportMetric(float64(res.errs), "healthy-errors")
 			b.ReportMetric(peak, "peak-rss-MiB")
 			if check != nil {

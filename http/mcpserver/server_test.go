@@ -29,13 +29,19 @@ type rig struct {
 }
 
 func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
+	return newRigWith(t, actors.Deps{Config: actors.DefaultConfig()}, opts...)
+}
+
+// newRigWith is newRig with the actors' dependencies (their store is the rig's).
+func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig()})
+	deps.Store = st
+	sys, err := actors.Start(ctx, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
