@@ -22,6 +22,9 @@ type (
 		id  string
 		err error
 	}
+	// firstDiscovery asks for a discovery of a server's tools that starts after the ask (a new session's first);
+	// the answer, an askReply, comes once its outcome is in the router's table.
+	firstDiscovery struct{ id string }
 )
 
 // discoveryActor keeps the stored tools of every server equal to what the server lists (BR-003): it runs on every
@@ -32,16 +35,25 @@ type discoveryActor struct {
 	sys     *System
 	running map[string]bool
 	again   map[string]bool
+	// waiting are the askers of firstDiscovery per server, answered by the next run that starts.
+	waiting map[string][]*actor.PID
 }
 
 // Receive implements actor.Actor.
 func (a *discoveryActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *pb.ServerStatusChanged:
+		// A new session's tools were discovered before it entered CONNECTED (firstDiscovery); its prompts and
+		// resources follow.
 		if m.To == persistence.StatusConnected && m.From == persistence.StatusConnecting {
-			a.trigger(ctx, m.ServerId)
 			a.trigger(ctx, featuresKey(m.ServerId))
 		}
+	case *firstDiscovery:
+		if a.waiting == nil {
+			a.waiting = map[string][]*actor.PID{}
+		}
+		a.waiting[m.id] = append(a.waiting[m.id], ctx.Sender())
+		a.trigger(ctx, m.id)
 	case *pb.ToolsListChanged:
 		a.trigger(ctx, m.ServerId)
 	case *pb.FeaturesListChanged:
@@ -53,6 +65,10 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 	case *pb.ServerRemoved:
 		delete(a.again, m.ServerId)
 		delete(a.again, featuresKey(m.ServerId))
+		for _, pid := range a.waiting[m.ServerId] {
+			ctx.Send(pid, &askReply{err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
+		}
+		delete(a.waiting, m.ServerId)
 	case *discoveryDone:
 		delete(a.running, m.id)
 		if a.again[m.id] {
@@ -68,11 +84,22 @@ func (a *discoveryActor) trigger(ctx actor.Context, id string) {
 		return
 	}
 	a.running[id] = true
+	waiting := a.waiting[id]
+	delete(a.waiting, id)
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
 		err := a.sys.discoverKey(context.Background(), id)
 		if err != nil {
 			a.deps.Logger.Warn("discovery failed", "key", id, "error", err)
+		}
+		if len(waiting) > 0 {
+			// The router was sent the ToolsChanged before Publish returned: once it answers, its table has them.
+			if _, rerr := a.sys.askActor(context.Background(), a.sys.router, &readyMsg{}, 0); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("router: %w", rerr))
+			}
+			for _, pid := range waiting {
+				root.Send(pid, &askReply{err: err})
+			}
 		}
 		root.Send(self, &discoveryDone{id: id, err: err})
 	}()
@@ -172,7 +199,6 @@ func (s *System) discover(ctx context.Context, id string) error {
 	}
 	s.deps.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
 		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
-	s.discovered.Store(id, true)
 	s.sys.EventStream.Publish(&pb.ToolsChanged{
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
 	})

@@ -87,18 +87,11 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.curated = map[string]*serverCuration{}
 		r.loadAll()
 		r.publish()
+	case *applyStatus:
+		r.applyStatus(m.evt)
+		ctx.Respond(&askReply{})
 	case *pb.ServerStatusChanged:
-		if m.Epoch > 0 {
-			at := [2]int64{m.Epoch, m.Seq}
-			if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
-				return // older than what the table shows
-			}
-			r.applied[m.ServerId] = at
-		}
-		s := r.servers[m.ServerId]
-		s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
-		r.servers[m.ServerId] = s
-		r.publish()
+		r.applyStatus(m)
 	case *pb.ServerUpdated:
 		r.reload(m.ServerId)
 		r.publish()
@@ -123,6 +116,29 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.loadProfiles()
 		r.publish()
 	}
+}
+
+// applyStatus is a server actor's status change, sent to the router before the change is stored or published (see
+// setStatus): a reader who sees the new status finds it in the routing table too.
+type applyStatus struct{ evt *pb.ServerStatusChanged }
+
+// applyStatus puts a status change in the table. The same change arrives twice on the owner's node (asked before
+// it is stored, then published): the second, and any older one, changes nothing.
+func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) {
+	if m.Epoch > 0 {
+		at := [2]int64{m.Epoch, m.Seq}
+		if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
+			return // older than what the table shows
+		}
+		r.applied[m.ServerId] = at
+	}
+	s, known := r.servers[m.ServerId]
+	if known && s.Name == m.ServerName && s.Status == m.To {
+		return
+	}
+	s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
+	r.servers[m.ServerId] = s
+	r.publish()
 }
 
 // loadProfiles reads every profile (they are few and small).

@@ -60,6 +60,11 @@ type (
 		requestID string
 	}
 	toolsChanged struct{ gen uint64 }
+	// firstDiscovered: the first discovery of session gen is in the routing table (or failed, err).
+	firstDiscovered struct {
+		gen uint64
+		err error
+	}
 	// toolsListFailed: a tools/list of the session failed without a JSON-RPC answer from the backend.
 	toolsListFailed struct {
 		gen uint64
@@ -233,6 +238,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *toolsListFailed:
 		a.onToolsListFailed(m)
+	case *firstDiscovered:
+		a.onFirstDiscovered(m)
 	case *reloaded:
 		a.onReloaded(m)
 	case *featuresListChanged, *resourceUpdated:
@@ -334,7 +341,13 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	if fence != nil {
 		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.nextSeq()
 	}
+	router, wait := actor.NewPID(sys.Address(), "router"), a.deps.Config.AskTimeout
 	a.writes.enqueue(func() {
+		// Read-your-writes: this node's routing table has the change before the row, the history, the event stream
+		// (console, metrics, other nodes) show it. A router that does not answer in time delays it no further.
+		if _, err := sys.Root.RequestFuture(router, &applyStatus{evt: evt}, wait).Result(); err != nil && !errors.Is(err, actor.ErrDeadLetter) {
+			a.deps.Logger.Warn("router slow to apply a status change", "server_id", evt.ServerId, "to", to, "error", err)
+		}
 		if fence != nil {
 			sctx, cancel := a.storeCtx()
 			// The store writes from, reason and error_message into the row's details itself: Details is only for
