@@ -23,7 +23,7 @@ type (
 		err error
 	}
 	// firstDiscovery asks for a discovery of a server's tools that starts after the ask (a new session's first);
-	// the answer, an askReply, comes once its outcome is in the router's table.
+	// the answer, an askReply, comes once it is stored (or failed).
 	firstDiscovery struct{ id string }
 )
 
@@ -92,14 +92,9 @@ func (a *discoveryActor) trigger(ctx actor.Context, id string) {
 		if err != nil {
 			a.deps.Logger.Warn("discovery failed", "key", id, "error", err)
 		}
-		if len(waiting) > 0 {
-			// The router was sent the ToolsChanged before Publish returned: once it answers, its table has them.
-			if _, rerr := a.sys.askActor(context.Background(), a.sys.router, &readyMsg{}, 0); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("router: %w", rerr))
-			}
-			for _, pid := range waiting {
-				root.Send(pid, &askReply{err: err})
-			}
+		// The router holds the tools of a CONNECTING server and puts them in its table with CONNECTED.
+		for _, pid := range waiting {
+			root.Send(pid, &askReply{err: err})
 		}
 		root.Send(self, &discoveryDone{id: id, err: err})
 	}()
