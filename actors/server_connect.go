@@ -259,6 +259,9 @@ func (a *serverActor) onFirstDiscovered(m *firstDiscovered) {
 	if a.sess == nil || a.sess.gen != m.gen || a.status != persistence.StatusConnecting {
 		return
 	}
+	if m.err != nil && a.sess.b.exitReason() != "" {
+		return // the stdio child exited: its session ends, and onSessionLost reports that as the failed connection
+	}
 	if m.err != nil {
 		a.log().Warn("the first tool discovery of the session failed; connected without its tools", "error", a.secrets.scrub(m.err.Error()))
 	}
