@@ -60,7 +60,7 @@ type (
 		requestID string
 	}
 	toolsChanged struct{ gen uint64 }
-	// firstDiscovered: the first discovery of session gen is in the routing table (or failed, err).
+	// firstDiscovered: the first discovery of session gen is stored (or failed, err).
 	firstDiscovered struct {
 		gen uint64
 		err error
@@ -341,12 +341,12 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	if fence != nil {
 		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.nextSeq()
 	}
-	router, wait := actor.NewPID(sys.Address(), "router"), a.deps.Config.AskTimeout
+	router, wait, log := actor.NewPID(sys.Address(), "router"), a.deps.Config.AskTimeout, a.deps.Logger
 	a.writes.enqueue(func() {
 		// Read-your-writes: this node's routing table has the change before the row, the history, the event stream
-		// (console, metrics, other nodes) show it. A router that does not answer in time delays it no further.
+		// (console, other nodes) show it. A router that does not answer in time delays it no further.
 		if _, err := sys.Root.RequestFuture(router, &applyStatus{evt: evt}, wait).Result(); err != nil && !errors.Is(err, actor.ErrDeadLetter) {
-			a.deps.Logger.Warn("router slow to apply a status change", "server_id", evt.ServerId, "to", to, "error", err)
+			log.Warn("router slow to apply a status change", "server_id", evt.ServerId, "to", to, "error", err)
 		}
 		if fence != nil {
 			sctx, cancel := a.storeCtx()

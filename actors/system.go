@@ -468,8 +468,8 @@ func (l levelFloor) WithGroup(name string) slog.Handler {
 }
 
 // AwaitStartup waits until every server the admin wants connected that this process serves has either been
-// connected (which it is once its tools are discovered), or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
-// should see the backends' tools, not only the meta-tools.
+// connected (which it is once its tools are discovered and routed), or failed, or until ctx ends. A stdio client
+// lists tools once, right after it starts the daemon: it should see the backends' tools, not only the meta-tools.
 func (s *System) AwaitStartup(ctx context.Context) error {
 	servers, _, err := s.deps.Store.ListServers(ctx, persistence.ListServersFilter{})
 	if err != nil {
