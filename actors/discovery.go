@@ -28,6 +28,9 @@ type (
 		id  string
 		seq uint64
 	}
+	// firstDiscovery asks for a discovery of a server's tools that starts after the ask (a new session's first);
+	// the answer, an askReply, comes once it is stored (or failed).
+	firstDiscovery struct{ id string }
 )
 
 // discoveryActor keeps the stored tools of every server equal to what the server lists (BR-003): it runs on every
@@ -42,16 +45,25 @@ type discoveryActor struct {
 	deps *Deps
 	sys  *System
 	runs *floodguard.Runs
+	// waiting are the askers of firstDiscovery per server, answered by the next run that starts.
+	waiting map[string][]*actor.PID
 }
 
 // Receive implements actor.Actor.
 func (a *discoveryActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *pb.ServerStatusChanged:
+		// A new session's tools were discovered before it entered CONNECTED (firstDiscovery); its prompts and
+		// resources follow.
 		if m.To == persistence.StatusConnected && m.From == persistence.StatusConnecting {
-			a.trigger(ctx, m.ServerId, true)
 			a.trigger(ctx, featuresKey(m.ServerId), true)
 		}
+	case *firstDiscovery:
+		if a.waiting == nil {
+			a.waiting = map[string][]*actor.PID{}
+		}
+		a.waiting[m.id] = append(a.waiting[m.id], ctx.Sender())
+		a.trigger(ctx, m.id, true)
 	case *pb.ToolsListChanged:
 		a.trigger(ctx, m.ServerId, false)
 	case *pb.FeaturesListChanged:
@@ -65,6 +77,10 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 			a.runs.Forget(key)
 			a.sys.listings.Forget(key)
 		}
+		for _, pid := range a.waiting[m.ServerId] {
+			ctx.Send(pid, &askReply{err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
+		}
+		delete(a.waiting, m.ServerId)
 	case *discoveryDone:
 		a.act(ctx, m.id, a.runs.Done(m.id, m.changed, time.Now()))
 	case *discoveryDue:
@@ -88,11 +104,17 @@ func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next
 	if !next.Run {
 		return
 	}
+	waiting := a.waiting[key]
+	delete(a.waiting, key)
 	go func() {
 		e0, s0 := a.sys.listings.Last(key)
 		err := a.sys.discoverKey(context.Background(), key, next.Forced)
 		if err != nil {
 			a.deps.Logger.Warn("discovery failed", "key", key, "error", err)
+		}
+		// The router holds the tools of a CONNECTING server and puts them in its table with CONNECTED.
+		for _, pid := range waiting {
+			root.Send(pid, &askReply{err: err})
 		}
 		e1, s1 := a.sys.listings.Last(key)
 		root.Send(self, &discoveryDone{id: key, changed: e0 != e1 || s0 != s1, err: err})
@@ -200,7 +222,6 @@ func (s *System) discover(ctx context.Context, id string, forced bool) error {
 	}
 	s.deps.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
 		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
-	s.discovered.Store(id, true)
 	s.listings.Remember(id, fence.Epoch, sum)
 	s.sys.EventStream.Publish(&pb.ToolsChanged{
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),

@@ -90,8 +90,11 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	}
 }
 
+// storeTimeout bounds one store operation of an actor.
+const storeTimeout = 10 * time.Second
+
 func storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 10*time.Second)
+	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
 // register writes the new server's row off the mailbox (under key when not nil); onCreated publishes it and has

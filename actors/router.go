@@ -34,6 +34,8 @@ type routerActor struct {
 	pins *pinHashes
 	// feats: the servers' prompts, resources and resource templates (router_features.go).
 	feats routerFeatures
+	// held are the CONNECTING servers whose stored tools changed: the table takes them with the next status.
+	held map[string]bool
 }
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
@@ -83,35 +85,27 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *panicForTest:
 		panic("router: crash injected by a test")
 	case *resync:
-		r.servers, r.tools, r.applied = map[string]ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}
+		r.servers, r.tools, r.applied, r.held = map[string]ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}, nil
 		r.curated = map[string]*serverCuration{}
 		r.loadAll()
 		r.publish()
+	case *applyStatus:
+		r.applyStatus(m.evt)
+		ctx.Respond(&askReply{})
 	case *pb.ServerStatusChanged:
-		if m.Epoch > 0 {
-			at := [2]int64{m.Epoch, m.Seq}
-			if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
-				return // older than what the table shows
-			}
-			r.applied[m.ServerId] = at
-		}
-		s := r.servers[m.ServerId]
-		s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
-		r.servers[m.ServerId] = s
-		r.publish()
+		r.applyStatus(m)
 	case *pb.ServerUpdated:
 		r.reload(m.ServerId)
 		r.publish()
 	case *pb.ToolsChanged:
-		r.reloadTools(m.ServerId)
-		r.publish()
+		r.toolsChanged(m.ServerId)
 	case *pb.ClassificationDone:
-		r.reloadTools(m.ServerId)
-		r.publish()
+		r.toolsChanged(m.ServerId)
 	case *pb.FeaturesChanged:
 		r.loadFeatures(m.ServerId)
 		r.publish()
 	case *pb.ServerRemoved:
+		delete(r.held, m.ServerId)
 		r.pins.forgetServer(m.ServerId)
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
@@ -123,6 +117,54 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.loadProfiles()
 		r.publish()
 	}
+}
+
+// applyStatus is a server actor's status change, sent to the router before the change is stored or published (see
+// setStatus): a reader who sees the new status finds it in the routing table too.
+type applyStatus struct{ evt *pb.ServerStatusChanged }
+
+// applyStatus puts a status change in the table. The same change arrives twice on the owner's node (asked before
+// it is stored, then published): the second, and any older one, changes nothing.
+func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) {
+	if m.Epoch > 0 {
+		at := [2]int64{m.Epoch, m.Seq}
+		if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
+			return // older than what the table shows
+		}
+		r.applied[m.ServerId] = at
+	}
+	s, known := r.servers[m.ServerId]
+	if known && s.Name == m.ServerName && s.Status == m.To {
+		return
+	}
+	s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
+	r.servers[m.ServerId] = s
+	if r.held[m.ServerId] {
+		delete(r.held, m.ServerId)
+		r.reloadTools(m.ServerId)
+	}
+	r.publish()
+}
+
+// toolsChanged applies a server's changed tools. Those of a new session, discovered while the server is still
+// CONNECTING (awaitFirstDiscovery), are held and enter the table with CONNECTED, in the same table: no reader sees
+// the tools of a server that does not take calls yet, nor the server CONNECTED without them. This holds on every
+// node, since the feed delivers the tools before the status that follows them.
+func (r *routerActor) toolsChanged(id string) {
+	if r.servers[id].Status == persistence.StatusConnecting {
+		r.hold(id)
+		return
+	}
+	r.reloadTools(id)
+	r.publish()
+}
+
+// hold defers reloading a CONNECTING server's tools to its next status change.
+func (r *routerActor) hold(id string) {
+	if r.held == nil {
+		r.held = map[string]bool{}
+	}
+	r.held[id] = true
 }
 
 // loadProfiles reads every profile (they are few and small).
@@ -216,7 +258,11 @@ func (r *routerActor) reload(id string) {
 		c = r.curated[id]
 	}
 	r.curated[id] = c
-	r.reloadTools(id)
+	if status == persistence.StatusConnecting {
+		r.hold(id)
+	} else {
+		r.reloadTools(id)
+	}
 }
 
 func (r *routerActor) reloadTools(id string) {

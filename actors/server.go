@@ -64,6 +64,11 @@ type (
 		gen   uint64
 		latch *floodguard.Latch
 	}
+	// firstDiscovered: the first discovery of session gen is stored (or failed, err).
+	firstDiscovered struct {
+		gen uint64
+		err error
+	}
 	// toolsListFailed: a tools/list of the session failed without a JSON-RPC answer from the backend.
 	toolsListFailed struct {
 		gen uint64
@@ -237,6 +242,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *toolsListFailed:
 		a.onToolsListFailed(m)
+	case *firstDiscovered:
+		a.onFirstDiscovered(m)
 	case *reloaded:
 		a.onReloaded(m)
 	case *featuresListChanged, *resourceUpdated:
@@ -339,7 +346,13 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	if fence != nil {
 		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.nextSeq()
 	}
+	router, wait, log := actor.NewPID(sys.Address(), "router"), a.deps.Config.AskTimeout, a.deps.Logger
 	a.writes.enqueue(func() {
+		// Read-your-writes: this node's routing table has the change before the row, the history, the event stream
+		// (console, other nodes) show it. A router that does not answer in time delays it no further.
+		if _, err := sys.Root.RequestFuture(router, &applyStatus{evt: evt}, wait).Result(); err != nil && !errors.Is(err, actor.ErrDeadLetter) {
+			log.Warn("router slow to apply a status change", "server_id", evt.ServerId, "to", to, "error", err)
+		}
 		if fence != nil {
 			sctx, cancel := a.storeCtx()
 			// The store writes from, reason and error_message into the row's details itself: Details is only for

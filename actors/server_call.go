@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/metrics"
+	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -169,7 +170,8 @@ func localTransportError(err error) bool {
 
 // listTools pages through tools/list to the end in a goroutine (a large server must not hold the mailbox).
 func (a *serverActor) listTools(ctx actor.Context) {
-	if !callable(a.status) || a.sess == nil {
+	// CONNECTING with a session: its first discovery, which CONNECTED waits for.
+	if a.sess == nil || !callable(a.status) && a.status != persistence.StatusConnecting {
 		ctx.Respond(&pb.ListToolsReply{Error: a.unavailable("Server unavailable: " + a.rec.Name)})
 		return
 	}

@@ -241,9 +241,45 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		err := sess.Wait()
 		a.sys.Root.Send(a.self, &sessionLost{gen: live.gen, err: err})
 	}()
+	a.awaitFirstDiscovery(live.gen)
+}
+
+// awaitFirstDiscovery has the new session's tools discovered before the server enters CONNECTED: the actor stays
+// CONNECTING (with the session, which answers tools/list but takes no calls yet) until the discovery actor says the
+// tools are stored. The router holds them until the CONNECTED that follows (routerActor.toolsChanged) and the status
+// reaches the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
+func (a *serverActor) awaitFirstDiscovery(gen uint64) {
+	sys, self, id := a.sys, a.self, a.id
+	discovery := actor.NewPID(sys.Address(), "discovery")
+	// A discovery of the server already running finishes first; each lists once within RequestTimeout and writes
+	// the store within its store timeout.
+	timeout := 2*a.deps.Config.RequestTimeout + 2*storeTimeout
+	go func() {
+		res, err := sys.Root.RequestFuture(discovery, &firstDiscovery{id: id}, timeout).Result()
+		if r, ok := res.(*askReply); ok && err == nil {
+			err = r.err
+		}
+		sys.Root.Send(self, &firstDiscovered{gen: gen, err: err})
+	}()
+}
+
+// onFirstDiscovered enters CONNECTED once the session's first discovery is applied. A discovery that failed without
+// breaking the session (the backend answered tools/list with an error, the store was slow) does not keep the server
+// out of CONNECTED: the session works, and its tools come with the next discovery. A failure that broke the session
+// was handled before this message arrived (onToolsListFailed, onSessionLost).
+func (a *serverActor) onFirstDiscovered(m *firstDiscovered) {
+	if a.sess == nil || a.sess.gen != m.gen || a.status != persistence.StatusConnecting {
+		return
+	}
+	if m.err != nil && a.sess.b.exitReason() != "" {
+		return // the stdio child exited: its session ends, and onSessionLost reports that as the failed connection
+	}
+	if m.err != nil {
+		a.log().Warn("the first tool discovery of the session failed; connected without its tools", "error", a.secrets.scrub(m.err.Error()))
+	}
 	a.transition(persistence.StatusConnected, "connection success", nil)
 	a.scheduleHealth()
-	a.backendLogging(sess)
+	a.backendLogging(a.sess.session)
 }
 
 func (a *serverActor) connectFailed(err error, stderrTail string) {
@@ -316,7 +352,7 @@ func (a *serverActor) resetBackoffIfStable() {
 // exited, the answer broke the transport, it timed out) as a failed connection, with that error as its cause. Later
 // in a session's life, or when the backend answered a JSON-RPC error, discovery only logs: the session works.
 func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
-	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) ||
+	if a.sess == nil || a.sess.gen != m.gen || a.sess.closing.Load() || !callable(a.status) && a.status != persistence.StatusConnecting ||
 		time.Since(a.connectedAt) >= a.deps.Config.StableAfter {
 		return
 	}
@@ -377,6 +413,7 @@ func (a *serverActor) disconnect(force bool, reason string) *pb.DisconnectReply 
 			a.attempt.abandon()
 			a.attempt = nil
 		}
+		a.closeSession(false) // connected, its first discovery running
 		a.transition(persistence.StatusDisconnected, reason, nil)
 	case persistence.StatusError:
 		a.stopTimer(&a.retryTimer)
@@ -490,8 +527,11 @@ func (a *serverActor) apply(rec persistence.Server) *pb.Ack {
 		a.finishDisconnect("configuration changed")
 		a.startConnect("configuration changed")
 	case persistence.StatusConnecting:
-		a.attempt.abandon()
-		a.attempt = nil
+		if a.attempt != nil {
+			a.attempt.abandon()
+			a.attempt = nil
+		}
+		a.closeSession(false) // connected, its first discovery running
 		a.transition(persistence.StatusDisconnected, "configuration changed", nil)
 		a.startConnect("configuration changed")
 	case persistence.StatusError:

@@ -265,6 +265,9 @@ func (a *serverActor) serving(ctx actor.Context) bool {
 		a.refuse(ctx, a.leaving, "")
 		return false
 	case a.lease != nil:
+		if _, listing := ctx.Message().(*pb.ListTools); listing && a.sess != nil {
+			return true // the first discovery of the session, which the stashed calls wait for
+		}
 		if a.awaitConnect && a.status == persistence.StatusConnecting {
 			switch ctx.Message().(type) {
 			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:

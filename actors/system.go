@@ -37,8 +37,6 @@ type System struct {
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
-	// discovered holds the ids of the servers whose tools this process has discovered (AwaitStartup).
-	discovered sync.Map
 	// listings remembers what discovery stored last per server and kind (floodguard.Listings).
 	listings floodguard.Listings
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
@@ -483,8 +481,8 @@ func (l levelFloor) WithGroup(name string) slog.Handler {
 }
 
 // AwaitStartup waits until every server the admin wants connected that this process serves has either been
-// connected and had its tools discovered, or failed, or until ctx ends. A stdio client lists tools once, right after it starts the daemon: it
-// should see the backends' tools, not only the meta-tools.
+// connected (which it is once its tools are discovered and routed), or failed, or until ctx ends. A stdio client
+// lists tools once, right after it starts the daemon: it should see the backends' tools, not only the meta-tools.
 func (s *System) AwaitStartup(ctx context.Context) error {
 	servers, _, err := s.deps.Store.ListServers(ctx, persistence.ListServersFilter{})
 	if err != nil {
@@ -511,14 +509,14 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	}
 	sub := s.sys.EventStream.Subscribe(func(evt any) {
 		switch e := evt.(type) {
-		case *pb.ToolsChanged:
-			settle(e.ServerId)
 		case *pb.ServerRemoved:
 			settle(e.ServerId)
 		case *pb.ServerStatusChanged:
-			// The reset of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the
-			// server is about to connect.
-			if e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
+			// A server enters CONNECTED once its tools are in the routing table (awaitFirstDiscovery). The reset
+			// of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the server is
+			// about to connect.
+			if e.To == persistence.StatusConnected && e.From == persistence.StatusConnecting ||
+				e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
 				e.From != persistence.StatusConnecting && e.Reason != ReasonNoSessionAfterStart {
 				settle(e.ServerId)
 			}
@@ -527,7 +525,7 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	defer s.sys.EventStream.Unsubscribe(sub)
 	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
 	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers
-	// connected whose tools this process has discovered.
+	// connected (their tools discovered).
 	mu.Lock()
 	ids := make([]string, 0, len(pending))
 	for id := range pending {
@@ -547,9 +545,7 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		case st.Status == persistence.StatusError:
 			settle(id)
 		case callable(st.Status):
-			if _, ok := s.discovered.Load(id); ok {
-				settle(id)
-			}
+			settle(id) // connected with its tools
 		}
 	}
 	select {

@@ -62,7 +62,7 @@ func TestAuditWithRealActors(t *testing.T) {
 	id := r.json(t)["id"].(string)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, ok := sys.Routes().Tool("go.echo"); ok {
+		if callable(sys, "go.echo") { // CONNECTED, with its tools
 			break
 		}
 		if time.Now().After(deadline) {

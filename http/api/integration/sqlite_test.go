@@ -116,6 +116,16 @@ func wantTime(t *testing.T, v any) {
 
 func ptr[T any](v T) *T { return &v }
 
+// callable reports whether the routing table has the tool on a server that takes calls (CONNECTED or DEGRADED).
+func callable(sys *actors.System, name string) bool {
+	for _, e := range sys.Routes().Callable() {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // goBackend is an in-process go-sdk streamable HTTP server: unlike the TypeScript server, it answers an unknown
 // tool with a JSON-RPC error, and its "slow" tool sleeps as long as it is asked.
 func goBackend(t *testing.T) string {
