@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -24,14 +25,14 @@ import (
 // Call runs a tool through the server actor the route names, straight from the caller: no other actor is on the
 // path, and nothing blocks but this call. progress, when set, receives the backend's progress notifications. The
 // result comes back as JSON (ResultJson), as it would across nodes.
-func (s *System) Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error) {
+func (s *System) Call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error) {
 	reply, _, err := s.call(ctx, r, argsJSON, progress, false)
 	return reply, err
 }
 
 // CallResult is Call for a caller that wants the go-sdk result object: on this node it skips the JSON round trip
 // (the MCP endpoint hands the object straight to its own session).
-func (s *System) CallResult(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error) {
+func (s *System) CallResult(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error) {
 	reply, res, err := s.call(ctx, r, argsJSON, progress, true)
 	if err != nil || reply.Error != nil || res != nil {
 		return res, reply, err
@@ -44,7 +45,7 @@ func (s *System) CallResult(ctx context.Context, r Route, argsJSON []byte, progr
 	return &out, reply, nil
 }
 
-func (s *System) call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress), object bool) (*pb.CallToolReply, *mcp.CallToolResult, error) {
+func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress), object bool) (*pb.CallToolReply, *mcp.CallToolResult, error) {
 	deadline := s.callDeadline(ctx)
 	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object}
 	if progress != nil {
@@ -114,7 +115,7 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 				return nil, fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 			}
 			if err == nil && moved(res) {
-				return nil, &UnavailableError{Server: ServerEntry{ID: id}, Detail: "Server unavailable: it is moving between nodes; retry"}
+				return nil, &routing.UnavailableError{Server: routing.ServerEntry{ID: id}, Detail: "Server unavailable: it is moving between nodes; retry"}
 			}
 			return res, err
 		}
@@ -220,7 +221,7 @@ func (s *System) departedReply(id string, msg any, res any, err error) (any, err
 		return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
 			Message: detail + "; the call " + c.Tool + " may or may not have run, and will not be retried"}}, nil
 	}
-	return nil, &UnavailableError{Server: srv, Detail: detail}
+	return nil, &routing.UnavailableError{Server: srv, Detail: detail}
 }
 
 // activateSoon has a server activated where the lookup places it (after a registration with auto_connect); a

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -186,8 +187,8 @@ func checkRules(t *testing.T, tool persistence.Tool) {
 }
 
 // tableMatches says whether the routing table's entries carry the stored classification of these tools.
-func tableMatches(tools []persistence.Tool) func(*actors.RouteTable) bool {
-	return func(rt *actors.RouteTable) bool {
+func tableMatches(tools []persistence.Tool) func(*routing.RouteTable) bool {
+	return func(rt *routing.RouteTable) bool {
 		for _, x := range tools {
 			e, ok := rt.Tool(x.Name)
 			if !ok || e.ClassificationState != x.ClassificationState || e.IsClassified != x.IsClassified || !slices.Equal(e.SkillIDs, x.SkillIDs) {
@@ -329,7 +330,7 @@ func TestClassifierLLMOutageAndRecovery(t *testing.T) {
 	const n = 60
 	_, url := manyTools(t, n)
 	s := r.register("many", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
-	waitRoutes(t, r.sys, 30*time.Second, "the tools", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 30*time.Second, "the tools", func(rt *routing.RouteTable) bool {
 		return hasTool("many.tool_0000")(rt) && hasTool(fmt.Sprintf("many.tool_%04d", n-1))(rt)
 	})
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -73,10 +74,10 @@ type Control interface {
 	Remove(ctx context.Context, id string) error
 
 	// Routes is the current routing table: a lock-free snapshot, kept current from events.
-	Routes() *RouteTable
+	Routes() *routing.RouteTable
 	// Call runs a tool on the server the route names; progress, when set, receives the backend's progress
 	// notifications while the call runs. Errors of the call itself come back in the reply's ErrorInfo.
-	Call(ctx context.Context, r Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)
+	Call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)
 	// RefreshTools starts a discovery of a connected server (UnavailableError when it is not connected).
 	RefreshTools(ctx context.Context, id string) error
 	// Search ranks the tools of the callable servers for a query (hierarchical or direct).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -82,7 +83,7 @@ func (s *System) PutToolOverride(ctx context.Context, o persistence.ToolOverride
 	}
 	if o.ExposedName != nil {
 		name := *o.ExposedName
-		if IsMetaToolName(name) {
+		if routing.IsMetaToolName(name) {
 			return o, fmt.Errorf("%q is one of the aggregator's own tools: %w", name, ErrNameTaken)
 		}
 		if e, ok := s.Routes().AliasOwner(name); ok && (e.SourceServerID != o.ServerID || e.OriginalName != o.OriginalName) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -51,7 +52,7 @@ func TestCurationFiltersAndOverrides(t *testing.T) {
 	s := r.register("cur", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
 	_, url2 := manyTools(t, 2)
 	other := r.register("oth", persistence.TransportHTTP, map[string]any{"base_url": url2}, nil, true)
-	waitRoutes(t, r.sys, 30*time.Second, "tools", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 30*time.Second, "tools", func(rt *routing.RouteTable) bool {
 		return hasTool("cur.tool_0019")(rt) && hasTool("oth.tool_0001")(rt)
 	})
 	ctx := context.Background()
@@ -60,8 +61,8 @@ func TestCurationFiltersAndOverrides(t *testing.T) {
 	if _, err := r.sys.SetToolPolicy(ctx, s.ID, persistence.ToolPolicyPatch{Filter: &persistence.ToolFilter{Mode: "deny", Patterns: []string{"tool_001*"}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "deny applied", func(rt *actors.RouteTable) bool { return !hasTool("cur.tool_0010")(rt) })
-	if _, err := r.sys.Routes().Resolve("cur.tool_0015", ""); !errors.Is(err, actors.ErrToolNotFound) {
+	waitRoutes(t, r.sys, 5*time.Second, "deny applied", func(rt *routing.RouteTable) bool { return !hasTool("cur.tool_0010")(rt) })
+	if _, err := r.sys.Routes().Resolve("cur.tool_0015", ""); !errors.Is(err, routing.ErrToolNotFound) {
 		t.Fatalf("a hidden tool resolved: %v", err)
 	}
 	if !hasTool("cur.tool_0009")(r.sys.Routes()) {
@@ -90,7 +91,7 @@ func TestCurationFiltersAndOverrides(t *testing.T) {
 	if _, err := r.sys.SetToolPolicy(ctx, s.ID, persistence.ToolPolicyPatch{Filter: &persistence.ToolFilter{Mode: "allow", Patterns: []string{"tool_000?"}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "allow applied", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "allow applied", func(rt *routing.RouteTable) bool {
 		return hasTool("cur.tool_0005")(rt) && !hasTool("cur.tool_0010")(rt) && !hasTool("cur.tool_0019")(rt)
 	})
 
@@ -100,7 +101,7 @@ func TestCurationFiltersAndOverrides(t *testing.T) {
 		Annotations: &persistence.ToolAnnotations{ReadOnlyHint: ref(true)}}); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "override applied", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "override applied", func(rt *routing.RouteTable) bool {
 		e, ok := rt.Tool("forecast_weather")
 		return ok && e.Name == "cur.tool_0003" && e.Alias == "forecast_weather" && e.Description == "Weather forecast for a city, curated"
 	})
@@ -130,7 +131,7 @@ func TestCurationFiltersAndOverrides(t *testing.T) {
 	if err := r.sys.DeleteToolOverride(ctx, s.ID, "tool_0003"); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "override removed", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "override removed", func(rt *routing.RouteTable) bool {
 		e, ok := rt.Tool("cur.tool_0003")
 		_, gone := rt.Tool("forecast_weather")
 		return ok && e.Alias == "cur__tool_0003" && e.Description == "does thing number 3" && !gone
@@ -162,7 +163,7 @@ func TestCurationProfiles(t *testing.T) {
 		Selectors: []persistence.ProfileSelector{{Server: "alpha", Tools: []string{"tool_000[01]"}}, {Server: "later"}}}); err != nil || !created {
 		t.Fatalf("put profile: %v %v", created, err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "profile", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "profile", func(rt *routing.RouteTable) bool {
 		p, ok := rt.Profile("team")
 		return ok && p.Count() == 2
 	})
@@ -170,10 +171,10 @@ func TestCurationProfiles(t *testing.T) {
 	if got := rt.BoundProfiles("bot"); !slices.Equal(got, []string{"team"}) {
 		t.Fatalf("bound profiles %v", got)
 	}
-	if _, err := rt.ScopeFor("nope", nil); !errors.Is(err, actors.ErrProfileNotFound) {
+	if _, err := rt.ScopeFor("nope", nil); !errors.Is(err, routing.ErrProfileNotFound) {
 		t.Fatalf("unknown profile: %v", err)
 	}
-	if _, err := rt.ScopeFor("other", []string{"team"}); !errors.Is(err, actors.ErrProfileNotFound) {
+	if _, err := rt.ScopeFor("other", []string{"team"}); !errors.Is(err, routing.ErrProfileNotFound) {
 		t.Fatalf("unknown profile for a bound client: %v", err)
 	}
 	scope, err := rt.ScopeFor("", rt.BoundProfiles("bot"))
@@ -183,7 +184,7 @@ func TestCurationProfiles(t *testing.T) {
 	if got := len(rt.CallableIn(scope)); got != 2 {
 		t.Fatalf("scope lists %d tools, want 2", got)
 	}
-	if _, err := rt.ResolveIn(scope, "alpha.tool_0003", ""); !errors.Is(err, actors.ErrToolNotFound) {
+	if _, err := rt.ResolveIn(scope, "alpha.tool_0003", ""); !errors.Is(err, routing.ErrToolNotFound) {
 		t.Fatalf("a tool outside the profile resolved: %v", err)
 	}
 	if _, err := rt.ResolveIn(scope, "alpha.tool_0001", ""); err != nil {
@@ -203,7 +204,7 @@ func TestCurationProfiles(t *testing.T) {
 	// A server named by a selector before it existed fills the profile when it is registered.
 	_, url2 := manyTools(t, 3)
 	r.register("later", persistence.TransportHTTP, map[string]any{"base_url": url2}, nil, true)
-	waitRoutes(t, r.sys, 30*time.Second, "later in profile", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 30*time.Second, "later in profile", func(rt *routing.RouteTable) bool {
 		p, ok := rt.Profile("team")
 		return ok && p.Count() == 5
 	})
@@ -217,7 +218,7 @@ func TestCurationProfiles(t *testing.T) {
 	if err := r.sys.DeleteProfile(ctx, "team"); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "profile gone", func(rt *actors.RouteTable) bool { _, ok := rt.Profile("team"); return !ok })
+	waitRoutes(t, r.sys, 5*time.Second, "profile gone", func(rt *routing.RouteTable) bool { _, ok := rt.Profile("team"); return !ok })
 }
 
 // TestCurationPinningWithholdsNewTools: with pin_new_tools withhold, a tool added after the baseline is withheld
@@ -266,7 +267,7 @@ func TestCurationPinningWithholdsNewTools(t *testing.T) {
 	if _, err := r.sys.SetToolPolicy(ctx, s.ID, persistence.ToolPolicyPatch{Pinning: ref(false)}); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "pinning off", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "pinning off", func(rt *routing.RouteTable) bool {
 		return hasTool("pin.sneakier")(rt) && hasTool("pin.third")(rt)
 	})
 }

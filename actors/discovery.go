@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -236,24 +237,8 @@ func (s *System) RefreshTools(ctx context.Context, id string) error {
 		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
 	if !callable(srv.Status) {
-		return &UnavailableError{Server: srv}
+		return &routing.UnavailableError{Server: srv}
 	}
 	_, err := s.askActor(ctx, s.discovery, &refreshMsg{id: id}, 0)
 	return err
-}
-
-// UnavailableError means the server is neither CONNECTED nor DEGRADED (503 SERVER_UNAVAILABLE with the server).
-type UnavailableError struct {
-	Server ServerEntry
-	// Detail says why, when there is more to say than the status (empty: "Server unavailable: <name>").
-	Detail string
-	// RetryAfter, when set, is when to try again (Retry-After).
-	RetryAfter time.Duration
-}
-
-func (e *UnavailableError) Error() string {
-	if e.Detail != "" {
-		return e.Detail
-	}
-	return fmt.Sprintf("Server unavailable: %s (%s)", e.Server.Name, e.Server.Status)
 }

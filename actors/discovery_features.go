@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -59,7 +60,7 @@ func (s *System) discoverFeatures(ctx context.Context, id string, forced bool) e
 				skipped++
 				continue
 			}
-			if kind != persistence.FeaturePrompt && IsReservedURI(key) {
+			if kind != persistence.FeaturePrompt && routing.IsReservedURI(key) {
 				reserved[kind]++ // the aggregator's own scheme: listing it would capture reads of another server's URIs
 				continue
 			}
@@ -98,7 +99,7 @@ func (s *System) discoverFeatures(ctx context.Context, id string, forced bool) e
 	}
 	srv, _ := s.deps.Store.GetServer(sctx, id)
 	if n := reserved[persistence.FeatureResource] + reserved[persistence.FeatureResourceTemplate]; n > 0 {
-		s.deps.Logger.Warn("dropping resources and templates the server listed under the aggregator's reserved "+RewrittenURIScheme+":// scheme",
+		s.deps.Logger.Warn("dropping resources and templates the server listed under the aggregator's reserved "+routing.RewrittenURIScheme+":// scheme",
 			"server_id", id, "server", srv.Name, "resources", reserved[persistence.FeatureResource],
 			"templates", reserved[persistence.FeatureResourceTemplate])
 		for kind, k := range reserved {

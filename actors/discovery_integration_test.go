@@ -16,13 +16,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // waitRoutes polls the routing table until cond holds.
-func waitRoutes(t *testing.T, sys *actors.System, within time.Duration, what string, cond func(*actors.RouteTable) bool) {
+func waitRoutes(t *testing.T, sys *actors.System, within time.Duration, what string, cond func(*routing.RouteTable) bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond(sys.Routes()) {
@@ -33,8 +34,8 @@ func waitRoutes(t *testing.T, sys *actors.System, within time.Duration, what str
 	}
 }
 
-func hasTool(name string) func(*actors.RouteTable) bool {
-	return func(rt *actors.RouteTable) bool { _, ok := rt.Tool(name); return ok }
+func hasTool(name string) func(*routing.RouteTable) bool {
+	return func(rt *routing.RouteTable) bool { _, ok := rt.Tool(name); return ok }
 }
 
 func TestDiscoveryRoutingAndProgress(t *testing.T) {
@@ -43,7 +44,7 @@ func TestDiscoveryRoutingAndProgress(t *testing.T) {
 	cmd, args := peertest.EverythingStdio(t)
 	alpha := r.register("alpha", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
 	beta := r.register("beta", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
-	waitRoutes(t, r.sys, 30*time.Second, "alpha.echo and beta.echo", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 30*time.Second, "alpha.echo and beta.echo", func(rt *routing.RouteTable) bool {
 		return hasTool("alpha.echo")(rt) && hasTool("beta.echo")(rt)
 	})
 	s, _ := r.store.GetServer(context.Background(), alpha.ID)
@@ -52,7 +53,7 @@ func TestDiscoveryRoutingAndProgress(t *testing.T) {
 	}
 
 	// BR-009: the bare name is ambiguous, each namespaced name routes to its server.
-	var amb *actors.AmbiguousToolError
+	var amb *routing.AmbiguousToolError
 	if _, err := r.sys.Routes().Resolve("echo", ""); !errors.As(err, &amb) || len(amb.ServerIDs) != 2 {
 		t.Fatalf("bare echo: want ambiguity, got %v", err)
 	}
@@ -95,7 +96,7 @@ func TestDiscoveryRoutingAndProgress(t *testing.T) {
 	if _, err := r.sys.Disconnect(context.Background(), beta.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "beta not callable", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 5*time.Second, "beta not callable", func(rt *routing.RouteTable) bool {
 		for _, e := range rt.Callable() {
 			if e.SourceServerID == beta.ID {
 				return false
@@ -131,7 +132,7 @@ func TestDiscoveryRoutingAndProgress(t *testing.T) {
 	if err := r.sys.Remove(context.Background(), alpha.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 5*time.Second, "alpha gone", func(rt *actors.RouteTable) bool { return !hasTool("alpha.echo")(rt) })
+	waitRoutes(t, r.sys, 5*time.Second, "alpha gone", func(rt *routing.RouteTable) bool { return !hasTool("alpha.echo")(rt) })
 	if route, err := r.sys.Routes().Resolve("echo", ""); err != nil || route.ServerID != beta.ID {
 		t.Fatalf("with alpha gone, echo resolves uniquely to gamma: %+v %v", route, err)
 	}
@@ -164,7 +165,7 @@ func TestLargeDiscoveryAndListChanged(t *testing.T) {
 	backend, url := manyTools(t, 1000)
 	start := time.Now()
 	s := r.register("many", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
-	waitRoutes(t, r.sys, 30*time.Second, "1000 tools", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 30*time.Second, "1000 tools", func(rt *routing.RouteTable) bool {
 		return hasTool("many.tool_0000")(rt) && hasTool("many.tool_0999")(rt)
 	})
 	t.Logf("1000 tools registered+connected+discovered in %v", time.Since(start))
@@ -199,7 +200,7 @@ func TestLargeDiscoveryAndListChanged(t *testing.T) {
 	if _, err := r.sys.ResolveToolChange(context.Background(), s.ID, "tool_0001", true, ""); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, r.sys, 10*time.Second, "changed description", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 10*time.Second, "changed description", func(rt *routing.RouteTable) bool {
 		e, ok := rt.Tool("many.tool_0001")
 		return ok && e.Description == "now does something else"
 	})
@@ -208,7 +209,7 @@ func TestLargeDiscoveryAndListChanged(t *testing.T) {
 		t.Fatalf("a changed tool keeps its id and gets changed_at and a new hash: before %+v after %+v", before.Tool, after.Tool)
 	}
 	backend.RemoveTools("tool_0002")
-	waitRoutes(t, r.sys, 10*time.Second, "removed tool gone", func(rt *actors.RouteTable) bool { return !hasTool("many.tool_0002")(rt) })
+	waitRoutes(t, r.sys, 10*time.Second, "removed tool gone", func(rt *routing.RouteTable) bool { return !hasTool("many.tool_0002")(rt) })
 }
 
 // TestCallerCancelCancelsBackendCall: when the caller's context ends mid-call, the backend sees its request

@@ -23,7 +23,7 @@ func (s *System) pin(ctx context.Context, srv persistence.Server, defs []persist
 	}
 	listed := make([]curation.Listed, 0, len(defs))
 	for _, d := range defs {
-		h, err := s.pinHashes.def(srv.ID, d.OriginalName, d.Definition)
+		h, err := s.pinHashes.Def(srv.ID, d.OriginalName, d.Definition)
 		if err != nil {
 			continue // a definition that cannot be read is never approved: withheld like a new tool
 		}

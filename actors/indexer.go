@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search"
@@ -43,8 +44,8 @@ type indexerActor struct {
 	// (skillSet).
 	hashSeed  maphash.Seed
 	skillSets map[string][]string
-	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve); the process's one cache.
-	pins *pinHashes
+	// pins caches the pin hashes of pinned servers' definitions (ServerCuration.Serve); the process's one cache.
+	pins *routing.PinHashes
 }
 
 // toolHash is indexedTool.hash of a stored tool (never 0).
@@ -134,7 +135,7 @@ func (a *indexerActor) indexServer(id string) {
 		a.deps.Logger.Error("indexer: load curation", "server_id", id, "error", err)
 		return
 	}
-	tools = cur.serve(tools, a.pins, a.deps.Logger)
+	tools = cur.Serve(tools, a.pins, a.deps.Logger)
 	present := map[int64]bool{}
 	var docs []search.Doc
 	var embedIDs []int64
@@ -152,7 +153,7 @@ func (a *indexerActor) indexServer(id string) {
 			SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
 		if !known || old.hash != hash {
 			original := t.OriginalName
-			if x := cur.exposedName(t.OriginalName); x != "" {
+			if x := cur.ExposedName(t.OriginalName); x != "" {
 				original = x
 			}
 			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: original,
@@ -208,7 +209,7 @@ func (a *indexerActor) indexServer(id string) {
 func (a *indexerActor) removeServer(id string) {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a.pins.forgetServer(id)
+	a.pins.ForgetServer(id)
 	touched := map[string]bool{}
 	var gone []int64
 	for tid, t := range a.tools {

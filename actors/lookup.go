@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -282,7 +283,7 @@ func (s *System) unplaceable(id, why string) error {
 	if name == "" {
 		name = id
 	}
-	return &UnavailableError{Server: srv, RetryAfter: time.Second,
+	return &routing.UnavailableError{Server: srv, RetryAfter: time.Second,
 		Detail: fmt.Sprintf("Server unavailable: %s cannot be placed now: %s; retry", name, why)}
 }
 

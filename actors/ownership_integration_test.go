@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
@@ -250,13 +251,13 @@ func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
 
 	cmd, args := peertest.EverythingStdio(t)
 	s := a.register("fed", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
-	waitRoutes(t, sysB, 30*time.Second, "the other process sees the server CONNECTED with its tools", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, sysB, 30*time.Second, "the other process sees the server CONNECTED with its tools", func(rt *routing.RouteTable) bool {
 		srv, ok := rt.Server(s.ID)
 		_, tool := rt.Tool("fed.echo")
 		return ok && srv.Status == persistence.StatusConnected && tool
 	})
 	// Its prompts and resources too (FeaturesChanged through the feed; the other process reads them from the store).
-	waitRoutes(t, sysB, 30*time.Second, "the other process lists the server's prompts and resources", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, sysB, 30*time.Second, "the other process lists the server's prompts and resources", func(rt *routing.RouteTable) bool {
 		_, prompt := rt.Prompt("fed__simple-prompt")
 		return prompt && len(rt.Resources()) > 0 && len(rt.ResourceTemplates()) > 0
 	})
@@ -274,7 +275,7 @@ func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
 	if _, err := sysA.Update(context.Background(), s.ID, persistence.ServerPatch{Name: &name}); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, sysB, time.Second, "the rename", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, sysB, time.Second, "the rename", func(rt *routing.RouteTable) bool {
 		_, ok := rt.Tool("fed2.echo")
 		_, prompt := rt.Prompt("fed2__simple-prompt")
 		return ok && prompt
@@ -282,14 +283,14 @@ func TestFeedKeepsOtherProcessesCurrent(t *testing.T) {
 	if _, err := sysA.Disconnect(context.Background(), s.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, sysB, time.Second, "the disconnect", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, sysB, time.Second, "the disconnect", func(rt *routing.RouteTable) bool {
 		srv, _ := rt.Server(s.ID)
 		return srv.Status == persistence.StatusDisconnected && len(rt.Prompts()) == 0 && len(rt.Resources()) == 0
 	})
 	if err := sysA.Remove(context.Background(), s.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitRoutes(t, sysB, time.Second, "the delete", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, sysB, time.Second, "the delete", func(rt *routing.RouteTable) bool {
 		_, ok := rt.Server(s.ID)
 		prompts, resources, templates := rt.ServerFeatures(s.ID)
 		return !ok && len(prompts)+len(resources)+len(templates) == 0

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -79,7 +80,7 @@ type ProxyOptions struct {
 type ProxySession struct {
 	sys    *System
 	pid    *actor.PID
-	server ServerEntry
+	server routing.ServerEntry
 	init   *mcp.InitializeResult
 	once   sync.Once
 }
@@ -87,7 +88,7 @@ type ProxySession struct {
 // RemoteServerError means the server's actor lives on another cluster node: a per-server session must be opened
 // there (the front end forwards the request to that node's MCP listener).
 type RemoteServerError struct {
-	Server ServerEntry
+	Server routing.ServerEntry
 	Node   string // the member id of the node that serves it
 }
 
@@ -105,7 +106,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 		return nil, fmt.Errorf("server %s: %w", serverName, persistence.ErrNotFound)
 	}
 	if !callable(srv.Status) {
-		return nil, &UnavailableError{Server: srv}
+		return nil, &routing.UnavailableError{Server: srv}
 	}
 	pid, err := s.resolve(ctx, srv.ID)
 	if err != nil {
@@ -148,7 +149,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 }
 
 // Server is the server this session proxies (as the routing table knew it when the session opened).
-func (p *ProxySession) Server() ServerEntry { return p.server }
+func (p *ProxySession) Server() routing.ServerEntry { return p.server }
 
 // InitializeResult is the backend's answer to initialize: its capabilities, instructions, info and version.
 func (p *ProxySession) InitializeResult() *mcp.InitializeResult { return p.init }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/notifyorder"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -132,7 +133,7 @@ func (s *proxyShared) reply() bool {
 // check and the subscription.
 func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 	if !callable(a.status) || a.sess == nil {
-		ctx.Respond(&askReply{err: &UnavailableError{Server: ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
+		ctx.Respond(&askReply{err: &routing.UnavailableError{Server: routing.ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
 		return
 	}
 	max := m.opts.MaxSessions

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -131,7 +132,7 @@ func TestOpenProxySessionRefusals(t *testing.T) {
 	}{
 		{"unknown name", "nope", 0, func(err error) bool { return errors.Is(err, persistence.ErrNotFound) }},
 		{"not connected", "off", 0, func(err error) bool {
-			var ue *actors.UnavailableError
+			var ue *routing.UnavailableError
 			return errors.As(err, &ue) && ue.Server.Name == "off" && ue.Server.Status == persistence.StatusDisconnected
 		}},
 		{"cap reached", "on", 1, func(err error) bool { return errors.Is(err, actors.ErrProxyLimit) }},

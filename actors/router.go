@@ -7,7 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -18,9 +18,9 @@ import (
 type routerActor struct {
 	deps    *Deps
 	sep     string
-	table   *atomic.Pointer[RouteTable]
+	table   *atomic.Pointer[routing.RouteTable]
 	hooks   *routeHooks
-	servers map[string]ServerEntry
+	servers map[string]routing.ServerEntry
 	tools   map[string][]persistence.Tool
 	version uint64
 	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
@@ -28,10 +28,10 @@ type routerActor struct {
 	applied map[string][2]int64
 	// curated is each server's curation (filter, overrides, pins), applied to its stored tools before they enter
 	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
-	curated  map[string]*serverCuration
+	curated  map[string]*routing.ServerCuration
 	profiles []persistence.Profile
-	// pins caches the pin hashes of pinned servers' definitions (serverCuration.serve); the process's one cache.
-	pins *pinHashes
+	// pins caches the pin hashes of pinned servers' definitions (ServerCuration.Serve); the process's one cache.
+	pins *routing.PinHashes
 	// feats: the servers' prompts, resources and resource templates (router_features.go).
 	feats routerFeatures
 	// held are the CONNECTING servers whose stored tools changed: the table takes them with the next status.
@@ -46,10 +46,10 @@ type panicForTest struct{}
 type routeHooks struct {
 	mu   sync.Mutex
 	next int
-	fns  map[int]func(*RouteTable)
+	fns  map[int]func(*routing.RouteTable)
 }
 
-func (h *routeHooks) add(fn func(*RouteTable)) func() {
+func (h *routeHooks) add(fn func(*routing.RouteTable)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := h.next
@@ -62,9 +62,9 @@ func (h *routeHooks) add(fn func(*RouteTable)) func() {
 	}
 }
 
-func (h *routeHooks) call(t *RouteTable) {
+func (h *routeHooks) call(t *routing.RouteTable) {
 	h.mu.Lock()
-	fns := make([]func(*RouteTable), 0, len(h.fns))
+	fns := make([]func(*routing.RouteTable), 0, len(h.fns))
 	for _, fn := range h.fns {
 		fns = append(fns, fn)
 	}
@@ -85,8 +85,8 @@ func (r *routerActor) Receive(ctx actor.Context) {
 	case *panicForTest:
 		panic("router: crash injected by a test")
 	case *resync:
-		r.servers, r.tools, r.applied, r.held = map[string]ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}, nil
-		r.curated = map[string]*serverCuration{}
+		r.servers, r.tools, r.applied, r.held = map[string]routing.ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}, nil
+		r.curated = map[string]*routing.ServerCuration{}
 		r.loadAll()
 		r.publish()
 	case *applyStatus:
@@ -106,7 +106,7 @@ func (r *routerActor) Receive(ctx actor.Context) {
 		r.publish()
 	case *pb.ServerRemoved:
 		delete(r.held, m.ServerId)
-		r.pins.forgetServer(m.ServerId)
+		r.pins.ForgetServer(m.ServerId)
 		delete(r.servers, m.ServerId)
 		delete(r.tools, m.ServerId)
 		delete(r.applied, m.ServerId)
@@ -195,17 +195,14 @@ func (r *routerActor) loadAll() {
 		byServerOv[o.ServerID] = append(byServerOv[o.ServerID], o)
 	}
 	for _, s := range servers {
-		r.servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
-		c := &serverCuration{policy: s.Policy, filter: curation.NewFilter(s.Policy.Filter)}
-		if ov := byServerOv[s.ID]; len(ov) > 0 {
-			c.overrides = curation.NewOverrides(ov)
-		}
+		r.servers[s.ID] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
+		c := routing.NewServerCuration(s.Policy, byServerOv[s.ID])
 		if s.Policy.Pinning {
 			set, err := r.deps.Store.ListToolPins(sctx, s.ID)
 			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 				panic(err)
 			}
-			c.setPins(set)
+			c.SetPins(set)
 		}
 		r.curated[s.ID] = c
 	}
@@ -218,11 +215,11 @@ func (r *routerActor) loadAll() {
 		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
 	}
 	for id, list := range byServer {
-		served := r.curated[id].serve(list, r.pins, r.deps.Logger)
+		served := r.curated[id].Serve(list, r.pins, r.deps.Logger)
 		for i := range served {
-			served[i] = routedTool(served[i])
+			served[i] = routing.RoutedTool(served[i])
 		}
-		r.tools[id] = compactTools(id, served, nil)
+		r.tools[id] = routing.CompactTools(id, served, nil)
 	}
 	ps, err := r.deps.Store.ListProfiles(sctx)
 	if err != nil {
@@ -251,7 +248,7 @@ func (r *routerActor) reload(id string) {
 	if known && old.Status != "" {
 		status = old.Status // events are the truth about live state; the row may lag them
 	}
-	r.servers[id] = ServerEntry{ID: s.ID, Name: s.Name, Status: status}
+	r.servers[id] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: status}
 	c, err := loadCuration(sctx, r.deps.Store, s)
 	if err != nil {
 		r.deps.Logger.Error("router: reload curation", "server_id", id, "error", err)
@@ -276,15 +273,15 @@ func (r *routerActor) reloadTools(id string) {
 		r.deps.Logger.Error("router: reload tools", "server_id", id, "error", err)
 		return
 	}
-	if c := r.curated[id]; c != nil && c.policy.Pinning {
+	if c := r.curated[id]; c.Pinning() {
 		// A discovery may have moved the pins (a change held, or approved): they decide what is served.
 		if set, err := r.deps.Store.ListToolPins(sctx, id); err == nil {
-			c.setPins(set)
+			c.SetPins(set)
 		} else if !errors.Is(err, persistence.ErrNotFound) {
 			r.deps.Logger.Error("router: reload tool pins", "server_id", id, "error", err)
 		}
 	}
-	tools = r.curated[id].serve(tools, r.pins, r.deps.Logger)
+	tools = r.curated[id].Serve(tools, r.pins, r.deps.Logger)
 	// A definition that did not change keeps its routed form: classification reloads a server many times.
 	prev := make(map[int64]*persistence.Tool, len(r.tools[id]))
 	for i, t := range r.tools[id] {
@@ -295,22 +292,23 @@ func (r *routerActor) reloadTools(id string) {
 			tools[i].Definition = p.Definition
 			continue
 		}
-		tools[i] = routedTool(t)
+		tools[i] = routing.RoutedTool(t)
 	}
-	r.tools[id] = compactTools(id, tools, r.tools[id])
+	r.tools[id] = routing.CompactTools(id, tools, r.tools[id])
 }
 
 func (r *routerActor) publish() {
 	r.version++
-	t := buildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routeCuration{servers: r.curated, profiles: r.profiles})
-	t.features = r.featureTable()
+	t := routing.BuildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routing.Curation{Servers: r.curated, Profiles: r.profiles}, r.featureTable())
 	r.table.Store(t)
 	r.hooks.call(t)
 }
 
 // Routes is the current routing table.
-func (s *System) Routes() *RouteTable { return s.routes.Load() }
+func (s *System) Routes() *routing.RouteTable { return s.routes.Load() }
 
 // OnRoutesChanged calls fn with every new routing table until the returned function is called. fn runs on the
 // router's goroutine: it must not block.
-func (s *System) OnRoutesChanged(fn func(*RouteTable)) (cancel func()) { return s.hooks.add(fn) }
+func (s *System) OnRoutesChanged(fn func(*routing.RouteTable)) (cancel func()) {
+	return s.hooks.add(fn)
+}

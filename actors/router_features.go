@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -12,7 +13,7 @@ import (
 type routerFeatures struct {
 	byServer map[string][]persistence.Feature
 	dirty    bool
-	table    *featureTable
+	table    *routing.FeatureTable
 	names    map[string]string // the server names the table was built with
 	version  uint64
 }
@@ -52,7 +53,7 @@ func (r *routerActor) forgetFeatures(id string) {
 
 // featureTable is the feature part of the next routing table: the previous one unless something it was made
 // from changed.
-func (r *routerActor) featureTable() *featureTable {
+func (r *routerActor) featureTable() *routing.FeatureTable {
 	f := &r.feats
 	if !f.dirty && f.table != nil {
 		for id := range f.byServer {
@@ -64,7 +65,7 @@ func (r *routerActor) featureTable() *featureTable {
 	}
 	if f.dirty || f.table == nil {
 		f.version++
-		f.table = buildFeatureTable(r.servers, f.byServer, r.sep, f.version)
+		f.table = routing.BuildFeatureTable(r.servers, f.byServer, r.sep, f.version)
 		f.names = make(map[string]string, len(f.byServer))
 		for id := range f.byServer {
 			f.names[id] = r.servers[id].Name

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/embed"
 	"github.com/mcpgw/aggregator/search/toolsearch"
@@ -60,14 +61,14 @@ type SearchRequest struct {
 	// Scope.
 	Profile string `json:",omitempty"`
 	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
-	Scope Scope `json:",omitempty"`
+	Scope routing.Scope `json:",omitempty"`
 }
 
 // SearchHit is one tool in a search answer.
 type SearchHit struct {
-	Tool     *ToolEntry
+	Tool     *routing.ToolEntry
 	Score    float64
-	Server   ServerEntry
+	Server   routing.ServerEntry
 	Lexical  float64
 	Semantic float64
 }
@@ -131,8 +132,8 @@ func (s *System) Search(ctx context.Context, r SearchRequest) (SearchResponse, e
 
 // searchCatalog is the routing table as toolsearch reads it.
 type searchCatalog struct {
-	rt    *RouteTable
-	scope Scope
+	rt    *routing.RouteTable
+	scope routing.Scope
 }
 
 // Tool implements toolsearch.Catalog.
@@ -151,8 +152,9 @@ func (c searchCatalog) Count(serverIDs []string) (tools int, bySkill map[string]
 		servers[id] = true
 	}
 	bySkill = map[string]int{}
-	for i := range c.rt.ordered {
-		if e := &c.rt.ordered[i]; servers[e.SourceServerID] && c.rt.Has(c.scope, e) {
+	all := c.rt.Entries()
+	for i := range all {
+		if e := &all[i]; servers[e.SourceServerID] && c.rt.Has(c.scope, e) {
 			tools++
 			for _, sk := range e.SkillIDs {
 				bySkill[sk]++
@@ -174,9 +176,9 @@ type SkillInfo struct {
 // Skills lists the taxonomy with how many tools each skill has and its current embedding.
 func (s *System) Skills() []SkillInfo {
 	count := map[string]int{}
-	rt := s.Routes()
-	for i := range rt.ordered {
-		for _, sk := range rt.ordered[i].SkillIDs {
+	all := s.Routes().Entries()
+	for i := range all {
+		for _, sk := range all[i].SkillIDs {
 			count[sk]++
 		}
 	}

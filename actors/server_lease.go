@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -339,7 +340,7 @@ func infoError(id string, info *pb.ErrorInfo) error {
 	if info.Code == CodeServerNotFound {
 		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
-	return &UnavailableError{Server: ServerEntry{ID: id, Name: info.ServerName, Status: info.ServerStatus}, Detail: info.Message}
+	return &routing.UnavailableError{Server: routing.ServerEntry{ID: id, Name: info.ServerName, Status: info.ServerStatus}, Detail: info.Message}
 }
 
 // name is the server's name, or its id before the registration is read.

@@ -7,6 +7,7 @@ package actors
 import (
 	"fmt"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -64,6 +65,4 @@ func checkTransition(from, to string) error {
 }
 
 // callable reports whether a server in this state executes tool calls (DEGRADED does, with a warning).
-func callable(status string) bool {
-	return status == persistence.StatusConnected || status == persistence.StatusDegraded
-}
+func callable(status string) bool { return routing.CallableStatus(status) }

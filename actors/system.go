@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -29,7 +30,7 @@ type System struct {
 	registry  *actor.PID
 	router    *actor.PID
 	discovery *actor.PID
-	routes    *atomic.Pointer[RouteTable]
+	routes    *atomic.Pointer[routing.RouteTable]
 	hooks     *routeHooks
 	sub       *eventstream.Subscription
 	searcher  *toolsearch.Searcher
@@ -53,7 +54,7 @@ type System struct {
 	cluster *cluster.Cluster
 	members *memberView
 	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery, the router and the indexer.
-	pinHashes *pinHashes
+	pinHashes *routing.PinHashes
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
 	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
@@ -165,9 +166,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: newPinHashes(), routes: &atomic.Pointer[RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*RouteTable){}},
+	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
 		reconcileNow: make(chan struct{}, 1)}
-	s.routes.Store(buildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil))
+	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
 			s.stopFeed()
@@ -193,8 +194,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*serverCuration{}, pins: s.pinHashes,
-			servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*routing.ServerCuration{}, pins: s.pinHashes,
+			servers: map[string]routing.ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))

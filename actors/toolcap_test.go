@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -18,7 +19,7 @@ func TestMaxToolsPerServer(t *testing.T) {
 	r := newRig(t, cfg)
 	_, url := manyTools(t, 1250)
 	s := r.register("capped", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
-	waitRoutes(t, r.sys, 60*time.Second, "the first 1100 tools", func(rt *actors.RouteTable) bool {
+	waitRoutes(t, r.sys, 60*time.Second, "the first 1100 tools", func(rt *routing.RouteTable) bool {
 		return hasTool("capped.tool_0000")(rt) && hasTool("capped.tool_1099")(rt)
 	})
 	if hasTool("capped.tool_1100")(r.sys.Routes()) || hasTool("capped.tool_1249")(r.sys.Routes()) {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
@@ -256,7 +256,7 @@ func TestClusterFailoverE2E(t *testing.T) {
 			got, err := sess.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: name + "__simple-prompt"})
 			return err == nil && len(got.Messages) > 0
 		})
-		uri := actors.RewriteURI(name, "demo://resource/static/document/architecture.md")
+		uri := routing.RewriteURI(name, "demo://resource/static/document/architecture.md")
 		rr, err := sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
 		if err != nil || len(rr.Contents) == 0 || rr.Contents[0].URI != uri || rr.Contents[0].Text == "" {
 			t.Fatalf("resources/read %s through node 3 (owned elsewhere): %v %+v", uri, err, rr)

@@ -24,7 +24,9 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
+
 	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
@@ -331,9 +333,9 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 	}
 	var actorsDeadline time.Time
 	defer func() { shutdownActors(system, actorsDeadline, cfg, logger) }()
-	var scope actors.Scope
+	var scope routing.Scope
 	if profile != "" {
-		scope = actors.Scope{profile}
+		scope = routing.Scope{profile}
 		if _, ok := system.Routes().Profile(profile); !ok {
 			logger.Warn("the profile does not exist (yet): no tool is listed until an admin creates it", "profile", profile)
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 )
 
 const (
@@ -73,7 +75,7 @@ func backendTools(t *testing.T, s *mcp.ClientSession) []string {
 	}
 	var out []string
 	for _, tl := range res.Tools {
-		if !actors.IsMetaToolName(tl.Name) {
+		if !routing.IsMetaToolName(tl.Name) {
 			out = append(out, tl.Name)
 		}
 	}

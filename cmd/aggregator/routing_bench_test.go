@@ -29,6 +29,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
@@ -528,7 +530,7 @@ func BenchmarkRouting(b *testing.B) {
 				_, _, _ = restJSON(context.Background(), admin, "DELETE", d.api+"/servers/"+id, nil)
 			})
 			waitTools(b, d, admin, id, 1)
-			alias := actors.Alias(be.name, "echo", "__")
+			alias := routing.Alias(be.name, "echo", "__")
 			waitMCPTool(b, aggSess, alias)
 			direct := connectMCP(b, url, nil)
 

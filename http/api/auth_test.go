@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -303,7 +303,7 @@ func TestRESTAuditRecords(t *testing.T) {
 func TestRefreshUnavailableNotAudited(t *testing.T) {
 	e := newAuthEnv(t, nil)
 	srv := e.store.put(persistence.Server{Name: "down", Status: persistence.StatusError})
-	e.control.refresh = &actors.UnavailableError{Server: actors.ServerEntry{ID: srv.ID, Name: srv.Name, Status: srv.Status}}
+	e.control.refresh = &routing.UnavailableError{Server: routing.ServerEntry{ID: srv.ID, Name: srv.Name, Status: srv.Status}}
 	res := e.do(t, "POST", base+"/servers/"+srv.ID+"/tools/refresh", "", "Authorization: Bearer "+testAdminToken)
 	if res.status != fiber.StatusServiceUnavailable || len(e.store.auditRecords()) != 0 {
 		t.Fatalf("%d %v", res.status, e.store.auditRecords())

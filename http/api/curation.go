@@ -10,7 +10,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/mcpgw/aggregator/actors"
+
 	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -516,7 +518,7 @@ func (s *server) profileTools(c *fiber.Ctx) error {
 		return &apierror.Error{Status: fiber.StatusNotFound, Code: apierror.CodeProfileNotFound, Detail: "Profile not found"}
 	}
 	out := []profileToolView{}
-	for _, e := range rt.ToolsIn(actors.Scope{name}) {
+	for _, e := range rt.ToolsIn(routing.Scope{name}) {
 		srv, _ := rt.Server(e.SourceServerID)
 		out = append(out, profileToolView{Name: e.Name, Alias: e.Alias, Server: srv.Name, ServerID: srv.ID,
 			Description: e.Description, Callable: srv.Status == persistence.StatusConnected || srv.Status == persistence.StatusDegraded})
@@ -526,7 +528,7 @@ func (s *server) profileTools(c *fiber.Ctx) error {
 
 // scopeOf is what the caller may see: the profile it asked for and, for a client token bound to profiles, no
 // more than those (admins and unbound tokens are unrestricted).
-func (s *server) scopeOf(c *fiber.Ctx, profile string) (actors.Scope, error) {
+func (s *server) scopeOf(c *fiber.Ctx, profile string) (routing.Scope, error) {
 	id := identityOf(c)
 	rt := s.control.Routes()
 	var bound []string

@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mcpgw/aggregator/actors"
+
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -274,23 +276,23 @@ type fakeControl struct {
 	discon  actors.DisconnectResult
 	block   bool   // wait for ctx to end, then return ErrAskTimeout (as the real asks do)
 	panics  string // panic with this value instead of answering
-	routes  *actors.RouteTable
+	routes  *routing.RouteTable
 	reply   *pb.CallToolReply    // what Call answers
 	args    []byte               // the arguments Call received
 	refresh error                // what RefreshTools answers
 	search  actors.SearchRequest // the last search asked
 }
 
-func (f *fakeControl) Routes() *actors.RouteTable {
+func (f *fakeControl) Routes() *routing.RouteTable {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.routes == nil {
-		return actors.NewRouteTable(nil, nil, "__")
+		return routing.NewRouteTable(nil, nil, "__")
 	}
 	return f.routes
 }
 
-func (f *fakeControl) Call(ctx context.Context, r actors.Route, args []byte, _ func(*pb.Progress)) (*pb.CallToolReply, error) {
+func (f *fakeControl) Call(ctx context.Context, r routing.Route, args []byte, _ func(*pb.Progress)) (*pb.CallToolReply, error) {
 	if err := f.record(ctx, controlCall{method: "Call", id: r.ServerID}); err != nil {
 		return nil, err
 	}

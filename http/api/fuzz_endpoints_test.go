@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -45,7 +45,7 @@ func FuzzEndpoints(f *testing.F) {
 		e := newEnv(t)
 		srv := e.store.put(persistence.Server{ID: "00000000-0000-0000-0000-000000000001", Name: "one",
 			Status: persistence.StatusConnected})
-		e.control.routes = actors.NewRouteTable([]actors.ServerEntry{{ID: srv.ID, Name: srv.Name, Status: srv.Status}},
+		e.control.routes = routing.NewRouteTable([]routing.ServerEntry{{ID: srv.ID, Name: srv.Name, Status: srv.Status}},
 			[]persistence.Tool{{ID: 1, Name: "one.echo", OriginalName: "echo", SourceServerID: srv.ID,
 				InputSchema: []byte(`{"type":"object"}`)}}, "__")
 		e.control.reply = &pb.CallToolReply{ResultJson: []byte(`{"content":[{"type":"text","text":"ok"}]}`)}

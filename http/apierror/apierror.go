@@ -20,6 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -236,7 +238,7 @@ func (s Subject) idOrName() string {
 // such mapping: every front end answers a failure of the store or the actors through it.
 func FromError(err error, s Subject) *Error {
 	var ae *Error
-	var ue *actors.UnavailableError
+	var ue *routing.UnavailableError
 	switch {
 	case err == nil:
 		return nil
@@ -256,9 +258,9 @@ func FromError(err error, s Subject) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeStoreUnavailable,
 			Detail:  "The database is unreachable; the request was not performed and may be retried",
 			Context: map[string]any{"retryable": true}, RetryAfter: 5}
-	case errors.Is(err, actors.ErrProfileNotFound):
+	case errors.Is(err, routing.ErrProfileNotFound):
 		return &Error{Status: http.StatusNotFound, Code: CodeProfileNotFound, Detail: "Profile not found"}
-	case errors.Is(err, actors.ErrProfileForbidden):
+	case errors.Is(err, routing.ErrProfileForbidden):
 		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: "This client may not use that profile"}
 	case errors.Is(err, actors.ErrProfileInUse):
 		return &Error{Status: http.StatusConflict, Code: CodeProfileInUse,
@@ -300,7 +302,7 @@ type Resolution struct {
 // RouteError maps a failed resolution: unknown server id 404, unknown tool 404, ambiguous original name 400 (with
 // the candidate servers and, when given, the candidates' names). Anything else goes through FromError.
 func RouteError(err error, r Resolution) *Error {
-	var amb *actors.AmbiguousToolError
+	var amb *routing.AmbiguousToolError
 	switch {
 	case errors.As(err, &amb):
 		ctx := map[string]any{"tool": r.Name, "server_ids": amb.ServerIDs}
@@ -312,7 +314,7 @@ func RouteError(err error, r Resolution) *Error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeToolAmbiguous, Detail: detail, Context: ctx}
 	case errors.Is(err, persistence.ErrNotFound):
 		return ServerNotFound(r.ServerID)
-	case errors.Is(err, actors.ErrToolNotFound):
+	case errors.Is(err, routing.ErrToolNotFound):
 		ctx := map[string]any{"tool": r.Name}
 		if r.ServerID != "" {
 			ctx["server_id"] = r.ServerID
@@ -324,7 +326,7 @@ func RouteError(err error, r Resolution) *Error {
 
 // NotCallable is the answer to a call of a tool whose server is known but not CONNECTED or DEGRADED (for example
 // while it reconnects), or nil when the server takes calls.
-func NotCallable(route actors.Route) *Error {
+func NotCallable(route routing.Route) *Error {
 	if route.ServerStatus == persistence.StatusConnected || route.ServerStatus == persistence.StatusDegraded {
 		return nil
 	}
@@ -334,7 +336,7 @@ func NotCallable(route actors.Route) *Error {
 
 // Call describes a routed call, for CallError and Metadata.
 type Call struct {
-	Route actors.Route
+	Route routing.Route
 	// Asked is the name the client used.
 	Asked string
 	// Start is when the call was received, Routed when it was resolved, Done when the answer came.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -44,7 +46,7 @@ func TestFromError(t *testing.T) {
 }
 
 func TestCallError(t *testing.T) {
-	route := actors.Route{ServerID: "sid", ServerName: "srv", ServerStatus: persistence.StatusConnected, Name: "srv.t", Strategy: actors.StrategyAlias}
+	route := routing.Route{ServerID: "sid", ServerName: "srv", ServerStatus: persistence.StatusConnected, Name: "srv.t", Strategy: routing.StrategyAlias}
 	now := time.Now()
 	for _, tc := range []struct {
 		code, want string
@@ -70,8 +72,8 @@ func TestCallError(t *testing.T) {
 
 func TestMetadata(t *testing.T) {
 	now := time.Now()
-	m := Metadata(Call{Route: actors.Route{ServerName: "srv", ServerStatus: persistence.StatusDegraded, Strategy: actors.StrategyAlias}, Start: now, Routed: now, Done: now})
-	if m["strategy"] != actors.StrategyAlias || m["warning"] == nil {
+	m := Metadata(Call{Route: routing.Route{ServerName: "srv", ServerStatus: persistence.StatusDegraded, Strategy: routing.StrategyAlias}, Start: now, Routed: now, Done: now})
+	if m["strategy"] != routing.StrategyAlias || m["warning"] == nil {
 		t.Errorf("metadata %v", m)
 	}
 }
@@ -79,7 +81,7 @@ func TestMetadata(t *testing.T) {
 // TestUnavailableError: a server that cannot take the request now answers 503 SERVER_UNAVAILABLE naming it, on
 // every front end (REST's tool refresh, the proxy's new session).
 func TestUnavailableError(t *testing.T) {
-	err := fmt.Errorf("refresh: %w", &actors.UnavailableError{Server: actors.ServerEntry{ID: "i", Name: "n", Status: "ERROR"}})
+	err := fmt.Errorf("refresh: %w", &routing.UnavailableError{Server: routing.ServerEntry{ID: "i", Name: "n", Status: "ERROR"}})
 	e := FromError(err, Subject{})
 	if e == nil || e.Status != http.StatusServiceUnavailable || e.Code != CodeServerUnavailable ||
 		e.Detail != "Server unavailable: n" || *e.Server != (ServerRef{ID: "i", Name: "n", Status: "ERROR"}) {
@@ -89,7 +91,7 @@ func TestUnavailableError(t *testing.T) {
 		t.Errorf("Retry-After %q for an unavailable server that says nothing of when", e.RetryAfterHeader())
 	}
 	// A server no cluster node can place now (the node is rejoining the membership): 503 with Retry-After.
-	err = fmt.Errorf("locate: %w", &actors.UnavailableError{Server: actors.ServerEntry{ID: "i", Name: "n"}, Detail: "cannot be placed now",
+	err = fmt.Errorf("locate: %w", &routing.UnavailableError{Server: routing.ServerEntry{ID: "i", Name: "n"}, Detail: "cannot be placed now",
 		RetryAfter: 1500 * time.Millisecond})
 	if e = FromError(err, Subject{}); e == nil || e.Status != http.StatusServiceUnavailable || e.RetryAfterHeader() != "2" {
 		t.Errorf("unplaceable server: got %+v, want 503 with Retry-After 2", e)

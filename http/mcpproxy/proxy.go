@@ -38,6 +38,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
@@ -122,7 +124,7 @@ func New(sys *actors.System, opts Options) *Handler {
 	}
 	// Curation (filters, pinning, overrides) and profile bindings change with the routing table: every session's
 	// tools are curated again from the new one.
-	h.stop = sys.OnRoutesChanged(func(*actors.RouteTable) { h.recurate() })
+	h.stop = sys.OnRoutesChanged(func(*routing.RouteTable) { h.recurate() })
 	return h
 }
 
@@ -171,7 +173,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A client token bound to profiles reaches only the servers its profiles contain (the rule of /mcp's
 		// prompts and resources: a server with a tool in one of them).
 		t := h.sys.Routes()
-		if bound := t.BoundProfiles(caller.Name); bound != nil && !t.ServersIn(actors.Scope(bound))[srv.ID] {
+		if bound := t.BoundProfiles(caller.Name); bound != nil && !t.ServersIn(routing.Scope(bound))[srv.ID] {
 			apierror.Write(w, &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
 				Detail: "This client's profiles do not include server " + srv.Name})
 			return
@@ -208,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // forwarded sends the request to the cluster node that serves the server, when that is another node (a session of
 // the per-server endpoint lives beside the server's actor); true when it did (or answered an error).
-func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv actors.ServerEntry) bool {
+func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv routing.ServerEntry) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.SyncTimeout)
 	target, remote, err := h.sys.OwnerURL(ctx, srv.ID)
 	cancel()
@@ -288,7 +290,7 @@ func (h *Handler) track(id string, s *session) {
 
 // serveNew handles a POST without a session: an initialize opens the upstream session first, so that the
 // downstream session starts with the backend's capabilities, and builds the session's server from it.
-func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv actors.ServerEntry, sdk *mcp.StreamableHTTPHandler) {
+func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv routing.ServerEntry, sdk *mcp.StreamableHTTPHandler) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -365,7 +367,7 @@ func parseInitialize(body []byte) (initRequest, bool) {
 // openError is the answer to a session that could not be opened: the proxy's own failures (its session cap,
 // a backend that refuses the session), then the mapping every front end shares (apierror.FromError, which knows
 // a server that is not callable), else a logged internal error.
-func (h *Handler) openError(srv actors.ServerEntry, err error) *apierror.Error {
+func (h *Handler) openError(srv routing.ServerEntry, err error) *apierror.Error {
 	switch {
 	case errors.Is(err, actors.ErrProxyLimit):
 		limit := h.opts.MaxSessionsPerServer
@@ -387,7 +389,7 @@ func (h *Handler) openError(srv actors.ServerEntry, err error) *apierror.Error {
 }
 
 // unavailable is the 503 SERVER_UNAVAILABLE of a server that cannot take a proxy session now.
-func unavailable(srv actors.ServerEntry, detail string) *apierror.Error {
+func unavailable(srv routing.ServerEntry, detail string) *apierror.Error {
 	return apierror.Unavailable(srv.ID, srv.Name, srv.Status, detail, nil)
 }
 

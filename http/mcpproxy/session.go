@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -47,7 +49,7 @@ const (
 // session is one downstream session and its upstream proxy session.
 type session struct {
 	h      *Handler
-	srv    actors.ServerEntry
+	srv    routing.ServerEntry
 	log    *slog.Logger
 	server *mcp.Server
 
@@ -95,7 +97,7 @@ type flight struct {
 }
 
 // open opens the upstream session for a new downstream session and builds the session's server from it.
-func (h *Handler) open(ctx context.Context, srv actors.ServerEntry, init initRequest, caller auth.Identity) (*session, error) {
+func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRequest, caller auth.Identity) (*session, error) {
 	life, cancel := context.WithCancel(context.Background())
 	s := &session{lastSeen: time.Now(),
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
@@ -791,9 +793,9 @@ func bindable(id auth.Identity) bool { return !id.Anonymous && id.Scope < auth.S
 // view is what the session's client is served of the server's tools in table t: the profiles its token is bound to
 // (nil: no binding), and whether the table decides at all (curated: the server's curation changes what clients are
 // served, or the client is bound). Uncurated, the backend's own list is served as it is.
-func (s *session) view(t *actors.RouteTable) (sc actors.Scope, curated bool) {
+func (s *session) view(t *routing.RouteTable) (sc routing.Scope, curated bool) {
 	if s.restricted {
-		sc = actors.Scope(t.BoundProfiles(s.client))
+		sc = routing.Scope(t.BoundProfiles(s.client))
 	}
 	return sc, sc != nil || t.Curated(s.srv.ID)
 }
@@ -837,7 +839,7 @@ func (s *session) applyTools(fetched bool) {
 
 // servedTool is a backend tool as the routing table serves it (e's definition: the approved one while a change is
 // held, with an override's description and annotations), under the backend's name.
-func servedTool(up *mcp.Tool, e *actors.ToolEntry) *mcp.Tool {
+func servedTool(up *mcp.Tool, e *routing.ToolEntry) *mcp.Tool {
 	out := &mcp.Tool{}
 	if len(e.Definition) == 0 || json.Unmarshal(e.Definition, out) != nil {
 		c := *up

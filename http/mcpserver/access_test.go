@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
@@ -225,14 +227,14 @@ func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 	r := &rig{sys: sys, store: st, endpoint: ep, mux: hs}
 
 	shared := "doc://shared"
-	captured := actors.RewriteURI("ev", shared)
+	captured := routing.RewriteURI("ev", shared)
 	r.register(t, "ev", map[string]any{"base_url": scopeBackend(t, "ev", map[string]string{shared: "ev's document"})}, persistence.TransportHTTP)
 	// The hostile backend sorts after ev (its entries were exposed last) and lists the shared URI too, so that ev's
 	// copy is exposed rewritten, then ev's rewritten URI and a template in the reserved scheme as its own.
 	hostile := scopeBackend(t, "zz", map[string]string{shared: "zz's own", captured: "HOSTILE", "MCP-Aggregator://ev/other": "HOSTILE"})
 	zz := r.register(t, "zz", map[string]any{"base_url": hostile}, persistence.TransportHTTP)
 	waitFor(t, "zz's features discovered", func() bool {
-		_, ok := sys.Routes().Resource(actors.RewriteURI("zz", shared))
+		_, ok := sys.Routes().Resource(routing.RewriteURI("zz", shared))
 		return ok
 	})
 	if e, ok := sys.Routes().Resource(captured); !ok || e.ServerName != "ev" {
@@ -243,7 +245,7 @@ func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range stored {
-		if actors.IsReservedURI(f.Key) {
+		if routing.IsReservedURI(f.Key) {
 			t.Errorf("a reserved URI of zz was stored: %s", f.Key)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -156,9 +158,9 @@ func TestMCPCallValidationAndErrors(t *testing.T) {
 		args     map[string]any
 		strategy string
 	}{
-		{"execute_external_tool", map[string]any{"tool_name": "alpha.echo", "arguments": map[string]any{"x": 1}}, actors.StrategyNamespaceResolved},
-		{"execute_external_tool", map[string]any{"tool_name": "echo", "server_id": r.ids["beta"]}, actors.StrategyExplicitServer},
-		{"alpha__echo", map[string]any{"x": 1}, actors.StrategyAlias},
+		{"execute_external_tool", map[string]any{"tool_name": "alpha.echo", "arguments": map[string]any{"x": 1}}, routing.StrategyNamespaceResolved},
+		{"execute_external_tool", map[string]any{"tool_name": "echo", "server_id": r.ids["beta"]}, routing.StrategyExplicitServer},
+		{"alpha__echo", map[string]any{"x": 1}, routing.StrategyAlias},
 	} {
 		res, err := call(tc.tool, tc.args)
 		if err != nil || res.IsError {

@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -140,7 +142,7 @@ func (f *features) key(parts ...string) uint64 {
 
 // syncFeatures makes the exposed prompts, resources and templates equal to the table's callable ones (in
 // search-first mode too: only tools are hidden there).
-func (s *Server) syncFeatures(t *actors.RouteTable) {
+func (s *Server) syncFeatures(t *routing.RouteTable) {
 	f := s.feat
 	if f == nil {
 		return
@@ -301,7 +303,7 @@ func (s *Server) templateReader(serverID, key, exposed string) mcp.ResourceHandl
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		uri := req.Params.URI
 		if rewritten {
-			_, orig, ok := actors.ParseRewrittenURI(uri)
+			_, orig, ok := routing.ParseRewrittenURI(uri)
 			if !ok {
 				return nil, mcp.ResourceNotFoundError(uri)
 			}
@@ -383,11 +385,11 @@ func (s *Server) subscription(ctx context.Context, extra *mcp.RequestExtra, meth
 
 // resolveURI finds the server of a URI: a listed resource, a rewritten URI, or the callable template with the
 // longest literal prefix of the URI.
-func resolveURI(t *actors.RouteTable, uri string) (serverID, serverName, orig string, ok bool) {
+func resolveURI(t *routing.RouteTable, uri string) (serverID, serverName, orig string, ok bool) {
 	if r, found := t.Resource(uri); found {
 		return r.ServerID, r.ServerName, r.Key, true
 	}
-	if name, o, found := actors.ParseRewrittenURI(uri); found {
+	if name, o, found := routing.ParseRewrittenURI(uri); found {
 		if srv, known := t.ServerByName(name); known {
 			return srv.ID, srv.Name, o, true
 		}
@@ -398,7 +400,7 @@ func resolveURI(t *actors.RouteTable, uri string) (serverID, serverName, orig st
 		if strings.HasPrefix(uri, prefix) && len(prefix) > best {
 			best, serverID, serverName, orig = len(prefix), r.ServerID, r.ServerName, uri
 			if r.Exposed != r.Key {
-				_, orig, _ = actors.ParseRewrittenURI(uri)
+				_, orig, _ = routing.ParseRewrittenURI(uri)
 			}
 		}
 	}
@@ -466,7 +468,7 @@ func (s *Server) feature(ctx context.Context, extra *mcp.RequestExtra, serverID,
 
 // servesServer reports whether this endpoint serves the server's prompts and resources: every server on the
 // unscoped endpoint, on a profile endpoint the servers with a tool in the profile.
-func (s *Server) servesServer(t *actors.RouteTable, serverID string) bool {
+func (s *Server) servesServer(t *routing.RouteTable, serverID string) bool {
 	if s.opts.Scope == nil {
 		return true
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/peertest"
@@ -204,19 +206,19 @@ func TestFeaturesAggregated(t *testing.T) {
 		res := c.resources(t)
 		everyURI = ""
 		for _, x := range res {
-			if strings.HasPrefix(x.URI, actors.RewriteURI("one", "")) {
+			if strings.HasPrefix(x.URI, routing.RewriteURI("one", "")) {
 				everyURI = x.URI
 			}
 		}
 		return everyURI != "" && slices.ContainsFunc(res, func(x *mcp.Resource) bool { return x.URI == "slow://doc" })
 	})
 	for _, x := range c.resources(t) {
-		if x.URI != "slow://doc" && !strings.HasPrefix(x.URI, actors.RewrittenURIScheme+"://") {
+		if x.URI != "slow://doc" && !strings.HasPrefix(x.URI, routing.RewrittenURIScheme+"://") {
 			t.Errorf("resource %s of two identical servers not rewritten", x.URI)
 		}
 	}
-	server, orig, ok := actors.ParseRewrittenURI(everyURI)
-	if !ok || server != "one" || actors.RewriteURI(server, orig) != everyURI {
+	server, orig, ok := routing.ParseRewrittenURI(everyURI)
+	if !ok || server != "one" || routing.RewriteURI(server, orig) != everyURI {
 		t.Fatalf("ParseRewrittenURI(%q) = %q %q %v", everyURI, server, orig, ok)
 	}
 	read, err := c.sess.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: everyURI})
@@ -314,12 +316,12 @@ func TestResourceUpdateFloodStallsNoOne(t *testing.T) {
 	sub := connectFeatures(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
 	other := connect(t, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
 	waitFor(t, "both backends' resources", func() bool {
-		_, a := r.sys.Routes().Resource(actors.RewriteURI("flood", "slow://doc"))
-		_, b := r.sys.Routes().Resource(actors.RewriteURI("calm", "slow://doc"))
+		_, a := r.sys.Routes().Resource(routing.RewriteURI("flood", "slow://doc"))
+		_, b := r.sys.Routes().Resource(routing.RewriteURI("calm", "slow://doc"))
 		_, c := r.sys.Routes().Tool("calm.echo")
 		return a && b && c
 	})
-	floodURI := actors.RewriteURI("flood", "slow://doc")
+	floodURI := routing.RewriteURI("flood", "slow://doc")
 	if err := sub.sess.Subscribe(context.Background(), &mcp.SubscribeParams{URI: floodURI}); err != nil {
 		t.Fatal(err)
 	}

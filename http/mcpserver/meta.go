@@ -12,7 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -35,7 +35,7 @@ const (
 
 // isMetaTool reports whether name is one of the meta-tools; the routing table reserves the same names, so no
 // backend tool's alias can replace one.
-func isMetaTool(name string) bool { return actors.IsMetaToolName(name) }
+func isMetaTool(name string) bool { return routing.IsMetaToolName(name) }
 
 // serverOpSchema is the input of the per-server meta-tools (the REST routes take the id from the path): the
 // server's id or name, and for disconnect_mcp_server whether to cut the calls in flight. Other fields are ignored.
@@ -98,7 +98,7 @@ const (
 // searchDescription is search_aggregated_tools' description: what it does, and what the catalogue holds right now
 // (how many tools of how many connected servers, the largest servers, the skills most tools have), so that a model
 // knows when searching is worth it.
-func searchDescription(t *actors.RouteTable, scope actors.Scope, skillNames map[string]string) string {
+func searchDescription(t *routing.RouteTable, scope routing.Scope, skillNames map[string]string) string {
 	const what = "Find tools of the connected MCP servers by what they do (plain-language query; hybrid keyword and " +
 		"semantic ranking). Each result has its alias, the name to call directly on this server, and its namespaced " +
 		"name {server}.{tool} for execute_external_tool."
@@ -169,7 +169,7 @@ func (s *Server) skillNames() map[string]string {
 // folded into the next one. It stops with Close.
 func (s *Server) followCatalogue() {
 	kick := make(chan struct{}, 1)
-	stop := s.gw.OnRoutesChanged(func(*actors.RouteTable) {
+	stop := s.gw.OnRoutesChanged(func(*routing.RouteTable) {
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -373,7 +373,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	route, err := rt.ResolveIn(scope, in.Name, in.ServerID)
 	if err != nil {
-		var amb *actors.AmbiguousToolError
+		var amb *routing.AmbiguousToolError
 		r := apierror.Resolution{Name: in.Name, ServerID: in.ServerID}
 		if errors.As(err, &amb) {
 			r.Candidates = candidates(rt, amb)

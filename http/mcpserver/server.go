@@ -21,7 +21,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -34,9 +36,9 @@ import (
 // changes (actors.System implements it).
 type Gateway interface {
 	actors.Control
-	OnRoutesChanged(fn func(*actors.RouteTable)) (cancel func())
+	OnRoutesChanged(fn func(*routing.RouteTable)) (cancel func())
 	// CallResult is Control.Call returning the go-sdk result object (no JSON round trip on one node).
-	CallResult(ctx context.Context, r actors.Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error)
+	CallResult(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error)
 }
 
 // Options configure the endpoint.
@@ -80,7 +82,7 @@ type Options struct {
 	// Scope restricts the endpoint to some profiles' tools (nil: every tool): it lists, resolves, searches and
 	// executes only those, and a tool outside is not found. Views makes one such endpoint per profile (and per
 	// set of profiles a client token is bound to).
-	Scope actors.Scope
+	Scope routing.Scope
 }
 
 // Defaults of Options.
@@ -102,7 +104,7 @@ type Server struct {
 	metrics     *metrics.Metrics
 	mcp         *mcp.Server
 	stop        func()
-	syncCh      chan *actors.RouteTable
+	syncCh      chan *routing.RouteTable
 	limiter     *auth.Limiter
 	// requireIdentity: see Options.RequireIdentity.
 	requireIdentity bool
@@ -156,7 +158,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
 	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *actors.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(),
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
@@ -238,7 +240,7 @@ func (s *Server) RunStdio(ctx context.Context) error {
 
 // enqueue hands the newest table to the sync loop without blocking the router (older pending tables are dropped:
 // only the newest matters).
-func (s *Server) enqueue(t *actors.RouteTable) {
+func (s *Server) enqueue(t *routing.RouteTable) {
 	for {
 		select {
 		case s.syncCh <- t:
@@ -266,7 +268,7 @@ func (s *Server) syncLoop() {
 // sync makes the exposed backend tools equal to the table's callable tools. A tool whose entry did not change
 // (entryKey) is left as it is, without decoding its definition and schema again: at 10,000 tools the table changes
 // with every classified batch.
-func (s *Server) sync(t *actors.RouteTable) {
+func (s *Server) sync(t *routing.RouteTable) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	want := map[string]bool{}
@@ -303,7 +305,7 @@ func (s *Server) sync(t *actors.RouteTable) {
 
 // entryKey hashes everything exposedTool and describeTools make a tool from (64 bits: two different entries of
 // one alias collide with a probability of 2⁻⁶⁴, and then only delay that tool's update to its next change).
-func entryKey(seed maphash.Seed, e *actors.ToolEntry) uint64 {
+func entryKey(seed maphash.Seed, e *routing.ToolEntry) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	for _, part := range []string{e.Alias, e.Name, e.ServerName, e.Description} {
@@ -319,7 +321,7 @@ func entryKey(seed maphash.Seed, e *actors.ToolEntry) uint64 {
 // exposedTool is the backend's own tool definition under its alias; tools/list adds its canonical name to _meta
 // (describeTools), so that the stored tool needs no _meta map of its own. The go-sdk accepts only object input
 // schemas; a tool without a type gets one, anything else is refused.
-func exposedTool(e *actors.ToolEntry) (*mcp.Tool, error) {
+func exposedTool(e *routing.ToolEntry) (*mcp.Tool, error) {
 	var t mcp.Tool
 	if len(e.Definition) > 0 {
 		if err := json.Unmarshal(e.Definition, &t); err != nil {
@@ -372,7 +374,7 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		rt := s.gw.Routes()
 		route, err := rt.ResolveIn(s.opts.Scope, p.Name, "")
-		var amb *actors.AmbiguousToolError
+		var amb *routing.AmbiguousToolError
 		switch {
 		case errors.As(err, &amb):
 			e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: candidates(rt, amb)})
@@ -397,7 +399,7 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // candidates names the tools an ambiguous name could mean, by alias.
-func candidates(rt *actors.RouteTable, amb *actors.AmbiguousToolError) []string {
+func candidates(rt *routing.RouteTable, amb *routing.AmbiguousToolError) []string {
 	var out []string
 	for _, id := range amb.ServerIDs {
 		if srv, ok := rt.Server(id); ok {
@@ -432,11 +434,11 @@ func (s *Server) callBackend(ctx context.Context, req *mcp.CallToolRequest) (*mc
 
 // direct runs a direct call of a backend tool (by alias or name): admitted, validated, routed, with the same
 // metadata as execute_external_tool.
-func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, route actors.Route, asked string) (*mcp.CallToolResult, error) {
+func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, route routing.Route, asked string) (*mcp.CallToolResult, error) {
 	return s.directAt(ctx, req, route, asked, time.Now())
 }
 
-func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route actors.Route, asked string, start time.Time) (*mcp.CallToolResult, error) {
+func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route routing.Route, asked string, start time.Time) (*mcp.CallToolResult, error) {
 	id, denied := s.admitCall(ctx, req)
 	if denied != nil {
 		return denied, nil

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
@@ -57,7 +57,7 @@ func (v *Views) Close() {
 }
 
 // of returns the scoped endpoint of sc, making it on first use (nil when MaxViews are already made).
-func (v *Views) of(sc actors.Scope) *scopedView {
+func (v *Views) of(sc routing.Scope) *scopedView {
 	key := strings.Join(sc, ",")
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -6,6 +6,6 @@
 //
 // It is a package of its own for two reasons. The engine stays free of the vector backends and of the taxonomy:
 // search ranks documents and knows neither Qdrant nor skills. And the ranking stays free of the actors: it reads the
-// routing state through Catalog, a two-method view the caller implements over its snapshot (actors.RouteTable),
+// routing state through Catalog, a two-method view the caller implements over its snapshot (routing.RouteTable),
 // so that it can be tested without starting a system and the actors keep only the mapping of ids to their entries.
 package toolsearch

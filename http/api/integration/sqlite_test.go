@@ -24,6 +24,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/peertest"
@@ -257,7 +259,7 @@ func TestAPIWithRealActors(t *testing.T) {
 			f := it.(map[string]any)
 			want := f["name"].(string) // a URI of one server only is exposed as it is
 			if kind == "prompts" {
-				want = actors.Alias("everything", want, "__")
+				want = routing.Alias("everything", want, "__")
 			}
 			if f["exposed_as"] != want || f["definition"] == nil || f["updated_at"] == nil {
 				t.Errorf("GET %s item %v, want exposed_as %q", kind, f, want)
@@ -330,7 +332,7 @@ func TestAPIWithRealActors(t *testing.T) {
 		t.Fatalf("explicit server_id / arguments unchanged: %d %s", r.status, r.body)
 	}
 	r = e.do(t, "POST", "/api/v1/tools/call", `{"name":"get-sum","arguments":{"a":2,"b":3}}`)
-	if r.status != 200 || !strings.Contains(string(r.body), "5") || r.json(t)["metadata"].(map[string]any)["strategy"] != actors.StrategyLookupResolved {
+	if r.status != 200 || !strings.Contains(string(r.body), "5") || r.json(t)["metadata"].(map[string]any)["strategy"] != routing.StrategyLookupResolved {
 		t.Fatalf("unique original name: %d %s", r.status, r.body)
 	}
 	m = wantError(t, e.do(t, "POST", "/api/v1/tools/call", `{"name":"echo"}`), http.StatusBadRequest, apierror.CodeToolAmbiguous)

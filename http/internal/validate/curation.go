@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/curation"
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -156,7 +156,7 @@ func Override(body []byte) (persistence.ToolOverride, []FieldError) {
 			switch {
 			case !curation.ClientSafe(s):
 				c.Add(strictjson.FieldValueError, "exposed_name must be 1 to 64 characters of a-z, A-Z, 0-9, '_' and '-'", c.At("exposed_name"))
-			case actors.IsMetaToolName(s):
+			case routing.IsMetaToolName(s):
 				c.Add(strictjson.FieldValueError, "exposed_name is one of the aggregator's own tools", c.At("exposed_name"))
 			default:
 				o.ExposedName = &s

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"encoding/json"
@@ -74,9 +74,9 @@ type ResourceEntry struct {
 	Definition           json.RawMessage
 }
 
-// featureTable is the immutable part of a RouteTable about prompts and resources; the router rebuilds it only when
+// FeatureTable is the immutable part of a RouteTable about prompts and resources; the router rebuilds it only when
 // a server's features or names change, and a new RouteTable shares it otherwise.
-type featureTable struct {
+type FeatureTable struct {
 	version         uint64
 	prompts         []PromptEntry // by alias
 	resources       []ResourceEntry
@@ -88,9 +88,9 @@ type featureTable struct {
 	backendResource map[[2]string]*ResourceEntry
 }
 
-// buildFeatureTable makes the feature part of a table from the router's stored features per server.
-func buildFeatureTable(servers map[string]ServerEntry, features map[string][]persistence.Feature, sep string, version uint64) *featureTable {
-	ft := &featureTable{version: version, promptByAlias: map[string]*PromptEntry{}, promptByName: map[string][]*PromptEntry{}, resourceByURI: map[string]*ResourceEntry{},
+// BuildFeatureTable makes the feature part of a table from the router's stored features per server.
+func BuildFeatureTable(servers map[string]ServerEntry, features map[string][]persistence.Feature, sep string, version uint64) *FeatureTable {
+	ft := &FeatureTable{version: version, promptByAlias: map[string]*PromptEntry{}, promptByName: map[string][]*PromptEntry{}, resourceByURI: map[string]*ResourceEntry{},
 		templateByKey: map[string]*ResourceEntry{}, backendResource: map[[2]string]*ResourceEntry{}}
 	keyCount := map[[2]string]int{}
 	for id, list := range features {
@@ -156,9 +156,9 @@ func buildFeatureTable(servers map[string]ServerEntry, features map[string][]per
 	return ft
 }
 
-var emptyFeatures = &featureTable{}
+var emptyFeatures = &FeatureTable{}
 
-func (t *RouteTable) feat() *featureTable {
+func (t *RouteTable) feat() *FeatureTable {
 	if t.features == nil {
 		return emptyFeatures
 	}
@@ -170,7 +170,7 @@ func (t *RouteTable) Prompts() []*PromptEntry {
 	ft := t.feat()
 	out := make([]*PromptEntry, 0, len(ft.prompts))
 	for i := range ft.prompts {
-		if callable(t.servers[ft.prompts[i].ServerID].Status) {
+		if CallableStatus(t.servers[ft.prompts[i].ServerID].Status) {
 			out = append(out, &ft.prompts[i])
 		}
 	}
@@ -188,7 +188,7 @@ func (t *RouteTable) ResourceTemplates() []*ResourceEntry {
 func (t *RouteTable) callableResources(list []ResourceEntry) []*ResourceEntry {
 	out := make([]*ResourceEntry, 0, len(list))
 	for i := range list {
-		if callable(t.servers[list[i].ServerID].Status) {
+		if CallableStatus(t.servers[list[i].ServerID].Status) {
 			out = append(out, &list[i])
 		}
 	}
@@ -230,7 +230,7 @@ func (t *RouteTable) ResolvePrompt(name string) (*PromptEntry, bool) {
 	}
 	var found *PromptEntry
 	for _, p := range t.feat().promptByName[name] {
-		if !callable(t.servers[p.ServerID].Status) {
+		if !CallableStatus(t.servers[p.ServerID].Status) {
 			continue
 		}
 		if found != nil {

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 
 // benchTable is a routing table of 100 servers x 100 tools, with or without curation (an override on every tenth
 // tool, three profiles).
-func benchTable(curated bool) (map[string]ServerEntry, map[string][]persistence.Tool, *routeCuration) {
+func benchTable(curated bool) (map[string]ServerEntry, map[string][]persistence.Tool, *Curation) {
 	servers := map[string]ServerEntry{}
 	tools := map[string][]persistence.Tool{}
-	rc := &routeCuration{servers: map[string]*serverCuration{}}
+	rc := &Curation{Servers: map[string]*ServerCuration{}}
 	id := int64(0)
 	for s := 0; s < 100; s++ {
 		sid := fmt.Sprintf("s%03d", s)
@@ -30,10 +30,10 @@ func benchTable(curated bool) (map[string]ServerEntry, map[string][]persistence.
 				ovs = append(ovs, persistence.ToolOverride{ServerID: sid, OriginalName: orig, ExposedName: &x})
 			}
 		}
-		rc.servers[sid] = &serverCuration{overrides: curation.NewOverrides(ovs)}
+		rc.Servers[sid] = &ServerCuration{overrides: curation.NewOverrides(ovs)}
 	}
 	if curated {
-		rc.profiles = []persistence.Profile{
+		rc.Profiles = []persistence.Profile{
 			{Name: "one-server", Selectors: []persistence.ProfileSelector{{Server: "srv007"}}},
 			{Name: "pattern", Selectors: []persistence.ProfileSelector{{Tools: []string{"tool_00*"}}}},
 			{Name: "skill", Selectors: []persistence.ProfileSelector{{Skills: []string{"skill-3"}}}},

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"errors"
@@ -273,7 +273,7 @@ func TestRoutedToolKeepsTheDefinitionOnce(t *testing.T) {
 			if tc.def == "" {
 				in.Definition = nil
 			}
-			out := routedTool(in)
+			out := RoutedTool(in)
 			if string(out.Definition) != tc.want {
 				t.Errorf("definition %s, want %s", out.Definition, tc.want)
 			}

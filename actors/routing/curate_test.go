@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"encoding/json"
@@ -12,34 +12,34 @@ import (
 // change, answers "" for a definition that cannot be read, and forgets a removed server's tools. The discovery's
 // hash of a definition is the router's and the indexer's: one cache for the process.
 func TestPinHashesCache(t *testing.T) {
-	p := newPinHashes()
+	p := NewPinHashes()
 	def := json.RawMessage(`{"name":"a","description":"x"}`)
 	want, _ := curation.PinHash(def)
 	tool := &persistence.Tool{ID: 1, SourceServerID: "s1", OriginalName: "a", Definition: def}
-	if got := p.of(tool); got != want {
+	if got := p.Of(tool); got != want {
 		t.Fatalf("hash %q, want %q", got, want)
 	}
 	p.m["s1"]["a"] = pinHashEntry{key: p.m["s1"]["a"].key, hash: "cached"} // the cache answers without recomputing
-	if got := p.of(tool); got != "cached" {
+	if got := p.Of(tool); got != "cached" {
 		t.Fatalf("unchanged definition recomputed: %q", got)
 	}
 	tool.Definition = json.RawMessage(`{"name":"a","description":"y"}`)
-	if got, w2 := p.of(tool), mustPinHash(t, tool.Definition); got != w2 {
+	if got, w2 := p.Of(tool), mustPinHash(t, tool.Definition); got != w2 {
 		t.Fatalf("changed definition: %q, want %q", got, w2)
 	}
-	if got := p.of(&persistence.Tool{ID: 2, SourceServerID: "s2", OriginalName: "b", Definition: json.RawMessage(`nope`)}); got != "" {
+	if got := p.Of(&persistence.Tool{ID: 2, SourceServerID: "s2", OriginalName: "b", Definition: json.RawMessage(`nope`)}); got != "" {
 		t.Fatalf("unreadable definition hashed to %q", got)
 	}
-	if got, err := p.def("s1", "a", tool.Definition); err != nil || got != mustPinHash(t, tool.Definition) {
+	if got, err := p.Def("s1", "a", tool.Definition); err != nil || got != mustPinHash(t, tool.Definition) {
 		t.Fatalf("def of a cached definition: %q %v", got, err)
 	}
-	if _, err := p.def("s3", "c", json.RawMessage(`nope`)); err == nil {
+	if _, err := p.Def("s3", "c", json.RawMessage(`nope`)); err == nil {
 		t.Fatal("def of an unreadable definition: no error")
 	}
-	p.forgetServer("s1")
-	p.forgetServer("s3")
+	p.ForgetServer("s1")
+	p.ForgetServer("s3")
 	if _, ok := p.m["s1"]; ok || len(p.m) != 1 {
-		t.Fatalf("forgetServer left %v", p.m)
+		t.Fatalf("ForgetServer left %v", p.m)
 	}
 }
 

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"errors"
@@ -16,11 +16,11 @@ var ErrProfileNotFound = errors.New("profile not found")
 // ErrProfileForbidden means the caller's token is bound to profiles and asked for another one (403 FORBIDDEN).
 var ErrProfileForbidden = errors.New("profile not allowed for this client")
 
-// routeCuration is what the router hands buildRouteTable beside servers and tools: each server's curation (for
+// Curation is what the router hands BuildRouteTable beside servers and tools: each server's curation (for
 // the exposed names of overridden tools) and the profiles, whose tool sets the table computes once.
-type routeCuration struct {
-	servers  map[string]*serverCuration
-	profiles []persistence.Profile
+type Curation struct {
+	Servers  map[string]*ServerCuration
+	Profiles []persistence.Profile
 }
 
 // ProfileView is a profile as a routing table holds it: its definition and which of the table's tools it selects
@@ -42,12 +42,12 @@ type Scope []string
 func (sc Scope) Restricted() bool { return sc != nil }
 
 // buildProfiles computes every profile's tool set over the table's tools (after their aliases are assigned).
-func (t *RouteTable) buildProfiles(rc *routeCuration) {
-	if rc == nil || len(rc.profiles) == 0 {
+func (t *RouteTable) buildProfiles(rc *Curation) {
+	if rc == nil || len(rc.Profiles) == 0 {
 		return
 	}
-	t.profiles = make(map[string]*ProfileView, len(rc.profiles))
-	for _, p := range rc.profiles {
+	t.profiles = make(map[string]*ProfileView, len(rc.Profiles))
+	for _, p := range rc.Profiles {
 		v := &ProfileView{Profile: p, members: make([]bool, len(t.ordered))}
 		for i := range t.ordered {
 			e := &t.ordered[i]

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func TestCompactToolsKeepsEveryField(t *testing.T) {
 		}
 		want[i].SourceServerID = "server-1"
 	}
-	got := compactTools("server-1", rows, nil)
+	got := CompactTools("server-1", rows, nil)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("compacted rows differ:\n got %+v\nwant %+v", got, want)
 	}
@@ -80,10 +80,10 @@ func TestCompactToolsKeepsUnchangedText(t *testing.T) {
 		return persistence.Tool{ID: id, Name: fmt.Sprintf("srv.t%d", id), OriginalName: fmt.Sprintf("t%d", id), Description: desc,
 			InputSchema: json.RawMessage(`{"type":"object"}`), DefinitionHash: fmt.Sprint("hash-", desc), SkillIDs: []string{}}
 	}
-	first := compactTools("s", []persistence.Tool{row(1, "one"), row(2, "two")}, nil)
+	first := CompactTools("s", []persistence.Tool{row(1, "one"), row(2, "two")}, nil)
 	reload := []persistence.Tool{row(1, "one"), row(2, "two, changed")}
 	reload[0].IsClassified, reload[0].SkillIDs = true, []string{"web"} // classification alone changes no text
-	second := compactTools("s", reload, first)
+	second := CompactTools("s", reload, first)
 	if unsafe.StringData(second[0].Description) != unsafe.StringData(first[0].Description) ||
 		&second[0].InputSchema[0] != &first[0].InputSchema[0] || unsafe.StringData(second[0].Name) != unsafe.StringData(first[0].Name) {
 		t.Error("an unchanged tool's text was copied again")

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"encoding/json"
@@ -44,7 +44,7 @@ func TestFeatureTableNaming(t *testing.T) {
 		"3": {f("3", persistence.FeaturePrompt, "p")},
 		"9": {f("9", persistence.FeaturePrompt, "orphan")},
 	}
-	tab := &RouteTable{servers: servers, features: buildFeatureTable(servers, features, "__", 1)}
+	tab := &RouteTable{servers: servers, features: BuildFeatureTable(servers, features, "__", 1)}
 
 	aliases := map[string]string{}
 	for _, p := range tab.feat().prompts {
@@ -124,7 +124,7 @@ func TestFeatureTableIgnoresReservedURIs(t *testing.T) {
 		"2": {f("2", persistence.FeatureResource, "doc://x"), f("2", persistence.FeatureResource, captured),
 			f("2", persistence.FeatureResource, "MCP-AGGREGATOR://ev/y"), f("2", persistence.FeatureResourceTemplate, RewriteURI("ev", "t://{id}"))},
 	}
-	tab := &RouteTable{servers: servers, features: buildFeatureTable(servers, features, "__", 1)}
+	tab := &RouteTable{servers: servers, features: BuildFeatureTable(servers, features, "__", 1)}
 	if r, ok := tab.Resource(captured); !ok || r.ServerID != "1" {
 		t.Errorf("%s routes to %+v %v, want ev", captured, r, ok)
 	}

@@ -1,4 +1,4 @@
-package actors
+package routing
 
 import (
 	"crypto/sha256"
@@ -25,6 +25,22 @@ type AmbiguousToolError struct {
 
 func (e *AmbiguousToolError) Error() string {
 	return fmt.Sprintf("tool name %q is provided by %d servers; use the namespaced name or server_id", e.Name, len(e.ServerIDs))
+}
+
+// UnavailableError means the server is neither CONNECTED nor DEGRADED (503 SERVER_UNAVAILABLE with the server).
+type UnavailableError struct {
+	Server ServerEntry
+	// Detail says why, when there is more to say than the status (empty: "Server unavailable: <name>").
+	Detail string
+	// RetryAfter, when set, is when to try again (Retry-After).
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	if e.Detail != "" {
+		return e.Detail
+	}
+	return fmt.Sprintf("Server unavailable: %s (%s)", e.Server.Name, e.Server.Status)
 }
 
 // Resolution strategies, reported in call metadata.
@@ -88,7 +104,7 @@ type RouteTable struct {
 	// curated are the servers whose curation changes what clients are served (a filter, overrides, pinning).
 	curated map[string]bool
 	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).
-	features *featureTable
+	features *FeatureTable
 }
 
 // Version increases with every rebuild.
@@ -123,12 +139,16 @@ func (t *RouteTable) Servers() []ServerEntry {
 func (t *RouteTable) Callable() []*ToolEntry {
 	out := make([]*ToolEntry, 0, len(t.ordered))
 	for i := range t.ordered {
-		if e := &t.ordered[i]; callable(t.servers[e.SourceServerID].Status) {
+		if e := &t.ordered[i]; CallableStatus(t.servers[e.SourceServerID].Status) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
+
+// Entries are every tool of the table, callable or not, by namespaced name. The slice is the table's own: read
+// only.
+func (t *RouteTable) Entries() []ToolEntry { return t.ordered }
 
 // Tool returns a tool by namespaced name or alias.
 func (t *RouteTable) Tool(name string) (*ToolEntry, bool) {
@@ -206,10 +226,10 @@ func IsMetaToolName(name string) bool {
 	return false
 }
 
-// routedTool is a stored tool as the routing table keeps it: its definition without the name, description and
+// RoutedTool is a stored tool as the routing table keeps it: its definition without the name, description and
 // input schema, which the entry already holds in its own fields (the MCP endpoint takes those from there), so that
 // the text of a tool is held once and not twice. A definition that cannot be read is kept as it is.
-func routedTool(t persistence.Tool) persistence.Tool {
+func RoutedTool(t persistence.Tool) persistence.Tool {
 	if len(t.Definition) == 0 {
 		return t
 	}
@@ -230,6 +250,14 @@ func routedTool(t persistence.Tool) persistence.Tool {
 	return t
 }
 
+// BuildRouteTable makes the router's next table (see buildRouteTable) with ft as its prompts and resources (nil:
+// none): the router rebuilds a feature table only when the servers' features or names change, and tables share it.
+func BuildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable, rc *Curation, ft *FeatureTable) *RouteTable {
+	t := buildRouteTable(servers, tools, sep, version, prev, rc)
+	t.features = ft
+	return t
+}
+
 // buildRouteTable makes a snapshot from the router's per-server state. prev is the table it replaces (nil at
 // start): aliases are assigned so that an alias, once given to a tool, keeps meaning that tool for as long as the
 // tool exists. A client or model holding an older tools/list must never reach another tool by an old alias. The
@@ -237,7 +265,7 @@ func routedTool(t persistence.Tool) persistence.Tool {
 // maps, sized once: a table is rebuilt on every change, and at 10,000 tools it is that many entries.
 //
 // rc (nil: none) gives overridden tools their exposed names and the profiles their tool sets.
-func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable, rc *routeCuration) *RouteTable {
+func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persistence.Tool, sep string, version uint64, prev *RouteTable, rc *Curation) *RouteTable {
 	n := 0
 	for id, list := range tools {
 		if _, ok := servers[id]; ok {
@@ -267,7 +295,7 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 		e := &t.ordered[i]
 		e.pos = i
 		if rc != nil {
-			e.Exposed = rc.servers[e.SourceServerID].exposedName(e.OriginalName)
+			e.Exposed = rc.Servers[e.SourceServerID].ExposedName(e.OriginalName)
 		}
 		t.tools[e.Name] = e
 		t.byID[e.ID] = e
@@ -280,8 +308,8 @@ func buildRouteTable(servers map[string]ServerEntry, tools map[string][]persiste
 	t.assignAliases(sep, prev)
 	t.buildProfiles(rc)
 	if rc != nil {
-		for id, c := range rc.servers {
-			if _, ok := servers[id]; ok && !c.plain() {
+		for id, c := range rc.Servers {
+			if _, ok := servers[id]; ok && !c.Plain() {
 				if t.curated == nil {
 					t.curated = map[string]bool{}
 				}
@@ -452,7 +480,7 @@ func (t *RouteTable) ToolByID(id int64) (*ToolEntry, bool) {
 	return e, ok
 }
 
-// compactTools re-homes one server's stored tool rows (fresh from the store, each string and JSON document its own
+// CompactTools re-homes one server's stored tool rows (fresh from the store, each string and JSON document its own
 // allocation, about nine per row) into as few heap objects as possible, for as long as the router keeps them. A
 // tool's strings (names, description, definition hash) become parts of one string and its JSON (input schema,
 // routed definition) parts of one byte slice; an original name is a suffix of the namespaced name; the server id,
@@ -462,7 +490,7 @@ func (t *RouteTable) ToolByID(id int64) (*ToolEntry, bool) {
 // reload after every classification must not give it a second copy. The blocks are per tool, not per server, so
 // that a changed tool never keeps its server's other, older text alive. The JSON parts are capped at their length,
 // so appending to one copies it. It returns the rows in a slice of their own, exactly sized.
-func compactTools(serverID string, stored, prev []persistence.Tool) []persistence.Tool {
+func CompactTools(serverID string, stored, prev []persistence.Tool) []persistence.Tool {
 	rows := slices.Clone(stored[:len(stored):len(stored)])
 	before := make(map[int64]*persistence.Tool, len(prev))
 	changed := 0
@@ -563,4 +591,9 @@ func compactText(t *persistence.Tool) {
 		return js[start:len(js):len(js)]
 	}
 	t.InputSchema, t.Definition = part(t.InputSchema), part(t.Definition)
+}
+
+// CallableStatus reports whether a server in this state executes tool calls (DEGRADED does, with a warning).
+func CallableStatus(status string) bool {
+	return status == persistence.StatusConnected || status == persistence.StatusDegraded
 }
