@@ -40,7 +40,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEndpoints$$' -fuzztime $(FUZZTIME) ./http/api
 	$(GO) test -run '^$$' -fuzz '^FuzzWords$$' -fuzztime $(FUZZTIME) ./search/internal/analysis
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/msglimit
-	$(GO) test -run '^$$' -fuzz '^FuzzParseHostIP$$' -fuzztime $(FUZZTIME) ./actors
+	$(GO) test -run '^$$' -fuzz '^FuzzParseHostIP$$' -fuzztime $(FUZZTIME) ./actors/backend
 	$(GO) test -run '^$$' -fuzz '^FuzzRewrittenURI$$' -fuzztime $(FUZZTIME) ./actors/routing
 
 ## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/internal/connconfig"
@@ -117,11 +118,11 @@ type Deps struct {
 	// Classifier assigns skills to discovered tools (nil: tools are not classified).
 	Classifier classify.Classifier
 	// DataDir is the node's data directory (MCP_AGGREGATOR_DATA_DIR): every stdio server's process group is
-	// recorded under DataDir/stdio-groups while it runs, so that ReapProcessGroups can kill what a daemon that died
-	// left behind. Empty: nothing is recorded.
+	// recorded under DataDir/stdio-groups while it runs, so that backend.ReapProcessGroups can kill what a daemon
+	// that died left behind. Empty: nothing is recorded.
 	DataDir string
 
-	groups *procGroups // the records under DataDir (nil: none); set by withDefaults
+	groups *backend.ProcGroups // the records under DataDir (nil: none); set by withDefaults
 
 	// budget is the memory budget of backend messages shared by every session of the tree (set by withDefaults).
 	budget *msglimit.Budget
@@ -130,7 +131,7 @@ type Deps struct {
 	InstanceID string
 
 	// outbound is the policy built from Config and InstanceID by withDefaults.
-	outbound *Outbound
+	outbound *backend.Outbound
 
 	// NodeID names this process as the owner of the servers it serves (persistence.Lease.Owner). A process that
 	// restarts on the same data directory should keep its NodeID, so that it takes its servers back at once
@@ -162,7 +163,8 @@ func (d *Deps) withDefaults() *Deps {
 	if out.InstanceID == "" {
 		out.InstanceID = uuid.NewString()
 	}
-	out.outbound = NewOutbound(out.Config, out.InstanceID)
+	out.outbound = backend.NewOutbound(backend.OutboundConfig{Allow: out.Config.OutboundAllow, Deny: out.Config.OutboundDeny,
+		ListenAddrs: out.Config.ListenAddrs}, out.InstanceID)
 	if out.NodeID == "" {
 		out.NodeID = out.InstanceID
 	}
@@ -180,13 +182,19 @@ func (d *Deps) withDefaults() *Deps {
 		out.Env = os.LookupEnv
 	}
 	if out.groups == nil && out.DataDir != "" {
-		out.groups = newProcGroups(out.DataDir, out.Logger)
+		out.groups = backend.NewProcGroups(out.DataDir, out.Logger)
 	}
 	if out.Config.MaxMessageBytes <= 0 {
 		out.Config.MaxMessageBytes = msglimit.DefaultMaxMessageBytes
 	}
 	out.budget = msglimit.NewBudget(out.Config.MessageBudgetBytes, out.Config.MessageBudgetPerServerBytes)
 	return &out
+}
+
+// backendOptions are the options of one backend session (backend.Dial), with a fresh message guard.
+func (d *Deps) backendOptions() backend.Options {
+	return backend.Options{Env: d.Env, Outbound: d.outbound, Groups: d.groups, StdioEnvPassthrough: d.Config.StdioEnvPassthrough,
+		TerminateDuration: d.Config.TerminateDuration, Guard: d.newGuard()}
 }
 
 // newGuard is the message guard of one backend session: the message limit and a fresh share of the budget, closed

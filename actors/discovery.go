@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
@@ -153,7 +154,7 @@ func (s *System) discover(ctx context.Context, id string, forced bool) error {
 			s.deps.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
 			continue
 		}
-		if path := viaPath(t.Meta); slices.Contains(path, s.deps.InstanceID) {
+		if path := backend.ViaPath(t.Meta); slices.Contains(path, s.deps.InstanceID) {
 			// The tool is one of ours coming back through another aggregator (A->B->...->A): keeping it would
 			// make each aggregator re-expose the other's copies without end.
 			looped = append(looped, t.Name)

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/notifyorder"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
@@ -254,7 +255,7 @@ func (p *proxyActor) logger() *slog.Logger {
 // connect builds the backend's transport (resolving ${VAR} now) and connects in a goroutine, bounded by the
 // connection timeout, as the server actor's own connect does.
 func (p *proxyActor) connect(ctx actor.Context) {
-	b, err := buildTransport(p.rec, p.deps, p.deps.newGuard())
+	b, err := backend.Dial(p.rec, p.deps.backendOptions())
 	if err != nil {
 		p.fail(ctx, err)
 		return
@@ -270,7 +271,7 @@ func (p *proxyActor) connect(ctx actor.Context) {
 	}
 	// The backend's notifications reach the handlers before the response they precede (notifyorder).
 	gate := notifyorder.New(p.stopping)
-	transport := gateTransport(gate, b)
+	transport := b.Gate(gate)
 	client := mcp.NewClient(impl, p.clientOptions())
 	client.AddReceivingMiddleware(p.requestMiddleware)
 	client.AddReceivingMiddleware(gate.Middleware) // outermost: counts a notification once fully handled
@@ -298,13 +299,11 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 	if m.err != nil {
 		attempt.release()
 		err := m.err
-		if exit := attempt.b.exitReason(); exit != "" {
+		if exit := attempt.b.ExitReason(); exit != "" {
 			err = fmt.Errorf("%s: %w", exit, err)
 		}
-		if attempt.b.stderr != nil {
-			if t := strings.TrimSpace(attempt.b.stderr.String()); t != "" {
-				err = fmt.Errorf("%w; stderr: %s", err, stderrSummary(t))
-			}
+		if t := strings.TrimSpace(attempt.b.Stderr()); t != "" {
+			err = fmt.Errorf("%w; stderr: %s", err, stderrSummary(t))
 		}
 		p.fail(ctx, err)
 		return

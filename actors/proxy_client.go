@@ -6,7 +6,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors/notifyorder"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -112,14 +111,4 @@ func (p *proxyActor) bound(ctx context.Context) (context.Context, context.Cancel
 		stop()
 		cancel()
 	}
-}
-
-// gateTransport puts the ordering gate under a built transport: around the connection for stdio, around the HTTP
-// bodies for SSE and streamable HTTP (the go-sdk must see a streamable HTTP connection unwrapped; see notifyorder).
-func gateTransport(g *notifyorder.Gate, b *built) mcp.Transport {
-	if b.client != nil {
-		b.client.Transport = g.RoundTripper(b.client.Transport)
-		return b.transport
-	}
-	return g.Transport(b.transport)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -35,7 +36,7 @@ const (
 	// flight); the call fails, the session is kept when it can be.
 	CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
 	// CodeLoopDetected: the backend is this aggregator, or aggregates it (directly or through other aggregators).
-	CodeLoopDetected = "LOOP_DETECTED"
+	CodeLoopDetected = backend.CodeLoopDetected
 )
 
 // ReasonNoSessionAfterStart is the reason of the transition that resets a status a previous process (or actor
@@ -103,7 +104,7 @@ type serverActor struct {
 	failures    int
 	lastError   string
 	// secrets are the resolved secret values of the current config, scrubbed from every error text.
-	secrets *secrets
+	secrets *backend.Secrets
 
 	retryTimer  *time.Timer
 	healthTimer *time.Timer

@@ -109,7 +109,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		}
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
-			reply.Error.Message = sec.scrub(reply.Error.Message)
+			reply.Error.Message = sec.Scrub(reply.Error.Message)
 			a.deps.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
@@ -188,7 +188,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
 				}
 				reply.ToolsJson = nil
-				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}
+				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.Scrub(err.Error())}
 				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
 					reply.Error.Code = CodeResponseTooLarge
 				}

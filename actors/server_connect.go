@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -24,7 +25,7 @@ import (
 // no session (and no child process) is left behind when the actor gives up on an attempt or stops meanwhile.
 type connectAttempt struct {
 	gen       uint64
-	b         *built
+	b         *backend.Conn
 	cancel    context.CancelFunc
 	timer     *time.Timer
 	mu        sync.Mutex
@@ -53,8 +54,7 @@ func (c *connectAttempt) discard(sess *mcp.ClientSession) {
 // release cancels the attempt and frees its transport (kills a stdio child, closes idle HTTP connections).
 func (c *connectAttempt) release() {
 	c.cancel()
-	c.b.kill()
-	c.b.closeIdle()
+	c.b.Release()
 }
 
 // handOver runs connect and hands the session to the attempt's owner. When the owner abandoned the attempt
@@ -90,15 +90,14 @@ func (c *connectAttempt) abandon() {
 		_ = s.Close()
 	}
 	c.cancel()
-	c.b.kill()
-	c.b.closeIdle()
+	c.b.Release()
 }
 
 // liveSession is the connected session and what has to be released with it.
 type liveSession struct {
 	gen     uint64
 	session *mcp.ClientSession
-	b       *built
+	b       *backend.Conn
 	cancel  context.CancelFunc
 	closing atomic.Bool
 }
@@ -108,8 +107,7 @@ func (l *liveSession) close() {
 	l.closing.Store(true)
 	_ = l.session.Close()
 	l.cancel()
-	l.b.kill()
-	l.b.closeIdle()
+	l.b.Release()
 }
 
 func (a *serverActor) connect(reason string) *pb.ConnectReply {
@@ -143,7 +141,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := buildTransport(a.rec, a.deps, a.deps.newGuard())
+	b, err := backend.Dial(a.rec, a.deps.backendOptions())
 	if err != nil {
 		a.connectFailed(err, "")
 		return
@@ -188,17 +186,14 @@ func (a *serverActor) startConnect(reason string) {
 	sys, self := a.sys, a.self
 	go func() {
 		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
-			return client.Connect(sctx, b.transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			return client.Connect(sctx, b.Transport(), &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 		})
 		if !ok {
 			return
 		}
-		if err != nil && b.proc != nil {
+		if err != nil {
 			// A child that broke the connection is usually exiting: give it a moment so its exit status explains.
-			select {
-			case <-b.proc.exited:
-			case <-time.After(200 * time.Millisecond):
-			}
+			b.WaitExit(200 * time.Millisecond)
 		}
 		sys.Root.Send(self, &connectDone{attempt: attempt, err: err})
 	}()
@@ -214,15 +209,11 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 	a.attempt = nil
 	if m.err != nil {
 		err := m.err
-		if exit := attempt.b.exitReason(); exit != "" {
+		if exit := attempt.b.ExitReason(); exit != "" {
 			err = fmt.Errorf("%s: %w", exit, err)
 		}
 		attempt.release()
-		tail := ""
-		if attempt.b.stderr != nil {
-			tail = attempt.b.stderr.String()
-		}
-		a.connectFailed(err, tail)
+		a.connectFailed(err, attempt.b.Stderr())
 		return
 	}
 	if err := a.deps.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
@@ -271,11 +262,11 @@ func (a *serverActor) onFirstDiscovered(m *firstDiscovered) {
 	if a.sess == nil || a.sess.gen != m.gen || a.status != persistence.StatusConnecting {
 		return
 	}
-	if m.err != nil && a.sess.b.exitReason() != "" {
+	if m.err != nil && a.sess.b.ExitReason() != "" {
 		return // the stdio child exited: its session ends, and onSessionLost reports that as the failed connection
 	}
 	if m.err != nil {
-		a.log().Warn("the first tool discovery of the session failed; connected without its tools", "error", a.secrets.scrub(m.err.Error()))
+		a.log().Warn("the first tool discovery of the session failed; connected without its tools", "error", a.secrets.Scrub(m.err.Error()))
 	}
 	a.transition(persistence.StatusConnected, "connection success", nil)
 	a.scheduleHealth()
@@ -287,7 +278,7 @@ func (a *serverActor) connectFailed(err error, stderrTail string) {
 	if t := strings.TrimSpace(stderrTail); t != "" {
 		msg += "; stderr: " + stderrSummary(t)
 	}
-	msg = a.secrets.scrub(msg)
+	msg = a.secrets.Scrub(msg)
 	a.lastError = msg
 	a.log().Warn("connection failed", "error", msg, "attempt", a.retryN+1)
 	a.transition(persistence.StatusError, "connection failure", &msg)
@@ -312,7 +303,7 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	}
 	reason := "session lost"
 	cause := metrics.CauseClosed
-	if exit := a.sess.b.exitReason(); exit != "" {
+	if exit := a.sess.b.ExitReason(); exit != "" {
 		reason += ": " + exit
 		cause = metrics.CauseProcessExit
 	} else if m.err != nil {
@@ -320,12 +311,10 @@ func (a *serverActor) onSessionLost(m *sessionLost) {
 	} else {
 		reason += ": connection closed by the server"
 	}
-	if a.sess.b.stderr != nil {
-		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
-			reason += "; stderr: " + stderrSummary(t)
-		}
+	if t := strings.TrimSpace(a.sess.b.Stderr()); t != "" {
+		reason += "; stderr: " + stderrSummary(t)
 	}
-	reason = a.secrets.scrub(reason)
+	reason = a.secrets.Scrub(reason)
 	a.closeSession(false)
 	if a.status == persistence.StatusDisconnecting {
 		a.cancelPending()
@@ -362,15 +351,13 @@ func (a *serverActor) onToolsListFailed(m *toolsListFailed) {
 		return
 	}
 	reason := "tool discovery failed right after connecting: " + m.err.Error()
-	if exit := a.sess.b.exitReason(); exit != "" {
+	if exit := a.sess.b.ExitReason(); exit != "" {
 		reason += " (" + exit + ")"
 	}
-	if a.sess.b.stderr != nil {
-		if t := strings.TrimSpace(a.sess.b.stderr.String()); t != "" {
-			reason += "; stderr: " + stderrSummary(t)
-		}
+	if t := strings.TrimSpace(a.sess.b.Stderr()); t != "" {
+		reason += "; stderr: " + stderrSummary(t)
 	}
-	reason = a.secrets.scrub(reason)
+	reason = a.secrets.Scrub(reason)
 	a.lastError = reason
 	a.cancelPending()
 	a.closeSession(false)
@@ -512,7 +499,7 @@ func (a *serverActor) apply(rec persistence.Server) *pb.Ack {
 		a.deps.Metrics.BackendSession(old.Name, false)
 		a.deps.Metrics.BackendSession(rec.Name, true)
 	}
-	a.secrets = newSecrets(rec, a.deps.Env)
+	a.secrets = backend.NewSecrets(rec, a.deps.Env)
 	// Only the connection config matters to the session; a rename or a new description keeps it.
 	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
 	if !changed {

@@ -123,7 +123,7 @@ func (a *serverActor) listFeatures(ctx actor.Context) {
 			}
 		}
 		if err != nil {
-			reply = &pb.ListFeaturesReply{Error: &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.scrub(err.Error())}}
+			reply = &pb.ListFeaturesReply{Error: &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.Scrub(err.Error())}}
 			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
 				reply.Error.Code = CodeResponseTooLarge
 			}
@@ -187,7 +187,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 		}
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Method)
-			reply.Error.Message = sec.scrub(reply.Error.Message)
+			reply.Error.Message = sec.Scrub(reply.Error.Message)
 			var rpcErr *jsonrpc.Error
 			if reply.Error.Code == CodeExecutionFailed && errors.As(err, &rpcErr) {
 				reply.RpcCode = rpcErr.Code

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -42,7 +43,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 	}
 	a.healthBusy = true
 	sess, timeout, sys, self := a.sess.session, a.deps.Config.HealthTimeout, a.sys, a.self
-	client := healthClientFor(a.deps.HealthClient, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig))
+	client := backend.HealthClientFor(a.deps.HealthClient, connconfig.AllowsInsecureHTTP(a.rec.ConnectionConfig))
 	sec := a.secrets
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -56,7 +57,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		} else {
 			r.ok = true
 		}
-		r.err = sec.scrub(r.err)
+		r.err = sec.Scrub(r.err)
 		ms := float64(time.Since(start).Microseconds()) / 1000
 		r.responseMs = &ms
 		sys.Root.Send(self, r)

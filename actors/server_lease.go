@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -91,7 +92,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		return
 	}
 	a.rec = m.rec
-	a.secrets = newSecrets(m.rec, a.deps.Env)
+	a.secrets = backend.NewSecrets(m.rec, a.deps.Env)
 	switch {
 	case m.leaseErr == nil:
 		a.becomeOwner(m.lease)

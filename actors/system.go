@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/metrics"
@@ -604,3 +605,10 @@ func (s *System) Snapshot() metrics.Snapshot {
 	snap.Tools, snap.Classified = rt.ToolCountsWhere(keep)
 	return snap
 }
+
+// InstanceID is this daemon process's id (Deps.InstanceID): the MCP endpoint reports it in initialize and in
+// its tools' provenance path, and refuses requests whose hop header already carries it.
+func (s *System) InstanceID() string { return s.deps.InstanceID }
+
+// Outbound is the daemon's outbound policy, for the front ends' registration checks.
+func (s *System) Outbound() *backend.Outbound { return s.deps.outbound }

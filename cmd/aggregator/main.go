@@ -24,7 +24,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
-
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/api"
@@ -203,7 +203,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)           // what stdio servers of a daemon that died left behind
+	backend.ReapProcessGroups(ctx, cfg.DataDir, logger)          // what stdio servers of a daemon that died left behind
 	cfg.Actors.ListenAddrs = []string{cfg.Listen, cfg.MCPListen} // a backend there would be this daemon itself
 	clusterDeps, err := cfg.Cluster.clusterDeps(logger)
 	if err != nil {
@@ -320,7 +320,7 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 	if err != nil {
 		return err
 	}
-	actors.ReapProcessGroups(ctx, cfg.DataDir, logger)
+	backend.ReapProcessGroups(ctx, cfg.DataDir, logger)
 	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
 	if err != nil {
 		return err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/http/apierror"
 )
 
@@ -32,7 +32,7 @@ func instanceIDOf(gw Gateway, opts Options) string {
 // hops lists the instance ids a request's hop header names (comma-separated, over one or more header lines).
 func hops(h http.Header) []string {
 	var out []string
-	for _, line := range h.Values(actors.HopHeader) {
+	for _, line := range h.Values(backend.HopHeader) {
 		for _, id := range strings.Split(line, ",") {
 			if id = strings.TrimSpace(id); id != "" {
 				out = append(out, id)
@@ -43,7 +43,7 @@ func hops(h http.Header) []string {
 }
 
 // LoopGuard refuses, with 508 LOOP_DETECTED, a request whose hop header already names this daemon (it is its own
-// backend, possibly through a proxy or other aggregators) or is longer than actors.MaxHops. The MCP handlers of
+// backend, possibly through a proxy or other aggregators) or is longer than backend.MaxHops. The MCP handlers of
 // this package apply it themselves; wrap other MCP routes (/mcp/servers/{name}) with it.
 func (s *Server) LoopGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +53,7 @@ func (s *Server) LoopGuard(next http.Handler) http.Handler {
 		case s.instanceID != "" && slices.Contains(via, s.instanceID):
 			detail = "Loop detected: this request already passed through this aggregator (instance " + s.instanceID +
 				"); an aggregator cannot be its own backend, directly or through other aggregators"
-		case len(via) > actors.MaxHops:
+		case len(via) > backend.MaxHops:
 			detail = "Loop detected: the request passed through more than the maximum of aggregators"
 		default:
 			next.ServeHTTP(w, r)
@@ -61,7 +61,7 @@ func (s *Server) LoopGuard(next http.Handler) http.Handler {
 		}
 		s.log.Warn("refused an MCP request that loops back to this aggregator", "instance_id", s.instanceID, "hops", len(via))
 		apierror.Write(w, &apierror.Error{Status: apierror.StatusLoopDetected, Code: apierror.CodeLoopDetected, Detail: detail,
-			Context: map[string]any{"instance_id": s.instanceID, "hops": len(via), "max_hops": actors.MaxHops}})
+			Context: map[string]any{"instance_id": s.instanceID, "hops": len(via), "max_hops": backend.MaxHops}})
 	})
 }
 
@@ -80,7 +80,7 @@ func (s *Server) reportInstance(next mcp.MethodHandler) mcp.MethodHandler {
 				if r.Meta == nil {
 					r.Meta = mcp.Meta{}
 				}
-				r.Meta[actors.InstanceMetaKey] = s.instanceID
+				r.Meta[backend.InstanceMetaKey] = s.instanceID
 			}
 		case *mcp.ListToolsResult:
 			if r != nil {
@@ -92,7 +92,7 @@ func (s *Server) reportInstance(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // describeTools returns copies of listed tools with their _meta completed: a backend tool's canonical name and
-// server (NameMetaKey, ServerMetaKey), and every tool's provenance path (actors.ViaMetaKey: the path the backend
+// server (NameMetaKey, ServerMetaKey), and every tool's provenance path (backend.ViaMetaKey: the path the backend
 // reported, if any, followed by this daemon's instance id). The server's own tools are not modified; the names
 // are added here rather than stored with every tool, which at 10,000 tools saved a map of its own for each.
 func (s *Server) describeTools(tools []*mcp.Tool) []*mcp.Tool {
@@ -105,7 +105,7 @@ func (s *Server) describeTools(tools []*mcp.Tool) []*mcp.Tool {
 		}
 		c := *t
 		var path []any
-		if prev, ok := t.Meta[actors.ViaMetaKey].([]any); ok {
+		if prev, ok := t.Meta[backend.ViaMetaKey].([]any); ok {
 			for _, v := range prev {
 				if id, ok := v.(string); ok {
 					path = append(path, id)
@@ -121,7 +121,7 @@ func (s *Server) describeTools(tools []*mcp.Tool) []*mcp.Tool {
 			c.Meta[ServerMetaKey] = e.server
 		}
 		if s.instanceID != "" {
-			c.Meta[actors.ViaMetaKey] = append(path, s.instanceID)
+			c.Meta[backend.ViaMetaKey] = append(path, s.instanceID)
 		} else if len(c.Meta) == 0 {
 			c.Meta = t.Meta
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -193,7 +194,7 @@ func TestLoopGuard(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, a.url, bytes.NewBufferString(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set(actors.HopHeader, tc.via)
+		req.Header.Set(backend.HopHeader, tc.via)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +211,7 @@ func TestLoopGuard(t *testing.T) {
 			if err := json.Unmarshal(raw.Bytes(), &got); err != nil || got["error_code"] != actors.CodeLoopDetected || got["detail"] == "" {
 				t.Errorf("via %q: body %s", tc.via, raw)
 			}
-		} else if !strings.Contains(raw.String(), actors.InstanceMetaKey) || !strings.Contains(raw.String(), a.sys.InstanceID()) {
+		} else if !strings.Contains(raw.String(), backend.InstanceMetaKey) || !strings.Contains(raw.String(), a.sys.InstanceID()) {
 			t.Errorf("initialize result does not report the instance id: %s", raw)
 		}
 	}

@@ -3,7 +3,7 @@ package validate
 import (
 	"testing"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
@@ -12,7 +12,7 @@ import (
 // Registration (POST and PATCH) refuses with a field error a literal host the outbound policy refuses: metadata
 // and link-local addresses in every IPv4 spelling, and the daemon's own listeners.
 func TestOutboundTargets(t *testing.T) {
-	out := actors.NewOutbound(actors.Config{ListenAddrs: []string{"127.0.0.1:8082", "127.0.0.1:8081"}}, "me")
+	out := backend.NewOutbound(backend.OutboundConfig{ListenAddrs: []string{"127.0.0.1:8082", "127.0.0.1:8081"}}, "me")
 	for _, tc := range []struct {
 		name, body, loc string
 	}{
@@ -54,6 +54,6 @@ func TestOutboundTargets(t *testing.T) {
 }
 
 // checksOf is the checks of an explicit outbound policy.
-func checksOf(out *actors.Outbound) connconfig.Checks {
+func checksOf(out *backend.Outbound) connconfig.Checks {
 	return connconfig.Checks{URLProblem: out.URLProblem}
 }

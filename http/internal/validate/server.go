@@ -10,6 +10,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
@@ -60,10 +61,10 @@ func newRegistrationSchema() *jsonschema.Schema {
 }
 
 // Outbound is the connection_config checks of a front end's Control: its outbound policy when it has one
-// (actors.System does), else the default rules (a nil *actors.Outbound refuses metadata and link-local hosts).
+// (actors.System does), else the default rules (a nil *backend.Outbound refuses metadata and link-local hosts).
 func Outbound(control any) connconfig.Checks {
-	var out *actors.Outbound
-	if o, ok := control.(interface{ Outbound() *actors.Outbound }); ok {
+	var out *backend.Outbound
+	if o, ok := control.(interface{ Outbound() *backend.Outbound }); ok {
 		out = o.Outbound()
 	}
 	return connconfig.Checks{URLProblem: out.URLProblem}

@@ -1,7 +1,8 @@
-package actors
+package backend
 
 import (
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -55,10 +56,10 @@ func TestChildEnv(t *testing.T) {
 	}
 }
 
-// TestBuildTransportRefusesDaemonSettings: a configuration stored before registration refused references to the
-// daemon's settings cannot connect: the server goes to ERROR (buildTransport is what the actor calls), and the
+// TestDialRefusesDaemonSettings: a configuration stored before registration refused references to the
+// daemon's settings cannot connect: the server goes to ERROR (Dial is what the actor calls), and the
 // reference is never looked up (connconfig.Resolve).
-func TestBuildTransportRefusesDaemonSettings(t *testing.T) {
+func TestDialRefusesDaemonSettings(t *testing.T) {
 	lookup := func(k string) (string, bool) {
 		if connconfig.IsDaemonSetting(k) {
 			t.Errorf("looked up %s", k)
@@ -70,23 +71,23 @@ func TestBuildTransportRefusesDaemonSettings(t *testing.T) {
 		`{"command":"node","env":{"LEAK":"${MCP_CREDENTIAL_KEY}"}}`,
 		`{"base_url":"https://h/mcp","headers":{"Authorization":"Bearer ${MCP_AGGREGATOR_CLIENT_TOKENS}"}}`,
 	} {
-		_, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},
-			(&Deps{Env: lookup}).withDefaults(), nil)
+		_, err := Dial(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(cfg)},
+			Options{Env: lookup})
 		if err == nil || !strings.Contains(err.Error(), "a setting of the aggregator itself") || strings.Contains(err.Error(), "the-secret-value") {
-			t.Errorf("%s: buildTransport: %v", cfg, err)
+			t.Errorf("%s: Dial: %v", cfg, err)
 		}
 	}
 }
 
-// TestBuildTransportChildEnv: the command of a stdio server gets the built environment, not os.Environ().
-func TestBuildTransportChildEnv(t *testing.T) {
+// TestDialChildEnv: the command of a stdio server gets the built environment, not os.Environ().
+func TestDialChildEnv(t *testing.T) {
 	t.Setenv("MCP_AGGREGATOR_ADMIN_TOKENS", "ops:admin-secret-token-x")
 	t.Setenv("MCP_CREDENTIAL_KEY", "cred-key-x")
 	t.Setenv("PASSED_ON", "yes")
 	t.Setenv("NOT_PASSED", "no")
-	d := (&Deps{DataDir: t.TempDir(), Config: Config{StdioEnvPassthrough: []string{"PASSED_ON"}}}).withDefaults()
-	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO,
-		ConnectionConfig: json.RawMessage(`{"command":"node","env":{"OWN":"1","MCP_AGGREGATOR_PGROUP":"forged"}}`)}, d, nil)
+	o := Options{Groups: NewProcGroups(t.TempDir(), slog.Default()), StdioEnvPassthrough: []string{"PASSED_ON"}}
+	b, err := Dial(persistence.Server{TransportType: persistence.TransportSTDIO,
+		ConnectionConfig: json.RawMessage(`{"command":"node","env":{"OWN":"1","MCP_AGGREGATOR_PGROUP":"forged"}}`)}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

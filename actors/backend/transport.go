@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"fmt"
@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/actors/notifyorder"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/persistence"
@@ -91,8 +93,27 @@ func closeBody(r *http.Request) {
 	}
 }
 
-// built is a transport ready to connect plus what the actor must clean up after it.
-type built struct {
+// Options are what opening a backend session takes besides its registration. The zero value works: ${VAR}
+// references read the process environment, the default outbound rules apply, no process group is recorded, a
+// stdio child gets no grace period on close and messages get the default limit with no budget.
+type Options struct {
+	// Env resolves ${VAR} references (nil: os.LookupEnv).
+	Env connconfig.LookupEnv
+	// Outbound is the policy SSE and HTTP sessions follow (README "Outbound targets"; nil: the default rules).
+	Outbound *Outbound
+	// Groups records a stdio child's process group while it runs (nil: not recorded).
+	Groups *ProcGroups
+	// StdioEnvPassthrough names the daemon's variables a stdio child inherits beyond the minimal set (childenv.go).
+	StdioEnvPassthrough []string
+	// TerminateDuration is how long closing a stdio session waits after closing stdin, and after SIGTERM.
+	TerminateDuration time.Duration
+	// Guard bounds every message read from the server (nil: the defaults, no budget); its budget share is given
+	// back when the session is released.
+	Guard *msglimit.Guard
+}
+
+// Conn is the transport of one backend session, ready to connect, plus what must be cleaned up after it.
+type Conn struct {
 	transport mcp.Transport
 	proc      *stdioTransport // STDIO only
 	stderr    *stderrTail     // STDIO only
@@ -101,13 +122,19 @@ type built struct {
 	guard     *msglimit.Guard // its budget share is given back when the session is released
 }
 
-// buildTransport makes the go-sdk transport for a server from its resolved configuration. d gives the ${VAR}
-// lookup (Env), the stdio settings (Config) and the process-group records (groups); d must have its defaults.
-// guard bounds every message read from the server (nil: the defaults, no budget). SSE and HTTP sessions follow
-// d's outbound policy (README "Outbound targets").
-func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*built, error) {
-	cfg, err := connconfig.Resolve(rec.ConnectionConfig, d.Env)
-	out := d.outbound
+// Dial makes the go-sdk transport of a server's session from its registration, resolving its configuration
+// (${VAR} references) now: a stdio child with a minimal environment in its own recorded process group, or an
+// SSE/HTTP client that follows the outbound policy, sends the configured headers to the endpoint's origin only
+// and carries the hop header. Every message read is bounded by o.Guard. Nothing is started or dialled until the
+// go-sdk connects the transport; Release frees what the session holds.
+func Dial(rec persistence.Server, o Options) (*Conn, error) {
+	env := o.Env
+	if env == nil {
+		env = os.LookupEnv
+	}
+	cfg, err := connconfig.Resolve(rec.ConnectionConfig, env)
+	out := o.Outbound
+	guard := o.Guard
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +147,14 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		// A minimal environment, never the daemon's own (childenv.go), plus the process-group marker the reaper
 		// recognises the child's tree by (procgroups.go).
 		own := maps.Clone(cfg.Env)
-		group := d.groups.child()
+		group := o.Groups.child()
 		if group != nil {
 			if own == nil {
 				own = map[string]string{}
 			}
 			own[groupMarkerVar] = group.marker
 		}
-		cmd.Env = childEnv(os.Environ(), d.Config.StdioEnvPassthrough, own)
+		cmd.Env = childEnv(os.Environ(), o.StdioEnvPassthrough, own)
 		cmd.Dir = cfg.Cwd
 		// Own process group so that the whole tree (npx -> node ...) can be killed, and SIGKILL if the daemon dies.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -136,9 +163,9 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 		if guard == nil {
 			guard = &msglimit.Guard{}
 		}
-		proc := newStdioTransport(cmd, d.Config.TerminateDuration, guard)
+		proc := newStdioTransport(cmd, o.TerminateDuration, guard)
 		proc.group = group
-		return &built{transport: proc, proc: proc, stderr: tail, guard: guard}, nil
+		return &Conn{transport: proc, proc: proc, stderr: tail, guard: guard}, nil
 	case persistence.TransportSSE, persistence.TransportHTTP:
 		endpoint := cfg.Endpoint(rec.TransportType)
 		if endpoint == "" {
@@ -172,7 +199,7 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 			CheckRedirect: connconfig.CheckRedirect(cfg.AllowInsecureHTTP)}
 		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.
 		backstop := 2*guard.Max() + 1<<20
-		b := &built{client: client, conns: conns, guard: guard}
+		b := &Conn{client: client, conns: conns, guard: guard}
 		if rec.TransportType == persistence.TransportSSE {
 			b.transport = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client, MaxEventSize: backstop}
 		} else {
@@ -184,15 +211,56 @@ func buildTransport(rec persistence.Server, d *Deps, guard *msglimit.Guard) (*bu
 	}
 }
 
+// Transport is the go-sdk transport to connect.
+func (b *Conn) Transport() mcp.Transport { return b.transport }
+
+// Gate puts the ordering gate under the transport and returns the transport to connect: around the connection for
+// stdio, around the HTTP bodies for SSE and streamable HTTP (the go-sdk must see a streamable HTTP connection
+// unwrapped; see notifyorder).
+func (b *Conn) Gate(g *notifyorder.Gate) mcp.Transport {
+	if b.client != nil {
+		b.client.Transport = g.RoundTripper(b.client.Transport)
+		return b.transport
+	}
+	return g.Transport(b.transport)
+}
+
+// Release frees what the session holds besides the go-sdk session itself: it ends a stdio server's whole process
+// group (grandchildren included), then closes every connection of an SSE/HTTP session and gives the session's
+// share of the message budget back.
+func (b *Conn) Release() {
+	b.kill()
+	b.closeIdle()
+}
+
+// WaitExit waits until a stdio server's process has exited, at most d; it returns at once for other transports.
+func (b *Conn) WaitExit(d time.Duration) {
+	if b == nil || b.proc == nil {
+		return
+	}
+	select {
+	case <-b.proc.exited:
+	case <-time.After(d):
+	}
+}
+
+// Stderr is the last bytes a stdio server's process wrote to stderr ("" for other transports).
+func (b *Conn) Stderr() string {
+	if b == nil || b.stderr == nil {
+		return ""
+	}
+	return b.stderr.String()
+}
+
 // kill ends a stdio server's whole process group (grandchildren included); a no-op for other transports.
-func (b *built) kill() {
+func (b *Conn) kill() {
 	if b != nil && b.proc != nil {
 		b.proc.kill()
 	}
 }
 
-// exitReason describes how a stdio server's process ended, or "" while it runs (or for other transports).
-func (b *built) exitReason() string {
+// ExitReason describes how a stdio server's process ended, or "" while it runs (or for other transports).
+func (b *Conn) ExitReason() string {
 	if b == nil || b.proc == nil {
 		return ""
 	}
@@ -204,7 +272,7 @@ func (b *built) exitReason() string {
 
 // closeIdle releases what a session holds beyond its process: every connection of an SSE/HTTP session (pooled
 // ones and ones still in use, so nothing waits for the idle timeout) and the session's share of the message budget.
-func (b *built) closeIdle() {
+func (b *Conn) closeIdle() {
 	if b == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestParseProcStat(t *testing.T) {
 }
 
 // startTree starts `bash -c "helper & exec sleep"` in its own process group with the marker in its environment,
-// as buildTransport does, and returns the leader; the helper's argv[0] is tag (peertest.ProcessesWithArg finds it).
+// as Dial does, and returns the leader; the helper's argv[0] is tag (peertest.ProcessesWithArg finds it).
 func startTree(t *testing.T, tag, marker string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("bash", "-c", `exec -a "$0" sleep 1000 & exec sleep 1001`, tag)
@@ -79,7 +79,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // forge writes a record as a daemon would have, under dataDir.
 func forge(t *testing.T, dataDir string, rec groupRecord) string {
 	t.Helper()
-	g := &procGroups{dir: filepath.Join(dataDir, groupsDirName), log: slog.Default()}
+	g := &ProcGroups{dir: filepath.Join(dataDir, groupsDirName), log: slog.Default()}
 	c := &groupChild{g: g, marker: rec.Marker}
 	if err := c.write(rec); err != nil {
 		t.Fatal(err)
@@ -215,9 +215,8 @@ func TestReapProcessGroups(t *testing.T) {
 func TestStdioGroupRecord(t *testing.T) {
 	dataDir := t.TempDir()
 	tag := fmt.Sprintf("record-helper-%d", time.Now().UnixNano())
-	d := (&Deps{DataDir: dataDir}).withDefaults()
 	cfg, _ := json.Marshal(connconfig.Config{Command: "bash", Args: []string{"-c", `exec -a "$0" sleep 1000 & exec cat`, tag}})
-	b, err := buildTransport(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg}, d, nil)
+	b, err := Dial(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg}, Options{Groups: NewProcGroups(dataDir, slog.Default())})
 	if err != nil {
 		t.Fatal(err)
 	}

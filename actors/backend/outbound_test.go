@@ -1,7 +1,6 @@
-package actors
+package backend
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -69,8 +68,8 @@ func TestConfiguredHeadersStayWithTheirOrigin(t *testing.T) {
 			}
 			cfg, _ := json.Marshal(map[string]any{key: redir.URL + "/mcp",
 				"headers": map[string]string{"Authorization": "Bearer s3cret-token", "X-Api-Key": "k3y"}})
-			d := (&Deps{Env: func(string) (string, bool) { return "", false }, InstanceID: "instance-a"}).withDefaults()
-			b, err := buildTransport(persistence.Server{TransportType: transport, ConnectionConfig: cfg}, d, nil)
+			o := Options{Env: func(string) (string, bool) { return "", false }, Outbound: NewOutbound(OutboundConfig{}, "instance-a")}
+			b, err := Dial(persistence.Server{TransportType: transport, ConnectionConfig: cfg}, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,31 +95,6 @@ func TestConfiguredHeadersStayWithTheirOrigin(t *testing.T) {
 				t.Errorf("the configured origin did not get the headers: %v", last)
 			}
 		})
-	}
-}
-
-// The health client follows the plain-http rule on redirects and stops after 10 of them; its dials pass the
-// outbound policy.
-func TestHealthClientRedirectPolicy(t *testing.T) {
-	d := (&Deps{}).withDefaults()
-	plain, _ := redirector(t, "http://192.0.2.1/health") // TEST-NET-1: refused before any dial
-	ok, counted, msg := httpHealth(context.Background(), healthClientFor(d.HealthClient, false), plain.URL)
-	if ok || !counted || !strings.Contains(msg, "redirect refused") {
-		t.Errorf("redirect to plain http non-loopback: ok=%v counted=%v msg=%q", ok, counted, msg)
-	}
-	var loop *httptest.Server
-	loop = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, loop.URL+"/again", http.StatusFound)
-	}))
-	defer loop.Close()
-	ok, _, msg = httpHealth(context.Background(), healthClientFor(d.HealthClient, false), loop.URL)
-	if ok || !strings.Contains(msg, "10 redirects") {
-		t.Errorf("endless redirects: ok=%v msg=%q", ok, msg)
-	}
-	meta, _ := redirector(t, "http://169.254.169.254/latest/meta-data/")
-	ok, _, msg = httpHealth(context.Background(), healthClientFor(d.HealthClient, true), meta.URL)
-	if ok || !strings.Contains(msg, "169.254.0.0/16") {
-		t.Errorf("redirect to the metadata address: ok=%v msg=%q", ok, msg)
 	}
 }
 
@@ -165,10 +139,10 @@ func TestParseHostIP(t *testing.T) {
 }
 
 func TestCheckAddr(t *testing.T) {
-	cfg := Config{
-		OutboundAllow: []netip.Prefix{netip.MustParsePrefix("169.254.10.0/24")},
-		OutboundDeny:  []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")},
-		ListenAddrs:   []string{"127.0.0.1:8082", ":8081", "10.1.2.3:9000", "127.0.0.1:0", "bogus"},
+	cfg := OutboundConfig{
+		Allow:       []netip.Prefix{netip.MustParsePrefix("169.254.10.0/24")},
+		Deny:        []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")},
+		ListenAddrs: []string{"127.0.0.1:8082", ":8081", "10.1.2.3:9000", "127.0.0.1:0", "bogus"},
 	}
 	o := NewOutbound(cfg, "me")
 	for _, tc := range []struct {
@@ -210,7 +184,7 @@ func TestCheckAddr(t *testing.T) {
 }
 
 func TestURLProblem(t *testing.T) {
-	o := NewOutbound(Config{ListenAddrs: []string{"127.0.0.1:8082"}}, "me")
+	o := NewOutbound(OutboundConfig{ListenAddrs: []string{"127.0.0.1:8082"}}, "me")
 	for _, tc := range []struct {
 		url, want string
 	}{
@@ -241,7 +215,7 @@ func TestURLProblem(t *testing.T) {
 func TestDialGuardChecksResolvedAddress(t *testing.T) {
 	srv := newRecorder(t)
 	port := srv.srv.Listener.Addr().(*net.TCPAddr).Port
-	o := NewOutbound(Config{OutboundDeny: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}, "")
+	o := NewOutbound(OutboundConfig{Deny: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}, "")
 	c := &http.Client{Transport: o.Transport()}
 	_, err := c.Get("http://localhost:" + strconv.Itoa(port) + "/")
 	var refused *OutboundRefusedError
@@ -252,7 +226,7 @@ func TestDialGuardChecksResolvedAddress(t *testing.T) {
 		t.Errorf("the denied server got %d requests", n)
 	}
 	// The same server without the deny list answers.
-	resp, err := (&http.Client{Transport: NewOutbound(Config{}, "").Transport()}).Get("http://localhost:" + strconv.Itoa(port) + "/")
+	resp, err := (&http.Client{Transport: NewOutbound(OutboundConfig{}, "").Transport()}).Get("http://localhost:" + strconv.Itoa(port) + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +234,7 @@ func TestDialGuardChecksResolvedAddress(t *testing.T) {
 }
 
 func TestLoopInInitialize(t *testing.T) {
-	o := NewOutbound(Config{}, "me")
+	o := NewOutbound(OutboundConfig{}, "me")
 	if err := o.LoopInInitialize(&mcp.InitializeResult{Meta: mcp.Meta{InstanceMetaKey: "me"}}); err == nil || !strings.HasPrefix(err.Error(), CodeLoopDetected) {
 		t.Errorf("own instance id: %v", err)
 	}

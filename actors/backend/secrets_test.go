@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func TestScrub(t *testing.T) {
 		"args": []string{"--token", "arg-ffff6666", "--port", "8080"},
 	}
 	raw, _ := json.Marshal(cfg)
-	s := newSecrets(persistence.Server{ConnectionConfig: raw, HealthCheckURL: &health}, lookup)
+	s := NewSecrets(persistence.Server{ConnectionConfig: raw, HealthCheckURL: &health}, lookup)
 
 	planted := []string{"tok-aaaa1111", "p@ss w0rd!", "key-bbbb2222", "env-cccc3333", "query-eeee5555", "arg-ffff6666",
 		"health-gggg7777", "basic-hhhh8888", "dXNlcjpiYXNpYy1oaGhoODg4OA=="}
@@ -41,7 +41,7 @@ func TestScrub(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := s.scrub(tc.text)
+			got := s.Scrub(tc.text)
 			for _, sec := range planted {
 				if strings.Contains(got, sec) {
 					t.Errorf("scrub left %q in %q", sec, got)
@@ -57,14 +57,14 @@ func TestScrub(t *testing.T) {
 			}
 		})
 	}
-	var none *secrets
-	if got := none.scrub("Get https://a:b@h/x"); got != "Get https://***@h/x" {
+	var none *Secrets
+	if got := none.Scrub("Get https://a:b@h/x"); got != "Get https://***@h/x" {
 		t.Errorf("nil secrets: %q", got)
 	}
 }
 
-// TestBuildTransportTLSRule: a URL resolved at connect time follows the registration's TLS rule.
-func TestBuildTransportTLSRule(t *testing.T) {
+// TestDialTLSRule: a URL resolved at connect time follows the registration's TLS rule.
+func TestDialTLSRule(t *testing.T) {
 	env := map[string]string{"REMOTE": "http://user:pw-zzzz@h.example/mcp", "LOCAL": "http://127.0.0.1:1/mcp"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	tests := []struct {
@@ -78,7 +78,7 @@ func TestBuildTransportTLSRule(t *testing.T) {
 		{persistence.TransportHTTP, `{"base_url":"https://h.example/mcp"}`, true},
 	}
 	for _, tc := range tests {
-		b, err := buildTransport(persistence.Server{TransportType: tc.transport, ConnectionConfig: json.RawMessage(tc.cfg)}, (&Deps{Env: lookup}).withDefaults(), nil)
+		b, err := Dial(persistence.Server{TransportType: tc.transport, ConnectionConfig: json.RawMessage(tc.cfg)}, Options{Env: lookup})
 		if (err == nil) != tc.ok {
 			t.Errorf("%s %s: err %v, want ok=%v", tc.transport, tc.cfg, err, tc.ok)
 		}

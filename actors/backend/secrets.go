@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"encoding/base64"
@@ -21,16 +21,16 @@ import (
 // minSecretLen: shorter resolved values are not scrubbed from error texts (they would mangle every message).
 const minSecretLen = 4
 
-// secrets is the set of resolved secret values of one server, to be scrubbed from every error text the actor
-// stores, logs or answers with. A nil *secrets still scrubs URL userinfo.
-type secrets struct {
+// Secrets is the set of resolved secret values of one server, to be scrubbed from every error text the actor
+// stores, logs or answers with. A nil *Secrets still scrubs URL userinfo.
+type Secrets struct {
 	values []string // longest first, so a secret inside another is replaced after it
 }
 
-// newSecrets resolves the server's connection_config (as far as the environment allows) and collects its secret
+// NewSecrets resolves the server's connection_config (as far as the environment allows) and collects its secret
 // parts, in the spellings an error text may carry them: as is, URL-escaped, Go-quoted, JSON-escaped, and for
 // Basic credentials decoded.
-func newSecrets(rec persistence.Server, lookup connconfig.LookupEnv) *secrets {
+func NewSecrets(rec persistence.Server, lookup connconfig.LookupEnv) *Secrets {
 	set := map[string]bool{}
 	add := func(v string) {
 		if len(v) < minSecretLen {
@@ -69,7 +69,7 @@ func newSecrets(rec persistence.Server, lookup connconfig.LookupEnv) *secrets {
 	if rec.HealthCheckURL != nil {
 		connconfig.RewriteURL(*rec.HealthCheckURL, collect)
 	}
-	s := &secrets{}
+	s := &Secrets{}
 	for v := range set {
 		if len(v) >= minSecretLen {
 			s.values = append(s.values, v)
@@ -82,8 +82,8 @@ func newSecrets(rec persistence.Server, lookup connconfig.LookupEnv) *secrets {
 // userinfoRe finds the userinfo of URLs in free text.
 var userinfoRe = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^\s/?#@"'<>]+@`)
 
-// scrub removes URL userinfo and every secret value from an error text.
-func (s *secrets) scrub(text string) string {
+// Scrub removes URL userinfo and every secret value from an error text.
+func (s *Secrets) Scrub(text string) string {
 	text = userinfoRe.ReplaceAllString(text, "${1}***@")
 	if s == nil {
 		return text

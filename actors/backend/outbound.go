@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"crypto/tls"
@@ -31,6 +31,8 @@ const (
 	// ViaMetaKey is the _meta key of an exposed tool listing the instance ids of the aggregators it passed
 	// through (its provenance path); discovery drops tools whose path contains our own id.
 	ViaMetaKey = "io.mcpgw.aggregator/via"
+	// CodeLoopDetected: the backend is this aggregator, or aggregates it (directly or through other aggregators).
+	CodeLoopDetected = "LOOP_DETECTED"
 )
 
 // Outbound is the policy for the addresses the daemon connects to over HTTP (SSE and streamable HTTP sessions,
@@ -86,10 +88,18 @@ func (e *OutboundRefusedError) Error() string {
 	return "outbound target refused: " + e.Addr + " " + e.Rule
 }
 
-// NewOutbound builds the policy from the configuration (OutboundAllow, OutboundDeny, ListenAddrs) and the
-// daemon's instance id. A listen address that does not parse, or has port 0, is ignored.
-func NewOutbound(cfg Config, instanceID string) *Outbound {
-	o := &Outbound{allow: cfg.OutboundAllow, deny: cfg.OutboundDeny, instanceID: instanceID}
+// OutboundConfig is the operator's part of the outbound policy.
+type OutboundConfig struct {
+	Allow []netip.Prefix // always allowed, even when a default rule or Deny refuses them (MCP_AGGREGATOR_OUTBOUND_ALLOW)
+	Deny  []netip.Prefix // refused in addition to the default rules (MCP_AGGREGATOR_OUTBOUND_DENY)
+	// ListenAddrs are the daemon's own listen addresses (host:port): a backend there would be the daemon itself.
+	ListenAddrs []string
+}
+
+// NewOutbound builds the policy from the configuration and the daemon's instance id. A listen address that does
+// not parse, or has port 0, is ignored.
+func NewOutbound(cfg OutboundConfig, instanceID string) *Outbound {
+	o := &Outbound{allow: cfg.Allow, deny: cfg.Deny, instanceID: instanceID}
 	for _, l := range cfg.ListenAddrs {
 		host, portStr, err := net.SplitHostPort(l)
 		if err != nil {
@@ -344,9 +354,9 @@ func (o *Outbound) HealthClient() *http.Client {
 	return &http.Client{Transport: &headerTransport{base: o.Transport(), out: o}, CheckRedirect: connconfig.CheckRedirect(false)}
 }
 
-// healthClientFor is client with the redirect policy of one server: plain http only to loopback unless the
+// HealthClientFor is client with the redirect policy of one server: plain http only to loopback unless the
 // server allows insecure http, at most 10 redirects. (Health checks send no configured headers.)
-func healthClientFor(client *http.Client, allowInsecure bool) *http.Client {
+func HealthClientFor(client *http.Client, allowInsecure bool) *http.Client {
 	c := *client
 	c.CheckRedirect = connconfig.CheckRedirect(allowInsecure)
 	return &c
@@ -379,8 +389,8 @@ func (o *Outbound) LoopInInitialize(res *mcp.InitializeResult) error {
 	return nil
 }
 
-// viaPath reads a tool definition's provenance path (ViaMetaKey in its _meta).
-func viaPath(meta map[string]any) []string {
+// ViaPath reads a tool definition's provenance path (ViaMetaKey in its _meta).
+func ViaPath(meta map[string]any) []string {
 	raw, _ := meta[ViaMetaKey].([]any)
 	out := make([]string, 0, len(raw))
 	for _, v := range raw {
@@ -390,10 +400,3 @@ func viaPath(meta map[string]any) []string {
 	}
 	return out
 }
-
-// InstanceID is this daemon process's id (Deps.InstanceID): the MCP endpoint reports it in initialize and in
-// its tools' provenance path, and refuses requests whose hop header already carries it.
-func (s *System) InstanceID() string { return s.deps.InstanceID }
-
-// Outbound is the daemon's outbound policy, for the front ends' registration checks.
-func (s *System) Outbound() *Outbound { return s.deps.outbound }

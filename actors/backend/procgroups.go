@@ -1,4 +1,4 @@
-package actors
+package backend
 
 import (
 	"bytes"
@@ -54,8 +54,8 @@ type groupRecord struct {
 	Marker      string `json:"marker"`
 }
 
-// procGroups writes the records of this daemon's stdio servers. A nil *procGroups records nothing.
-type procGroups struct {
+// ProcGroups writes the records of this daemon's stdio servers. A nil *ProcGroups records nothing.
+type ProcGroups struct {
 	dir    string
 	log    *slog.Logger
 	bootID string
@@ -63,13 +63,13 @@ type procGroups struct {
 	start  uint64
 }
 
-// newProcGroups records under dataDir/stdio-groups; nil (and a warning) where /proc cannot identify processes.
-func newProcGroups(dataDir string, log *slog.Logger) *procGroups {
+// NewProcGroups records under dataDir/stdio-groups; nil (and a warning) where /proc cannot identify processes.
+func NewProcGroups(dataDir string, log *slog.Logger) *ProcGroups {
 	boot, err := bootID()
 	if err == nil {
 		var st procStat
 		if st, err = readProcStat(os.Getpid()); err == nil {
-			return &procGroups{dir: filepath.Join(dataDir, groupsDirName), log: log, bootID: boot, pid: os.Getpid(), start: st.start}
+			return &ProcGroups{dir: filepath.Join(dataDir, groupsDirName), log: log, bootID: boot, pid: os.Getpid(), start: st.start}
 		}
 	}
 	log.Warn("stdio process groups are not recorded: a daemon killed with SIGKILL may leave grandchildren of stdio servers behind", "error", err)
@@ -78,12 +78,12 @@ func newProcGroups(dataDir string, log *slog.Logger) *procGroups {
 
 // groupChild is the record of one stdio child process. A nil *groupChild records nothing.
 type groupChild struct {
-	g      *procGroups
+	g      *ProcGroups
 	marker string
 }
 
 // child prepares the record of a new stdio child: its marker goes into the child's environment.
-func (g *procGroups) child() *groupChild {
+func (g *ProcGroups) child() *groupChild {
 	if g == nil {
 		return nil
 	}
