@@ -148,7 +148,7 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
 		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
 		s.giveUpHosted("node dropped out of the cluster's membership")
-	} else if member && !wasMember && s.stopReconcile != nil {
+	} else if member && !wasMember && s.reconciling.Load() {
 		s.deps.Logger.Info("this node has rejoined the cluster", "members", len(members))
 	}
 	if s.deps.MembersChanged != nil {

@@ -26,6 +26,7 @@ import (
 func (s *System) startReconciler(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.Background())
 	s.stopReconcile = cancel
+	s.reconciling.Store(true)
 	activated, err := s.reconcile(ctx)
 	if err != nil {
 		cancel()

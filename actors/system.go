@@ -60,7 +60,9 @@ type System struct {
 	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
 	stopReconcile context.CancelFunc
-	reconcileNow  chan struct{}
+	// reconciling is set once the reconciler started (onTopology, on the membership's goroutines, reads it).
+	reconciling  atomic.Bool
+	reconcileNow chan struct{}
 	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
 	// it has.
 	stopKeeper context.CancelFunc

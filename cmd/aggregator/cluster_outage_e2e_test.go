@@ -259,9 +259,10 @@ func (r *outageRig) failures(what string, from, until time.Time) int {
 		if failed <= 5 {
 			r.t.Logf("%s: failed call %s", what, a)
 		}
-		// A call in flight to a node that left fails at once saying it may have run (README, Failover): the
-		// client decides whether to run it again; that answer has no Retry-After.
-		inFlight := strings.Contains(a.body, "may or may not have run")
+		// A call in flight when its server's session went (its node left, or gave the server up on rejoining)
+		// fails saying what was in progress (README, Failover): the client decides whether to run it again; that
+		// answer has no Retry-After.
+		inFlight := strings.Contains(a.body, `"in_progress"`)
 		if a.code != http.StatusServiceUnavailable || a.retryAfter == "" && !inFlight {
 			if bad++; bad <= 5 {
 				r.t.Errorf("%s: a failed call must be 503 with Retry-After: %s", what, a)
