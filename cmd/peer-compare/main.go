@@ -221,6 +221,7 @@ func openPaths(ctx context.Context, o options, bins ownBinaries, url, runDir str
 			continue
 		}
 		p.call = loadgen.MCPCaller(sess, tool, echoMessage)
+		logger.Info("peer ready", "peer", peer.name, "tool", tool)
 	}
 	return paths, closeAll, nil
 }
