@@ -82,11 +82,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, logger *s
 	if err != nil {
 		return err
 	}
-	echo, url, err := loadgen.StartEcho(bins.echo, 0, os.Stderr)
+	echoLog, err := os.Create(filepath.Join(runDir, "mcp-echo-backend.log"))
 	if err != nil {
-		return err
+		return fmt.Errorf("echo backend log: %w", err)
 	}
-	defer echo.Stop(0)
+	defer echoLog.Close()
+	echo, url, err := loadgen.StartEcho(bins.echo, 0, echoLog)
+	if err != nil {
+		return fmt.Errorf("%w (log: %s)", err, echoLog.Name())
+	}
+	defer echo.Stop(time.Second)
 	logger.Info("echo backend", "url", url)
 
 	paths, closeAll, err := openPaths(ctx, o, bins, url, runDir, logger)
