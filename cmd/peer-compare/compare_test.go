@@ -82,7 +82,7 @@ func lat(n int, d time.Duration) []time.Duration {
 func TestFormatTable(t *testing.T) {
 	paths := []pathResult{
 		{key: pathDirect, label: "direct", one: loadgen.Result{Lat: lat(100, time.Millisecond)}, oneP50: []time.Duration{time.Millisecond, 1100 * time.Microsecond},
-			many: loadgen.Result{Lat: lat(2000, time.Millisecond), Elapsed: 2 * time.Second}},
+			many: loadgen.Result{Lat: lat(2000, time.Millisecond), Elapsed: 2 * time.Second}, manyPS: []float64{1100, 900.4}},
 		{key: pathREST, label: "REST", one: loadgen.Result{Lat: lat(100, 2*time.Millisecond)}, oneP50: []time.Duration{2 * time.Millisecond},
 			many: loadgen.Result{Lat: lat(1000, time.Millisecond), Elapsed: 2 * time.Second}},
 		{key: peerVMCP, label: "vmcp", one: loadgen.Result{Lat: lat(100, 7500*time.Microsecond)}, oneP50: []time.Duration{7500 * time.Microsecond},
@@ -98,6 +98,7 @@ func TestFormatTable(t *testing.T) {
 | mcp-hub | skipped: npm not found / really (see log) | | | | | |
 
 p50 per round, 1 caller (ms): direct 1.00 / 1.10; rest 2.00; vmcp 7.50
+calls/s per round, 32 callers: direct 1,100 / 900
 vmcp: last error at 32 callers: EOF
 `
 	if got != want {

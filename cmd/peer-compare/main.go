@@ -136,6 +136,7 @@ func measure(ctx context.Context, o options, paths []*path, logger *slog.Logger)
 			loadgen.Closed(p.call, o.callers, 4*o.warmup, 2*time.Second, o.callTimeout)
 			many := loadgen.Closed(p.call, o.callers, maxManyCalls, o.duration, o.callTimeout)
 			p.res.many.Merge(many)
+			p.res.manyPS = append(p.res.manyPS, many.Rate())
 			logger.Info("measured", "round", r+1, "path", p.res.key, "p50_ms", fmt.Sprintf("%.2f", ms(loadgen.Percentile(one.Lat, 0.5))),
 				"calls_per_s", int(many.Rate()), "errors", many.Errs)
 		}

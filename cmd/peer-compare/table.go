@@ -11,12 +11,13 @@ import (
 
 // pathResult is what one path measured, merged over the rounds.
 type pathResult struct {
-	key     string         // pathDirect, pathREST, ...: stable, for lookups
-	label   string         // the table's row label
-	skipped string         // why the path was not measured; empty when it was
-	one     loadgen.Result // one caller, back to back
-	oneP50  []time.Duration
-	many    loadgen.Result // the concurrent callers for a fixed duration
+	key     string          // pathDirect, pathREST, ...: stable, for lookups
+	label   string          // the table's row label
+	skipped string          // why the path was not measured; empty when it was
+	one     loadgen.Result  // one caller, back to back
+	oneP50  []time.Duration // per round
+	many    loadgen.Result  // the concurrent callers for a fixed duration
+	manyPS  []float64       // calls/s per round
 }
 
 // formatTable renders the one table of the comparison: p50/p99 at one caller, calls/s and errors at callers
@@ -48,20 +49,21 @@ func formatTable(paths []pathResult, callers int) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", p.label, msCell(p50, len(p.one.Lat)), msCell(p99, len(p.one.Lat)),
 			latRatio, thousands(p.many.Rate()), errCell(p.many), rateRatio)
 	}
-	b.WriteString("\np50 per round, 1 caller (ms):")
-	sep := " "
-	for _, p := range paths {
-		if p.skipped != "" || len(p.oneP50) == 0 {
-			continue
-		}
+	b.WriteString("\n")
+	perRound(&b, "p50 per round, 1 caller (ms):", paths, func(p pathResult) []string {
 		vals := make([]string, len(p.oneP50))
 		for i, d := range p.oneP50 {
 			vals[i] = fmt.Sprintf("%.2f", ms(d))
 		}
-		fmt.Fprintf(&b, "%s%s %s", sep, p.key, strings.Join(vals, " / "))
-		sep = "; "
-	}
-	b.WriteString("\n")
+		return vals
+	})
+	perRound(&b, fmt.Sprintf("calls/s per round, %d callers:", callers), paths, func(p pathResult) []string {
+		vals := make([]string, len(p.manyPS))
+		for i, v := range p.manyPS {
+			vals[i] = thousands(v)
+		}
+		return vals
+	})
 	for _, p := range paths {
 		if p.skipped == "" && p.one.Errs > 0 {
 			fmt.Fprintf(&b, "%s: %d of %d one-caller calls failed, last: %v\n", p.key, p.one.Errs, p.one.Errs+len(p.one.Lat), p.one.LastErr)
@@ -71,6 +73,19 @@ func formatTable(paths []pathResult, callers int) string {
 		}
 	}
 	return b.String()
+}
+
+// perRound writes one line of a figure per round for every measured path, to read the noise.
+func perRound(b *strings.Builder, title string, paths []pathResult, vals func(pathResult) []string) {
+	b.WriteString(title)
+	sep := " "
+	for _, p := range paths {
+		if v := vals(p); p.skipped == "" && len(v) > 0 {
+			fmt.Fprintf(b, "%s%s %s", sep, p.key, strings.Join(v, " / "))
+			sep = "; "
+		}
+	}
+	b.WriteString("\n")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
