@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test bench lint fuzz proto peers pg promtool etcd chromium ui-vendor clean
+.PHONY: run build test bench compare lint fuzz proto peers pg promtool etcd chromium ui-vendor clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -23,6 +23,18 @@ test: $(PEERS) pg promtool etcd chromium
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
 bench: $(PEERS) pg etcd
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $(PKGS)
+
+## compare: the side-by-side benchmark of BENCHMARKS.md: one echo backend reached directly, through this daemon
+## (REST and /mcp), through mcp-hub (npm) and through ToolHive's vmcp (go install), in interleaved rounds; prints
+## one table. Peers are installed into COMPARE_SCRATCH (default $$TMPDIR/mcp-aggregator-compare, kept as a cache).
+## Knobs (unset: the program's defaults, see `go run ./cmd/peer-compare -h`): COMPARE_ROUNDS (3),
+## COMPARE_DURATION (5s of 32 callers per path and round), COMPARE_CALLS (1000 one-caller calls), COMPARE_SKIP
+## (mcp-hub,vmcp), MCP_HUB_VERSION, VMCP_VERSION. Not part of `make test`.
+compare:
+	$(GO) run ./cmd/peer-compare $(if $(COMPARE_SCRATCH),-scratch $(COMPARE_SCRATCH)) \
+	  $(if $(COMPARE_ROUNDS),-rounds $(COMPARE_ROUNDS)) $(if $(COMPARE_DURATION),-duration $(COMPARE_DURATION)) \
+	  $(if $(COMPARE_CALLS),-calls $(COMPARE_CALLS)) $(if $(COMPARE_SKIP),-skip $(COMPARE_SKIP)) \
+	  $(if $(MCP_HUB_VERSION),-mcp-hub-version $(MCP_HUB_VERSION)) $(if $(VMCP_VERSION),-vmcp-version $(VMCP_VERSION))
 
 ## lint: gofmt and go vet must be silent
 lint:

@@ -5,6 +5,9 @@
 //   - connconfig: a server's connection_config, every rule about it in one place (validate, parse, resolve
 //     ${VAR} references, mask in answers, the plain-http rule, the daemon's own settings).
 //   - strictjson: strict reading of JSON request bodies with field errors in the contract's 422 shape.
+//   - loadgen: the benchmarks' load generator (closed and open loops, REST and MCP callers) and the starters of
+//     the echo backend and daemon processes they measure, shared by cmd/aggregator's benchmarks and
+//     cmd/peer-compare.
 //
 // Code shared only inside one subtree stays in that subtree's internal/ (http/internal, persistence/internal,
 // search/internal).

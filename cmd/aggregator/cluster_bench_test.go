@@ -146,8 +146,8 @@ func BenchmarkCluster(b *testing.B) {
 		pid := d.pid
 		before := cpuOf(pid)
 		res := measure(b, routingLoads()[2], roundRobin(callers))
-		single = res.rate()
-		singleCPU = float64(cpuOf(pid)-before) / float64(len(res.lat)+res.errs)
+		single = res.Rate()
+		singleCPU = float64(cpuOf(pid)-before) / float64(len(res.Lat)+res.Errs)
 		b.ReportMetric(singleCPU/float64(time.Microsecond), "daemon-cpu-us/call")
 	})
 
@@ -211,10 +211,10 @@ func BenchmarkCluster(b *testing.B) {
 		for _, n := range nodes {
 			after += cpuOf(n.cmd.Process.Pid)
 		}
-		perCall := float64(after-before) / float64(len(res.lat)+res.errs)
+		perCall := float64(after-before) / float64(len(res.Lat)+res.Errs)
 		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
 		if single > 0 {
-			b.ReportMetric(res.rate()/single, "ratio-to-1node")
+			b.ReportMetric(res.Rate()/single, "ratio-to-1node")
 			// Three machines each as fast as this one: three times the CPU, spent at this cost per call.
 			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
 		}
@@ -243,10 +243,10 @@ func BenchmarkCluster(b *testing.B) {
 		for _, n := range nodes {
 			after += cpuOf(n.cmd.Process.Pid)
 		}
-		perCall := float64(after-before) / float64(len(res.lat)+res.errs)
+		perCall := float64(after-before) / float64(len(res.Lat)+res.Errs)
 		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
 		if single > 0 {
-			b.ReportMetric(res.rate()/single, "ratio-to-1node")
+			b.ReportMetric(res.Rate()/single, "ratio-to-1node")
 			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
 		}
 	})

@@ -506,15 +506,15 @@ func BenchmarkReliability(b *testing.B) {
 	rss := sampleRSS(d.cmd.Process.Pid)
 	cpu0 := cpuTicks(d.cmd.Process.Pid)
 	quiet := healthyLoad(client, d.call(), names, relQuietFor)
-	quietCPU := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), quiet.elapsed)
+	quietCPU := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), quiet.Elapsed)
 	quietRSS := rss.done()
-	quietP99 := percentile(quiet.lat, 0.99)
+	quietP99 := percentile(quiet.Lat, 0.99)
 	b.Run("quiet", func(b *testing.B) {
 		b.ReportMetric(0, "ns/op")
 		b.ReportMetric(ms(quietP99), "healthy-p99-ms")
-		b.ReportMetric(quiet.rate(), "healthy-calls/s")
+		b.ReportMetric(quiet.Rate(), "healthy-calls/s")
 		b.ReportMetric(quietCPU, "daemon-cpu-%")
-		b.ReportMetric(float64(quiet.errs), "healthy-errors")
+		b.ReportMetric(float64(quiet.Errs), "healthy-errors")
 		b.ReportMetric(quietRSS, "peak-rss-MiB")
 	})
 	keep := map[string]bool{}
@@ -536,27 +536,27 @@ func BenchmarkReliability(b *testing.B) {
 			}
 			cpu0 := cpuTicks(d.cmd.Process.Pid)
 			res := healthyLoad(client, d.call(), names, relHostileFor)
-			cpu := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), res.elapsed)
+			cpu := cpuPercent(cpu0, cpuTicks(d.cmd.Process.Pid), res.Elapsed)
 			cancel()
 			wg.Wait()
 			peak := rss.done()
-			if len(res.lat) == 0 {
-				b.Fatalf("no healthy call succeeded (%d failed, last: %v); peak RSS %.0f MiB; daemon logs:\n%s", res.errs, res.lastErr, peak, tail(d.logs.String(), 3000))
+			if len(res.Lat) == 0 {
+				b.Fatalf("no healthy call succeeded (%d failed, last: %v); peak RSS %.0f MiB; daemon logs:\n%s", res.Errs, res.LastErr, peak, tail(d.logs.String(), 3000))
 			}
-			p99 := percentile(res.lat, 0.99)
+			p99 := percentile(res.Lat, 0.99)
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(ms(p99), "healthy-p99-ms")
 			b.ReportMetric(float64(p99)/float64(quietP99), "p99-ratio")
-			b.ReportMetric(res.rate(), "healthy-calls/s")
-			b.ReportMetric(res.rate()/quiet.rate(), "rate-ratio")
+			b.ReportMetric(res.Rate(), "healthy-calls/s")
+			b.ReportMetric(res.Rate()/quiet.Rate(), "rate-ratio")
 			b.ReportMetric(cpu, "daemon-cpu-%")
-			b.ReportMetric(float64(res.errs), "healthy-errors")
+			b.ReportMetric(float64(res.Errs), "healthy-errors")
 			b.ReportMetric(peak, "peak-rss-MiB")
 			if check != nil {
 				check(b)
 			}
-			if res.errs > 0 {
-				b.Errorf("%d healthy calls failed, last: %v", res.errs, res.lastErr)
+			if res.Errs > 0 {
+				b.Errorf("%d healthy calls failed, last: %v", res.Errs, res.LastErr)
 			}
 			if peak > relRSSLimitMiB {
 				b.Errorf("daemon peak RSS %.0f MiB > %d MiB", peak, relRSSLimitMiB)

@@ -9,28 +9,23 @@ package main
 // by the load generator, the daemon and the backend: compare figures from one run, not across machines.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
-
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/loadgen"
 	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
@@ -79,38 +74,13 @@ func buildBenchBinaries(b *testing.B) benchBinaries {
 // startEchoBackend runs cmd/mcp-echo-backend on a free loopback port and returns its MCP endpoint URL.
 func startEchoBackend(b testing.TB, bin string, extraTools int) string {
 	b.Helper()
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-tools", fmt.Sprint(extraTools))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logs := &syncBuf{}
-	cmd.Stderr = logs
-	out, err := cmd.StdoutPipe()
+	p, url, err := loadgen.StartEcho(bin, extraTools, logs)
 	if err != nil {
-		b.Fatalf("echo backend stdout: %v", err)
+		b.Fatalf("%v; stderr:\n%s", err, logs)
 	}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start echo backend: %v", err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	first := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(out)
-		line, _ := r.ReadString('\n')
-		first <- strings.TrimSpace(line)
-		_, _ = io.Copy(io.Discard, r)
-	}()
-	select {
-	case url := <-first:
-		if !strings.HasPrefix(url, "http://127.0.0.1:") {
-			b.Fatalf("echo backend printed %q, not its URL; stderr:\n%s", url, logs)
-		}
-		return url
-	case <-time.After(15 * time.Second):
-		b.Fatalf("echo backend printed no URL; stderr:\n%s", logs)
-	}
-	return ""
+	b.Cleanup(func() { p.Stop(0) })
+	return url
 }
 
 // benchDaemon is the aggregator binary serving on two loopback ports with the embedded store in a temp dir.
@@ -126,51 +96,17 @@ type benchDaemon struct {
 // waits until its REST API answers; it is stopped (SIGTERM, then SIGKILL) when the benchmark ends.
 func startBenchDaemon(b *testing.B, bin, logLevel string) *benchDaemon {
 	b.Helper()
-	port, mcpPort := peertest.FreePort(b), peertest.FreePort(b)
-	rest := fmt.Sprintf("http://127.0.0.1:%d", port)
-	d := &benchDaemon{api: rest + "/api/v1/aggregator", call: rest + "/api/v1/tools/call",
-		mcp: fmt.Sprintf("http://127.0.0.1:%d/mcp", mcpPort), logs: &syncBuf{}}
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(),
-		fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port),
-		fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", mcpPort),
-		"MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
-		"MCP_AGGREGATOR_LOG_LEVEL="+logLevel,
-		"MCP_AGGREGATOR_LOG_FORMAT=json",
-		"MCP_AGGREGATOR_RATE_LIMIT=0", // the per-client limit would answer most benchmark calls 429
-		"DATABASE_URL=",
-	)
-	cmd.Stdout, cmd.Stderr = d.logs, d.logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatalf("start daemon: %v", err)
+	logs := &syncBuf{}
+	ld, err := loadgen.StartDaemon(context.Background(), bin, b.TempDir(), logLevel, logs)
+	if err != nil {
+		b.Fatalf("%v; logs:\n%s", err, logs)
 	}
-	d.pid = cmd.Process.Pid
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	waitHTTP(b, d.api+"/health")
-	return d
+	b.Cleanup(func() { ld.Stop(10 * time.Second) })
+	return &benchDaemon{api: ld.API, call: ld.Call, mcp: ld.MCP, logs: logs, pid: ld.Pid()}
 }
 
-// benchHTTPClient keeps enough idle keep-alive connections for every concurrent caller (the default transport
-// keeps two per host, which at saturation would open a new connection for most calls). It has no Client.Timeout:
-// that would also cut an MCP session's long-lived standalone SSE stream (every request carries a context deadline
-// instead).
-func benchHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 512
-	t.MaxIdleConnsPerHost = 512
-	return &http.Client{Transport: t}
-}
+// benchHTTPClient keeps an idle connection for every concurrent caller (loadgen.HTTPClient).
+func benchHTTPClient() *http.Client { return loadgen.HTTPClient() }
 
 // restJSON sends one admin request and decodes the JSON answer.
 func restJSON(ctx context.Context, client *http.Client, method, url string, body any) (int, map[string]any, error) {
@@ -271,43 +207,16 @@ func waitMCPTool(b *testing.B, sess *mcp.ClientSession, name string) {
 }
 
 // caller makes one tool call and reports whether it succeeded.
-type caller func(ctx context.Context) error
+type caller = loadgen.Caller
 
 // mcpCaller calls a tool over an MCP session; a result flagged isError is a failure.
 func mcpCaller(sess *mcp.ClientSession, tool string) caller {
-	args := map[string]any{"message": benchEchoMessage}
-	return func(ctx context.Context) error {
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			return fmt.Errorf("call %s: %w", tool, err)
-		}
-		if res.IsError {
-			return fmt.Errorf("call %s: the tool reported an error", tool)
-		}
-		return nil
-	}
+	return loadgen.MCPCaller(sess, tool, benchEchoMessage)
 }
 
 // restCaller calls a tool through POST /api/v1/tools/call; anything but 200 is a failure.
 func restCaller(client *http.Client, url, tool string) caller {
-	body := []byte(fmt.Sprintf(`{"name":%q,"arguments":{"message":%q}}`, tool, benchEchoMessage))
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
-		if err != nil {
-			return fmt.Errorf("request: %w", err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return fmt.Errorf("call %s: %w", tool, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("call %s: status %d", tool, resp.StatusCode)
-		}
-		return nil
-	}
+	return loadgen.RESTCaller(client, url, tool, benchEchoMessage)
 }
 
 // checkEcho makes one call on each path by hand and checks the backend's answer came back, so the benchmark never
@@ -336,106 +245,17 @@ func checkRESTEcho(b *testing.B, client *http.Client, url, tool string) {
 }
 
 // loadResult is one measurement: the latency of every successful call, the failures and the wall time.
-type loadResult struct {
-	lat     []time.Duration
-	errs    int
-	elapsed time.Duration
-	lastErr error
-}
-
-func (r loadResult) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
-
-func (r *loadResult) merge(o loadResult) {
-	r.lat = append(r.lat, o.lat...)
-	r.errs += o.errs
-	r.elapsed += o.elapsed
-	if o.lastErr != nil {
-		r.lastErr = o.lastErr
-	}
-}
+type loadResult = loadgen.Result
 
 // closedLoop runs workers callers back to back until maxCalls calls were started or limit passed.
 func closedLoop(call caller, workers, maxCalls int, limit time.Duration) loadResult {
-	var started atomic.Int64
-	var mu sync.Mutex
-	var res loadResult
-	var wg sync.WaitGroup
-	start := time.Now()
-	deadline := start.Add(limit)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lat := make([]time.Duration, 0, maxCalls/workers+1)
-			errs := 0
-			var lastErr error
-			for started.Add(1) <= int64(maxCalls) && time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-				t := time.Now()
-				err := call(ctx)
-				d := time.Since(t)
-				cancel()
-				if err != nil {
-					errs, lastErr = errs+1, err
-					continue
-				}
-				lat = append(lat, d)
-			}
-			mu.Lock()
-			res.lat = append(res.lat, lat...)
-			res.errs += errs
-			if lastErr != nil {
-				res.lastErr = lastErr
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	return res
+	return loadgen.Closed(call, workers, maxCalls, limit, callTimeout)
 }
 
-// openLoop starts rate calls a second for d on a fixed schedule, each in its own goroutine, whether or not earlier
-// calls completed. Latency runs from the scheduled start, so a stall delays every call scheduled during it (no
-// coordinated omission). The time.Sleep overshoot of the scheduler (tens of microseconds) is part of every call
-// on every path.
+// openLoop starts rate calls a second for d on a fixed schedule, whether or not earlier calls completed
+// (loadgen.Open: latency runs from the scheduled start).
 func openLoop(call caller, rate int, d time.Duration) loadResult {
-	n := int(float64(rate) * d.Seconds())
-	interval := time.Second / time.Duration(rate)
-	lat := make([]time.Duration, n)
-	ok := make([]bool, n)
-	var mu sync.Mutex // guards errs and lastErr
-	errs := 0
-	var lastErr error
-	var wg sync.WaitGroup
-	start := time.Now().Add(time.Millisecond)
-	for i := 0; i < n; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			time.Sleep(wait)
-		}
-		wg.Add(1)
-		go func(i int, at time.Time) {
-			defer wg.Done()
-			ctx, cancel := context.WithDeadline(context.Background(), at.Add(callTimeout))
-			defer cancel()
-			if err := call(ctx); err != nil {
-				mu.Lock()
-				errs, lastErr = errs+1, err
-				mu.Unlock()
-				return
-			}
-			lat[i], ok[i] = time.Since(at), true
-		}(i, at)
-	}
-	wg.Wait()
-	res := loadResult{elapsed: time.Since(start), errs: errs, lastErr: lastErr}
-	for i := range lat {
-		if ok[i] {
-			res.lat = append(res.lat, lat[i])
-		}
-	}
-	return res
+	return loadgen.Open(call, rate, d, callTimeout)
 }
 
 // A load is one of the three shapes, run after a warm-up at the same concurrency.
@@ -477,22 +297,22 @@ func measure(b *testing.B, l load, call caller) loadResult {
 	var all loadResult
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		all.merge(l.run(call))
+		all.Merge(l.run(call))
 	}
 	b.StopTimer()
-	if len(all.lat) == 0 {
-		b.Fatalf("no call succeeded (%d failed): %v", all.errs, all.lastErr)
+	if len(all.Lat) == 0 {
+		b.Fatalf("no call succeeded (%d failed): %v", all.Errs, all.LastErr)
 	}
-	if total := all.errs + len(all.lat); all.errs*100 > total {
-		b.Errorf("%d of %d calls failed (the figures are not trustworthy), last: %v", all.errs, total, all.lastErr)
-	} else if all.errs > 0 {
-		b.Logf("%d of %d calls failed, last: %v", all.errs, total, all.lastErr)
+	if total := all.Errs + len(all.Lat); all.Errs*100 > total {
+		b.Errorf("%d of %d calls failed (the figures are not trustworthy), last: %v", all.Errs, total, all.LastErr)
+	} else if all.Errs > 0 {
+		b.Logf("%d of %d calls failed, last: %v", all.Errs, total, all.LastErr)
 	}
 	b.ReportMetric(0, "ns/op") // the wall time of a fixed-shape load says nothing per op
-	b.ReportMetric(ms(percentile(all.lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(all.lat, 0.99)), "p99-ms")
-	b.ReportMetric(all.rate(), "calls/s")
-	b.ReportMetric(float64(all.errs), "errors")
+	b.ReportMetric(ms(percentile(all.Lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(all.Lat, 0.99)), "p99-ms")
+	b.ReportMetric(all.Rate(), "calls/s")
+	b.ReportMetric(float64(all.Errs), "errors")
 	return all
 }
 
@@ -562,17 +382,17 @@ func BenchmarkRouting(b *testing.B) {
 								base = l.run(paths[0].call)
 								baseline[l.name] = base
 							}
-							if len(base.lat) == 0 {
-								b.Fatalf("the direct baseline had no successful call: %v", base.lastErr)
+							if len(base.Lat) == 0 {
+								b.Fatalf("the direct baseline had no successful call: %v", base.LastErr)
 							}
 							// At saturation latency is set by the queue of callers, not by the path: only the ratio
 							// of rates says something there.
 							if l.name == "saturate" {
-								b.ReportMetric(res.rate()/base.rate(), "throughput-ratio")
+								b.ReportMetric(res.Rate()/base.Rate(), "throughput-ratio")
 								return
 							}
-							b.ReportMetric(ms(percentile(res.lat, 0.50)-percentile(base.lat, 0.50)), "added-p50-ms")
-							b.ReportMetric(ms(percentile(res.lat, 0.99)-percentile(base.lat, 0.99)), "added-p99-ms")
+							b.ReportMetric(ms(percentile(res.Lat, 0.50)-percentile(base.Lat, 0.50)), "added-p50-ms")
+							b.ReportMetric(ms(percentile(res.Lat, 0.99)-percentile(base.Lat, 0.99)), "added-p99-ms")
 						})
 					}
 				})
