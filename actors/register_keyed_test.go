@@ -40,6 +40,8 @@ func TestRegisterKeyedReplay(t *testing.T) {
 		t.Fatalf("first: %s %s replayed %v, %v", first.ID, first.Status, replayed, err)
 	}
 	waitRoutes(t, r.sys, 30*time.Second, "connected", hasTool("keyed.tool_0000"))
+	// The router has CONNECTED before the row and its history do (read-your-writes): wait for the stored one.
+	r.waitStatus(first.ID, persistence.StatusConnected, 30*time.Second)
 	before, err := r.store.ListHistory(ctx, first.ID, 100)
 	if err != nil {
 		t.Fatal(err)
