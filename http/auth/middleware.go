@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 // identityExtraKey is where the Identity travels in the go-sdk's TokenInfo.Extra.
@@ -78,9 +80,9 @@ func Challenge(status int, required Scope) string {
 // Detail is the message of a 401 or 403.
 func Detail(status int, required Scope) (code, detail string) {
 	if status == http.StatusForbidden {
-		return CodeForbidden, "This operation needs a token with the " + required.String() + " scope"
+		return errcode.Forbidden, "This operation needs a token with the " + required.String() + " scope"
 	}
-	return CodeUnauthorized, "A valid bearer token is required (Authorization: Bearer <token>)"
+	return errcode.Unauthorized, "A valid bearer token is required (Authorization: Bearer <token>)"
 }
 
 // WriteHTTPError answers 401 or 403 in the error shape {"detail","error_code"} with WWW-Authenticate.
