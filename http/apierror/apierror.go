@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/aggregator/internal/errcode"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -74,20 +75,11 @@ const (
 const StatusLoopDetected = http.StatusLoopDetected
 
 // ServerRef names a server and its state in an error (SERVER_UNAVAILABLE) or a search result.
-type ServerRef struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-}
+type ServerRef = errbody.ServerRef
 
 // Body is the one shape of every error answer: Detail is a message, or for 422 the list of FieldError; Context
 // carries extra machine-readable facts and is omitted when empty; Server is set on SERVER_UNAVAILABLE.
-type Body struct {
-	Detail    any            `json:"detail"`
-	ErrorCode string         `json:"error_code"`
-	Context   map[string]any `json:"context,omitempty"`
-	Server    *ServerRef     `json:"server,omitempty"`
-}
+type Body = errbody.Body
 
 // Error is a failure with its answer: the HTTP status, the code, the detail (a string, or []FieldError), extra
 // context, the server it is about, and how many seconds to tell the client to wait (Retry-After; 0: none).
@@ -139,12 +131,7 @@ func (e *Error) RetryAfterHeader() string {
 
 // Write answers e on a net/http response: the JSON error body with its status and Retry-After.
 func Write(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", "application/json")
-	if ra := e.RetryAfterHeader(); ra != "" {
-		w.Header().Set("Retry-After", ra)
-	}
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(e.Body())
+	errbody.Write(w, e.Status, e.Body(), e.RetryAfterHeader())
 }
 
 // ToolResult is the body of the error as an MCP tool result's structured content:

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
 	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
@@ -249,10 +249,8 @@ func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 			scheme = "https"
 		}
 		if status, code, detail := g.Check(r.Host, r.Header.Get("Origin"), scheme); status != 0 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]any{"detail": detail, "error_code": code,
-				"context": map[string]any{"reason": "dns_rebinding_or_cross_origin"}})
+			errbody.Write(w, status, errbody.Body{Detail: detail, ErrorCode: code,
+				Context: map[string]any{"reason": "dns_rebinding_or_cross_origin"}}, "")
 			return
 		}
 		next.ServeHTTP(w, r)

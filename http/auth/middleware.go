@@ -2,12 +2,12 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
 	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
@@ -89,9 +89,7 @@ func Detail(status int, required Scope) (code, detail string) {
 func WriteHTTPError(w http.ResponseWriter, status int, required Scope) {
 	code, detail := Detail(status, required)
 	w.Header().Set("WWW-Authenticate", Challenge(status, required))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail, "error_code": code})
+	errbody.Write(w, status, errbody.Body{Detail: detail, ErrorCode: code}, "")
 }
 
 // FromTokenInfo returns the Identity Middleware put in a go-sdk TokenInfo (an MCP request's Extra.TokenInfo).
