@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -159,7 +160,7 @@ func moved(res any) bool {
 	case *pb.StatusReply:
 		info = r.Error
 	}
-	return info != nil && info.Code == CodeMoved
+	return info != nil && info.Code == errcode.ServerMoved
 }
 
 // askServerOnce asks one server actor once.
@@ -218,7 +219,7 @@ func (s *System) departedReply(id string, msg any, res any, err error) (any, err
 	srv, _ := s.Routes().Server(id)
 	detail := fmt.Sprintf("Server unavailable: %s: %s", srv.Name, errDeparted.Error())
 	if c, ok := msg.(*pb.CallTool); ok {
-		return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
+		return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
 			Message: detail + "; the call " + c.Tool + " may or may not have run, and will not be retried"}}, nil
 	}
 	return nil, &routing.UnavailableError{Server: srv, Detail: detail}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 // TestClassifyCallError: only a JSON-RPC error response of the backend is EXECUTION_FAILED; transport failures
@@ -29,16 +31,16 @@ func TestClassifyCallError(t *testing.T) {
 		code string
 		want []string
 	}{
-		{"backend error response", context.Background(), &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad args"}, CodeExecutionFailed, []string{"srv", "bad args"}},
-		{"wrapped backend error", context.Background(), fmt.Errorf("calling tools/call: %w", &jsonrpc.Error{Code: -32000, Message: "boom"}), CodeExecutionFailed, []string{"boom"}},
-		{"connection refused", context.Background(), fmt.Errorf("sending tools/call: %w: dial tcp 127.0.0.1:1: connect: connection refused", rejected), CodeServerUnavailable, []string{"srv", "CONNECTED", "connection refused"}},
-		{"4xx with JSON-RPC body", context.Background(), fmt.Errorf("POST: %w: %w: Bad Request", &jsonrpc.Error{Code: -32000, Message: "No valid session ID"}, rejected), CodeServerUnavailable, []string{"srv", "CONNECTED"}},
-		{"client closing", context.Background(), &jsonrpc.Error{Code: -32003, Message: "client is closing"}, CodeServerUnavailable, []string{"srv"}},
-		{"server closing", context.Background(), &jsonrpc.Error{Code: -32004, Message: "server is closing"}, CodeServerUnavailable, []string{"srv"}},
-		{"connection closed", context.Background(), mcp.ErrConnectionClosed, CodeServerUnavailable, []string{"srv"}},
-		{"EOF", context.Background(), io.EOF, CodeServerUnavailable, []string{"srv"}},
-		{"deadline", expired, errors.New("x"), CodeRequestTimeout, []string{"srv", "echo"}},
-		{"cancelled", cancelled, errors.New("x"), CodeServerUnavailable, []string{"srv"}},
+		{"backend error response", context.Background(), &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad args"}, errcode.ExecutionFailed, []string{"srv", "bad args"}},
+		{"wrapped backend error", context.Background(), fmt.Errorf("calling tools/call: %w", &jsonrpc.Error{Code: -32000, Message: "boom"}), errcode.ExecutionFailed, []string{"boom"}},
+		{"connection refused", context.Background(), fmt.Errorf("sending tools/call: %w: dial tcp 127.0.0.1:1: connect: connection refused", rejected), errcode.ServerUnavailable, []string{"srv", "CONNECTED", "connection refused"}},
+		{"4xx with JSON-RPC body", context.Background(), fmt.Errorf("POST: %w: %w: Bad Request", &jsonrpc.Error{Code: -32000, Message: "No valid session ID"}, rejected), errcode.ServerUnavailable, []string{"srv", "CONNECTED"}},
+		{"client closing", context.Background(), &jsonrpc.Error{Code: -32003, Message: "client is closing"}, errcode.ServerUnavailable, []string{"srv"}},
+		{"server closing", context.Background(), &jsonrpc.Error{Code: -32004, Message: "server is closing"}, errcode.ServerUnavailable, []string{"srv"}},
+		{"connection closed", context.Background(), mcp.ErrConnectionClosed, errcode.ServerUnavailable, []string{"srv"}},
+		{"EOF", context.Background(), io.EOF, errcode.ServerUnavailable, []string{"srv"}},
+		{"deadline", expired, errors.New("x"), errcode.RequestTimeout, []string{"srv", "echo"}},
+		{"cancelled", cancelled, errors.New("x"), errcode.ServerUnavailable, []string{"srv"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -168,7 +169,7 @@ func (s *System) discover(ctx context.Context, id string, forced bool) error {
 	}
 	if len(looped) > 0 {
 		s.deps.Logger.Warn("aggregator loop: the server re-exposes tools of this aggregator; dropping them",
-			"code", CodeLoopDetected, "server_id", id, "instance_id", s.deps.InstanceID, "via", strings.Join(loopPath, " -> "),
+			"code", errcode.LoopDetected, "server_id", id, "instance_id", s.deps.InstanceID, "via", strings.Join(loopPath, " -> "),
 			"dropped", len(looped), "example", looped[0])
 	}
 	truncated := 0

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -111,7 +112,7 @@ func TestDiscoveryRoutingAndProgress(t *testing.T) {
 	if err != nil || route.ServerStatus != persistence.StatusDisconnected {
 		t.Fatalf("beta.echo: %+v %v", route, err)
 	}
-	if rep, _ := r.sys.Call(context.Background(), route, []byte(`{"message":"x"}`), nil); rep.GetError().GetCode() != actors.CodeServerUnavailable {
+	if rep, _ := r.sys.Call(context.Background(), route, []byte(`{"message":"x"}`), nil); rep.GetError().GetCode() != errcode.ServerUnavailable {
 		t.Fatalf("call to a disconnected server: %v", rep)
 	}
 	if err := r.sys.RefreshTools(context.Background(), beta.ID); err == nil {
@@ -279,7 +280,7 @@ func TestBackendDiesMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "trigger-long-running-operation") {
+	if rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable || !strings.Contains(rep.Error.Message, "trigger-long-running-operation") {
 		t.Fatalf("want SERVER_UNAVAILABLE naming the call in progress, got %+v", rep)
 	}
 	if took := time.Since(start); took > 3*time.Second {

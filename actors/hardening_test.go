@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -181,7 +182,7 @@ func TestCallsInFlightPerServerAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Error == nil || rep.Error.Code != actors.CodeServerBusy {
+	if rep.Error == nil || rep.Error.Code != errcode.ServerBusy {
 		t.Fatalf("fourth call: %+v, want SERVER_BUSY", rep)
 	}
 	if !strings.Contains(rep.Error.Message, "busybox") || !strings.Contains(rep.Error.Message, "3") || rep.Error.ServerName != "busybox" {
@@ -219,7 +220,7 @@ func TestDeadHTTPBackendIsUnavailableNotFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable {
+	if rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable {
 		t.Fatalf("call to a dead backend: %+v, want SERVER_UNAVAILABLE", rep)
 	}
 	if !strings.Contains(rep.Error.Message, "mortal") || rep.Error.ServerName != "mortal" || rep.Error.ServerStatus == "" {
@@ -381,14 +382,14 @@ func TestDrainCalls(t *testing.T) {
 	}
 	select {
 	case rep := <-replies:
-		if rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
+		if rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
 			t.Fatalf("call cut by the shutdown: %+v, want SERVER_UNAVAILABLE shutting down", rep)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cancelled call got no answer")
 	}
 	rep, err := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
-	if err != nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
+	if err != nil || rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable || !strings.Contains(rep.Error.Message, "shutting down") {
 		t.Fatalf("a call after the drain began: %+v %v, want refused as shutting down", rep, err)
 	}
 }

@@ -27,13 +27,6 @@ import (
 // ServerKind is the cluster kind of server actors (their identity is the server id).
 const ServerKind = "mcpserver"
 
-// CodeMoved is what a server actor answers while it is handing its server over or finds that another member owns
-// it: the caller looks the server up again and retries (never shown to clients: the call was not run).
-const CodeMoved = "SERVER_MOVED"
-
-// CodeServerNotFound is what an actor activated for a server that does not exist answers.
-const CodeServerNotFound = "SERVER_NOT_FOUND"
-
 // memberView is this node's picture of the cluster: the members and their addresses, the ones seen leaving the
 // membership (whose leases may be taken over before they lapse) and the ones handing their servers over.
 type memberView struct {
@@ -295,7 +288,7 @@ func (s *System) placeOf(ctx context.Context, id string) (target, dead string, e
 	l, now, err := s.deps.Store.GetLease(ctx, id)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		// Never owned: exists? The actor activated for it says (CodeServerNotFound) when it does not.
+		// Never owned: exists? The actor activated for it says (errcode.ServerNotFound) when it does not.
 	case err != nil:
 		return "", "", err
 	default:

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -126,8 +127,8 @@ func wantTooLarge(t *testing.T, what string, e interface {
 	GetMessage() string
 }) {
 	t.Helper()
-	if e == nil || e.GetCode() != actors.CodeResponseTooLarge || !strings.Contains(e.GetMessage(), msglimit.LimitVar) {
-		t.Fatalf("%s: want %s naming %s, got %v", what, actors.CodeResponseTooLarge, msglimit.LimitVar, e)
+	if e == nil || e.GetCode() != errcode.ResponseTooLarge || !strings.Contains(e.GetMessage(), msglimit.LimitVar) {
+		t.Fatalf("%s: want %s naming %s, got %v", what, errcode.ResponseTooLarge, msglimit.LimitVar, e)
 	}
 }
 
@@ -179,7 +180,7 @@ func TestOversizedResultsRefused(t *testing.T) {
 						return
 					}
 					// Five at once may exceed the server's budget share first: that refusal names its own variable.
-					if rep.Error.Code != actors.CodeResponseTooLarge || !strings.Contains(rep.Error.Message, "MCP_AGGREGATOR_M") {
+					if rep.Error.Code != errcode.ResponseTooLarge || !strings.Contains(rep.Error.Message, "MCP_AGGREGATOR_M") {
 						t.Errorf("call big: got %v", rep.Error)
 					}
 				}()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -40,14 +41,14 @@ func TestConnectTimeOutboundRefusal(t *testing.T) {
 	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
 	cases := []struct{ name, url, want string }{
 		{"meta", "http://${META}/mcp", "169.254.0.0/16"},
-		{"self", "http://${SELF}/mcp", actors.CodeLoopDetected},
+		{"self", "http://${SELF}/mcp", errcode.LoopDetected},
 	}
 	// A host name that is not a loopback name but resolves to loopback is caught only by the dial guard, on the
 	// resolved address.
 	if h, err := os.Hostname(); err == nil {
 		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 && net.ParseIP(addrs[0]).IsLoopback() {
 			env["HOSTNAME_SELF"] = h + ":" + itoa(selfPort)
-			cases = append(cases, struct{ name, url, want string }{"hostname", "http://${HOSTNAME_SELF}/mcp", actors.CodeLoopDetected})
+			cases = append(cases, struct{ name, url, want string }{"hostname", "http://${HOSTNAME_SELF}/mcp", errcode.LoopDetected})
 		} else {
 			t.Logf("host name %q does not resolve to loopback here; the dial-guard case is covered by TestDialGuardChecksResolvedAddress", h)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
@@ -117,7 +118,7 @@ func TestOneOwnerPerServer(t *testing.T) {
 					}
 					mustEcho(t, a, id, "from the owner")
 					rep, err := b.echo(id, "from the standby")
-					if err != nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable ||
+					if err != nil || rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable ||
 						!strings.Contains(rep.Error.Message, "node-a") {
 						t.Fatalf("call through the standby: want SERVER_UNAVAILABLE naming node-a, got %+v %v", rep, err)
 					}
@@ -215,7 +216,7 @@ func TestLeaseLostClosesSession(t *testing.T) {
 	rep, err := r.echo(s.ID, "after the loss")
 	if err != nil || rep.Error == nil || !strings.Contains(rep.Error.Message, "intruder") {
 		// The actor stands by (it learns the holder at its next request for the lease) or reports it lost it.
-		if err != nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable {
+		if err != nil || rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable {
 			t.Fatalf("call after the lease was lost: want SERVER_UNAVAILABLE, got %+v %v", rep, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -24,20 +25,6 @@ const Version = "0.1.0"
 
 // RequestIDMetaKey is the _meta key under which a call's request id reaches the backend.
 const RequestIDMetaKey = "io.mcpgw.aggregator/request_id"
-
-// Error codes a server actor puts in ErrorInfo (system-contract.md plus REQUEST_TIMEOUT for 504).
-const (
-	CodeServerUnavailable = "SERVER_UNAVAILABLE"
-	CodeExecutionFailed   = "EXECUTION_FAILED"
-	CodeRequestTimeout    = "REQUEST_TIMEOUT"
-	// CodeServerBusy: the server already has its maximum of calls in flight (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER).
-	CodeServerBusy = "SERVER_BUSY"
-	// CodeResponseTooLarge: a backend message exceeded MCP_AGGREGATOR_MAX_MESSAGE_BYTES (or the budget of results in
-	// flight); the call fails, the session is kept when it can be.
-	CodeResponseTooLarge = "RESPONSE_TOO_LARGE"
-	// CodeLoopDetected: the backend is this aggregator, or aggregates it (directly or through other aggregators).
-	CodeLoopDetected = backend.CodeLoopDetected
-)
 
 // ReasonNoSessionAfterStart is the reason of the transition that resets a status a previous process (or actor
 // incarnation) left behind; it says nothing about the server's current connection, so waiting code ignores it.
@@ -427,7 +414,7 @@ func (a *serverActor) cleanup(stopping bool) {
 	}
 	code := a.leaving
 	if code == "" {
-		code = CodeMoved // the node stops: in a cluster the server is activated elsewhere
+		code = errcode.ServerMoved // the node stops: in a cluster the server is activated elsewhere
 	}
 	a.dropStash(code, "")
 	if !a.retired {

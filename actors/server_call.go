@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -30,7 +31,7 @@ type callObject struct {
 }
 
 func (a *serverActor) unavailable(detail string) *pb.ErrorInfo {
-	return &pb.ErrorInfo{Code: CodeServerUnavailable, Message: detail, ServerStatus: a.status, ServerName: a.rec.Name}
+	return &pb.ErrorInfo{Code: errcode.ServerUnavailable, Message: detail, ServerStatus: a.status, ServerName: a.rec.Name}
 }
 
 // callTool starts the call on the session in a goroutine and answers the asker from there: the mailbox is free for
@@ -46,7 +47,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	if max := a.deps.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
 		a.deps.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
-		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
+		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: errcode.ServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
 		return
 	}
@@ -132,22 +133,22 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.Is(context.Cause(ctx), ErrShuttingDown):
-		info.Code, info.Message = CodeServerUnavailable,
+		info.Code, info.Message = errcode.ServerUnavailable,
 			fmt.Sprintf("The aggregator is shutting down: the call to %s on %s did not finish within the drain time", tool, server)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		info.Code, info.Message = CodeRequestTimeout, fmt.Sprintf("Tool call %s on %s timed out", tool, server)
+		info.Code, info.Message = errcode.RequestTimeout, fmt.Sprintf("Tool call %s on %s timed out", tool, server)
 	case errors.Is(ctx.Err(), context.Canceled):
-		info.Code, info.Message = CodeServerUnavailable,
+		info.Code, info.Message = errcode.ServerUnavailable,
 			fmt.Sprintf("Server %s was disconnected while %s was in progress", server, tool)
 	case errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message):
-		info.Code, info.Message = CodeResponseTooLarge, fmt.Sprintf("Answer of %s to %s refused: %s", server, tool, rpcErr.Message)
+		info.Code, info.Message = errcode.ResponseTooLarge, fmt.Sprintf("Answer of %s to %s refused: %s", server, tool, rpcErr.Message)
 	case localTransportError(err):
-		info.Code, info.Message = CodeServerUnavailable,
+		info.Code, info.Message = errcode.ServerUnavailable,
 			fmt.Sprintf("Server %s (status %s) is unavailable: the call to %s did not reach it: %v", server, status, tool, err)
 	case errors.As(err, &rpcErr):
-		info.Code, info.Message = CodeExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
+		info.Code, info.Message = errcode.ExecutionFailed, fmt.Sprintf("Server %s returned an error: %s", server, rpcErr.Message)
 	default:
-		info.Code, info.Message = CodeServerUnavailable,
+		info.Code, info.Message = errcode.ServerUnavailable,
 			fmt.Sprintf("Connection to %s was lost while %s was in progress: %v", server, tool, err)
 	}
 	return info
@@ -188,15 +189,15 @@ func (a *serverActor) listTools(ctx actor.Context) {
 					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
 				}
 				reply.ToolsJson = nil
-				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.Scrub(err.Error())}
+				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: sec.Scrub(err.Error())}
 				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
-					reply.Error.Code = CodeResponseTooLarge
+					reply.Error.Code = errcode.ResponseTooLarge
 				}
 				break
 			}
 			b, err := json.Marshal(tool)
 			if err != nil {
-				reply.Error = &pb.ErrorInfo{Code: CodeExecutionFailed, Message: err.Error()}
+				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: err.Error()}
 				break
 			}
 			reply.ToolsJson = append(reply.ToolsJson, b)
@@ -214,9 +215,9 @@ func callOutcome(res *mcp.CallToolResult, e *pb.ErrorInfo, ctx context.Context) 
 		return metrics.OutcomeToolError
 	case e == nil:
 		return metrics.OutcomeOK
-	case e.Code == CodeExecutionFailed:
+	case e.Code == errcode.ExecutionFailed:
 		return metrics.OutcomeFailed
-	case e.Code == CodeRequestTimeout:
+	case e.Code == errcode.RequestTimeout:
 		return metrics.OutcomeTimeout
 	case errors.Is(ctx.Err(), context.Canceled):
 		return metrics.OutcomeCancelled

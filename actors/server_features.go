@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -123,9 +124,9 @@ func (a *serverActor) listFeatures(ctx actor.Context) {
 			}
 		}
 		if err != nil {
-			reply = &pb.ListFeaturesReply{Error: &pb.ErrorInfo{Code: CodeExecutionFailed, Message: sec.Scrub(err.Error())}}
+			reply = &pb.ListFeaturesReply{Error: &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: sec.Scrub(err.Error())}}
 			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
-				reply.Error.Code = CodeResponseTooLarge
+				reply.Error.Code = errcode.ResponseTooLarge
 			}
 		}
 		if sender != nil {
@@ -189,7 +190,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Method)
 			reply.Error.Message = sec.Scrub(reply.Error.Message)
 			var rpcErr *jsonrpc.Error
-			if reply.Error.Code == CodeExecutionFailed && errors.As(err, &rpcErr) {
+			if reply.Error.Code == errcode.ExecutionFailed && errors.As(err, &rpcErr) {
 				reply.RpcCode = rpcErr.Code
 			}
 		}

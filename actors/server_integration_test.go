@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -206,7 +207,7 @@ func TestLifecycleAgainstServerEverything(t *testing.T) {
 			if err != nil || d.Status != persistence.StatusDisconnected {
 				t.Fatalf("disconnect: %+v %v", d, err)
 			}
-			if rep, err := r.echo(s.ID, "x"); err != nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable {
+			if rep, err := r.echo(s.ID, "x"); err != nil || rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable {
 				t.Fatalf("call while disconnected: want SERVER_UNAVAILABLE, got %+v %v", rep, err)
 			}
 			c, err := r.sys.Connect(context.Background(), s.ID)
@@ -399,7 +400,7 @@ func TestSlowCallBlocksNeitherSameServerNorOthers(t *testing.T) {
 	if err != nil || d.Status != persistence.StatusDisconnecting || d.PendingRequests != 1 {
 		t.Fatalf("disconnect with a pending call: %+v %v", d, err)
 	}
-	if rep, _ := r.echo(a.ID, "late"); rep == nil || rep.Error == nil || rep.Error.Code != actors.CodeServerUnavailable {
+	if rep, _ := r.echo(a.ID, "late"); rep == nil || rep.Error == nil || rep.Error.Code != errcode.ServerUnavailable {
 		t.Fatalf("call while DISCONNECTING must be refused, got %+v", rep)
 	}
 	if took := <-slowDone; took < 2500*time.Millisecond {

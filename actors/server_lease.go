@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -83,11 +84,11 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	}
 	switch {
 	case errors.Is(m.loadErr, persistence.ErrNotFound), errors.Is(m.leaseErr, persistence.ErrNotFound):
-		a.retire(ctx, CodeServerNotFound, "server "+a.id+" does not exist")
+		a.retire(ctx, errcode.ServerNotFound, "server "+a.id+" does not exist")
 		return
 	case m.loadErr != nil:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
-		a.dropStash(CodeServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
+		a.dropStash(errcode.ServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
 		a.scheduleActivation(a.deps.owners.ttl / 3)
 		return
 	}
@@ -99,7 +100,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	case errors.Is(m.leaseErr, persistence.ErrLeaseHeld):
 		if a.deps.members != nil {
 			if _, member := a.deps.members.addr(m.lease.Owner); member && m.lease.Owner != a.deps.NodeID {
-				a.retire(ctx, CodeMoved, "served by cluster member "+m.lease.Owner)
+				a.retire(ctx, errcode.ServerMoved, "served by cluster member "+m.lease.Owner)
 				return
 			}
 		}
@@ -274,7 +275,7 @@ func (a *serverActor) serving(ctx actor.Context) bool {
 			switch ctx.Message().(type) {
 			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:
 				if !a.stash(ctx) {
-					a.refuse(ctx, CodeServerUnavailable, "too many calls wait for the server to connect")
+					a.refuse(ctx, errcode.ServerUnavailable, "too many calls wait for the server to connect")
 				}
 				return false
 			}
@@ -282,11 +283,11 @@ func (a *serverActor) serving(ctx actor.Context) bool {
 		return true
 	case a.activating:
 		if !a.stash(ctx) {
-			a.refuse(ctx, CodeServerUnavailable, "too many requests while the server's actor activates")
+			a.refuse(ctx, errcode.ServerUnavailable, "too many requests while the server's actor activates")
 		}
 		return false
 	}
-	a.refuse(ctx, CodeServerUnavailable, "")
+	a.refuse(ctx, errcode.ServerUnavailable, "")
 	return false
 }
 
@@ -302,7 +303,7 @@ func (a *serverActor) refuse(ctx actor.Context, code, why string) {
 func (a *serverActor) refusal(msg any, code, why string) any {
 	if why == "" {
 		switch {
-		case code == CodeMoved:
+		case code == errcode.ServerMoved:
 			why = "being handed over to another node"
 		case a.holder != "":
 			why = fmt.Sprintf("served by another aggregator process (%s) on the same store", a.holder)
@@ -312,7 +313,7 @@ func (a *serverActor) refusal(msg any, code, why string) any {
 	}
 	info := &pb.ErrorInfo{Code: code, ServerName: a.rec.Name, ServerStatus: a.status,
 		Message: fmt.Sprintf("Server unavailable: %s is %s", a.name(), why)}
-	if code == CodeServerNotFound {
+	if code == errcode.ServerNotFound {
 		info.Message = "Server not found: " + a.id
 	}
 	switch msg.(type) {
@@ -338,7 +339,7 @@ func (a *serverActor) refusal(msg any, code, why string) any {
 
 // infoError turns a refusal into the error Control returns: ErrNotFound, or an UnavailableError.
 func infoError(id string, info *pb.ErrorInfo) error {
-	if info.Code == CodeServerNotFound {
+	if info.Code == errcode.ServerNotFound {
 		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
 	return &routing.UnavailableError{Server: routing.ServerEntry{ID: id, Name: info.ServerName, Status: info.ServerStatus}, Detail: info.Message}
@@ -375,7 +376,7 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.why, nil)
 	}
 	if a.deps.members != nil {
-		a.retire(ctx, CodeMoved, "")
+		a.retire(ctx, errcode.ServerMoved, "")
 		return
 	}
 	a.scheduleActivation(a.deps.owners.ttl / 2)
@@ -390,11 +391,11 @@ func (a *serverActor) deactivate(ctx actor.Context, m *pb.Deactivate) {
 	}
 	drain := time.Duration(m.DrainMs) * time.Millisecond
 	if a.retired || len(a.pending) == 0 || drain <= 0 {
-		a.retire(ctx, CodeMoved, "")
+		a.retire(ctx, errcode.ServerMoved, "")
 		return
 	}
-	a.leaving = CodeMoved
-	a.dropStash(CodeMoved, "")
+	a.leaving = errcode.ServerMoved
+	a.dropStash(errcode.ServerMoved, "")
 	a.log().Info("handing the server over: waiting for calls in flight", "calls", len(a.pending), "drain", drain.String())
 	a.stopTimer(&a.drainTimer)
 	gen := a.gen

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -147,7 +148,7 @@ func (s *System) DrainCalls(ctx context.Context, grace time.Duration) int {
 // shutdownReply answers a call refused because the daemon is shutting down.
 func (s *System) shutdownReply(id, tool string) *pb.CallToolReply {
 	srv, _ := s.Routes().Server(id)
-	return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: CodeServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
+	return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
 		Message: fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", tool, srv.Name)}}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/internal/connconfig"
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 // Loop detection between aggregators (one daemon registered as a backend of itself, directly or through others).
@@ -31,8 +32,6 @@ const (
 	// ViaMetaKey is the _meta key of an exposed tool listing the instance ids of the aggregators it passed
 	// through (its provenance path); discovery drops tools whose path contains our own id.
 	ViaMetaKey = "io.mcpgw.aggregator/via"
-	// CodeLoopDetected: the backend is this aggregator, or aggregates it (directly or through other aggregators).
-	CodeLoopDetected = "LOOP_DETECTED"
 )
 
 // Outbound is the policy for the addresses the daemon connects to over HTTP (SSE and streamable HTTP sessions,
@@ -83,7 +82,7 @@ type OutboundRefusedError struct {
 
 func (e *OutboundRefusedError) Error() string {
 	if e.Loop {
-		return CodeLoopDetected + ": outbound target " + e.Addr + " " + e.Rule
+		return errcode.LoopDetected + ": outbound target " + e.Addr + " " + e.Rule
 	}
 	return "outbound target refused: " + e.Addr + " " + e.Rule
 }
@@ -384,7 +383,7 @@ func (o *Outbound) LoopInInitialize(res *mcp.InitializeResult) error {
 	}
 	if id, _ := res.Meta[InstanceMetaKey].(string); id == o.instanceID {
 		return fmt.Errorf("%s: the backend is this aggregator itself (its initialize reports our instance id %s): "+
-			"an aggregator cannot be its own backend", CodeLoopDetected, id)
+			"an aggregator cannot be its own backend", errcode.LoopDetected, id)
 	}
 	return nil
 }

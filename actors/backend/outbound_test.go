@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -235,7 +236,7 @@ func TestDialGuardChecksResolvedAddress(t *testing.T) {
 
 func TestLoopInInitialize(t *testing.T) {
 	o := NewOutbound(OutboundConfig{}, "me")
-	if err := o.LoopInInitialize(&mcp.InitializeResult{Meta: mcp.Meta{InstanceMetaKey: "me"}}); err == nil || !strings.HasPrefix(err.Error(), CodeLoopDetected) {
+	if err := o.LoopInInitialize(&mcp.InitializeResult{Meta: mcp.Meta{InstanceMetaKey: "me"}}); err == nil || !strings.HasPrefix(err.Error(), errcode.LoopDetected) {
 		t.Errorf("own instance id: %v", err)
 	}
 	if err := o.LoopInInitialize(&mcp.InitializeResult{Meta: mcp.Meta{InstanceMetaKey: "other"}}); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -45,8 +46,8 @@ func TestHostGuardOnREST(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"rebinding", "evil.example:8081", "http://evil.example:8081", 403, auth.CodeHostNotAllowed},
-		{"cross origin", "127.0.0.1:8081", "http://evil.example", 403, auth.CodeOriginNotAllowed},
+		{"rebinding", "evil.example:8081", "http://evil.example:8081", 403, errcode.HostNotAllowed},
+		{"cross origin", "127.0.0.1:8081", "http://evil.example", 403, errcode.OriginNotAllowed},
 		{"loopback", "127.0.0.1:8081", "", 201, ""},
 	}
 	for _, tt := range tests {

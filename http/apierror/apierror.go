@@ -20,73 +20,66 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // Error codes of the error body (system-contract.md's table plus the front ends' own), one spelling for clients
-// and tests. The codes the actors put on their wire (server.go) and those of package auth's own answers (401, 403,
-// the host guard) are declared by their owners and re-exported here, so this block is the whole list.
+// and tests. Every code is declared once, in package errcode (which the actors and package auth use too); this
+// block re-exports the whole list under the names the front ends use.
 const (
-	CodeServerNotFound       = "SERVER_NOT_FOUND"
-	CodeServerAlreadyExists  = "SERVER_ALREADY_EXISTS"
-	CodeServerLimitReached   = "SERVER_LIMIT_REACHED"
-	CodeValidation           = "VALIDATION_ERROR"
-	CodeServiceBusy          = "SERVICE_BUSY"
-	CodeServiceUnavailable   = "SERVICE_UNAVAILABLE"
-	CodeStoreUnavailable     = "STORE_UNAVAILABLE"
-	CodeRequestTooLarge      = "REQUEST_TOO_LARGE"
-	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
-	CodeNotFound             = "NOT_FOUND"
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	CodeInternal             = "INTERNAL_ERROR"
-	CodeToolNotFound         = "TOOL_NOT_FOUND"
-	CodeToolAmbiguous        = "TOOL_AMBIGUOUS"
-	CodeServerUnavailable    = actors.CodeServerUnavailable
-	CodeExecutionFailed      = actors.CodeExecutionFailed
-	CodeRequestTimeout       = actors.CodeRequestTimeout
-	CodeServerBusy           = actors.CodeServerBusy
-	CodeResponseTooLarge     = actors.CodeResponseTooLarge
-	CodeLoopDetected         = actors.CodeLoopDetected
-	CodeUnauthorized         = auth.CodeUnauthorized
-	CodeForbidden            = auth.CodeForbidden
-	CodeHostNotAllowed       = auth.CodeHostNotAllowed
-	CodeOriginNotAllowed     = auth.CodeOriginNotAllowed
-	CodeRateLimited          = "RATE_LIMITED"
+	CodeServerNotFound       = errcode.ServerNotFound
+	CodeServerAlreadyExists  = errcode.ServerAlreadyExists
+	CodeServerLimitReached   = errcode.ServerLimitReached
+	CodeValidation           = errcode.Validation
+	CodeServiceBusy          = errcode.ServiceBusy
+	CodeServiceUnavailable   = errcode.ServiceUnavailable
+	CodeStoreUnavailable     = errcode.StoreUnavailable
+	CodeRequestTooLarge      = errcode.RequestTooLarge
+	CodeUnsupportedMediaType = errcode.UnsupportedMediaType
+	CodeNotFound             = errcode.NotFound
+	CodeMethodNotAllowed     = errcode.MethodNotAllowed
+	CodeInternal             = errcode.Internal
+	CodeToolNotFound         = errcode.ToolNotFound
+	CodeToolAmbiguous        = errcode.ToolAmbiguous
+	CodeServerUnavailable    = errcode.ServerUnavailable
+	CodeExecutionFailed      = errcode.ExecutionFailed
+	CodeRequestTimeout       = errcode.RequestTimeout
+	CodeServerBusy           = errcode.ServerBusy
+	CodeResponseTooLarge     = errcode.ResponseTooLarge
+	CodeLoopDetected         = errcode.LoopDetected
+	CodeUnauthorized         = errcode.Unauthorized
+	CodeForbidden            = errcode.Forbidden
+	CodeHostNotAllowed       = errcode.HostNotAllowed
+	CodeOriginNotAllowed     = errcode.OriginNotAllowed
+	CodeRateLimited          = errcode.RateLimited
 	// CodeSessionLimit: an MCP endpoint already holds its maximum of sessions (in total or for this client).
-	CodeSessionLimit = "SESSION_LIMIT_REACHED"
+	CodeSessionLimit = errcode.SessionLimit
 	// Tool curation.
-	CodeProfileNotFound = "PROFILE_NOT_FOUND"
-	CodeProfileInUse    = "PROFILE_IN_USE"
-	CodeToolNameTaken   = "TOOL_NAME_TAKEN"
-	CodeChangeOutdated  = "CHANGE_OUTDATED"
+	CodeProfileNotFound = errcode.ProfileNotFound
+	CodeProfileInUse    = errcode.ProfileInUse
+	CodeToolNameTaken   = errcode.ToolNameTaken
+	CodeChangeOutdated  = errcode.ChangeOutdated
 	// Idempotent registration (the Idempotency-Key header of POST /servers): a malformed key is 400, a key
 	// already used for a different request body 422.
-	CodeInvalidIdempotencyKey = "INVALID_IDEMPOTENCY_KEY"
-	CodeIdempotencyKeyReused  = "IDEMPOTENCY_KEY_REUSED"
+	CodeInvalidIdempotencyKey = errcode.InvalidIdempotencyKey
+	CodeIdempotencyKeyReused  = errcode.IdempotencyKeyReused
 )
 
 // StatusLoopDetected is HTTP 508, the answer to a call that would loop back into this aggregator.
 const StatusLoopDetected = http.StatusLoopDetected
 
 // ServerRef names a server and its state in an error (SERVER_UNAVAILABLE) or a search result.
-type ServerRef struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-}
+type ServerRef = errbody.ServerRef
 
 // Body is the one shape of every error answer: Detail is a message, or for 422 the list of FieldError; Context
 // carries extra machine-readable facts and is omitted when empty; Server is set on SERVER_UNAVAILABLE.
-type Body struct {
-	Detail    any            `json:"detail"`
-	ErrorCode string         `json:"error_code"`
-	Context   map[string]any `json:"context,omitempty"`
-	Server    *ServerRef     `json:"server,omitempty"`
-}
+type Body = errbody.Body
 
 // Error is a failure with its answer: the HTTP status, the code, the detail (a string, or []FieldError), extra
 // context, the server it is about, and how many seconds to tell the client to wait (Retry-After; 0: none).
@@ -138,12 +131,7 @@ func (e *Error) RetryAfterHeader() string {
 
 // Write answers e on a net/http response: the JSON error body with its status and Retry-After.
 func Write(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", "application/json")
-	if ra := e.RetryAfterHeader(); ra != "" {
-		w.Header().Set("Retry-After", ra)
-	}
-	w.WriteHeader(e.Status)
-	_ = json.NewEncoder(w).Encode(e.Body())
+	errbody.Write(w, e.Status, e.Body(), e.RetryAfterHeader())
 }
 
 // ToolResult is the body of the error as an MCP tool result's structured content:
@@ -363,21 +351,21 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 	}
 	inProgress := map[string]any{"tool": route.Name, "requested_as": c.Asked, "elapsed_ms": Ms(elapsed)}
 	switch e.Code {
-	case actors.CodeExecutionFailed:
+	case errcode.ExecutionFailed:
 		return &Error{Status: http.StatusBadGateway, Code: CodeExecutionFailed, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server_id": route.ServerID, "backend_error": e.Message}}
-	case actors.CodeRequestTimeout:
+	case errcode.RequestTimeout:
 		return &Error{Status: http.StatusGatewayTimeout, Code: CodeRequestTimeout, Detail: e.Message, Context: inProgress}
-	case actors.CodeServerBusy:
+	case errcode.ServerBusy:
 		ctx := map[string]any{"server": route.ServerName, "server_id": route.ServerID, "tool": route.Name, "retryable": true}
 		if c.MaxCallsPerServer > 0 {
 			ctx["limit"] = c.MaxCallsPerServer
 		}
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServerBusy, Detail: e.Message, Context: ctx, RetryAfter: 1}
-	case actors.CodeResponseTooLarge:
+	case errcode.ResponseTooLarge:
 		return &Error{Status: http.StatusBadGateway, Code: CodeResponseTooLarge, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
-	case actors.CodeLoopDetected:
+	case errcode.LoopDetected:
 		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -53,18 +54,18 @@ func TestCallError(t *testing.T) {
 		status     int
 		retry      bool
 	}{
-		{actors.CodeServerBusy, CodeServerBusy, http.StatusServiceUnavailable, true},
-		{actors.CodeResponseTooLarge, CodeResponseTooLarge, http.StatusBadGateway, false},
-		{actors.CodeLoopDetected, CodeLoopDetected, http.StatusLoopDetected, false},
-		{actors.CodeExecutionFailed, CodeExecutionFailed, http.StatusBadGateway, false},
-		{actors.CodeRequestTimeout, CodeRequestTimeout, http.StatusGatewayTimeout, false},
-		{actors.CodeServerUnavailable, CodeServerUnavailable, http.StatusServiceUnavailable, false},
+		{errcode.ServerBusy, CodeServerBusy, http.StatusServiceUnavailable, true},
+		{errcode.ResponseTooLarge, CodeResponseTooLarge, http.StatusBadGateway, false},
+		{errcode.LoopDetected, CodeLoopDetected, http.StatusLoopDetected, false},
+		{errcode.ExecutionFailed, CodeExecutionFailed, http.StatusBadGateway, false},
+		{errcode.RequestTimeout, CodeRequestTimeout, http.StatusGatewayTimeout, false},
+		{errcode.ServerUnavailable, CodeServerUnavailable, http.StatusServiceUnavailable, false},
 	} {
 		e := CallError(Call{Route: route, Asked: "t", Start: now, Routed: now, Done: now, MaxCallsPerServer: 8}, &pb.ErrorInfo{Code: tc.code, Message: "m"})
 		if e.Status != tc.status || e.Code != tc.want || (e.RetryAfter > 0) != tc.retry {
 			t.Errorf("%s: got %+v", tc.code, e)
 		}
-		if tc.code == actors.CodeServerBusy && (e.Context["server"] != "srv" || e.Context["limit"] != 8) {
+		if tc.code == errcode.ServerBusy && (e.Context["server"] != "srv" || e.Context["limit"] != 8) {
 			t.Errorf("SERVER_BUSY context %v must name the server and the limit", e.Context)
 		}
 	}

@@ -51,13 +51,6 @@ func (s Scope) String() string {
 	return fmt.Sprintf("scope(%d)", int(s))
 }
 
-// Error codes of the auth answers, in the one error shape {"detail","error_code"} (re-exported by package
-// apierror with the rest of the vocabulary; the rate limit's 429 is apierror.RateLimited).
-const (
-	CodeUnauthorized = "UNAUTHORIZED"
-	CodeForbidden    = "FORBIDDEN"
-)
-
 // MinTokenLength is the shortest token accepted at start.
 const MinTokenLength = 16
 

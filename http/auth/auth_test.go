@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 const (
@@ -408,7 +410,7 @@ func TestMiddleware(t *testing.T) {
 				t.Fatalf("%s with %q: %d %v", path, authz, rec.Code, rec.Header())
 			}
 			var body map[string]any
-			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body["error_code"] != CodeUnauthorized || body["detail"] == "" || len(body) != 2 {
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body["error_code"] != errcode.Unauthorized || body["detail"] == "" || len(body) != 2 {
 				t.Fatalf("401 body %s", rec.Body)
 			}
 		}
@@ -422,7 +424,7 @@ func TestMiddleware(t *testing.T) {
 	}
 	// A write route the MCP listener does not know needs admin.
 	if rec := do("POST", "/other", "Bearer "+clientTok); rec.Code != http.StatusForbidden ||
-		!strings.Contains(rec.Body.String(), CodeForbidden) || !strings.Contains(rec.Header().Get("WWW-Authenticate"), "insufficient_scope") {
+		!strings.Contains(rec.Body.String(), errcode.Forbidden) || !strings.Contains(rec.Header().Get("WWW-Authenticate"), "insufficient_scope") {
 		t.Fatalf("client on an admin path: %d %s", rec.Code, rec.Body)
 	}
 	if rec := do("POST", "/other", "Bearer "+adminTok); rec.Code != http.StatusTeapot || seen.Name != "ops" {

@@ -1,27 +1,19 @@
 package auth
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 // hostNameRE is a DNS host name (letters, digits, hyphens, underscores, dots).
 var hostNameRE = regexp.MustCompile(`^(?i)[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$`)
-
-// Error codes of the host and origin guard (403, in the error shape {"detail","error_code"}).
-const (
-	// CodeHostNotAllowed answers a request whose Host header names neither the listen address, a loopback name
-	// nor an allowed host: a page whose DNS name was rebound to this address.
-	CodeHostNotAllowed = "HOST_NOT_ALLOWED"
-	// CodeOriginNotAllowed answers a browser request whose Origin is not the daemon's own, a loopback origin or
-	// an allowed origin.
-	CodeOriginNotAllowed = "ORIGIN_NOT_ALLOWED"
-)
 
 // HostGuard refuses the two requests a hostile web page can make a browser send to a daemon on this machine (or
 // on a private network): a DNS-rebinding request, whose Host header carries the attacker's name, and a
@@ -227,11 +219,11 @@ func (g *HostGuard) Check(host, origin, scheme string) (status int, code, detail
 		return 0, "", ""
 	}
 	if !g.allowedHost(host) {
-		return http.StatusForbidden, CodeHostNotAllowed,
+		return http.StatusForbidden, errcode.HostNotAllowed,
 			"Host " + quoteShort(host) + " is not allowed: use the listen address, a loopback name, or add it to MCP_AGGREGATOR_ALLOWED_HOSTS"
 	}
 	if !g.allowedOrigin(origin, host, scheme) {
-		return http.StatusForbidden, CodeOriginNotAllowed,
+		return http.StatusForbidden, errcode.OriginNotAllowed,
 			"Origin " + quoteShort(origin) + " is not allowed: add it to MCP_AGGREGATOR_ALLOWED_ORIGINS"
 	}
 	return 0, "", ""
@@ -257,10 +249,8 @@ func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 			scheme = "https"
 		}
 		if status, code, detail := g.Check(r.Host, r.Header.Get("Origin"), scheme); status != 0 {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]any{"detail": detail, "error_code": code,
-				"context": map[string]any{"reason": "dns_rebinding_or_cross_origin"}})
+			errbody.Write(w, status, errbody.Body{Detail: detail, ErrorCode: code,
+				Context: map[string]any{"reason": "dns_rebinding_or_cross_origin"}}, "")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 func TestHostGuardCheck(t *testing.T) {
@@ -21,23 +23,23 @@ func TestHostGuardCheck(t *testing.T) {
 		{"localhost", loop, "localhost:8081", "", ""},
 		{"ipv6 loopback", loop, "[::1]:8081", "", ""},
 		{"sub.localhost", loop, "app.localhost:8081", "", ""},
-		{"rebinding", loop, "evil.example:8081", "http://evil.example:8081", CodeHostNotAllowed},
-		{"rebinding without origin", loop, "evil.example:8081", "", CodeHostNotAllowed},
-		{"empty host", loop, "", "", CodeHostNotAllowed},
-		{"other ip on loopback listen", loop, "10.1.2.3:8081", "", CodeHostNotAllowed},
-		{"cross-site origin", loop, "127.0.0.1:8081", "http://evil.example", CodeOriginNotAllowed},
-		{"null origin", loop, "127.0.0.1:8081", "null", CodeOriginNotAllowed},
+		{"rebinding", loop, "evil.example:8081", "http://evil.example:8081", errcode.HostNotAllowed},
+		{"rebinding without origin", loop, "evil.example:8081", "", errcode.HostNotAllowed},
+		{"empty host", loop, "", "", errcode.HostNotAllowed},
+		{"other ip on loopback listen", loop, "10.1.2.3:8081", "", errcode.HostNotAllowed},
+		{"cross-site origin", loop, "127.0.0.1:8081", "http://evil.example", errcode.OriginNotAllowed},
+		{"null origin", loop, "127.0.0.1:8081", "null", errcode.OriginNotAllowed},
 		{"loopback origin", loop, "127.0.0.1:8081", "http://localhost:3000", ""},
 		{"same origin", all, "api.example.com:8081", "http://api.example.com:8081", ""},
-		{"same host other port", all, "api.example.com:8081", "http://api.example.com:9999", CodeOriginNotAllowed},
+		{"same host other port", all, "api.example.com:8081", "http://api.example.com:9999", errcode.OriginNotAllowed},
 		{"unspecified listen: ip literal", all, "10.1.2.3:8081", "", ""},
-		{"unspecified listen: unknown name", all, "evil.example:8081", "", CodeHostNotAllowed},
+		{"unspecified listen: unknown name", all, "evil.example:8081", "", errcode.HostNotAllowed},
 		{"wildcard subdomain", all, "a.corp.example:8081", "", ""},
-		{"wildcard is not the bare domain", all, "corp.example:8081", "", CodeHostNotAllowed},
-		{"suffix trick", all, "evilcorp.example:8081", "", CodeHostNotAllowed},
+		{"wildcard is not the bare domain", all, "corp.example:8081", "", errcode.HostNotAllowed},
+		{"suffix trick", all, "evilcorp.example:8081", "", errcode.HostNotAllowed},
 		{"allowed origin", all, "api.example.com", "https://app.example.com", ""},
 		{"allowed origin default port", all, "api.example.com", "https://app.example.com:443", ""},
-		{"allowed origin other scheme", all, "api.example.com", "http://app.example.com", CodeOriginNotAllowed},
+		{"allowed origin other scheme", all, "api.example.com", "http://app.example.com", errcode.OriginNotAllowed},
 		{"any host", NewHostGuard([]string{"127.0.0.1:1"}, []string{"*"}, nil), "x.y:1", "", ""},
 		{"any origin", NewHostGuard([]string{"127.0.0.1:1"}, nil, []string{"*"}), "127.0.0.1:1", "https://x.y", ""},
 		{"nil guard", nil, "evil.example", "http://evil.example", ""},

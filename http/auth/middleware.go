@@ -2,11 +2,13 @@ package auth
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/mcpgw/aggregator/http/apierror/errbody"
+	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
 // identityExtraKey is where the Identity travels in the go-sdk's TokenInfo.Extra.
@@ -78,18 +80,16 @@ func Challenge(status int, required Scope) string {
 // Detail is the message of a 401 or 403.
 func Detail(status int, required Scope) (code, detail string) {
 	if status == http.StatusForbidden {
-		return CodeForbidden, "This operation needs a token with the " + required.String() + " scope"
+		return errcode.Forbidden, "This operation needs a token with the " + required.String() + " scope"
 	}
-	return CodeUnauthorized, "A valid bearer token is required (Authorization: Bearer <token>)"
+	return errcode.Unauthorized, "A valid bearer token is required (Authorization: Bearer <token>)"
 }
 
 // WriteHTTPError answers 401 or 403 in the error shape {"detail","error_code"} with WWW-Authenticate.
 func WriteHTTPError(w http.ResponseWriter, status int, required Scope) {
 	code, detail := Detail(status, required)
 	w.Header().Set("WWW-Authenticate", Challenge(status, required))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"detail": detail, "error_code": code})
+	errbody.Write(w, status, errbody.Body{Detail: detail, ErrorCode: code}, "")
 }
 
 // FromTokenInfo returns the Identity Middleware put in a go-sdk TokenInfo (an MCP request's Extra.TokenInfo).

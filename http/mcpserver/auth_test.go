@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -140,7 +141,7 @@ func TestMCPEndpointsNeedToken(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			var m map[string]any
-			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &m) != nil || m["error_code"] != auth.CodeUnauthorized ||
+			if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &m) != nil || m["error_code"] != errcode.Unauthorized ||
 				m["detail"] == nil || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 				t.Fatalf("%s %s with %q: %d %s", req.method, req.path, authz, resp.StatusCode, body)
 			}
@@ -177,7 +178,7 @@ func TestMCPScopes(t *testing.T) {
 		for _, name := range []string{"add_mcp_server", "remove_mcp_server", "connect_mcp_server", "disconnect_mcp_server"} {
 			res := callTool(t, c, name, map[string]any{"server_id": "back", "name": "x", "transport_type": "HTTP",
 				"connection_config": map[string]any{"base_url": r.backend}})
-			if !res.IsError || !strings.Contains(text(res), auth.CodeForbidden) {
+			if !res.IsError || !strings.Contains(text(res), errcode.Forbidden) {
 				t.Fatalf("sse=%v: client calling %s: %s", sse, name, text(res))
 			}
 		}
@@ -266,7 +267,7 @@ func TestRequireIdentityWithoutMiddleware(t *testing.T) {
 	t.Cleanup(hs.Close)
 	c := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL})
 	for _, name := range []string{"add_mcp_server", "list_mcp_servers", "execute_external_tool"} {
-		if res := callTool(t, c, name, map[string]any{"tool_name": "x.y", "name": "n"}); !res.IsError || !strings.Contains(text(res), auth.CodeUnauthorized) {
+		if res := callTool(t, c, name, map[string]any{"tool_name": "x.y", "name": "n"}); !res.IsError || !strings.Contains(text(res), errcode.Unauthorized) {
 			t.Fatalf("%s without identity: %s", name, text(res))
 		}
 	}

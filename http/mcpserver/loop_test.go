@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -208,7 +209,7 @@ func TestLoopGuard(t *testing.T) {
 			continue
 		}
 		if tc.want == http.StatusLoopDetected {
-			if err := json.Unmarshal(raw.Bytes(), &got); err != nil || got["error_code"] != actors.CodeLoopDetected || got["detail"] == "" {
+			if err := json.Unmarshal(raw.Bytes(), &got); err != nil || got["error_code"] != errcode.LoopDetected || got["detail"] == "" {
 				t.Errorf("via %q: body %s", tc.via, raw)
 			}
 		} else if !strings.Contains(raw.String(), backend.InstanceMetaKey) || !strings.Contains(raw.String(), a.sys.InstanceID()) {

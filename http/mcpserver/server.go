@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/errcode"
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -498,7 +499,7 @@ func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage
 		return s.failureFor(ctx, fmt.Errorf("call %s: %w", route.Name, err), apierror.Subject{ID: route.ServerID, Name: route.ServerName}), nil
 	}
 	if reply.Error != nil {
-		if reply.Error.Code == actors.CodeExecutionFailed {
+		if reply.Error.Code == errcode.ExecutionFailed {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reply.Error.Message}
 		}
 		c.MaxCallsPerServer = s.opts.MaxCallsPerServer

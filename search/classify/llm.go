@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/retryafter"
 )
 
 // LLMConfig configures the LLM classifier.
@@ -98,6 +99,10 @@ type chatResponse struct {
 	} `json:"choices"`
 }
 
+// maxRetryAfter is the longest Retry-After the classifier waits for; a longer one (or one under a second) is
+// ignored and the attempt backoff applies.
+const maxRetryAfter = 60 * time.Second
+
 // errTransient marks failures worth another attempt at once (429, 5xx, network).
 type errTransient struct {
 	err        error
@@ -169,8 +174,9 @@ func (l *LLM) once(ctx context.Context, body []byte) (Result, error) {
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		te := &errTransient{err: fmt.Errorf("chat completions answered %d", resp.StatusCode)}
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 && s <= 60 {
-			te.retryAfter = time.Duration(s) * time.Second
+		// A server's wait is honoured from 1 s to maxRetryAfter; outside that the backoff decides.
+		if d, ok := retryafter.Parse(resp.Header.Get("Retry-After"), time.Now(), maxRetryAfter); ok && d >= time.Second {
+			te.retryAfter = d
 		}
 		return Result{}, te
 	}

@@ -11,9 +11,10 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/retryafter"
 )
 
 // Defaults of Config.
@@ -283,22 +284,11 @@ func backoff(attempt int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when absent or unparsable.
+// retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when absent or unparsable. It is not capped
+// here: Embed cuts a longer wait to maxRetryAfter.
 func retryAfter(h string) time.Duration {
-	h = strings.TrimSpace(h)
-	if h == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(h, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		return max(0, time.Until(t))
-	}
-	return 0
+	d, _ := retryafter.Parse(h, time.Now(), 0)
+	return d
 }
 
 // snippet is the start of an error body, on one line.
