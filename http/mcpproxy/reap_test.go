@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,11 +34,22 @@ func TestProxyReapsAbandonedSessions(t *testing.T) {
 	marker := fmt.Sprintf("marker-proxy-reap-%d", time.Now().UnixNano())
 	srv := r.register("every-reap", persistence.TransportSTDIO, everything(t, persistence.TransportSTDIO, marker))
 	hc := &http.Client{Transport: noDelete{}}
+	busy := 0
 	for i := range 40 {
 		c := mcp.NewClient(&mcp.Implementation{Name: "abandoning-client", Version: "1"}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url(srv.Name), HTTPClient: hc, MaxRetries: 1},
-			&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		var cs *mcp.ClientSession
+		var err error
+		// A session over the cap is 503 (SERVICE_BUSY) until an abandoned one is reaped, StreamGrace after its
+		// stream closed: a client tries again then. Abandoned sessions must not hold the cap for longer.
+		for deadline := time.Now().Add(5 * time.Second); ; busy++ {
+			cs, err = c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.url(srv.Name), HTTPClient: hc, MaxRetries: 1},
+				&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+			if err == nil || !strings.Contains(err.Error(), "Service Unavailable") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
 			cancel()
 			t.Fatalf("session %d: %v", i, err)
@@ -48,6 +60,7 @@ func TestProxyReapsAbandonedSessions(t *testing.T) {
 		_ = cs.Close() // no DELETE reaches the proxy: only the standalone stream closes
 		cancel()
 	}
+	t.Logf("40 sessions opened; %d attempts found the cap full", busy)
 	// Only the server's own session's child remains once the abandoned sessions are reaped.
 	waitCount(t, marker, 1, 30*time.Second)
 	if pids := peertest.ProcessesWithArg(marker); len(pids) != 1 {
