@@ -75,7 +75,7 @@ func startBenchNode(b *testing.B, bin string, env []string) *benchNode {
 // owned is the set of servers (by name) whose session this node holds, from its metrics.
 func (n *benchNode) owned(b *testing.B) map[string]bool {
 	b.Helper()
-	out, _ := scrapeSessions(n.rest)
+	out, _ := scrapeSessions(http.DefaultClient, n.rest)
 	return out
 }
 

@@ -86,13 +86,13 @@ func newCluster(t *testing.T, n int, dbURL string, membership func(i int) []stri
 
 // backendSessions scrapes a node's /metrics: the servers (by name) it holds a backend session of now.
 func (n *clusterNode) backendSessions(t *testing.T) (map[string]bool, bool) {
-	return scrapeSessions(n.rest)
+	return scrapeSessions(http.DefaultClient, n.rest)
 }
 
 // scrapeSessions reads mcp_aggregator_backend_sessions from the /metrics of the REST listener at rest: the servers
-// whose session the node holds now; false when the node does not answer.
-func scrapeSessions(rest string) (map[string]bool, bool) {
-	resp, err := http.Get(rest + "/metrics")
+// whose session the node holds now; false when the node does not answer (within the client's timeout) in whole.
+func scrapeSessions(client *http.Client, rest string) (map[string]bool, bool) {
+	resp, err := client.Get(rest + "/metrics")
 	if err != nil {
 		return nil, false
 	}
@@ -105,7 +105,7 @@ func scrapeSessions(rest string) (map[string]bool, bool) {
 			out[m[1]] = true
 		}
 	}
-	return out, true
+	return out, sc.Err() == nil
 }
 
 // gauge sums the values of the metric lines of a node's /metrics that start with prefix.

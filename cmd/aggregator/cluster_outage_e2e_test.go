@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -203,20 +202,7 @@ func (r *outageRig) sample() {
 
 // sessions scrapes mcp_aggregator_backend_sessions from a node (with a timeout: a node may be frozen).
 func (r *outageRig) sessions(n *clusterNode) (map[string]bool, bool) {
-	resp, err := r.client.Get(n.rest + "/metrics")
-	if err != nil {
-		return nil, false
-	}
-	defer resp.Body.Close()
-	out := map[string]bool{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if m := sessionLine.FindStringSubmatch(sc.Text()); m != nil && m[2] == "1" {
-			out[m[1]] = true
-		}
-	}
-	return out, sc.Err() == nil
+	return scrapeSessions(r.client, n.rest)
 }
 
 // finish stops the callers and the sampler and checks single ownership held throughout.
