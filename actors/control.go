@@ -2,42 +2,23 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
-// Errors the Control methods return (wrapped) besides persistence.ErrNotFound and persistence.ErrAlreadyExists.
+// Errors the Control methods return (wrapped) besides persistence.ErrNotFound and persistence.ErrAlreadyExists;
+// declared in package gateway, the use-case layer, so that the front ends map them without importing the actors.
 var (
-	// ErrAskTimeout means an actor did not answer within the ask deadline; the front end answers 503.
-	ErrAskTimeout = errors.New("actor did not answer in time")
-	// ErrMaxServers means MCP_AGGREGATOR_MAX_SERVERS servers are already registered.
-	ErrMaxServers = errors.New("maximum number of servers reached")
-	// ErrShuttingDown means the daemon is stopping and takes no new work.
-	ErrShuttingDown = errors.New("daemon is shutting down")
+	ErrAskTimeout   = gateway.ErrAskTimeout
+	ErrMaxServers   = gateway.ErrMaxServers
+	ErrShuttingDown = gateway.ErrShuttingDown
 )
 
-// RegisterRequest is a validated registration.
-type RegisterRequest struct {
-	Name             string
-	Description      *string
-	TransportType    string
-	ConnectionConfig json.RawMessage
-	HealthCheckURL   *string
-	AutoConnect      bool
-	// Pinning turns definition pinning on or off for the new server (nil: on, the default for every server
-	// registered from now on); PinNewTools is its pin_new_tools setting ("" : serve).
-	Pinning     *bool
-	PinNewTools string
-	// Filter is the server's tool filter (nil: none).
-	Filter *persistence.ToolFilter
-	// Actor and IP identify who asked, for the audit log.
-	Actor string
-	IP    string
-}
+// RegisterRequest is a validated registration (gateway.RegisterRequest).
+type RegisterRequest = gateway.RegisterRequest
 
 // ConnectResult answers POST /servers/{id}/connect.
 type ConnectResult struct {

@@ -8,16 +8,17 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // ErrProfileInUse means a profile still has client tokens bound to it: deleting it would widen what they see
 // (409); unbind them first.
-var ErrProfileInUse = errors.New("profile has bound clients")
+var ErrProfileInUse = gateway.ErrProfileInUse
 
 // ErrNameTaken means an override's exposed name is already a tool's name on the MCP endpoint (409).
-var ErrNameTaken = errors.New("tool name already taken")
+var ErrNameTaken = gateway.ErrNameTaken
 
 // Curation is what the front ends ask to manage tool curation (filters, pinning, overrides, approvals, profiles).
 // Every change is written to the store and then announced like a registration change, so that every node's routing

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/embed"
 	"github.com/mcpgw/aggregator/search/toolsearch"
@@ -42,52 +43,17 @@ func (sd *SearchDeps) classifierSkills() *classify.SkillSpace {
 
 // Search strategies.
 const (
-	StrategyHierarchical = toolsearch.StrategyHierarchical
-	StrategyDirect       = toolsearch.StrategyDirect
+	StrategyHierarchical = gateway.StrategyHierarchical
+	StrategyDirect       = gateway.StrategyDirect
 )
 
-// SearchRequest is a validated POST /api/v1/search (and search_aggregated_tools).
-type SearchRequest struct {
-	Query           string
-	ItemType        string // "tool" (default) or "skill"
-	IncludeExternal bool
-	ServerFilter    []string // server names
-	Limit           int
-	SkillThreshold  float64
-	ToolThreshold   float64
-	IncludeSchemas  bool
-	Strategy        string
-	// Profile is the profile the caller asked for ("" none); the front end turns it and the caller's binding into
-	// Scope.
-	Profile string `json:",omitempty"`
-	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
-	Scope routing.Scope `json:",omitempty"`
-}
-
-// SearchHit is one tool in a search answer.
-type SearchHit struct {
-	Tool     *routing.ToolEntry
-	Score    float64
-	Server   routing.ServerEntry
-	Lexical  float64
-	Semantic float64
-}
-
-// MatchedSkill is a skill the query matched.
-type MatchedSkill = toolsearch.MatchedSkill
-
-// SearchResponse is the ranked answer.
-type SearchResponse struct {
-	Tools         []SearchHit
-	MatchedSkills []MatchedSkill
-	StrategyUsed  string
-	// Fallback is set by the hierarchical strategy when its skill signal did not inform the answer: the query
-	// matched no skill, or no tool answered has a matched skill in its profile (the skills its own text is
-	// closest to). The answer is then exactly direct's.
-	Fallback        bool
-	ServersSearched int
-	ToolsSearched   int
-}
+// The search vocabulary is gateway's (the use-case layer the front ends call).
+type (
+	SearchRequest  = gateway.SearchRequest
+	SearchHit      = gateway.SearchHit
+	MatchedSkill   = gateway.MatchedSkill
+	SearchResponse = gateway.SearchResponse
+)
 
 // Search ranks the tools of the servers that execute calls (CONNECTED or DEGRADED: BR-007, AG-US2 AC3),
 // optionally restricted to some servers, by hybrid relevance; toolsearch.Searcher.Search has the ranking rules.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/errcode"
 
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -221,17 +221,29 @@ func (s Subject) idOrName() string {
 	return s.Name
 }
 
-// FromError maps the sentinel errors of the store and the actor system (and a context's end) to their answer, or
-// returns nil for anything else, which the front end logs and answers as a generic internal error. It is the one
-// such mapping: every front end answers a failure of the store or the actors through it.
+// FromError maps the sentinel errors of the store and the actor system (and a context's end), and the use cases'
+// failures (gateway.RouteError, gateway.CallError, gateway.ErrDenied), to their answer, or returns nil for anything
+// else, which the front end logs and answers as a generic internal error. It is the one such mapping: every front
+// end answers a failure of the store, the actors or a gateway use case through it.
 func FromError(err error, s Subject) *Error {
 	var ae *Error
 	var ue *routing.UnavailableError
+	var re *gateway.RouteError
+	var ce *gateway.CallError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &re):
+		return RouteError(re.Err, Resolution{Name: re.Name, ServerID: re.ServerID})
+	case errors.As(err, &ce):
+		if ce.Info != nil {
+			return CallError(ce.Call, ce.Info)
+		}
+		return FromError(ce.Err, Subject{ID: ce.Call.Route.ServerID, Name: ce.Call.Route.ServerName})
+	case errors.Is(err, gateway.ErrDenied):
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: "This client may not call that tool"}
 	case errors.As(err, &ue):
 		detail := ue.Detail
 		if detail == "" {
@@ -250,10 +262,10 @@ func FromError(err error, s Subject) *Error {
 		return &Error{Status: http.StatusNotFound, Code: CodeProfileNotFound, Detail: "Profile not found"}
 	case errors.Is(err, routing.ErrProfileForbidden):
 		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: "This client may not use that profile"}
-	case errors.Is(err, actors.ErrProfileInUse):
+	case errors.Is(err, gateway.ErrProfileInUse):
 		return &Error{Status: http.StatusConflict, Code: CodeProfileInUse,
 			Detail: "The profile still binds client tokens; remove them from its clients first (deleting it would widen what they see)"}
-	case errors.Is(err, actors.ErrNameTaken):
+	case errors.Is(err, gateway.ErrNameTaken):
 		return &Error{Status: http.StatusConflict, Code: CodeToolNameTaken, Detail: "Exposed name already taken: " + errDetail(err)}
 	case errors.Is(err, persistence.ErrChanged):
 		return &Error{Status: http.StatusConflict, Code: CodeChangeOutdated,
@@ -265,12 +277,12 @@ func FromError(err error, s Subject) *Error {
 		return ServerNotFound(s.idOrName())
 	case errors.Is(err, persistence.ErrAlreadyExists):
 		return &Error{Status: http.StatusConflict, Code: CodeServerAlreadyExists, Detail: "Server already exists: " + s.Name}
-	case errors.Is(err, actors.ErrMaxServers):
+	case errors.Is(err, gateway.ErrMaxServers):
 		return &Error{Status: http.StatusConflict, Code: CodeServerLimitReached,
 			Detail: "Maximum number of servers reached; remove a server before registering another"}
-	case errors.Is(err, actors.ErrShuttingDown):
+	case errors.Is(err, gateway.ErrShuttingDown):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServiceUnavailable, Detail: "The service is shutting down"}
-	case errors.Is(err, actors.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, gateway.ErrAskTimeout), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeServiceBusy,
 			Detail: "The operation timed out; it may be retried", Context: map[string]any{"retryable": true}, RetryAfter: 1}
 	case errors.Is(err, context.Canceled):
@@ -322,19 +334,11 @@ func NotCallable(route routing.Route) *Error {
 		fmt.Sprintf("Server unavailable: %s (%s)", route.ServerName, route.ServerStatus), nil)
 }
 
-// Call describes a routed call, for CallError and Metadata.
-type Call struct {
-	Route routing.Route
-	// Asked is the name the client used.
-	Asked string
-	// Start is when the call was received, Routed when it was resolved, Done when the answer came.
-	Start, Routed, Done time.Time
-	// MaxCallsPerServer is reported in a SERVER_BUSY answer's context when known (0: not reported).
-	MaxCallsPerServer int
-}
+// Call describes a routed call, for CallError and Metadata (gateway.Call).
+type Call = gateway.Call
 
 // Ms is a duration in milliseconds with microsecond precision, as the metadata reports times.
-func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func Ms(d time.Duration) float64 { return gateway.Ms(d) }
 
 // CallError maps what a server actor reported about a call: lost or disconnected session 503 (with what was in
 // progress), the server's call limit 503 SERVER_BUSY with Retry-After, a JSON-RPC error from the backend 502, an
@@ -373,24 +377,8 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 	}
 }
 
-// Metadata is the routing metadata of a successful call, the same on REST (the body's metadata) and MCP (the
-// result's _meta.metadata): where it went, how it was resolved, the times, and a warning for a DEGRADED server.
-func Metadata(c Call) map[string]any {
-	r := c.Route
-	meta := map[string]any{
-		"routed_to":         r.ServerName,
-		"server_id":         r.ServerID,
-		"tool":              r.Name,
-		"strategy":          r.Strategy,
-		"routing_time_ms":   Ms(c.Routed.Sub(c.Start)),
-		"execution_time_ms": Ms(c.Done.Sub(c.Routed)),
-		"total_time_ms":     Ms(c.Done.Sub(c.Start)),
-	}
-	if r.ServerStatus == persistence.StatusDegraded {
-		meta["warning"] = "Server " + r.ServerName + " is DEGRADED: recent health checks failed"
-	}
-	return meta
-}
+// Metadata is the routing metadata of a successful call (gateway.Call.Metadata).
+func Metadata(c Call) map[string]any { return c.Metadata() }
 
 // errDetail is the innermost message an actors error gives a client: the part before the first ": " that wraps a
 // sentinel (ErrNameTaken's callers say which name and which tool hold it).

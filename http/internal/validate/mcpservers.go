@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
@@ -36,7 +36,7 @@ type ImportEntry struct {
 	// TransportType is the transport read from the entry ("" when it could not be told).
 	TransportType string
 	// Request is the registration, complete but for Actor and IP, when Errors is empty.
-	Request actors.RegisterRequest
+	Request gateway.RegisterRequest
 	// Errors are the entry's problems, located in the file (["body", format, SourceName, field...]).
 	Errors []FieldError
 	// Ignored lists the entry's keys the aggregator has no use for (autoApprove, timeout, ...), sorted.
@@ -156,7 +156,7 @@ func Import(body []byte, checks connconfig.Checks) (ImportFile, []FieldError) {
 		}
 		for _, i := range idx {
 			e := &out.Entries[i]
-			e.Request = actors.RegisterRequest{}
+			e.Request = gateway.RegisterRequest{}
 			e.Errors = append([]FieldError{{Loc: []any{"body", out.Format, e.SourceName}, Type: strictjson.FieldValueError,
 				Msg: fmt.Sprintf("Duplicate server name %q in the file (from %s)", name, strings.Join(sources, ", "))}}, e.Errors...)
 		}

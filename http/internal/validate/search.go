@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
@@ -40,8 +40,8 @@ func newSearchSchema() *jsonschema.Schema {
 			MaxItems: ptr(MaxSearchServerFilters), Description: "Only these servers (names)"}),
 		prop("limit", &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(MaxSearchLimit)),
 			Default: jsonValue(DefaultSearchLimit)}),
-		prop("strategy", &jsonschema.Schema{Type: "string", Enum: values(actors.StrategyHierarchical, actors.StrategyDirect),
-			Default: jsonValue(actors.StrategyHierarchical)}),
+		prop("strategy", &jsonschema.Schema{Type: "string", Enum: values(gateway.StrategyHierarchical, gateway.StrategyDirect),
+			Default: jsonValue(gateway.StrategyHierarchical)}),
 		prop("tool_threshold", threshold(DefaultToolThreshold, "Lowest score of a tool answered")),
 		prop("skill_threshold", threshold(DefaultSkillThreshold, "Lowest score of a matched skill")),
 		prop("include_schemas", &jsonschema.Schema{Type: "boolean", Default: jsonValue(false)}),
@@ -53,9 +53,9 @@ func newSearchSchema() *jsonschema.Schema {
 
 // Search reads a search request (SearchSchema); every field but query is optional and null means absent. The
 // REST endpoint and search_aggregated_tools use it alike.
-func Search(body []byte) (actors.SearchRequest, []FieldError) {
-	r := actors.SearchRequest{ItemType: "tool", IncludeExternal: true, Limit: DefaultSearchLimit,
-		SkillThreshold: DefaultSkillThreshold, ToolThreshold: DefaultToolThreshold, Strategy: actors.StrategyHierarchical}
+func Search(body []byte) (gateway.SearchRequest, []FieldError) {
+	r := gateway.SearchRequest{ItemType: "tool", IncludeExternal: true, Limit: DefaultSearchLimit,
+		SkillThreshold: DefaultSkillThreshold, ToolThreshold: DefaultToolThreshold, Strategy: gateway.StrategyHierarchical}
 	c := strictjson.New("body")
 	at := c.At
 	members, ok := c.Object(body)
@@ -158,7 +158,7 @@ func Search(body []byte) (actors.SearchRequest, []FieldError) {
 		}
 	}
 	if c.Count() > 0 {
-		return actors.SearchRequest{}, c.Errors()
+		return gateway.SearchRequest{}, c.Errors()
 	}
 	return r, nil
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
@@ -75,14 +75,14 @@ func Outbound(control any) connconfig.Checks {
 // stopping at the first. URLs must also pass checks (Outbound: the daemon's outbound policy). On success the errors
 // are nil and the request is complete except for Actor and IP, which the caller fills; ConnectionConfig is
 // re-encoded from the validated values (connconfig.Validate). It is pure and safe on any input.
-func Registration(body []byte, checks connconfig.Checks) (actors.RegisterRequest, []FieldError) {
+func Registration(body []byte, checks connconfig.Checks) (gateway.RegisterRequest, []FieldError) {
 	v := newChecker(checks)
 	members, ok := v.Object(body)
 	if !ok {
-		return actors.RegisterRequest{}, v.Errors()
+		return gateway.RegisterRequest{}, v.Errors()
 	}
 	fields := v.Index(members, v.At())
-	req := actors.RegisterRequest{AutoConnect: true}
+	req := gateway.RegisterRequest{AutoConnect: true}
 
 	if raw, ok := fields["name"]; ok {
 		if name, ok := v.name(raw, v.At("name")); ok {
@@ -133,7 +133,7 @@ func Registration(body []byte, checks connconfig.Checks) (actors.RegisterRequest
 	}
 
 	if v.Count() > 0 {
-		return actors.RegisterRequest{}, v.Errors()
+		return gateway.RegisterRequest{}, v.Errors()
 	}
 	return req, nil
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 )
 
@@ -44,7 +44,7 @@ type Search struct {
 }
 
 // NewSearch renders the answer to search r, which took took.
-func NewSearch(r actors.SearchRequest, res actors.SearchResponse, took time.Duration) Search {
+func NewSearch(r gateway.SearchRequest, res gateway.SearchResponse, took time.Duration) Search {
 	out := Search{Query: r.Query, Tools: []SearchTool{}, MatchedSkills: []MatchedSkill{}}
 	for _, h := range res.Tools {
 		skills := h.Tool.SkillIDs

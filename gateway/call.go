@@ -1,0 +1,196 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// ErrDenied is what a Policy wraps to refuse a call (403 FORBIDDEN).
+var ErrDenied = errors.New("call denied by policy")
+
+// CallRequest is a decoded tool call: the front end authenticated the caller, took its rate-limit token and
+// checked the request's shape.
+type CallRequest struct {
+	// Caller is who asks (for the Policy).
+	Caller auth.Identity
+	// Name is the tool's name as the client gave it: namespaced {server}.{tool}, its alias, or its original name
+	// when one server has it. ServerID, when set, picks the server of an original name.
+	Name, ServerID string
+	// Profile is the profile the client asked the call within ("" none); Within is what the caller may see at all
+	// (Bound for REST, the endpoint's scope for MCP; nil: every tool). A tool outside is not found.
+	Profile string
+	Within  routing.Scope
+	// Arguments is the tool's arguments, a JSON object (empty or null: {}).
+	Arguments json.RawMessage
+	// Progress, when set, receives the backend's progress notifications while the call runs.
+	Progress func(*pb.Progress)
+	// Object asks for the go-sdk result object (CallResult.Object) instead of the JSON the actor encoded.
+	Object bool
+	// Start is when the front end received the call (zero: when Call began), the start of the metadata's times.
+	Start time.Time
+}
+
+// Call describes a routed call: where it went, the name it was asked by and its times. Metadata renders it.
+type Call struct {
+	Route routing.Route
+	// Asked is the name the client used.
+	Asked string
+	// Start is when the call was received, Routed when it was resolved, Done when the answer came.
+	Start, Routed, Done time.Time
+	// MaxCallsPerServer is reported in a SERVER_BUSY answer's context when known (0: not reported).
+	MaxCallsPerServer int
+}
+
+// CallResult is a successful call: the backend's result as the server's actor produced it, and the call's route
+// and times.
+type CallResult struct {
+	Call Call
+	// Reply is the actor's answer; its ResultJson is the result's JSON unless Object was asked and the actor ran
+	// on this node.
+	Reply *pb.CallToolReply
+	// Object is the go-sdk result when CallRequest.Object was set.
+	Object *mcp.CallToolResult
+}
+
+// RouteError is a tool name that did not resolve: unknown server id, unknown tool, or an original name several
+// servers have (Err is routing's or the store's error).
+type RouteError struct {
+	Err            error
+	Name, ServerID string
+	table          *routing.RouteTable
+}
+
+func (e *RouteError) Error() string { return fmt.Sprintf("resolve %q: %v", e.Name, e.Err) }
+func (e *RouteError) Unwrap() error { return e.Err }
+
+// Candidates names, by alias, the tools an ambiguous name could mean (nil when the name was not ambiguous).
+func (e *RouteError) Candidates() []string {
+	var amb *routing.AmbiguousToolError
+	if !errors.As(e.Err, &amb) {
+		return nil
+	}
+	return Candidates(e.table, amb)
+}
+
+// Candidates names, by alias, the tools an ambiguous name could mean.
+func Candidates(rt *routing.RouteTable, amb *routing.AmbiguousToolError) []string {
+	var out []string
+	for _, id := range amb.ServerIDs {
+		if srv, ok := rt.Server(id); ok {
+			if e, ok := rt.Tool(srv.Name + "." + amb.Name); ok {
+				out = append(out, e.Alias)
+			}
+		}
+	}
+	return out
+}
+
+// CallError is a resolved call that failed: the server's actor reported an error (Info: unavailable, busy,
+// timed out, the backend's own error, ...), or asking it failed (Err: the server is gone, the ask timed out, the
+// daemon is stopping).
+type CallError struct {
+	Call Call
+	Info *pb.ErrorInfo
+	Err  error
+}
+
+func (e *CallError) Error() string {
+	if e.Info != nil {
+		return fmt.Sprintf("call %s: %s: %s", e.Call.Route.Name, e.Info.Code, e.Info.Message)
+	}
+	return fmt.Sprintf("call %s: %v", e.Call.Route.Name, e.Err)
+}
+func (e *CallError) Unwrap() error { return e.Err }
+
+// Call runs one tool call, in this order: the caller's scope, resolving the name in the routing table (no
+// database on this path), the Policy, the call on the server's actor, the routing time. The server's actor decides
+// whether the call runs, whatever status the routing table shows: right after the server was activated (a
+// restart, a failover, a hand-over between cluster nodes) the table may still show an earlier owner's status while
+// the actor keeps the call until its connection is up; otherwise it answers SERVER_UNAVAILABLE with the live
+// status. The call is bounded by the actors' request timeout (or ctx's earlier deadline).
+func (g *Gateway) Call(ctx context.Context, req CallRequest) (CallResult, error) {
+	start := req.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	rt := g.actors.Routes()
+	sc, err := scope(rt, req.Profile, req.Within)
+	if err != nil {
+		return CallResult{}, err
+	}
+	route, err := rt.ResolveIn(sc, req.Name, req.ServerID)
+	if err != nil {
+		return CallResult{}, &RouteError{Err: err, Name: req.Name, ServerID: req.ServerID, table: rt}
+	}
+	if g.policy != nil {
+		if err := g.policy.AllowCall(ctx, req.Caller, route); err != nil {
+			return CallResult{}, err
+		}
+	}
+	return g.run(ctx, Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}, req)
+}
+
+// run asks the route's server actor and classifies its answer.
+func (g *Gateway) run(ctx context.Context, c Call, req CallRequest) (CallResult, error) {
+	args := req.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var res CallResult
+	var err error
+	if req.Object && g.objects != nil {
+		res.Object, res.Reply, err = g.objects.CallResult(ctx, c.Route, args, req.Progress)
+	} else {
+		res.Reply, err = g.actors.Call(ctx, c.Route, args, req.Progress)
+	}
+	c.Done = time.Now()
+	res.Call = c
+	if err != nil {
+		return res, &CallError{Call: c, Err: err}
+	}
+	// The aggregator's share of the call: everything but the backend's own execution.
+	g.metrics.Routing(c.Done.Sub(c.Start) - time.Duration(res.Reply.ExecutionMs*float64(time.Millisecond)))
+	if res.Reply.Error != nil {
+		return res, &CallError{Call: c, Info: res.Reply.Error}
+	}
+	if req.Object && res.Object == nil {
+		var out mcp.CallToolResult
+		if err := json.Unmarshal(res.Reply.ResultJson, &out); err != nil {
+			return res, fmt.Errorf("decode result of %s: %w", c.Route.Name, err)
+		}
+		res.Object = &out
+	}
+	return res, nil
+}
+
+// Metadata is the routing metadata of a successful call, the same on REST (the body's metadata) and MCP (the
+// result's _meta.metadata): where it went, how it was resolved, the times, and a warning for a DEGRADED server.
+func (c Call) Metadata() map[string]any {
+	r := c.Route
+	meta := map[string]any{
+		"routed_to":         r.ServerName,
+		"server_id":         r.ServerID,
+		"tool":              r.Name,
+		"strategy":          r.Strategy,
+		"routing_time_ms":   Ms(c.Routed.Sub(c.Start)),
+		"execution_time_ms": Ms(c.Done.Sub(c.Routed)),
+		"total_time_ms":     Ms(c.Done.Sub(c.Start)),
+	}
+	if r.ServerStatus == persistence.StatusDegraded {
+		meta["warning"] = "Server " + r.ServerName + " is DEGRADED: recent health checks failed"
+	}
+	return meta
+}
+
+// Ms is a duration in milliseconds with microsecond precision, as the metadata reports times.
+func Ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
