@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/ui"
 	"github.com/mcpgw/aggregator/metrics"
@@ -119,12 +120,16 @@ type Deps struct {
 	Cluster ClusterProbe
 	// Curation manages tool filters, overrides, pinning and profiles (nil: those writes answer 503).
 	Curation actors.Curation
+	// Gateway runs the use cases (calls, registrations, searches) the routes decode and encode; nil: one over
+	// Control with Metrics. The daemon shares one with the MCP endpoints.
+	Gateway *gateway.Gateway
 }
 
 // server holds one app's dependencies; its methods are the handlers.
 type server struct {
 	store   persistence.Store
 	control actors.Control
+	gw      *gateway.Gateway
 	log     *slog.Logger
 	cfg     Config
 	metrics *metrics.Metrics
@@ -147,7 +152,10 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway}
+	if s.gw == nil {
+		s.gw = gateway.New(d.Control, gateway.Options{Metrics: d.Metrics})
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
-	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/http/internal/validate"
 	"github.com/mcpgw/aggregator/persistence"
@@ -529,17 +529,16 @@ func (s *server) profileTools(c *fiber.Ctx) error {
 // scopeOf is what the caller may see: the profile it asked for and, for a client token bound to profiles, no
 // more than those (admins and unbound tokens are unrestricted).
 func (s *server) scopeOf(c *fiber.Ctx, profile string) (routing.Scope, error) {
-	id := identityOf(c)
-	rt := s.control.Routes()
-	var bound []string
-	if !id.Anonymous && id.Scope < auth.ScopeAdmin {
-		bound = rt.BoundProfiles(id.Name)
-	}
-	sc, err := rt.ScopeFor(profile, bound)
+	sc, err := s.control.Routes().ScopeFor(profile, s.bound(c))
 	if err != nil {
 		return nil, mapError(err, subject{})
 	}
 	return sc, nil
+}
+
+// bound is what the caller may see at all: the profiles its client token is bound to (gateway.Bound).
+func (s *server) bound(c *fiber.Ctx) routing.Scope {
+	return gateway.Bound(s.control.Routes(), identityOf(c))
 }
 
 // Answer shapes of the curation routes (named types, so that the OpenAPI document describes them).

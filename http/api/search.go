@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -22,14 +21,11 @@ func (s *server) searchTools(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
-	if req.Scope, err = s.scopeOf(c, req.Profile); err != nil {
-		return err
-	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	res, err := s.control.Search(ctx, req)
+	req, res, err := s.gw.Search(ctx, req, s.bound(c))
 	if err != nil {
-		return mapError(fmt.Errorf("search: %w", err), subject{})
+		return mapError(err, subject{})
 	}
 	return c.JSON(view.NewSearch(req, res, time.Since(start)))
 }

@@ -124,15 +124,13 @@ func (s *server) createServer(c *fiber.Ctx) error {
 
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	var srv persistence.Server
-	replayed := false
+	var k *persistence.IdempotencyKey
 	if keyed {
-		srv, replayed, err = s.control.RegisterKeyed(ctx, req, key)
-	} else {
-		srv, err = s.control.Register(ctx, req)
+		k = &key
 	}
+	srv, replayed, err := s.gw.Register(ctx, req, k)
 	if err != nil {
-		return mapError(fmt.Errorf("register server %q: %w", req.Name, err), subject{name: req.Name})
+		return mapError(err, subject{name: req.Name})
 	}
 	if replayed {
 		// The first request registered it (and was audited); this one only learns the answer it missed.

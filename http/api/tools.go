@@ -1,19 +1,23 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/http/internal/validate"
 )
 
-// POST /api/v1/tools/call (BR-005, AG-US4): resolve from the in-memory routing table (no database on this path),
-// run on the server's actor, return the backend's result unchanged plus routing metadata.
+// POST /api/v1/tools/call (BR-005, AG-US4): decode and validate the body, run the call through the gateway (scope,
+// resolution from the in-memory routing table, policy, the server's actor), and answer the backend's result as the
+// actor encoded it, plus isError and the routing metadata.
 func (s *server) callTool(c *fiber.Ctx) error {
 	start := time.Now()
 	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
@@ -24,45 +28,84 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
-	scope, err := s.scopeOf(c, req.Profile)
+	id := identityOf(c)
+	res, err := s.gw.Call(c.UserContext(), gateway.CallRequest{Caller: id, Name: req.Name, ServerID: req.ServerID,
+		Profile: req.Profile, Within: gateway.Bound(s.gw.Routes(), id), Arguments: req.Arguments, Start: start})
 	if err != nil {
-		return err
+		return mapError(err, subject{id: req.ServerID})
 	}
-	route, err := s.control.Routes().ResolveIn(scope, req.Name, req.ServerID)
+	out, err := resultBody(res.Reply.ResultJson, res.Call.Metadata())
 	if err != nil {
-		return routeError(err, req)
+		return fmt.Errorf("answer %s: %w", res.Call.Route.Name, err)
 	}
-	call := apierror.Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}
-	// The server's actor decides whether the call runs, whatever status the routing table shows: right after the
-	// server was activated (a restart, a failover, a hand-over between cluster nodes) the table may still show an
-	// earlier owner's status while the actor keeps the call until its connection is up; otherwise it answers
-	// SERVER_UNAVAILABLE with the live status. The call is bounded by the actors' request timeout, not by the admin ask deadline.
-	reply, err := s.control.Call(c.UserContext(), route, req.Arguments, nil)
-	if err != nil {
-		return mapError(fmt.Errorf("call %s: %w", route.Name, err), subject{id: route.ServerID, name: route.ServerName})
-	}
-	call.Done = time.Now()
-	s.metrics.Routing(call.Done.Sub(start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
-	if reply.Error != nil {
-		return apierror.CallError(call, reply.Error)
-	}
-	var result map[string]json.RawMessage
-	if err := json.Unmarshal(reply.ResultJson, &result); err != nil {
-		return fmt.Errorf("decode result of %s: %w", route.Name, err)
-	}
-	if _, ok := result["isError"]; !ok {
-		result["isError"] = json.RawMessage("false")
-	}
-	result["metadata"], _ = json.Marshal(apierror.Metadata(call))
-	return c.JSON(result)
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(out)
 }
 
-// routeError maps a failed resolution: unknown server id 404, unknown tool 404, ambiguous original name 400.
-func routeError(err error, req validate.CallRequest) error {
-	if e := apierror.RouteError(err, apierror.Resolution{Name: req.Name, ServerID: req.ServerID}); e != nil {
-		return e
+// resultBody is the answer to a REST call: the backend's result object as the actor encoded it (checked, not
+// decoded), with "isError":false when the backend left it out and the call's "metadata". A result that is not a
+// JSON object is an error.
+func resultBody(result json.RawMessage, metadata map[string]any) ([]byte, error) {
+	result = bytes.TrimSpace(result)
+	if len(result) < 2 || result[0] != '{' || !json.Valid(result) {
+		return nil, errors.New("result is not a JSON object")
 	}
-	return err
+	meta, err := json.Marshal(metadata)
+	if err != nil {
+		return nil, err
+	}
+	members, hasIsError := scanMembers(result, "isError")
+	out := make([]byte, 0, len(result)+len(meta)+32)
+	out = append(out, result[:len(result)-1]...) // without the closing brace
+	if members > 0 {
+		out = append(out, ',')
+	}
+	if !hasIsError {
+		out = append(out, `"isError":false,`...)
+	}
+	out = append(out, `"metadata":`...)
+	out = append(out, meta...)
+	return append(out, '}'), nil
+}
+
+// scanMembers counts the members of the valid JSON object obj and reports whether one is named key (as written:
+// the go-sdk's encoder writes member names without escapes). It reads the bytes once and allocates nothing.
+func scanMembers(obj []byte, key string) (members int, found bool) {
+	depth, keyStart := 0, -1
+	inString, escaped, wantKey := false, false, false
+	for i, b := range obj {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+				if keyStart >= 0 {
+					found = found || string(obj[keyStart:i]) == key
+					keyStart = -1
+				}
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+			if depth == 1 && wantKey {
+				members++
+				keyStart, wantKey = i+1, false
+			}
+		case '{', '[':
+			depth++
+			wantKey = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			wantKey = depth == 1
+		}
+	}
+	return members, found
 }
 
 // POST /servers/{id}/tools/refresh: start a discovery of a connected server; 202 at once.
