@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
@@ -230,7 +231,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return node, members, joined
 		}
 	}
-	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+	// One use-case layer under every front end (REST, /mcp and its views): calls, registrations and searches run
+	// through it, where the access policy will be checked.
+	cases := gateway.New(system, gateway.Options{Metrics: mx})
+	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			MaxBodyBytes:        cfg.MaxBodyBytes,
@@ -241,7 +245,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
 		SessionIdleTimeout: never(cfg.MCPSessionIdle), InputWait: cfg.MCPInputWait, MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
-		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer}
+		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer, Gateway: cases}
 	endpoint := mcpserver.New(system, store, mcpOpts)
 	defer endpoint.Close()
 	views := mcpserver.NewViews(endpoint, system, store, mcpOpts)

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -240,7 +240,7 @@ func (s *Server) addServer(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	r.Actor, r.IP = actorName(id), id.IP
 	c, cancel := s.askCtx(ctx)
 	defer cancel()
-	srv, err := s.gw.Register(c, r)
+	srv, _, err := s.cases.Register(c, r, nil)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{Name: r.Name}), nil
 	}
@@ -340,18 +340,11 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
-	var err error
-	if r.Scope, err = s.gw.Routes().ScopeFor(r.Profile, s.opts.Scope); err != nil {
-		return s.failureFor(ctx, err, apierror.Subject{}), nil
-	}
-	res, err := s.gw.Search(ctx, r)
+	r, res, err := s.cases.Search(ctx, r, s.opts.Scope)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
-	answer, _ := json.Marshal(view.NewSearch(r, res, time.Since(start)))
-	var data map[string]any
-	_ = json.Unmarshal(answer, &data)
-	return success(data), nil
+	return success(view.NewSearch(r, res, time.Since(start))), nil
 }
 
 // execute calls any tool by name through the router, with REST's validation ({tool_name, arguments, server_id},
@@ -366,22 +359,6 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
-	rt := s.gw.Routes()
-	scope, err := rt.ScopeFor(in.Profile, s.opts.Scope)
-	if err != nil {
-		return s.failureFor(ctx, err, apierror.Subject{}), nil
-	}
-	route, err := rt.ResolveIn(scope, in.Name, in.ServerID)
-	if err != nil {
-		var amb *routing.AmbiguousToolError
-		r := apierror.Resolution{Name: in.Name, ServerID: in.ServerID}
-		if errors.As(err, &amb) {
-			r.Candidates = candidates(rt, amb)
-		}
-		if e := apierror.RouteError(err, r); e != nil {
-			return e.CallToolResult(), nil
-		}
-		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID}), nil
-	}
-	return s.relayedCall(ctx, req, id, apierror.Call{Route: route, Asked: in.Name, Start: start, Routed: time.Now()}, in.Arguments)
+	return s.relayedCall(ctx, req, id, gateway.CallRequest{Caller: id, Name: in.Name, ServerID: in.ServerID,
+		Profile: in.Profile, Within: s.opts.Scope, Arguments: in.Arguments, Start: start})
 }

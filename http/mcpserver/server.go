@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -80,6 +81,9 @@ type Options struct {
 	// InputWait is how long a call held for a 2026-07-28 client's input (its backend asked the client something)
 	// waits for the client's retry before it is cancelled (DefaultInputWait when 0). See roundtrip.go.
 	InputWait time.Duration
+	// Gateway runs the calls, registrations and searches the tools decode and encode (nil: one over the Gateway
+	// argument of New, with Metrics). The daemon shares one with REST.
+	Gateway *gateway.Gateway
 	// Scope restricts the endpoint to some profiles' tools (nil: every tool): it lists, resolves, searches and
 	// executes only those, and a tool outside is not found. Views makes one such endpoint per profile (and per
 	// set of profiles a client token is bound to).
@@ -98,6 +102,7 @@ const (
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
 	gw          Gateway
+	cases       *gateway.Gateway // the use cases (Options.Gateway)
 	hostGuarded bool
 	searchFirst bool
 	store       persistence.Store
@@ -158,7 +163,10 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.MaxSessionsPerClient == 0 {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
-	s := &Server{gw: gw, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
+	if opts.Gateway == nil {
+		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
+	}
+	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
 		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
@@ -172,7 +180,9 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
-	s.mcp.AddReceivingMiddleware(s.canonicalNames, s.promptNames, s.trackCalls, s.reportInstance)
+	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
+	// cancelled when the session is deleted.
+	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema)
 	s.addMetaTools()
 	go s.syncLoop()
@@ -378,38 +388,19 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 		var amb *routing.AmbiguousToolError
 		switch {
 		case errors.As(err, &amb):
-			e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: candidates(rt, amb)})
+			e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: gateway.Candidates(rt, amb)})
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())}
 		case err != nil:
 			return next(ctx, method, req) // the go-sdk's "unknown tool"
 		}
 		if s.searchFirst && apierror.NotCallable(route) == nil {
-			// Not listed, still callable: run it as execute_external_tool (same validation and metadata).
+			// Not listed, still callable: run it as execute_external_tool would, by its namespaced name.
 			e, _ := rt.Tool(route.Name)
-			args := p.Arguments
-			if len(args) == 0 {
-				args = json.RawMessage("{}")
-			}
-			wrapped, _ := json.Marshal(map[string]any{"tool_name": e.Name, "arguments": args})
-			p.Name, p.Arguments = toolExecute, wrapped
-			return next(ctx, method, req)
+			return s.direct(ctx, creq, e.Name)
 		}
 		// Resolved but not (or not yet) in the go-sdk's tool set: answer it here.
-		return s.direct(ctx, creq, route, p.Name)
+		return s.direct(ctx, creq, p.Name)
 	}
-}
-
-// candidates names the tools an ambiguous name could mean, by alias.
-func candidates(rt *routing.RouteTable, amb *routing.AmbiguousToolError) []string {
-	var out []string
-	for _, id := range amb.ServerIDs {
-		if srv, ok := rt.Server(id); ok {
-			if e, ok := rt.Tool(srv.Name + "." + amb.Name); ok {
-				out = append(out, e.Alias)
-			}
-		}
-	}
-	return out
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -421,25 +412,16 @@ func mustJSON(v any) json.RawMessage {
 // when it asked for progress. It is the handler of every backend tool: the go-sdk calls it under the name the tool
 // was added with, its alias (one handler instead of a closure per tool).
 func (s *Server) callBackend(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	start := time.Now()
-	alias := req.Params.Name
-	route, err := s.gw.Routes().ResolveIn(s.opts.Scope, alias, "")
-	if err != nil {
-		if _, denied := s.admitCall(ctx, req); denied != nil {
-			return denied, nil
-		}
-		return apierror.RouteError(err, apierror.Resolution{Name: alias}).CallToolResult(), nil
-	}
-	return s.directAt(ctx, req, route, alias, start)
+	return s.directAt(ctx, req, req.Params.Name, time.Now())
 }
 
-// direct runs a direct call of a backend tool (by alias or name): admitted, validated, routed, with the same
-// metadata as execute_external_tool.
-func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, route routing.Route, asked string) (*mcp.CallToolResult, error) {
-	return s.directAt(ctx, req, route, asked, time.Now())
+// direct runs a direct call of a backend tool (by alias or name): admitted, validated, then through the gateway,
+// with the same metadata as execute_external_tool.
+func (s *Server) direct(ctx context.Context, req *mcp.CallToolRequest, asked string) (*mcp.CallToolResult, error) {
+	return s.directAt(ctx, req, asked, time.Now())
 }
 
-func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route routing.Route, asked string, start time.Time) (*mcp.CallToolResult, error) {
+func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, asked string, start time.Time) (*mcp.CallToolResult, error) {
 	id, denied := s.admitCall(ctx, req)
 	if denied != nil {
 		return denied, nil
@@ -451,20 +433,21 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, route r
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
-	return s.relayedCall(ctx, req, id, apierror.Call{Route: route, Asked: asked, Start: start, Routed: time.Now()}, args)
+	return s.relayedCall(ctx, req, id, gateway.CallRequest{Caller: id, Name: asked, Within: s.opts.Scope, Arguments: args, Start: start})
 }
 
 // relayedCall runs a call whose backend's requests and log messages go to its client: over the client's session
 // (2025-11-25 and older, see relay.go), or, for a 2026-07-28 client, in the call's answers (roundtrip.go).
-func (s *Server) relayedCall(ctx context.Context, req *mcp.CallToolRequest, id auth.Identity, c apierror.Call, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (s *Server) relayedCall(ctx context.Context, req *mcp.CallToolRequest, id auth.Identity, c gateway.CallRequest) (*mcp.CallToolResult, error) {
 	ctx = withRequestID(ctx, req)
-	progress := progressFunc(ctx, req)
+	c.Progress = progressFunc(ctx, req)
+	c.Object = true
 	if modernClient(req) {
 		return s.callRoundTrip(ctx, req, actorName(id), func(ctx context.Context) (*mcp.CallToolResult, error) {
-			return s.call(ctx, c, args, progress)
+			return s.call(ctx, c)
 		})
 	}
-	return s.call(withRelay(ctx, req), c, args, progress)
+	return s.call(withRelay(ctx, req), c)
 }
 
 // progressFunc forwards backend progress to the client that asked for it with a progress token.
@@ -480,36 +463,42 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progre
 	}
 }
 
-// call runs a resolved call and turns the outcome into an MCP answer: the backend's result unchanged with the
-// routing metadata in _meta; a backend's JSON-RPC error as a JSON-RPC error; every other failure (an unavailable
-// or busy server, a timeout, an oversized answer, a loop) as a tool error in the shared error body.
-func (s *Server) call(ctx context.Context, c apierror.Call, args json.RawMessage, progress func(*pb.Progress)) (*mcp.CallToolResult, error) {
-	route := c.Route
-	// The server's actor decides whether the call runs (see http/api's call): it may keep it until the server's
-	// connection is up right after an activation, whatever status the routing table shows meanwhile.
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	res, reply, err := s.gw.CallResult(ctx, route, args, progress)
-	c.Done = time.Now()
-	if reply != nil {
-		s.metrics.Routing(c.Done.Sub(c.Start) - time.Duration(reply.ExecutionMs*float64(time.Millisecond)))
-	}
+// call runs a call through the gateway and turns the outcome into an MCP answer: the backend's result unchanged
+// with the routing metadata in _meta; a backend's JSON-RPC error as a JSON-RPC error; every other failure (a name
+// that does not resolve, an unavailable or busy server, a timeout, an oversized answer, a loop) as a tool error in
+// the shared error body.
+func (s *Server) call(ctx context.Context, c gateway.CallRequest) (*mcp.CallToolResult, error) {
+	res, err := s.cases.Call(ctx, c)
 	if err != nil {
-		return s.failureFor(ctx, fmt.Errorf("call %s: %w", route.Name, err), apierror.Subject{ID: route.ServerID, Name: route.ServerName}), nil
+		return s.callFailure(ctx, err)
 	}
-	if reply.Error != nil {
-		if reply.Error.Code == errcode.ExecutionFailed {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: reply.Error.Message}
+	out := res.Object
+	if out.Meta == nil {
+		out.Meta = mcp.Meta{}
+	}
+	out.Meta["metadata"] = res.Call.Metadata()
+	return out, nil
+}
+
+// callFailure answers a failed call: the backend's own error (EXECUTION_FAILED) as a JSON-RPC error, an ambiguous
+// name with the candidates' aliases, everything else in the shared error body (apierror).
+func (s *Server) callFailure(ctx context.Context, err error) (*mcp.CallToolResult, error) {
+	var ce *gateway.CallError
+	var re *gateway.RouteError
+	switch {
+	case errors.As(err, &ce) && ce.Info != nil:
+		if ce.Info.Code == errcode.ExecutionFailed {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ce.Info.Message}
 		}
-		c.MaxCallsPerServer = s.opts.MaxCallsPerServer
-		return apierror.CallError(c, reply.Error).CallToolResult(), nil
+		ce.Call.MaxCallsPerServer = s.opts.MaxCallsPerServer
+		return apierror.CallError(ce.Call, ce.Info).CallToolResult(), nil
+	case errors.As(err, &re):
+		r := apierror.Resolution{Name: re.Name, ServerID: re.ServerID, Candidates: re.Candidates()}
+		if e := apierror.RouteError(re.Err, r); e != nil {
+			return e.CallToolResult(), nil
+		}
 	}
-	if res.Meta == nil {
-		res.Meta = mcp.Meta{}
-	}
-	res.Meta["metadata"] = apierror.Metadata(c)
-	return res, nil
+	return s.failureFor(ctx, err, apierror.Subject{}), nil
 }
 
 // withRequestID gives a call the client's X-Request-ID (streamable HTTP and SSE carry the HTTP headers), or a
