@@ -1,6 +1,7 @@
 // Package api is the REST admin front end of the aggregator daemon (/api/v1/aggregator, system-contract.md): it
-// validates requests (BR-001), reads the Store for queries, sends every write to the actor system through
-// actors.Control, and answers every failure in the one error shape {"detail","error_code","context"}.
+// validates requests (BR-001), reads the Store for queries, runs tool calls, registrations and searches through
+// the use-case layer (package gateway) and the other writes through actors.Control, and answers every failure in
+// the one error shape {"detail","error_code","context"}.
 //
 // The package holds no mutable global state: New builds a self-contained *fiber.App from its Deps, so several
 // apps (tests, a future second listener) can live side by side.

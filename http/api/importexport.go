@@ -109,13 +109,13 @@ func (s *server) importOne(c *fiber.Ctx, e validate.ImportEntry, dryRun bool) (s
 	req := e.Request
 	req.Actor = actorOf(c)
 	req.IP = c.IP()
-	srv, err := s.control.Register(ctx, req)
+	srv, _, err := s.gw.Register(ctx, req, nil)
 	switch {
 	case errors.Is(err, persistence.ErrAlreadyExists):
 		return ImportSkipped, "", "Server already exists: " + e.Name
 	case err != nil:
 		s.log.WarnContext(ctx, "import: register failed", "server", e.Name, "error", err)
-		return ImportFailed, "", failure(fmt.Errorf("register server %q: %w", e.Name, err))
+		return ImportFailed, "", failure(err)
 	}
 	s.audit(c, audit.ServerRegistered, srv.ID, srv.Name, map[string]any{"transport_type": srv.TransportType,
 		"auto_connect": req.AutoConnect, "imported_from": e.SourceName})

@@ -1,8 +1,8 @@
 // Package mcpserver is the aggregator's own MCP endpoint: one go-sdk server that lists every tool of every
 // CONNECTED or DEGRADED backend under a client-safe alias, plus the aggregator's meta-tools, and routes each call
-// through the actors. It is served over streamable HTTP (/mcp), legacy SSE (/sse) and stdio. It runs on net/http
-// rather than Fiber because Fiber's adaptor buffers whole responses, which would stop progress notifications and
-// SSE streams from streaming.
+// through the use-case layer (package gateway) to the actors. It is served over streamable HTTP (/mcp), legacy SSE
+// (/sse) and stdio. It runs on net/http rather than Fiber because Fiber's adaptor buffers whole responses, which
+// would stop progress notifications and SSE streams from streaming.
 package mcpserver
 
 import (
