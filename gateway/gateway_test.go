@@ -185,3 +185,40 @@ func TestBound(t *testing.T) {
 		}
 	}
 }
+
+// The use-case layer costs a call no allocation of its own: Call allocates what resolving the name and asking the
+// actor allocate, nothing more (the call path's speed is measured in BENCHMARKS.md; this keeps the layer free).
+func TestCallAllocatesNothingOfItsOwn(t *testing.T) {
+	f := &fixedActors{rt: newFake().rt, reply: &pb.CallToolReply{ResultJson: []byte(`{"content":[]}`)}}
+	g := gateway.New(f, gateway.Options{})
+	ctx := context.Background()
+	req := gateway.CallRequest{Name: "alpha__echo", Arguments: json.RawMessage(`{"x":1}`)}
+	direct := testing.AllocsPerRun(200, func() {
+		route, err := f.rt.ResolveIn(nil, req.Name, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.Call(ctx, route, req.Arguments, nil)
+	})
+	through := testing.AllocsPerRun(200, func() {
+		if _, err := g.Call(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("allocations per call: %.0f through the gateway, %.0f directly", through, direct)
+	if through > direct {
+		t.Fatalf("Call allocates %.0f times, resolving and asking the actor directly %.0f", through, direct)
+	}
+}
+
+// fixedActors answers every call with one reply and records nothing (so that it allocates nothing itself).
+type fixedActors struct {
+	fakeActors
+	rt    *routing.RouteTable
+	reply *pb.CallToolReply
+}
+
+func (f *fixedActors) Routes() *routing.RouteTable { return f.rt }
+func (f *fixedActors) Call(context.Context, routing.Route, []byte, func(*pb.Progress)) (*pb.CallToolReply, error) {
+	return f.reply, nil
+}
