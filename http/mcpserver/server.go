@@ -395,8 +395,7 @@ func (s *Server) canonicalNames(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if s.searchFirst && apierror.NotCallable(route) == nil {
 			// Not listed, still callable: run it as execute_external_tool would, by its namespaced name.
-			e, _ := rt.Tool(route.Name)
-			return s.direct(ctx, creq, e.Name)
+			return s.direct(ctx, creq, route.Name)
 		}
 		// Resolved but not (or not yet) in the go-sdk's tool set: answer it here.
 		return s.direct(ctx, creq, p.Name)
