@@ -57,7 +57,7 @@ func (v *Verifier) discover(ctx context.Context) (providerMeta, error) {
 		if m.JWKSURI == "" {
 			return providerMeta{}, fmt.Errorf("%s has no jwks_uri", u)
 		}
-		if err := checkURL(m.JWKSURI); err != nil {
+		if err := CheckURL(m.JWKSURI); err != nil {
 			return providerMeta{}, fmt.Errorf("%s: jwks_uri %q: %w", u, m.JWKSURI, err)
 		}
 		return m, nil

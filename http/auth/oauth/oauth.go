@@ -146,7 +146,7 @@ type keySet struct {
 // New discovers the issuer's metadata and fetches its keys. An issuer that cannot be reached, or whose documents
 // are malformed, is an error naming the issuer: the daemon refuses to start rather than reject every token.
 func New(ctx context.Context, cfg Config) (*Verifier, error) {
-	if err := checkURL(cfg.Issuer); err != nil {
+	if err := CheckURL(cfg.Issuer); err != nil {
 		return nil, fmt.Errorf("issuer %q: %w", cfg.Issuer, err)
 	}
 	if strings.TrimSpace(cfg.Audience) == "" {
@@ -356,8 +356,8 @@ func isAsymmetric(a jose.SignatureAlgorithm) bool {
 	return false
 }
 
-// checkURL accepts an https URL, or an http URL whose host is loopback, without query or fragment.
-func checkURL(raw string) error {
+// CheckURL accepts an https URL, or an http URL whose host is loopback, without query or fragment.
+func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return err
