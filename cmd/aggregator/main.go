@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
@@ -426,6 +427,8 @@ func mcpRoute(path string) string {
 		return mcpserver.ProfilesPrefix + "{name}"
 	case strings.HasPrefix(path, mcpserver.SSEProfilesPrefix):
 		return mcpserver.SSEProfilesPrefix + "{name}"
+	case oauth.IsMetadataPath(path):
+		return oauth.WellKnownPath
 	}
 	return "unmatched"
 }
