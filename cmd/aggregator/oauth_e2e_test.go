@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -228,6 +229,36 @@ func TestOAuthE2E(t *testing.T) {
 	res, err = sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "remove_mcp_server", Arguments: map[string]any{"server": "oauth-x"}})
 	if err != nil || !res.IsError || !strings.Contains(fmt.Sprint(res.Content[0]), "FORBIDDEN") {
 		t.Fatalf("remove_mcp_server with the client token: %v %+v", err, res)
+	}
+
+	// A profile bound to the subject scopes that subject, as it would a static token of that name.
+	_, urlA := toolBackend(t, "alpha")
+	_, urlB := toolBackend(t, "beta")
+	for name, u := range map[string]string{"a": urlA, "b": urlB} {
+		if code, body := d.doAs(adminTok, "POST", "/servers", map[string]any{"name": name, "transport_type": "HTTP",
+			"connection_config": map[string]any{"base_url": u}, "auto_connect": true}); code != http.StatusCreated {
+			t.Fatalf("register %s: %d %v", name, code, body)
+		}
+	}
+	if code, body := d.doAs(adminTok, "PUT", "/profiles/only-a", map[string]any{"selectors": []any{map[string]any{"server": "a"}},
+		"clients": []string{"client-bot"}}); code != http.StatusCreated {
+		t.Fatalf("profile: %d %v", code, body)
+	}
+	bound, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: resource,
+		HTTPClient: &http.Client{Transport: bearerRT{clientTok}}}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bound.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for got := backendTools(t, bound); !slices.Equal(got, []string{"a__alpha"}); got = backendTools(t, bound) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subject bound to only-a lists %v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if a := oauthDo(t, "POST", d.mcp+"/mcp/servers/b", clientTok, `{}`); a.status != http.StatusForbidden {
+		t.Fatalf("the bound subject on /mcp/servers/b: %d %s", a.status, a.body)
 	}
 }
 

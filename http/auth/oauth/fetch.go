@@ -65,8 +65,12 @@ func (v *Verifier) discover(ctx context.Context) (providerMeta, error) {
 	return providerMeta{}, errors.Join(errs...)
 }
 
+// maxKeys bounds the keys kept of one JWKS: a token without kid is tried against each.
+const maxKeys = 32
+
 // fetchKeys reads the JWKS and keeps the keys that can verify a signature: public, asymmetric (RSA of at least
-// 2048 bits, ECDSA, Ed25519), not marked for encryption only. A JWKS without such a key is an error.
+// 2048 bits, ECDSA, Ed25519), not marked for encryption only; at most maxKeys of them. A JWKS without such a key
+// is an error.
 func (v *Verifier) fetchKeys(ctx context.Context) (*keySet, error) {
 	v.fetchCnt.Add(1)
 	var raw struct {
@@ -81,7 +85,7 @@ func (v *Verifier) fetchKeys(ctx context.Context) (*keySet, error) {
 		if err := k.UnmarshalJSON(r); err != nil {
 			continue // a key of a type go-jose does not know (or malformed) is skipped, not fatal
 		}
-		if usable(k) {
+		if usable(k) && len(set.keys) < maxKeys {
 			set.keys = append(set.keys, k)
 		}
 	}
