@@ -234,7 +234,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
 	cands := candidates(set, h)
 	if len(cands) == 0 && h.KeyID != "" && !hasKeyID(set, h.KeyID) {
 		// An unknown kid: the issuer may have rotated its keys. Refetch (at most once per interval).
-		set = v.refresh(ctx, "unknown key id")
+		set = v.refresh(ctx, "unknown key id", true)
 		cands = candidates(set, h)
 	}
 	if len(cands) == 0 {
@@ -312,19 +312,25 @@ func hasKeyID(set *keySet, kid string) bool {
 	return false
 }
 
-// currentKeys returns the cached keys, refetching them first when they are older than MaxKeyAge.
+// currentKeys returns the cached keys, refetching them first when they are older than MaxKeyAge, unless a fetch
+// is under way: then the cached keys serve (a slow or hanging issuer never holds up tokens of known keys).
 func (v *Verifier) currentKeys(ctx context.Context) *keySet {
 	set := v.keys.Load()
 	if set != nil && v.now().Sub(set.fetched) < v.cfg.MaxKeyAge {
 		return set
 	}
-	return v.refresh(ctx, "keys older than their maximum age")
+	return v.refresh(ctx, "keys older than their maximum age", false)
 }
 
 // refresh fetches the JWKS again unless a fetch was tried less than RefreshInterval ago, and returns the keys to
-// use: the new ones, or the cached ones when the issuer cannot be reached (an outage keeps the keys it has).
-func (v *Verifier) refresh(ctx context.Context, why string) *keySet {
-	v.fetchMu.Lock()
+// use: the new ones, or the cached ones when the issuer cannot be reached (an outage keeps the keys it has). With
+// wait false it does not wait for a fetch under way and returns the cached keys.
+func (v *Verifier) refresh(ctx context.Context, why string, wait bool) *keySet {
+	if wait {
+		v.fetchMu.Lock()
+	} else if !v.fetchMu.TryLock() {
+		return v.keys.Load()
+	}
 	defer v.fetchMu.Unlock()
 	now := v.now()
 	if now.Sub(v.lastTry) < v.cfg.RefreshInterval {

@@ -32,6 +32,7 @@ type testIssuer struct {
 	mu      sync.Mutex
 	public  []jose.JSONWebKey
 	down    bool
+	onJWKS  func() // called before a JWKS answer, outside mu (nil: none)
 	fetches atomic.Int64
 }
 
@@ -45,8 +46,11 @@ func newTestIssuer(t *testing.T, oauthOnly bool) *testIssuer {
 
 func (ti *testIssuer) serve(w http.ResponseWriter, r *http.Request) {
 	ti.mu.Lock()
-	down, keys := ti.down, append([]jose.JSONWebKey(nil), ti.public...)
+	down, keys, onJWKS := ti.down, append([]jose.JSONWebKey(nil), ti.public...), ti.onJWKS
 	ti.mu.Unlock()
+	if onJWKS != nil && r.URL.Path == "/jwks" {
+		onJWKS()
+	}
 	if down {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
@@ -526,4 +530,43 @@ func newTestIssuerF(f *testing.F) *testIssuer {
 	ti.srv = httptest.NewServer(http.HandlerFunc(ti.serve))
 	f.Cleanup(ti.srv.Close)
 	return ti
+}
+
+// TestHangingIssuer: while a key fetch hangs on the issuer, tokens of known keys are verified with the cached keys
+// instead of waiting behind it.
+func TestHangingIssuer(t *testing.T) {
+	ti := newTestIssuer(t, false)
+	k1 := rsaKey(t, "k1")
+	ti.setKeys(k1)
+	c := newClock()
+	v := newVerifier(t, ti, c, func(cfg *Config) { cfg.FetchTimeout = time.Minute })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	ti.mu.Lock()
+	ti.onJWKS = func() {
+		once.Do(func() { close(entered) })
+		<-release
+	}
+	ti.mu.Unlock()
+	defer close(release)
+	claims := func() map[string]any {
+		return map[string]any{"iss": ti.srv.URL, "aud": audience, "sub": "s", "exp": c.Now().Unix() + 300}
+	}
+	c.Advance(2 * DefaultMaxKeyAge)
+	stranger := ecKey(t, "k9")
+	go func() { _, _ = v.Verify(context.Background(), sign(t, stranger, jose.ES256, claims(), false)) }() // hangs in the fetch
+	<-entered
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Verify(context.Background(), sign(t, k1, jose.RS256, claims(), false))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("known key while a fetch hangs: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a token of a known key waited behind the hanging key fetch")
+	}
 }
