@@ -206,8 +206,8 @@ func (t *Tokens) Count() (admin, client int) {
 
 // Verify returns the identity of a presented token: a configured static token, else an access token of the OAuth
 // issuer, whose subject becomes the name and whose scopes map onto the roles (the admin scope gives admin, the
-// client scope client, neither no scope at all: every route then answers 403). A refused access token is logged
-// by nobody here: the reason stays out of responses.
+// client scope client, neither no scope at all: every route then answers 403). Why an access token was refused
+// stays out of responses (the verifier logs it at debug level).
 func (t *Tokens) Verify(ctx context.Context, presented string) (Identity, bool) {
 	if id, ok := t.Authenticate(presented); ok {
 		return id, true

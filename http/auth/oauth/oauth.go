@@ -217,8 +217,17 @@ func (v *Verifier) Resource() string { return v.cfg.Resource }
 func (v *Verifier) KeyFetches() int64 { return v.fetchCnt.Load() }
 
 // Verify checks a presented access token: its syntax, its signature by a key of the issuer's JWKS with an allowed
-// algorithm, iss, aud, exp (required) and nbf. A refusal is ErrInvalidToken, wrapping the reason for logs.
+// algorithm, iss, aud, exp (required) and nbf. A refusal is ErrInvalidToken, wrapping the reason, which is logged
+// at debug level (never the token) so an operator can see why a provider's tokens do not fit.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Claims, error) {
+	c, err := v.verify(ctx, raw)
+	if err != nil {
+		v.log.LogAttrs(ctx, slog.LevelDebug, "access token refused", slog.String("issuer", v.issuer), slog.String("reason", err.Error()))
+	}
+	return c, err
+}
+
+func (v *Verifier) verify(ctx context.Context, raw string) (Claims, error) {
 	if raw == "" || len(raw) > MaxTokenBytes || strings.Count(raw, ".") != 2 {
 		return Claims{}, invalid("not a compact JWS")
 	}
