@@ -54,6 +54,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime $(FUZZTIME) ./actors/msglimit
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHostIP$$' -fuzztime $(FUZZTIME) ./actors/backend
 	$(GO) test -run '^$$' -fuzz '^FuzzRewrittenURI$$' -fuzztime $(FUZZTIME) ./actors/routing
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./http/auth/oauth
+	$(GO) test -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME) ./http/auth
 
 ## proto: regenerate proto/aggregatorpb from proto/*.proto (Debian protobuf-compiler + protoc-gen-go)
 proto:

@@ -36,6 +36,8 @@ type config struct {
 	// Tokens are the bearer tokens (empty: auth off, loopback only); MetricsOpen serves /metrics without one.
 	Tokens      *auth.Tokens
 	MetricsOpen bool
+	// OIDC accepts the access tokens of an OpenID provider beside the tokens (oidc.go; Issuer "": off).
+	OIDC oidcConfig
 	// RateLimit (tool calls per second per client, 0 off) and RateBurst size each client's token bucket.
 	RateLimit float64
 	RateBurst int
@@ -91,6 +93,11 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_ADMIN_TOKENS", "", "comma-separated admin bearer tokens, each `name:token` or `token` (16+ characters): everything, including managing servers and the audit log"},
 		{"MCP_AGGREGATOR_CLIENT_TOKENS", "", "comma-separated client bearer tokens: list and read servers and tools, search, call tools, the MCP endpoint (not its admin meta-tools)"},
 		{"MCP_AGGREGATOR_TOKENS_FILE", "", "file of `scope name token` lines (scope admin or client, `#` comments), added to the tokens above; with no token at all auth is off and only loopback listen addresses are accepted"},
+		{"MCP_AGGREGATOR_OIDC_ISSUER", "", "issuer URL of an OpenID provider / OAuth authorization server (https, or http on loopback) whose JWT access tokens are accepted beside the tokens above; its metadata and keys are discovered at start (unreachable: the daemon does not start)"},
+		{"MCP_AGGREGATOR_OIDC_AUDIENCE", "", "the `aud` an access token must carry (RFC 8707); unset: MCP_AGGREGATOR_MCP_PUBLIC_URL"},
+		{"MCP_AGGREGATOR_OIDC_ADMIN_SCOPE", "aggregator:admin", "the access-token scope that gives the admin role"},
+		{"MCP_AGGREGATOR_OIDC_CLIENT_SCOPE", "aggregator:client", "the access-token scope that gives the client role"},
+		{"MCP_AGGREGATOR_MCP_PUBLIC_URL", "", "the URL clients reach /mcp at (e.g. https://mcp.example.com/mcp behind a proxy): the protected resource named in the OAuth metadata; unset: http://MCP_AGGREGATOR_MCP_LISTEN/mcp (required with an issuer when that address is 0.0.0.0 or ::)"},
 		{"MCP_AGGREGATOR_METRICS_OPEN", "false", "true serves /metrics without a token"},
 		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},
 		{"MCP_AGGREGATOR_RATE_BURST", "200", "tool calls a client may make at once before the rate limit applies"},
@@ -233,6 +240,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		errs = append(errs, err.Error())
 	}
 	c.Tokens = tokens
+	c.OIDC, errs = loadOIDCConfig(get, c.MCPListen, errs)
 	switch strings.ToLower(get("MCP_AGGREGATOR_METRICS_OPEN")) {
 	case "true", "1", "yes", "on":
 		c.MetricsOpen = true

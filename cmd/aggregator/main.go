@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
@@ -105,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
-		if err := auth.CheckExposure(cfg.Tokens, map[string]string{"MCP_AGGREGATOR_LISTEN": cfg.Listen, "MCP_AGGREGATOR_MCP_LISTEN": cfg.MCPListen}); err != nil {
+		if err := auth.CheckExposure(cfg.Tokens.Enabled() || cfg.OIDC.Issuer != "", map[string]string{"MCP_AGGREGATOR_LISTEN": cfg.Listen, "MCP_AGGREGATOR_MCP_LISTEN": cfg.MCPListen}); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
@@ -167,6 +168,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		return nil
 	}
 	started := time.Now()
+	verifier, err := cfg.OIDC.verifier(ctx, logger)
+	if err != nil {
+		return err
+	}
+	if verifier != nil {
+		cfg.Tokens = cfg.Tokens.WithOAuth(verifier)
+		logger.Info("OAuth access tokens accepted", "issuer", verifier.Issuer(), "audience", cfg.OIDC.Audience,
+			"resource_metadata", verifier.MetadataURL(), "admin_scope", cfg.OIDC.AdminScope, "client_scope", cfg.OIDC.ClientScope)
+	}
 	if cfg.Tokens.Enabled() {
 		admins, clients := cfg.Tokens.Count()
 		logger.Info("bearer-token auth on", "admin_tokens", admins, "client_tokens", clients, "metrics_open", cfg.MetricsOpen)
@@ -421,6 +431,8 @@ func mcpRoute(path string) string {
 		return mcpserver.ProfilesPrefix + "{name}"
 	case strings.HasPrefix(path, mcpserver.SSEProfilesPrefix):
 		return mcpserver.SSEProfilesPrefix + "{name}"
+	case oauth.IsMetadataPath(path):
+		return oauth.WellKnownPath
 	}
 	return "unmatched"
 }

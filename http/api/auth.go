@@ -23,10 +23,10 @@ func (s *server) authenticate(c *fiber.Ctx) error {
 		return c.Next()
 	} else {
 		var status int
-		id, status = auth.Check(s.tokens, c.Get(fiber.HeaderAuthorization), required)
+		id, status = auth.CheckContext(c.UserContext(), s.tokens, c.Get(fiber.HeaderAuthorization), required)
 		if status != 0 {
-			code, detail := auth.Detail(status, required)
-			c.Set(fiber.HeaderWWWAuthenticate, auth.Challenge(status, required))
+			code, detail := s.tokens.Detail(status, required)
+			c.Set(fiber.HeaderWWWAuthenticate, s.tokens.Challenge(status, required))
 			return &apierror.Error{Status: status, Code: code, Detail: detail}
 		}
 		id.IP = c.IP()

@@ -214,10 +214,6 @@ func (s *server) logPanic(c *fiber.Ctx, v any) {
 		slog.String("stack", string(debug.Stack())))
 }
 
-// actorOf names who made the request, for the audit log: the token's name, or anonymous while auth is off.
-func actorOf(c *fiber.Ctx) string {
-	if id := identityOf(c); id.Name != "" && !id.Anonymous {
-		return id.Name
-	}
-	return anonymousActor
-}
+// actorOf names who made the request, for the audit log: the token's name, the OAuth subject (with its email),
+// or anonymous while auth is off (auth.Identity.Actor).
+func actorOf(c *fiber.Ctx) string { return identityOf(c).Actor() }

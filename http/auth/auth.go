@@ -8,11 +8,14 @@
 //
 // Tokens come from MCP_AGGREGATOR_ADMIN_TOKENS / MCP_AGGREGATOR_CLIENT_TOKENS and MCP_AGGREGATOR_TOKENS_FILE
 // (READING.md, "Auth"). Only their SHA-256 is kept; a presented token is hashed and compared with every configured
-// hash in constant time. With no token at all, auth is off: every caller is an anonymous admin, which the daemon
-// only allows on loopback listeners.
+// hash in constant time. Beside them, an OAuth issuer (MCP_AGGREGATOR_OIDC_ISSUER, package oauth) may vouch for a
+// caller with a JWT access token: its subject becomes the caller's name and its scopes map onto the two roles.
+// With neither, auth is off: every caller is an anonymous admin, which the daemon only allows on loopback
+// listeners.
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -25,6 +28,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/mcpgw/aggregator/http/auth/oauth"
 )
 
 // Scope is what a caller may do. Scopes are ordered: a higher scope allows everything a lower one does.
@@ -57,13 +62,19 @@ const MinTokenLength = 16
 // AnonymousName is the actor of every request while auth is off.
 const AnonymousName = "anonymous"
 
-// Identity is who made a request: the token's name and scope, and the client address.
+// Identity is who made a request: the token's name and scope, and the client address. For a caller with an access
+// token of the OAuth issuer, Name is the token's subject (so a profile bound to that name binds the subject) and
+// OAuth is set.
 type Identity struct {
 	Name  string
 	Scope Scope
 	// Anonymous is set while auth is off (no token configured): the caller is an admin known only by its IP.
 	Anonymous bool
 	IP        string
+	// OAuth is set when an access token of the OAuth issuer authenticated the caller; ClientID (the OAuth client),
+	// Email and FullName come from that token, when it says.
+	OAuth                     bool
+	ClientID, Email, FullName string
 }
 
 // Anonymous is the identity of every caller while auth is off.
@@ -74,12 +85,30 @@ func Anonymous(ip string) Identity {
 // Allows reports whether the identity may do what needs scope s.
 func (id Identity) Allows(s Scope) bool { return s <= id.Scope }
 
-// RateKey names the caller's rate limit bucket: the token name, or the IP while auth is off.
+// RateKey names the caller's rate limit bucket: the token name, the OAuth subject, or the IP while auth is off.
+// A static token and an OAuth subject of the same name have separate buckets.
 func (id Identity) RateKey() string {
-	if id.Anonymous || id.Name == "" {
+	switch {
+	case id.Anonymous || id.Name == "":
 		return "ip:" + id.IP
+	case id.OAuth:
+		return "sub:" + id.Name
 	}
 	return "token:" + id.Name
+}
+
+// Actor names the caller in the audit log: the token's name, anonymous, or for an OAuth caller its subject
+// followed by its email (else its name) in parentheses, when the token carries one: "8f1c... (jane@example.com)".
+func (id Identity) Actor() string {
+	if id.Anonymous || id.Name == "" {
+		return AnonymousName
+	}
+	if id.OAuth {
+		if who := cmp.Or(id.Email, id.FullName); who != "" && who != id.Name {
+			return id.Name + " (" + who + ")"
+		}
+	}
+	return id.Name
 }
 
 type ctxKey struct{}
@@ -133,13 +162,32 @@ type token struct {
 	hash  [sha256.Size]byte
 }
 
-// Tokens is the set of configured tokens. The zero value and nil have no token: auth is off.
+// Tokens is the set of configured tokens, and the OAuth issuer whose access tokens are accepted beside them
+// (WithOAuth). The zero value and nil have no token and no issuer: auth is off.
 type Tokens struct {
-	list []token
+	list  []token
+	oauth *oauth.Verifier
 }
 
-// Enabled reports whether any token is configured, i.e. whether requests must authenticate.
-func (t *Tokens) Enabled() bool { return t != nil && len(t.list) > 0 }
+// Enabled reports whether any token or an issuer is configured, i.e. whether requests must authenticate.
+func (t *Tokens) Enabled() bool { return t != nil && (len(t.list) > 0 || t.oauth != nil) }
+
+// WithOAuth returns a copy of t that also accepts the access tokens v verifies (t may be nil).
+func (t *Tokens) WithOAuth(v *oauth.Verifier) *Tokens {
+	c := &Tokens{oauth: v}
+	if t != nil {
+		c.list = t.list
+	}
+	return c
+}
+
+// OAuth returns the issuer's verifier (nil when none is configured).
+func (t *Tokens) OAuth() *oauth.Verifier {
+	if t == nil {
+		return nil
+	}
+	return t.oauth
+}
 
 // Count returns how many admin and client tokens are configured.
 func (t *Tokens) Count() (admin, client int) {
@@ -156,11 +204,37 @@ func (t *Tokens) Count() (admin, client int) {
 	return admin, client
 }
 
-// Authenticate returns the identity of a presented token. The presented token is hashed and compared with every
+// Verify returns the identity of a presented token: a configured static token, else an access token of the OAuth
+// issuer, whose subject becomes the name and whose scopes map onto the roles (the admin scope gives admin, the
+// client scope client, neither no scope at all: every route then answers 403). Why an access token was refused
+// stays out of responses (the verifier logs it at debug level).
+func (t *Tokens) Verify(ctx context.Context, presented string) (Identity, bool) {
+	if id, ok := t.Authenticate(presented); ok {
+		return id, true
+	}
+	v := t.OAuth()
+	if v == nil || presented == "" {
+		return Identity{}, false
+	}
+	c, err := v.Verify(ctx, presented)
+	if err != nil {
+		return Identity{}, false
+	}
+	id := Identity{Name: c.Subject, OAuth: true, ClientID: c.ClientID, Email: c.Email, FullName: c.Name}
+	switch {
+	case c.HasScope(v.AdminScope()):
+		id.Scope = ScopeAdmin
+	case c.HasScope(v.ClientScope()):
+		id.Scope = ScopeClient
+	}
+	return id, true
+}
+
+// Authenticate returns the identity of a presented static token. The presented token is hashed and compared with every
 // configured hash with crypto/subtle, without stopping at a match, so the time taken says nothing about which
 // token (or how much of one) matched.
 func (t *Tokens) Authenticate(presented string) (Identity, bool) {
-	if !t.Enabled() || presented == "" {
+	if t == nil || len(t.list) == 0 || presented == "" {
 		return Identity{}, false
 	}
 	h := sha256.Sum256([]byte(presented))
@@ -337,16 +411,17 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// CheckExposure refuses listen addresses beyond loopback while auth is off (READING.md, "Auth").
-func CheckExposure(t *Tokens, addrs map[string]string) error {
-	if t.Enabled() {
+// CheckExposure refuses listen addresses beyond loopback while auth is off (READING.md, "Auth"): authOn says
+// whether a token or an OAuth issuer is configured.
+func CheckExposure(authOn bool, addrs map[string]string) error {
+	if authOn {
 		return nil
 	}
 	var errs []string
 	for name, addr := range addrs {
 		if !IsLoopback(addr) {
 			errs = append(errs, fmt.Sprintf("%s=%q is not a loopback address and no token is configured; "+
-				"set MCP_AGGREGATOR_ADMIN_TOKENS, MCP_AGGREGATOR_CLIENT_TOKENS or MCP_AGGREGATOR_TOKENS_FILE, or listen on 127.0.0.1", name, addr))
+				"set MCP_AGGREGATOR_ADMIN_TOKENS, MCP_AGGREGATOR_CLIENT_TOKENS, MCP_AGGREGATOR_TOKENS_FILE or MCP_AGGREGATOR_OIDC_ISSUER, or listen on 127.0.0.1", name, addr))
 		}
 	}
 	if len(errs) > 0 {

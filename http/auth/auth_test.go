@@ -283,14 +283,14 @@ func TestLoopback(t *testing.T) {
 	off := &Tokens{}
 	on, _ := Parse(adminTok, "", "")
 	addrs := map[string]string{"MCP_AGGREGATOR_LISTEN": "0.0.0.0:8081", "MCP_AGGREGATOR_MCP_LISTEN": "127.0.0.1:8082"}
-	if err := CheckExposure(off, addrs); err == nil || !strings.Contains(err.Error(), "MCP_AGGREGATOR_LISTEN") ||
+	if err := CheckExposure(off.Enabled(), addrs); err == nil || !strings.Contains(err.Error(), "MCP_AGGREGATOR_LISTEN") ||
 		strings.Contains(err.Error(), "MCP_AGGREGATOR_MCP_LISTEN") {
 		t.Fatalf("exposed without token: %v", err)
 	}
-	if err := CheckExposure(on, addrs); err != nil {
+	if err := CheckExposure(on.Enabled(), addrs); err != nil {
 		t.Fatalf("with a token any address: %v", err)
 	}
-	if err := CheckExposure(nil, map[string]string{"A": "127.0.0.1:1", "B": "[::1]:2"}); err != nil {
+	if err := CheckExposure(false, map[string]string{"A": "127.0.0.1:1", "B": "[::1]:2"}); err != nil {
 		t.Fatal(err)
 	}
 }

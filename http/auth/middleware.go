@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/mcpgw/aggregator/http/apierror/errbody"
+	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/internal/errcode"
 )
 
@@ -20,6 +22,10 @@ const identityExtraKey = "io.mcpgw.aggregator/identity"
 // HTTP handler, as an auth.TokenInfo too: the go-sdk copies that into every MCP request's Extra.TokenInfo (read it
 // with FromTokenInfo) and binds the MCP session to the token's name, so another token cannot use the session.
 //
+// With an OAuth issuer configured, GET /.well-known/oauth-protected-resource (and its path forms, such as
+// .../mcp) answers the RFC 9728 metadata without a token, and a 401 or 403 names that document in its
+// WWW-Authenticate challenge.
+//
 // With no token configured, every request passes as Anonymous (its IP), and no TokenInfo is set.
 func Middleware(tokens *Tokens, policy Policy, next http.Handler) http.Handler {
 	withInfo := sdkauth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
@@ -27,12 +33,24 @@ func Middleware(tokens *Tokens, policy Policy, next http.Handler) http.Handler {
 		if !ok {
 			return nil, sdkauth.ErrInvalidToken
 		}
-		return &sdkauth.TokenInfo{UserID: id.Name, Scopes: []string{id.Scope.String()},
+		user := id.Name
+		if id.OAuth {
+			user = id.RateKey() // a static token and a subject of the same name never share a session
+		}
+		return &sdkauth.TokenInfo{UserID: user, Scopes: []string{id.Scope.String()},
 			Extra: map[string]any{identityExtraKey: id}}, nil
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 
+	var metadata http.Handler
+	if v := tokens.OAuth(); v != nil {
+		metadata = v.MetadataHandler()
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip := remoteIP(r)
+		if metadata != nil && oauth.IsMetadataPath(r.URL.Path) {
+			metadata.ServeHTTP(w, r)
+			return
+		}
 		if !tokens.Enabled() {
 			next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), Anonymous(ip))))
 			return
@@ -42,9 +60,9 @@ func Middleware(tokens *Tokens, policy Policy, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		id, status := Check(tokens, r.Header.Get("Authorization"), required)
+		id, status := CheckContext(r.Context(), tokens, r.Header.Get("Authorization"), required)
 		if status != 0 {
-			WriteHTTPError(w, status, required)
+			tokens.WriteHTTPError(w, status, required)
 			return
 		}
 		id.IP = ip
@@ -55,11 +73,16 @@ func Middleware(tokens *Tokens, policy Policy, next http.Handler) http.Handler {
 // Check authenticates an Authorization header against tokens and the required scope: it returns the identity and
 // 0, or 401 (missing or unknown token) or 403 (scope too low). Auth must be enabled.
 func Check(tokens *Tokens, header string, required Scope) (Identity, int) {
+	return CheckContext(context.Background(), tokens, header, required)
+}
+
+// CheckContext is Check for a request's context (an access token may make the issuer's keys be fetched again).
+func CheckContext(ctx context.Context, tokens *Tokens, header string, required Scope) (Identity, int) {
 	tok, ok := BearerToken(header)
 	if !ok {
 		return Identity{}, http.StatusUnauthorized
 	}
-	id, ok := tokens.Authenticate(tok)
+	id, ok := tokens.Verify(ctx, tok)
 	if !ok {
 		return Identity{}, http.StatusUnauthorized
 	}
@@ -69,26 +92,66 @@ func Check(tokens *Tokens, header string, required Scope) (Identity, int) {
 	return id, 0
 }
 
-// Challenge is the WWW-Authenticate value of a 401 or 403.
-func Challenge(status int, required Scope) string {
-	if status == http.StatusForbidden {
-		return `Bearer realm="mcp-aggregator", error="insufficient_scope", scope="` + required.String() + `"`
-	}
-	return `Bearer realm="mcp-aggregator"`
+// Challenge is the WWW-Authenticate value of a 401 or 403 without an OAuth issuer.
+func Challenge(status int, required Scope) string { return (*Tokens)(nil).Challenge(status, required) }
+
+// Detail is the message of a 401 or 403 without an OAuth issuer.
+func Detail(status int, required Scope) (code, detail string) {
+	return (*Tokens)(nil).Detail(status, required)
 }
 
-// Detail is the message of a 401 or 403.
-func Detail(status int, required Scope) (code, detail string) {
+// WriteHTTPError answers 401 or 403 in the error shape {"detail","error_code"} with WWW-Authenticate, without an
+// OAuth issuer.
+func WriteHTTPError(w http.ResponseWriter, status int, required Scope) {
+	(*Tokens)(nil).WriteHTTPError(w, status, required)
+}
+
+// ScopeName is the name a challenge gives a scope: the OAuth scope name (aggregator:admin, aggregator:client by
+// default) with an issuer, else admin or client.
+func (t *Tokens) ScopeName(s Scope) string {
+	if v := t.OAuth(); v != nil {
+		switch s {
+		case ScopeAdmin:
+			return v.AdminScope()
+		case ScopeClient:
+			return v.ClientScope()
+		}
+	}
+	return s.String()
+}
+
+// Challenge is the WWW-Authenticate value of a 401 or 403 (RFC 6750). With an OAuth issuer it carries
+// resource_metadata, the URL of the RFC 9728 document that tells an MCP client where to get a token (the MCP
+// authorization specification); a 403 names the scope needed with error="insufficient_scope".
+func (t *Tokens) Challenge(status int, required Scope) string {
+	var b strings.Builder
+	b.WriteString(`Bearer realm="mcp-aggregator"`)
 	if status == http.StatusForbidden {
+		b.WriteString(`, error="insufficient_scope", scope="` + t.ScopeName(required) + `"`)
+	}
+	if v := t.OAuth(); v != nil {
+		if u := v.MetadataURL(); u != "" {
+			b.WriteString(`, resource_metadata="` + u + `"`)
+		}
+	}
+	return b.String()
+}
+
+// Detail is the message of a 401 or 403. It never says why a token was refused.
+func (t *Tokens) Detail(status int, required Scope) (code, detail string) {
+	if status == http.StatusForbidden {
+		if t.OAuth() != nil {
+			return errcode.Forbidden, "This operation needs a token with the " + required.String() + " scope (" + t.ScopeName(required) + ")"
+		}
 		return errcode.Forbidden, "This operation needs a token with the " + required.String() + " scope"
 	}
 	return errcode.Unauthorized, "A valid bearer token is required (Authorization: Bearer <token>)"
 }
 
 // WriteHTTPError answers 401 or 403 in the error shape {"detail","error_code"} with WWW-Authenticate.
-func WriteHTTPError(w http.ResponseWriter, status int, required Scope) {
-	code, detail := Detail(status, required)
-	w.Header().Set("WWW-Authenticate", Challenge(status, required))
+func (t *Tokens) WriteHTTPError(w http.ResponseWriter, status int, required Scope) {
+	code, detail := t.Detail(status, required)
+	w.Header().Set("WWW-Authenticate", t.Challenge(status, required))
 	errbody.Write(w, status, errbody.Body{Detail: detail, ErrorCode: code}, "")
 }
 

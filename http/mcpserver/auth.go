@@ -70,13 +70,8 @@ func (s *Server) admitCall(ctx context.Context, req *mcp.CallToolRequest) (auth.
 	return id, nil
 }
 
-// actorName is the audit actor of an identity: the token's name, or anonymous.
-func actorName(id auth.Identity) string {
-	if id.Anonymous || id.Name == "" {
-		return auth.AnonymousName
-	}
-	return id.Name
-}
+// actorName is the audit actor of an identity: the token's name, the OAuth subject (with its email), or anonymous.
+func actorName(id auth.Identity) string { return id.Actor() }
 
 // audit records an admin operation made through a meta-tool.
 func (s *Server) audit(ctx context.Context, id auth.Identity, event, serverID, serverName string, details map[string]any) {
