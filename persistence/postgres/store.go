@@ -19,12 +19,15 @@ import (
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
 // Store implements persistence.Store on a pgx pool. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	sqlstore.Curation
+	sqlstore.Features
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -54,7 +57,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	d := s.dialect()
+	s.Curation, s.Features = sqlstore.NewCuration(d), sqlstore.NewFeatures(d)
+	return s, nil
 }
 
 // Ping checks the database answers.

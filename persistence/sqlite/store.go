@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
@@ -40,6 +41,8 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 type Store struct {
 	w *sql.DB // the single write connection
 	r *sql.DB // read-only connections
+	sqlstore.Curation
+	sqlstore.Features
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -77,7 +80,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
-	return &Store{w: w, r: r}, nil
+	s := &Store{w: w, r: r}
+	d := s.dialect()
+	s.Curation, s.Features = sqlstore.NewCuration(d), sqlstore.NewFeatures(d)
+	return s, nil
 }
 
 func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
