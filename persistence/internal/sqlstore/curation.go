@@ -163,10 +163,12 @@ func (c Curation) DeleteToolOverride(ctx context.Context, serverID, originalName
 
 func scanPin(row Row) (persistence.ToolPin, error) {
 	var p persistence.ToolPin
-	if err := row.Scan(&p.ServerID, &p.OriginalName, &p.ApprovedHash, &p.ApprovedDef, NullTime(&p.ApprovedAt),
-		&p.PendingHash, &p.PendingDef, NullTime(&p.PendingSince), &p.RejectedHash); err != nil {
+	var approved, pending []byte // database/sql scans text into a []byte, not into a json.RawMessage
+	if err := row.Scan(&p.ServerID, &p.OriginalName, &p.ApprovedHash, &approved, NullTime(&p.ApprovedAt),
+		&p.PendingHash, &pending, NullTime(&p.PendingSince), &p.RejectedHash); err != nil {
 		return persistence.ToolPin{}, err
 	}
+	p.ApprovedDef, p.PendingDef = approved, pending
 	return p, nil
 }
 
