@@ -10,7 +10,8 @@ import (
 	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 )
 
-// The features written once in persistence/internal/sqlstore (tool curation, prompts and resources), given
+// The features written once in persistence/internal/sqlstore (tool curation, prompts and resources, the audit log
+// and the connection history), given
 // PostgreSQL's SQL. Their writes lock the server row (LockServer's FOR UPDATE); lists order names with
 // COLLATE "C" so that both stores order them byte by byte, whatever the database's locale. A bulk write is one
 // statement over arrays (unnest), whatever the number of rows.
@@ -26,31 +27,33 @@ func (s *Store) dialect() *sqlstore.Dialect {
 		WriteTx: func(ctx context.Context, fn func(sqlstore.Tx) error) error {
 			return s.writeTx(ctx, func(tx pgx.Tx) error { return fn(pgTx{tx}) })
 		},
-		Time: func(t time.Time) any { return t },
-		JSON: textOrNil,
-		Bulk: bulk,
+		Writer:  pgTx{s.pool},
+		NoLimit: nil, // LIMIT NULL
+		Time:    func(t time.Time) any { return t },
+		JSON:    textOrNil,
+		Bulk:    bulk,
 		CheckFence: func(ctx context.Context, tx sqlstore.Tx, uid string, fence *persistence.Lease) error {
-			return checkFence(ctx, tx.(pgTx).Tx, uid, fence)
+			return checkFence(ctx, tx.(pgTx).q.(pgx.Tx), uid, fence)
 		},
 		ScanServer: func(row sqlstore.Row) (persistence.Server, error) { return scanServer(row) },
 		Q:          queries(),
 	}
 }
 
-// pgTx is a pgx transaction as sqlstore uses it.
-type pgTx struct{ pgx.Tx }
+// pgTx is a pgx transaction, or the pool, as sqlstore uses it.
+type pgTx struct{ q querier }
 
 func (t pgTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	tag, err := t.Tx.Exec(ctx, query, args...)
+	tag, err := t.q.Exec(ctx, query, args...)
 	return tag.RowsAffected(), err
 }
 
 func (t pgTx) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	return t.Tx.Query(ctx, query, args...)
+	return t.q.Query(ctx, query, args...)
 }
 
 func (t pgTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return t.Tx.QueryRow(ctx, query, args...)
+	return t.q.QueryRow(ctx, query, args...)
 }
 
 // bulk runs query once with each parameter bound to the array of that column's values over the n rows: the
@@ -164,5 +167,13 @@ func queries() sqlstore.Queries {
 			AS u(server_id, kind, key, position, definition, updated_at)`,
 		ListFeatures: `SELECT server_id::text, kind, key, position, definition::text, updated_at
 		FROM mcp.server_features WHERE ($1::uuid IS NULL OR server_id = $1) ORDER BY server_id, kind, position`,
+
+		InsertAudit: `INSERT INTO mcp.audit_log (event, server_id, server_name, actor, ip_address, details, timestamp)
+			VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
+		CountAudit: `SELECT count(*) FROM mcp.audit_log`,
+		ListAudit: `SELECT id, event, server_id::text, server_name, actor, ip_address, details, timestamp
+			FROM mcp.audit_log ORDER BY timestamp DESC, id DESC LIMIT $1 OFFSET $2`,
+		ListHistory: `SELECT id, server_id::text, event_type, details, timestamp
+			FROM mcp.server_connection_history WHERE server_id = $1 ORDER BY id DESC LIMIT $2`,
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 )
 
-// The features written once in persistence/internal/sqlstore (tool curation, prompts and resources), given
+// The features written once in persistence/internal/sqlstore (tool curation, prompts and resources, the audit log
+// and the connection history), given
 // SQLite's SQL. Every write runs in a write transaction, which holds SQLite's write lock from BEGIN, so a check
 // made in it still holds when it writes; a bulk write is one prepared statement executed once per row.
 
@@ -24,24 +25,26 @@ func (s *Store) dialect() *sqlstore.Dialect {
 		WriteTx: func(ctx context.Context, fn func(sqlstore.Tx) error) error {
 			return s.writeTx(ctx, func(tx *sql.Tx) error { return fn(sqlTx{tx}) })
 		},
-		Time: func(t time.Time) any { return fmtTime(t) },
-		JSON: func(raw []byte) any { return jsonArg(raw) },
+		Writer:  sqlTx{s.w},
+		NoLimit: -1, // SQLite's LIMIT -1
+		Time:    func(t time.Time) any { return fmtTime(t) },
+		JSON:    func(raw []byte) any { return jsonArg(raw) },
 		Bulk: func(ctx context.Context, tx sqlstore.Tx, query string, n int, row func(i int) []any) error {
-			return eachPrepared(ctx, tx.(sqlTx).Tx, query, n, row)
+			return eachPrepared(ctx, tx.(sqlTx).q.(*sql.Tx), query, n, row)
 		},
 		CheckFence: func(ctx context.Context, tx sqlstore.Tx, uid string, fence *persistence.Lease) error {
-			return checkFence(ctx, tx.(sqlTx).Tx, uid, fence)
+			return checkFence(ctx, tx.(sqlTx).q.(*sql.Tx), uid, fence)
 		},
 		ScanServer: func(row sqlstore.Row) (persistence.Server, error) { return scanServer(row) },
 		Q:          queries(),
 	}
 }
 
-// sqlTx is a database/sql transaction as sqlstore uses it.
-type sqlTx struct{ *sql.Tx }
+// sqlTx is a database/sql transaction, or the write connection, as sqlstore uses it.
+type sqlTx struct{ q querier }
 
 func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := t.Tx.ExecContext(ctx, query, args...)
+	res, err := t.q.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -49,7 +52,7 @@ func (t sqlTx) Exec(ctx context.Context, query string, args ...any) (int64, erro
 }
 
 func (t sqlTx) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := t.Tx.QueryContext(ctx, query, args...)
+	rows, err := t.q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +60,7 @@ func (t sqlTx) Query(ctx context.Context, query string, args ...any) (sqlstore.R
 }
 
 func (t sqlTx) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return t.Tx.QueryRowContext(ctx, query, args...)
+	return t.q.QueryRowContext(ctx, query, args...)
 }
 
 // sqlRows is *sql.Rows with the Close sqlstore.Rows has (its error is the one Err reports).
@@ -133,5 +136,13 @@ func queries() sqlstore.Queries {
 			VALUES (?, ?, ?, ?, ?, ?)`,
 		ListFeatures: `SELECT server_id, kind, key, position, definition, updated_at
 			FROM server_features WHERE (?1 IS NULL OR server_id = ?1) ORDER BY server_id, kind, position`,
+
+		InsertAudit: `INSERT INTO audit_log (event, server_id, server_name, actor, ip_address, details, timestamp)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		CountAudit: `SELECT count(*) FROM audit_log`,
+		ListAudit: `SELECT id, event, server_id, server_name, actor, ip_address, details, timestamp
+			FROM audit_log ORDER BY timestamp DESC, id DESC LIMIT ? OFFSET ?`,
+		ListHistory: `SELECT id, server_id, event_type, details, timestamp
+			FROM server_connection_history WHERE server_id = ? ORDER BY id DESC LIMIT ?`,
 	}
 }

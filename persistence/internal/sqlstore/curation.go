@@ -154,9 +154,7 @@ func (c Curation) DeleteToolOverride(ctx context.Context, serverID, originalName
 	if err != nil {
 		return err
 	}
-	return d.WriteTx(ctx, func(tx Tx) error {
-		return execOne(ctx, tx, "tool override", originalName, d.Q.DeleteOverride, uid, originalName)
-	})
+	return execOne(ctx, d.Writer, "tool override", originalName, d.Q.DeleteOverride, uid, originalName)
 }
 
 // ---- definition pins ----
@@ -367,7 +365,5 @@ func (c Curation) PutProfile(ctx context.Context, p persistence.Profile) (out pe
 func (c Curation) DeleteProfile(ctx context.Context, name string) (err error) {
 	d := c.d
 	defer d.wrap(&err, "delete profile %q", name)
-	return d.WriteTx(ctx, func(tx Tx) error {
-		return execOne(ctx, tx, "profile", name, d.Q.DeleteProfile, name)
-	})
+	return execOne(ctx, d.Writer, "profile", name, d.Q.DeleteProfile, name)
 }

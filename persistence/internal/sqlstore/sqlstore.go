@@ -1,5 +1,5 @@
-// Package sqlstore writes once the store features whose logic both SQL stores share (tool curation and the
-// servers' prompts and resources): the order of the reads and writes, the checks, the transactions' shape and
+// Package sqlstore writes once the store features whose logic both SQL stores share (tool curation, the servers'
+// prompts and resources, the audit log and the connection history): the order of the reads and writes, the checks, the transactions' shape and
 // the scanning. Each dialect (persistence/postgres, persistence/sqlite) gives only a Dialect: its SQL, how it binds
 // a time and a JSON document, how it runs a transaction and a bulk write, and how it maps its driver's errors; its
 // Store embeds the feature types built over that Dialect.
@@ -48,6 +48,10 @@ type Dialect struct {
 	// ReadTx runs fn in a read-only transaction (one snapshot); WriteTx in a transaction that commits when fn
 	// succeeds.
 	ReadTx, WriteTx func(ctx context.Context, fn func(Tx) error) error
+	// Writer runs a write that is one statement, outside a transaction.
+	Writer Tx
+	// NoLimit is the LIMIT parameter that means no limit.
+	NoLimit any
 	// Time binds a time; JSON binds a JSON document (nil is NULL).
 	Time func(time.Time) any
 	JSON func([]byte) any
@@ -122,6 +126,15 @@ type Queries struct {
 	// ListFeatures (id or NULL) selects server id, kind, key, position, definition and updated_at ordered by
 	// server, kind and position.
 	ListFeatures string
+
+	// InsertAudit (event, server id or NULL, server name, actor, ip address, details, timestamp).
+	InsertAudit string
+	// CountAudit counts the audit records; ListAudit (limit, offset) selects id, event, server id, server name,
+	// actor, ip address, details and timestamp, newest first (by timestamp, then id).
+	CountAudit, ListAudit string
+	// ListHistory (id, limit) selects the server's history rows (id, server id, event type, details, timestamp),
+	// newest first.
+	ListHistory string
 }
 
 // wrap gives the error a method returns, if any, its context once: the driver's error mapped to the persistence
@@ -169,6 +182,14 @@ func execOne(ctx context.Context, tx Tx, what, id string, query string, args ...
 		return err
 	}
 	return storeutil.OneRow(n, what, id)
+}
+
+// limitArg is the LIMIT parameter: the dialect's NoLimit for limit <= 0.
+func (d *Dialect) limitArg(limit int) any {
+	if limit <= 0 {
+		return d.NoLimit
+	}
+	return limit
 }
 
 // nullIfEmpty binds the empty string as NULL: a filter's "every server".
