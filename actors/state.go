@@ -1,7 +1,3 @@
-// Package actors is the aggregator's actor tree (protoactor-go): a registry that owns the set of registered servers,
-// and one server actor per external MCP server that owns its go-sdk client session, its consecutive-failure counter,
-// its health timer, its calls in flight and its lifecycle state machine. The HTTP front end and the MCP endpoint
-// only ask these actors (request/response with a deadline, through Control); they never touch a session.
 package actors
 
 import (

@@ -8,6 +8,7 @@
 //   - loadgen: the benchmarks' load generator (closed and open loops, REST and MCP callers) and the starters of
 //     the echo backend and daemon processes they measure, shared by cmd/aggregator's benchmarks and
 //     cmd/peer-compare.
+//   - retry: the one exponential backoff with jitter and the one retry loop (Do), over cenkalti/backoff.
 //
 // Code shared only inside one subtree stays in that subtree's internal/ (http/internal, persistence/internal,
 // search/internal).

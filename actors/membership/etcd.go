@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/mcpgw/aggregator/internal/retry"
 )
 
 // Etcd is a cluster.ClusterProvider on etcd: each member keeps a key under Prefix/<cluster>/ bound to a lease that
@@ -227,16 +229,15 @@ func (e *Etcd) keepRegistered(ctx context.Context, dir string, self *record, ttl
 		e.mu.Unlock()
 		e.Logger.Warn("etcd membership: this member's registration lapsed (etcd unreachable or restarted, or this process stalled); registering again")
 		lost := time.Now()
-		for pause := 100 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
-			}
-			var err error
-			if alive, err = e.put(ctx, dir, self, ttl); err == nil {
-				break
-			}
+		// Wait 100 ms, then try; the waits between tries double to 1 s.
+		if retry.Sleep(ctx, 100*time.Millisecond) != nil {
+			return
+		}
+		var err error
+		alive, err = retry.Do(ctx, retry.Backoff{Initial: 200 * time.Millisecond, Max: time.Second, Multiplier: 2}.Schedule(),
+			retry.Options{}, func() (<-chan *clientv3.LeaseKeepAliveResponse, error) { return e.put(ctx, dir, self, ttl) })
+		if err != nil {
+			return // only when ctx ended
 		}
 		e.mu.Lock()
 		id := self.ID

@@ -1,5 +1,15 @@
-// Command aggregator is the MCP server aggregator daemon: `serve` runs it, `migrate` applies the database
-// migrations and exits, `version` prints the version. Configuration comes from the environment (see README).
+// Command aggregator is the MCP server aggregator daemon. Its subcommands:
+//   - serve runs it: the REST API, the MCP endpoint, the actors and the health checks;
+//   - stdio [--profile NAME] runs it with its MCP endpoint on stdin and stdout, for desktop MCP clients that start
+//     their servers as child processes (with --profile, only that profile's tools);
+//   - migrate applies the database migrations and exits;
+//   - rotate-key re-encrypts every stored connection_config under MCP_CREDENTIAL_KEY, reading old rows with
+//     MCP_CREDENTIAL_KEY_PREVIOUS (run it with the daemon stopped);
+//   - import [-dry-run] [-url URL] [-json] FILE registers the servers of an mcpServers file (Claude Desktop,
+//     Cursor) or a VS Code servers file through the running daemon's REST API;
+//   - version prints the version.
+//
+// Configuration comes from the environment: README lists every variable, and envVars in config.go is that table.
 package main
 
 import (

@@ -2,9 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -26,23 +30,25 @@ func (s *Store) Notify(ctx context.Context, payload string) (err error) {
 // Listen implements persistence.Feed on a connection of its own, taken out of the pool for as long as it listens.
 // After a failure it reconnects after a backoff (100 ms doubling to 5 s, reset by a connection that listened).
 func (s *Store) Listen(ctx context.Context, fn func(payload string), connected func()) error {
-	backoff := 100 * time.Millisecond
-	for {
+	reconnect := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2}
+	_, err := retry.Do(ctx, reconnect.Schedule(), retry.Options{}, func() (struct{}, error) {
 		listened := s.listenOnce(ctx, fn, connected)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return struct{}{}, backoff.Permanent(ctx.Err())
 		}
 		if listened {
-			backoff = 100 * time.Millisecond
+			return struct{}{}, retry.Reset(errListenEnded)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		return struct{}{}, errListenEnded
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
+	return err
 }
+
+// errListenEnded is why Listen reconnects: its connection failed or could not be had.
+var errListenEnded = errors.New("feed connection ended")
 
 // listenOnce listens on one connection until it fails or ctx ends; it reports whether it got to listen.
 func (s *Store) listenOnce(ctx context.Context, fn func(string), connected func()) bool {

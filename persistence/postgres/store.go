@@ -19,12 +19,16 @@ import (
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
 // Store implements persistence.Store on a pgx pool. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	sqlstore.Curation
+	sqlstore.Features
+	sqlstore.Log
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -54,7 +58,10 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	d := s.dialect()
+	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	return s, nil
 }
 
 // Ping checks the database answers.
@@ -507,38 +514,6 @@ func serverExists(ctx context.Context, q querier, id, shown string) error {
 	return nil
 }
 
-// ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
-// ErrNotFound.
-func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) (out []persistence.HistoryEvent, err error) {
-	defer wrap(&err, "list history of %q", serverID)
-	uid, err := storeutil.ServerID(serverID)
-	if err != nil {
-		return nil, err
-	}
-	err = s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := serverExists(ctx, tx, uid, serverID); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id, server_id::text, event_type, details, timestamp
-			FROM mcp.server_connection_history WHERE server_id = $1 ORDER BY id DESC LIMIT $2`, uid, limitArg(limit))
-		if err != nil {
-			return err
-		}
-		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.HistoryEvent, error) {
-			var e persistence.HistoryEvent
-			var details []byte
-			err := row.Scan(&e.ID, &e.ServerID, &e.EventType, &details, &e.Timestamp)
-			e.Details, e.Timestamp = details, e.Timestamp.UTC()
-			return e, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // ---- tools ----
 
 const toolColumns = `id, name, original_name, description, input_schema, definition, source_server_id::text,
@@ -738,53 +713,4 @@ func (s *Store) SetToolClassification(ctx context.Context, id int64, c persisten
 	return execOne(ctx, s.pool, "tool", fmt.Sprint(id), `UPDATE mcp.tools SET classification_state = $2,
 			is_classified = $3, skill_ids = $4, primary_skill_id = $5, updated_at = $6 WHERE id = $1`,
 		id, c.State, c.State == persistence.ClassificationClassified, c.SkillIDs, c.PrimarySkillID, storeutil.Now())
-}
-
-// ---- audit ----
-
-// InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
-// the audit outlives the server).
-func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) (err error) {
-	defer wrap(&err, "insert audit %s", r.Event)
-	sid, err := storeutil.AuditServerID(r.ServerID)
-	if err != nil {
-		return err
-	}
-	var details any
-	if r.Details != nil {
-		details = []byte(r.Details)
-	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO mcp.audit_log (event, server_id, server_name, actor, ip_address,
-			details, timestamp) VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)`,
-		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, details, storeutil.NormTime(r.Timestamp))
-	return err
-}
-
-// ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
-func (s *Store) ListAudit(ctx context.Context, limit, offset int) (out []persistence.AuditRecord, total int, err error) {
-	defer wrap(&err, "list audit")
-	err = s.readTx(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM mcp.audit_log`).Scan(&total); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT id, event, server_id::text, server_name, actor, ip_address, details,
-			timestamp FROM mcp.audit_log ORDER BY timestamp DESC, id DESC LIMIT $1 OFFSET $2`,
-			limitArg(limit), offsetArg(offset))
-		if err != nil {
-			return err
-		}
-		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.AuditRecord, error) {
-			var r persistence.AuditRecord
-			var details []byte
-			err := row.Scan(&r.ID, &r.Event, &r.ServerID, &r.ServerName, &r.Actor, &r.IPAddress, &details,
-				&r.Timestamp)
-			r.Details, r.Timestamp = details, r.Timestamp.UTC()
-			return r, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, total, nil
 }

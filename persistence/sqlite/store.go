@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpgw/aggregator/migrations"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
 	"github.com/mcpgw/aggregator/persistence/internal/storeutil"
 )
 
@@ -40,6 +41,9 @@ const timeLayout = "2006-01-02T15:04:05.000000Z"
 type Store struct {
 	w *sql.DB // the single write connection
 	r *sql.DB // read-only connections
+	sqlstore.Curation
+	sqlstore.Features
+	sqlstore.Log
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -77,7 +81,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
-	return &Store{w: w, r: r}, nil
+	s := &Store{w: w, r: r}
+	d := s.dialect()
+	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	return s, nil
 }
 
 func openDB(ctx context.Context, path string, readOnly bool) (*sql.DB, error) {
@@ -626,43 +633,6 @@ func serverExists(ctx context.Context, q querier, id, shown string) error {
 	return nil
 }
 
-// ListHistory returns the server's newest history rows first; limit <= 0 returns them all. An unknown server is
-// ErrNotFound.
-func (s *Store) ListHistory(ctx context.Context, serverID string, limit int) (out []persistence.HistoryEvent, err error) {
-	defer wrap(&err, "list history of %q", serverID)
-	uid, err := storeutil.ServerID(serverID)
-	if err != nil {
-		return nil, err
-	}
-	err = s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := serverExists(ctx, tx, uid, serverID); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, server_id, event_type, details, timestamp
-			FROM server_connection_history WHERE server_id = ? ORDER BY id DESC LIMIT ?`, uid, limitArg(limit))
-		if err != nil {
-			return err
-		}
-		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.HistoryEvent, error) {
-			var e persistence.HistoryEvent
-			var details sql.NullString
-			var ts string
-			if err := row.Scan(&e.ID, &e.ServerID, &e.EventType, &details, &ts); err != nil {
-				return e, err
-			}
-			e.Details = nullJSON(details)
-			var err error
-			e.Timestamp, err = parseTime(ts)
-			return e, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // ---- tools ----
 
 const toolColumns = `id, name, original_name, description, input_schema, definition, source_server_id, is_external,
@@ -877,53 +847,4 @@ func (s *Store) SetToolClassification(ctx context.Context, id int64, c persisten
 			skill_ids = ?, primary_skill_id = ?, updated_at = ? WHERE id = ?`,
 		c.State, c.State == persistence.ClassificationClassified, string(skillsJSON), c.PrimarySkillID,
 		fmtTime(storeutil.Now()), id)
-}
-
-// ---- audit ----
-
-// InsertAudit appends r; a zero Timestamp is storeutil.Now. ServerID, when set, must be a UUID (it is not a foreign key:
-// the audit outlives the server).
-func (s *Store) InsertAudit(ctx context.Context, r persistence.AuditRecord) (err error) {
-	defer wrap(&err, "insert audit %s", r.Event)
-	sid, err := storeutil.AuditServerID(r.ServerID)
-	if err != nil {
-		return err
-	}
-	_, err = s.w.ExecContext(ctx, `INSERT INTO audit_log (event, server_id, server_name, actor, ip_address,
-			details, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.Event, sid, r.ServerName, r.Actor, r.IPAddress, jsonArg(r.Details), fmtTime(storeutil.NormTime(r.Timestamp)))
-	return err
-}
-
-// ListAudit returns one page of audit records, newest first (by timestamp, then id), and the total.
-func (s *Store) ListAudit(ctx context.Context, limit, offset int) (out []persistence.AuditRecord, total int, err error) {
-	defer wrap(&err, "list audit")
-	err = s.readTx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM audit_log`).Scan(&total); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, event, server_id, server_name, actor, ip_address, details,
-			timestamp FROM audit_log ORDER BY timestamp DESC, id DESC LIMIT ? OFFSET ?`,
-			limitArg(limit), offsetArg(offset))
-		if err != nil {
-			return err
-		}
-		out, err = storeutil.Collect(rows, func(row storeutil.Scanner) (persistence.AuditRecord, error) {
-			var r persistence.AuditRecord
-			var sid, name, details sql.NullString
-			var ts string
-			if err := row.Scan(&r.ID, &r.Event, &sid, &name, &r.Actor, &r.IPAddress, &details, &ts); err != nil {
-				return r, err
-			}
-			r.ServerID, r.ServerName, r.Details = nullString(sid), nullString(name), nullJSON(details)
-			var err error
-			r.Timestamp, err = parseTime(ts)
-			return r, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, total, nil
 }

@@ -52,6 +52,10 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"IdempotentCreate", testIdempotentCreate},
 		{"IdempotencyKeyExpiry", testIdempotencyKeyExpiry},
 		{"ConcurrentIdempotentCreate", testConcurrentIdempotentCreate},
+		{"ToolPolicy", testToolPolicy},
+		{"ToolPins", testToolPins},
+		{"ToolOverrides", testToolOverrides},
+		{"Profiles", testProfiles},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

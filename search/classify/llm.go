@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/internal/retryafter"
 )
 
@@ -125,31 +128,33 @@ func (l *LLM) Classify(ctx context.Context, tool Tool) (Result, error) {
 		ResponseFormat: json.RawMessage(`{"type":"json_schema","json_schema":{"name":"skill_classification","strict":true,"schema":` +
 			string(l.schema) + `}}`),
 	})
-	var last error
-	wait := l.cfg.Backoff
-	for attempt := 1; attempt <= l.cfg.MaxAttempts; attempt++ {
-		if attempt > 1 {
+	// The wait doubles from cfg.Backoff; a server's longer Retry-After replaces it, and the doubling goes on from
+	// there.
+	var wait time.Duration
+	r, err := retry.Do(ctx, retry.Backoff{Initial: l.cfg.Backoff, Multiplier: 2}.Schedule(), retry.Options{
+		MaxTries: l.cfg.MaxAttempts,
+		Wait: func(scheduled time.Duration, err error) time.Duration {
+			wait = max(scheduled, 2*wait)
 			var te *errTransient
-			if errors.As(last, &te) && te.retryAfter > wait {
+			if errors.As(err, &te) && te.retryAfter > wait {
 				wait = te.retryAfter
 			}
-			select {
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
-			case <-time.After(wait):
-			}
-			wait *= 2
-		}
+			return wait
+		},
+	}, func() (Result, error) {
 		r, err := l.once(ctx, body)
-		if err == nil {
-			return r, nil
+		if err != nil && ctx.Err() != nil {
+			return Result{}, backoff.Permanent(ctx.Err())
 		}
-		last = err
+		return r, err
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
+		return Result{}, fmt.Errorf("llm classifier: %d attempts failed: %w", l.cfg.MaxAttempts, err)
 	}
-	return Result{}, fmt.Errorf("llm classifier: %d attempts failed: %w", l.cfg.MaxAttempts, last)
+	return r, nil
 }
 
 func (l *LLM) once(ctx context.Context, body []byte) (Result, error) {

@@ -7,13 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
+	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/internal/retryafter"
 )
 
@@ -24,7 +26,7 @@ const (
 	DefaultTimeout    = 30 * time.Second
 )
 
-// Retry pacing: exponential backoff from retryBase with full jitter, capped; a server's Retry-After is honoured up
+// Retry pacing: exponential backoff from retryBase with jitter, capped (retryBackoff); a server's Retry-After is honoured up
 // to maxRetryAfter.
 const (
 	retryBase     = 500 * time.Millisecond
@@ -162,26 +164,25 @@ func (o *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	for attempt := 0; ; attempt++ {
-		vecs, retryAfter, err := o.attempt(ctx, body, len(texts))
-		if err == nil {
-			return vecs, nil
-		}
+	var serverWait time.Duration // the last failure's Retry-After, 0 for none
+	return retry.Do(ctx, retryBackoff().Schedule(), retry.Options{
+		MaxTries: o.cfg.MaxRetries + 1,
+		Sleep:    o.sleep,
+		Wait: func(scheduled time.Duration, _ error) time.Duration {
+			if serverWait > 0 {
+				return min(serverWait, maxRetryAfter)
+			}
+			return scheduled
+		},
+	}, func() ([][]float32, error) {
+		vecs, ra, err := o.attempt(ctx, body, len(texts))
+		serverWait = ra
 		var re *retryableError
-		if !errors.As(err, &re) || attempt >= o.cfg.MaxRetries {
-			return nil, err
+		if err != nil && !errors.As(err, &re) {
+			return nil, backoff.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (after: %w)", ctx.Err(), err)
-		}
-		delay := backoff(attempt)
-		if retryAfter > 0 {
-			delay = min(retryAfter, maxRetryAfter)
-		}
-		if err := o.sleep(ctx, delay); err != nil {
-			return nil, fmt.Errorf("%w (after: %w)", err, re)
-		}
-	}
+		return vecs, err
+	})
 }
 
 // retryableError marks a failure worth another attempt.
@@ -277,11 +278,10 @@ func isTransient(err error) bool {
 	return errors.As(err, &oe)
 }
 
-// backoff is the delay before retry attempt+1: exponential with full jitter, capped.
-func backoff(attempt int) time.Duration {
-	d := retryBase << min(attempt, 10)
-	d = min(d, retryCap)
-	return d/2 + rand.N(d/2+1)
+// retryBackoff is the wait before each retry: exponential from retryBase, capped at retryCap, with the upper half
+// jittered (the n-th wait is in [d/2, d) for d = retryBase*2^(n-1) up to retryCap).
+func retryBackoff() retry.Backoff {
+	return retry.Backoff{Initial: retryBase * 3 / 4, Max: retryCap * 3 / 4, Multiplier: 2, Jitter: 1.0 / 3}
 }
 
 // retryAfter parses a Retry-After header (seconds or an HTTP date); 0 when absent or unparsable. It is not capped

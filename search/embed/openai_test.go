@@ -460,9 +460,12 @@ func TestRetryAfter(t *testing.T) {
 	if d := retryAfter(date); d < 8*time.Second || d > 11*time.Second {
 		t.Errorf("HTTP date -> %v", d)
 	}
+	s := retryBackoff().Schedule()
 	for attempt := range 20 {
-		if d := backoff(attempt); d <= 0 || d > retryCap {
-			t.Errorf("backoff(%d) = %v", attempt, d)
+		d := s.NextBackOff()
+		want := min(retryBase<<min(attempt, 10), retryCap) // the wait's upper bound; its lower is half of it
+		if d < want/2 || d > want {
+			t.Errorf("wait %d = %v, want [%v, %v]", attempt+1, d, want/2, want)
 		}
 	}
 }

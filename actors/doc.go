@@ -1,0 +1,30 @@
+// Package actors is the aggregator's actor tree (protoactor-go): one actor per external MCP server, owning its
+// session, and the node-wide actors around them, each the one writer of what it holds. The front ends (REST, /mcp,
+// the per-server proxy, the console) only ask these actors, with a deadline, through Control (which System
+// implements); they never touch a session.
+//
+// The actor kinds:
+//   - server (server*.go): one per external server, activated where the lookup places it. It owns the go-sdk
+//     client session, the lifecycle state machine (state.go), the consecutive-failure counter, the health timer,
+//     the reconnect schedule and the calls in flight; its store writes run in order off its mailbox
+//     (storewriter.go), and in a cluster its lease fences them (server_lease.go).
+//   - placement (placement.go): hosts this node's server actors, activates those the lookup (lookup.go) places
+//     here, supervises them with the daemon's restart backoff and stops them with the node.
+//   - registry (registry.go): carries out the admin's registrations, updates and deletes: writes the store,
+//     publishes what changed, has the server activated where it is placed.
+//   - router (router*.go): the single writer of the routing table (package routing), published as an immutable
+//     snapshot that the call path reads without locks.
+//   - discovery (discovery*.go): lists a connected server's tools, prompts and resources, stores them, keeps
+//     their definition pins and publishes what changed.
+//   - indexer (indexer.go, search.go): keeps the search engine equal to the stored tools.
+//   - classifier (classifier.go): classifies tools into skills in the background.
+//   - proxy (proxy*.go): one per upstream session of the per-server proxy (/mcp/servers/{name}).
+//
+// Around them: call.go is the call path (a caller asks the server actor the route names, with no other actor in
+// between); system.go starts and stops the tree (System); ownership.go, feed.go, reconcile.go, handover.go and
+// cluster.go keep the processes that share one store in agreement (leases, events, reconciliation, hand-over,
+// the cluster's identity lookup). The sub-packages import nothing of actors: backend (opens one guarded client
+// session to a backend), routing (the route table and its vocabulary), curation (the curation rules), membership
+// (the etcd cluster membership), msglimit, notifyorder and floodguard (what a backend's messages may cost and in
+// what order they arrive), requestid (the request id in a context).
+package actors
