@@ -95,6 +95,8 @@ func (s *System) prepareCluster() error {
 		cc.Advertise = cc.Host
 	}
 	s.members = newMemberView(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
+	s.links = newLinks()
+	s.links.follow(s.sys.EventStream)
 	s.deps.members = s.members
 	// While the store is unreachable, the others can take this node's servers over only once they saw it leave the
 	// membership: it gives its sessions up then (or when etcd may have dropped it), not merely because its leases
@@ -113,7 +115,8 @@ func (s *System) prepareCluster() error {
 // so that a lease names the member that holds it.
 func (s *System) joinCluster() error {
 	cc := s.deps.Cluster
-	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))))
+	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))),
+		remote.WithServerOptions(s.links.serverOption()))
 	cfg := cluster.Configure(cc.Name, cc.Provider, &clusterLookup{s: s}, rc,
 		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
 		cluster.WithRequestTimeout(s.deps.Config.AskTimeout),

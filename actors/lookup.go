@@ -188,9 +188,10 @@ func (s *System) activateLocal(ctx context.Context, id, dead string) (*actor.PID
 	return s.askPlacement(ctx, s.placement, id, dead)
 }
 
-// askPlacement asks a node's placement actor to host a server.
+// askPlacement asks a node's placement actor to host a server; asking another node gives up when it leaves or a
+// connection with it breaks (errDeparted, errLinkBroken: the request or its answer may be lost).
 func (s *System) askPlacement(ctx context.Context, placement *actor.PID, id, dead string) (*actor.PID, error) {
-	res, err := s.askActor(ctx, placement, &pb.Activate{ServerId: id, DeadOwner: dead}, 0)
+	res, err := s.askWatching(ctx, placement, &pb.Activate{ServerId: id, DeadOwner: dead}, 0, s.watchRemote(placement))
 	if err != nil {
 		return nil, err
 	}
@@ -249,11 +250,15 @@ func (s *System) locate(ctx context.Context, id string) (*actor.PID, error) {
 		case errors.Is(err, errLeaving):
 			s.members.markLeaving(s.members.idAt(target))
 			last = err
+		case errors.Is(err, ErrAskTimeout):
+			// The chosen node did not answer within the ask deadline: asking it again would only wait as long again.
+			return nil, s.unplaceable(id, "the cluster node chosen to serve it did not answer in time")
 		default:
 			last = err
 		}
 	}
-	if errors.Is(last, errNoMember) || errors.Is(last, errLeaving) || errors.Is(last, errNotMember) {
+	if errors.Is(last, errNoMember) || errors.Is(last, errLeaving) || errors.Is(last, errNotMember) ||
+		errors.Is(last, errDeparted) || errors.Is(last, errLinkBroken) {
 		return nil, s.unplaceable(id, last.Error())
 	}
 	return nil, fmt.Errorf("locate server %s: %w", id, last)

@@ -55,6 +55,8 @@ type System struct {
 	// nil on a single node; cluster.go).
 	cluster *cluster.Cluster
 	members *memberView
+	// links follows the remoting connections with the other nodes (links.go; nil on a single node).
+	links *links
 	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery, the router and the indexer.
 	pinHashes *routing.PinHashes
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
