@@ -46,11 +46,17 @@ type (
 	}
 )
 
-func newPlacementProps(d *Deps, hosted *sync.Map) *actor.Props {
+// newPlacementProps: the placement supervises its server actors with our strategy, and guardian (a guardian with
+// the same strategy: the placement is spawned from the root) supervises the placement itself, so that a crash of
+// the parent of every server actor is restarted after our backoff, without limit, instead of protoactor's default
+// (10 restarts in 10 s, then stopped for good: no server could be activated on this node any more). A restart
+// stops its server actors first (protoactor restarts a parent with its children); they tell it they are gone, so
+// hosted forgets them, and the next call or reconciliation activates them again.
+func newPlacementProps(d *Deps, hosted *sync.Map, guardian actor.PropsOption) *actor.Props {
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &placementActor{deps: d, hosted: hosted, children: map[string]*actor.PID{}, ids: map[string]string{}}
-	}, actor.WithSupervisor(strategy))
+	}, actor.WithSupervisor(strategy), guardian)
 }
 
 // Receive implements actor.Actor.
@@ -74,6 +80,8 @@ func (p *placementActor) Receive(ctx actor.Context) {
 		for _, pid := range p.children {
 			ctx.Send(pid, m)
 		}
+	case *panicForTest:
+		panic("placement: crash for a test")
 	}
 }
 

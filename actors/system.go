@@ -228,7 +228,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
 	s.startFeed(fctx)
-	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted), placementName)
+	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted, s.guardian), placementName)
 	if err != nil {
 		return fail(fmt.Errorf("spawn placement: %w", err))
 	}
