@@ -83,7 +83,7 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 	return deadline
 }
 
-// askServer asks a server's actor wherever it lives (lookup.go): an actor that is gone (a dead letter) or that says
+// askServer asks a server's actor wherever it lives (lookup.go, placement.Lookup): an actor that is gone (a dead letter) or that says
 // the server moved is looked up again and asked again (it ran nothing), a few times within the deadline; a server
 // that does not exist is persistence.ErrNotFound. The actor answers within the deadline itself, so the ask waits a
 // little longer to hear its REQUEST_TIMEOUT. When ctx ends first (the caller left), a CallTool is cancelled at the
@@ -186,7 +186,7 @@ var (
 	// errDeparted: the node that hosts the server left the cluster while the request was in flight.
 	errDeparted = errors.New("the cluster node serving the server left while the request was in flight")
 	// errLinkBroken: a connection with the node that hosts the server broke while the request was in flight (the
-	// request, or its answer, may have been lost with it: links.go).
+	// request, or its answer, may have been lost with it: placement.Links).
 	errLinkBroken = errors.New("the connection with the cluster node serving the server broke while the request was in flight")
 )
 
@@ -201,7 +201,7 @@ func (s *System) watchRemote(pid *actor.PID) remoteWatch {
 	if s.members == nil || pid.Address == s.sys.Address() {
 		return remoteWatch{}
 	}
-	return remoteWatch{departed: s.members.departure(pid.Address), broken: s.links.watch(pid.Address)}
+	return remoteWatch{departed: s.members.Departure(pid.Address), broken: s.links.Watch(pid.Address)}
 }
 
 // askWatching is askActor that also gives up when the node of pid leaves or a connection with it breaks
@@ -277,14 +277,14 @@ func (s *System) tellActive(id string, msg any) {
 
 // activePID is the actor of a server that a cluster member serves now (its lease is live), if any.
 func (s *System) activePID(ctx context.Context, id string) (*actor.PID, bool) {
-	if pid, ok := s.cluster.PidCache.Get(id, ServerKind); ok {
+	if pid, ok := s.lookup.Cached(id); ok {
 		return pid, true
 	}
 	l, now, err := s.deps.Store.GetLease(ctx, id)
 	if err != nil || !l.ExpiresAt.After(now) {
 		return nil, false
 	}
-	if _, member := s.members.addr(l.Owner); !member {
+	if _, member := s.members.Addr(l.Owner); !member {
 		return nil, false
 	}
 	pid, err := s.locate(ctx, id)

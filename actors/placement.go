@@ -6,16 +6,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/placement"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/supervision"
 )
 
-// placementName is the fixed name of every node's placement actor: another node addresses it from the member's
-// address alone.
-const placementName = "placement"
-
-// placementActor hosts this node's server actors. Where a server lives is decided by the lookup (lookup.go): on one
-// node that is always here; in a cluster, with the server's lease. The placement only activates what it is asked
+// placementActor hosts this node's server actors. Where a server lives is decided by the lookup (placement.Lookup):
+// on one node that is always here; in a cluster, with the server's lease. The placement only activates what it is asked
 // to (idempotently: a server already here answers with its actor), supervises the actors with the daemon's backoff
 // strategy (a protoactor grain spawned by the library would lose it), and stops them with the node. A node that is
 // handing its servers over (leaving) activates nothing new, so that lookups pick another node.
@@ -101,8 +98,8 @@ func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activat
 		return &pb.Activated{Leaving: true}
 	}
 	if p.deps.members != nil {
-		if _, joined := p.deps.members.status(); !joined {
-			return &pb.Activated{Error: errNotMember.Error()} // out of the membership: it hosts nothing new
+		if _, joined := p.deps.members.Status(); !joined {
+			return &pb.Activated{Error: placement.ErrNotMember.Error()} // out of the membership: it hosts nothing new
 		}
 	}
 	p.seq++

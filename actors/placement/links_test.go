@@ -1,8 +1,7 @@
-package actors
+package placement
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -28,15 +27,15 @@ func TestAskGivesUpWhenALinkBreaks(t *testing.T) {
 	// process).
 	pid := startOwnerProcess(t)
 	sys := quietActorSystem()
-	l := newLinks()
-	l.follow(sys.EventStream)
-	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, remote.WithServerOptions(l.serverOption())))
+	l := NewLinks()
+	l.Follow(sys.EventStream)
+	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, remote.WithServerOptions(l.ServerOption())))
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)
 		sys.Shutdown()
 	})
-	s := &System{sys: sys, deps: &Deps{}, links: l, members: newMemberView("asker", sys.Address())}
+	ask := func(msg any, timeout time.Duration) error { return askWatching(sys, l, pid, msg, timeout) }
 	for _, tc := range []struct {
 		name string
 		// breakLink terminates one endpoint: the owner's to the asker (which carries the answers), or the asker's to
@@ -54,7 +53,7 @@ func TestAskGivesUpWhenALinkBreaks(t *testing.T) {
 			// A first request opens both connections (its answer comes back on the owner's own); after a broken
 			// one, protoactor opens a new one.
 			for start := time.Now(); ; {
-				_, err := s.askWatching(context.Background(), pid, &pb.Activate{ServerId: "ping"}, time.Second, s.watchRemote(pid))
+				err := ask(&pb.Activate{ServerId: "ping"}, time.Second)
 				if err == nil {
 					break
 				}
@@ -64,7 +63,7 @@ func TestAskGivesUpWhenALinkBreaks(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() {
-				_, err := s.askWatching(context.Background(), pid, &pb.Activate{ServerId: "lost"}, time.Minute, s.watchRemote(pid))
+				err := ask(&pb.Activate{ServerId: "lost"}, time.Minute)
 				done <- err
 			}()
 			time.Sleep(200 * time.Millisecond) // the request reaches the owner, which keeps it
@@ -72,14 +71,33 @@ func TestAskGivesUpWhenALinkBreaks(t *testing.T) {
 			tc.breakLink(sys, pid)
 			select {
 			case err := <-done:
-				if !errors.Is(err, errLinkBroken) {
-					t.Fatalf("the request ended with %v; want errLinkBroken", err)
+				if !errors.Is(err, errBroken) {
+					t.Fatalf("the request ended with %v; want the link's break", err)
 				}
 				t.Logf("the request gave up %v after the link broke", time.Since(broken).Round(time.Millisecond))
 			case <-time.After(10 * time.Second):
 				t.Fatal("the request still waits 10 s after a connection with the owner broke")
 			}
 		})
+	}
+}
+
+// errBroken: askWatching gave up because a connection with the owner broke.
+var errBroken = errors.New("a connection with the owner broke")
+
+// askWatching asks pid as the actors do for another node: the ask gives up when a connection with its node breaks.
+func askWatching(sys *actor.ActorSystem, l *Links, pid *actor.PID, msg any, timeout time.Duration) error {
+	broken := l.Watch(pid.Address)
+	done := make(chan error, 1)
+	go func() {
+		_, err := sys.Root.RequestFuture(pid, msg, timeout).Result()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-broken:
+		return errBroken
 	}
 }
 

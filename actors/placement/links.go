@@ -1,4 +1,4 @@
-package actors
+package placement
 
 import (
 	"sync"
@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// links follows the remoting connections between this node and the others, so that a request in flight to another
+// Links follows the remoting connections between this node and the others, so that a request in flight to another
 // node gives up when a connection it depends on breaks, instead of waiting for its whole timeout (a tool call's is
 // the request timeout, a minute by default).
 //
@@ -21,19 +21,20 @@ import (
 // through the owner's writer to this node, so both directions are watched: this node's endpoints (protoactor's
 // EndpointTerminatedEvent) and the connections the others opened to this node's remoting server (their end is
 // seen by a gRPC stream interceptor, which reads the peer's address from the connect request that opens them).
-type links struct {
+type Links struct {
 	mu sync.Mutex
 	// broken maps a node's remoting address to a channel closed when a connection with it breaks; a watcher that
 	// comes later gets a new one.
 	broken map[string]chan struct{}
 }
 
-func newLinks() *links {
-	return &links{broken: map[string]chan struct{}{}}
+// NewLinks is a node's links, none broken yet.
+func NewLinks() *Links {
+	return &Links{broken: map[string]chan struct{}{}}
 }
 
-// watch returns a channel closed when a connection with the node at addr breaks from now on, in either direction.
-func (l *links) watch(addr string) <-chan struct{} {
+// Watch returns a channel closed when a connection with the node at addr breaks from now on, in either direction.
+func (l *Links) Watch(addr string) <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ch, ok := l.broken[addr]
@@ -44,8 +45,8 @@ func (l *links) watch(addr string) <-chan struct{} {
 	return ch
 }
 
-// down records that a connection with the node at addr broke: the requests watching it give up.
-func (l *links) down(addr string) {
+// Down records that a connection with the node at addr broke: the requests watching it give up.
+func (l *Links) Down(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ch, ok := l.broken[addr]; ok {
@@ -54,23 +55,23 @@ func (l *links) down(addr string) {
 	}
 }
 
-// follow watches this node's endpoints to the others (their writers) on the actor system's event stream.
-func (l *links) follow(es *eventstream.EventStream) *eventstream.Subscription {
+// Follow watches this node's endpoints to the others (their writers) on the actor system's event stream.
+func (l *Links) Follow(es *eventstream.EventStream) *eventstream.Subscription {
 	return es.Subscribe(func(evt any) {
 		if t, ok := evt.(*remote.EndpointTerminatedEvent); ok {
-			l.down(t.Address)
+			l.Down(t.Address)
 		}
 	})
 }
 
-// serverOption is the gRPC option of this node's remoting server that reports the end of each connection another
+// ServerOption is the gRPC option of this node's remoting server that reports the end of each connection another
 // node opened to it (its endpoint writer to this node, which carries the answers to this node's requests).
-func (l *links) serverOption() grpc.ServerOption {
+func (l *Links) ServerOption() grpc.ServerOption {
 	return grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		in := &inboundStream{ServerStream: ss}
 		err := handler(srv, in)
 		if in.peer != "" {
-			l.down(in.peer)
+			l.Down(in.peer)
 		}
 		return err
 	})
