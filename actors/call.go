@@ -83,7 +83,7 @@ func (s *System) callDeadline(ctx context.Context) time.Time {
 	return deadline
 }
 
-// askServer asks a server's actor wherever it lives (lookup.go): an actor that is gone (a dead letter) or that says
+// askServer asks a server's actor wherever it lives (lookup.go, placement.Lookup): an actor that is gone (a dead letter) or that says
 // the server moved is looked up again and asked again (it ran nothing), a few times within the deadline; a server
 // that does not exist is persistence.ErrNotFound. The actor answers within the deadline itself, so the ask waits a
 // little longer to hear its REQUEST_TIMEOUT. When ctx ends first (the caller left), a CallTool is cancelled at the
@@ -166,31 +166,48 @@ func moved(res any) bool {
 // askServerOnce asks one server actor once.
 func (s *System) askServerOnce(ctx context.Context, id string, pid *actor.PID, msg any, deadline time.Time) (any, error) {
 	timeout := time.Until(deadline) + time.Second
-	var departed <-chan struct{}
-	if s.members != nil && pid.Address != s.sys.Address() {
-		departed = s.members.departure(pid.Address)
-	}
+	w := s.watchRemote(pid)
 	call, isCall := msg.(*pb.CallTool)
 	if isCall && ctx.Done() != nil {
 		// The caller left: cancel the backend call; the actor then answers at once with the call's end.
 		stop := context.AfterFunc(ctx, func() { s.sys.Root.Send(pid, &pb.CancelCall{CallId: call.CallId}) })
 		defer stop()
-		res, err := s.askWatching(context.WithoutCancel(ctx), pid, msg, timeout, departed)
+		res, err := s.askWatching(context.WithoutCancel(ctx), pid, msg, timeout, w)
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("call cancelled by its caller: %w", ctx.Err())
 		}
 		return s.departedReply(id, msg, res, err)
 	}
-	res, err := s.askWatching(ctx, pid, msg, timeout, departed)
+	res, err := s.askWatching(ctx, pid, msg, timeout, w)
 	return s.departedReply(id, msg, res, err)
 }
 
-// errDeparted: the node that hosts the server left the cluster while the request was in flight.
-var errDeparted = errors.New("the cluster node serving the server left while the request was in flight")
+var (
+	// errDeparted: the node that hosts the server left the cluster while the request was in flight.
+	errDeparted = errors.New("the cluster node serving the server left while the request was in flight")
+	// errLinkBroken: a connection with the node that hosts the server broke while the request was in flight (the
+	// request, or its answer, may have been lost with it: placement.Links).
+	errLinkBroken = errors.New("the connection with the cluster node serving the server broke while the request was in flight")
+)
 
-// askWatching is askActor that also gives up when departed is closed (nil: never).
-func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration, departed <-chan struct{}) (any, error) {
-	if departed == nil {
+// remoteWatch is what a request to another node gives up on: that node leaving the membership (departed), or a
+// connection with it breaking (broken). Both nil: the actor is on this node (or there is no cluster).
+type remoteWatch struct {
+	departed, broken <-chan struct{}
+}
+
+// watchRemote starts watching the node of pid for a request about to be sent to it.
+func (s *System) watchRemote(pid *actor.PID) remoteWatch {
+	if s.members == nil || pid.Address == s.sys.Address() {
+		return remoteWatch{}
+	}
+	return remoteWatch{departed: s.members.Departure(pid.Address), broken: s.links.Watch(pid.Address)}
+}
+
+// askWatching is askActor that also gives up when the node of pid leaves or a connection with it breaks
+// (errDeparted, errLinkBroken).
+func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration, w remoteWatch) (any, error) {
+	if w.departed == nil && w.broken == nil {
 		return s.askActor(ctx, pid, msg, timeout)
 	}
 	type result struct {
@@ -205,24 +222,31 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 	select {
 	case r := <-done:
 		return r.res, r.err
-	case <-departed:
+	case <-w.departed:
 		return nil, errDeparted
+	case <-w.broken:
+		return nil, errLinkBroken
 	}
 }
 
-// departedReply turns errDeparted into the answer the caller expects: a call's SERVER_UNAVAILABLE saying the call
-// may not have completed (it may have run on the node that left), or an UnavailableError.
+// departedReply turns errDeparted and errLinkBroken into the answer the caller expects: a call's
+// SERVER_UNAVAILABLE saying the call may not have completed (it may have run on the other node), or an
+// UnavailableError (retry shortly, when the connection broke).
 func (s *System) departedReply(id string, msg any, res any, err error) (any, error) {
-	if !errors.Is(err, errDeparted) {
+	if !errors.Is(err, errDeparted) && !errors.Is(err, errLinkBroken) {
 		return res, err
 	}
 	srv, _ := s.Routes().Server(id)
-	detail := fmt.Sprintf("Server unavailable: %s: %s", srv.Name, errDeparted.Error())
+	detail := fmt.Sprintf("Server unavailable: %s: %s", srv.Name, err.Error())
 	if c, ok := msg.(*pb.CallTool); ok {
 		return &pb.CallToolReply{Error: &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: srv.Name, ServerStatus: srv.Status,
 			Message: detail + "; the call " + c.Tool + " may or may not have run, and will not be retried"}}, nil
 	}
-	return nil, &routing.UnavailableError{Server: srv, Detail: detail}
+	ue := &routing.UnavailableError{Server: srv, Detail: detail}
+	if errors.Is(err, errLinkBroken) {
+		ue.RetryAfter = time.Second
+	}
+	return nil, ue
 }
 
 // activateSoon has a server activated where the lookup places it (after a registration with auto_connect); a
@@ -253,14 +277,14 @@ func (s *System) tellActive(id string, msg any) {
 
 // activePID is the actor of a server that a cluster member serves now (its lease is live), if any.
 func (s *System) activePID(ctx context.Context, id string) (*actor.PID, bool) {
-	if pid, ok := s.cluster.PidCache.Get(id, ServerKind); ok {
+	if pid, ok := s.lookup.Cached(id); ok {
 		return pid, true
 	}
 	l, now, err := s.deps.Store.GetLease(ctx, id)
 	if err != nil || !l.ExpiresAt.After(now) {
 		return nil, false
 	}
-	if _, member := s.members.addr(l.Owner); !member {
+	if _, member := s.members.Addr(l.Owner); !member {
 		return nil, false
 	}
 	pid, err := s.locate(ctx, id)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,11 +12,13 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+
+	"github.com/mcpgw/aggregator/actors/placement"
 )
 
 // ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port). Nodes
 // share one PostgreSQL store; membership comes from protoactor's providers (etcd, or automanaged: a static list of
-// nodes probing each other); server actors live where their lease is (lookup.go) and any node serves any request
+// nodes probing each other); server actors live where their lease is (placement.Lookup) and any node serves any request
 // by messaging them there over protoactor's remoting (gRPC on Host:Port).
 type ClusterConfig struct {
 	// Name is the cluster's name: nodes join the cluster of that name (MCP_AGGREGATOR_CLUSTER_NAME).
@@ -30,42 +31,6 @@ type ClusterConfig struct {
 	// Advertise is the host other nodes dial this one at (empty: Host).
 	Advertise string
 }
-
-// clusterLookup is the cluster's identity lookup (cluster.IdentityLookup): a server's identity is its id, and where
-// it lives follows its lease in the store (System.locate), not a hash ring (protoactor's disthash lookup, which
-// also races on topology changes in the version we build with).
-type clusterLookup struct{ s *System }
-
-// Get implements cluster.IdentityLookup.
-func (l *clusterLookup) Get(ci *cluster.ClusterIdentity) *actor.PID {
-	if ci.Kind != ServerKind {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*l.s.deps.Config.AskTimeout)
-	defer cancel()
-	pid, err := l.s.locate(ctx, ci.Identity)
-	if err != nil {
-		return nil
-	}
-	return pid
-}
-
-// RemovePid implements cluster.IdentityLookup: the cached PID of a server actor that is gone is forgotten.
-func (l *clusterLookup) RemovePid(ci *cluster.ClusterIdentity, pid *actor.PID) {
-	l.s.cluster.PidCache.RemoveByValue(ci.Identity, ci.Kind, pid)
-}
-
-// Setup implements cluster.IdentityLookup: it follows the membership.
-func (l *clusterLookup) Setup(c *cluster.Cluster, _ []string, _ bool) {
-	c.ActorSystem.EventStream.Subscribe(func(evt any) {
-		if t, ok := evt.(*cluster.ClusterTopology); ok {
-			l.s.onTopology(t)
-		}
-	})
-}
-
-// Shutdown implements cluster.IdentityLookup.
-func (l *clusterLookup) Shutdown() {}
 
 // startMember starts the cluster member; protoactor panics when the membership provider cannot start (an etcd
 // that does not answer): that is an error of the daemon's start, not a crash.
@@ -94,18 +59,20 @@ func (s *System) prepareCluster() error {
 	if cc.Advertise == "" {
 		cc.Advertise = cc.Host
 	}
-	s.members = newMemberView(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
+	s.members = placement.NewMembers(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
+	s.links = placement.NewLinks()
+	s.links.Follow(s.sys.EventStream)
 	s.deps.members = s.members
 	// While the store is unreachable, the others can take this node's servers over only once they saw it leave the
 	// membership: it gives its sessions up then (or when etcd may have dropped it), not merely because its leases
-	// lapsed (ownership.go).
+	// lapsed (placement.Leases).
 	registered, _ := cc.Provider.(interface{ Registered() bool })
-	s.deps.owners.takeoverRisk = func() bool {
-		if _, joined := s.members.status(); !joined {
+	s.deps.owners.SetTakeoverRisk(func() bool {
+		if _, joined := s.members.Status(); !joined {
 			return true
 		}
 		return registered != nil && !registered.Registered()
-	}
+	})
 	return nil
 }
 
@@ -113,9 +80,12 @@ func (s *System) prepareCluster() error {
 // so that a lease names the member that holds it.
 func (s *System) joinCluster() error {
 	cc := s.deps.Cluster
-	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))))
-	cfg := cluster.Configure(cc.Name, cc.Provider, &clusterLookup{s: s}, rc,
-		cluster.WithKinds(cluster.NewKind(ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
+	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))),
+		remote.WithServerOptions(s.links.ServerOption()))
+	s.lookup = &placement.Lookup{Leases: s.deps.Store, Members: s.members, Activate: s.askPlacement, Unplaceable: s.unplaceable,
+		OnTopology: s.onTopology, GetTimeout: 2 * s.deps.Config.AskTimeout}
+	cfg := cluster.Configure(cc.Name, cc.Provider, s.lookup, rc,
+		cluster.WithKinds(cluster.NewKind(placement.ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
 		cluster.WithRequestTimeout(s.deps.Config.AskTimeout),
 		// protoactor's gossip blocks for good the actor system of a member whose gossip heartbeat it has not heard
 		// for this long (20 s by default), refusing its connections: a node frozen that long (SIGSTOP, a GC pause)
@@ -126,7 +96,7 @@ func (s *System) joinCluster() error {
 		return err
 	}
 	s.deps.Logger.Info("joined the cluster", "cluster", cc.Name, "node", s.deps.NodeID, "address", s.sys.Address(),
-		"members", s.members.count())
+		"members", s.members.Count())
 	return nil
 }
 
@@ -136,14 +106,14 @@ func (s *System) joinCluster() error {
 func (s *System) onTopology(t *cluster.ClusterTopology) {
 	members := make(map[string]string, len(t.Members))
 	for _, m := range t.Members {
-		members[memberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
+		members[placement.MemberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
 	}
-	_, wasMember := s.members.status()
-	joined, gone := s.members.update(members)
+	_, wasMember := s.members.Status()
+	joined, gone := s.members.Update(members)
 	if len(joined) > 0 || len(gone) > 0 {
 		s.deps.Logger.Info("cluster membership changed", "members", len(members), "joined", joined, "left", gone)
 	}
-	if _, member := s.members.status(); wasMember && !member {
+	if _, member := s.members.Status(); wasMember && !member {
 		// The others saw this node leave and take its servers over at once: two sessions of a server must never
 		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
 		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
@@ -165,15 +135,6 @@ func (s *System) giveUpHosted(reason string) {
 		s.sys.Root.Send(pid.(*actor.PID), &pb.Deactivate{Reason: reason})
 		return true
 	})
-}
-
-// memberNode is the node id of a member id: the etcd provider names members <incarnation>@<actor system id>
-// (membership.Etcd), the automanaged one by the actor system id, which is the node id (Start sets it).
-func memberNode(id string) string {
-	if i := strings.LastIndexByte(id, '@'); i >= 0 {
-		return id[i+1:]
-	}
-	return id
 }
 
 // leaveCluster leaves the membership (nothing on a single node): the provider deregisters the node, so the others
@@ -210,7 +171,7 @@ func (s *System) ClusterStatus() (node string, members int, joined, ok bool) {
 	if s.members == nil {
 		return "", 0, false, false
 	}
-	members, joined = s.members.status()
+	members, joined = s.members.Status()
 	return s.deps.NodeID, members, joined, true
 }
 
@@ -229,8 +190,8 @@ func (s *System) OwnerURL(ctx context.Context, serverID string) (url string, ok 
 	if pid.Address == s.sys.Address() {
 		return "", false, nil
 	}
-	node := s.members.idAt(pid.Address)
-	nodes, err := s.deps.Store.ListNodes(ctx, 3*s.deps.owners.ttl)
+	node := s.members.IDAt(pid.Address)
+	nodes, err := s.deps.Store.ListNodes(ctx, 3*s.deps.owners.TTL())
 	if err != nil {
 		return "", false, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
+	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -59,7 +60,7 @@ type Config struct {
 	// ListenAddrs are the daemon's own listen addresses (host:port): a backend there would be the daemon itself.
 	ListenAddrs []string
 	// LeaseTTL is how long a server's lease lasts without renewal (MCP_AGGREGATOR_LEASE_TTL, 10 s): the longest a
-	// server stays unserved after the process that owned it died without releasing it (see ownership.go).
+	// server stays unserved after the process that owned it died without releasing it (see placement.Leases).
 	LeaseTTL time.Duration
 	// Notification floods (floodguard): the log messages, and the progress notifications, of one server relayed to
 	// its callers per second (MCP_AGGREGATOR_NOTIFY_RATE, 100; beyond it they are dropped and counted; 0 no bound),
@@ -86,7 +87,7 @@ func DefaultConfig() Config {
 		MaxToolsPerServer: 5000,
 		MaxCallsPerServer: 64,
 		StableAfter:       30 * time.Second,
-		LeaseTTL:          DefaultLeaseTTL,
+		LeaseTTL:          placement.DefaultLeaseTTL,
 
 		ClassifyConcurrency:   5,
 		ClassifyRetryInterval: 30 * time.Second,
@@ -141,14 +142,14 @@ type Deps struct {
 	// heartbeat so that another process on the store (`aggregator stdio`) can serve through it. Empty: none.
 	NodeAddress string
 	// owners is this process's leases (set by withDefaults).
-	owners *ownership
+	owners ownership
 	// Cluster makes this process a node of a cluster (nil: a single node).
 	Cluster *ClusterConfig
 	// MembersChanged is told how many members the cluster has after every change of its membership (nil:
 	// nobody), e.g. to share a cluster-wide rate limit among the nodes.
 	MembersChanged func(members int)
 	// members is the cluster's membership as this node sees it (nil on a single node; set at start).
-	members *memberView
+	members *placement.Members
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -168,7 +169,7 @@ func (d *Deps) withDefaults() *Deps {
 	if out.NodeID == "" {
 		out.NodeID = out.InstanceID
 	}
-	out.owners = newOwnership(out.Store, out.NodeID, out.Config.LeaseTTL)
+	out.owners = ownership{placement.NewLeases(out.Store, out.NodeID, out.Config.LeaseTTL)}
 	if out.HealthClient == nil {
 		out.HealthClient = out.outbound.HealthClient()
 	}
@@ -202,3 +203,9 @@ func (d *Deps) backendOptions() backend.Options {
 func (d *Deps) newGuard() *msglimit.Guard {
 	return &msglimit.Guard{Limit: d.Config.MaxMessageBytes, Account: d.budget.Account()}
 }
+
+// ownership is this process's leases (placement.Leases). fence is Fence under the name discovery uses.
+type ownership struct{ *placement.Leases }
+
+// fence returns the lease that fences writes about server id, or nil when this process does not own it.
+func (o ownership) fence(id string) *persistence.Lease { return o.Fence(id) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/placement"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -21,7 +22,7 @@ func (s *System) HandOver(ctx context.Context) int {
 	if s.members == nil {
 		return 0
 	}
-	s.members.markLeaving(s.deps.NodeID)
+	s.members.MarkLeaving(s.deps.NodeID)
 	res, err := s.askActor(ctx, s.placement, &placementLeaving{}, 0)
 	if err != nil {
 		s.deps.Logger.Warn("hand-over: placement did not answer", "error", err)
@@ -65,11 +66,11 @@ func (s *System) handOverOne(ctx context.Context, id string, drain time.Duration
 		}
 	}
 	s.forget(id)
-	successor, addr := s.members.choose(id)
+	successor, addr := s.members.Choose(id)
 	if successor == "" || successor == s.deps.NodeID {
 		return false // no other member: the server waits for one (the reconciler of the next node takes it)
 	}
-	if _, err := s.askPlacement(ctx, actor.NewPID(addr, placementName), id, ""); err != nil {
+	if _, err := s.askPlacement(ctx, actor.NewPID(addr, placement.PlacementName), id, ""); err != nil {
 		s.deps.Logger.Warn("hand-over: successor did not activate the server", "server_id", id, "successor", successor, "error", err)
 		return false
 	}

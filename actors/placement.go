@@ -6,16 +6,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/placement"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/supervision"
 )
 
-// placementName is the fixed name of every node's placement actor: another node addresses it from the member's
-// address alone.
-const placementName = "placement"
-
-// placementActor hosts this node's server actors. Where a server lives is decided by the lookup (lookup.go): on one
-// node that is always here; in a cluster, with the server's lease. The placement only activates what it is asked
+// placementActor hosts this node's server actors. Where a server lives is decided by the lookup (placement.Lookup):
+// on one node that is always here; in a cluster, with the server's lease. The placement only activates what it is asked
 // to (idempotently: a server already here answers with its actor), supervises the actors with the daemon's backoff
 // strategy (a protoactor grain spawned by the library would lose it), and stops them with the node. A node that is
 // handing its servers over (leaving) activates nothing new, so that lookups pick another node.
@@ -46,11 +43,17 @@ type (
 	}
 )
 
-func newPlacementProps(d *Deps, hosted *sync.Map) *actor.Props {
+// newPlacementProps: the placement supervises its server actors with our strategy, and guardian (a guardian with
+// the same strategy: the placement is spawned from the root) supervises the placement itself, so that a crash of
+// the parent of every server actor is restarted after our backoff, without limit, instead of protoactor's default
+// (10 restarts in 10 s, then stopped for good: no server could be activated on this node any more). A restart
+// stops its server actors first (protoactor restarts a parent with its children); they tell it they are gone, so
+// hosted forgets them, and the next call or reconciliation activates them again.
+func newPlacementProps(d *Deps, hosted *sync.Map, guardian actor.PropsOption) *actor.Props {
 	strategy := supervision.NewStrategy(d.Config.Restart, d.Logger, restartHook(d))
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &placementActor{deps: d, hosted: hosted, children: map[string]*actor.PID{}, ids: map[string]string{}}
-	}, actor.WithSupervisor(strategy))
+	}, actor.WithSupervisor(strategy), guardian)
 }
 
 // Receive implements actor.Actor.
@@ -74,6 +77,8 @@ func (p *placementActor) Receive(ctx actor.Context) {
 		for _, pid := range p.children {
 			ctx.Send(pid, m)
 		}
+	case *panicForTest:
+		panic("placement: crash for a test")
 	}
 }
 
@@ -93,8 +98,8 @@ func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activat
 		return &pb.Activated{Leaving: true}
 	}
 	if p.deps.members != nil {
-		if _, joined := p.deps.members.status(); !joined {
-			return &pb.Activated{Error: errNotMember.Error()} // out of the membership: it hosts nothing new
+		if _, joined := p.deps.members.Status(); !joined {
+			return &pb.Activated{Error: placement.ErrNotMember.Error()} // out of the membership: it hosts nothing new
 		}
 	}
 	p.seq++

@@ -113,7 +113,7 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 		return nil, err
 	}
 	if pid.Address != s.sys.Address() {
-		return nil, &RemoteServerError{Server: srv, Node: s.members.idAt(pid.Address)}
+		return nil, &RemoteServerError{Server: srv, Node: s.members.IDAt(pid.Address)}
 	}
 	claim := &proxyClaim{}
 	type answer struct {

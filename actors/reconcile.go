@@ -36,7 +36,7 @@ func (s *System) startReconciler(ctx context.Context) error {
 	// and reset the status an earlier run left behind: nobody reads that stale status as live.
 	s.awaitActivated(ctx, activated)
 	go func() {
-		tick := time.NewTicker(s.deps.owners.ttl)
+		tick := time.NewTicker(s.deps.owners.TTL())
 		defer tick.Stop()
 		for {
 			select {
@@ -73,7 +73,7 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 	var leases map[string]persistence.Lease
 	var now time.Time
 	if s.members != nil {
-		if _, joined := s.members.status(); !joined {
+		if _, joined := s.members.Status(); !joined {
 			return nil, nil // out of the membership: it hosts nothing until it rejoins (cluster.go)
 		}
 		ls, at, err := s.deps.Store.ListLeases(sctx)
@@ -93,7 +93,7 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 		if s.members != nil {
 			holder, from, wait := "", "", false
 			if l, ok := leases[srv.ID]; ok {
-				holder, from, wait = s.members.holder(l, now)
+				holder, from, wait = s.members.Holder(l, now)
 			}
 			if holder == "" && !wait {
 				unowned[srv.ID] = true
@@ -111,7 +111,7 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 			case holder != "" || wait:
 				continue // served by another member, or being handed over
 			default:
-				if id, _ := s.members.choose(srv.ID); id != s.deps.NodeID {
+				if id, _ := s.members.Choose(srv.ID); id != s.deps.NodeID {
 					continue // another member's to activate
 				}
 				dead = from

@@ -332,7 +332,7 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 	evt := &pb.ServerStatusChanged{ServerId: a.id, ServerName: a.rec.Name, From: from, To: to, Reason: reason, AtUnixMs: now.UnixMilli()}
 	fence, store, sys, check := a.lease, a.deps.Store, a.sys, a.writeCheck()
 	if fence != nil {
-		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.nextSeq()
+		evt.Epoch, evt.Seq = fence.Epoch, a.deps.owners.NextSeq()
 	}
 	router, wait, log := actor.NewPID(sys.Address(), "router"), a.deps.Config.AskTimeout, a.deps.Logger
 	a.writes.enqueue(func() {

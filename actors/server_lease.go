@@ -15,7 +15,7 @@ import (
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
-// The server actor's side of single ownership (see ownership.go) and placement (lookup.go). An actor is activated
+// The server actor's side of single ownership (see placement.Leases) and placement (placement.Lookup). An actor is activated
 // from its server id alone: it reads the registration and asks for the server's lease off its mailbox, stashing the
 // commands that arrive meanwhile. With the lease it is the owner for as long as it lives: it resets a status an
 // earlier owner left behind, connects when the admin wants the server connected, fences every write with the
@@ -27,6 +27,15 @@ import (
 //     asks again when that lease would lapse.
 // Losing the lease closes the session at once (two sessions, two stdio children, must never run together).
 // Deactivate (a delete, or a node handing its servers over) stops the actor after its calls in flight drained.
+
+// leaseLost tells a server actor that the lease of that epoch is no longer its own.
+type leaseLost struct {
+	epoch int64
+	why   string
+}
+
+// leaseRetry makes a server actor that does not own its server ask for the lease again.
+type leaseRetry struct{}
 
 // maxStash bounds the commands an actor keeps while it activates or connects; beyond it they are answered at once.
 const maxStash = 1024
@@ -60,7 +69,7 @@ func (a *serverActor) activate() {
 		defer cancel()
 		m := &activated{attempt: n}
 		if m.rec, m.loadErr = store.GetServer(ctx, id); m.loadErr == nil {
-			m.lease, m.leaseErr = owners.acquire(ctx, id, from)
+			m.lease, m.leaseErr = owners.Acquire(ctx, id, from)
 		}
 		sys.Root.Send(self, m)
 	}()
@@ -76,7 +85,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		if m.loadErr == nil && m.leaseErr == nil {
 			ctx, cancel := a.storeCtx()
 			defer cancel()
-			if err := a.deps.owners.release(ctx, m.lease); err != nil {
+			if err := a.deps.owners.Release(ctx, m.lease); err != nil {
 				a.log().Warn("release lease", "error", err)
 			}
 		}
@@ -89,7 +98,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	case m.loadErr != nil:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
 		a.dropStash(errcode.ServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
-		a.scheduleActivation(a.deps.owners.ttl / 3)
+		a.scheduleActivation(a.deps.owners.TTL() / 3)
 		return
 	}
 	a.rec = m.rec
@@ -99,7 +108,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		a.becomeOwner(m.lease)
 	case errors.Is(m.leaseErr, persistence.ErrLeaseHeld):
 		if a.deps.members != nil {
-			if _, member := a.deps.members.addr(m.lease.Owner); member && m.lease.Owner != a.deps.NodeID {
+			if _, member := a.deps.members.Addr(m.lease.Owner); member && m.lease.Owner != a.deps.NodeID {
 				a.retire(ctx, errcode.ServerMoved, "served by cluster member "+m.lease.Owner)
 				return
 			}
@@ -110,11 +119,11 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		}
 		a.holder = m.lease.Owner
 		a.status = m.rec.Status // the owner's, as stored
-		a.scheduleActivation(a.deps.owners.retryDelay(m.lease.ExpiresAt))
+		a.scheduleActivation(a.deps.owners.RetryDelay(m.lease.ExpiresAt))
 	default:
 		a.log().Warn("cannot ask the store for the server's lease; retrying", "error", m.leaseErr)
 		a.status = persistence.StatusDisconnected
-		a.scheduleActivation(a.deps.owners.ttl / 3)
+		a.scheduleActivation(a.deps.owners.TTL() / 3)
 	}
 	a.replayStash()
 }
@@ -167,7 +176,7 @@ func (a *serverActor) giveUp(reason string) {
 	defer cancel()
 	a.writes.flush(ctx)
 	if a.lease != nil {
-		if err := a.deps.owners.release(ctx, *a.lease); err != nil {
+		if err := a.deps.owners.Release(ctx, *a.lease); err != nil {
 			a.log().Warn("release lease", "error", err)
 		}
 		a.lease = nil
@@ -360,7 +369,7 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 	if a.lease == nil || a.lease.Epoch != m.epoch {
 		return
 	}
-	a.deps.owners.drop(a.id, m.epoch)
+	a.deps.owners.Drop(a.id, m.epoch)
 	a.lease = nil
 	a.log().Warn("lost the server's lease: closing its session", "reason", m.why)
 	if a.attempt != nil {
@@ -379,7 +388,7 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 		a.retire(ctx, errcode.ServerMoved, "")
 		return
 	}
-	a.scheduleActivation(a.deps.owners.ttl / 2)
+	a.scheduleActivation(a.deps.owners.TTL() / 2)
 }
 
 // deactivate retires the actor at an admin's or the node's request (a delete, a hand-over): new commands are

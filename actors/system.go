@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/metrics"
@@ -54,7 +55,11 @@ type System struct {
 	// cluster is protoactor's cluster this node is a member of, and members its picture of the membership (both
 	// nil on a single node; cluster.go).
 	cluster *cluster.Cluster
-	members *memberView
+	members *placement.Members
+	// links follows the remoting connections with the other nodes, and lookup finds where server actors live
+	// (both nil on a single node).
+	links  *placement.Links
+	lookup *placement.Lookup
 	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery, the router and the indexer.
 	pinHashes *routing.PinHashes
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
@@ -226,7 +231,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
 	s.startFeed(fctx)
-	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted), placementName)
+	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted, s.guardian), placement.PlacementName)
 	if err != nil {
 		return fail(fmt.Errorf("spawn placement: %w", err))
 	}
@@ -241,7 +246,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	s.stopKeeper, s.keeperDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.keeperDone)
-		d.owners.keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
+		d.owners.Keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
 			if pid, ok := s.hostedPID(id); ok {
 				sys.Root.Send(pid, &leaseLost{epoch: epoch, why: why})
 			}
@@ -323,7 +328,7 @@ func (s *System) Shutdown(ctx context.Context) error {
 	<-s.keeperDone
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.deps.owners.shutdown(rctx); err != nil {
+	if err := s.deps.owners.Shutdown(rctx); err != nil {
 		return fmt.Errorf("release leases: %w", err)
 	}
 	return nil
@@ -498,7 +503,7 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	for _, srv := range servers {
 		// Only the servers this process serves: those another process or cluster node owns connect there (Start
 		// has waited for the activations, so ownership is known).
-		if srv.AutoConnect && s.deps.owners.fence(srv.ID) != nil {
+		if srv.AutoConnect && s.deps.owners.Fence(srv.ID) != nil {
 			pending[srv.ID] = true
 		}
 	}
@@ -587,14 +592,14 @@ func (s *System) Snapshot() metrics.Snapshot {
 	snap := metrics.Snapshot{ServersByStatus: map[string]int{}}
 	var keep func(string) bool
 	if s.members != nil {
-		snap.ClusterMembers = s.members.count()
+		snap.ClusterMembers = s.members.Count()
 		unowned, _ := s.unowned.Load().(map[string]bool)
 		keep = func(id string) bool {
-			if s.deps.owners.fence(id) != nil {
+			if s.deps.owners.Fence(id) != nil {
 				return true
 			}
 			if unowned[id] {
-				chosen, _ := s.members.choose(id)
+				chosen, _ := s.members.Choose(id)
 				return chosen == s.deps.NodeID
 			}
 			return false

@@ -25,7 +25,7 @@ import (
 )
 
 // Relay mode of `aggregator stdio`. A desktop client starts `aggregator stdio` itself, often while `aggregator serve`
-// runs on the same store. Each server is owned by one process (actors/ownership.go), so a stdio process with actors
+// runs on the same store. Each server is owned by one process (actors/placement: Leases), so a stdio process with actors
 // of its own would only stand by for the servers the daemon owns (or, worse, take over those it does not run yet).
 // So when a live process on the store has an MCP endpoint (a heartbeat with an address: `serve`), stdio starts no
 // actor and no backend: it relays the client's session on stdin/stdout to that process's aggregated endpoint,

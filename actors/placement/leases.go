@@ -1,4 +1,4 @@
-package actors
+package placement
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // Single ownership. Several processes may run on one store: several `serve` nodes, or `serve` beside
 // `aggregator stdio`. Each server's session (and its stdio child) must then exist once, in one process. The store
 // decides who that is with a lease per server (persistence.Lease): a server actor asks for its server's lease when
-// it activates and holds it for as long as it lives (server_lease.go); it opens a session only while it holds it,
+// it activates and holds it for as long as it lives (actors/server_lease.go); it opens a session only while it holds it,
 // fences every status, health and tool write with it, and closes the session as soon as it learns the lease is
 // gone. An actor whose lease another live process holds stands by, and asks again when that lease would lapse, so
 // a process that dies is replaced within the lease's TTL (at once when it stopped cleanly and released its leases).
@@ -33,17 +33,8 @@ import (
 // without an owner after its owner died without releasing it.
 const DefaultLeaseTTL = 10 * time.Second
 
-// leaseLost tells a server actor that the lease of that epoch is no longer its own.
-type leaseLost struct {
-	epoch int64
-	why   string
-}
-
-// leaseRetry makes a server actor that does not own its server ask for the lease again.
-type leaseRetry struct{}
-
-// ownership is this process's leases: which servers it owns, read by the server actors, discovery and the keeper.
-type ownership struct {
+// Leases is this process's leases: which servers it owns, read by the server actors, discovery and the keeper.
+type Leases struct {
 	node  string
 	ttl   time.Duration
 	store persistence.Store
@@ -59,7 +50,7 @@ type ownership struct {
 	// record it: it is not a stray to release).
 	acquiring map[string]int
 	// takeoverRisk, when set, replaces the rule without a cluster: it reports whether another process may take
-	// this one's leases over while the store is unreachable (set before keep runs).
+	// this one's leases over while the store is unreachable (SetTakeoverRisk, before Keep runs).
 	takeoverRisk func() bool
 }
 
@@ -69,16 +60,17 @@ type heldLease struct {
 	since time.Time
 }
 
-func newOwnership(store persistence.Store, node string, ttl time.Duration) *ownership {
+// NewLeases is the leases of process node on store, each lasting ttl without renewal (DefaultLeaseTTL when 0).
+func NewLeases(store persistence.Store, node string, ttl time.Duration) *Leases {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	return &ownership{node: node, ttl: ttl, store: store, held: map[string]heldLease{}, acquiring: map[string]int{}}
+	return &Leases{node: node, ttl: ttl, store: store, held: map[string]heldLease{}, acquiring: map[string]int{}}
 }
 
-// nextSeq is the sequence of a status change: it grows with every call and starts from the wall clock, so that a
+// NextSeq is the sequence of a status change: it grows with every call and starts from the wall clock, so that a
 // process that restarted and got its own lease back (same epoch) numbers its changes after its earlier ones.
-func (o *ownership) nextSeq() int64 {
+func (o *Leases) NextSeq() int64 {
 	for {
 		last := o.seq.Load()
 		next := max(last+1, time.Now().UnixNano())
@@ -88,8 +80,8 @@ func (o *ownership) nextSeq() int64 {
 	}
 }
 
-// fence returns the lease that fences writes about server id, or nil when this process does not own it.
-func (o *ownership) fence(id string) *persistence.Lease {
+// Fence returns the lease that fences writes about server id, or nil when this process does not own it.
+func (o *Leases) Fence(id string) *persistence.Lease {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h, ok := o.held[id]
@@ -100,14 +92,14 @@ func (o *ownership) fence(id string) *persistence.Lease {
 	return &l
 }
 
-func (o *ownership) put(l persistence.Lease) {
+func (o *Leases) put(l persistence.Lease) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.held[l.ServerID] = heldLease{lease: l, since: time.Now()}
 }
 
-// drop forgets the lease of that epoch; false when another (or no) lease is recorded.
-func (o *ownership) drop(id string, epoch int64) bool {
+// Drop forgets the lease of that epoch; false when another (or no) lease is recorded.
+func (o *Leases) Drop(id string, epoch int64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if h, ok := o.held[id]; ok && h.lease.Epoch == epoch {
@@ -117,9 +109,9 @@ func (o *ownership) drop(id string, epoch int64) bool {
 	return false
 }
 
-// acquire asks the store for server id's lease (the caller runs it off any mailbox).
+// Acquire asks the store for server id's lease (the caller runs it off any mailbox).
 // from, when set, is a departed cluster member whose live lease may be taken over.
-func (o *ownership) acquire(ctx context.Context, id, from string) (persistence.Lease, error) {
+func (o *Leases) Acquire(ctx context.Context, id, from string) (persistence.Lease, error) {
 	o.mu.Lock()
 	o.acquiring[id]++
 	o.mu.Unlock()
@@ -137,17 +129,17 @@ func (o *ownership) acquire(ctx context.Context, id, from string) (persistence.L
 	return l, err
 }
 
-// release ends a lease this process holds, if it still does.
-func (o *ownership) release(ctx context.Context, l persistence.Lease) error {
-	if !o.drop(l.ServerID, l.Epoch) {
+// Release ends a lease this process holds, if it still does.
+func (o *Leases) Release(ctx context.Context, l persistence.Lease) error {
+	if !o.Drop(l.ServerID, l.Epoch) {
 		return nil
 	}
 	return o.store.ReleaseLease(ctx, l)
 }
 
-// retryDelay is when to ask again for a lease another process holds until expires: just after it would lapse, and
+// RetryDelay is when to ask again for a lease another process holds until expires: just after it would lapse, and
 // at least every TTL (the holder usually renews it), with jitter so that waiting processes do not ask together.
-func (o *ownership) retryDelay(expires time.Time) time.Duration {
+func (o *Leases) RetryDelay(expires time.Time) time.Duration {
 	d := time.Until(expires)
 	if d <= 0 || d > o.ttl {
 		d = o.ttl
@@ -155,10 +147,10 @@ func (o *ownership) retryDelay(expires time.Time) time.Duration {
 	return d + time.Duration(rand.Int64N(int64(o.ttl/10)+1)) + 50*time.Millisecond
 }
 
-// keep renews this process's leases and heartbeat every TTL/3 until ctx ends, telling the actor of each server
+// Keep renews this process's leases and heartbeat every TTL/3 until ctx ends, telling the actor of each server
 // whose lease is lost (lost is called from this goroutine). address is where this process's MCP endpoint
 // answers (empty for a process without one).
-func (o *ownership) keep(ctx context.Context, address string, lost func(id string, epoch int64, why string), log interface {
+func (o *Leases) Keep(ctx context.Context, address string, lost func(id string, epoch int64, why string), log interface {
 	Warn(string, ...any)
 }) {
 	tick := time.NewTicker(o.ttl / 3)
@@ -195,7 +187,7 @@ func (o *ownership) keep(ctx context.Context, address string, lost func(id strin
 			log.Warn("ownership: cannot renew leases", "error", err, "since_last_renewal", time.Since(lastOK).Round(time.Millisecond).String())
 			if o.mayBeTakenOver(time.Since(lastOK)) {
 				for id, l := range o.snapshot() {
-					if o.drop(id, l.Epoch) {
+					if o.Drop(id, l.Epoch) {
 						lost(id, l.Epoch, "leases could not be renewed: "+err.Error())
 					}
 				}
@@ -237,7 +229,7 @@ func (o *ownership) keep(ctx context.Context, address string, lost func(id strin
 	}
 }
 
-func (o *ownership) setOthers(nodes []persistence.Node) {
+func (o *Leases) setOthers(nodes []persistence.Node) {
 	others := false
 	for _, n := range nodes {
 		if n.ID != o.node {
@@ -252,7 +244,7 @@ func (o *ownership) setOthers(nodes []persistence.Node) {
 // mayBeTakenOver reports, while the store is unreachable (for since), whether another process may take this one's
 // leases over, so that it must give its sessions up: in a cluster, when this node may be out of the membership
 // (takeoverRisk); otherwise, once its leases may have lapsed (a little before) if it has seen other processes.
-func (o *ownership) mayBeTakenOver(since time.Duration) bool {
+func (o *Leases) mayBeTakenOver(since time.Duration) bool {
 	o.mu.Lock()
 	risk, others := o.takeoverRisk, o.others
 	o.mu.Unlock()
@@ -262,7 +254,7 @@ func (o *ownership) mayBeTakenOver(since time.Duration) bool {
 	return others && since > o.ttl-o.ttl/5
 }
 
-func (o *ownership) snapshot() map[string]persistence.Lease {
+func (o *Leases) snapshot() map[string]persistence.Lease {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make(map[string]persistence.Lease, len(o.held))
@@ -272,12 +264,20 @@ func (o *ownership) snapshot() map[string]persistence.Lease {
 	return out
 }
 
-// shutdown releases every lease of this process and forgets its node row, so that another process may take the
+// Shutdown releases every lease of this process and forgets its node row, so that another process may take the
 // servers over at once instead of after the TTL.
-func (o *ownership) shutdown(ctx context.Context) error {
+func (o *Leases) Shutdown(ctx context.Context) error {
 	o.mu.Lock()
 	o.held = map[string]heldLease{}
 	o.mu.Unlock()
 	_, err := o.store.ReleaseOwnerLeases(ctx, o.node)
 	return errors.Join(err, o.store.RemoveNode(ctx, o.node))
 }
+
+// TTL is how long a lease lasts without renewal.
+func (o *Leases) TTL() time.Duration { return o.ttl }
+
+// SetTakeoverRisk replaces the rule without a cluster (call it before Keep): risk reports whether another process
+// may take this one's leases over while the store is unreachable (in a cluster: whether this node may be out of
+// the membership).
+func (o *Leases) SetTakeoverRisk(risk func() bool) { o.takeoverRisk = risk }
