@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search/classify"
@@ -34,11 +35,22 @@ const (
 	outcomeInterrupted  = "interrupted"  // shutdown: the tool stays CLASSIFYING and is resumed at the next start
 )
 
-// classifyRef names a tool the classifier works on.
+// classifyRef is a tool the classifier works on: its id and server, the text it is classified by, and the skills
+// it keeps while it is being classified (the router's served row, or the stored row found at start).
 type classifyRef struct {
-	id     int64
-	server string
-	name   string
+	id      int64
+	server  string
+	name    string
+	desc    string
+	schema  []byte
+	skills  []string
+	primary *string
+}
+
+// refOf is the classifier's reference to a tool row.
+func refOf(t *persistence.Tool) classifyRef {
+	return classifyRef{id: t.ID, server: t.SourceServerID, name: t.Name, desc: t.Description, schema: t.InputSchema,
+		skills: t.SkillIDs, primary: t.PrimarySkillID}
 }
 
 // Local messages of the classifier actor.
@@ -165,7 +177,7 @@ func (a *classifierActor) Receive(ctx actor.Context) {
 		// tools stay CLASSIFYING, to be resumed at the next start.
 		a.cleanup()
 		ctx.Stop(ctx.Self())
-	case *pb.ToolsChanged:
+	case *routing.ServedDelta:
 		a.toolsChanged(ctx, m)
 		a.armRetry(ctx) // a dropped tool may have been the one being retried
 	case *pb.ServerRemoved:
@@ -215,7 +227,7 @@ func (a *classifierActor) start(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.sub = ctx.ActorSystem().EventStream.Subscribe(func(evt any) {
 		switch evt.(type) {
-		case *pb.ToolsChanged, *pb.ServerRemoved:
+		case *routing.ServedDelta, *pb.ServerRemoved:
 			root.Send(self, evt)
 		}
 	})
@@ -246,8 +258,9 @@ func (a *classifierActor) scan(ctx actor.Context, serverID string) {
 			return
 		}
 		q := &classifyQueue{}
-		for _, t := range tools {
-			ref := classifyRef{id: t.ID, server: t.SourceServerID, name: t.Name}
+		for i := range tools {
+			t := &tools[i]
+			ref := refOf(t)
 			switch t.ClassificationState {
 			case persistence.ClassificationDiscovered, persistence.ClassificationClassifying:
 				q.items = append(q.items, classifyItem{ref: ref})
@@ -277,57 +290,34 @@ func (a *classifierActor) cleanup() {
 	}
 }
 
-// toolsChanged queues the added and changed tools of a server (their ids are looked up off the mailbox) and
-// forgets removed ones.
-func (a *classifierActor) toolsChanged(ctx actor.Context, m *pb.ToolsChanged) {
-	if len(m.Removed) > 0 {
-		removed := map[string]bool{}
-		for _, n := range m.Removed {
-			removed[n] = true
-		}
-		for id, r := range a.failed {
-			if r.server == m.ServerId && removed[r.name] {
-				delete(a.failed, id)
-			}
-		}
-		for id, r := range a.jobs {
-			if r.server == m.ServerId && removed[r.name] {
-				a.dropJob(id, r)
-			}
+// toolsChanged applies the router's delta of a server's served tools: new tools still DISCOVERED are queued, tools
+// whose served text changed are classified again, removed ones are forgotten. Where other processes share the
+// store (a feed or a cluster) only the server's owner classifies (its discovery stored the tools); a Full delta (the router reloaded everything) queues nothing: what waits for
+// classification at start is found by scan.
+func (a *classifierActor) toolsChanged(ctx actor.Context, d *routing.ServedDelta) {
+	for _, id := range d.Removed {
+		delete(a.failed, id)
+		if r, ok := a.jobs[id]; ok {
+			a.dropJob(id, r)
 		}
 	}
-	if len(m.Added) == 0 && len(m.Changed) == 0 {
+	if d.Full || (a.sys.feed != nil || a.sys.members != nil) && a.deps.owners.fence(d.ServerID) == nil {
 		return
 	}
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	added, changed := slices.Clone(m.Added), slices.Clone(m.Changed)
-	go func() {
-		sctx, cancel := storeCtx()
-		defer cancel()
-		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: m.ServerId})
-		if errors.Is(err, persistence.ErrNotFound) {
-			return
+	q := &classifyQueue{}
+	for _, st := range d.Added {
+		if st.Tool.ClassificationState == persistence.ClassificationDiscovered {
+			q.items = append(q.items, classifyItem{ref: refOf(st.Tool)})
 		}
-		if err != nil {
-			a.deps.Logger.Error("classifier: list tools of a server", "server_id", m.ServerId, "error", err)
-			return
+	}
+	for _, st := range d.Changed {
+		if st.Redefined {
+			q.items = append(q.items, classifyItem{ref: refOf(st.Tool), force: true})
 		}
-		byName := make(map[string]persistence.Tool, len(tools))
-		for _, t := range tools {
-			byName[t.Name] = t
-		}
-		q := &classifyQueue{}
-		for i, names := range [][]string{added, changed} {
-			for _, n := range names {
-				if t, ok := byName[n]; ok {
-					q.items = append(q.items, classifyItem{ref: classifyRef{id: t.ID, server: t.SourceServerID, name: t.Name}, force: i == 1})
-				}
-			}
-		}
-		if len(q.items) > 0 {
-			root.Send(self, q)
-		}
-	}()
+	}
+	if len(q.items) > 0 {
+		ctx.Send(ctx.Self(), q)
+	}
 }
 
 func (a *classifierActor) serverRemoved(server string) {
@@ -426,25 +416,16 @@ func (a *classifierActor) classifyOne(r classifyRef) (outcome string, err error)
 			a.setState(r.id, persistence.ToolClassification{State: persistence.ClassificationUnclassified})
 		}
 	}()
-	sctx, cancel := storeCtx()
-	t, err := a.deps.Store.GetTool(sctx, r.id)
-	cancel()
-	if errors.Is(err, persistence.ErrNotFound) {
-		return outcomeGone, nil
-	}
-	if err != nil {
-		return outcomeFailed, fmt.Errorf("read tool: %w", err)
-	}
 	// While it is being classified the tool keeps the skills it had (a changed tool is reclassified).
 	if err := a.setState(r.id, persistence.ToolClassification{State: persistence.ClassificationClassifying,
-		SkillIDs: t.SkillIDs, PrimarySkillID: t.PrimarySkillID}); err != nil {
+		SkillIDs: r.skills, PrimarySkillID: r.primary}); err != nil {
 		if errors.Is(err, persistence.ErrNotFound) {
 			return outcomeGone, nil
 		}
 		return outcomeFailed, fmt.Errorf("store CLASSIFYING: %w", err)
 	}
 	cctx, ccancel := context.WithTimeout(a.runCtx, a.timeout)
-	res, cerr := a.c.Classify(cctx, classify.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	res, cerr := a.c.Classify(cctx, classify.Tool{Name: r.name, Description: r.desc, InputSchema: r.schema})
 	ccancel()
 	if a.runCtx.Err() != nil {
 		return outcomeInterrupted, nil

@@ -20,7 +20,6 @@ import (
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
-	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/embed"
 )
@@ -479,7 +478,26 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 	g.resetCounts()
 	g.hold()
 	es := r.sys.ActorSystem().EventStream
-	es.Publish(&pb.ToolsChanged{ServerId: srv.ID, ServerName: "store", Added: []string{"store.send_email", "store.create_issue"}})
+	// announce publishes what the router's delta of the server's served tools says of new (DISCOVERED), redefined
+	// and removed tools (version 0: the indexer, which applies only newer versions, leaves it alone).
+	announce := func(added, redefined []string, removed []int64) {
+		rows := map[string]persistence.Tool{}
+		for _, x := range storedTools(t, r.store, srv.ID) {
+			rows[x.Name] = x
+		}
+		d := &routing.ServedDelta{ServerID: srv.ID, ServerName: "store", Removed: removed}
+		for _, n := range added {
+			x := rows[n]
+			x.ClassificationState = persistence.ClassificationDiscovered
+			d.Added = append(d.Added, routing.ServedTool{Tool: &x})
+		}
+		for _, n := range redefined {
+			x := rows[n]
+			d.Changed = append(d.Changed, routing.ServedTool{Tool: &x, Redefined: true})
+		}
+		es.Publish(d)
+	}
+	announce([]string{"store.send_email", "store.create_issue"}, nil, nil)
 	waitBacklog := func(what string, cond func(actors.ClassifierBacklog) bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -495,8 +513,8 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 		}
 	}
 	waitBacklog("1 in flight, 1 queued", func(b actors.ClassifierBacklog) bool { return b.InFlight == 1 && b.Queued == 1 })
-	es.Publish(&pb.ToolsChanged{ServerId: srv.ID, ServerName: "store", Added: []string{"store.send_email", "store.create_issue"}})
-	es.Publish(&pb.ToolsChanged{ServerId: srv.ID, ServerName: "store", Changed: []string{"store.send_email"}})
+	announce([]string{"store.send_email", "store.create_issue"}, nil, nil)
+	announce(nil, []string{"store.send_email"}, nil)
 	time.Sleep(300 * time.Millisecond) // the announcements' lookups reach the actor
 	waitBacklog("still 1 in flight, 1 queued", func(b actors.ClassifierBacklog) bool { return b.InFlight == 1 && b.Queued == 1 })
 	g.release()
@@ -508,16 +526,24 @@ func TestClassifierResumesAndCoalesces(t *testing.T) {
 	// Removal: a queued tool that is removed is skipped; one removed while it runs is dropped quietly.
 	g.resetCounts()
 	g.hold()
-	es.Publish(&pb.ToolsChanged{ServerId: srv.ID, ServerName: "store", Changed: []string{"store.get_forecast", "store.create_issue"}})
+	announce(nil, []string{"store.get_forecast", "store.create_issue"}, nil)
 	// One of these two is the classification in flight (not a leftover of the previous phase), the other queued.
 	waitBacklog("1 of the 2 in flight, the other queued", func(b actors.ClassifierBacklog) bool {
 		return b.InFlight == 1 && b.Queued == 1 && g.count("store.get_forecast")+g.count("store.create_issue") == 1
 	})
+	ids := map[string]int64{}
+	for _, x := range storedTools(t, r.store, srv.ID) {
+		ids[x.Name] = x.ID
+	}
 	diff, err := r.store.ReplaceServerTools(context.Background(), srv.ID, defs[1:3], nil) // send_email and run_query stay
 	if err != nil || len(diff.Removed) != 3 {
 		t.Fatalf("replace: %+v %v", diff, err)
 	}
-	es.Publish(&pb.ToolsChanged{ServerId: srv.ID, ServerName: "store", Removed: diff.Removed, Total: int32(diff.Total)})
+	var removed []int64
+	for _, n := range diff.Removed {
+		removed = append(removed, ids[n])
+	}
+	announce(nil, nil, removed)
 	waitBacklog("the removed queued tool dropped", func(b actors.ClassifierBacklog) bool { return b.Queued == 0 })
 	g.release()
 	waitBacklog("nothing left", func(b actors.ClassifierBacklog) bool { return b.Total() == 0 })

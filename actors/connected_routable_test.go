@@ -3,9 +3,11 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -162,4 +166,69 @@ func sameTools(got, want []string) bool {
 	slices.Sort(got)
 	slices.Sort(want)
 	return fmt.Sprint(got) == fmt.Sprint(want)
+}
+
+// TestCallRightAfterConnectedUnderLoad (issue 25, read-your-writes): a client that registers a server, waits for
+// CONNECTED and calls one of its tools at once never gets TOOL_NOT_FOUND, whether it reads the status from the
+// stored row (as GET /servers does) or from the routing table, while every core is kept busy.
+func TestCallRightAfterConnectedUnderLoad(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	var spinners sync.WaitGroup
+	for range runtime.NumCPU() {
+		spinners.Add(1)
+		go func() {
+			defer spinners.Done()
+			for n := 0; ; n++ {
+				if n%1024 == 0 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); spinners.Wait() }()
+	r := newRig(t, testConfig())
+	const rounds = 16
+	for i := range rounds {
+		b := newSwitchableBackend(t, "alpha", "beta", "gamma")
+		name := fmt.Sprintf("rw-%02d", i)
+		s := r.register(name, persistence.TransportHTTP, map[string]any{"base_url": b.url, "allow_insecure_http": true}, nil, true)
+		fromRow := i%2 == 0 // alternate the reader: the stored row, the routing table
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not CONNECTED within 30 s", name)
+			}
+			var status string
+			if fromRow {
+				if row, err := r.store.GetServer(context.Background(), s.ID); err == nil {
+					status = row.Status
+				}
+			} else if e, ok := r.sys.Routes().Server(s.ID); ok {
+				status = e.Status
+			}
+			if status == persistence.StatusConnected {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for _, tool := range []string{"alpha", "gamma"} {
+			route, err := r.sys.Routes().Resolve(name+"."+tool, "")
+			if err != nil {
+				t.Fatalf("%s (reader: row %v): %s.%s right after CONNECTED: %v", name, fromRow, name, tool, err)
+			}
+			rep, err := r.sys.Call(context.Background(), route, []byte(`{}`), nil)
+			switch {
+			case errors.Is(err, routing.ErrToolNotFound) || rep.GetError().GetCode() == errcode.ToolNotFound:
+				t.Fatalf("%s: call %s right after CONNECTED: TOOL_NOT_FOUND (%v %v)", name, tool, rep.GetError(), err)
+			case err != nil || rep.GetError() != nil:
+				// Not what this test is about: a starved machine can lose a session (its keep-alive misses).
+				t.Logf("%s: call %s right after CONNECTED: %v %v", name, tool, rep.GetError(), err)
+			}
+		}
+	}
 }

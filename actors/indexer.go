@@ -30,10 +30,12 @@ type indexedTool struct {
 	vec    []float32 // only when the index cannot hand vectors back (see vector.VectorSource)
 }
 
-// indexerActor keeps the search engine equal to the stored tools (BR-003, BR-008): it indexes every tool at start,
-// re-indexes a server's tools when they or its name change, updates payloads on classification, drops a removed
-// server's tools, and recomputes the vectors of the skills whose tools changed (an emptied skill falls back to its
-// description). Searches never wait for it: they read the engine directly.
+// indexerActor keeps the search engine equal to the served tools (BR-003, BR-008). It never reads the store: it
+// indexes the router's served tools at start and then applies the router's deltas (routing.ServedDelta): new and
+// redefined or renamed tools are embedded, a classification updates a payload, removed tools and a removed
+// server's are dropped, and the vectors of the skills whose tools changed are recomputed (an emptied skill falls
+// back to its description). Each delta applied is acknowledged (servedBoard): a server's tools are searchable at
+// the version acknowledged. Searches never wait for it: they read the engine directly.
 type indexerActor struct {
 	deps   *Deps
 	search *toolsearch.Searcher
@@ -44,8 +46,11 @@ type indexerActor struct {
 	// (skillSet).
 	hashSeed  maphash.Seed
 	skillSets map[string][]string
-	// pins caches the pin hashes of pinned servers' definitions (ServerCuration.Serve); the process's one cache.
-	pins *routing.PinHashes
+	// router answers the served tools at start; served is told each version applied (searchable); versions is
+	// the version applied per server.
+	router   *actor.PID
+	served   *servedBoard
+	versions map[string]uint64
 }
 
 // toolHash is indexedTool.hash of a stored tool (never 0).
@@ -80,102 +85,106 @@ func (a *indexerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.hashSeed = maphash.MakeSeed() // the state is new at every start: so are the hashes
-		a.indexAll()
-	case *resync:
-		a.indexAll()
+		a.versions = map[string]uint64{}
+		a.indexAll(ctx)
 	case *readyMsg:
 		ctx.Respond(&askReply{})
-	case *pb.ToolsChanged:
-		a.indexServer(m.ServerId)
-	case *pb.ServerUpdated:
-		a.indexServer(m.ServerId)
-	case *pb.ClassificationDone:
-		a.indexServer(m.ServerId)
+	case *routing.ServedDelta:
+		a.apply(ctx, m)
+	case *servedSnapshotReply:
+		for _, d := range m.deltas {
+			a.apply(ctx, d)
+		}
 	case *pb.ServerRemoved:
 		a.removeServer(m.ServerId)
+		delete(a.versions, m.ServerId)
 	}
 }
 
-func (a *indexerActor) indexAll() {
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	servers, _, err := a.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
+// indexAll indexes the router's served tools of every server: at start, the router's table is the store's truth.
+func (a *indexerActor) indexAll(ctx actor.Context) {
+	res, err := ctx.RequestFuture(a.router, &servedSnapshotAsk{}, 5*time.Minute).Result()
 	if err != nil {
-		panic(fmt.Errorf("indexer: list servers: %w", err)) // the supervisor retries
+		panic(fmt.Errorf("indexer: served tools from the router: %w", err)) // the supervisor retries
+	}
+	snap, ok := res.(*servedSnapshotReply)
+	if !ok {
+		panic(fmt.Errorf("indexer: unexpected reply %T from the router", res))
 	}
 	start := time.Now()
-	for _, s := range servers {
-		a.indexServer(s.ID)
+	for _, d := range snap.deltas {
+		a.apply(ctx, d)
 	}
-	a.deps.Logger.Info("search index built", "tools", len(a.tools), "servers", len(servers), "took", time.Since(start).String())
+	a.deps.Logger.Info("search index built", "tools", len(a.tools), "servers", len(snap.deltas), "took", time.Since(start).String())
 }
 
-// indexServer makes the engine hold exactly the server's stored tools.
-func (a *indexerActor) indexServer(id string) {
+// apply makes the engine hold a server's served tools as of the delta's version, and acknowledges that version
+// (the tools are searchable). An older delta than the one applied is skipped; a gap (a delta missed) is filled by
+// asking the router for every server's tools again.
+func (a *indexerActor) apply(ctx actor.Context, d *routing.ServedDelta) {
+	have := a.versions[d.ServerID]
+	if d.Version <= have {
+		return
+	}
+	if !d.Full && have > 0 && d.Version != have+1 {
+		a.deps.Logger.Warn("indexer: served tools missed; asking the router for all of them", "server_id", d.ServerID, "have", have, "got", d.Version)
+		ctx.Request(a.router, &servedSnapshotAsk{})
+		return
+	}
+	a.versions[d.ServerID] = d.Version
+	a.indexServer(d)
+	a.served.ack(d.ServerID, d.Version)
+}
+
+// indexServer applies one delta of a server's served tools to the engine. The index holds what clients are
+// served: hidden and withheld tools left out, held ones with their approved text, overridden ones with the admin's
+// description and exposed name (the router applied the curation).
+func (a *indexerActor) indexServer(d *routing.ServedDelta) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	srv, err := a.deps.Store.GetServer(sctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		a.removeServer(id)
-		return
-	}
-	if err != nil {
-		a.deps.Logger.Error("indexer: load server", "server_id", id, "error", err)
-		return
-	}
-	tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
-	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		a.deps.Logger.Error("indexer: load tools", "server_id", id, "error", err)
-		return
-	}
-	// The index holds what clients are served: hidden and withheld tools left out, held ones with their approved
-	// text, overridden ones with the admin's description and exposed name.
-	cur, err := loadCuration(sctx, a.deps.Store, srv)
-	if err != nil {
-		a.deps.Logger.Error("indexer: load curation", "server_id", id, "error", err)
-		return
-	}
-	tools = cur.Serve(tools, a.pins, a.deps.Logger)
+	id := d.ServerID
 	present := map[int64]bool{}
 	var docs []search.Doc
 	var embedIDs []int64
 	touched := map[string]bool{}
-	for i := range tools {
-		t := &tools[i]
-		present[t.ID] = true
-		old := a.tools[t.ID]
-		known := old != nil
-		if !known {
-			old = &indexedTool{}
+	for _, list := range [][]routing.ServedTool{d.Added, d.Changed} {
+		for _, st := range list {
+			t := st.Tool
+			present[t.ID] = true
+			old := a.tools[t.ID]
+			known := old != nil
+			if !known {
+				old = &indexedTool{}
+			}
+			hash := a.toolHash(t)
+			payload := vector.Payload{SourceServerName: d.ServerName, IsExternal: t.IsExternal, IsClassified: t.IsClassified,
+				SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
+			if !known || old.hash != hash {
+				original := t.OriginalName
+				if st.ExposedName != "" {
+					original = st.ExposedName
+				}
+				docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: original,
+					Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
+				embedIDs = append(embedIDs, t.ID)
+			} else if !sameStrings(old.skills, t.SkillIDs) {
+				// Only the classification changed: update the stored payload, no re-embedding.
+				payload.ToolName, payload.OriginalName, payload.SourceServerID = t.Name, t.OriginalName, id
+				if err := a.search.Index().SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
+					a.deps.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
+				}
+			}
+			if !sameStrings(old.skills, t.SkillIDs) || old.hash != hash {
+				for _, s := range old.skills {
+					touched[s] = true
+				}
+				for _, s := range t.SkillIDs {
+					touched[s] = true
+				}
+			}
+			old.server, old.hash, old.skills = id, hash, a.skillSet(t.SkillIDs)
+			a.tools[t.ID] = old
 		}
-		hash := a.toolHash(t)
-		payload := vector.Payload{SourceServerName: srv.Name, IsExternal: t.IsExternal, IsClassified: t.IsClassified,
-			SkillIDs: t.SkillIDs, PrimarySkillID: ptrStr(t.PrimarySkillID)}
-		if !known || old.hash != hash {
-			original := t.OriginalName
-			if x := cur.ExposedName(t.OriginalName); x != "" {
-				original = x
-			}
-			docs = append(docs, search.Doc{ID: t.ID, ServerID: id, Name: t.Name, OriginalName: original,
-				Description: t.Description, InputSchema: t.InputSchema, Payload: payload})
-			embedIDs = append(embedIDs, t.ID)
-		} else if !sameStrings(old.skills, t.SkillIDs) {
-			// Only the classification changed: update the stored payload, no re-embedding.
-			payload.ToolName, payload.OriginalName, payload.SourceServerID = t.Name, t.OriginalName, id
-			if err := a.search.Index().SetPayload(sctx, uint64(t.ID), payload); err != nil && !errors.Is(err, vector.ErrNotFound) {
-				a.deps.Logger.Warn("indexer: update payload", "tool", t.Name, "error", err)
-			}
-		}
-		if !sameStrings(old.skills, t.SkillIDs) || old.hash != hash {
-			for _, s := range old.skills {
-				touched[s] = true
-			}
-			for _, s := range t.SkillIDs {
-				touched[s] = true
-			}
-		}
-		old.server, old.hash, old.skills = id, hash, a.skillSet(t.SkillIDs)
-		a.tools[t.ID] = old
 	}
 	if len(docs) > 0 {
 		// The engine embeds the tools; their vectors also feed the skill centroids. The in-process index gives them
@@ -194,12 +203,22 @@ func (a *indexerActor) indexServer(id string) {
 		}
 	}
 	var gone []int64
-	for tid, t := range a.tools {
-		if t.server == id && !present[tid] {
-			gone = append(gone, tid)
-			for _, s := range t.skills {
-				touched[s] = true
+	if d.Full {
+		for tid, t := range a.tools {
+			if t.server == id && !present[tid] {
+				gone = append(gone, tid)
 			}
+		}
+	} else {
+		for _, tid := range d.Removed {
+			if t := a.tools[tid]; t != nil && t.server == id {
+				gone = append(gone, tid)
+			}
+		}
+	}
+	for _, tid := range gone {
+		for _, s := range a.tools[tid].skills {
+			touched[s] = true
 		}
 	}
 	a.drop(sctx, gone)
@@ -209,7 +228,6 @@ func (a *indexerActor) indexServer(id string) {
 func (a *indexerActor) removeServer(id string) {
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a.pins.ForgetServer(id)
 	touched := map[string]bool{}
 	var gone []int64
 	for tid, t := range a.tools {

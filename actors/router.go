@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -12,14 +13,19 @@ import (
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
-// routerActor is the single writer of the routing table. It keeps every server's status and tools current from the
-// event stream (reading the store only when tools or a registration changed, never on a call) and publishes each
-// new table as an immutable snapshot that callers read without locks.
+// routerActor is the one writer of the served catalogue: the routing table, and each server's served tools (its
+// stored tools with its curation applied). It keeps every server's status from the event stream and, when a
+// server's tools, registration or curation change, loads that server's rows and curation once, on a goroutine (the
+// mailbox never waits for the store), builds the served tools and publishes both a new table (an immutable snapshot
+// callers read without locks) and a versioned routing.ServedDelta of what changed, which the indexer and the
+// classifier apply instead of reading the store themselves. The store stays the truth: the router reads it at
+// start, after a resync and on every change notice (from this process or, through the feed, from another).
 type routerActor struct {
 	deps    *Deps
 	sep     string
 	table   *atomic.Pointer[routing.RouteTable]
 	hooks   *routeHooks
+	served  *servedBoard
 	servers map[string]routing.ServerEntry
 	tools   map[string][]persistence.Tool
 	version uint64
@@ -34,9 +40,93 @@ type routerActor struct {
 	pins *routing.PinHashes
 	// feats: the servers' prompts, resources and resource templates (router_features.go).
 	feats routerFeatures
-	// held are the CONNECTING servers whose stored tools changed: the table takes them with the next status.
-	held map[string]bool
+	// staged are the served tools loaded for CONNECTING servers: they enter the table with the next status.
+	staged map[string][]persistence.Tool
+	// deltas are the deltas of the table being built, published with it; vers are the versions of the served
+	// tools in the table (copied when one changes: tables share it).
+	deltas    []*routing.ServedDelta
+	vers      map[string]uint64
+	versDirty bool
+
+	// seq numbers the messages received; loads are the store reads running (or owed) per key (a server id,
+	// featuresKey(id), profilesKey); token tells a run's result from a superseded one.
+	seq   uint64
+	token uint64
+	loads map[string]*pendingLoad
+	// running counts the reads on their way (at most routerLoads); queue are the keys whose read waits for one.
+	running int
+	queue   []string
+	// loading: the full load of Started or resync is running; every message but its result waits in stash.
+	loading bool
+	stash   []stashedMsg
+	// waiting are status changes of CONNECTING servers that wait for the load of their tools; readers are the
+	// readyMsg askers waiting for the loads owed before they asked.
+	waiting map[string][]stashedMsg
+	readers []readyWaiter
 }
+
+// stashedMsg is a message put aside with whom to answer.
+type stashedMsg struct {
+	msg    any
+	sender *actor.PID
+}
+
+// readyWaiter is a readyMsg answered once every load owed before it (seq) has been applied.
+type readyWaiter struct {
+	seq    uint64
+	sender *actor.PID
+}
+
+// pendingLoad is one key's store read: the run in flight (token, oldest: the seq of the first request it answers)
+// and whether another is owed after it (again, againOldest; registration: re-read the server's row too).
+type pendingLoad struct {
+	id                string
+	started           bool
+	token             uint64
+	oldest            uint64
+	registration      bool
+	again             bool
+	againOldest       uint64
+	againRegistration bool
+}
+
+// profilesKey is the loads key of the profiles.
+const profilesKey = "\x00profiles"
+
+// Results of the router's store reads, sent to itself.
+type (
+	// serverLoaded is one server's rows: its registration (found false: removed), curation and served tools.
+	serverLoaded struct {
+		key, id      string
+		token        uint64
+		registration bool
+		found        bool
+		srv          persistence.Server
+		cur          *routing.ServerCuration
+		tools        []persistence.Tool
+		err          error
+	}
+	featuresLoaded struct {
+		key, id string
+		token   uint64
+		list    []persistence.Feature
+		found   bool
+		err     error
+	}
+	profilesLoaded struct {
+		token    uint64
+		profiles []persistence.Profile
+		err      error
+	}
+	// allLoaded is the whole catalogue (Started, resync); err panics the router (its supervisor restarts it).
+	allLoaded struct {
+		snap *routerSnapshot
+		err  error
+	}
+	// servedSnapshotAsk asks the router for a Full delta of every server in its table (the indexer's start).
+	servedSnapshotAsk   struct{}
+	servedSnapshotReply struct{ deltas []*routing.ServedDelta }
+)
 
 // panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
 // package's own tests send it (they check that those actors are supervised).
@@ -78,44 +168,76 @@ func (h *routeHooks) call(t *routing.RouteTable) {
 func (r *routerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.loadAll()
-		r.publish()
+		r.loadAll(ctx)
+		return
+	case *allLoaded:
+		r.applyAll(ctx, m)
+		return
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return
+	}
+	if r.loading {
+		r.stash = append(r.stash, stashedMsg{msg: ctx.Message(), sender: ctx.Sender()})
+		return
+	}
+	r.handle(ctx, ctx.Message(), ctx.Sender())
+}
+
+// handle is one message, received or taken from a stash (sender: whom to answer).
+func (r *routerActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
+	r.seq++
+	switch m := msg.(type) {
 	case *readyMsg:
-		ctx.Respond(&askReply{})
+		r.readers = append(r.readers, readyWaiter{seq: r.seq, sender: sender})
+		r.answerReaders(ctx)
 	case *panicForTest:
 		panic("router: crash injected by a test")
 	case *resync:
-		r.servers, r.tools, r.applied, r.held = map[string]routing.ServerEntry{}, map[string][]persistence.Tool{}, map[string][2]int64{}, nil
-		r.curated = map[string]*routing.ServerCuration{}
-		r.loadAll()
-		r.publish()
+		r.loadAll(ctx)
+	case *servedSnapshotAsk:
+		respond(ctx, sender, &servedSnapshotReply{deltas: r.snapshotDeltas()})
 	case *applyStatus:
-		r.applyStatus(m.evt)
-		ctx.Respond(&askReply{})
+		if r.mustWait(m.evt) {
+			r.waiting[m.evt.ServerId] = append(r.waiting[m.evt.ServerId], stashedMsg{msg: msg, sender: sender})
+			return
+		}
+		if r.applyStatus(m.evt) {
+			r.publish(ctx)
+		}
+		respond(ctx, sender, &askReply{})
 	case *pb.ServerStatusChanged:
-		r.applyStatus(m)
+		if r.mustWait(m) {
+			r.waiting[m.ServerId] = append(r.waiting[m.ServerId], stashedMsg{msg: msg})
+			return
+		}
+		if r.applyStatus(m) {
+			r.publish(ctx)
+		}
 	case *pb.ServerUpdated:
-		r.reload(m.ServerId)
-		r.publish()
+		r.request(ctx, m.ServerId, m.ServerId, true)
 	case *pb.ToolsChanged:
-		r.toolsChanged(m.ServerId)
+		r.request(ctx, m.ServerId, m.ServerId, false)
 	case *pb.ClassificationDone:
-		r.toolsChanged(m.ServerId)
+		r.request(ctx, m.ServerId, m.ServerId, false)
 	case *pb.FeaturesChanged:
-		r.loadFeatures(m.ServerId)
-		r.publish()
-	case *pb.ServerRemoved:
-		delete(r.held, m.ServerId)
-		r.pins.ForgetServer(m.ServerId)
-		delete(r.servers, m.ServerId)
-		delete(r.tools, m.ServerId)
-		delete(r.applied, m.ServerId)
-		delete(r.curated, m.ServerId)
-		r.forgetFeatures(m.ServerId)
-		r.publish()
+		r.request(ctx, featuresKey(m.ServerId), m.ServerId, false)
 	case *pb.ProfilesChanged:
-		r.loadProfiles()
-		r.publish()
+		r.request(ctx, profilesKey, "", false)
+	case *pb.ServerRemoved:
+		r.remove(ctx, m.ServerId)
+	case *serverLoaded:
+		r.serverLoaded(ctx, m)
+	case *featuresLoaded:
+		r.featuresLoaded(ctx, m)
+	case *profilesLoaded:
+		r.profilesLoaded(ctx, m)
+	}
+}
+
+// respond answers an ask (sender nil: nobody asked).
+func respond(ctx actor.Context, sender *actor.PID, reply any) {
+	if sender != nil {
+		ctx.Send(sender, reply)
 	}
 }
 
@@ -123,185 +245,470 @@ func (r *routerActor) Receive(ctx actor.Context) {
 // setStatus): a reader who sees the new status finds it in the routing table too.
 type applyStatus struct{ evt *pb.ServerStatusChanged }
 
+// mustWait reports whether a status change of a server must wait for the load of its tools: the server is
+// CONNECTING (or not known yet) and its tools are being loaded. A new session's tools, discovered while it is
+// CONNECTING (awaitFirstDiscovery), thus enter the table with CONNECTED, in the same table: no reader sees the
+// tools of a server that does not take calls yet, nor the server CONNECTED without them. This holds on every node,
+// since the feed delivers the tools before the status that follows them.
+func (r *routerActor) mustWait(m *pb.ServerStatusChanged) bool {
+	if len(r.waiting[m.ServerId]) > 0 {
+		return true // in order
+	}
+	if _, loading := r.loads[m.ServerId]; !loading || m.To == persistence.StatusConnecting {
+		return false
+	}
+	s, known := r.servers[m.ServerId]
+	return !known || s.Status == persistence.StatusConnecting
+}
+
 // applyStatus puts a status change in the table. The same change arrives twice on the owner's node (asked before
-// it is stored, then published): the second, and any older one, changes nothing.
-func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) {
+// it is stored, then published): the second, and any older one, changes nothing (false).
+func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) bool {
 	if m.Epoch > 0 {
 		at := [2]int64{m.Epoch, m.Seq}
 		if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
-			return // older than what the table shows
+			return false // older than what the table shows
 		}
 		r.applied[m.ServerId] = at
 	}
 	s, known := r.servers[m.ServerId]
 	if known && s.Name == m.ServerName && s.Status == m.To {
-		return
+		return false
 	}
 	s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
 	r.servers[m.ServerId] = s
-	if r.held[m.ServerId] {
-		delete(r.held, m.ServerId)
-		r.reloadTools(m.ServerId)
+	if tools, ok := r.staged[m.ServerId]; ok && m.To != persistence.StatusConnecting {
+		delete(r.staged, m.ServerId)
+		r.setTools(m.ServerId, tools)
 	}
-	r.publish()
+	return true
 }
 
-// toolsChanged applies a server's changed tools. Those of a new session, discovered while the server is still
-// CONNECTING (awaitFirstDiscovery), are held and enter the table with CONNECTED, in the same table: no reader sees
-// the tools of a server that does not take calls yet, nor the server CONNECTED without them. This holds on every
-// node, since the feed delivers the tools before the status that follows them.
-func (r *routerActor) toolsChanged(id string) {
-	if r.servers[id].Status == persistence.StatusConnecting {
-		r.hold(id)
+// setTools makes tools the server's served tools in the next table and owes the readers their delta.
+func (r *routerActor) setTools(id string, tools []persistence.Tool) {
+	before := r.tools[id]
+	r.tools[id] = tools
+	d := routing.DiffServed(id, r.servers[id].Name, 0, before, tools, r.curated[id].ExposedName)
+	if d.Empty() {
 		return
 	}
-	r.reloadTools(id)
-	r.publish()
+	d.Version = r.served.next(id)
+	r.addDelta(d)
 }
 
-// hold defers reloading a CONNECTING server's tools to its next status change.
-func (r *routerActor) hold(id string) {
-	if r.held == nil {
-		r.held = map[string]bool{}
+// addDelta owes the readers d with the next table, which holds its version.
+func (r *routerActor) addDelta(d *routing.ServedDelta) {
+	r.deltas = append(r.deltas, d)
+	if !r.versDirty {
+		r.vers, r.versDirty = maps.Clone(r.vers), true
 	}
-	r.held[id] = true
+	if r.vers == nil {
+		r.vers = map[string]uint64{}
+	}
+	r.vers[d.ServerID] = d.Version
 }
 
-// loadProfiles reads every profile (they are few and small).
-func (r *routerActor) loadProfiles() {
+// remove forgets a removed server.
+func (r *routerActor) remove(ctx actor.Context, id string) {
+	for _, key := range []string{id, featuresKey(id)} {
+		if _, ok := r.loads[key]; ok {
+			delete(r.loads, key) // its result is dropped
+		}
+	}
+	for _, w := range r.waiting[id] {
+		respond(ctx, w.sender, &askReply{})
+	}
+	delete(r.waiting, id)
+	delete(r.staged, id)
+	r.pins.ForgetServer(id)
+	delete(r.servers, id)
+	delete(r.tools, id)
+	delete(r.applied, id)
+	delete(r.curated, id)
+	if _, ok := r.vers[id]; ok {
+		r.vers = maps.Clone(r.vers)
+		delete(r.vers, id)
+	}
+	r.served.forget(id)
+	r.forgetFeatures(id)
+	r.publish(ctx)
+	r.answerReaders(ctx)
+}
+
+// routerLoads bounds the router's store reads running at once (more wait their turn): a burst of registrations
+// must not take every connection of the store from the writers.
+const routerLoads = 4
+
+// request owes key a store read: started now (or when a run is free), or after the one running (which may have
+// read before the change).
+func (r *routerActor) request(ctx actor.Context, key, id string, registration bool) {
+	if l, ok := r.loads[key]; ok {
+		switch {
+		case !l.started:
+			l.registration = l.registration || registration // it has not read yet
+		case !l.again:
+			l.again, l.againOldest, l.againRegistration = true, r.seq, registration
+		default:
+			l.againRegistration = l.againRegistration || registration
+		}
+		return
+	}
+	r.start(ctx, key, id, registration, r.seq)
+}
+
+// start owes key a store read now or, when routerLoads run already, once one of them is done.
+func (r *routerActor) start(ctx actor.Context, key, id string, registration bool, oldest uint64) {
+	l := &pendingLoad{id: id, oldest: oldest, registration: registration}
+	r.loads[key] = l
+	if r.running < routerLoads {
+		r.run(ctx, key, l)
+		return
+	}
+	r.queue = append(r.queue, key)
+}
+
+// done counts a run's result in and starts the reads waiting for a free run.
+func (r *routerActor) done(ctx actor.Context) {
+	r.running--
+	for r.running < routerLoads && len(r.queue) > 0 {
+		key := r.queue[0]
+		r.queue = r.queue[1:]
+		if l := r.loads[key]; l != nil && !l.started {
+			r.run(ctx, key, l)
+		}
+	}
+}
+
+// run starts key's store read on a goroutine; its result comes back as a message.
+func (r *routerActor) run(ctx actor.Context, key string, l *pendingLoad) {
+	r.token++
+	r.running++
+	l.token, l.started = r.token, true
+	self, root, token, id, registration := ctx.Self(), ctx.ActorSystem().Root, r.token, l.id, l.registration
+	switch {
+	case key == profilesKey:
+		go func() {
+			sctx, cancel := storeCtx()
+			defer cancel()
+			ps, err := r.deps.Store.ListProfiles(sctx)
+			root.Send(self, &profilesLoaded{token: token, profiles: ps, err: err})
+		}()
+	case key != id:
+		go func() {
+			sctx, cancel := storeCtx()
+			defer cancel()
+			list, err := r.deps.Store.ListFeatures(sctx, id)
+			found := !errors.Is(err, persistence.ErrNotFound)
+			if !found {
+				err = nil
+			}
+			root.Send(self, &featuresLoaded{key: key, id: id, token: token, list: list, found: found, err: err})
+		}()
+	default:
+		// The rows this run builds on (the served tools it replaces: an unchanged definition keeps its routed
+		// form) are never modified, so the goroutine may read them.
+		prev := r.tools[id]
+		go func() { root.Send(self, r.loadServer(id, token, registration, prev)) }()
+	}
+}
+
+// loadServer reads one server's registration, curation and stored tools and builds its served tools. It runs on
+// its own goroutine and reads nothing of the actor's state but prev.
+func (r *routerActor) loadServer(id string, token uint64, registration bool, prev []persistence.Tool) *serverLoaded {
+	res := &serverLoaded{key: id, id: id, token: token, registration: registration}
 	sctx, cancel := storeCtx()
 	defer cancel()
-	ps, err := r.deps.Store.ListProfiles(sctx)
+	srv, err := r.deps.Store.GetServer(sctx, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return res
+	}
 	if err != nil {
-		r.deps.Logger.Error("router: load profiles", "error", err)
-		return
+		res.err = err
+		return res
 	}
-	r.profiles = ps
+	res.found, res.srv = true, srv
+	if res.cur, err = loadCuration(sctx, r.deps.Store, srv); err != nil {
+		res.err = err
+		return res
+	}
+	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		res.err = err
+		return res
+	}
+	res.tools = servedTools(id, res.cur.Serve(tools, r.pins, r.deps.Logger), prev)
+	return res
 }
 
-func (r *routerActor) loadAll() {
+// servedTools is the routed, compacted form of a server's served rows; a definition that did not change keeps its
+// routed form from prev (classification reloads a server many times).
+func servedTools(id string, tools, prev []persistence.Tool) []persistence.Tool {
+	before := make(map[int64]*persistence.Tool, len(prev))
+	for i := range prev {
+		before[prev[i].ID] = &prev[i]
+	}
+	if len(tools) > 0 && len(prev) > 0 {
+		tools = append([]persistence.Tool(nil), tools...) // Serve may return the stored rows as they are
+	}
+	for i, t := range tools {
+		if p := before[t.ID]; p != nil && p.DefinitionHash == t.DefinitionHash {
+			tools[i].Definition = p.Definition
+			continue
+		}
+		tools[i] = routing.RoutedTool(t)
+	}
+	return routing.CompactTools(id, tools, prev)
+}
+
+// finish ends key's run (token) and starts the one owed after it, if any; false: the result is of a superseded
+// run and must be dropped.
+func (r *routerActor) finish(ctx actor.Context, key, id string, token uint64) bool {
+	l, ok := r.loads[key]
+	if !ok || l.token != token {
+		return false
+	}
+	delete(r.loads, key)
+	if l.again {
+		r.start(ctx, key, id, l.againRegistration, l.againOldest)
+	}
+	return true
+}
+
+// serverLoaded applies one server's loaded rows.
+func (r *routerActor) serverLoaded(ctx actor.Context, m *serverLoaded) {
+	r.done(ctx)
+	l := r.loads[m.key]
+	if l == nil || l.token != m.token {
+		return
+	}
+	switch {
+	case m.err != nil:
+		r.deps.Logger.Error("router: load server", "server_id", m.id, "error", m.err)
+	case !m.found:
+		delete(r.servers, m.id)
+		delete(r.tools, m.id)
+		delete(r.staged, m.id)
+	default:
+		old, known := r.servers[m.id]
+		if m.registration || !known {
+			status := m.srv.Status
+			if known && old.Status != "" {
+				status = old.Status // events are the truth about live state; the row may lag them
+			}
+			r.servers[m.id] = routing.ServerEntry{ID: m.srv.ID, Name: m.srv.Name, Status: status}
+		}
+		r.curated[m.id] = m.cur
+		if r.servers[m.id].Status == persistence.StatusConnecting {
+			r.staged[m.id] = m.tools
+		} else {
+			delete(r.staged, m.id)
+			r.setTools(m.id, m.tools)
+		}
+	}
+	if l.again {
+		// A change came after this run started: the status changes waiting for the tools wait for the next run.
+		r.finish(ctx, m.key, m.id, m.token)
+	} else {
+		// The status changes that waited for these tools apply now, in the same table.
+		delete(r.loads, m.key)
+		waiting := r.waiting[m.id]
+		delete(r.waiting, m.id)
+		for _, w := range waiting {
+			r.handle(ctx, w.msg, w.sender)
+		}
+	}
+	r.publish(ctx)
+	r.answerReaders(ctx)
+}
+
+// featuresLoaded applies one server's loaded prompts and resources.
+func (r *routerActor) featuresLoaded(ctx actor.Context, m *featuresLoaded) {
+	r.done(ctx)
+	if !r.finish(ctx, m.key, m.id, m.token) {
+		return
+	}
+	switch {
+	case m.err != nil:
+		r.deps.Logger.Error("router: load prompts and resources", "server_id", m.id, "error", m.err)
+	case !m.found:
+		r.forgetFeatures(m.id)
+	default:
+		r.setFeatures(m.id, m.list)
+	}
+	r.publish(ctx)
+	r.answerReaders(ctx)
+}
+
+// profilesLoaded applies the loaded profiles.
+func (r *routerActor) profilesLoaded(ctx actor.Context, m *profilesLoaded) {
+	r.done(ctx)
+	if !r.finish(ctx, profilesKey, "", m.token) {
+		return
+	}
+	if m.err != nil {
+		r.deps.Logger.Error("router: load profiles", "error", m.err)
+	} else {
+		r.profiles = m.profiles
+	}
+	r.publish(ctx)
+	r.answerReaders(ctx)
+}
+
+// answerReaders answers the readyMsg askers whose owed loads have all been applied: a reader then finds in the
+// table every change announced before it asked.
+func (r *routerActor) answerReaders(ctx actor.Context) {
+	if len(r.readers) == 0 {
+		return
+	}
+	oldest := r.seq + 1
+	for _, l := range r.loads {
+		oldest = min(oldest, l.oldest)
+	}
+	kept := r.readers[:0]
+	for _, w := range r.readers {
+		if w.seq < oldest {
+			respond(ctx, w.sender, &askReply{})
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.readers = kept
+}
+
+// routerSnapshot is the whole catalogue as the router reads it at start and after a resync.
+type routerSnapshot struct {
+	servers  map[string]routing.ServerEntry
+	curated  map[string]*routing.ServerCuration
+	tools    map[string][]persistence.Tool
+	profiles []persistence.Profile
+	features []persistence.Feature
+}
+
+// loadAll reads the whole catalogue on a goroutine; until it is applied every other message waits.
+func (r *routerActor) loadAll(ctx actor.Context) {
+	r.loading = true
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	go func() {
+		snap, err := r.readAll()
+		root.Send(self, &allLoaded{snap: snap, err: err})
+	}()
+}
+
+func (r *routerActor) readAll() (*routerSnapshot, error) {
 	sctx, cancel := storeCtx()
 	defer cancel()
+	snap := &routerSnapshot{servers: map[string]routing.ServerEntry{}, curated: map[string]*routing.ServerCuration{}, tools: map[string][]persistence.Tool{}}
 	servers, _, err := r.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
 	if err != nil {
-		panic(err) // the supervisor retries; the router must not run on a partial table
+		return nil, err
 	}
 	overrides, err := r.deps.Store.ListToolOverrides(sctx, "")
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
 	byServerOv := map[string][]persistence.ToolOverride{}
 	for _, o := range overrides {
 		byServerOv[o.ServerID] = append(byServerOv[o.ServerID], o)
 	}
 	for _, s := range servers {
-		r.servers[s.ID] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
+		snap.servers[s.ID] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
 		c := routing.NewServerCuration(s.Policy, byServerOv[s.ID])
 		if s.Policy.Pinning {
 			set, err := r.deps.Store.ListToolPins(sctx, s.ID)
 			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-				panic(err)
+				return nil, err
 			}
 			c.SetPins(set)
 		}
-		r.curated[s.ID] = c
+		snap.curated[s.ID] = c
 	}
 	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
 	byServer := map[string][]persistence.Tool{}
 	for _, t := range tools {
 		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
 	}
 	for id, list := range byServer {
-		served := r.curated[id].Serve(list, r.pins, r.deps.Logger)
+		served := snap.curated[id].Serve(list, r.pins, r.deps.Logger)
 		for i := range served {
 			served[i] = routing.RoutedTool(served[i])
 		}
-		r.tools[id] = routing.CompactTools(id, served, nil)
+		snap.tools[id] = routing.CompactTools(id, served, nil)
 	}
-	ps, err := r.deps.Store.ListProfiles(sctx)
-	if err != nil {
-		panic(err)
+	if snap.profiles, err = r.deps.Store.ListProfiles(sctx); err != nil {
+		return nil, err
 	}
-	r.profiles = ps
-	r.loadFeatures("")
+	if snap.features, err = r.deps.Store.ListFeatures(sctx, ""); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		return nil, err
+	}
+	return snap, nil
 }
 
-// reload re-reads one server's registration and tools (after a registration, rename or config change).
-func (r *routerActor) reload(id string) {
-	sctx, cancel := storeCtx()
-	defer cancel()
-	s, err := r.deps.Store.GetServer(sctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		delete(r.servers, id)
-		delete(r.tools, id)
-		return
+// applyAll replaces the router's state with a full load, tells the readers every server's tools anew (a Full
+// delta: the table may have moved while the notices were missed), and handles the messages that waited.
+func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
+	if m.err != nil {
+		panic(m.err) // the supervisor retries; the router must not run on a partial table
 	}
-	if err != nil {
-		r.deps.Logger.Error("router: reload server", "server_id", id, "error", err)
-		return
+	s := m.snap
+	r.servers, r.curated, r.tools, r.profiles = s.servers, s.curated, s.tools, s.profiles
+	r.applied, r.staged, r.loads, r.queue = map[string][2]int64{}, map[string][]persistence.Tool{}, map[string]*pendingLoad{}, nil
+	r.feats.byServer, r.feats.dirty = map[string][]persistence.Feature{}, true
+	for _, f := range s.features {
+		r.feats.byServer[f.ServerID] = append(r.feats.byServer[f.ServerID], f)
 	}
-	old, known := r.servers[id]
-	status := s.Status
-	if known && old.Status != "" {
-		status = old.Status // events are the truth about live state; the row may lag them
+	if r.waiting == nil {
+		r.waiting = map[string][]stashedMsg{}
 	}
-	r.servers[id] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: status}
-	c, err := loadCuration(sctx, r.deps.Store, s)
-	if err != nil {
-		r.deps.Logger.Error("router: reload curation", "server_id", id, "error", err)
-		c = r.curated[id]
+	for id, list := range r.tools {
+		r.addDelta(routing.FullServed(id, r.servers[id].Name, r.served.next(id), list, r.curated[id].ExposedName))
 	}
-	r.curated[id] = c
-	if status == persistence.StatusConnecting {
-		r.hold(id)
-	} else {
-		r.reloadTools(id)
+	r.loading = false
+	r.publish(ctx)
+	// Status changes that waited for loads superseded by this one apply first, then what waited for it.
+	var stash []stashedMsg
+	for _, ws := range r.waiting {
+		stash = append(stash, ws...)
 	}
-}
-
-func (r *routerActor) reloadTools(id string) {
-	if _, ok := r.servers[id]; !ok {
-		return
-	}
-	sctx, cancel := storeCtx()
-	defer cancel()
-	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
-	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		r.deps.Logger.Error("router: reload tools", "server_id", id, "error", err)
-		return
-	}
-	if c := r.curated[id]; c.Pinning() {
-		// A discovery may have moved the pins (a change held, or approved): they decide what is served.
-		if set, err := r.deps.Store.ListToolPins(sctx, id); err == nil {
-			c.SetPins(set)
-		} else if !errors.Is(err, persistence.ErrNotFound) {
-			r.deps.Logger.Error("router: reload tool pins", "server_id", id, "error", err)
+	r.waiting = map[string][]stashedMsg{}
+	stash = append(stash, r.stash...)
+	r.stash = nil
+	for i, w := range stash {
+		r.handle(ctx, w.msg, w.sender)
+		if r.loading { // a resync among them: the rest waits for it
+			r.stash = stash[i+1:]
+			return
 		}
 	}
-	tools = r.curated[id].Serve(tools, r.pins, r.deps.Logger)
-	// A definition that did not change keeps its routed form: classification reloads a server many times.
-	prev := make(map[int64]*persistence.Tool, len(r.tools[id]))
-	for i, t := range r.tools[id] {
-		prev[t.ID] = &r.tools[id][i]
-	}
-	for i, t := range tools {
-		if p := prev[t.ID]; p != nil && p.DefinitionHash == t.DefinitionHash {
-			tools[i].Definition = p.Definition
-			continue
-		}
-		tools[i] = routing.RoutedTool(t)
-	}
-	r.tools[id] = routing.CompactTools(id, tools, r.tools[id])
+	r.answerReaders(ctx)
 }
 
-func (r *routerActor) publish() {
+// snapshotDeltas is a Full delta of every server in the table at its current version.
+func (r *routerActor) snapshotDeltas() []*routing.ServedDelta {
+	out := make([]*routing.ServedDelta, 0, len(r.tools))
+	for id, list := range r.tools {
+		out = append(out, routing.FullServed(id, r.servers[id].Name, r.served.current(id), list, r.curated[id].ExposedName))
+	}
+	return out
+}
+
+// publish stores the next table and then hands its deltas to the readers (on the event stream: the indexer and
+// the classifier follow them), so that a reader that has a delta finds its tools in the table.
+func (r *routerActor) publish(ctx actor.Context) {
 	r.version++
 	t := routing.BuildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routing.Curation{Servers: r.curated, Profiles: r.profiles}, r.featureTable())
+	t.SetServedVersions(r.vers)
+	r.versDirty = false
 	r.table.Store(t)
 	r.hooks.call(t)
+	deltas := r.deltas
+	r.deltas = nil
+	for _, d := range deltas {
+		r.served.publish(d)
+		ctx.ActorSystem().EventStream.Publish(d)
+	}
 }
 
 // Routes is the current routing table.

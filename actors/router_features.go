@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"errors"
-
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -18,26 +16,13 @@ type routerFeatures struct {
 	version  uint64
 }
 
-// loadFeatures reads the stored features of one server (all servers when id is empty) into the router.
-func (r *routerActor) loadFeatures(id string) {
-	if r.feats.byServer == nil || id == "" {
+// setFeatures makes list a server's stored features in the router.
+func (r *routerActor) setFeatures(id string, list []persistence.Feature) {
+	if r.feats.byServer == nil {
 		r.feats.byServer = map[string][]persistence.Feature{}
 	}
 	r.feats.dirty = true
-	sctx, cancel := storeCtx()
-	defer cancel()
-	list, err := r.deps.Store.ListFeatures(sctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		delete(r.feats.byServer, id)
-		return
-	}
-	if err != nil {
-		r.deps.Logger.Error("router: load prompts and resources", "server_id", id, "error", err)
-		return
-	}
-	if id != "" {
-		delete(r.feats.byServer, id)
-	}
+	delete(r.feats.byServer, id)
 	for _, f := range list {
 		r.feats.byServer[f.ServerID] = append(r.feats.byServer[f.ServerID], f)
 	}

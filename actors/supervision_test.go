@@ -41,17 +41,21 @@ func TestPanickingServerActorRestartsAlone(t *testing.T) {
 		sys.CrashServerForTest(victim.ID)
 		// Until the restarted actor reconnects: the sibling answers, and never two children for the victim.
 		deadline := time.Now().Add(20 * time.Second)
+		var lastRep any
+		var lastErr error
 		for {
 			if time.Now().After(deadline) {
-				t.Fatalf("the victim did not come back after crash %d", crash+1)
+				t.Fatalf("the victim did not come back after crash %d: %v %v", crash+1, lastRep, lastErr)
 			}
 			mustEcho(t, r, sibling.ID, "still here")
 			if n := len(peertest.ProcessesWithArg(marker)); n > 1 {
 				t.Fatalf("%d child processes for one server: the crashed actor leaked its session", n)
 			}
-			if rep, err := r.echo(victim.ID, "back?"); err == nil && rep.Error == nil {
+			rep, err := r.echo(victim.ID, "back?")
+			if err == nil && rep.Error == nil {
 				break
 			}
+			lastRep, lastErr = rep, err
 			time.Sleep(20 * time.Millisecond)
 		}
 	}

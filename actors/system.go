@@ -60,8 +60,11 @@ type System struct {
 	// (both nil on a single node).
 	links  *placement.Links
 	lookup *placement.Lookup
-	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery, the router and the indexer.
+	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery and the router.
 	pinHashes *routing.PinHashes
+	// served holds the versions of each server's served tools: published by the router, acknowledged by the
+	// indexer (served.go).
+	served *servedBoard
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
 	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
@@ -175,7 +178,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
+	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: newServedBoard(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
 		reconcileNow: make(chan struct{}, 1)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
@@ -203,8 +206,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, curated: map[string]*routing.ServerCuration{}, pins: s.pinHashes,
-			servers: map[string]routing.ServerEntry{}, tools: map[string][]persistence.Tool{}, applied: map[string][2]int64{}}
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, served: s.served, pins: s.pinHashes}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
@@ -222,7 +224,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(err)
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{}, pins: s.pinHashes}
+		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{},
+			router: s.router, served: s.served}
 	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
@@ -260,12 +263,13 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 
 // deliver hands an event to the actors that follow it. local: published on this process's event stream by its own
 // actors (then also sent to the other processes, and seen by discovery); otherwise it came from another process
-// through the feed, and only the router, the indexer and the metrics follow it (discovery and classification run
-// on the server's owner).
+// through the feed, and only the router and the metrics follow it (discovery and classification run on the
+// server's owner). The router's deltas of the served tools (local only: every node's router derives its own from
+// the notices) go to the indexer; the classifier follows them on the event stream.
 func (s *System) deliver(evt any, local bool) {
 	root := s.sys.Root
 	switch evt.(type) {
-	case *pb.ToolsChanged, *pb.ServerUpdated, *pb.ServerRemoved, *pb.ClassificationDone:
+	case *routing.ServedDelta, *pb.ServerRemoved:
 		root.Send(s.indexer, evt)
 	}
 	switch e := evt.(type) {
@@ -560,9 +564,13 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		// The router was sent every event before this wait saw it: once it answers, the table holds the tools.
+		// The router was sent every event before this wait saw it: once it answers, the table holds the tools;
+		// once the indexer has acknowledged the versions the router published, they are searchable.
 		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {
 			return fmt.Errorf("router: %w", err)
+		}
+		if err := s.served.awaitIndexed(ctx, nil); err != nil {
+			return fmt.Errorf("search index: %w", err)
 		}
 		return nil
 	case <-ctx.Done():

@@ -105,6 +105,8 @@ type RouteTable struct {
 	curated map[string]bool
 	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).
 	features *FeatureTable
+	// served is the version of each server's served tools the table holds (SetServedVersions; nil: none).
+	served map[string]uint64
 }
 
 // Version increases with every rebuild.

@@ -138,6 +138,8 @@ type Server struct {
 type exposedEntry struct {
 	key          uint64
 	name, server string
+	// served is the version of the server's served tools the entry was made from (0: not known).
+	served uint64
 }
 
 // New builds the endpoint and starts following the routing table until Close.
@@ -276,9 +278,10 @@ func (s *Server) syncLoop() {
 	}
 }
 
-// sync makes the exposed backend tools equal to the table's callable tools. A tool whose entry did not change
-// (entryKey) is left as it is, without decoding its definition and schema again: at 10,000 tools the table changes
-// with every classified batch.
+// sync makes the exposed backend tools equal to the table's callable tools. A tool of a server whose served
+// tools kept their version (RouteTable.ServedVersion, the router's deltas) is left as it is without looking at it
+// again, and one whose entry did not change (entryKey) without decoding its definition and schema again: at
+// 10,000 tools the table changes with every classified batch.
 func (s *Server) sync(t *routing.RouteTable) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -287,8 +290,18 @@ func (s *Server) sync(t *routing.RouteTable) {
 		if s.searchFirst {
 			break // only the meta-tools are listed
 		}
+		// The router's deltas say when a server's served tools change: while its version stands, its exposed
+		// tools stand too (their alias is the key), without hashing them again.
+		served := t.ServedVersion(e.SourceServerID)
+		old, ok := s.exposed[e.Alias]
+		if ok && served != 0 && old.served == served && old.server == e.ServerName {
+			want[e.Alias] = true
+			continue
+		}
 		key := entryKey(s.keySeed, e)
-		if old, ok := s.exposed[e.Alias]; ok && old.key == key {
+		if ok && old.key == key {
+			old.served = served
+			s.exposed[e.Alias] = old
 			want[e.Alias] = true
 			continue
 		}
@@ -298,7 +311,7 @@ func (s *Server) sync(t *routing.RouteTable) {
 			continue
 		}
 		want[e.Alias] = true
-		s.exposed[e.Alias] = exposedEntry{key: key, name: e.Name, server: e.ServerName}
+		s.exposed[e.Alias] = exposedEntry{key: key, name: e.Name, server: e.ServerName, served: served}
 		s.mcp.AddTool(tool, s.backendTool)
 	}
 	var gone []string
