@@ -369,7 +369,9 @@ func (r *routerActor) start(ctx actor.Context, key, id string, registration bool
 
 // done counts a run's result in and starts the reads waiting for a free run.
 func (r *routerActor) done(ctx actor.Context) {
-	r.running--
+	if r.running > 0 { // a restarted router also receives the results of its previous incarnation's reads
+		r.running--
+	}
 	for r.running < routerLoads && len(r.queue) > 0 {
 		key := r.queue[0]
 		r.queue = r.queue[1:]
