@@ -225,9 +225,19 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 	case <-w.departed:
 		return nil, errDeparted
 	case <-w.broken:
-		return nil, errLinkBroken
+		// An answer that came in with the connection's last messages (a node that hands its servers over answers,
+		// then exits) is already on its way to the asking goroutine: it wins.
+		select {
+		case r := <-done:
+			return r.res, r.err
+		case <-time.After(linkGrace):
+			return nil, errLinkBroken
+		}
 	}
 }
+
+// linkGrace is how long a request whose connection broke still waits for an answer that arrived just before.
+const linkGrace = 250 * time.Millisecond
 
 // departedReply turns errDeparted and errLinkBroken into the answer the caller expects: a call's
 // SERVER_UNAVAILABLE saying the call may not have completed (it may have run on the other node), or an

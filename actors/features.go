@@ -46,7 +46,7 @@ const maxFeedURI = 4096
 func (s *System) deliverResourceUpdated(e *pb.ResourceUpdated, local bool) {
 	s.resourceHooks.call(e)
 	if local && s.feed != nil && len(e.Uri) <= maxFeedURI {
-		s.feed.publish(e)
+		s.feed.Publish(e)
 	}
 }
 

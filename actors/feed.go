@@ -2,149 +2,24 @@ package actors
 
 import (
 	"context"
-	"encoding/base64"
-	"sync/atomic"
-	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/mcpgw/aggregator/persistence"
-	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/actors/placement"
 )
 
-// The cross-process feed. Processes that share a store (several `serve` nodes, or a standby beside the process that
-// serves) each keep a routing table, an MCP endpoint and a search index of every server, but only the owner of a
-// server sees its status and tool changes happen. So each process sends the events its own actors publish
-// (registrations, renames, deletes, status changes, stored tools, classifications) through the store's Feed
-// (PostgreSQL NOTIFY), and hands the events of the others to its router and indexer, as if its own actors had
-// published them. Discovery and classification react only to their own process's events: they run once per
-// change, on the owner. A listener that reconnects has missed notices and reloads the routing table and the index
-// from the store. Status events carry the owner's lease epoch and a sequence, so that a late notice from an earlier
-// owner never overwrites a newer status.
-
-// feedQueue bounds the events waiting to be sent; beyond it events are dropped (and counted in the log): a
-// database too slow to take them is unreachable for the listeners too, which reload when they reconnect.
-const feedQueue = 4096
-
-// feedBridge sends this process's events to the feed and delivers the others'.
-type feedBridge struct {
-	feed    persistence.Feed
-	node    string
-	out     chan *pb.FeedEvent
-	dropped atomic.Int64
-}
+// The cross-process feed (placement.Feed): this process's events go to the other processes through the store,
+// and theirs come to this process's router as if its own actors had published them (deliver, not local). When the
+// feed reconnects after a break, the router reloads from the store and hands the indexer and the classifier the
+// deltas of what changed (the one writer of the served catalogue).
 
 // startFeed connects the system to the store's feed, when the store has one; it runs until ctx ends.
 func (s *System) startFeed(ctx context.Context) {
-	feed, ok := persistence.FeedOf(s.deps.Store)
-	if !ok {
-		return
+	feed, ok := placement.StartFeed(ctx, s.deps.Store, s.deps.NodeID, s.deps.Logger, func(evt any) { s.deliver(evt, false) }, func() {
+		s.sys.Root.Send(s.router, &resync{})
+	})
+	if ok {
+		s.feed = feed
 	}
-	b := &feedBridge{feed: feed, node: s.deps.NodeID, out: make(chan *pb.FeedEvent, feedQueue)}
-	s.feed = b
-	go b.send(ctx, s)
-	first := true
-	go func() {
-		_ = feed.Listen(ctx, func(payload string) { s.onNotice(payload) }, func() {
-			if first {
-				first = false // the first connection: the tables were just loaded from the store
-				return
-			}
-			s.deps.Logger.Info("feed: reconnected; reloading the routing table and the search index from the store")
-			s.sys.Root.Send(s.router, &resync{})
-			s.sys.Root.Send(s.indexer, &resync{})
-		})
-	}()
 }
 
-// resync makes the router or the indexer reload everything from the store (the feed missed notices).
+// resync makes the router reload everything from the store (the feed missed notices).
 type resync struct{}
-
-// publish queues one of this process's events for the other processes.
-func (b *feedBridge) publish(evt any) {
-	fe := &pb.FeedEvent{Node: b.node}
-	switch e := evt.(type) {
-	case *pb.ServerStatusChanged:
-		fe.Event = &pb.FeedEvent_Status{Status: e}
-	case *pb.ServerUpdated:
-		fe.Event = &pb.FeedEvent_Updated{Updated: e}
-	case *pb.ServerRemoved:
-		fe.Event = &pb.FeedEvent_Removed{Removed: e}
-	case *pb.ToolsChanged:
-		// Receivers reload the server's tools from the store; the name lists could outgrow a notice.
-		fe.Event = &pb.FeedEvent_Tools{Tools: &pb.ToolsChanged{ServerId: e.ServerId, ServerName: e.ServerName, Total: e.Total}}
-	case *pb.ClassificationDone:
-		fe.Event = &pb.FeedEvent_Classified{Classified: &pb.ClassificationDone{ServerId: e.ServerId}}
-	case *pb.ProfilesChanged:
-		fe.Event = &pb.FeedEvent_Profiles{Profiles: e}
-	case *pb.FeaturesChanged:
-		fe.Event = &pb.FeedEvent_Features{Features: e}
-	case *pb.ResourceUpdated:
-		fe.Event = &pb.FeedEvent_ResourceUpdated{ResourceUpdated: e}
-	default:
-		return
-	}
-	select {
-	case b.out <- fe:
-	default:
-		b.dropped.Add(1)
-	}
-}
-
-// send writes queued events to the feed until ctx ends.
-func (b *feedBridge) send(ctx context.Context, s *System) {
-	var lastWarn time.Time
-	for {
-		var fe *pb.FeedEvent
-		select {
-		case <-ctx.Done():
-			return
-		case fe = <-b.out:
-		}
-		raw, err := proto.Marshal(fe)
-		if err == nil {
-			nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err = b.feed.Notify(nctx, base64.StdEncoding.EncodeToString(raw))
-			cancel()
-		}
-		if n := b.dropped.Swap(0); (err != nil || n > 0) && time.Since(lastWarn) > 10*time.Second {
-			lastWarn = time.Now()
-			s.deps.Logger.Warn("feed: events not sent to the other processes (they reload from the store when their feed reconnects)",
-				"error", err, "dropped", n)
-		}
-	}
-}
-
-// onNotice delivers another process's event to this process's router and indexer.
-func (s *System) onNotice(payload string) {
-	raw, err := base64.StdEncoding.DecodeString(payload)
-	if err != nil {
-		return
-	}
-	fe := &pb.FeedEvent{}
-	if proto.Unmarshal(raw, fe) != nil || fe.Node == s.deps.NodeID {
-		return
-	}
-	var evt any
-	switch e := fe.Event.(type) {
-	case *pb.FeedEvent_Status:
-		evt = e.Status
-	case *pb.FeedEvent_Updated:
-		evt = e.Updated
-	case *pb.FeedEvent_Removed:
-		evt = e.Removed
-	case *pb.FeedEvent_Tools:
-		evt = e.Tools
-	case *pb.FeedEvent_Classified:
-		evt = e.Classified
-	case *pb.FeedEvent_Profiles:
-		evt = e.Profiles
-	case *pb.FeedEvent_Features:
-		evt = e.Features
-	case *pb.FeedEvent_ResourceUpdated:
-		evt = e.ResourceUpdated
-	default:
-		return
-	}
-	s.deliver(evt, false)
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -74,7 +75,7 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 	var now time.Time
 	if s.members != nil {
 		if _, joined := s.members.Status(); !joined {
-			return nil, nil // out of the membership: it hosts nothing until it rejoins (cluster.go)
+			return nil, nil // out of the membership: it hosts nothing until it rejoins (placement.Plan)
 		}
 		ls, at, err := s.deps.Store.ListLeases(sctx)
 		if err != nil {
@@ -85,46 +86,23 @@ func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 			leases[l.ServerID] = l
 		}
 	}
-	var activated []*actor.PID
-	unowned := map[string]bool{}
-	defer func() { s.unowned.Store(unowned) }()
+	plan, unowned := placement.Plan(s.members, servers, leases, now, func(id string) bool {
+		_, here := s.hostedPID(id)
+		return here
+	})
+	s.unowned.Store(unowned)
+	names := make(map[string]string, len(servers))
 	for _, srv := range servers {
-		dead := ""
-		if s.members != nil {
-			holder, from, wait := "", "", false
-			if l, ok := leases[srv.ID]; ok {
-				holder, from, wait = s.members.Holder(l, now)
-			}
-			if holder == "" && !wait {
-				unowned[srv.ID] = true
-			}
-			if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
-				continue
-			}
-			switch {
-			case holder == s.deps.NodeID:
-				if _, here := s.hostedPID(srv.ID); here {
-					continue // served
-				}
-				// Its lease names this node, yet no actor here has it (it lapsed while the store was away, and the
-				// actor gave it up): take it back.
-			case holder != "" || wait:
-				continue // served by another member, or being handed over
-			default:
-				if id, _ := s.members.Choose(srv.ID); id != s.deps.NodeID {
-					continue // another member's to activate
-				}
-				dead = from
-			}
-		} else if !srv.AutoConnect && srv.Status == persistence.StatusDisconnected {
-			continue
-		}
-		pid, err := s.activateLocal(sctx, srv.ID, dead)
+		names[srv.ID] = srv.Name
+	}
+	var activated []*actor.PID
+	for _, a := range plan {
+		pid, err := s.activateLocal(sctx, a.ServerID, a.Dead)
 		if err != nil {
 			if errors.Is(err, ErrShuttingDown) || ctx.Err() != nil {
 				return activated, nil
 			}
-			s.deps.Logger.Warn("reconcile: activate server", "server_id", srv.ID, "server", srv.Name, "error", err)
+			s.deps.Logger.Warn("reconcile: activate server", "server_id", a.ServerID, "server", names[a.ServerID], "error", err)
 			continue
 		}
 		activated = append(activated, pid)

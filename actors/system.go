@@ -47,7 +47,7 @@ type System struct {
 	calls callGate
 	// feed sends this process's events to the other processes on the store and delivers theirs (nil: the store
 	// has no feed); stopFeed ends it.
-	feed     *feedBridge
+	feed     *placement.Feed
 	stopFeed context.CancelFunc
 	// placement hosts this node's server actors (placement.go); hosted maps their server ids to them.
 	placement *actor.PID
@@ -285,7 +285,7 @@ func (s *System) deliver(evt any, local bool) {
 	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone, *pb.ProfilesChanged, *pb.FeaturesChanged:
 		root.Send(s.router, evt)
 		if local && s.feed != nil {
-			s.feed.publish(evt)
+			s.feed.Publish(evt)
 		}
 	case *pb.ResourceUpdated:
 		s.deliverResourceUpdated(evt.(*pb.ResourceUpdated), local)
