@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -29,7 +30,9 @@ func BenchmarkCallPath(b *testing.B) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return backend }, nil))
 	b.Cleanup(hs.Close)
 
-	r := newRig(b)
+	// With metrics, as the daemon runs.
+	m := metrics.New(nil)
+	r := newRigWith(b, actors.Deps{Config: actors.DefaultConfig(), Metrics: m}, mcpserver.Options{Metrics: m})
 	r.register(b, "echo", map[string]any{"base_url": hs.URL}, persistence.TransportHTTP)
 	waitFor(b, "echo routable", func() bool { _, ok := r.sys.Routes().Tool("echo.echo"); return ok })
 
