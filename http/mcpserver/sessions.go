@@ -26,10 +26,10 @@ type sessionTable struct {
 	s *Server
 
 	mu      sync.Mutex
-	byID    map[string]string // streamable session id -> client key
-	pending map[string]int    // client key -> POSTs without a session id being served
-	sse     map[string]int    // client key -> open legacy SSE streams (a session each)
-	modern  map[string]int    // client key -> sessionless (2026-07-28) requests being served, each counted as a session
+	byID    map[string]string          // streamable session id -> client key
+	pending map[string]int             // client key -> POSTs without a session id being served
+	sse     map[string]int             // client key -> open legacy SSE streams (a session each)
+	modern  map[string]int             // client key -> sessionless (2026-07-28) requests being served, each counted as a session
 	calls   map[*inflightCall]struct{} // tools/call in flight, of every session (one map: no map per session to make and drop per call)
 }
 
