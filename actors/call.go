@@ -100,9 +100,7 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		lctx, cancel := context.WithDeadline(ctx, deadline)
-		pid, err := s.resolve(lctx, id)
-		cancel()
+		pid, err := s.resolveBy(ctx, id, deadline)
 		if err != nil {
 			return nil, err // ErrShuttingDown: the placement is gone with the actor system
 		}
@@ -126,6 +124,19 @@ func (s *System) askServer(ctx context.Context, id string, msg any, deadline tim
 		case <-time.After(pause):
 		}
 	}
+}
+
+// resolveBy is resolve within deadline. A server whose actor runs on this node (one node) is found without a
+// context of its own: that is every call of a single daemon.
+func (s *System) resolveBy(ctx context.Context, id string, deadline time.Time) (*actor.PID, error) {
+	if s.cluster == nil {
+		if pid, ok := s.hostedPID(id); ok {
+			return pid, nil
+		}
+	}
+	lctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	return s.resolve(lctx, id)
 }
 
 // resolve is the actor of a server: on one node its fixed local name once it is active (activating it first when

@@ -57,7 +57,6 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
 	cctx, cancelCause := context.WithCancelCause(dctx)
-	cancel := func() { cancelCause(nil); cancelDeadline() }
 	a.nextCall++
 	id := a.nextCall
 	a.pending[id] = cancelCause
@@ -94,7 +93,8 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	go func() {
 		defer mx.InFlight(name, -1)
 		defer relay.end(id, relayed)
-		defer cancel()
+		defer cancelDeadline()
+		defer cancelCause(nil)
 		if token != "" {
 			defer progress.Delete(token)
 		}

@@ -218,45 +218,98 @@ func WithRelay(ctx context.Context, r Relay) context.Context {
 }
 
 // attachRelay gives a call a relay actor when its caller has a Relay; the returned function stops it (nil: none).
+// Most relayed calls never hear from their backend (a client that declares roots, as the go-sdk's does by
+// default, has every call relayed), so the actor is spawned only when the backend first asks or logs something:
+// until then the call's relay PID names a lazyRelay, a bare process in the registry (no mailbox, no goroutine).
 func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
 	r, ok := ctx.Value(relayKey{}).(Relay)
 	if !ok || r == nil {
 		return nil
 	}
 	rctx := context.WithoutCancel(ctx)
-	var done atomic.Bool
-	pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		switch m := c.Message().(type) {
-		case *pb.RelayRequest:
-			sender, root := c.Sender(), c.ActorSystem().Root
-			go func() {
-				reply := runRelay(rctx, r, m)
-				if sender != nil {
-					root.Send(sender, reply)
+	lazy := &lazyRelay{reg: s.sys.ProcessRegistry}
+	lazy.spawn = func() *actor.PID {
+		return s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+			switch m := c.Message().(type) {
+			case *pb.RelayRequest:
+				sender, root := c.Sender(), c.ActorSystem().Root
+				go func() {
+					reply := runRelay(rctx, r, m)
+					if sender != nil {
+						root.Send(sender, reply)
+					}
+				}()
+			case *pb.RelayLog:
+				var p mcp.LoggingMessageParams
+				if json.Unmarshal(m.ParamsJson, &p) == nil {
+					// While the call runs, with its context (over streamable HTTP the message goes on the call's
+					// own stream, before the result); once it has answered, that stream is gone: the session's own.
+					lctx := rctx
+					if lazy.done.Load() {
+						lctx = context.Background()
+					}
+					r.Log(lctx, &p)
 				}
-			}()
-		case *pb.RelayLog:
-			var p mcp.LoggingMessageParams
-			if json.Unmarshal(m.ParamsJson, &p) == nil {
-				// While the call runs, with its context (over streamable HTTP the message goes on the call's own
-				// stream, before the result); once it has answered, that stream is gone: the session's own.
-				lctx := rctx
-				if done.Load() {
-					lctx = context.Background()
-				}
-				r.Log(lctx, &p)
 			}
-		}
-	}))
+		}))
+	}
+	pid, _ := s.sys.ProcessRegistry.Add(lazy, "relay"+s.sys.ProcessRegistry.NextId())
 	msg.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
-	// Kept for relayGrace after the call (and then poisoned, so what is queued is still delivered): a log message
-	// the backend sent just before its result may arrive just after it.
+	// Kept for relayGrace after the call (the actor, if any, then poisoned, so what is queued is still delivered):
+	// a log message the backend sent just before its result may arrive just after it.
 	root := s.sys.Root
 	return func() {
-		done.Store(true)
-		time.AfterFunc(relayGrace, func() { root.Poison(pid) })
+		lazy.done.Store(true)
+		time.AfterFunc(relayGrace, func() {
+			s.sys.ProcessRegistry.Remove(pid)
+			if actorPID := lazy.spawned(); actorPID != nil {
+				root.Poison(actorPID)
+			}
+		})
 	}
 }
+
+// lazyRelay is the process a call's relay PID names: it spawns the call's relay actor on the first message and
+// hands it every message, in the order they come (envelopes intact, so a request's answer goes to its sender).
+type lazyRelay struct {
+	reg   *actor.ProcessRegistryValue
+	spawn func() *actor.PID
+	once  sync.Once
+	pid   atomic.Pointer[actor.PID]
+	done  atomic.Bool // the call answered
+}
+
+func (l *lazyRelay) target() (*actor.PID, actor.Process) {
+	l.once.Do(func() { l.pid.Store(l.spawn()) })
+	pid := l.pid.Load()
+	proc, _ := l.reg.Get(pid)
+	return pid, proc
+}
+
+// spawned is the relay actor, nil when none was needed; no message spawns one after it was asked.
+func (l *lazyRelay) spawned() *actor.PID {
+	l.once.Do(func() {})
+	return l.pid.Load()
+}
+
+func (l *lazyRelay) SendUserMessage(self *actor.PID, message any) {
+	pid, proc := l.target()
+	if pid == nil { // too late: the call's relay is gone
+		l.reg.ActorSystem.DeadLetter.SendUserMessage(self, message)
+		return
+	}
+	proc.SendUserMessage(pid, message)
+}
+
+func (l *lazyRelay) SendSystemMessage(_ *actor.PID, message any) {
+	if pid := l.pid.Load(); pid != nil {
+		if proc, ok := l.reg.Get(pid); ok {
+			proc.SendSystemMessage(pid, message)
+		}
+	}
+}
+
+func (l *lazyRelay) Stop(pid *actor.PID) { l.reg.Remove(pid) }
 
 // runRelay has the client answer one backend request.
 func runRelay(ctx context.Context, r Relay, m *pb.RelayRequest) *pb.RelayReply {

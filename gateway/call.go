@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -190,6 +192,52 @@ func (c Call) Metadata() map[string]any {
 		meta["warning"] = "Server " + r.ServerName + " is DEGRADED: recent health checks failed"
 	}
 	return meta
+}
+
+// MetadataJSON is Metadata encoded, byte for byte what json.Marshal makes of it (keys in order), written without
+// the map: the call path answers every call with it.
+func (c Call) MetadataJSON() json.RawMessage {
+	r := c.Route
+	b := make([]byte, 0, 192+len(r.ServerName)*2+len(r.ServerID)+len(r.Name))
+	b = append(b, `{"execution_time_ms":`...)
+	b = appendFloat(b, Ms(c.Done.Sub(c.Routed)))
+	b = appendMember(b, "routed_to", r.ServerName)
+	b = append(b, `,"routing_time_ms":`...)
+	b = appendFloat(b, Ms(c.Routed.Sub(c.Start)))
+	b = appendMember(b, "server_id", r.ServerID)
+	b = appendMember(b, "strategy", r.Strategy)
+	b = appendMember(b, "tool", r.Name)
+	b = append(b, `,"total_time_ms":`...)
+	b = appendFloat(b, Ms(c.Done.Sub(c.Start)))
+	if r.ServerStatus == persistence.StatusDegraded {
+		b = appendMember(b, "warning", "Server "+r.ServerName+" is DEGRADED: recent health checks failed")
+	}
+	return append(b, '}')
+}
+
+// appendMember appends `,"key":value` for a string value, escaped as encoding/json escapes it.
+func appendMember(b []byte, key, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(v) // rare: let encoding/json escape it
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"')
+}
+
+// appendFloat appends f as encoding/json writes a float64 (its exponent form only outside [1e-6, 1e21)).
+func appendFloat(b []byte, f float64) []byte {
+	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) || math.IsNaN(f) || math.IsInf(f, 0) {
+		q, _ := json.Marshal(f)
+		return append(b, q...)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }
 
 // Ms is a duration in milliseconds with microsecond precision, as the metadata reports times.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
@@ -221,4 +222,29 @@ type fixedActors struct {
 func (f *fixedActors) Routes() *routing.RouteTable { return f.rt }
 func (f *fixedActors) Call(context.Context, routing.Route, []byte, func(*pb.Progress)) (*pb.CallToolReply, error) {
 	return f.reply, nil
+}
+
+// TestMetadataJSON: the metadata written by hand is what encoding/json makes of Metadata, byte for byte, for names
+// that need escaping, a DEGRADED server's warning and times from zero to hours.
+func TestMetadataJSON(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		route         routing.Route
+		routed, total time.Duration
+	}{
+		{routing.Route{ServerName: "alpha", ServerID: "01a2", Name: "alpha.echo", Strategy: routing.StrategyAlias}, 0, 0},
+		{routing.Route{ServerName: "b<e>&\"t\\a", ServerID: "x\u2028y", Name: "é.ü\n", Strategy: routing.StrategyNamespaceResolved,
+			ServerStatus: persistence.StatusDegraded}, 1234567 * time.Nanosecond, 3*time.Hour + 7*time.Microsecond},
+		{routing.Route{ServerName: "s", ServerStatus: persistence.StatusConnected}, time.Microsecond, 2 * time.Microsecond},
+		{routing.Route{ServerName: "s"}, 999 * time.Nanosecond, 123456789 * time.Second},
+	} {
+		c := gateway.Call{Route: tc.route, Start: t0, Routed: t0.Add(tc.routed), Done: t0.Add(tc.total)}
+		want, err := json.Marshal(c.Metadata())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.MetadataJSON(); string(got) != string(want) {
+			t.Errorf("MetadataJSON = %s\nwant %s", got, want)
+		}
+	}
 }

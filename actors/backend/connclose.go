@@ -39,14 +39,7 @@ func (s *sessionConns) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = &sessionBody{ReadCloser: resp.Body, done: func() {
-		stop()
-		cancel()
-		if s.ctx.Err() != nil {
-			// A connection that went back to the pool after the session closed: close it too.
-			s.base.CloseIdleConnections()
-		}
-	}}
+	resp.Body = &sessionBody{ReadCloser: resp.Body, conns: s, stop: stop, cancel: cancel}
 	return resp, nil
 }
 
@@ -59,8 +52,10 @@ func (s *sessionConns) close() {
 // sessionBody ends its request's tie to the session once the body is read to the end or closed.
 type sessionBody struct {
 	io.ReadCloser
-	done func()
-	once sync.Once // Close may run while a Read waits
+	conns  *sessionConns
+	stop   func() bool
+	cancel context.CancelFunc
+	once   sync.Once // Close may run while a Read waits
 }
 
 func (b *sessionBody) Read(p []byte) (int, error) {
@@ -75,4 +70,14 @@ func (b *sessionBody) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(b.done)
 	return err
+}
+
+// done unties the request from the session.
+func (b *sessionBody) done() {
+	b.stop()
+	b.cancel()
+	if b.conns.ctx.Err() != nil {
+		// A connection that went back to the pool after the session closed: close it too.
+		b.conns.base.CloseIdleConnections()
+	}
 }

@@ -300,25 +300,29 @@ func identify(head, tail []byte) (json.RawMessage, kind) {
 	return id, k
 }
 
-// headID reads the top-level keys of a truncated JSON object until the input ends.
+// headID reads the top-level keys of a truncated JSON object until the input ends. It runs on every POST to a
+// backend (requestID), so it scans the bytes in place: no decoder, no tokens; the id it returns is a copy.
 func headID(head []byte) (json.RawMessage, kind) {
-	dec := json.NewDecoder(bytes.NewReader(head))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+	s := scanner{b: head}
+	if !s.next('{') {
 		return nil, kindUnknown
 	}
 	var id json.RawMessage
 	k := kindUnknown
-	for {
-		tok, err := dec.Token()
-		if err != nil {
+	for first := true; ; first = false {
+		s.space()
+		if s.at('}') {
 			return id, k
 		}
-		key, ok := tok.(string)
-		if !ok { // '}' ends the object
+		if !first && !s.next(',') {
 			return id, k
 		}
-		switch key {
+		s.space()
+		key, ok := s.str()
+		if !ok {
+			return id, k
+		}
+		switch keyIs(key) { // a key tells the kind as soon as it is whole
 		case "method":
 			k = kindRequest
 		case "result", "error":
@@ -326,34 +330,114 @@ func headID(head []byte) (json.RawMessage, kind) {
 				k = kindResponse
 			}
 		}
-		tok, err = dec.Token()
-		if err != nil {
+		if !s.next(':') {
 			return id, k
 		}
-		switch v := tok.(type) {
-		case json.Delim: // an object or array value: skip it
-			for depth := 1; depth > 0; {
-				t, err := dec.Token()
-				if err != nil {
-					return id, k
+		s.space()
+		val, ok := s.value()
+		if !ok {
+			return id, k
+		}
+		if keyIs(key) == "id" && (val[0] == '"' || val[0] == '-' || val[0] >= '0' && val[0] <= '9') && json.Valid(val) {
+			id = append(json.RawMessage(nil), val...)
+		}
+	}
+}
+
+// keyIs is a raw key (with its quotes) as one of the keys headID looks for, or "" (an escaped key is decoded).
+func keyIs(raw []byte) string {
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') >= 0 {
+		var k string
+		if json.Unmarshal(raw, &k) != nil {
+			return ""
+		}
+		in = []byte(k)
+	}
+	for _, k := range [...]string{"id", "method", "result", "error"} {
+		if string(in) == k {
+			return k
+		}
+	}
+	return ""
+}
+
+// scanner walks a JSON text that may end anywhere: every step reports false when the input ends before its token.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\r' || s.b[s.i] == '\n') {
+		s.i++
+	}
+}
+
+func (s *scanner) at(c byte) bool { return s.i < len(s.b) && s.b[s.i] == c }
+
+func (s *scanner) next(c byte) bool {
+	s.space()
+	if !s.at(c) {
+		return false
+	}
+	s.i++
+	return true
+}
+
+// str is the string literal at the cursor, with its quotes.
+func (s *scanner) str() ([]byte, bool) {
+	if !s.at('"') {
+		return nil, false
+	}
+	for j := s.i + 1; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '\\':
+			j++
+		case c == '"':
+			lit := s.b[s.i : j+1]
+			s.i = j + 1
+			return lit, true
+		case c < 0x20:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// value is the value at the cursor, whole: a string, a number, a literal, or an object or array skipped to its end.
+func (s *scanner) value() ([]byte, bool) {
+	if s.i >= len(s.b) {
+		return nil, false
+	}
+	start := s.i
+	switch c := s.b[s.i]; {
+	case c == '"':
+		return s.str()
+	case c == '{' || c == '[':
+		for depth := 0; s.i < len(s.b); {
+			switch s.b[s.i] {
+			case '"':
+				if _, ok := s.str(); !ok {
+					return nil, false
 				}
-				if d, ok := t.(json.Delim); ok {
-					if d == '{' || d == '[' {
-						depth++
-					} else {
-						depth--
-					}
-				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
 			}
-		case string:
-			if key == "id" {
-				id, _ = json.Marshal(v)
-			}
-		case json.Number:
-			if key == "id" {
-				id = json.RawMessage(v.String())
+			s.i++
+			if depth == 0 {
+				return s.b[start:s.i], true
 			}
 		}
+		return nil, false
+	default: // a number or true, false, null: up to the next delimiter (or the end, as encoding/json's decoder does)
+		for s.i < len(s.b) && strings.IndexByte(",}] \t\r\n", s.b[s.i]) < 0 {
+			s.i++
+		}
+		return s.b[start:s.i], s.i > start && json.Valid(s.b[start:s.i])
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // readBuffer is the size of the readers' line buffers: a line longer than this arrives in fragments that are
@@ -508,10 +509,12 @@ func (g *Guard) RoundTripper(base http.RoundTripper) http.RoundTripper {
 type roundTripper struct {
 	g    *Guard
 	base http.RoundTripper
+	// heads recycles the buffers requestID reads a POST's head into (else one of 4 KiB per call to the backend).
+	heads sync.Pool // of *[headTailBytes]byte
 }
 
 func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	id := requestID(req)
+	id := t.requestID(req)
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
@@ -535,7 +538,7 @@ type limitedBody struct {
 }
 
 // requestID is the id of the JSON-RPC call a POST carries (nil for a notification, a response or no body).
-func requestID(req *http.Request) json.RawMessage {
+func (t *roundTripper) requestID(req *http.Request) json.RawMessage {
 	if req.Method != http.MethodPost || req.GetBody == nil {
 		return nil
 	}
@@ -544,9 +547,13 @@ func requestID(req *http.Request) json.RawMessage {
 		return nil
 	}
 	defer rc.Close()
-	head := make([]byte, headTailBytes)
-	n, _ := io.ReadFull(rc, head)
-	id, k := headID(head[:n])
+	head, _ := t.heads.Get().(*[headTailBytes]byte)
+	if head == nil {
+		head = new([headTailBytes]byte)
+	}
+	defer t.heads.Put(head)
+	n, _ := io.ReadFull(rc, head[:])
+	id, k := headID(head[:n]) // a copy: head goes back to the pool
 	if k != kindRequest {
 		return nil
 	}

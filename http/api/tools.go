@@ -34,7 +34,7 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(err, subject{id: req.ServerID})
 	}
-	out, err := resultBody(res.Reply.ResultJson, res.Call.Metadata())
+	out, err := resultBody(res.Reply.ResultJson, res.Call.MetadataJSON())
 	if err != nil {
 		return fmt.Errorf("answer %s: %w", res.Call.Route.Name, err)
 	}
@@ -45,14 +45,10 @@ func (s *server) callTool(c *fiber.Ctx) error {
 // resultBody is the answer to a REST call: the backend's result object as the actor encoded it (checked, not
 // decoded), with "isError":false when the backend left it out and the call's "metadata". A result that is not a
 // JSON object is an error.
-func resultBody(result json.RawMessage, metadata map[string]any) ([]byte, error) {
+func resultBody(result, meta json.RawMessage) ([]byte, error) {
 	result = bytes.TrimSpace(result)
 	if len(result) < 2 || result[0] != '{' || !json.Valid(result) {
 		return nil, errors.New("result is not a JSON object")
-	}
-	meta, err := json.Marshal(metadata)
-	if err != nil {
-		return nil, err
 	}
 	members, hasIsError := scanMembers(result, "isError")
 	out := make([]byte, 0, len(result)+len(meta)+32)

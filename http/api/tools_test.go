@@ -29,7 +29,8 @@ func TestResultBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := resultBody(json.RawMessage(tt.result), meta)
+			metaJSON, _ := json.Marshal(meta)
+			out, err := resultBody(json.RawMessage(tt.result), metaJSON)
 			if tt.want == nil {
 				if err == nil {
 					t.Fatalf("resultBody(%s) = %s, want an error", tt.result, out)

@@ -265,7 +265,7 @@ func (s *Server) callRoundTrip(ctx context.Context, req *mcp.CallToolRequest, ow
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &heldCall{owner: owner, tool: req.Params.Name, asks: make(chan *inputAsk), done: make(chan callOutcome, 1),
-		gone: make(chan struct{}), cancel: cancel, waiting: map[string]*inputAsk{}}
+		gone: make(chan struct{}), cancel: cancel} // waiting: made when the backend first asks
 	relay := &roundTripRelay{caps: caps, h: h}
 	relay.ss.Store(req.Session)
 	go func() {
@@ -285,6 +285,9 @@ func (s *Server) awaitHeld(ctx context.Context, h *heldCall) (*mcp.CallToolResul
 		return o.res, o.err
 	case a := <-h.asks:
 		reqs := mcp.InputRequestMap{}
+		if h.waiting == nil {
+			h.waiting = map[string]*inputAsk{}
+		}
 		add := func(a *inputAsk) {
 			h.next++
 			id := "r" + strconv.Itoa(h.next)

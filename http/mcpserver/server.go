@@ -488,7 +488,7 @@ func (s *Server) call(ctx context.Context, c gateway.CallRequest) (*mcp.CallTool
 	if out.Meta == nil {
 		out.Meta = mcp.Meta{}
 	}
-	out.Meta["metadata"] = res.Call.Metadata()
+	out.Meta["metadata"] = res.Call.MetadataJSON() // encoded once, without a map of boxed values
 	return out, nil
 }
 

@@ -26,18 +26,21 @@ type sessionTable struct {
 	s *Server
 
 	mu      sync.Mutex
-	byID    map[string]string // streamable session id -> client key
-	pending map[string]int    // client key -> POSTs without a session id being served
-	sse     map[string]int    // client key -> open legacy SSE streams (a session each)
-	modern  map[string]int    // client key -> sessionless (2026-07-28) requests being served, each counted as a session
-	calls   map[string]map[*inflightCall]struct{}
+	byID    map[string]string          // streamable session id -> client key
+	pending map[string]int             // client key -> POSTs without a session id being served
+	sse     map[string]int             // client key -> open legacy SSE streams (a session each)
+	modern  map[string]int             // client key -> sessionless (2026-07-28) requests being served, each counted as a session
+	calls   map[*inflightCall]struct{} // tools/call in flight, of every session (one map: no map per session to make and drop per call)
 }
 
-type inflightCall struct{ cancel context.CancelFunc }
+type inflightCall struct {
+	session string
+	cancel  context.CancelFunc
+}
 
 func newSessionTable(s *Server) *sessionTable {
 	return &sessionTable{s: s, byID: map[string]string{}, pending: map[string]int{}, sse: map[string]int{}, modern: map[string]int{},
-		calls: map[string]map[*inflightCall]struct{}{}}
+		calls: map[*inflightCall]struct{}{}}
 }
 
 // clientKey is who opens a session: the token's name, or the IP without auth.
@@ -178,21 +181,11 @@ func (s *Server) trackCalls(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		t, id, c := s.sessions, ss.ID(), &inflightCall{cancel: cancel}
+		t, c := s.sessions, &inflightCall{session: ss.ID(), cancel: cancel}
 		t.mu.Lock()
-		if t.calls[id] == nil {
-			t.calls[id] = map[*inflightCall]struct{}{}
-		}
-		t.calls[id][c] = struct{}{}
+		t.calls[c] = struct{}{}
 		t.mu.Unlock()
-		defer func() {
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			delete(t.calls[id], c)
-			if len(t.calls[id]) == 0 {
-				delete(t.calls, id)
-			}
-		}()
+		defer t.untrack(c)
 		return next(ctx, method, req)
 	}
 }
@@ -201,9 +194,18 @@ func (s *Server) trackCalls(next mcp.MethodHandler) mcp.MethodHandler {
 func (t *sessionTable) cancelCalls(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for c := range t.calls[id] {
-		c.cancel()
+	for c := range t.calls {
+		if c.session == id {
+			c.cancel()
+		}
 	}
+}
+
+// untrack forgets a call that returned.
+func (t *sessionTable) untrack(c *inflightCall) {
+	t.mu.Lock()
+	delete(t.calls, c)
+	t.mu.Unlock()
 }
 
 // summary is a slog.Handler that folds records whose message starts with prefix (the go-sdk's one warning per
