@@ -2,19 +2,15 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/discovery"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
-	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -45,8 +41,8 @@ type (
 // nothing when the server lists what was stored last (floodguard.Listings): no store write, no routing-table
 // reload, no list_changed to the clients.
 type discoveryActor struct {
-	deps *Deps
-	sys  *System
+	log  *slog.Logger
+	work *discovery.Worker
 	runs *floodguard.Runs
 	// waiting are the askers of firstDiscovery per server, answered by the next run that starts.
 	waiting map[string][]*actor.PID
@@ -78,7 +74,7 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 	case *pb.ServerRemoved:
 		for _, key := range []string{m.ServerId, featuresKey(m.ServerId)} {
 			a.runs.Forget(key)
-			a.sys.listings.Forget(key)
+			a.work.Forget(key)
 		}
 		for _, pid := range a.waiting[m.ServerId] {
 			ctx.Send(pid, &askReply{err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
@@ -110,126 +106,67 @@ func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next
 	waiting := a.waiting[key]
 	delete(a.waiting, key)
 	go func() {
-		e0, s0 := a.sys.listings.Last(key)
-		err := a.sys.discoverKey(context.Background(), key, next.Forced)
+		changed, err := a.work.Run(context.Background(), key, next.Forced)
 		if err != nil {
-			a.deps.Logger.Warn("discovery failed", "key", key, "error", err)
+			a.log.Warn("discovery failed", "key", key, "error", err)
 		}
 		// The router holds the tools of a CONNECTING server and puts them in its table with CONNECTED.
 		for _, pid := range waiting {
 			root.Send(pid, &askReply{err: err})
 		}
-		e1, s1 := a.sys.listings.Last(key)
-		root.Send(self, &discoveryDone{id: key, changed: e0 != e1 || s0 != s1, err: err})
+		root.Send(self, &discoveryDone{id: key, changed: changed, err: err})
 	}()
 }
 
-// discover lists every tool of a server through its actor, stores them namespaced and publishes what changed. Unless
-// forced, a listing equal to the one this process stored last (under the same lease) is neither stored nor
-// published.
-func (s *System) discover(ctx context.Context, id string, forced bool) error {
-	start := time.Now()
-	deadline := time.Now().Add(s.deps.Config.RequestTimeout)
-	res, err := s.askServer(ctx, id, &pb.ListTools{}, deadline)
-	if err != nil {
-		return err
+// featuresKey is the discovery actor's key of a server's feature discovery (the router keys its loads alike).
+func featuresKey(id string) string { return discovery.FeaturesKey(id) }
+
+// newDiscoveryWorker is the discovery actor's worker: it lists through the server actors, writes the store under
+// this process's leases and publishes on the event stream, and nothing else of the System.
+func (s *System) newDiscoveryWorker() *discovery.Worker {
+	d := s.deps
+	list := func(ctx context.Context, id string, msg any) (any, error) {
+		return s.askServer(ctx, id, msg, time.Now().Add(d.Config.RequestTimeout))
 	}
-	reply, ok := res.(*pb.ListToolsReply)
-	if !ok {
-		return fmt.Errorf("unexpected reply %T to list tools", res)
-	}
-	if reply.Error != nil {
-		return fmt.Errorf("tools/list: %s", reply.Error.Message)
-	}
-	defs := make([]persistence.ToolDef, 0, len(reply.ToolsJson))
-	var looped []string // tools that passed through this daemon already
-	var loopPath []string
-	for _, raw := range reply.ToolsJson {
-		var t struct {
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			InputSchema json.RawMessage `json:"inputSchema"`
-			Meta        map[string]any  `json:"_meta"`
-		}
-		if err := json.Unmarshal(raw, &t); err != nil || t.Name == "" {
-			s.deps.Logger.Warn("skipping a tool the server listed without a usable name", "server_id", id)
-			continue
-		}
-		if path := backend.ViaPath(t.Meta); slices.Contains(path, s.deps.InstanceID) {
-			// The tool is one of ours coming back through another aggregator (A->B->...->A): keeping it would
-			// make each aggregator re-expose the other's copies without end.
-			looped = append(looped, t.Name)
-			loopPath = path
-			continue
-		}
-		if len(t.InputSchema) == 0 || string(t.InputSchema) == "null" {
-			t.InputSchema = json.RawMessage(`{"type":"object"}`)
-		}
-		defs = append(defs, persistence.ToolDef{OriginalName: t.Name, Description: t.Description, InputSchema: t.InputSchema, Definition: raw})
-	}
-	if len(looped) > 0 {
-		s.deps.Logger.Warn("aggregator loop: the server re-exposes tools of this aggregator; dropping them",
-			"code", errcode.LoopDetected, "server_id", id, "instance_id", s.deps.InstanceID, "via", strings.Join(loopPath, " -> "),
-			"dropped", len(looped), "example", looped[0])
-	}
-	truncated := 0
-	if limit := s.deps.Config.MaxToolsPerServer; limit > 0 && len(defs) > limit {
-		truncated = len(defs) - limit
-		s.deps.Logger.Warn("server lists more tools than the cap (MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER); keeping the first ones in listing order",
-			"server_id", id, "listed", len(defs), "kept", limit, "dropped", truncated)
-		defs = defs[:limit]
-	}
-	// Only the server's owner writes its tools; they were listed on its session, which this process holds only
-	// while it holds the lease.
-	fence := s.deps.owners.fence(id)
-	if fence == nil {
-		s.deps.Logger.Info("tools not stored: this process no longer owns the server", "server_id", id)
-		return nil
-	}
-	sum := floodguard.Sum(reply.ToolsJson)
-	if !forced && s.listings.Same(id, fence.Epoch, sum) {
-		s.deps.Logger.Debug("tools unchanged after list_changed: nothing stored", "server_id", id)
-		return nil
-	}
-	sctx, cancel := storeCtx()
-	defer cancel()
-	// Pins first: the tools are stored only once the pins say what of them may be served.
-	if before, err := s.deps.Store.GetServer(sctx, id); err == nil {
-		if err := s.pin(sctx, before, defs, fence); err != nil {
-			if errors.Is(err, persistence.ErrLeaseLost) {
-				s.deps.Logger.Info("tools not stored: the server's lease moved on", "server_id", id)
-				return nil
+	return discovery.NewWorker(discovery.Ports{
+		ListTools: func(ctx context.Context, id string) ([][]byte, error) {
+			res, err := list(ctx, id, &pb.ListTools{})
+			if err != nil {
+				return nil, err
 			}
-			return fmt.Errorf("definition pinning: %w", err)
-		}
-	} else if errors.Is(err, persistence.ErrNotFound) {
-		return nil // removed meanwhile
-	}
-	diff, err := s.deps.Store.ReplaceServerTools(sctx, id, defs, fence)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return nil // removed meanwhile
-	}
-	if errors.Is(err, persistence.ErrLeaseLost) {
-		s.deps.Logger.Info("tools not stored: the server's lease moved on", "server_id", id)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("store tools: %w", err)
-	}
-	srv, _ := s.deps.Store.GetServer(sctx, id)
-	if len(defs) == 0 {
-		s.deps.Logger.Warn("server lists no tools", "server_id", id, "server", srv.Name)
-	}
-	if len(diff.Changed) > 0 {
-		s.deps.Logger.Warn("server changed the definition of tools", "server_id", id, "server", srv.Name, "changed", diff.Changed)
-	}
-	s.deps.Logger.Info("tools discovered", "server_id", id, "server", srv.Name, "total", diff.Total,
-		"added", len(diff.Added), "removed", len(diff.Removed), "changed", len(diff.Changed), "truncated", truncated, "took", time.Since(start).String())
-	s.listings.Remember(id, fence.Epoch, sum)
-	s.sys.EventStream.Publish(&pb.ToolsChanged{
-		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
+			reply, ok := res.(*pb.ListToolsReply)
+			if !ok {
+				return nil, fmt.Errorf("unexpected reply %T to list tools", res)
+			}
+			if reply.Error != nil {
+				return nil, fmt.Errorf("tools/list: %s", reply.Error.Message)
+			}
+			return reply.ToolsJson, nil
+		},
+		ListFeatures: func(ctx context.Context, id string) (prompts, resources, templates [][]byte, err error) {
+			res, err := list(ctx, id, &pb.ListFeatures{})
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			reply, ok := res.(*pb.ListFeaturesReply)
+			if !ok {
+				return nil, nil, nil, fmt.Errorf("unexpected reply %T to list features", res)
+			}
+			if reply.Error != nil {
+				return nil, nil, nil, fmt.Errorf("prompts/resources list: %s", reply.Error.Message)
+			}
+			return reply.PromptsJson, reply.ResourcesJson, reply.TemplatesJson, nil
+		},
+		Fence:             func(id string) *persistence.Lease { return d.owners.fence(id) },
+		Store:             d.Store,
+		Publish:           s.sys.EventStream.Publish,
+		PinHash:           s.pinHashes.Def,
+		Metrics:           d.Metrics,
+		Logger:            d.Logger,
+		InstanceID:        d.InstanceID,
+		MaxToolsPerServer: d.Config.MaxToolsPerServer,
+		StoreTimeout:      storeTimeout,
 	})
-	return nil
 }
 
 // RefreshTools starts a discovery of one server (POST /servers/{id}/tools/refresh). The server must be connected.

@@ -14,8 +14,9 @@
 //     publishes what changed, has the server activated where it is placed.
 //   - router (router*.go): the single writer of the routing table (package routing), published as an immutable
 //     snapshot that the call path reads without locks.
-//   - discovery (discovery*.go): lists a connected server's tools, prompts and resources, stores them, keeps
-//     their definition pins and publishes what changed.
+//   - discovery (discovery.go): schedules the discovery of a connected server's tools, prompts and resources
+//     (coalesced and spaced per server and kind); the work (list, pin, store, publish) is a discovery.Worker it
+//     gets at construction with the few functions it needs, not the System.
 //   - indexer (indexer.go, search.go): keeps the search engine equal to the stored tools.
 //   - classifier (classifier.go): classifies tools into skills in the background.
 //   - proxy (proxy*.go): one per upstream session of the per-server proxy (/mcp/servers/{name}).
@@ -24,7 +25,8 @@
 // between); system.go starts and stops the tree (System); ownership.go, feed.go, reconcile.go, handover.go and
 // cluster.go keep the processes that share one store in agreement (leases, events, reconciliation, hand-over,
 // the cluster's identity lookup). The sub-packages import nothing of actors: backend (opens one guarded client
-// session to a backend), routing (the route table and its vocabulary), curation (the curation rules), membership
+// session to a backend), routing (the route table and its vocabulary), discovery (what a listing becomes in the
+// store and on the event stream), curation (the curation rules), membership
 // (the etcd cluster membership), msglimit, notifyorder and floodguard (what a backend's messages may cost and in
 // what order they arrive), requestid (the request id in a context).
 package actors

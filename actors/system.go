@@ -41,8 +41,6 @@ type System struct {
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
-	// listings remembers what discovery stored last per server and kind (floodguard.Listings).
-	listings floodguard.Listings
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
 	calls callGate
 	// feed sends this process's events to the other processes on the store and delivers theirs (nil: the store
@@ -211,8 +209,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
 	}
+	work := s.newDiscoveryWorker()
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &discoveryActor{deps: d, sys: s, runs: floodguard.NewRuns(d.Config.ListChangedInterval)}
+		return &discoveryActor{log: d.Logger, work: work, runs: floodguard.NewRuns(d.Config.ListChangedInterval)}
 	}, s.guardian), "discovery")
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))
