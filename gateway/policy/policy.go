@@ -365,4 +365,3 @@ func orEmpty(m map[string]any) map[string]any {
 	}
 	return m
 }
-
