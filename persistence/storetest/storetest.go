@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"IdempotentCreate", testIdempotentCreate},
 		{"IdempotencyKeyExpiry", testIdempotencyKeyExpiry},
 		{"ConcurrentIdempotentCreate", testConcurrentIdempotentCreate},
+		{"AccessPolicy", testAccessPolicy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
