@@ -53,6 +53,7 @@ func (s *System) startFeed(ctx context.Context) {
 			s.deps.Logger.Info("feed: reconnected; reloading the routing table and the search index from the store")
 			s.sys.Root.Send(s.router, &resync{})
 			s.sys.Root.Send(s.indexer, &resync{})
+			s.sys.Root.Send(s.policyActor, &resync{})
 		})
 	}()
 }
