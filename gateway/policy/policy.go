@@ -120,10 +120,10 @@ type Decision struct {
 
 // Set is a compiled document: safe for concurrent use, evaluated without compiling again.
 type Set struct {
-	doc       Document
-	deflt     bool
-	rules     []compiled
-	needsArgs bool
+	doc   Document
+	deflt bool
+	rules []compiled
+	reads map[string]bool // the variables some rule reads
 }
 
 type compiled struct {
@@ -172,6 +172,7 @@ func Compile(doc Document) (*Set, error) {
 		return nil, fmt.Errorf("policy environment: %w", err)
 	}
 	seen := make(map[string]bool, len(doc.Rules))
+	s.reads = map[string]bool{}
 	for i, r := range doc.Rules {
 		at := func(field, msg string) error { return &ValidationError{Loc: []any{"rules", i, field}, Msg: msg} }
 		switch {
@@ -189,19 +190,18 @@ func Compile(doc Document) (*Set, error) {
 			return nil, at("when", fmt.Sprintf("expression longer than %d bytes", MaxExprLength))
 		}
 		seen[r.Name] = true
-		c, usesArgs, verr := compileRule(e, r)
+		c, verr := compileRule(e, r, s.reads)
 		if verr != nil {
 			verr.Loc = []any{"rules", i, "when"}
 			return nil, verr
 		}
-		s.needsArgs = s.needsArgs || usesArgs
 		s.rules = append(s.rules, c)
 	}
 	return s, nil
 }
 
-// compileRule compiles one expression into its two programs and reports whether it reads args.
-func compileRule(e *cel.Env, r Rule) (compiled, bool, *ValidationError) {
+// compileRule compiles one expression into its two programs and adds the variables it reads to reads.
+func compileRule(e *cel.Env, r Rule, reads map[string]bool) (compiled, *ValidationError) {
 	ast, iss := e.Compile(r.When)
 	if iss != nil && iss.Err() != nil {
 		verr := &ValidationError{Msg: iss.Err().Error()}
@@ -210,27 +210,26 @@ func compileRule(e *cel.Env, r Rule) (compiled, bool, *ValidationError) {
 			verr.Line, verr.Column = loc.Line(), loc.Column()+1
 			verr.Msg = fmt.Sprintf("line %d, column %d: %s", verr.Line, verr.Column, errs[0].Message)
 		}
-		return compiled{}, false, verr
+		return compiled{}, verr
 	}
 	if !ast.OutputType().IsExactType(types.BoolType) {
-		return compiled{}, false, &ValidationError{Line: 1, Column: 1,
+		return compiled{}, &ValidationError{Line: 1, Column: 1,
 			Msg: fmt.Sprintf("line 1, column 1: the expression must be a bool, not %s", ast.OutputType())}
 	}
 	prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize))
 	if err != nil {
-		return compiled{}, false, &ValidationError{Line: 1, Column: 1, Msg: "line 1, column 1: " + err.Error()}
+		return compiled{}, &ValidationError{Line: 1, Column: 1, Msg: "line 1, column 1: " + err.Error()}
 	}
 	partial, err := e.Program(ast, cel.CostLimit(costLimit), cel.EvalOptions(cel.OptOptimize, cel.OptPartialEval))
 	if err != nil {
-		return compiled{}, false, &ValidationError{Line: 1, Column: 1, Msg: "line 1, column 1: " + err.Error()}
+		return compiled{}, &ValidationError{Line: 1, Column: 1, Msg: "line 1, column 1: " + err.Error()}
 	}
-	usesArgs := false
 	for _, ref := range ast.NativeRep().ReferenceMap() {
-		if ref.Name == "args" {
-			usesArgs = true
+		if ref.Name != "" {
+			reads[ref.Name] = true
 		}
 	}
-	return compiled{name: r.Name, allow: r.Effect == Allow, prg: prg, partial: partial}, usesArgs, nil
+	return compiled{name: r.Name, allow: r.Effect == Allow, prg: prg, partial: partial}, nil
 }
 
 // Document is the document the set was compiled from.
@@ -252,8 +251,9 @@ func (s *Set) Document() Document {
 // building an Input.
 func (s *Set) Empty() bool { return s == nil || (len(s.rules) == 0 && s.deflt) }
 
-// NeedsArguments reports whether some rule reads args: only then must a caller decode a call's arguments.
-func (s *Set) NeedsArguments() bool { return s != nil && s.needsArgs }
+// Reads reports whether some rule reads a variable ("args", "annotations", ...): only then must a caller build
+// that part of an Input (decode a call's arguments, a tool's annotations).
+func (s *Set) Reads(variable string) bool { return s != nil && s.reads[variable] }
 
 // ErrNotBool is an expression that evaluated to something other than a bool (possible only through dyn values).
 var ErrNotBool = errors.New("expression is not a bool")

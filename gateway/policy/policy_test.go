@@ -136,11 +136,11 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-func TestNeedsArguments(t *testing.T) {
-	if compile(t, policy.Document{Rules: []policy.Rule{{Name: "a", Effect: policy.Deny, When: `subject == "args"`}}}).NeedsArguments() {
+func TestReads(t *testing.T) {
+	if compile(t, policy.Document{Rules: []policy.Rule{{Name: "a", Effect: policy.Deny, When: `subject == "args"`}}}).Reads("args") {
 		t.Error("a rule without args needs arguments")
 	}
-	if !compile(t, policy.Document{Rules: []policy.Rule{{Name: "a", Effect: policy.Deny, When: `"x" in args`}}}).NeedsArguments() {
+	if !compile(t, policy.Document{Rules: []policy.Rule{{Name: "a", Effect: policy.Deny, When: `"x" in args`}}}).Reads("args") {
 		t.Error("a rule reading args does not need arguments")
 	}
 }
