@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -27,6 +28,12 @@ type reloadPolicy struct{}
 type policyActor struct {
 	deps *Deps
 	set  *atomic.Pointer[policy.Set]
+	// routes and hooks: after a change, the routing table's followers are told again (the per-server MCP
+	// endpoints apply the policy to the tools they mirror when told). version is the document's, loaded last.
+	routes  *atomic.Pointer[routing.RouteTable]
+	hooks   *routeHooks
+	version int64
+	loaded  bool
 }
 
 func (a *policyActor) Receive(c actor.Context) {
@@ -57,6 +64,11 @@ func (a *policyActor) load() {
 		set, _ = policy.Compile(policy.Document{Default: policy.Deny})
 	}
 	a.set.Store(set)
+	changed := a.loaded && p.Version != a.version
+	a.version, a.loaded = p.Version, true
+	if t := a.routes.Load(); changed && t != nil {
+		a.hooks.call(t)
+	}
 }
 
 // compileStored compiles a stored policy (none: the empty set, which allows everything).
@@ -75,7 +87,7 @@ func compileStored(p persistence.AccessPolicy) (*policy.Set, error) {
 func (s *System) startAccessPolicy(ctx context.Context) error {
 	s.policySet = &atomic.Pointer[policy.Set]{}
 	pid, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &policyActor{deps: s.deps, set: s.policySet}
+		return &policyActor{deps: s.deps, set: s.policySet, routes: s.routes, hooks: s.hooks}
 	}, s.guardian), "access-policy")
 	if err != nil {
 		return fmt.Errorf("spawn access policy: %w", err)
@@ -125,11 +137,12 @@ func (s *System) PutAccessPolicy(ctx context.Context, doc policy.Document) (poli
 	if err != nil {
 		return policy.Document{}, p, fmt.Errorf("put access policy: %w", err)
 	}
-	// ProfilesChanged carries the change to every node (its router reloads the profiles, its policy actor the
-	// policy); on this node the policy actor is asked directly, so the admin's next call sees the new rules.
-	s.sys.EventStream.Publish(&pb.ProfilesChanged{})
+	// On this node the policy actor is asked directly, so the admin's next call sees the new rules; then
+	// ProfilesChanged carries the change to every other node (its router reloads the profiles, its policy actor
+	// the policy).
 	if _, err := s.askActor(ctx, s.policyActor, &reloadPolicy{}, 5*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 		s.deps.Logger.Warn("access policy: slow to apply here", "error", err)
 	}
+	s.sys.EventStream.Publish(&pb.ProfilesChanged{})
 	return doc, p, nil
 }
