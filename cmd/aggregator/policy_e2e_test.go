@@ -96,9 +96,9 @@ func TestAccessPolicy(t *testing.T) {
 	}
 
 	// MCP: tools/list and tools/call.
-	connect := func(token string) *mcp.ClientSession {
+	connectTo := func(path, token string) *mcp.ClientSession {
 		cl := mcp.NewClient(&mcp.Implementation{Name: "policy-e2e", Version: "1"}, nil)
-		s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.mcp + "/mcp",
+		s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.mcp + path,
 			HTTPClient: &http.Client{Transport: bearerRT{token}}}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +106,7 @@ func TestAccessPolicy(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
+	connect := func(token string) *mcp.ClientSession { return connectTo("/mcp", token) }
 	ci, alice := connect(polCI), connect(polAlice)
 	if got := backendTools(t, ci); !slices.Equal(got, []string{"fs__read_file"}) {
 		t.Fatalf("ci lists %v, want only fs__read_file", got)
@@ -122,6 +123,19 @@ func TestAccessPolicy(t *testing.T) {
 	}
 	if res, err := ci.CallTool(context.Background(), &mcp.CallToolParams{Name: "fs.write_file", Arguments: map[string]any{}}); err != nil || !res.IsError {
 		t.Fatalf("ci calls write_file by its canonical name: %v %+v", err, res)
+	}
+
+	// The per-server endpoint (the backend's own names) applies the same rules.
+	ciFS := connectTo("/mcp/servers/fs", polCI)
+	if got := backendTools(t, ciFS); !slices.Equal(got, []string{"read_file"}) {
+		t.Fatalf("ci lists %v on /mcp/servers/fs, want only read_file", got)
+	}
+	if res, err := ciFS.CallTool(context.Background(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{}}); err == nil &&
+		!res.IsError {
+		t.Fatalf("ci calls write_file on /mcp/servers/fs: %+v", res)
+	}
+	if got := backendTools(t, connectTo("/mcp/servers/fs", polAlice)); !slices.Equal(got, []string{"read_file", "write_file"}) {
+		t.Fatalf("alice lists %v on /mcp/servers/fs", got)
 	}
 
 	// Search: alice finds write_file, ci never does.
