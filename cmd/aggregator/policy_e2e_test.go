@@ -173,6 +173,21 @@ func TestAccessPolicy(t *testing.T) {
 		t.Fatalf("ci's search answers %v, want fs.read_file without fs.write_file", got)
 	}
 
+	// The admin meta-tool shows and replaces the same document.
+	admin := connect(polAdmin)
+	res, err = admin.CallTool(context.Background(), &mcp.CallToolParams{Name: "manage_tool_curation", Arguments: map[string]any{"action": "show_policy"}})
+	if err != nil || res.IsError || !strings.Contains(jsonString(res.StructuredContent), "ci-no-writes") {
+		t.Fatalf("show_policy: %v %+v", err, res)
+	}
+	res, err = admin.CallTool(context.Background(), &mcp.CallToolParams{Name: "manage_tool_curation", Arguments: map[string]any{"action": "put_policy",
+		"settings": map[string]any{"rules": []any{map[string]any{"name": "x", "effect": "deny", "when": "nobody"}}}}})
+	if err != nil || !res.IsError || !strings.Contains(jsonString(res.StructuredContent), "undeclared reference to 'nobody'") {
+		t.Fatalf("put_policy with a bad expression: %v %+v", err, res)
+	}
+	if res, err := ci.CallTool(context.Background(), &mcp.CallToolParams{Name: "manage_tool_curation", Arguments: map[string]any{"action": "show_policy"}}); err != nil || !res.IsError {
+		t.Fatalf("show_policy as a client: %v %+v", err, res)
+	}
+
 	// The change is audited.
 	if code, out := d.doAs(polAdmin, "GET", "/audit", nil); code != http.StatusOK || !strings.Contains(jsonString(out), "policy.updated") {
 		t.Fatalf("audit: %d %v", code, out)
