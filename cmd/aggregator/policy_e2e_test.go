@@ -205,3 +205,56 @@ func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestAccessPolicyOAuth: rules read an OAuth caller's subject and its token's claims. Tokens of a real OpenID
+// provider (oidc-provider, client credentials: the subject is the client): client-bot is denied write_file by a
+// rule on its subject and a claim, admin-bot (another subject) calls it; the denied tool is not listed for
+// client-bot on /mcp.
+func TestAccessPolicyOAuth(t *testing.T) {
+	d := newDaemon(t, "")
+	idp := startOIDCProvider(t, d.mcp+"/mcp")
+	d.env = append(d.env, "MCP_AGGREGATOR_OIDC_ISSUER="+idp.issuer, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+polAdmin)
+	d.start()
+	_, url := toolBackend(t, "read_file", "write_file")
+	if code, body := d.doAs(polAdmin, "POST", "/servers", map[string]any{"name": "fs", "transport_type": "HTTP",
+		"connection_config": map[string]any{"base_url": url}, "auto_connect": true}); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	if code, out := d.doAs(polAdmin, "PUT", "/policy", map[string]any{"rules": []any{
+		map[string]any{"name": "bot-no-writes", "effect": "deny",
+			"when": "subject == 'client-bot' && claims.?iss.orValue('') == '" + idp.issuer + "' && tool == 'write_file'"},
+	}}); code != http.StatusOK {
+		t.Fatalf("PUT policy: %d %v", code, out)
+	}
+	api := strings.TrimSuffix(d.base, "/aggregator")
+	bot := idp.token(t, "client-bot", "aggregator:client")
+	other := idp.token(t, "admin-bot", "aggregator:admin aggregator:client")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a := oauthDo(t, "POST", api+"/tools/call", other, `{"name":"fs.write_file","arguments":{}}`)
+		if a.status == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admin-bot calls write_file: %d %s", a.status, a.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if a := oauthDo(t, "POST", api+"/tools/call", bot, `{"name":"fs.write_file","arguments":{}}`); a.status != http.StatusForbidden ||
+		!strings.Contains(a.body, "bot-no-writes") {
+		t.Fatalf("client-bot calls write_file: %d %s", a.status, a.body)
+	}
+	if a := oauthDo(t, "POST", api+"/tools/call", bot, `{"name":"fs.read_file","arguments":{}}`); a.status != http.StatusOK {
+		t.Fatalf("client-bot calls read_file: %d %s", a.status, a.body)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "policy-oauth-e2e", Version: "1"}, nil)
+	s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.mcp + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerRT{bot}}}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := backendTools(t, s); !slices.Equal(got, []string{"fs__read_file"}) {
+		t.Fatalf("client-bot lists %v, want only fs__read_file", got)
+	}
+}
