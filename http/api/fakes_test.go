@@ -277,11 +277,13 @@ type fakeControl struct {
 	block   bool   // wait for ctx to end, then return ErrAskTimeout (as the real asks do)
 	panics  string // panic with this value instead of answering
 	routes  *routing.RouteTable
-	reply   *pb.CallToolReply        // what Call answers
-	args    []byte                   // the arguments Call received
-	refresh error                    // what RefreshTools answers
-	search  actors.SearchRequest     // the last search asked
-	policy  persistence.AccessPolicy // the access policy put last (accesspolicy_test.go)
+	reply   *pb.CallToolReply    // what Call answers
+	args    []byte               // the arguments Call received
+	refresh error                // what RefreshTools answers
+	search  actors.SearchRequest // the last search asked
+
+	// policy is the access policy put last (accesspolicy_test.go).
+	policy persistence.AccessPolicy
 }
 
 func (f *fakeControl) Routes() *routing.RouteTable {
