@@ -15,11 +15,12 @@ import (
 func (s *System) startFeed(ctx context.Context) {
 	feed, ok := placement.StartFeed(ctx, s.deps.Store, s.deps.NodeID, s.deps.Logger, func(evt any) { s.deliver(evt, false) }, func() {
 		s.sys.Root.Send(s.router, &resync{})
+		s.sys.Root.Send(s.policyActor, &resync{})
 	})
 	if ok {
 		s.feed = feed
 	}
 }
 
-// resync makes the router reload everything from the store (the feed missed notices).
+// resync makes the router (or the policy actor) reload everything from the store (the feed missed notices).
 type resync struct{}

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -38,6 +39,9 @@ type System struct {
 	sub       *eventstream.Subscription
 	searcher  *toolsearch.Searcher
 	indexer   *actor.PID
+	// policyActor loads the access policy into policySet (accesspolicy.go).
+	policyActor *actor.PID
+	policySet   *atomic.Pointer[policy.Set]
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
@@ -229,6 +233,9 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
 	}
+	if err := s.startAccessPolicy(ctx); err != nil {
+		return fail(err)
+	}
 	s.sub = sys.EventStream.Subscribe(func(evt any) { s.deliver(evt, true) })
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
@@ -279,6 +286,9 @@ func (s *System) deliver(evt any, local bool) {
 		if e.OldName != e.NewName {
 			s.deps.Metrics.ForgetServer(e.OldName)
 		}
+	}
+	if _, ok := evt.(*pb.ProfilesChanged); ok && s.policyActor != nil {
+		root.Send(s.policyActor, evt)
 	}
 	switch evt.(type) {
 	case *pb.ServerStatusChanged, *pb.ServerRemoved, *pb.ServerUpdated, *pb.ToolsChanged, *pb.ClassificationDone, *pb.ProfilesChanged, *pb.FeaturesChanged:

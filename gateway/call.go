@@ -135,7 +135,7 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (CallResult, error)
 		return CallResult{}, &RouteError{Err: err, Name: req.Name, ServerID: req.ServerID, table: rt}
 	}
 	if g.policy != nil {
-		if err := g.policy.AllowCall(ctx, req.Caller, route); err != nil {
+		if err := g.policy.AllowCall(ctx, PolicyCall{Caller: req.Caller, Table: rt, Route: route, Arguments: req.Arguments}); err != nil {
 			return CallResult{}, err
 		}
 	}

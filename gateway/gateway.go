@@ -52,15 +52,25 @@ type ObjectCaller interface {
 	CallResult(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*mcp.CallToolResult, *pb.CallToolReply, error)
 }
 
-// Policy decides who may call what: the hook for the access policy to come (per-user and per-tool rules). It is
-// asked once per call, after the tool's name resolved (so it sees the route: which server, which tool) and before
-// the server's actor is asked; a non-nil answer refuses the call, which then runs nowhere. Return an error wrapping
-// ErrDenied for a refusal (apierror answers 403 FORBIDDEN); anything else is the front end's to map. Authentication
-// (the bearer token, the token's scope) and rate limiting stay where they are, at the front end's door.
+// Policy decides who may call what: the access policy (Rules applies the stored CEL rules). It is asked once per
+// call, after the tool's name resolved (so it sees the route: which server, which tool) and before the server's
+// actor is asked; a non-nil answer refuses the call, which then runs nowhere. Return an error wrapping ErrDenied
+// for a refusal (apierror answers 403 FORBIDDEN, naming a *DeniedError's rule); anything else is the front end's
+// to map. Authentication (the bearer token, the token's scope) and rate limiting stay where they are, at the front
+// end's door.
 //
-// Today no rule exists: a Gateway without a Policy (Options.Policy nil) allows every call its front end admitted.
+// A Gateway without a Policy (Options.Policy nil) allows every call its front end admitted.
 type Policy interface {
-	AllowCall(ctx context.Context, caller auth.Identity, route routing.Route) error
+	AllowCall(ctx context.Context, c PolicyCall) error
+}
+
+// PolicyCall is what a Policy decides on: who calls, the routing table the name resolved in, the route, and the
+// call's arguments (a JSON object, as the client sent them; may be empty).
+type PolicyCall struct {
+	Caller    auth.Identity
+	Table     *routing.RouteTable
+	Route     routing.Route
+	Arguments []byte
 }
 
 // Options configure a Gateway.

@@ -43,8 +43,8 @@ func (f *fakeActors) Search(context.Context, gateway.SearchRequest) (gateway.Sea
 // policyFunc adapts a function to gateway.Policy.
 type policyFunc func(ctx context.Context, caller auth.Identity, route routing.Route) error
 
-func (f policyFunc) AllowCall(ctx context.Context, caller auth.Identity, route routing.Route) error {
-	return f(ctx, caller, route)
+func (f policyFunc) AllowCall(ctx context.Context, c gateway.PolicyCall) error {
+	return f(ctx, c.Caller, c.Route)
 }
 
 func newFake() *fakeActors {

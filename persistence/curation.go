@@ -113,3 +113,12 @@ type Profile struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
+
+// AccessPolicy is the stored access policy (issue 27): the rules deciding which caller may list and call which
+// tool, as the JSON document package gateway/policy compiles. The store keeps it as given; Version grows by one on
+// every write (0: never written, no rule).
+type AccessPolicy struct {
+	Document  json.RawMessage
+	Version   int64
+	UpdatedAt time.Time
+}

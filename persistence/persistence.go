@@ -440,4 +440,11 @@ type Store interface {
 	PutProfile(ctx context.Context, p Profile) (Profile, bool, error)
 	// DeleteProfile removes a profile; ErrNotFound when absent.
 	DeleteProfile(ctx context.Context, name string) error
+
+	// GetAccessPolicy returns the stored access policy; the zero AccessPolicy (Version 0, no Document) when none
+	// was ever written.
+	GetAccessPolicy(ctx context.Context) (AccessPolicy, error)
+	// PutAccessPolicy replaces the access policy with doc (a JSON object, validated by the caller) and returns it
+	// as stored, its version one more than before.
+	PutAccessPolicy(ctx context.Context, doc json.RawMessage) (AccessPolicy, error)
 }

@@ -252,8 +252,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		}
 	}
 	// One use-case layer under every front end (REST, /mcp and its views): calls, registrations and searches run
-	// through it, where the access policy will be checked.
-	cases := gateway.New(system, gateway.Options{Metrics: mx})
+	// through it, where the access policy is checked (the stored CEL rules, gateway.Rules).
+	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger}})
 	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
@@ -364,7 +364,8 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 			logger.Warn("the profile does not exist (yet): no tool is listed until an admin creates it", "profile", profile)
 		}
 	}
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope})
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope,
+		Gateway: gateway.New(system, gateway.Options{Policy: &gateway.Rules{Source: system, Logger: logger}})})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
 	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)

@@ -41,6 +41,7 @@ func (s *server) routeCuration(g fiber.Router) {
 	g.Put("/profiles/:name", s.putProfile)
 	g.Delete("/profiles/:name", s.deleteProfile)
 	g.Get("/profiles/:name/tools", s.profileTools)
+	s.routeAccessPolicy(g)
 }
 
 // curationOrUnavailable is the Curation the routes need (a daemon always has one; a test app may not).

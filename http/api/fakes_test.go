@@ -281,6 +281,9 @@ type fakeControl struct {
 	args    []byte               // the arguments Call received
 	refresh error                // what RefreshTools answers
 	search  actors.SearchRequest // the last search asked
+
+	// policy is the access policy put last (accesspolicy_test.go).
+	policy persistence.AccessPolicy
 }
 
 func (f *fakeControl) Routes() *routing.RouteTable {

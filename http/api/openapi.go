@@ -13,6 +13,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -122,6 +123,10 @@ var operations = []operation{
 		OK: map[int]string{204: ""}, Errors: []int{404, 409}},
 	{Method: "GET", Path: apiPrefix + "/profiles/:name/tools", Tag: "curation", Summary: "The tools a profile holds now",
 		OK: map[int]string{200: "ProfileTools"}, Errors: []int{404}},
+	{Method: "GET", Path: apiPrefix + "/policy", Tag: "curation", Summary: "The access policy: ordered CEL rules on who may list and call which tool",
+		OK: map[int]string{200: "Policy"}},
+	{Method: "PUT", Path: apiPrefix + "/policy", Tag: "curation", Summary: "Replace the access policy (422 names a rule's expression that does not compile, with its position)",
+		Body: "PolicyRequest", OK: map[int]string{200: "Policy"}, Errors: []int{413, 415, 422}},
 	{Method: "POST", Path: apiPrefix + "/import", Tag: "servers", Summary: "Register the servers of an mcpServers (or VS Code servers) file",
 		Query: []param{{"dry_run", "boolean", "validate and report without registering"}},
 		Body:  "ImportFile", OK: map[int]string{200: "ImportReport"}, Errors: []int{413, 415, 422}},
@@ -243,6 +248,8 @@ func components() map[string]*jsonschema.Schema {
 		"Profile":           infer(reflect.TypeFor[profileView]()),
 		"ProfileList":       infer(reflect.TypeFor[profileListView]()),
 		"ProfileTools":      infer(reflect.TypeFor[profileToolsView]()),
+		"PolicyRequest":     infer(reflect.TypeFor[policy.Document]()),
+		"Policy":            infer(reflect.TypeFor[accessPolicyView]()),
 		"OpenAPI":           {Type: "object", Required: []string{"openapi", "paths"}},
 	}
 }

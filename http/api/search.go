@@ -23,7 +23,7 @@ func (s *server) searchTools(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	req, res, err := s.gw.Search(ctx, req, s.bound(c))
+	req, res, err := s.gw.Search(ctx, identityOf(c), req, s.bound(c))
 	if err != nil {
 		return mapError(err, subject{})
 	}

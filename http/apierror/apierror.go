@@ -229,6 +229,7 @@ func FromError(err error, s Subject) *Error {
 	var ae *Error
 	var ue *routing.UnavailableError
 	var re *gateway.RouteError
+	var de *gateway.DeniedError
 	var ce *gateway.CallError
 	switch {
 	case err == nil:
@@ -242,6 +243,13 @@ func FromError(err error, s Subject) *Error {
 			return CallError(ce.Call, ce.Info)
 		}
 		return FromError(ce.Err, Subject{ID: ce.Call.Route.ServerID, Name: ce.Call.Route.ServerName})
+	case errors.As(err, &de):
+		detail := "Denied by the access policy's default"
+		if de.Rule != "" {
+			detail = "Denied by the access policy's rule " + strconv.Quote(de.Rule)
+		}
+		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: detail,
+			Context: map[string]any{"rule": de.Rule, "tool": de.Tool}}
 	case errors.Is(err, gateway.ErrDenied):
 		return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Detail: "This client may not call that tool"}
 	case errors.As(err, &ue):

@@ -100,11 +100,12 @@ func isRead(method string) bool {
 	return false
 }
 
-// isCurationPath reports whether n (normalized) is a tool curation route: /api/v1/aggregator/profiles[/...], and
+// isCurationPath reports whether n (normalized) is a tool curation route: /api/v1/aggregator/profiles[/...], the
+// access policy /api/v1/aggregator/policy, and
 // /api/v1/aggregator/servers/{id}/tool-filter, /pinning, /tools/overrides, /tools/changes[/...] and
 // /tools/{tool}/override.
 func isCurationPath(n string) bool {
-	if n == aggregatorAPI+"profiles" || strings.HasPrefix(n, aggregatorAPI+"profiles/") {
+	if n == aggregatorAPI+"profiles" || strings.HasPrefix(n, aggregatorAPI+"profiles/") || n == aggregatorAPI+"policy" {
 		return true
 	}
 	rest, ok := strings.CutPrefix(n, aggregatorAPI+"servers/")

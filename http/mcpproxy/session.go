@@ -66,6 +66,10 @@ type session struct {
 	// token; not an admin, not auth off). Its bound profiles are read from the routing table each time.
 	client     string
 	restricted bool
+	// caller is the whole identity, for the access policy (accesspolicy.go); filtered says its rules left tools
+	// out of the mirror last time.
+	caller   auth.Identity
+	filtered bool
 
 	mu       sync.Mutex
 	up       *actors.ProxySession
@@ -103,7 +107,7 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
 		streamCh: make(chan struct{}), tmpls: map[string]string{}, recurate: make(chan struct{}, 1),
-		client: caller.Name, restricted: bindable(caller),
+		client: caller.Name, restricted: bindable(caller), caller: caller,
 	}
 	for i := range s.kicks {
 		s.kicks[i] = make(chan struct{}, 1)
@@ -236,6 +240,9 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 		}
 	}
 	if denied := s.rateLimited(ctx, r); denied != nil {
+		return denied, nil
+	}
+	if denied := s.denied(ctx, s.h.sys.Routes(), r); denied != nil {
 		return denied, nil
 	}
 	// The call rules every front end shares: the arguments, when given, are an object.
@@ -817,9 +824,11 @@ func (s *session) applyTools(fetched bool) {
 	tools := s.upTools
 	if t := s.h.sys.Routes(); t != nil {
 		sc, curated := s.view(t)
-		if !fetched && !curated && !s.curated {
+		filter := s.policyActive()
+		if !fetched && !curated && !s.curated && !filter && !s.filtered {
 			return
 		}
+		s.filtered = filter
 		s.curated = curated
 		if curated {
 			tools = make([]*mcp.Tool, 0, len(s.upTools))
@@ -829,6 +838,7 @@ func (s *session) applyTools(fetched bool) {
 				}
 			}
 		}
+		tools = s.listedTools(t, tools)
 	}
 	apply(s, s.mirror[kindTools], tools, func(t *mcp.Tool) string { return t.Name }, func(t *mcp.Tool) {
 		s.server.AddTool(t, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

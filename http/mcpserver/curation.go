@@ -24,19 +24,19 @@ const toolCurate = "manage_tool_curation"
 
 // Actions of manage_tool_curation.
 var curateActions = []any{"show", "set_filter", "set_pinning", "set_override", "delete_override", "approve_change",
-	"reject_change", "list_profiles", "put_profile", "delete_profile"}
+	"reject_change", "list_profiles", "put_profile", "delete_profile", "show_policy", "put_policy"}
 
 func curateSchema() *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "object", Required: []string{"action"}, Properties: map[string]*jsonschema.Schema{
 		"action": {Type: "string", Enum: curateActions, Description: "show (a server's filter, pinning, overrides and " +
 			"pending changes with diffs), set_filter, set_pinning, set_override, delete_override, approve_change, " +
-			"reject_change, list_profiles, put_profile, delete_profile"},
+			"reject_change, list_profiles, put_profile, delete_profile, show_policy, put_policy (the access policy)"},
 		"server_id": {Type: "string", Description: "The server's id or name (server actions)"},
 		"tool":      {Type: "string", Description: "The tool's original name on its server (override and change actions)"},
 		"profile":   {Type: "string", Description: "The profile's name (put_profile, delete_profile)"},
 		"settings": {Type: "object", Description: "The REST body of the action: set_filter {mode, patterns}; set_pinning " +
 			"{enabled, pin_new_tools}; set_override {exposed_name, description, annotations}; approve/reject_change " +
-			"{hash}; put_profile {description, selectors, clients}"},
+			"{hash}; put_profile {description, selectors, clients}; put_policy {default, rules: [{name, effect, when}]}"},
 	}}
 }
 
@@ -78,6 +78,8 @@ func (s *Server) curate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return s.failureFor(ctx, err, apierror.Subject{ID: in.ServerID, Name: in.ServerID})
 	}
 	switch in.Action {
+	case "show_policy", "put_policy":
+		return s.accessPolicyAction(ctx, c, id, in.Action, settings), nil
 	case "list_profiles":
 		list, err := s.store.ListProfiles(c)
 		if err != nil {

@@ -332,7 +332,8 @@ func (s *Server) listServers(ctx context.Context, req *mcp.CallToolRequest) (*mc
 // search runs the same search as POST /api/v1/search (hybrid ranking, skills, server filter, thresholds) and
 // answers in its shape, with each tool's alias for calling it here.
 func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if _, denied := s.admit(ctx, req, auth.ScopeClient); denied != nil {
+	id, denied := s.admit(ctx, req, auth.ScopeClient)
+	if denied != nil {
 		return denied, nil
 	}
 	start := time.Now()
@@ -340,7 +341,7 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
-	r, res, err := s.cases.Search(ctx, r, s.opts.Scope)
+	r, res, err := s.cases.Search(ctx, id, r, s.opts.Scope)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}

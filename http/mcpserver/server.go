@@ -184,7 +184,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.sessions = newSessionTable(s)
 	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
 	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance)
+	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema)
 	s.addMetaTools()
 	go s.syncLoop()

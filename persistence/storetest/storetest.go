@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"ToolPins", testToolPins},
 		{"ToolOverrides", testToolOverrides},
 		{"Profiles", testProfiles},
+		{"AccessPolicy", testAccessPolicy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

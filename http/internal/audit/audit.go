@@ -31,6 +31,8 @@ const (
 	ProfileCreated      = "profile.created"
 	ProfileUpdated      = "profile.updated"
 	ProfileDeleted      = "profile.deleted"
+	// The access policy (issue 27).
+	AccessPolicyUpdated = "policy.updated"
 )
 
 // timeout bounds the write of one record.
