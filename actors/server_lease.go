@@ -99,7 +99,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	case placement.RetryLoad:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
 		a.dropStash(errcode.ServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
-		a.scheduleActivation(a.deps.owners.TTL() / 3)
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 		return
 	}
 	a.rec = m.rec
@@ -117,11 +117,11 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		}
 		a.holder = m.lease.Owner
 		a.status = m.rec.Status // the owner's, as stored
-		a.scheduleActivation(a.deps.owners.RetryDelay(m.lease.ExpiresAt))
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 	default:
 		a.log().Warn("cannot ask the store for the server's lease; retrying", "error", m.leaseErr)
 		a.status = persistence.StatusDisconnected
-		a.scheduleActivation(a.deps.owners.TTL() / 3)
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 	}
 	a.replayStash()
 }
@@ -382,11 +382,11 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 		// Not persisted (no lease: the next owner writes its own state); published for this process's routes.
 		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.why, nil)
 	}
-	if a.deps.members != nil {
+	if v := placement.AfterLoss(a.deps.members); v == placement.Moved {
 		a.retire(ctx, errcode.ServerMoved, "")
-		return
+	} else {
+		a.scheduleActivation(a.deps.owners.AskAgain(v, persistence.Lease{}))
 	}
-	a.scheduleActivation(a.deps.owners.TTL() / 2)
 }
 
 // deactivate retires the actor at an admin's or the node's request (a delete, a hand-over): new commands are

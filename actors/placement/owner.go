@@ -2,6 +2,7 @@ package placement
 
 import (
 	"errors"
+	"time"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -25,10 +26,13 @@ const (
 	StandBy
 	// RetryLease: the store did not answer the lease request; the actor asks again later.
 	RetryLease
+	// Lost: outside a cluster, the actor lost the lease it held (AfterLoss); it closes its session, stands by and
+	// asks again.
+	Lost
 )
 
 var verdictNames = [...]string{Own: "own", Gone: "gone", RetryLoad: "retry-load", Moved: "moved", StandBy: "stand-by",
-	RetryLease: "retry-lease"}
+	RetryLease: "retry-lease", Lost: "lost"}
 
 func (v Verdict) String() string {
 	if v > 0 && int(v) < len(verdictNames) {
@@ -58,4 +62,27 @@ func Decide(m *Members, self string, held persistence.Lease, loadErr, leaseErr e
 		return StandBy
 	}
 	return RetryLease
+}
+
+// AfterLoss is the verdict on an owner that lost its lease (it closes its session at once either way): in a
+// cluster (m set) the server is another member's now, and the actor retires (Moved: the lookup finds the new
+// owner); otherwise it stands by (Lost).
+func AfterLoss(m *Members) Verdict {
+	if m != nil {
+		return Moved
+	}
+	return Lost
+}
+
+// AskAgain is how long a server actor that does not own its server waits before it asks for the lease again after
+// verdict v: standing by (held by another process), until that lease would lapse (RetryDelay); after it lost its
+// own, TTL/2; after the store failed it (RetryLoad, RetryLease), TTL/3.
+func (o *Leases) AskAgain(v Verdict, held persistence.Lease) time.Duration {
+	switch v {
+	case StandBy:
+		return o.RetryDelay(held.ExpiresAt)
+	case Lost:
+		return o.ttl / 2
+	}
+	return o.ttl / 3
 }
