@@ -3,76 +3,34 @@ package actors
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/remote"
 
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 
 	"github.com/mcpgw/aggregator/actors/placement"
 )
 
-// ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port). Nodes
-// share one PostgreSQL store; membership comes from protoactor's providers (etcd, or automanaged: a static list of
-// nodes probing each other); server actors live where their lease is (placement.Lookup) and any node serves any request
-// by messaging them there over protoactor's remoting (gRPC on Host:Port).
-type ClusterConfig struct {
-	// Name is the cluster's name: nodes join the cluster of that name (MCP_AGGREGATOR_CLUSTER_NAME).
-	Name string
-	// Provider is the membership provider (built by cmd/aggregator from the MCP_AGGREGATOR_CLUSTER_* settings).
-	Provider cluster.ClusterProvider
-	// Host and Port are where this node's remoting listens (Port 0: a free port).
-	Host string
-	Port int
-	// Advertise is the host other nodes dial this one at (empty: Host).
-	Advertise string
-}
-
-// startMember starts the cluster member; protoactor panics when the membership provider cannot start (an etcd
-// that does not answer): that is an error of the daemon's start, not a crash.
-func startMember(c *cluster.Cluster) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cluster: join the membership: %v", r)
-		}
-	}()
-	c.StartMember()
-	return nil
-}
+// ClusterConfig makes the daemon one node of a cluster (Deps.Cluster; nil: a single node, no extra port); it is
+// placement's (placement.ClusterConfig).
+type ClusterConfig = placement.ClusterConfig
 
 // prepareCluster settles this node's cluster address and its view of the membership, before any server actor
 // exists (they read the view).
 func (s *System) prepareCluster() error {
 	cc := s.deps.Cluster
-	if cc.Port == 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(cc.Host, "0"))
-		if err != nil {
-			return fmt.Errorf("cluster: find a free port: %w", err)
-		}
-		cc.Port = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+	if err := cc.Settle(); err != nil {
+		return err
 	}
-	if cc.Advertise == "" {
-		cc.Advertise = cc.Host
-	}
-	s.members = placement.NewMembers(s.deps.NodeID, net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port)))
+	s.members = placement.NewMembers(s.deps.NodeID, cc.Address())
 	s.links = placement.NewLinks()
 	s.links.Follow(s.sys.EventStream)
 	s.deps.members = s.members
-	// While the store is unreachable, the others can take this node's servers over only once they saw it leave the
-	// membership: it gives its sessions up then (or when etcd may have dropped it), not merely because its leases
-	// lapsed (placement.Leases).
-	registered, _ := cc.Provider.(interface{ Registered() bool })
-	s.deps.owners.SetTakeoverRisk(func() bool {
-		if _, joined := s.members.Status(); !joined {
-			return true
-		}
-		return registered != nil && !registered.Registered()
-	})
+	// While the store is unreachable, this node gives its sessions up only once the others may take them over
+	// (placement.Leases, ClusterConfig.TakeoverRisk).
+	s.deps.owners.SetTakeoverRisk(cc.TakeoverRisk(s.members))
 	return nil
 }
 
@@ -80,19 +38,10 @@ func (s *System) prepareCluster() error {
 // so that a lease names the member that holds it.
 func (s *System) joinCluster() error {
 	cc := s.deps.Cluster
-	rc := remote.Configure(cc.Host, cc.Port, remote.WithAdvertisedHost(net.JoinHostPort(cc.Advertise, strconv.Itoa(cc.Port))),
-		remote.WithServerOptions(s.links.ServerOption()))
 	s.lookup = &placement.Lookup{Leases: s.deps.Store, Members: s.members, Activate: s.askPlacement, Unplaceable: s.unplaceable,
 		OnTopology: s.onTopology, GetTimeout: 2 * s.deps.Config.AskTimeout}
-	cfg := cluster.Configure(cc.Name, cc.Provider, s.lookup, rc,
-		cluster.WithKinds(cluster.NewKind(placement.ServerKind, actor.PropsFromFunc(func(actor.Context) {}))),
-		cluster.WithRequestTimeout(s.deps.Config.AskTimeout),
-		// protoactor's gossip blocks for good the actor system of a member whose gossip heartbeat it has not heard
-		// for this long (20 s by default), refusing its connections: a node frozen that long (SIGSTOP, a GC pause)
-		// could never rejoin. The membership is etcd's (or automanaged's) to decide, not the gossip's.
-		cluster.WithHeartbeatExpiration(100*365*24*time.Hour))
-	s.cluster = cluster.New(s.sys, cfg)
-	if err := startMember(s.cluster); err != nil {
+	s.cluster = cluster.New(s.sys, cc.Configure(s.lookup, s.links, s.deps.Config.AskTimeout))
+	if err := placement.StartMember(s.cluster); err != nil {
 		return err
 	}
 	s.deps.Logger.Info("joined the cluster", "cluster", cc.Name, "node", s.deps.NodeID, "address", s.sys.Address(),
@@ -104,10 +53,7 @@ func (s *System) joinCluster() error {
 // (departure channels), their cached actors are forgotten (protoactor does that), and the reconciler runs, so that
 // the servers of a member that left are activated again on the survivors.
 func (s *System) onTopology(t *cluster.ClusterTopology) {
-	members := make(map[string]string, len(t.Members))
-	for _, m := range t.Members {
-		members[placement.MemberNode(m.Id)] = net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
-	}
+	members := placement.TopologyMembers(t)
 	_, wasMember := s.members.Status()
 	joined, gone := s.members.Update(members)
 	if len(joined) > 0 || len(gone) > 0 {
@@ -150,14 +96,7 @@ func (s *System) leaveCluster() {
 	// Leaving the membership first would end them with "the node left while the request was in flight" instead:
 	// linger while such answers go out.
 	time.Sleep(leaveLinger)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.deps.Cluster.Provider.Shutdown(true)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
+	if !s.deps.Cluster.Leave(5 * time.Second) {
 		s.deps.Logger.Warn("cluster: leaving the membership took too long; stopping anyway")
 	}
 }
@@ -195,10 +134,8 @@ func (s *System) OwnerURL(ctx context.Context, serverID string) (url string, ok 
 	if err != nil {
 		return "", false, err
 	}
-	for _, n := range nodes {
-		if n.ID == node && n.Address != "" {
-			return n.Address, true, nil
-		}
+	if addr, ok := placement.MCPAddress(nodes, node); ok {
+		return addr, true, nil
 	}
 	return "", false, fmt.Errorf("cluster node %s that serves the server has no MCP address on record", node)
 }

@@ -22,11 +22,12 @@
 //   - proxy (proxy*.go): one per upstream session of the per-server proxy (/mcp/servers/{name}).
 //
 // Around them: call.go is the call path (a caller asks the server actor the route names, with no other actor in
-// between); system.go starts and stops the tree (System); ownership.go, feed.go, reconcile.go, handover.go and
-// cluster.go keep the processes that share one store in agreement (leases, events, reconciliation, hand-over,
-// the cluster's identity lookup). The sub-packages import nothing of actors: backend (opens one guarded client
-// session to a backend), routing (the route table and its vocabulary), discovery (what a listing becomes in the
-// store and on the event stream), curation (the curation rules), membership
-// (the etcd cluster membership), msglimit, notifyorder and floodguard (what a backend's messages may cost and in
-// what order they arrive), requestid (the request id in a context).
+// between); system.go starts and stops the tree (System); feed.go, reconcile.go, handover.go, lookup.go and
+// cluster.go wire package placement, which keeps the processes that share one store in agreement (leases and the
+// verdicts on them, events, reconciliation passes, hand-over, the cluster's identity lookup and configuration):
+// here only the messages and the carrying out remain. The sub-packages import nothing of actors: backend (opens one
+// guarded client session to a backend), placement (where each server's actor lives), routing (the route table and
+// its vocabulary), discovery (what a listing becomes in the store and on the event stream), curation (the curation
+// rules), membership (the etcd cluster membership), msglimit, notifyorder and floodguard (what a backend's messages
+// may cost and in what order they arrive), requestid (the request id in a context).
 package actors

@@ -32,10 +32,7 @@ func (s *System) HandOver(ctx context.Context) int {
 	if len(ids) == 0 {
 		return 0
 	}
-	drain := s.deps.Config.DrainTimeout
-	if dl, ok := ctx.Deadline(); ok {
-		drain = min(drain, time.Until(dl)/2)
-	}
+	drain := placement.HandOverDrain(ctx, s.deps.Config.DrainTimeout)
 	start := time.Now()
 	s.deps.Logger.Info("hand-over: moving this node's servers to the other members", "servers", len(ids), "drain", drain.String())
 	var wg sync.WaitGroup
@@ -66,8 +63,8 @@ func (s *System) handOverOne(ctx context.Context, id string, drain time.Duration
 		}
 	}
 	s.forget(id)
-	successor, addr := s.members.Choose(id)
-	if successor == "" || successor == s.deps.NodeID {
+	successor, addr, ok := s.members.Successor(id)
+	if !ok {
 		return false // no other member: the server waits for one (the reconciler of the next node takes it)
 	}
 	if _, err := s.askPlacement(ctx, actor.NewPID(addr, placement.PlacementName), id, ""); err != nil {

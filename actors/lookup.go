@@ -59,17 +59,10 @@ func (s *System) askPlacement(ctx context.Context, to *actor.PID, id, dead strin
 		return nil, err
 	}
 	a, ok := res.(*pb.Activated)
-	switch {
-	case !ok:
+	if !ok {
 		return nil, fmt.Errorf("unexpected reply %T to activate", res)
-	case a.Pid != nil:
-		return actor.NewPID(a.Pid.Address, a.Pid.Id), nil
-	case a.Leaving:
-		return nil, placement.ErrLeaving
-	case a.Error == placement.ErrNotMember.Error():
-		return nil, placement.ErrNotMember
 	}
-	return nil, errors.New(a.Error)
+	return placement.HostedPID(a)
 }
 
 // locate finds (activating if need be) the actor of a server: on one node in its placement, in a cluster with the

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -92,25 +93,20 @@ func (p *placementActor) forget(id string, pid *actor.PID) {
 
 func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activated {
 	if pid, ok := p.children[m.ServerId]; ok {
-		return &pb.Activated{Pid: &pb.PID{Address: pid.Address, Id: pid.Id}}
+		return placement.HostReply(pid, nil)
 	}
-	if p.leaving {
-		return &pb.Activated{Leaving: true}
-	}
-	if p.deps.members != nil {
-		if _, joined := p.deps.members.Status(); !joined {
-			return &pb.Activated{Error: placement.ErrNotMember.Error()} // out of the membership: it hosts nothing new
-		}
+	if err := placement.MayHost(p.deps.members, p.leaving); err != nil {
+		return placement.HostReply(nil, err) // leaving, or out of the membership: it hosts nothing new
 	}
 	p.seq++
 	pid, err := ctx.SpawnNamed(newServerProps(p.deps, m.ServerId, m.DeadOwner), "server-"+m.ServerId+"-"+strconv.FormatUint(p.seq, 10))
 	if err != nil {
-		return &pb.Activated{Error: "activate server " + m.ServerId + ": " + err.Error()}
+		return placement.HostReply(nil, fmt.Errorf("activate server %s: %w", m.ServerId, err))
 	}
 	p.children[m.ServerId] = pid
 	p.ids[pid.Id] = m.ServerId
 	p.hosted.Store(m.ServerId, pid)
-	return &pb.Activated{Pid: &pb.PID{Address: pid.Address, Id: pid.Id}}
+	return placement.HostReply(pid, nil)
 }
 
 func (p *placementActor) hostedIDs() []string {

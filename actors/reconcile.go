@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/placement"
-	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -67,42 +66,22 @@ func (s *System) reconcileSoon() {
 func (s *System) reconcile(ctx context.Context) ([]*actor.PID, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	servers, _, err := s.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
-	if err != nil {
-		return nil, err
-	}
-	var leases map[string]persistence.Lease
-	var now time.Time
-	if s.members != nil {
-		if _, joined := s.members.Status(); !joined {
-			return nil, nil // out of the membership: it hosts nothing until it rejoins (placement.Plan)
-		}
-		ls, at, err := s.deps.Store.ListLeases(sctx)
-		if err != nil {
-			return nil, err
-		}
-		leases, now = make(map[string]persistence.Lease, len(ls)), at
-		for _, l := range ls {
-			leases[l.ServerID] = l
-		}
-	}
-	plan, unowned := placement.Plan(s.members, servers, leases, now, func(id string) bool {
+	pass, err := placement.PlanPass(sctx, s.deps.Store, s.members, func(id string) bool {
 		_, here := s.hostedPID(id)
 		return here
 	})
-	s.unowned.Store(unowned)
-	names := make(map[string]string, len(servers))
-	for _, srv := range servers {
-		names[srv.ID] = srv.Name
+	if err != nil || pass == nil {
+		return nil, err // (nil, nil: out of the membership, it hosts nothing until it rejoins)
 	}
+	s.unowned.Store(pass.Unowned)
 	var activated []*actor.PID
-	for _, a := range plan {
+	for _, a := range pass.Activate {
 		pid, err := s.activateLocal(sctx, a.ServerID, a.Dead)
 		if err != nil {
 			if errors.Is(err, ErrShuttingDown) || ctx.Err() != nil {
 				return activated, nil
 			}
-			s.deps.Logger.Warn("reconcile: activate server", "server_id", a.ServerID, "server", names[a.ServerID], "error", err)
+			s.deps.Logger.Warn("reconcile: activate server", "server_id", a.ServerID, "server", pass.Names[a.ServerID], "error", err)
 			continue
 		}
 		activated = append(activated, pid)

@@ -2,13 +2,13 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
@@ -91,39 +91,37 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		}
 		return
 	}
-	switch {
-	case errors.Is(m.loadErr, persistence.ErrNotFound), errors.Is(m.leaseErr, persistence.ErrNotFound):
+	verdict := placement.Decide(a.deps.members, a.deps.NodeID, m.lease, m.loadErr, m.leaseErr)
+	switch verdict {
+	case placement.Gone:
 		a.retire(ctx, errcode.ServerNotFound, "server "+a.id+" does not exist")
 		return
-	case m.loadErr != nil:
+	case placement.RetryLoad:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
 		a.dropStash(errcode.ServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
-		a.scheduleActivation(a.deps.owners.TTL() / 3)
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 		return
 	}
 	a.rec = m.rec
 	a.secrets = backend.NewSecrets(m.rec, a.deps.Env)
-	switch {
-	case m.leaseErr == nil:
+	switch verdict {
+	case placement.Own:
 		a.becomeOwner(m.lease)
-	case errors.Is(m.leaseErr, persistence.ErrLeaseHeld):
-		if a.deps.members != nil {
-			if _, member := a.deps.members.Addr(m.lease.Owner); member && m.lease.Owner != a.deps.NodeID {
-				a.retire(ctx, errcode.ServerMoved, "served by cluster member "+m.lease.Owner)
-				return
-			}
-		}
+	case placement.Moved:
+		a.retire(ctx, errcode.ServerMoved, "served by cluster member "+m.lease.Owner)
+		return
+	case placement.StandBy:
 		if a.holder != m.lease.Owner {
 			a.log().Info("server is served by another aggregator process on the same store; this one stands by",
 				"owner", m.lease.Owner)
 		}
 		a.holder = m.lease.Owner
 		a.status = m.rec.Status // the owner's, as stored
-		a.scheduleActivation(a.deps.owners.RetryDelay(m.lease.ExpiresAt))
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 	default:
 		a.log().Warn("cannot ask the store for the server's lease; retrying", "error", m.leaseErr)
 		a.status = persistence.StatusDisconnected
-		a.scheduleActivation(a.deps.owners.TTL() / 3)
+		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
 	}
 	a.replayStash()
 }
@@ -384,11 +382,11 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 		// Not persisted (no lease: the next owner writes its own state); published for this process's routes.
 		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.why, nil)
 	}
-	if a.deps.members != nil {
+	if v := placement.AfterLoss(a.deps.members); v == placement.Moved {
 		a.retire(ctx, errcode.ServerMoved, "")
-		return
+	} else {
+		a.scheduleActivation(a.deps.owners.AskAgain(v, persistence.Lease{}))
 	}
-	a.scheduleActivation(a.deps.owners.TTL() / 2)
 }
 
 // deactivate retires the actor at an admin's or the node's request (a delete, a hand-over): new commands are

@@ -4,7 +4,11 @@
 // the remoting connections a request to another node depends on (Links), the cluster's identity lookup (Lookup, in
 // the shape of protoactor's cluster.IdentityLookup), which follows the lease to the member that holds it and
 // otherwise asks the chosen member's placement actor to host the server, what a reconciliation pass activates
-// (Plan), and the cross-process feed that carries each process's events to the others through the store (Feed).
+// (PlanPass, Plan), and the cross-process feed that carries each process's events to the others through the store
+// (Feed). It also holds the verdicts the actors carry out: on a server actor's activation (Decide) and on a lost
+// lease (AfterLoss), when to ask for a lease again (Leases.AskAgain), whether a node may host a server and its
+// answer on the wire (MayHost, HostReply, HostedPID), the hand-over's drain and successor (HandOverDrain,
+// Members.Successor), and the cluster node's configuration (ClusterConfig).
 //
 // It exists so that the rules of placement (one session per server; a member out of the membership places
 // nothing; a lapsed lease stays with a member that is still one; a request to another node ends when that node or

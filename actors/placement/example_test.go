@@ -34,3 +34,23 @@ func ExampleMembers() {
 	// holder "node-c", dead ""
 	// after node-c left: holder "", dead "node-c"
 }
+
+// A server actor asks for its server's lease when it activates; the verdict says what it does with the answer. A
+// lease another member holds sends the caller there; one a process outside the cluster holds (`aggregator stdio`)
+// makes the actor stand by.
+func ExampleDecide() {
+	members := placement.NewMembers("node-a", "10.0.0.1:4000")
+	members.Update(map[string]string{"node-a": "10.0.0.1:4000", "node-b": "10.0.0.2:4000"})
+	held := fmt.Errorf("take over lease: %w", persistence.ErrLeaseHeld)
+	for _, owner := range []string{"node-b", "stdio-1"} {
+		v := placement.Decide(members, "node-a", persistence.Lease{ServerID: "server-1", Owner: owner}, nil, held)
+		fmt.Printf("held by %s: %v\n", owner, v)
+	}
+	fmt.Println("granted:", placement.Decide(members, "node-a", persistence.Lease{ServerID: "server-1", Owner: "node-a"}, nil, nil))
+	fmt.Println("lost in a cluster:", placement.AfterLoss(members))
+	// Output:
+	// held by node-b: moved
+	// held by stdio-1: stand-by
+	// granted: own
+	// lost in a cluster: moved
+}

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"time"
 
 	"github.com/mcpgw/aggregator/persistence"
@@ -66,4 +67,48 @@ func Plan(m *Members, servers []persistence.Server, leases map[string]persistenc
 		activate = append(activate, Activation{ServerID: srv.ID, Dead: dead})
 	}
 	return activate, unowned
+}
+
+// PassStore is what a reconciliation pass reads: the servers, and in a cluster the leases.
+type PassStore interface {
+	ListServers(ctx context.Context, f persistence.ListServersFilter) ([]persistence.Server, int, error)
+	ListLeases(ctx context.Context) (leases []persistence.Lease, now time.Time, err error)
+}
+
+// Pass is one reconciliation pass decided: what to activate (Plan), which servers no member holds, and the
+// servers' names (for the log).
+type Pass struct {
+	Activate []Activation
+	Unowned  map[string]bool
+	Names    map[string]string
+}
+
+// PlanPass reads the servers (and, in a cluster, the leases) from store and plans one reconciliation pass (Plan).
+// It returns nil with no error on a member out of the membership: it hosts nothing until it rejoins.
+func PlanPass(ctx context.Context, store PassStore, m *Members, hosted func(id string) bool) (*Pass, error) {
+	servers, _, err := store.ListServers(ctx, persistence.ListServersFilter{})
+	if err != nil {
+		return nil, err
+	}
+	var leases map[string]persistence.Lease
+	var now time.Time
+	if m != nil {
+		if _, joined := m.Status(); !joined {
+			return nil, nil
+		}
+		ls, at, err := store.ListLeases(ctx)
+		if err != nil {
+			return nil, err
+		}
+		leases, now = make(map[string]persistence.Lease, len(ls)), at
+		for _, l := range ls {
+			leases[l.ServerID] = l
+		}
+	}
+	p := &Pass{Names: make(map[string]string, len(servers))}
+	p.Activate, p.Unowned = Plan(m, servers, leases, now, hosted)
+	for _, srv := range servers {
+		p.Names[srv.ID] = srv.Name
+	}
+	return p, nil
 }

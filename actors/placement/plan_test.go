@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -92,5 +94,78 @@ func TestPlan(t *testing.T) {
 	out.Update(map[string]string{"node-a": "a:1"})
 	if got, _ := Plan(out, []persistence.Server{auto(mine)}, nil, now, func(string) bool { return false }); len(got) != 0 {
 		t.Errorf("a node out of the membership activates %v", got)
+	}
+}
+
+// passStore is a PassStore with fixed answers that counts the lease reads.
+type passStore struct {
+	servers             []persistence.Server
+	leases              []persistence.Lease
+	serversErr, leasErr error
+	leaseReads          int
+}
+
+func (p *passStore) ListServers(context.Context, persistence.ListServersFilter) ([]persistence.Server, int, error) {
+	return p.servers, len(p.servers), p.serversErr
+}
+
+func (p *passStore) ListLeases(context.Context) ([]persistence.Lease, time.Time, error) {
+	p.leaseReads++
+	return p.leases, time.Now(), p.leasErr
+}
+
+// TestPlanPass: what a reconciliation pass reads and decides, on one node, on a member, on a node out of the
+// membership, and when the store fails.
+func TestPlanPass(t *testing.T) {
+	srv := func(id string) persistence.Server {
+		return persistence.Server{ID: id, Name: "name-" + id, AutoConnect: true, Status: persistence.StatusDisconnected}
+	}
+	member := NewMembers("node-a", "a:1")
+	member.Update(map[string]string{"node-a": "a:1"})
+	outside := NewMembers("node-a", "a:1")
+	outside.Update(map[string]string{"node-b": "b:1"})
+	down := errors.New("store down")
+	for _, tc := range []struct {
+		name           string
+		m              *Members
+		store          *passStore
+		wantActivate   []string
+		wantLeaseReads int
+		wantNil        bool
+		wantErr        error
+	}{
+		{"single node reads no leases", nil, &passStore{servers: []persistence.Server{srv("s1"), srv("s2")}}, []string{"s1", "s2"}, 0, false, nil},
+		{"member skips what it holds and hosts", member, &passStore{servers: []persistence.Server{srv("s1"), srv("s2")},
+			leases: []persistence.Lease{{ServerID: "s2", Owner: "node-a", Epoch: 1, ExpiresAt: time.Now().Add(time.Minute)}}},
+			[]string{"s1"}, 1, false, nil},
+		{"out of the membership", outside, &passStore{servers: []persistence.Server{srv("s1")}}, nil, 0, true, nil},
+		{"servers unreadable", nil, &passStore{serversErr: down}, nil, 0, true, down},
+		{"leases unreadable", member, &passStore{servers: []persistence.Server{srv("s1")}, leasErr: down}, nil, 1, true, down},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := PlanPass(context.Background(), tc.store, tc.m, func(id string) bool { return id == "s2" })
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if tc.store.leaseReads != tc.wantLeaseReads {
+				t.Errorf("lease reads = %d, want %d", tc.store.leaseReads, tc.wantLeaseReads)
+			}
+			if tc.wantNil {
+				if p != nil {
+					t.Fatalf("pass = %+v, want none", p)
+				}
+				return
+			}
+			var got []string
+			for _, a := range p.Activate {
+				got = append(got, a.ServerID)
+				if p.Names[a.ServerID] != "name-"+a.ServerID {
+					t.Errorf("name of %s = %q", a.ServerID, p.Names[a.ServerID])
+				}
+			}
+			if !slices.Equal(got, tc.wantActivate) {
+				t.Errorf("activate = %v, want %v", got, tc.wantActivate)
+			}
+		})
 	}
 }
