@@ -75,6 +75,9 @@ type Identity struct {
 	// Email and FullName come from that token, when it says.
 	OAuth                     bool
 	ClientID, Email, FullName string
+	// Claims are every claim of the OAuth access token (nil for static tokens and anonymous callers), which the
+	// access policy's rules read. Shared, read only.
+	Claims map[string]any
 }
 
 // Anonymous is the identity of every caller while auth is off.
@@ -220,7 +223,7 @@ func (t *Tokens) Verify(ctx context.Context, presented string) (Identity, bool) 
 	if err != nil {
 		return Identity{}, false
 	}
-	id := Identity{Name: c.Subject, OAuth: true, ClientID: c.ClientID, Email: c.Email, FullName: c.Name}
+	id := Identity{Name: c.Subject, OAuth: true, ClientID: c.ClientID, Email: c.Email, FullName: c.Name, Claims: c.All}
 	switch {
 	case c.HasScope(v.AdminScope()):
 		id.Scope = ScopeAdmin

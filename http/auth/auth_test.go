@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -262,7 +263,7 @@ func TestIdentity(t *testing.T) {
 		t.Fatal("anonymous is an admin while auth is off")
 	}
 	ctx := WithIdentity(context.Background(), client)
-	if got, ok := FromContext(ctx); !ok || got != client {
+	if got, ok := FromContext(ctx); !ok || !reflect.DeepEqual(got, client) {
 		t.Fatal("context round trip")
 	}
 	if _, ok := FromContext(context.Background()); ok {

@@ -130,7 +130,8 @@ func TestMiddlewareOAuth(t *testing.T) {
 	// A client-scope token: the subject is the caller, client role, its own session key.
 	tok := f.token(t, "alice", "openid aggregator:client", map[string]any{"email": "alice@example.com", "client_id": "ide"})
 	if rec := do("POST", "/mcp", "Bearer "+tok); rec.Code != http.StatusTeapot || seen.Name != "alice" || !seen.OAuth ||
-		seen.Scope != ScopeClient || seen.ClientID != "ide" || seen.Email != "alice@example.com" || seen.IP == "" {
+		seen.Scope != ScopeClient || seen.ClientID != "ide" || seen.Email != "alice@example.com" || seen.IP == "" ||
+		seen.Claims["client_id"] != "ide" {
 		t.Fatalf("client token: %d %+v", rec.Code, seen)
 	}
 	if id, ok := FromTokenInfo(info); !ok || id.Name != "alice" || info.UserID != "sub:alice" {

@@ -109,6 +109,9 @@ type Claims struct {
 	Scopes []string
 	// Expiry is the exp claim.
 	Expiry time.Time
+	// All is every claim of the token as JSON decoded it (numbers are float64), for the access policy's rules
+	// (gateway/policy: claims.groups, say). Read only.
+	All map[string]any
 }
 
 // HasScope reports whether the token carries scope s.
@@ -251,9 +254,10 @@ func (v *Verifier) verify(ctx context.Context, raw string) (Claims, error) {
 	}
 	var std jwt.Claims
 	var ext extraClaims
+	var all map[string]any
 	verified := false
 	for _, k := range cands {
-		if err = tok.Claims(k.Key, &std, &ext); err == nil {
+		if err = tok.Claims(k.Key, &std, &ext, &all); err == nil {
 			verified = true
 			break
 		}
@@ -271,7 +275,7 @@ func (v *Verifier) verify(ctx context.Context, raw string) (Claims, error) {
 		return Claims{}, invalid("audience %q does not include %q", []string(std.Audience), v.cfg.Audience)
 	}
 	c := Claims{Subject: std.Subject, ClientID: ext.clientID(), Email: string(ext.Email), Name: string(ext.Name),
-		Scopes: ext.scopes(), Expiry: std.Expiry.Time()}
+		Scopes: ext.scopes(), Expiry: std.Expiry.Time(), All: all}
 	if c.Name == "" {
 		c.Name = string(ext.PreferredUsername)
 	}

@@ -306,6 +306,9 @@ func TestVerifyClaims(t *testing.T) {
 				got.Email != tc.want.Email || strings.Join(got.Scopes, " ") != strings.Join(tc.want.Scopes, " ") || !got.Expiry.Equal(tc.want.Expiry) {
 				t.Fatalf("claims %+v, want %+v", got, tc.want)
 			}
+			if got.All["sub"] != "s" || got.All["iss"] != ti.srv.URL || len(got.All) != len(m) {
+				t.Fatalf("All = %v, want every claim of %v", got.All, m)
+			}
 		})
 	}
 }
