@@ -32,10 +32,10 @@ func TestBoundProfilesOf(t *testing.T) {
 		want   []string
 	}{
 		{"static token by name", Caller{Name: "ci"}, []string{"ops"}},
-		{"static token unbound", Caller{Name: "alice"}, nil},
-		{"token name is not a subject", oauth("bob", nil), nil},
+		{"subject bindings do not catch a static token", Caller{Name: "alice"}, nil},
+		{"unbound subject", oauth("bob", nil), nil},
 		{"subject", oauth("alice", nil), []string{"all", "eng"}},
-		{"subject ci is not token ci", oauth("ci", nil), []string{"all"}},
+		{"clients bind a subject of that name too", oauth("ci", nil), []string{"all", "ops"}},
 		{"group list", oauth("bob", map[string]any{"groups": []any{"eng", "x", 3}}), []string{"eng"}},
 		{"two groups", oauth("bob", map[string]any{"groups": []any{"sre", "eng"}}), []string{"eng", "ops"}},
 		{"string claim", oauth("bob", map[string]any{"dept": "rnd"}), []string{"eng"}},
@@ -45,6 +45,7 @@ func TestBoundProfilesOf(t *testing.T) {
 		{"nested path not an object", oauth("bob", map[string]any{"realm_access": "operator"}), nil},
 		{"namespaced claim with dots", oauth("bob", map[string]any{"https://example.com/teams": []any{"web"}}), []string{"eng"}},
 		{"subject and claim union", oauth("alice", map[string]any{"groups": []any{"sre", "eng"}}), []string{"all", "eng", "ops"}},
+		{"clients and claim union", oauth("ci", map[string]any{"groups": "eng"}), []string{"all", "eng", "ops"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,6 +58,9 @@ func TestBoundProfilesOf(t *testing.T) {
 	// The table's own lists are never changed by a union.
 	if got := rt.BoundProfilesOf(oauth("alice", nil)); !slices.Equal(got, []string{"all", "eng"}) {
 		t.Fatalf("subject list changed: %v", got)
+	}
+	if got := rt.BoundProfilesOf(Caller{Name: "ci"}); !slices.Equal(got, []string{"ops"}) {
+		t.Fatalf("client list changed: %v", got)
 	}
 	// A bound OAuth caller's scope is its profiles; another profile is forbidden.
 	sc, err := rt.ScopeFor("", rt.BoundProfilesOf(oauth("bob", map[string]any{"groups": []any{"sre"}})))

@@ -236,8 +236,8 @@ func (t *RouteTable) ToolIn(sc Scope, serverID, original string) (*ToolEntry, bo
 }
 
 // Caller is who asks, as profile bindings see it: a static client token (its name), or the subject and claims of
-// an OAuth access token. Bindings by token name apply to static tokens only and bindings by subject or claim to
-// OAuth callers only, so a token name never stands for a subject of the same spelling.
+// an OAuth access token. A profile's clients bind token names and, as before bindings existed, subjects of that
+// spelling; its subject and claim bindings apply to OAuth callers only, so they never catch a static token.
 type Caller struct {
 	Name   string
 	OAuth  bool
@@ -275,27 +275,34 @@ func (t *RouteTable) buildBindings(profiles []persistence.Profile) {
 	}
 }
 
-// boundOAuth is the union of the profiles bound to the caller's subject and to its claims' values, sorted; nil
-// when none is (the common case costs a map read per bound claim name and no allocation).
+// boundOAuth is the union of the profiles bound to the caller's subject (by clients or by subject bindings) and to
+// its claims' values, sorted; nil when none is (the common case costs a map read per bound claim name and no
+// allocation).
 func (t *RouteTable) boundOAuth(c Caller) []string {
-	out := t.subjects[c.Name]
+	out := t.clients[c.Name]
 	shared := out != nil // out is the table's own slice until something is added
+	add := func(profiles []string) {
+		for _, p := range profiles {
+			if slices.Contains(out, p) {
+				continue
+			}
+			if shared || out == nil {
+				out, shared = slices.Clone(out), false
+			}
+			out = append(out, p)
+		}
+	}
+	if out == nil {
+		out, shared = t.subjects[c.Name], true
+	} else {
+		add(t.subjects[c.Name])
+	}
 	for name, values := range t.claims {
 		v, ok := claimValue(c.Claims, name)
 		if !ok {
 			continue
 		}
-		match := func(s string) {
-			for _, p := range values[s] {
-				if slices.Contains(out, p) {
-					continue
-				}
-				if shared {
-					out, shared = slices.Clone(out), false
-				}
-				out = append(out, p)
-			}
-		}
+		match := func(s string) { add(values[s]) }
 		switch v := v.(type) {
 		case string:
 			match(v)
@@ -313,6 +320,9 @@ func (t *RouteTable) boundOAuth(c Caller) []string {
 	}
 	if !shared {
 		sort.Strings(out)
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
