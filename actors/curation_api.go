@@ -145,15 +145,15 @@ func (s *System) PutProfile(ctx context.Context, p persistence.Profile) (persist
 	return out, created, nil
 }
 
-// DeleteProfile removes a profile. One that still binds client tokens is refused (ErrProfileInUse): a token bound
-// to it alone would otherwise see every tool.
+// DeleteProfile removes a profile. One that still binds client tokens, OAuth subjects or claim values is refused
+// (ErrProfileInUse): a caller bound to it alone would otherwise see every tool.
 func (s *System) DeleteProfile(ctx context.Context, name string) error {
 	p, err := s.deps.Store.GetProfile(ctx, name)
 	if err != nil {
 		return fmt.Errorf("profile %q: %w", name, err)
 	}
-	if len(p.Clients) > 0 {
-		return fmt.Errorf("profile %q binds %d client(s): %w", name, len(p.Clients), ErrProfileInUse)
+	if n := len(p.Clients) + len(p.Bindings); n > 0 {
+		return fmt.Errorf("profile %q binds %d client(s): %w", name, n, ErrProfileInUse)
 	}
 	if err := s.deps.Store.DeleteProfile(ctx, name); err != nil {
 		return fmt.Errorf("delete profile: %w", err)

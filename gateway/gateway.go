@@ -100,14 +100,20 @@ func New(a Actors, opts Options) *Gateway {
 // Routes is the current routing table (what the front ends list and describe).
 func (g *Gateway) Routes() *routing.RouteTable { return g.actors.Routes() }
 
-// Bound is the scope a caller is restricted to by its token: the profiles a client token is bound to; nil for an
-// admin, an unbound token and anyone while auth is off (they see every tool). Front ends that serve every caller
-// alike (REST) pass it as the Within of their requests; an MCP endpoint made for one binding passes its own scope.
+// Bound is the scope a caller is restricted to by its token: the profiles a client token is bound to (by its
+// name, or for an OAuth access token by its subject and claims); nil for an admin, an unbound caller and anyone
+// while auth is off (they see every tool). Front ends that serve every caller alike (REST) pass it as the Within
+// of their requests; an MCP endpoint made for one binding passes its own scope.
 func Bound(rt *routing.RouteTable, id auth.Identity) routing.Scope {
 	if id.Anonymous || id.Scope >= auth.ScopeAdmin {
 		return nil
 	}
-	return rt.BoundProfiles(id.Name)
+	return rt.BoundProfilesOf(CallerOf(id))
+}
+
+// CallerOf is the identity as profile bindings see it.
+func CallerOf(id auth.Identity) routing.Caller {
+	return routing.Caller{Name: id.Name, OAuth: id.OAuth, Claims: id.Claims}
 }
 
 // scope is what a request may see: the profile it asked for within what its caller may see (ScopeFor), or that

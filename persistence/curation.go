@@ -103,13 +103,24 @@ type ProfileSelector struct {
 	Skills []string `json:"skills,omitempty"`
 }
 
-// Profile is a named subset of the tools, served at its own endpoint, and the client token names bound to it.
-// Selectors and Clients are never nil once stored; a selector's empty Tools or Skills is nil.
+// ProfileBinding binds a profile to the callers authenticated by an OAuth access token: the one whose subject (sub)
+// is Subject, or every one whose claim Claim has the value Value (a string claim equal to it, or a list claim that
+// holds it: {"claim":"groups","value":"eng"}). Exactly one of Subject and Claim is set; Value goes with Claim.
+type ProfileBinding struct {
+	Subject string `json:"subject,omitempty"`
+	Claim   string `json:"claim,omitempty"`
+	Value   string `json:"value,omitempty"`
+}
+
+// Profile is a named subset of the tools, served at its own endpoint, and who is bound to it: static client token
+// names (Clients) and OAuth subjects or claim values (Bindings). Selectors, Clients and Bindings are never nil once
+// stored; a selector's empty Tools or Skills is nil.
 type Profile struct {
 	Name        string
 	Description *string
 	Selectors   []ProfileSelector
 	Clients     []string
+	Bindings    []ProfileBinding
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

@@ -98,9 +98,12 @@ type RouteTable struct {
 	ordered    []ToolEntry // by namespaced name; the maps point into it
 	sep        string      // the alias separator the aliases were made with
 	version    uint64
-	// profiles are the profiles with their tool sets; clients maps a client token's name to its profiles.
+	// profiles are the profiles with their tool sets; clients maps a client token's name to its profiles, subjects
+	// an OAuth subject to its profiles, claims a claim's name and value to the profiles bound to them.
 	profiles map[string]*ProfileView
 	clients  map[string][]string
+	subjects map[string][]string
+	claims   map[string]map[string][]string
 	// curated are the servers whose curation changes what clients are served (a filter, overrides, pinning).
 	curated map[string]bool
 	// features: the servers' prompts, resources and resource templates (routes_features.go; nil: none).

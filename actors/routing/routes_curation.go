@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/mcpgw/aggregator/actors/curation"
 	"github.com/mcpgw/aggregator/persistence"
@@ -69,6 +70,7 @@ func (t *RouteTable) buildProfiles(rc *Curation) {
 	for c := range t.clients {
 		sort.Strings(t.clients[c])
 	}
+	t.buildBindings(rc.Profiles)
 }
 
 // Profile returns a profile by name.
@@ -80,6 +82,15 @@ func (t *RouteTable) Profile(name string) (*ProfileView, bool) {
 // BoundProfiles are the profiles a client token (by its name) is bound to: its scope. None: the token is not bound,
 // and sees everything its scope allows.
 func (t *RouteTable) BoundProfiles(client string) []string { return t.clients[client] }
+
+// BoundProfilesOf are the profiles a caller is bound to: a static token's by its name (BoundProfiles), an OAuth
+// caller's by its subject and its claims' values (Caller). None: the caller is not bound.
+func (t *RouteTable) BoundProfilesOf(c Caller) []string {
+	if !c.OAuth {
+		return t.clients[c.Name]
+	}
+	return t.boundOAuth(c)
+}
 
 // ScopeFor decides what a caller sees. profile is the profile it asked for ("" none); bound is its token's profiles
 // (BoundProfiles; nil for admins and unbound tokens). An unknown profile is ErrProfileNotFound; a bound caller
@@ -222,4 +233,118 @@ func (t *RouteTable) ToolIn(sc Scope, serverID, original string) (*ToolEntry, bo
 		}
 	}
 	return nil, false
+}
+
+// Caller is who asks, as profile bindings see it: a static client token (its name), or the subject and claims of
+// an OAuth access token. A profile's clients bind token names and, as before bindings existed, subjects of that
+// spelling; its subject and claim bindings apply to OAuth callers only, so they never catch a static token.
+type Caller struct {
+	Name   string
+	OAuth  bool
+	Claims map[string]any // the access token's claims (read only); nil for a static token
+}
+
+// buildBindings indexes the profiles' subject and claim bindings.
+func (t *RouteTable) buildBindings(profiles []persistence.Profile) {
+	add := func(m map[string][]string, key, profile string) {
+		if !slices.Contains(m[key], profile) {
+			m[key] = append(m[key], profile)
+		}
+	}
+	for _, p := range profiles {
+		for _, b := range p.Bindings {
+			switch {
+			case b.Subject != "":
+				if t.subjects == nil {
+					t.subjects = map[string][]string{}
+				}
+				add(t.subjects, b.Subject, p.Name)
+			case b.Claim != "":
+				if t.claims == nil {
+					t.claims = map[string]map[string][]string{}
+				}
+				if t.claims[b.Claim] == nil {
+					t.claims[b.Claim] = map[string][]string{}
+				}
+				add(t.claims[b.Claim], b.Value, p.Name)
+			}
+		}
+	}
+	for _, l := range t.subjects {
+		sort.Strings(l)
+	}
+}
+
+// boundOAuth is the union of the profiles bound to the caller's subject (by clients or by subject bindings) and to
+// its claims' values, sorted; nil when none is (the common case costs a map read per bound claim name and no
+// allocation).
+func (t *RouteTable) boundOAuth(c Caller) []string {
+	out := t.clients[c.Name]
+	shared := out != nil // out is the table's own slice until something is added
+	add := func(profiles []string) {
+		for _, p := range profiles {
+			if slices.Contains(out, p) {
+				continue
+			}
+			if shared || out == nil {
+				out, shared = slices.Clone(out), false
+			}
+			out = append(out, p)
+		}
+	}
+	if out == nil {
+		out, shared = t.subjects[c.Name], true
+	} else {
+		add(t.subjects[c.Name])
+	}
+	for name, values := range t.claims {
+		v, ok := claimValue(c.Claims, name)
+		if !ok {
+			continue
+		}
+		match := func(s string) { add(values[s]) }
+		switch v := v.(type) {
+		case string:
+			match(v)
+		case []any:
+			for _, x := range v {
+				if s, ok := x.(string); ok {
+					match(s)
+				}
+			}
+		case []string:
+			for _, s := range v {
+				match(s)
+			}
+		}
+	}
+	if !shared {
+		sort.Strings(out)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// claimValue finds a claim by its name, or, when no claim has that name and it holds dots, by a path into nested
+// objects (Keycloak's realm_access.roles). A name such as "https://example.com/groups" is found as it is.
+func claimValue(claims map[string]any, name string) (any, bool) {
+	if v, ok := claims[name]; ok {
+		return v, true
+	}
+	if !strings.Contains(name, ".") {
+		return nil, false
+	}
+	var cur any = claims
+	for part := range strings.SplitSeq(name, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
 }

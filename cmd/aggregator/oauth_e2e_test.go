@@ -324,3 +324,108 @@ func TestOAuthTSClientE2E(t *testing.T) {
 		t.Fatalf("audit does not name the user: %d %s", a.status, a.body)
 	}
 }
+
+// TestOAuthProfileBindingsE2E: profiles bound to an OAuth subject and to a value of a groups claim, with tokens
+// from a real provider (oidc-provider; group-bot's tokens carry groups ["eng","staff"], client-bot's none). Each
+// caller sees only its profiles on /mcp, /mcp/profiles/{name}, /mcp/servers/{name} and REST; a malformed binding
+// is a 422 in the shared error shape; a profile that binds a claim cannot be deleted while it does.
+func TestOAuthProfileBindingsE2E(t *testing.T) {
+	d := newDaemon(t, "")
+	resource := d.mcp + "/mcp"
+	idp := startOIDCProvider(t, resource)
+	d.env = append(d.env, "MCP_AGGREGATOR_OIDC_ISSUER="+idp.issuer)
+	d.start()
+	adminTok := idp.token(t, "admin-bot", "aggregator:admin aggregator:client")
+	groupTok := idp.token(t, "group-bot", "aggregator:client")
+	subjTok := idp.token(t, "client-bot", "aggregator:client")
+
+	_, urlA := toolBackend(t, "alpha")
+	_, urlB := toolBackend(t, "beta")
+	for name, u := range map[string]string{"a": urlA, "b": urlB} {
+		if code, body := d.doAs(adminTok, "POST", "/servers", map[string]any{"name": name, "transport_type": "HTTP",
+			"connection_config": map[string]any{"base_url": u}, "auto_connect": true}); code != http.StatusCreated {
+			t.Fatalf("register %s: %d %v", name, code, body)
+		}
+	}
+	// Bad bindings: 422 VALIDATION_ERROR naming the field.
+	for _, bad := range []any{
+		[]any{map[string]any{"claim": "groups"}},
+		[]any{map[string]any{"subject": "x", "claim": "groups", "value": "eng"}},
+		[]any{"client-bot"},
+		map[string]any{"subject": "x"},
+	} {
+		code, body := d.doAs(adminTok, "PUT", "/profiles/eng", map[string]any{"selectors": []any{map[string]any{"server": "a"}},
+			"bindings": bad})
+		if code != http.StatusUnprocessableEntity || body["error_code"] != "VALIDATION_ERROR" || !strings.Contains(fmt.Sprint(body), "bindings") {
+			t.Fatalf("binding %v: %d %v", bad, code, body)
+		}
+	}
+	for name, p := range map[string]map[string]any{
+		"eng":  {"selectors": []any{map[string]any{"server": "a"}}, "bindings": []any{map[string]any{"claim": "groups", "value": "eng"}}},
+		"subj": {"selectors": []any{map[string]any{"server": "b"}}, "bindings": []any{map[string]any{"subject": "client-bot"}}},
+	} {
+		code, body := d.doAs(adminTok, "PUT", "/profiles/"+name, p)
+		if code != http.StatusCreated {
+			t.Fatalf("profile %s: %d %v", name, code, body)
+		}
+		if bs, _ := body["bindings"].([]any); len(bs) != 1 {
+			t.Fatalf("profile %s answers bindings %v", name, body["bindings"])
+		}
+	}
+
+	connect := func(tok string) *mcp.ClientSession {
+		cl := mcp.NewClient(&mcp.Implementation{Name: "bindings-e2e", Version: "1"}, nil)
+		s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: resource,
+			HTTPClient: &http.Client{Transport: bearerRT{tok}}}, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	for _, c := range []struct {
+		name, tok string
+		want      []string
+	}{
+		{"groups claim eng", groupTok, []string{"a__alpha"}},
+		{"subject client-bot", subjTok, []string{"b__beta"}},
+		{"admin unbound", adminTok, []string{"a__alpha", "b__beta"}},
+	} {
+		s := connect(c.tok)
+		deadline := time.Now().Add(20 * time.Second)
+		for got := backendTools(t, s); !slices.Equal(got, c.want); got = backendTools(t, s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s lists %v on /mcp, want %v", c.name, got, c.want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, c := range []struct {
+		name, method, url, tok, body string
+		want                         int
+	}{
+		{"group on its profile", "POST", d.mcp + "/mcp/profiles/eng", groupTok, `{}`, 0},
+		{"group on another profile", "POST", d.mcp + "/mcp/profiles/subj", groupTok, `{}`, http.StatusForbidden},
+		{"group on a server outside", "POST", d.mcp + "/mcp/servers/b", groupTok, `{}`, http.StatusForbidden},
+		{"subject on a server outside", "POST", d.mcp + "/mcp/servers/a", subjTok, `{}`, http.StatusForbidden},
+		{"subject on another profile", "POST", d.mcp + "/mcp/profiles/eng", subjTok, `{}`, http.StatusForbidden},
+		{"group calls its tool over REST", "POST", strings.TrimSuffix(d.base, "/aggregator") + "/tools/call", groupTok, `{"name":"a.alpha","arguments":{}}`, http.StatusOK},
+		{"group calls a tool outside over REST", "POST", strings.TrimSuffix(d.base, "/aggregator") + "/tools/call", groupTok, `{"name":"b.beta","arguments":{}}`, http.StatusNotFound},
+		{"subject calls a tool outside over REST", "POST", strings.TrimSuffix(d.base, "/aggregator") + "/tools/call", subjTok, `{"name":"a.alpha","arguments":{}}`, http.StatusNotFound},
+	} {
+		a := oauthDo(t, c.method, c.url, c.tok, c.body)
+		if c.want == 0 {
+			if a.status == http.StatusForbidden || a.status == http.StatusUnauthorized || a.status == http.StatusNotFound {
+				t.Fatalf("%s: %d %s", c.name, a.status, a.body)
+			}
+			continue
+		}
+		if a.status != c.want || (c.want >= 400 && !strings.Contains(a.body, `"error_code"`)) {
+			t.Fatalf("%s: %d, want %d: %s", c.name, a.status, c.want, a.body)
+		}
+	}
+	// A profile still binding a claim is not deleted (its callers would see everything).
+	if code, body := d.doAs(adminTok, "DELETE", "/profiles/eng", nil); code != http.StatusConflict {
+		t.Fatalf("delete a bound profile: %d %v", code, body)
+	}
+}

@@ -386,6 +386,7 @@ type profileView struct {
 	Description *string                       `json:"description"`
 	Selectors   []persistence.ProfileSelector `json:"selectors"`
 	Clients     []string                      `json:"clients"`
+	Bindings    []persistence.ProfileBinding  `json:"bindings"`
 	ToolCount   int                           `json:"tool_count"`
 	Endpoint    string                        `json:"mcp_endpoint"`
 	CreatedAt   time.Time                     `json:"created_at"`
@@ -394,7 +395,7 @@ type profileView struct {
 
 func (s *server) newProfileView(p persistence.Profile) profileView {
 	v := profileView{Name: p.Name, Description: p.Description, Selectors: p.Selectors, Clients: p.Clients,
-		Endpoint: "/mcp/profiles/" + p.Name, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Bindings: p.Bindings, Endpoint: "/mcp/profiles/" + p.Name, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	if pv, ok := s.control.Routes().Profile(p.Name); ok {
 		v.ToolCount = pv.Count()
 	}
@@ -403,6 +404,9 @@ func (s *server) newProfileView(p persistence.Profile) profileView {
 	}
 	if v.Clients == nil {
 		v.Clients = []string{}
+	}
+	if v.Bindings == nil {
+		v.Bindings = []persistence.ProfileBinding{}
 	}
 	return v
 }
@@ -476,7 +480,7 @@ func (s *server) putProfile(c *fiber.Ctx) error {
 	if created {
 		event, status = audit.ProfileCreated, fiber.StatusCreated
 	}
-	s.audit(c, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients})
+	s.audit(c, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients, "bindings": out.Bindings})
 	return c.Status(status).JSON(s.newProfileView(out))
 }
 

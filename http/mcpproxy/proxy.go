@@ -40,6 +40,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
@@ -170,10 +171,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, _ := auth.FromContext(r.Context())
 	if bindable(caller) {
-		// A client token bound to profiles reaches only the servers its profiles contain (the rule of /mcp's
+		// A client bound to profiles (its token's name, or its OAuth subject or claims) reaches only the servers its profiles contain (the rule of /mcp's
 		// prompts and resources: a server with a tool in one of them).
 		t := h.sys.Routes()
-		if bound := t.BoundProfiles(caller.Name); bound != nil && !t.ServersIn(routing.Scope(bound))[srv.ID] {
+		if bound := t.BoundProfilesOf(gateway.CallerOf(caller)); bound != nil && !t.ServersIn(routing.Scope(bound))[srv.ID] {
 			apierror.Write(w, &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
 				Detail: "This client's profiles do not include server " + srv.Name})
 			return

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -62,9 +63,10 @@ type session struct {
 	// recurate asks the sync goroutine to apply the routing table's curation to the tools again (no backend call).
 	recurate chan struct{}
 
-	// The client that opened the session: its token's name, and whether profile bindings apply to it (a client
-	// token; not an admin, not auth off). Its bound profiles are read from the routing table each time.
-	client     string
+	// The client that opened the session: its token's name (or OAuth subject and claims), and whether profile
+	// bindings apply to it (a client; not an admin, not auth off). Its bound profiles are read from the routing
+	// table each time.
+	client     routing.Caller
 	restricted bool
 	// caller is the whole identity, for the access policy (accesspolicy.go); filtered says its rules left tools
 	// out of the mirror last time.
@@ -107,7 +109,7 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
 		streamCh: make(chan struct{}), tmpls: map[string]string{}, recurate: make(chan struct{}, 1),
-		client: caller.Name, restricted: bindable(caller), caller: caller,
+		client: gateway.CallerOf(caller), restricted: bindable(caller), caller: caller,
 	}
 	for i := range s.kicks {
 		s.kicks[i] = make(chan struct{}, 1)
@@ -802,7 +804,7 @@ func bindable(id auth.Identity) bool { return !id.Anonymous && id.Scope < auth.S
 // served, or the client is bound). Uncurated, the backend's own list is served as it is.
 func (s *session) view(t *routing.RouteTable) (sc routing.Scope, curated bool) {
 	if s.restricted {
-		sc = routing.Scope(t.BoundProfiles(s.client))
+		sc = routing.Scope(t.BoundProfilesOf(s.client))
 	}
 	return sc, sc != nil || t.Curated(s.srv.ID)
 }

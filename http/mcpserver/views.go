@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
@@ -75,13 +76,13 @@ func (v *Views) of(sc routing.Scope) *scopedView {
 	return sv
 }
 
-// bound is the profiles the request's client token is bound to (nil: admins, unbound tokens, auth off).
+// bound is the profiles the request's caller is bound to (nil: admins, unbound callers, auth off).
 func (v *Views) bound(r *http.Request) []string {
 	id, ok := auth.FromContext(r.Context())
-	if !ok || id.Anonymous || id.Scope >= auth.ScopeAdmin {
+	if !ok {
 		return nil
 	}
-	return v.gw.Routes().BoundProfiles(id.Name)
+	return gateway.Bound(v.gw.Routes(), id)
 }
 
 // pick serves r with the endpoint its caller may see; profile is the one asked by path ("" on /mcp).

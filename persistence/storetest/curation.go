@@ -224,19 +224,20 @@ func testToolOverrides(t *testing.T, s persistence.Store) {
 func testProfiles(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	p := persistence.Profile{Name: "ops", Description: ptr("operations"),
-		Selectors: []persistence.ProfileSelector{{Server: "github", Tools: []string{"create_*"}}}, Clients: []string{"ci"}}
+		Selectors: []persistence.ProfileSelector{{Server: "github", Tools: []string{"create_*"}}}, Clients: []string{"ci"},
+		Bindings: []persistence.ProfileBinding{{Subject: "alice"}, {Claim: "groups", Value: "eng"}}}
 	got, created, err := s.PutProfile(ctx, p)
 	if err != nil || !created {
 		t.Fatalf("PutProfile: created %v, %v", created, err)
 	}
 	if got.Name != "ops" || *got.Description != "operations" || !reflect.DeepEqual(got.Selectors, p.Selectors) ||
-		!reflect.DeepEqual(got.Clients, p.Clients) || got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
+		!reflect.DeepEqual(got.Clients, p.Clients) || !reflect.DeepEqual(got.Bindings, p.Bindings) || got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
 		t.Fatalf("stored profile %+v", got)
 	}
-	p.Description, p.Clients = nil, nil
+	p.Description, p.Clients, p.Bindings = nil, nil, nil
 	again, created, err := s.PutProfile(ctx, p)
 	if err != nil || created || !again.CreatedAt.Equal(got.CreatedAt) || again.Description != nil ||
-		again.Clients == nil || len(again.Clients) != 0 {
+		again.Clients == nil || len(again.Clients) != 0 || again.Bindings == nil || len(again.Bindings) != 0 {
 		t.Fatalf("replace: %+v, created %v, %v", again, created, err)
 	}
 	if _, _, err := s.PutProfile(ctx, persistence.Profile{Name: "Dev"}); err != nil {

@@ -7,6 +7,7 @@
 //       admin-bot  may ask for aggregator:admin and aggregator:client
 //       client-bot may ask for aggregator:client
 //       plain-bot  may ask for neither (a token without the aggregator's scopes)
+//       group-bot  may ask for aggregator:client; its tokens carry the claim groups: ["eng", "staff"]
 //   - authorization code with PKCE for any client registered dynamically (RFC 7591): the interaction (login and
 //     consent) is answered at once for the user $USER_ID (default alice, email <user>@example.com), granting what the
 //     client asked for; a headless "browser" only has to follow the redirects (oauth-client.mjs does).
@@ -42,12 +43,18 @@ const client = (id, scope) => ({
 });
 
 const provider = new Provider(issuer, {
-  clients: [client('admin-bot', scopes), client('client-bot', 'aggregator:client'), client('plain-bot', 'profile')],
+  clients: [client('admin-bot', scopes), client('client-bot', 'aggregator:client'), client('plain-bot', 'profile'),
+    client('group-bot', 'aggregator:client')],
   scopes: ['openid', 'profile', 'aggregator:admin', 'aggregator:client'],
   jwks: { keys: [key('ec', { namedCurve: 'P-256' }, 'ES256', 'es-1'), key('rsa', { modulusLength: 2048 }, 'RS256', 'rs-1')] },
   findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub, email: `${sub}@example.com`, name: sub }) }),
-  // A user's access token carries the user's email, so the aggregator can name the user in its audit log.
-  extraTokenClaims: (_ctx, token) => (token.accountId ? { email: `${token.accountId}@example.com` } : undefined),
+  // A user's access token carries the user's email, so the aggregator can name the user in its audit log;
+  // group-bot's carries a groups claim (profiles bound to a claim's values).
+  extraTokenClaims: (_ctx, token) => {
+    if (token.accountId) return { email: `${token.accountId}@example.com` };
+    if (token.clientId === 'group-bot') return { groups: ['eng', 'staff'] };
+    return undefined;
+  },
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },

@@ -226,9 +226,9 @@ func annotations(c *strictjson.Checker, raw json.RawMessage, loc []any) *persist
 }
 
 // Profile reads PUT /profiles/{name}: description, selectors (each with server, tools patterns, skills; at least
-// one field each), clients (token names). The name comes from the path.
+// one field each), clients (token names), bindings (OAuth subjects and claim values). The name comes from the path.
 func Profile(name string, body []byte) (persistence.Profile, []FieldError) {
-	c, f, ok := objectChecker(body, "description", "selectors", "clients")
+	c, f, ok := objectChecker(body, "description", "selectors", "clients", "bindings")
 	if !ok {
 		return persistence.Profile{}, c.Errors()
 	}
@@ -263,10 +263,79 @@ func Profile(name string, body []byte) (persistence.Profile, []FieldError) {
 			p.Clients = list
 		}
 	}
+	if raw, has := f["bindings"]; has {
+		p.Bindings = bindings(c, raw, c.At("bindings"))
+	}
 	if c.Count() > 0 {
 		return persistence.Profile{}, c.Errors()
 	}
 	return p, nil
+}
+
+// MaxBindingText caps a binding's subject, claim name and value.
+const MaxBindingText = 256
+
+// bindings reads a profile's OAuth bindings: each {"subject": s} or {"claim": name, "value": v}.
+func bindings(c *strictjson.Checker, raw json.RawMessage, loc []any) []persistence.ProfileBinding {
+	var items []json.RawMessage
+	if strictjson.KindOf(raw) != strictjson.KindArray || json.Unmarshal(raw, &items) != nil {
+		c.Add(strictjson.FieldTypeError, "Input should be a valid array", loc)
+		return nil
+	}
+	if len(items) > MaxProfileClients {
+		c.Add(strictjson.FieldValueError, fmt.Sprintf("at most %d bindings", MaxProfileClients), loc)
+		return nil
+	}
+	out := make([]persistence.ProfileBinding, 0, len(items))
+	for i, it := range items {
+		at := strictjson.At(loc, i)
+		members, ok := strictjson.ObjectMembers(it)
+		if !ok {
+			c.Add(strictjson.FieldTypeError, `a binding must be an object: {"subject": ...} or {"claim": ..., "value": ...}`, at)
+			continue
+		}
+		var b persistence.ProfileBinding
+		bad := false
+		for _, m := range members {
+			mat := strictjson.At(at, m.Key)
+			var dst *string
+			switch m.Key {
+			case "subject":
+				dst = &b.Subject
+			case "claim":
+				dst = &b.Claim
+			case "value":
+				dst = &b.Value
+			default:
+				c.Add(strictjson.FieldExtraForbidden, "Extra inputs are not permitted", mat)
+				bad = true
+				continue
+			}
+			v, ok := c.String(m.Value, mat)
+			if !ok {
+				bad = true
+				continue
+			}
+			if v == "" || len(v) > MaxBindingText {
+				c.Add(strictjson.FieldValueError, fmt.Sprintf("%s must be 1 to %d characters", m.Key, MaxBindingText), mat)
+				bad = true
+				continue
+			}
+			*dst = v
+		}
+		if bad {
+			continue
+		}
+		switch {
+		case b.Subject != "" && (b.Claim != "" || b.Value != ""):
+			c.Add(strictjson.FieldValueError, "a binding names a subject, or a claim and its value, not both", at)
+		case b.Subject == "" && (b.Claim == "" || b.Value == ""):
+			c.Add(strictjson.FieldValueError, `a binding is {"subject": ...} or {"claim": ..., "value": ...}`, at)
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func selectors(c *strictjson.Checker, raw json.RawMessage, loc []any) []persistence.ProfileSelector {
@@ -397,7 +466,20 @@ func ProfileSchema() *jsonschema.Schema {
 		prop("selectors", &jsonschema.Schema{Type: "array", Items: selector, MaxItems: ptr(curation.MaxSelectors)}),
 		prop("clients", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(128)},
 			MaxItems: ptr(MaxProfileClients), Description: "Client token names bound to the profile"}),
+		prop("bindings", bindingsSchema()),
 	}, "selectors")
+}
+
+// bindingsSchema is a profile's OAuth bindings: a subject, or a claim and its value.
+func bindingsSchema() *jsonschema.Schema {
+	text := func() *jsonschema.Schema {
+		return &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(MaxBindingText)}
+	}
+	subject := object([]property{prop("subject", text())}, "subject")
+	claim := object([]property{prop("claim", text()), prop("value", text())}, "claim", "value")
+	return &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{OneOf: []*jsonschema.Schema{subject, claim}},
+		MaxItems:    ptr(MaxProfileClients),
+		Description: "OAuth callers bound to the profile: a subject (sub), or every token whose claim holds the value"}
 }
 
 // DecisionSchema is the optional body of an approve or reject.

@@ -1,8 +1,11 @@
 package validate
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/aggregator/persistence"
 )
 
 func locs(errs []FieldError) string {
@@ -91,6 +94,16 @@ func TestProfileBody(t *testing.T) {
 		{"team-a", `{"selectors":[{"server":"x","bogus":1}]}`, "body.selectors.0.bogus"},
 		{"team-a", `{"selectors":"x"}`, "body.selectors"},
 		{"team-a", `{"selectors":[{"server":"x"}],"clients":[""]}`, "body.clients.0"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":{"subject":"a"}}`, "body.bindings"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":["alice"]}`, "body.bindings.0"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{}]}`, "body.bindings.0"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"subject":""}]}`, "body.bindings.0.subject"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"subject":1}]}`, "body.bindings.0.subject"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"subject":"a","claim":"groups","value":"eng"}]}`, "body.bindings.0"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"subject":"a"},{"claim":"groups"}]}`, "body.bindings.1"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"value":"eng"}]}`, "body.bindings.0"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"claim":"groups","value":"eng","op":"in"}]}`, "body.bindings.0.op"},
+		{"team-a", `{"selectors":[{"server":"x"}],"bindings":[{"claim":"groups","value":"` + strings.Repeat("x", 257) + `"}]}`, "body.bindings.0.value"},
 	}
 	for _, c := range cases {
 		name := c.name
@@ -100,6 +113,17 @@ func TestProfileBody(t *testing.T) {
 		if _, errs := Profile(name, []byte(c.body)); !strings.Contains(locs(errs), c.want) {
 			t.Errorf("%s %s: errors %q, want %q", c.name, c.body, locs(errs), c.want)
 		}
+	}
+}
+
+func TestProfileBindings(t *testing.T) {
+	p, errs := Profile("team-a", []byte(`{"selectors":[{"server":"files"}],"bindings":[{"subject":"alice"},{"claim":"groups","value":"eng"}]}`))
+	want := []persistence.ProfileBinding{{Subject: "alice"}, {Claim: "groups", Value: "eng"}}
+	if len(errs) > 0 || !reflect.DeepEqual(p.Bindings, want) {
+		t.Fatalf("bindings %+v, errors %v", p.Bindings, errs)
+	}
+	if p, errs := Profile("team-a", []byte(`{"selectors":[{"server":"files"}],"bindings":null}`)); len(errs) > 0 || p.Bindings != nil {
+		t.Fatalf("null bindings: %+v %v", p.Bindings, errs)
 	}
 }
 

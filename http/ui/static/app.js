@@ -646,6 +646,7 @@ function ProfileDetail({ profile, onEdit, onGone }) {
       <dt>Description</dt><dd>${profile.description || '—'}</dd>
       <dt>MCP endpoint</dt><dd><code>${profile.mcp_endpoint}</code> (streamable HTTP; <code>/sse/profiles/${profile.name}</code> legacy SSE; <code>aggregator stdio --profile ${profile.name}</code>)</dd>
       <dt>Clients</dt><dd>${profile.clients.length ? profile.clients.join(', ') : 'none (admins and unbound client tokens may use it)'}</dd>
+      <dt>OAuth bindings</dt><dd data-testid="profile-bindings">${profile.bindings && profile.bindings.length ? profile.bindings.map((b) => (b.subject ? 'subject ' + b.subject : b.claim + ' = ' + b.value)).join(', ') : 'none'}</dd>
       <dt>Selectors</dt><dd>${profile.selectors.map((s) => html`<div>${[s.server && 'server ' + s.server, s.tools && s.tools.length && 'tools ' + s.tools.join(' '), s.skills && s.skills.length && 'skills ' + s.skills.join(' ')].filter((x) => x).join(' · ')}</div>`)}</dd>
     </dl>
     <h3>Tools now (${tools ? tools.length : '…'})</h3>
@@ -685,6 +686,8 @@ function ProfileForm({ existing, onDone, onCancel }) {
         return out;
       }),
       clients: lines(clients),
+      // OAuth subject and claim bindings are set through the API; a save here keeps them as they are.
+      bindings: (existing && existing.bindings) || [],
     };
     if (description.trim()) body.description = description;
     const path = API + '/profiles/' + encodeURIComponent(name.trim());

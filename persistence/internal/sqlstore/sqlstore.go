@@ -113,7 +113,7 @@ type Queries struct {
 
 	// ListProfiles selects ProfileColumns ordered by name, byte by byte; GetProfile (name) one of them.
 	ListProfiles, GetProfile string
-	// InsertProfile (name, description, selectors, clients, now) returns ProfileColumns, or no row when the name
+	// InsertProfile (name, description, selectors, clients, bindings, now) returns ProfileColumns, or no row when the name
 	// is taken; UpdateProfile (same parameters) returns ProfileColumns.
 	InsertProfile, UpdateProfile string
 	// DeleteProfile (name).

@@ -229,6 +229,7 @@ type ProfileRow struct {
 	Description *string
 	Selectors   []byte
 	Clients     []byte
+	Bindings    []byte
 }
 
 // PrepareProfile checks p (a name is required) and encodes its lists; nil lists are stored as empty arrays.
@@ -248,7 +249,15 @@ func PrepareProfile(p persistence.Profile) (ProfileRow, error) {
 	if err != nil {
 		return ProfileRow{}, err
 	}
-	return ProfileRow{Name: p.Name, Description: p.Description, Selectors: sel, Clients: cl}, nil
+	bindings := p.Bindings
+	if bindings == nil {
+		bindings = []persistence.ProfileBinding{}
+	}
+	bn, err := json.Marshal(bindings)
+	if err != nil {
+		return ProfileRow{}, err
+	}
+	return ProfileRow{Name: p.Name, Description: p.Description, Selectors: sel, Clients: cl, Bindings: bn}, nil
 }
 
 // normSelectors copies selectors as they read back: never nil, each empty list nil (omitted in JSON).
@@ -266,17 +275,23 @@ func normSelectors(in []persistence.ProfileSelector) []persistence.ProfileSelect
 	return out
 }
 
-// ParseProfileLists reads a profile's stored selectors and clients into p; both come back non-nil.
-func ParseProfileLists(p *persistence.Profile, selectors, clients []byte) error {
+// ParseProfileLists reads a profile's stored selectors, clients and bindings into p; all come back non-nil.
+func ParseProfileLists(p *persistence.Profile, selectors, clients, bindings []byte) error {
 	if err := json.Unmarshal(selectors, &p.Selectors); err != nil {
 		return fmt.Errorf("stored selectors of profile %q: %w", p.Name, err)
 	}
 	if err := json.Unmarshal(clients, &p.Clients); err != nil {
 		return fmt.Errorf("stored clients of profile %q: %w", p.Name, err)
 	}
+	if err := json.Unmarshal(bindings, &p.Bindings); err != nil {
+		return fmt.Errorf("stored bindings of profile %q: %w", p.Name, err)
+	}
 	p.Selectors = normSelectors(p.Selectors)
 	if p.Clients == nil {
 		p.Clients = []string{}
+	}
+	if p.Bindings == nil {
+		p.Bindings = []persistence.ProfileBinding{}
 	}
 	return nil
 }
