@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,31 +25,11 @@ const (
 	classifyFlushEvery = time.Second
 )
 
-// Outcomes of one classification.
-const (
-	outcomeClassified   = "classified"   // CLASSIFIED with 1-3 skills
-	outcomeUnclassified = "unclassified" // the classifier answered, no skill reached the threshold
-	outcomeFailed       = "failed"       // the classifier (or the store) failed: UNCLASSIFIED, retried later
-	outcomeGone         = "gone"         // the tool was removed meanwhile
-	outcomeInterrupted  = "interrupted"  // shutdown: the tool stays CLASSIFYING and is resumed at the next start
-)
-
-// classifyRef is a tool the classifier works on: its id and server, the text it is classified by, and the skills
-// it keeps while it is being classified (the router's served row, or the stored row found at start).
-type classifyRef struct {
-	id      int64
-	server  string
-	name    string
-	desc    string
-	schema  []byte
-	skills  []string
-	primary *string
-}
-
-// refOf is the classifier's reference to a tool row.
-func refOf(t *persistence.Tool) classifyRef {
-	return classifyRef{id: t.ID, server: t.SourceServerID, name: t.Name, desc: t.Description, schema: t.InputSchema,
-		skills: t.SkillIDs, primary: t.PrimarySkillID}
+// refOf is the classifier's reference to a tool row: the text it is classified by, and the skills it keeps while
+// it is being classified (the router's served row, or the stored row found at start).
+func refOf(t *persistence.Tool) classify.Ref {
+	return classify.Ref{ID: t.ID, Server: t.SourceServerID, Name: t.Name, Description: t.Description,
+		InputSchema: t.InputSchema, SkillIDs: t.SkillIDs, PrimarySkillID: t.PrimarySkillID}
 }
 
 // Local messages of the classifier actor.
@@ -60,16 +39,16 @@ type (
 	// restart, so they wait for the retry like failed ones.
 	classifyQueue struct {
 		items      []classifyItem
-		seedFailed []classifyRef
+		seedFailed []classify.Ref
 	}
 	classifyItem struct {
-		ref   classifyRef
+		ref   classify.Ref
 		force bool
 	}
 	classifyResult struct {
 		owner   *classifierActor
-		ref     classifyRef
-		outcome string
+		ref     classify.Ref
+		outcome classify.Outcome
 		err     error
 	}
 	classifyRetryTick  struct{ owner *classifierActor }
@@ -90,7 +69,8 @@ func (b ClassifierBacklog) Total() int { return b.Queued + b.InFlight + b.Failed
 // once, each in its own goroutine that reports back by message, so neither discovery nor this actor's mailbox ever
 // waits for a classifier. A tool moves DISCOVERED -> CLASSIFYING -> CLASSIFIED | UNCLASSIFIED. When the classifier
 // fails, the tool is UNCLASSIFIED (is_classified false, still routable and searchable) and remembered; every retry
-// interval one failed tool is tried again, and when that works every failed tool is queued again (EC-009).
+// interval one failed tool is tried again, and when that works every failed tool is queued again (EC-009). The
+// decisions (what waits, runs, failed, is retried, is announced) are classify.Queue's; the actor runs them.
 type classifierActor struct {
 	deps    *Deps
 	sys     *System
@@ -103,16 +83,8 @@ type classifierActor struct {
 	cancel context.CancelFunc
 	sub    *eventstream.Subscription
 
-	queue   []int64               // FIFO of tool ids; ids no longer in jobs are skipped
-	jobs    map[int64]classifyRef // queued, not started
-	running map[int64]classifyRef
-	again   map[int64]bool // changed while being classified: classify once more
-	failed  map[int64]classifyRef
-	probe   int64 // the failed tool being retried (queued or running), 0 when none
-
-	pending map[string]int     // per server: tools queued or running
-	done    map[string][]int64 // per server: tools finished since the last ClassificationDone
-	failing bool               // the last answer of the classifier was a failure (for logging transitions only)
+	q       *classify.Queue
+	failing bool // the last answer of the classifier was a failure (for logging transitions only)
 
 	retryTimer *time.Timer
 	flushTimer *time.Timer
@@ -181,19 +153,14 @@ func (a *classifierActor) Receive(ctx actor.Context) {
 		a.toolsChanged(ctx, m)
 		a.armRetry(ctx) // a dropped tool may have been the one being retried
 	case *pb.ServerRemoved:
-		a.serverRemoved(m.ServerId)
+		a.q.RemoveServer(m.ServerId)
 		a.armRetry(ctx)
 	case *scanServer:
 		a.scan(ctx, m.id)
 	case *classifyQueue:
-		for _, r := range m.seedFailed {
-			_, queued := a.jobs[r.id]
-			if _, running := a.running[r.id]; !queued && !running {
-				a.failed[r.id] = r
-			}
-		}
+		a.q.SeedFailed(m.seedFailed)
 		for _, it := range m.items {
-			a.enqueue(it.ref, it.force, false)
+			a.q.Enqueue(it.ref, it.force)
 		}
 		a.armRetry(ctx)
 		a.pump(ctx)
@@ -205,24 +172,24 @@ func (a *classifierActor) Receive(ctx actor.Context) {
 	case *classifyRetryTick:
 		if m.owner == a {
 			a.retryTimer = nil
-			a.startProbe(ctx)
+			a.q.StartProbe()
 			a.pump(ctx)
 		}
 	case *classifyFlushTick:
 		if m.owner == a {
 			a.flushTimer = nil
-			for server := range a.done {
+			for _, server := range a.q.DoneServers() {
 				a.flush(ctx, server)
 			}
 		}
 	case *classifyBacklogAsk:
-		ctx.Respond(ClassifierBacklog{Queued: len(a.jobs), InFlight: len(a.running), Failed: len(a.failed)})
+		queued, running, failed := a.q.Backlog()
+		ctx.Respond(ClassifierBacklog{Queued: queued, InFlight: running, Failed: failed})
 	}
 }
 
 func (a *classifierActor) start(ctx actor.Context) {
-	a.jobs, a.running, a.again = map[int64]classifyRef{}, map[int64]classifyRef{}, map[int64]bool{}
-	a.failed, a.pending, a.done = map[int64]classifyRef{}, map[string]int{}, map[string][]int64{}
+	a.q = classify.NewQueue(a.limit)
 	a.runCtx, a.cancel = context.WithCancel(context.Background())
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.sub = ctx.ActorSystem().EventStream.Subscribe(func(evt any) {
@@ -295,12 +262,7 @@ func (a *classifierActor) cleanup() {
 // store (a feed or a cluster) only the server's owner classifies (its discovery stored the tools); a Full delta (the router reloaded everything) queues nothing: what waits for
 // classification at start is found by scan.
 func (a *classifierActor) toolsChanged(ctx actor.Context, d *routing.ServedDelta) {
-	for _, id := range d.Removed {
-		delete(a.failed, id)
-		if r, ok := a.jobs[id]; ok {
-			a.dropJob(id, r)
-		}
-	}
+	a.q.Remove(d.Removed)
 	if d.Full || (a.sys.feed != nil || a.sys.members != nil) && a.deps.owners.fence(d.ServerID) == nil {
 		return
 	}
@@ -320,131 +282,59 @@ func (a *classifierActor) toolsChanged(ctx actor.Context, d *routing.ServedDelta
 	}
 }
 
-func (a *classifierActor) serverRemoved(server string) {
-	for id, r := range a.failed {
-		if r.server == server {
-			delete(a.failed, id)
-		}
-	}
-	for id, r := range a.jobs {
-		if r.server == server {
-			a.dropJob(id, r)
-		}
-	}
-	for id, r := range a.running {
-		if r.server == server {
-			delete(a.again, id)
-		}
-	}
-	delete(a.pending, server)
-	delete(a.done, server)
-}
-
-// dropJob takes a queued tool out of the queue (its id stays in the FIFO and is skipped).
-func (a *classifierActor) dropJob(id int64, r classifyRef) {
-	delete(a.jobs, id)
-	a.release(r.server)
-	if a.probe == id {
-		a.probe = 0
-	}
-}
-
-// release counts one tool of a server as no longer queued or running.
-func (a *classifierActor) release(server string) (last bool) {
-	n, ok := a.pending[server]
-	if !ok {
-		return false
-	}
-	if n <= 1 {
-		delete(a.pending, server)
-		return true
-	}
-	a.pending[server] = n - 1
-	return false
-}
-
-// enqueue queues a tool once: a tool already queued is not queued again, and one being classified is classified
-// again afterwards only when force says its definition changed.
-func (a *classifierActor) enqueue(r classifyRef, force, probe bool) {
-	delete(a.failed, r.id)
-	if _, ok := a.running[r.id]; ok {
-		if force {
-			a.again[r.id] = true
-		}
-		return
-	}
-	if _, ok := a.jobs[r.id]; ok {
-		return
-	}
-	a.jobs[r.id] = r
-	a.pending[r.server]++
-	if probe {
-		a.queue = append([]int64{r.id}, a.queue...)
-	} else {
-		a.queue = append(a.queue, r.id)
-	}
-}
-
 // pump starts queued classifications while fewer than limit run.
 func (a *classifierActor) pump(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	for len(a.running) < a.limit && len(a.queue) > 0 {
-		id := a.queue[0]
-		a.queue = a.queue[1:]
-		r, ok := a.jobs[id]
+	for {
+		r, ok := a.q.Next()
 		if !ok {
-			continue
+			return
 		}
-		delete(a.jobs, id)
-		a.running[id] = r
 		go func() {
 			outcome, err := a.classifyOne(r)
 			root.Send(self, &classifyResult{owner: a, ref: r, outcome: outcome, err: err})
 		}()
 	}
-	if len(a.queue) == 0 {
-		a.queue = nil // let the backing array go
-	}
 }
 
 // classifyOne runs one tool through DISCOVERED -> CLASSIFYING -> CLASSIFIED | UNCLASSIFIED. It runs on its own
 // goroutine.
-func (a *classifierActor) classifyOne(r classifyRef) (outcome string, err error) {
+func (a *classifierActor) classifyOne(r classify.Ref) (outcome classify.Outcome, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			outcome, err = outcomeFailed, fmt.Errorf("classifier panicked: %v", p)
-			a.setState(r.id, persistence.ToolClassification{State: persistence.ClassificationUnclassified})
+			outcome, err = classify.OutcomeFailed, fmt.Errorf("classifier panicked: %v", p)
+			a.setState(r.ID, persistence.ToolClassification{State: persistence.ClassificationUnclassified})
 		}
 	}()
 	// While it is being classified the tool keeps the skills it had (a changed tool is reclassified).
-	if err := a.setState(r.id, persistence.ToolClassification{State: persistence.ClassificationClassifying,
-		SkillIDs: r.skills, PrimarySkillID: r.primary}); err != nil {
+	if err := a.setState(r.ID, persistence.ToolClassification{State: persistence.ClassificationClassifying,
+		SkillIDs: r.SkillIDs, PrimarySkillID: r.PrimarySkillID}); err != nil {
 		if errors.Is(err, persistence.ErrNotFound) {
-			return outcomeGone, nil
+			return classify.OutcomeGone, nil
 		}
-		return outcomeFailed, fmt.Errorf("store CLASSIFYING: %w", err)
+		return classify.OutcomeFailed, fmt.Errorf("store CLASSIFYING: %w", err)
 	}
 	cctx, ccancel := context.WithTimeout(a.runCtx, a.timeout)
-	res, cerr := a.c.Classify(cctx, classify.Tool{Name: r.name, Description: r.desc, InputSchema: r.schema})
+	res, cerr := a.c.Classify(cctx, r.Tool())
 	ccancel()
 	if a.runCtx.Err() != nil {
-		return outcomeInterrupted, nil
+		return classify.OutcomeInterrupted, nil
 	}
 	c := persistence.ToolClassification{State: persistence.ClassificationUnclassified}
-	outcome = outcomeUnclassified
+	outcome = classify.OutcomeUnclassified
 	switch {
 	case cerr != nil:
-		outcome = outcomeFailed
+		outcome = classify.OutcomeFailed
 	case len(res.Assignments) > 0:
-		outcome = outcomeClassified
+		outcome = classify.OutcomeClassified
 		primary := res.Primary
 		c = persistence.ToolClassification{State: persistence.ClassificationClassified, SkillIDs: res.SkillIDs(), PrimarySkillID: &primary}
 	}
-	if err := a.setState(r.id, c); err != nil {
+	if err := a.setState(r.ID, c); err != nil {
 		if errors.Is(err, persistence.ErrNotFound) {
-			return outcomeGone, nil
+			return classify.OutcomeGone, nil
 		}
-		return outcomeFailed, fmt.Errorf("store %s: %w", c.State, err)
+		return classify.OutcomeFailed, fmt.Errorf("store %s: %w", c.State, err)
 	}
 	return outcome, cerr
 }
@@ -455,106 +345,57 @@ func (a *classifierActor) setState(id int64, c persistence.ToolClassification) e
 	return a.deps.Store.SetToolClassification(sctx, id, c)
 }
 
-// finished records the outcome of one classification.
+// finished records the outcome of one classification: the queue decides, the actor counts, logs, announces and
+// arms the timers.
 func (a *classifierActor) finished(ctx actor.Context, m *classifyResult) {
 	r := m.ref
-	if _, ok := a.running[r.id]; !ok {
+	res := a.q.Finish(r.ID, m.outcome)
+	if !res.Known {
 		return
 	}
-	delete(a.running, r.id)
-	wasProbe := a.probe == r.id
-	if wasProbe {
-		a.probe = 0
-	}
+	_, _, failed := a.q.Backlog()
 	switch m.outcome {
-	case outcomeClassified, outcomeUnclassified:
-		a.deps.Metrics.Classification(a.c.Name(), m.outcome)
+	case classify.OutcomeClassified, classify.OutcomeUnclassified:
+		a.deps.Metrics.Classification(a.c.Name(), string(m.outcome))
 		if a.failing {
 			a.failing = false
-			a.deps.Logger.Info("classifier answers again", "classifier", a.c.Name(), "failed_tools", len(a.failed))
+			a.deps.Logger.Info("classifier answers again", "classifier", a.c.Name(), "failed_tools", failed+res.Recovered)
 		}
-		if wasProbe && len(a.failed) > 0 {
+		if res.Recovered > 0 {
 			// The classifier recovered: every tool that failed is classified again (EC-009).
-			a.deps.Logger.Info("classifier recovered: retrying failed tools", "classifier", a.c.Name(), "tools", len(a.failed))
-			for _, f := range a.sortedFailed() {
-				a.enqueue(f, false, false)
-			}
+			a.deps.Logger.Info("classifier recovered: retrying failed tools", "classifier", a.c.Name(), "tools", res.Recovered)
 		}
-	case outcomeFailed:
-		a.deps.Metrics.Classification(a.c.Name(), outcomeFailed)
-		a.failed[r.id] = r
+	case classify.OutcomeFailed:
+		a.deps.Metrics.Classification(a.c.Name(), string(classify.OutcomeFailed))
 		if !a.failing {
 			a.failing = true
 			a.deps.Logger.Warn("tool classification failed; the tool stays unclassified and searchable and is retried when the classifier recovers",
-				"classifier", a.c.Name(), "tool", r.name, "error", m.err, "retry_interval", a.retry.String())
+				"classifier", a.c.Name(), "tool", r.Name, "error", m.err, "retry_interval", a.retry.String())
 		} else {
-			a.deps.Logger.Debug("tool classification failed", "classifier", a.c.Name(), "tool", r.name, "error", m.err)
+			a.deps.Logger.Debug("tool classification failed", "classifier", a.c.Name(), "tool", r.Name, "error", m.err)
 		}
 	}
-	if a.again[r.id] {
-		delete(a.again, r.id)
-		if m.outcome != outcomeGone && m.outcome != outcomeInterrupted {
-			a.enqueue(r, false, false)
-		}
-	}
-	if m.outcome == outcomeClassified || m.outcome == outcomeUnclassified || m.outcome == outcomeFailed {
-		if _, live := a.pending[r.server]; live { // else the server was removed meanwhile
-			a.done[r.server] = append(a.done[r.server], r.id)
-		}
-	}
-	if a.release(r.server) {
-		a.flush(ctx, r.server)
-	} else if len(a.done[r.server]) > 0 && a.flushTimer == nil {
+	if res.Last {
+		a.flush(ctx, r.Server)
+	} else if res.Waiting && a.flushTimer == nil {
 		self, root := ctx.Self(), ctx.ActorSystem().Root
 		a.flushTimer = time.AfterFunc(classifyFlushEvery, func() { root.Send(self, &classifyFlushTick{owner: a}) })
-	}
-	if wasProbe && m.outcome == outcomeGone {
-		a.startProbe(ctx) // not a signal either way: try another failed tool
 	}
 	a.armRetry(ctx)
 }
 
 // flush tells the event stream (and so the router) which tools of a server got their classification.
 func (a *classifierActor) flush(ctx actor.Context, server string) {
-	ids := a.done[server]
-	delete(a.done, server)
-	if len(ids) > 0 {
+	if ids := a.q.TakeDone(server); len(ids) > 0 {
 		ctx.ActorSystem().EventStream.Publish(&pb.ClassificationDone{ServerId: server, ToolIds: ids})
 	}
 }
 
 // armRetry schedules the next retry of a failed tool, while there are failed tools and none is being retried.
 func (a *classifierActor) armRetry(ctx actor.Context) {
-	if a.retryTimer != nil || a.probe != 0 || len(a.failed) == 0 {
+	if a.retryTimer != nil || !a.q.NeedsRetry() {
 		return
 	}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.retryTimer = time.AfterFunc(a.retry, func() { root.Send(self, &classifyRetryTick{owner: a}) })
-}
-
-// startProbe retries one failed tool (the oldest), ahead of the queue.
-func (a *classifierActor) startProbe(ctx actor.Context) {
-	if a.probe != 0 || len(a.failed) == 0 {
-		return
-	}
-	r := a.sortedFailed()[0]
-	a.probe = r.id
-	a.enqueue(r, false, true)
-}
-
-func (a *classifierActor) sortedFailed() []classifyRef {
-	out := make([]classifyRef, 0, len(a.failed))
-	for _, r := range a.failed {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(x, y classifyRef) int {
-		switch {
-		case x.id < y.id:
-			return -1
-		case x.id > y.id:
-			return 1
-		}
-		return 0
-	})
-	return out
 }

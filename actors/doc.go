@@ -17,11 +17,15 @@
 //   - discovery (discovery.go): schedules the discovery of a connected server's tools, prompts and resources
 //     (coalesced and spaced per server and kind); the work (list, pin, store, publish) is a discovery.Worker it
 //     gets at construction with the few functions it needs, not the System.
-//   - indexer (indexer.go, search.go): keeps the search engine equal to the stored tools.
-//   - classifier (classifier.go): classifies tools into skills in the background.
+//   - indexer (indexer.go): keeps the search engine equal to the served tools by handing the router's deltas to a
+//     search/served.Index (documents, payloads, skill centroids) and acknowledging each version it applied
+//     (routing.Versions, the board served.go reads for System.AwaitSearchable).
+//   - classifier (classifier.go): classifies tools into skills in the background; what waits, runs, failed, is
+//     retried and is announced is decided by a search/classify.Queue, the actor runs the classifications and timers.
 //   - proxy (proxy*.go): one per upstream session of the per-server proxy (/mcp/servers/{name}).
 //
-// Around them: call.go is the call path (a caller asks the server actor the route names, with no other actor in
+// Around them: search.go answers System.Search and Skills through search/served, reading the engine and the routing
+// table only; call.go is the call path (a caller asks the server actor the route names, with no other actor in
 // between); system.go starts and stops the tree (System); feed.go, reconcile.go, handover.go, lookup.go and
 // cluster.go wire package placement, which keeps the processes that share one store in agreement (leases and the
 // verdicts on them, events, reconciliation passes, hand-over, the cluster's identity lookup and configuration):

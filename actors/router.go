@@ -25,7 +25,7 @@ type routerActor struct {
 	sep     string
 	table   *atomic.Pointer[routing.RouteTable]
 	hooks   *routeHooks
-	served  *servedBoard
+	served  *routing.Versions
 	servers map[string]routing.ServerEntry
 	tools   map[string][]persistence.Tool
 	version uint64
@@ -292,7 +292,7 @@ func (r *routerActor) setTools(id string, tools []persistence.Tool) {
 	if d.Empty() {
 		return
 	}
-	d.Version = r.served.next(id)
+	d.Version = r.served.Next(id)
 	r.addDelta(d)
 }
 
@@ -329,7 +329,7 @@ func (r *routerActor) remove(ctx actor.Context, id string) {
 		r.vers = maps.Clone(r.vers)
 		delete(r.vers, id)
 	}
-	r.served.forget(id)
+	r.served.Forget(id)
 	r.forgetFeatures(id)
 	r.publish(ctx)
 	r.answerReaders(ctx)
@@ -665,7 +665,7 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 		r.waiting = map[string][]stashedMsg{}
 	}
 	for id, list := range r.tools {
-		r.addDelta(routing.FullServed(id, r.servers[id].Name, r.served.next(id), list, r.curated[id].ExposedName))
+		r.addDelta(routing.FullServed(id, r.servers[id].Name, r.served.Next(id), list, r.curated[id].ExposedName))
 	}
 	r.loading = false
 	r.publish(ctx)
@@ -691,7 +691,7 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 func (r *routerActor) snapshotDeltas() []*routing.ServedDelta {
 	out := make([]*routing.ServedDelta, 0, len(r.tools))
 	for id, list := range r.tools {
-		out = append(out, routing.FullServed(id, r.servers[id].Name, r.served.current(id), list, r.curated[id].ExposedName))
+		out = append(out, routing.FullServed(id, r.servers[id].Name, r.served.Current(id), list, r.curated[id].ExposedName))
 	}
 	return out
 }
@@ -708,7 +708,7 @@ func (r *routerActor) publish(ctx actor.Context) {
 	deltas := r.deltas
 	r.deltas = nil
 	for _, d := range deltas {
-		r.served.publish(d)
+		r.served.Publish(d)
 		ctx.ActorSystem().EventStream.Publish(d)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+	"github.com/mcpgw/aggregator/search/served"
 	"github.com/mcpgw/aggregator/search/toolsearch"
 	"github.com/mcpgw/aggregator/supervision"
 )
@@ -65,8 +66,8 @@ type System struct {
 	// pinHashes are the pin hashes of the tools' definitions, shared by the discovery and the router.
 	pinHashes *routing.PinHashes
 	// served holds the versions of each server's served tools: published by the router, acknowledged by the
-	// indexer (served.go).
-	served *servedBoard
+	// indexer (routing.Versions).
+	served *routing.Versions
 	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
 	unowned atomic.Value
 	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
@@ -180,7 +181,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: newServedBoard(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
+	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
 		reconcileNow: make(chan struct{}, 1)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
@@ -227,8 +228,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		return fail(err)
 	}
 	s.indexer, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &indexerActor{deps: d, search: s.searcher, skills: d.Search.classifierSkills(), tools: map[int64]*indexedTool{},
-			router: s.router, served: s.served}
+		return &indexerActor{deps: d, router: s.router, served: s.served,
+			newIndex: func() *served.Index { return served.NewIndex(s.searcher, d.Search.classifierSkills(), d.Logger) }}
 	}, s.guardian), "indexer")
 	if err != nil {
 		return fail(fmt.Errorf("spawn indexer: %w", err))
@@ -578,7 +579,7 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {
 			return fmt.Errorf("router: %w", err)
 		}
-		if err := s.served.awaitIndexed(ctx, nil); err != nil {
+		if err := s.served.AwaitIndexed(ctx, nil); err != nil {
 			return fmt.Errorf("search index: %w", err)
 		}
 		return nil

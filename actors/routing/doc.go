@@ -8,5 +8,6 @@
 // It exists so that the front ends (REST, /mcp, the console, search) can speak of routes, servers and error codes
 // without importing the actor system: it imports nothing of package actors nor protoactor. The router actor in
 // package actors builds the tables (BuildRouteTable) from the store and its events, and tells the other readers of
-// the served tools what changed in a server's with a versioned ServedDelta (DiffServed).
+// the served tools what changed in a server's with a versioned ServedDelta (DiffServed); Versions is the board of
+// those versions, issued and published by the router, acknowledged by the search indexer (searchable).
 package routing

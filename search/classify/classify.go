@@ -1,7 +1,9 @@
 // Package classify assigns tools to skills (BR-004): the skills taxonomy that ships with the product (editable, loaded
 // from a file), the rules every classification follows (1-3 skills, confidence >= 0.5, primary = highest), a
 // built-in classifier that needs no model (similarity of tool and skill embeddings, calibrated to confidences) and
-// an LLM classifier over an OpenAI-compatible chat completions endpoint with a validated JSON-schema answer.
+// an LLM classifier over an OpenAI-compatible chat completions endpoint with a validated JSON-schema answer, and the
+// decisions of a pool that classifies many tools in the background (Queue: at most N at once, failed tools retried
+// when the classifier recovers), which the aggregator's classifier actor runs.
 package classify
 
 import (
