@@ -92,7 +92,6 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
-		defer relay.end(id, relayed)
 		defer cancelDeadline()
 		defer cancelCause(nil)
 		if token != "" {
@@ -115,7 +114,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
-		// Count the call done before answering, so that whatever the asker does next sees it finished.
+		// Count the call done before answering (in the relay and in the actor), so that whatever the asker does
+		// next sees it finished: a next call's backend request must not count this one as still in flight.
+		relay.end(id, relayed)
 		sys.Root.Send(self, &callDone{id: id, requestID: m.CallId})
 		switch {
 		case sender == nil:
