@@ -39,6 +39,7 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -267,15 +268,8 @@ func (s *Set) Decide(in *Input) Decision {
 	for i := range s.rules {
 		r := &s.rules[i]
 		out, _, err := r.prg.Eval(&act)
-		if err != nil {
-			return Decision{Rule: r.name, Err: err}
-		}
-		b, ok := out.(types.Bool)
-		if !ok {
-			return Decision{Rule: r.name, Err: ErrNotBool}
-		}
-		if b {
-			return Decision{Allowed: r.allow, Rule: r.name}
+		if d, decided := r.verdict(out, err); decided {
+			return d
 		}
 	}
 	return Decision{Allowed: s.deflt}
@@ -301,18 +295,27 @@ func (s *Set) Listed(in *Input) Decision {
 			}
 			continue
 		}
-		if err != nil {
-			return Decision{Rule: r.name, Err: err}
-		}
-		b, ok := out.(types.Bool)
-		if !ok {
-			return Decision{Rule: r.name, Err: ErrNotBool}
-		}
-		if b {
-			return Decision{Allowed: r.allow, Rule: r.name}
+		if d, decided := r.verdict(out, err); decided {
+			return d
 		}
 	}
 	return Decision{Allowed: s.deflt}
+}
+
+// verdict reads one rule's evaluation: an error or a non-boolean decides (the caller denies on Err), true decides
+// by the rule's effect, false passes to the next rule.
+func (r *compiled) verdict(out ref.Val, err error) (Decision, bool) {
+	if err != nil {
+		return Decision{Rule: r.name, Err: err}, true
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return Decision{Rule: r.name, Err: ErrNotBool}, true
+	}
+	if b {
+		return Decision{Allowed: r.allow, Rule: r.name}, true
+	}
+	return Decision{}, false
 }
 
 // activation resolves the variables from an Input without building a map per evaluation.
