@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/discovery"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -20,8 +22,14 @@ type (
 	refreshMsg    struct{ id string }
 	discoveryDone struct {
 		id      string
+		forced  bool
 		changed bool // the run stored a listing other than the one before
 		err     error
+	}
+	// discoveryRetry is the timer of a run that could not write the store (discovery.ErrStore) going off.
+	discoveryRetry struct {
+		id     string
+		forced bool
 	}
 	discoveryDue struct {
 		id  string
@@ -46,6 +54,15 @@ type discoveryActor struct {
 	runs *floodguard.Runs
 	// waiting are the askers of firstDiscovery per server, answered by the next run that starts.
 	waiting map[string][]*actor.PID
+	// storeFailures counts, per key, the runs in a row that listed the server but could not write the store; each
+	// is run again after storeRetry's delay, until one succeeds or the server is removed.
+	storeFailures map[string]int
+}
+
+// storeRetryDelay is when to run again a discovery whose store write failed n times in a row: 1 s, doubling to at
+// most 30 s.
+func storeRetryDelay(n int) time.Duration {
+	return retry.Backoff{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2}.Delay(n, nil)
 }
 
 // Receive implements actor.Actor.
@@ -80,8 +97,15 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 			ctx.Send(pid, &askReply{err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
 		}
 		delete(a.waiting, m.ServerId)
+		delete(a.storeFailures, m.ServerId)
+		delete(a.storeFailures, featuresKey(m.ServerId))
 	case *discoveryDone:
+		a.retryStoreFailure(ctx, m)
 		a.act(ctx, m.id, a.runs.Done(m.id, m.changed, time.Now()))
+	case *discoveryRetry:
+		if a.storeFailures[m.id] > 0 { // not removed, not succeeded meanwhile
+			a.trigger(ctx, m.id, m.forced)
+		}
 	case *discoveryDue:
 		a.act(ctx, m.id, a.runs.Due(m.id, m.seq, time.Now()))
 	}
@@ -114,8 +138,27 @@ func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next
 		for _, pid := range waiting {
 			root.Send(pid, &askReply{err: err})
 		}
-		root.Send(self, &discoveryDone{id: key, changed: changed, err: err})
+		root.Send(self, &discoveryDone{id: key, forced: next.Forced, changed: changed, err: err})
 	}()
+}
+
+// retryStoreFailure arms a run again of a discovery that listed its server but could not store the listing: the
+// backend is fine, and without it the server would serve without its tools until its next list_changed or
+// reconnect (a first discovery that fails this way lets the server enter CONNECTED; see onFirstDiscovered). A
+// success ends the series.
+func (a *discoveryActor) retryStoreFailure(ctx actor.Context, m *discoveryDone) {
+	if !errors.Is(m.err, discovery.ErrStore) {
+		delete(a.storeFailures, m.id)
+		return
+	}
+	if a.storeFailures == nil {
+		a.storeFailures = map[string]int{}
+	}
+	a.storeFailures[m.id]++
+	delay := storeRetryDelay(a.storeFailures[m.id])
+	a.log.Warn("discovery will run again: its store write failed", "key", m.id, "attempt", a.storeFailures[m.id], "in", delay.Round(time.Millisecond).String())
+	self, root, retry := ctx.Self(), ctx.ActorSystem().Root, &discoveryRetry{id: m.id, forced: m.forced}
+	time.AfterFunc(delay, func() { root.Send(self, retry) })
 }
 
 // featuresKey is the discovery actor's key of a server's feature discovery (the router keys its loads alike).

@@ -84,3 +84,61 @@ func TestSlowStoreStallsNoCall(t *testing.T) {
 	}
 	t.Logf("%d slow writes; the slowest call took %v", ss.hits.Load(), worst)
 }
+
+// failingToolsStore fails the first writes of every server's tools, as a store in trouble (or one too slow for its
+// deadline) would.
+type failingToolsStore struct {
+	persistence.Store
+	fail  atomic.Int64 // writes left to fail
+	tries atomic.Int64
+}
+
+func (s *failingToolsStore) ReplaceServerTools(ctx context.Context, id string, defs []persistence.ToolDef, fence *persistence.Lease) (persistence.ToolDiff, error) {
+	s.tries.Add(1)
+	if s.fail.Add(-1) >= 0 {
+		return persistence.ToolDiff{}, fmt.Errorf("insert tools: %w", context.DeadlineExceeded)
+	}
+	return s.Store.ReplaceServerTools(ctx, id, defs, fence)
+}
+
+// TestDiscoveryStoreFailureIsRunAgain: a first discovery that listed the tools but could not store them lets the
+// server enter CONNECTED (its session works), and the discovery runs again until the tools are stored, so they
+// become routable without a reconnect or a list_changed.
+func TestDiscoveryStoreFailureIsRunAgain(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fs := &failingToolsStore{Store: st}
+	fs.fail.Store(2)
+	cfg := testConfig()
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	defer r.stop()
+	cmd, args := peertest.EverythingStdio(t)
+	srv := r.register("flaky", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	connected := r.waitServer(srv.ID, persistence.StatusConnected, 30*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		total, _ := sys.Routes().ToolCountsWhere(func(id string) bool { return id == srv.ID })
+		if total > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tool routable 20 s after CONNECTED (%d tool writes tried)", fs.tries.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := fs.tries.Load(); n < 3 {
+		t.Fatalf("%d tool writes, want the 2 failed ones and a successful one", n)
+	}
+	mustEcho(t, r, srv.ID, "stored at last")
+	if s := r.waitServer(srv.ID, persistence.StatusConnected, time.Second); s.ConnectedAt == nil || !s.ConnectedAt.Equal(*connected.ConnectedAt) {
+		t.Fatalf("server connected at %v, then at %v: the tools came with a reconnect", connected.ConnectedAt, s.ConnectedAt)
+	}
+}

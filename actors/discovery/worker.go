@@ -19,6 +19,17 @@ import (
 // pinAttempts bounds the retries of a pin write that lost a race with an admin's approval (ErrChanged).
 const pinAttempts = 3
 
+// ErrStore marks a discovery that listed the server but could not write what it listed: the store failed or was
+// too slow (a big catalogue on a loaded machine). The backend is fine, so the discovery actor runs it again.
+var ErrStore = errors.New("discovery could not write the store")
+
+// storeError is a store failure of a run: its message is the failure's, and it is ErrStore.
+type storeError struct{ err error }
+
+func (e storeError) Error() string        { return e.err.Error() }
+func (e storeError) Unwrap() error        { return e.err }
+func (e storeError) Is(target error) bool { return target == ErrStore }
+
 // Store is what discovery reads and writes of the store.
 type Store interface {
 	GetServer(ctx context.Context, id string) (persistence.Server, error)
@@ -121,7 +132,7 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 		log.Debug("tools unchanged after list_changed: nothing stored", "server_id", id)
 		return nil
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.p.StoreTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.storeTimeout(len(l.Defs)))
 	defer cancel()
 	// Pins first: the tools are stored only once the pins say what of them may be served.
 	if before, err := w.p.Store.GetServer(sctx, id); err == nil {
@@ -130,10 +141,12 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 				log.Info("tools not stored: the server's lease moved on", "server_id", id)
 				return nil
 			}
-			return fmt.Errorf("definition pinning: %w", err)
+			return storeError{fmt.Errorf("definition pinning: %w", err)}
 		}
 	} else if errors.Is(err, persistence.ErrNotFound) {
 		return nil // removed meanwhile
+	} else {
+		return storeError{fmt.Errorf("read the server before pinning: %w", err)} // never store tools unpinned
 	}
 	diff, err := w.p.Store.ReplaceServerTools(sctx, id, l.Defs, fence)
 	if errors.Is(err, persistence.ErrNotFound) {
@@ -144,7 +157,7 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("store tools: %w", err)
+		return storeError{fmt.Errorf("store tools: %w", err)}
 	}
 	srv, _ := w.p.Store.GetServer(sctx, id)
 	if len(l.Defs) == 0 {
@@ -219,7 +232,7 @@ func (w *Worker) features(ctx context.Context, id, key string, forced bool) erro
 		log.Debug("prompts and resources unchanged after list_changed: nothing stored", "server_id", id)
 		return nil
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.p.StoreTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.storeTimeout(len(l.Defs)))
 	defer cancel()
 	err = w.p.Store.ReplaceServerFeatures(sctx, id, l.Defs, fence)
 	if errors.Is(err, persistence.ErrNotFound) {
@@ -230,7 +243,7 @@ func (w *Worker) features(ctx context.Context, id, key string, forced bool) erro
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("store prompts and resources: %w", err)
+		return storeError{fmt.Errorf("store prompts and resources: %w", err)}
 	}
 	srv, _ := w.p.Store.GetServer(sctx, id)
 	res, tpl := l.Reserved[persistence.FeatureResource], l.Reserved[persistence.FeatureResourceTemplate]
@@ -248,6 +261,16 @@ func (w *Worker) features(ctx context.Context, id, key string, forced bool) erro
 	w.p.Publish(evt)
 	w.listings.Remember(key, fence.Epoch, sum)
 	return nil
+}
+
+// perItemStoreTime is the store time a run is granted for each item it writes, beyond Ports.StoreTimeout: a
+// catalogue of thousands of tools is one transaction of thousands of rows, and the bound is there to catch a store
+// that hangs, not one that is working through a big write.
+const perItemStoreTime = 5 * time.Millisecond
+
+// storeTimeout bounds the store work of a run that writes n items.
+func (w *Worker) storeTimeout(n int) time.Duration {
+	return w.p.StoreTimeout + time.Duration(n)*perItemStoreTime
 }
 
 // metrics is Ports.Metrics, or one that records nothing.

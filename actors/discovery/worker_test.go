@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,11 +21,16 @@ type fakeStore struct {
 	features []persistence.FeatureDef
 	pins     persistence.PinSet
 	writes   int
+	readErr  error // GetServer fails with it
+	writeErr error // ReplaceServerTools and ReplaceServerFeatures fail with it
 }
 
 func (f *fakeStore) GetServer(_ context.Context, id string) (persistence.Server, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return persistence.Server{}, f.readErr
+	}
 	if f.missing || id != f.srv.ID {
 		return persistence.Server{}, persistence.ErrNotFound
 	}
@@ -39,6 +45,9 @@ func (f *fakeStore) ReplaceServerTools(_ context.Context, id string, defs []pers
 	}
 	if fence == nil {
 		return persistence.ToolDiff{}, persistence.ErrLeaseLost
+	}
+	if f.writeErr != nil {
+		return persistence.ToolDiff{}, f.writeErr
 	}
 	f.writes++
 	var d persistence.ToolDiff
@@ -64,6 +73,9 @@ func (f *fakeStore) ReplaceServerFeatures(_ context.Context, id string, defs []p
 	defer f.mu.Unlock()
 	if f.missing {
 		return persistence.ErrNotFound
+	}
+	if f.writeErr != nil {
+		return f.writeErr
 	}
 	f.writes++
 	f.features = defs
@@ -212,5 +224,46 @@ func TestWorkerStoresFeatures(t *testing.T) {
 	}
 	if changed, _ := h.w.Run(context.Background(), FeaturesKey("s1"), false); changed || len(h.events) != 1 {
 		t.Fatalf("an unchanged listing was stored again (changed %v, events %d)", changed, len(h.events))
+	}
+}
+
+// TestWorkerStoreFailureIsErrStore: a run that listed the server but could not read or write the store fails with
+// ErrStore (the discovery actor runs it again), stores no tools without their pins, publishes nothing and does not
+// remember the listing, so that the next run stores it even when it is not forced.
+func TestWorkerStoreFailureIsErrStore(t *testing.T) {
+	slow := fmt.Errorf("insert tools: %w", context.DeadlineExceeded)
+	for _, tc := range []struct {
+		name           string
+		key            string
+		readErr, write error
+	}{
+		{name: "tools write", key: "s1", write: slow},
+		{name: "server read before pinning", key: "s1", readErr: slow},
+		{name: "features write", key: FeaturesKey("s1"), write: slow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(true)
+			h.listed = raws(`{"name":"a"}`)
+			h.store.readErr, h.store.writeErr = tc.readErr, tc.write
+			_, err := h.w.Run(context.Background(), tc.key, true)
+			if !errors.Is(err, ErrStore) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err %v, want ErrStore wrapping the store's error", err)
+			}
+			if len(h.events) != 0 || h.store.writes != 0 || len(h.store.tools) != 0 {
+				t.Fatalf("events %v, writes %d, tools %v", h.events, h.store.writes, h.store.tools)
+			}
+			h.store.readErr, h.store.writeErr = nil, nil
+			if changed, err := h.w.Run(context.Background(), tc.key, false); err != nil || !changed || len(h.events) != 1 {
+				t.Fatalf("the next run, not forced: changed %v, err %v, events %d", changed, err, len(h.events))
+			}
+		})
+	}
+}
+
+func TestWorkerListingErrorIsNotErrStore(t *testing.T) {
+	h := newHarness(false)
+	h.w.p.ListTools = func(context.Context, string) ([][]byte, error) { return nil, errors.New("backend gone") }
+	if _, err := h.w.Run(context.Background(), "s1", true); err == nil || errors.Is(err, ErrStore) {
+		t.Fatalf("err %v, want a listing error that is not ErrStore", err)
 	}
 }
