@@ -1,8 +1,11 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -247,26 +250,58 @@ func TestModernClientOverIO(t *testing.T) {
 // progress counts as one against the caps, so the long subscriptions/listen streams are bounded like sessions.
 func TestModernRequestsCountAgainstSessionCaps(t *testing.T) {
 	r := newRig(t, mcpserver.Options{MaxSessionsPerClient: 2})
+	// listening says when a client's subscriptions/listen stream is served: its response headers come from inside
+	// the endpoint's handler, after the request was counted.
+	listening := make(chan struct{}, 16)
+	hc := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		var body []byte
+		if req.Body != nil {
+			body, _ = io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		res, err := http.DefaultTransport.RoundTrip(req)
+		if err == nil && res.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"subscriptions/listen"`)) {
+			listening <- struct{}{}
+		}
+		return res, err
+	})}
 	connect := func() (*mcp.ClientSession, error) {
 		cl := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "1"}, &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {},
 		})
-		return cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, nil)
+		return cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp", HTTPClient: hc}, nil)
 	}
+	refused := func(err error) bool {
+		return strings.Contains(err.Error(), "Too Many Requests") || strings.Contains(err.Error(), "429") || strings.Contains(err.Error(), "SESSION_LIMIT")
+	}
+	// Two listening clients, one after the other: a request whose answer was sent no longer counts, so the second
+	// client's requests are not refused for the first one's server/discover.
 	for i := range 2 {
 		s, err := connect()
 		if err != nil {
 			t.Fatalf("client %d: %v", i, err)
 		}
 		defer s.Close()
+		if v := s.InitializeResult().ProtocolVersion; v != mcpserver.ModernProtocol {
+			t.Fatalf("client %d negotiated %s: its server/discover was refused", i, v)
+		}
+		select {
+		case <-listening:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client %d's subscriptions/listen stream was not served", i)
+		}
 	}
 	if s, err := connect(); err == nil {
 		s.Close()
-		t.Fatal("a third listening client was admitted past the per-client cap of 2")
-	} else if !strings.Contains(err.Error(), "Too Many Requests") && !strings.Contains(err.Error(), "429") && !strings.Contains(err.Error(), "SESSION_LIMIT") {
+		t.Fatal("a third client was admitted while two listen streams of its caller are open (cap 2)")
+	} else if !refused(err) {
 		t.Fatalf("refusal: %v", err)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestTypeScriptClientBothRevisions: the TypeScript SDK's v2 client, a real client of another implementation,
 // through /mcp in the 2025 handshake and pinned to 2026-07-28: it lists and calls a backend tool, and answers the

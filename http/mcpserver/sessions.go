@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -109,8 +110,9 @@ func (t *sessionTable) streamable(sdk, modern http.Handler) http.Handler {
 				apierror.Write(w, e)
 				return
 			}
-			defer t.hold(t.modern, key)()
-			modern.ServeHTTP(w, r)
+			release := sync.OnceFunc(t.hold(t.modern, key))
+			defer release()
+			modern.ServeHTTP(&answeredWriter{ResponseWriter: w, answered: release}, r)
 			return
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
@@ -168,6 +170,82 @@ func (t *sessionTable) hold(counts map[string]int, key string) (release func()) 
 		defer t.mu.Unlock()
 		if counts[key]--; counts[key] <= 0 {
 			delete(counts, key)
+		}
+	}
+}
+
+// answeredWriter calls answered once the answer of its request is on the way: its request no longer counts against
+// the caps. The client may send its next request the moment it reads the answer, before the handler has returned;
+// counting until then refused a client's own next request (a 2026-07-28 client's subscriptions/listen right after
+// its server/discover, at a cap of 2). The go-sdk answers each request on an event stream: the answer is the
+// stream's JSON-RPC response event; a subscriptions/listen stream sends notifications and counts for as long as it
+// is open. Any other response (a plain JSON body, an error status) is the answer as soon as it starts.
+type answeredWriter struct {
+	http.ResponseWriter
+	answered func()
+	started  bool
+	stream   bool
+}
+
+func (w *answeredWriter) WriteHeader(code int) {
+	if !w.started {
+		w.started = true
+		w.stream = strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream")
+		if !w.stream {
+			w.answered()
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *answeredWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.stream && isResponseEvent(p) {
+		w.answered()
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush and deadlines.
+func (w *answeredWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes a flush on (the go-sdk asserts http.Flusher for its streams).
+func (w *answeredWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// isResponseEvent reports whether p holds an event whose data is a JSON-RPC response: {"jsonrpc":"2.0","id":<id>
+// followed by "result" or "error", as the go-sdk encodes it (a request from the server has "method" after its id,
+// a notification no id). A response encoded otherwise is missed, and counts until its handler returns.
+func isResponseEvent(p []byte) bool {
+	const head = `data: {"jsonrpc":"2.0","id":`
+	for {
+		i := bytes.Index(p, []byte(head))
+		if i < 0 {
+			return false
+		}
+		p = p[i+len(head):]
+		j := 0
+		if len(p) > 0 && p[0] == '"' { // a string id
+			j = 1
+			for j < len(p) && p[j] != '"' {
+				if p[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j++
+		} else {
+			for j < len(p) && (p[j] == '-' || (p[j] >= '0' && p[j] <= '9')) {
+				j++
+			}
+		}
+		if j <= len(p) && (bytes.HasPrefix(p[j:], []byte(`,"result":`)) || bytes.HasPrefix(p[j:], []byte(`,"error":`))) {
+			return true
 		}
 	}
 }
