@@ -103,6 +103,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_RATE_BURST", "200", "tool calls a client may make at once before the rate limit applies"},
 		{"MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER", "5000", "discovery keeps the first this many tools of a server (listing order) and logs a warning"},
 		{"MCP_AGGREGATOR_SEARCH_FIRST", "false", "true: the MCP endpoint lists only the meta-tools; clients search, then call (aliases and namespaced names still work)"},
+		{"MCP_AGGREGATOR_MCP_TOKEN_BUDGET", "20000", "tokens a tools/list answer of /mcp may cost when the whole toolset does not fit: then it lists the meta-tools, the caller's recently called tools and the most used ones that fit, and search finds the rest (estimated o200k_base tokens); a client may ask for its own with ?token_budget=N on the endpoint URL or _meta io.mcpgw.aggregator/tokenBudget; 0 disables"},
 		{"MCP_AGGREGATOR_SKILLS_FILE", "", "a skills taxonomy file (the format of search/classify/skills.json); unset: the one that ships"},
 		{"MCP_AGGREGATOR_EMBEDDING_URL", "", "OpenAI-compatible embeddings API (OpenAI, Ollama, TEI, vLLM); unset: the built-in hashed embedder"},
 		{"MCP_AGGREGATOR_EMBEDDING_MODEL", "", "embedding model name (required with the URL)"},

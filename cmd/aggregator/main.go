@@ -263,7 +263,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			AskTimeout:          cfg.Actors.AskTimeout,
 		}})
 	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
-		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
+		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
 		SessionIdleTimeout: never(cfg.MCPSessionIdle), InputWait: cfg.MCPInputWait, MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
 		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer, Gateway: cases}
 	endpoint := mcpserver.New(system, store, mcpOpts)
@@ -364,7 +364,7 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 			logger.Warn("the profile does not exist (yet): no tool is listed until an admin creates it", "profile", profile)
 		}
 	}
-	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope,
+	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope,
 		Gateway: gateway.New(system, gateway.Options{Policy: &gateway.Rules{Source: system, Logger: logger}})})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).

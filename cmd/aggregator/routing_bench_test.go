@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/loadgen"
 	"github.com/mcpgw/aggregator/internal/peertest"
 )
@@ -520,7 +521,7 @@ func waitMCPCount(b *testing.B, sess *mcp.ClientSession, changed <-chan struct{}
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		n, lastErr = 0, nil
-		for t, err := range sess.Tools(ctx, nil) {
+		for t, err := range sess.Tools(ctx, &mcp.ListToolsParams{Meta: mcp.Meta{mcpserver.TokenBudgetMetaKey: 0}}) { // every tool, whatever the budget
 			if err != nil {
 				lastErr = err
 				break

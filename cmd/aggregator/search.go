@@ -26,6 +26,8 @@ import (
 // classifier; every part has an embedded default.
 type searchConfig struct {
 	SearchFirst bool
+	// TokenBudget bounds /mcp's tools/list (mcpserver.Options.TokenBudget: negative when disabled).
+	TokenBudget int
 	SkillsFile  string
 	Embedding   embed.Config // BaseURL empty: the built-in embedder
 	Classifier  classify.LLMConfig
@@ -40,6 +42,11 @@ func loadSearchConfig(get func(string) string, errs []string) (searchConfig, []s
 	case "false", "0", "no", "off":
 	default:
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_SEARCH_FIRST=%q: want true or false", get("MCP_AGGREGATOR_SEARCH_FIRST")))
+	}
+	if n, err := strconv.Atoi(get("MCP_AGGREGATOR_MCP_TOKEN_BUDGET")); err != nil || n < 0 || n > 10_000_000 {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_MCP_TOKEN_BUDGET=%q: want tokens, 0..10000000 (0 disables)", get("MCP_AGGREGATOR_MCP_TOKEN_BUDGET")))
+	} else if c.TokenBudget = n; n == 0 {
+		c.TokenBudget = -1
 	}
 	c.SkillsFile = get("MCP_AGGREGATOR_SKILLS_FILE")
 	if url := get("MCP_AGGREGATOR_EMBEDDING_URL"); url != "" {

@@ -41,7 +41,7 @@ func curateSchema() *jsonschema.Schema {
 }
 
 func (s *Server) addCurationTool() {
-	s.mcp.AddTool(&mcp.Tool{Name: toolCurate, Description: "Admin: curate the tools clients see (filters, overrides, " +
+	s.addMetaTool(&mcp.Tool{Name: toolCurate, Description: "Admin: curate the tools clients see (filters, overrides, " +
 		"definition pinning approvals, profiles).", InputSchema: curateSchema()}, s.curate)
 }
 

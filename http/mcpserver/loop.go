@@ -103,31 +103,37 @@ func (s *Server) describeTools(tools []*mcp.Tool) []*mcp.Tool {
 		if t == nil {
 			continue
 		}
-		c := *t
-		var path []any
-		if prev, ok := t.Meta[backend.ViaMetaKey].([]any); ok {
-			for _, v := range prev {
-				if id, ok := v.(string); ok {
-					path = append(path, id)
-				}
-			}
-		}
-		c.Meta = make(mcp.Meta, len(t.Meta)+3)
-		for k, v := range t.Meta {
-			c.Meta[k] = v
-		}
-		if e, ok := s.exposed[t.Name]; ok {
-			c.Meta[NameMetaKey] = e.name
-			c.Meta[ServerMetaKey] = e.server
-		}
-		if s.instanceID != "" {
-			c.Meta[backend.ViaMetaKey] = append(path, s.instanceID)
-		} else if len(c.Meta) == 0 {
-			c.Meta = t.Meta
-		}
-		out[i] = &c
+		e, ok := s.exposed[t.Name]
+		out[i] = s.describeTool(t, e, ok)
 	}
 	return out
+}
+
+// describeTool is describeTools for one tool; e is its exposed entry when backend.
+func (s *Server) describeTool(t *mcp.Tool, e exposedEntry, backendTool bool) *mcp.Tool {
+	c := *t
+	var path []any
+	if prev, ok := t.Meta[backend.ViaMetaKey].([]any); ok {
+		for _, v := range prev {
+			if id, ok := v.(string); ok {
+				path = append(path, id)
+			}
+		}
+	}
+	c.Meta = make(mcp.Meta, len(t.Meta)+3)
+	for k, v := range t.Meta {
+		c.Meta[k] = v
+	}
+	if backendTool {
+		c.Meta[NameMetaKey] = e.name
+		c.Meta[ServerMetaKey] = e.server
+	}
+	if s.instanceID != "" {
+		c.Meta[backend.ViaMetaKey] = append(path, s.instanceID)
+	} else if len(c.Meta) == 0 {
+		c.Meta = t.Meta
+	}
+	return &c
 }
 
 // The _meta keys of a listed backend tool that name it: its canonical {server}.{tool} name and its server. A

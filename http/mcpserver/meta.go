@@ -62,21 +62,21 @@ func listSchema() *jsonschema.Schema {
 // The inputs of the meta-tools that have a REST twin are that twin's schema (package validate), which also
 // drives the validation, so a model and the API are told the same rules.
 func (s *Server) addMetaTools() {
-	s.mcp.AddTool(&mcp.Tool{Name: toolAdd, Description: "Register an external MCP server (and connect it unless auto_connect is false).",
+	s.addMetaTool(&mcp.Tool{Name: toolAdd, Description: "Register an external MCP server (and connect it unless auto_connect is false).",
 		InputSchema: validate.RegistrationSchema()}, s.addServer)
-	s.mcp.AddTool(&mcp.Tool{Name: toolRemove, Description: "Disconnect and remove an external MCP server with its tools.",
+	s.addMetaTool(&mcp.Tool{Name: toolRemove, Description: "Disconnect and remove an external MCP server with its tools.",
 		InputSchema: serverOpSchema(false)}, s.serverOp(toolRemove))
-	s.mcp.AddTool(&mcp.Tool{Name: toolConnect, Description: "Connect a registered external MCP server.",
+	s.addMetaTool(&mcp.Tool{Name: toolConnect, Description: "Connect a registered external MCP server.",
 		InputSchema: serverOpSchema(false)}, s.serverOp(toolConnect))
-	s.mcp.AddTool(&mcp.Tool{Name: toolDisconnect, Description: "Disconnect an external MCP server; calls in flight drain unless force is true.",
+	s.addMetaTool(&mcp.Tool{Name: toolDisconnect, Description: "Disconnect an external MCP server; calls in flight drain unless force is true.",
 		InputSchema: serverOpSchema(true)}, s.serverOp(toolDisconnect))
-	s.mcp.AddTool(&mcp.Tool{Name: toolStatus, Description: "Status and health of one external MCP server.",
+	s.addMetaTool(&mcp.Tool{Name: toolStatus, Description: "Status and health of one external MCP server.",
 		InputSchema: serverOpSchema(false)}, s.serverOp(toolStatus))
-	s.mcp.AddTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
+	s.addMetaTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
 		InputSchema: listSchema()}, s.listServers)
-	s.mcp.AddTool(searchTool(searchDescription(s.gw.Routes(), s.opts.Scope, s.skillNames())), s.search)
+	s.addMetaTool(searchTool(searchDescription(s.gw.Routes(), s.opts.Scope, s.skillNames())), s.search)
 	s.followCatalogue()
-	s.mcp.AddTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
+	s.addMetaTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
 	s.addCurationTool()
 }
@@ -187,7 +187,7 @@ func (s *Server) followCatalogue() {
 			}
 			if d := searchDescription(s.gw.Routes(), s.opts.Scope, names); d != last {
 				last = d
-				s.mcp.AddTool(searchTool(d), s.search)
+				s.addMetaTool(searchTool(d), s.search)
 			}
 			throttle := time.NewTimer(describeEvery)
 			select {
@@ -360,6 +360,7 @@ func (s *Server) execute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
+	s.recordUse(actorName(id), in.Name)
 	return s.relayedCall(ctx, req, id, gateway.CallRequest{Caller: id, Name: in.Name, ServerID: in.ServerID,
 		Profile: in.Profile, Within: s.opts.Scope, Arguments: in.Arguments, Start: start})
 }

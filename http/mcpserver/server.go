@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/gateway/exposure"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -54,6 +55,10 @@ type Options struct {
 	// execute_external_tool, or by a tool's alias or namespaced name, which still work), instead of carrying
 	// every schema in their context.
 	SearchFirst bool
+	// TokenBudget bounds the tokens of a tools/list answer when the whole toolset does not fit (budget.go):
+	// DefaultTokenBudget when 0, none when negative. A client may ask for its own (TokenBudgetMetaKey,
+	// TokenBudgetQuery).
+	TokenBudget int
 	// Limiter rate-limits calls of backend tools and execute_external_tool per client (nil: no limit).
 	Limiter *auth.Limiter
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
@@ -125,6 +130,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
+	// exposedTokens is the estimated size of every exposed tool's definition, exposedGen counts the changes of the
+	// exposed set, metaTools are the meta-tools' definitions (budget.go).
+	exposedTokens int
+	exposedGen    uint64
+	metaTools     map[string]metaTool
+	budget        budgeting
 	keySeed maphash.Seed            // of entryKey
 	done    chan struct{}
 
@@ -140,6 +151,9 @@ type exposedEntry struct {
 	name, server string
 	// served is the version of the server's served tools the entry was made from (0: not known).
 	served uint64
+	// tool is the definition given to the go-sdk server; tokens its estimated size (budget.go).
+	tool   *mcp.Tool
+	tokens int
 }
 
 // New builds the endpoint and starts following the routing table until Close.
@@ -165,6 +179,9 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.MaxSessionsPerClient == 0 {
 		opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
 	}
+	if opts.TokenBudget == 0 {
+		opts.TokenBudget = DefaultTokenBudget
+	}
 	if opts.Gateway == nil {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
@@ -181,10 +198,11 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.featureOptions(sopts)
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
+	s.budget.usage = exposure.NewUsage(usageHalfLife)
 	s.sessions = newSessionTable(s)
 	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
 	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList)
+	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList, s.budgetList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema)
 	s.addMetaTools()
 	go s.syncLoop()
@@ -311,13 +329,19 @@ func (s *Server) sync(t *routing.RouteTable) {
 			continue
 		}
 		want[e.Alias] = true
-		s.exposed[e.Alias] = exposedEntry{key: key, name: e.Name, server: e.ServerName, served: served}
+		entry := exposedEntry{key: key, name: e.Name, server: e.ServerName, served: served, tool: tool}
+		entry.tokens = s.listedTokens(tool, entry, true)
+		s.exposedTokens += entry.tokens - old.tokens // old is the zero entry when the alias is new
+		s.exposedGen++
+		s.exposed[e.Alias] = entry
 		s.mcp.AddTool(tool, s.backendTool)
 	}
 	var gone []string
 	for alias := range s.exposed {
-		if !want[alias] {
+		if e := s.exposed[alias]; !want[alias] {
 			gone = append(gone, alias)
+			s.exposedTokens -= e.tokens
+			s.exposedGen++
 			delete(s.exposed, alias)
 		}
 	}
@@ -445,6 +469,7 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, asked s
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
+	s.recordUse(actorName(id), asked)
 	return s.relayedCall(ctx, req, id, gateway.CallRequest{Caller: id, Name: asked, Within: s.opts.Scope, Arguments: args, Start: start})
 }
 

@@ -104,6 +104,7 @@ func (t *sessionTable) admit(key string) *apierror.Error {
 // is served (a subscriptions/listen stream for as long as it stays open), against the same caps.
 func (t *sessionTable) streamable(sdk, modern http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = withBudgetQuery(r)
 		if isModern(r) {
 			key := clientKey(r)
 			if e := t.admit(key); e != nil {

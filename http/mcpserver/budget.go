@@ -1,0 +1,210 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/gateway/exposure"
+)
+
+// Token budget of tools/list: when the definitions of every tool an endpoint serves do not fit the budget, tools/list
+// lists the meta-tools and, within what is left, the caller's recently called tools, then the catalogue's most
+// used, one server's at a time (gateway/exposure). The others stay callable by their alias and are found by
+// search_aggregated_tools. The answer says what it left out in its _meta.
+const (
+	// DefaultTokenBudget is the budget of an endpoint whose Options.TokenBudget is 0: about 50 to 100 typical tool
+	// definitions, a few per cent of today's context windows.
+	DefaultTokenBudget = 20_000
+	// TokenBudgetMetaKey in a tools/list request's _meta sets the caller's budget for that answer (0: no budget);
+	// TokenBudgetQuery, a query parameter of the endpoint's URL, likewise for every tools/list of the session.
+	TokenBudgetMetaKey = "io.mcpgw.aggregator/tokenBudget"
+	TokenBudgetQuery   = "token_budget"
+	// OmittedMetaKey in a budgeted tools/list answer's _meta is how many tools the caller may call that it leaves
+	// out; BudgetMetaKey is the budget it was chosen for.
+	OmittedMetaKey = "io.mcpgw.aggregator/toolsOmitted"
+	BudgetMetaKey  = TokenBudgetMetaKey
+	// budgetHeader carries TokenBudgetQuery from the HTTP request to the MCP handlers (RequestExtra.Header).
+	budgetHeader = "X-Mcp-Aggregator-Token-Budget"
+	// usageHalfLife: a call counts half as much for the catalogue's ranking after a day.
+	usageHalfLife = 24 * time.Hour
+	// orderEvery bounds how often the catalogue's ranking is recomputed for use counts alone (a change of the
+	// catalogue recomputes it at the next tools/list).
+	orderEvery = 10 * time.Second
+)
+
+// budgeting is the endpoint's budget state: use counts and the cached ranking of the exposed tools.
+type budgeting struct {
+	usage *exposure.Usage
+	mu    sync.Mutex
+	order []exposure.Item
+	gen   uint64 // the exposed set's generation the order was made from
+	at    time.Time
+}
+
+// addMetaTool adds a meta-tool to the go-sdk server and remembers its definition, which a budgeted tools/list
+// always lists.
+func (s *Server) addMetaTool(t *mcp.Tool, h mcp.ToolHandler) {
+	s.mcp.AddTool(t, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metaTools == nil {
+		s.metaTools = map[string]metaTool{}
+	}
+	s.metaTools[t.Name] = metaTool{tool: t, tokens: s.listedTokens(t, exposedEntry{}, false)}
+}
+
+type metaTool struct {
+	tool   *mcp.Tool
+	tokens int
+}
+
+// recordUse counts a call of a backend tool (by alias or name) for the budget's ranking.
+func (s *Server) recordUse(caller, asked string) {
+	if s.budget.usage == nil {
+		return
+	}
+	s.mu.Lock()
+	name := asked
+	if e, ok := s.exposed[asked]; ok {
+		name = e.name
+	}
+	s.mu.Unlock()
+	s.budget.usage.Record(caller, name, time.Now())
+}
+
+// budgetOf is the budget of a tools/list request: its _meta's, else its URL's, else the endpoint's (<= 0: none).
+func (s *Server) budgetOf(req mcp.Request) int {
+	if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil {
+		if v, ok := p.Meta[TokenBudgetMetaKey]; ok {
+			if f, ok := v.(float64); ok && f >= 0 && f <= 1e9 {
+				return int(f)
+			}
+		}
+	}
+	if extra := req.GetExtra(); extra != nil && extra.Header != nil {
+		if v := extra.Header.Get(budgetHeader); v != "" {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+				return n
+			}
+		}
+	}
+	return s.opts.TokenBudget
+}
+
+// withBudgetQuery carries the endpoint URL's token_budget into a header the MCP handlers read.
+func withBudgetQuery(r *http.Request) *http.Request {
+	if v := r.URL.Query().Get(TokenBudgetQuery); v != "" {
+		r.Header.Set(budgetHeader, v)
+	} else {
+		r.Header.Del(budgetHeader)
+	}
+	return r
+}
+
+// budgetList answers tools/list within the caller's token budget when the whole toolset does not fit; otherwise
+// (and in search-first mode, which lists the meta-tools only) the answer passes as it is. A budgeted answer is one
+// page: a request for a further page gets an empty one.
+func (s *Server) budgetList(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/list" || s.searchFirst {
+			return next(ctx, method, req)
+		}
+		limit := s.budgetOf(req)
+		s.mu.Lock()
+		total := s.exposedTokens
+		for _, m := range s.metaTools {
+			total += m.tokens
+		}
+		s.mu.Unlock()
+		if limit <= 0 || total <= limit {
+			return next(ctx, method, req)
+		}
+		id, ok := s.callerOf(ctx, req.GetExtra())
+		if !ok {
+			return next(ctx, method, req) // the handler answers the missing identity
+		}
+		out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+		if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil && p.Cursor != "" {
+			return out, nil
+		}
+		left := limit
+		s.mu.Lock()
+		for _, m := range s.metaTools {
+			out.Tools = append(out.Tools, m.tool)
+			left -= m.tokens
+		}
+		s.mu.Unlock()
+		rt := s.gw.Routes()
+		keep := s.cases.ListFilter(ctx, id, rt)
+		var allowed func(exposure.Item) bool
+		if keep != nil {
+			allowed = func(it exposure.Item) bool {
+				e, found := rt.Tool(it.Name)
+				return !found || keep(e)
+			}
+		}
+		chosen, more := exposure.Choose(s.budgetOrder(), s.budget.usage.Recent(actorName(id)), max(left, 0), allowed)
+		s.mu.Lock()
+		for _, it := range chosen {
+			if e, ok := s.exposed[it.Alias]; ok && e.tool != nil {
+				out.Tools = append(out.Tools, e.tool)
+			}
+		}
+		s.mu.Unlock()
+		out.Meta = mcp.Meta{OmittedMetaKey: more, BudgetMetaKey: limit}
+		return out, nil
+	}
+}
+
+// budgetOrder is the exposed tools ranked for a budgeted listing (exposure.Order), recomputed when the exposed set
+// changed or orderEvery passed.
+func (s *Server) budgetOrder() []exposure.Item {
+	s.mu.Lock()
+	gen := s.exposedGen
+	s.mu.Unlock()
+	b := &s.budget
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if b.order != nil && b.gen == gen && now.Sub(b.at) < orderEvery {
+		return b.order
+	}
+	s.mu.Lock()
+	items := make([]exposure.Item, 0, len(s.exposed))
+	for alias, e := range s.exposed {
+		items = append(items, exposure.Item{Alias: alias, Name: e.name, Server: e.server, Tokens: e.tokens})
+	}
+	s.mu.Unlock()
+	// The exposed map has no order: the catalogue's is by server, then tool name.
+	sortItems(items)
+	w := b.usage.Weights(now)
+	b.order, b.gen, b.at = exposure.Order(items, func(n string) float64 { return w[n] }), gen, now
+	return b.order
+}
+
+// listedTokens estimates what a tool costs as tools/list serves it (described, see describeTool), JSON and all.
+func (s *Server) listedTokens(t *mcp.Tool, e exposedEntry, backendTool bool) int {
+	b, err := json.Marshal(s.describeTool(t, e, backendTool))
+	if err != nil {
+		return 0
+	}
+	return exposure.Tokens(b)
+}
+
+// sortItems orders items by server, then alias.
+func sortItems(items []exposure.Item) {
+	slices.SortFunc(items, func(a, b exposure.Item) int {
+		if c := strings.Compare(a.Server, b.Server); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Alias, b.Alias)
+	})
+}

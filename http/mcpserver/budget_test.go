@@ -1,0 +1,143 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/gateway/exposure"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// wideBackend serves n tools whose descriptions are long enough that a few hundred do not fit a small budget.
+func wideBackend(t *testing.T, name string, n int) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	for i := range n {
+		srv.AddTool(&mcp.Tool{Name: fmt.Sprintf("op%03d", i),
+			Description: fmt.Sprintf("Operation %d of %s: ", i, name) + strings.Repeat("reads the records it is given and reports what it found. ", 8),
+			InputSchema: map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string", "description": "the record"}}}},
+			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok " + req.Params.Name}}}, nil
+			})
+	}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
+// listAll lists every page of tools/list with the given _meta.
+func listAll(t *testing.T, s *mcp.ClientSession, meta mcp.Meta) ([]*mcp.Tool, *mcp.ListToolsResult) {
+	t.Helper()
+	var all []*mcp.Tool
+	var first *mcp.ListToolsResult
+	cursor := ""
+	for {
+		res, err := s.ListTools(context.Background(), &mcp.ListToolsParams{Meta: meta, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = res
+		}
+		all = append(all, res.Tools...)
+		if res.NextCursor == "" {
+			return all, first
+		}
+		cursor = res.NextCursor
+	}
+}
+
+func listedTokens(tools []*mcp.Tool) int {
+	n := 0
+	for _, tl := range tools {
+		b, _ := json.Marshal(tl)
+		n += exposure.Tokens(b)
+	}
+	return n
+}
+
+// TestToolsListWithinTokenBudget: two servers of 80 tools each. Without a budget tools/list serves every tool;
+// with one it serves the meta-tools and, within the budget, the caller's recently called tool first, then tools of
+// both servers in turn, says how many it left out, and a tool left out is still callable by its alias.
+func TestToolsListWithinTokenBudget(t *testing.T) {
+	r := newRig(t, mcpserver.Options{TokenBudget: -1})
+	for _, n := range []string{"alpha", "beta"} {
+		r.register(t, n, map[string]any{"base_url": wideBackend(t, n, 80)}, persistence.TransportHTTP)
+	}
+	waitFor(t, "160 tools routable", func() bool { total, _ := r.sys.Routes().ToolCounts(); return total == 160 })
+	cl := mcp.NewClient(&mcp.Implementation{Name: "budget", Version: "1"}, nil)
+	s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	waitFor(t, "every tool exposed", func() bool { all, _ := listAll(t, s, nil); return len(all) >= 160 })
+	all, _ := listAll(t, s, nil)
+	whole := listedTokens(all)
+
+	// The client's recent call comes first in a budgeted answer.
+	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "beta__op079", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("call beta__op079: %v %+v", err, res)
+	}
+	const budget = 6000
+	tools, first := listAll(t, s, mcp.Meta{mcpserver.TokenBudgetMetaKey: budget})
+	got := listedTokens(tools)
+	if got > budget || got < budget/2 {
+		t.Fatalf("a budget of %d served %d tools of about %d tokens (all: %d tools, %d tokens)", budget, len(tools), got, len(all), whole)
+	}
+	names := map[string]bool{}
+	servers := map[string]int{}
+	for _, tl := range tools {
+		names[tl.Name] = true
+		if i := strings.Index(tl.Name, "__"); i > 0 {
+			servers[tl.Name[:i]]++
+		}
+	}
+	for _, meta := range []string{"search_aggregated_tools", "execute_external_tool"} {
+		if !names[meta] {
+			t.Errorf("meta-tool %s not listed under the budget", meta)
+		}
+	}
+	if !names["beta__op079"] {
+		t.Errorf("the caller's recently called tool is not listed")
+	}
+	if servers["alpha"] == 0 || servers["beta"] == 0 || servers["alpha"]+servers["beta"] >= 160 {
+		t.Errorf("backend tools listed per server %v, want some of each and not all", servers)
+	}
+	omitted, _ := first.Meta[mcpserver.OmittedMetaKey].(float64)
+	if int(omitted) != 160-servers["alpha"]-servers["beta"] {
+		t.Errorf("_meta says %v omitted, %d were", first.Meta[mcpserver.OmittedMetaKey], 160-servers["alpha"]-servers["beta"])
+	}
+	var left string
+	for i := range 80 {
+		if n := fmt.Sprintf("alpha__op%03d", i); !names[n] {
+			left = n
+			break
+		}
+	}
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: left, Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(text(res), "ok op") {
+		t.Fatalf("calling %s, left out of the list: %v %+v", left, err, res)
+	}
+	// Through the endpoint's URL, and a budget the whole toolset fits: every tool.
+	cl2 := mcp.NewClient(&mcp.Implementation{Name: "budget-url", Version: "1"}, nil)
+	s2, err := cl2.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp?token_budget=" + fmt.Sprint(budget)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if byURL, _ := listAll(t, s2, nil); len(byURL) >= len(all) || listedTokens(byURL) > budget {
+		t.Errorf("token_budget in the URL: %d tools of %d tokens", len(byURL), listedTokens(byURL))
+	}
+	if big, _ := listAll(t, s, mcp.Meta{mcpserver.TokenBudgetMetaKey: whole * 2}); len(big) != len(all) {
+		t.Errorf("a budget the toolset fits listed %d of %d tools", len(big), len(all))
+	}
+}
