@@ -136,8 +136,8 @@ type Server struct {
 	exposedGen    uint64
 	metaTools     map[string]metaTool
 	budget        budgeting
-	keySeed maphash.Seed            // of entryKey
-	done    chan struct{}
+	keySeed       maphash.Seed // of entryKey
+	done          chan struct{}
 
 	// feat: the backends' prompts and resources (features.go; nil when the gateway serves tools only).
 	feat *features
