@@ -116,6 +116,7 @@ type Server struct {
 	requireIdentity bool
 	opts            Options
 	sessions        *sessionTable
+	callers         *sessionCallers // who each session's caller is, for policy changes (listchanged.go)
 	notifyLog       *summary
 	// instanceID: see Options.InstanceID.
 	instanceID string
@@ -182,10 +183,13 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
+	s.callers = &sessionCallers{by: map[*mcp.ServerSession]auth.Identity{}, policy: s.cases.AccessPolicy()}
 	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
 	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList)
+	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema)
+	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
+	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -274,6 +278,7 @@ func (s *Server) syncLoop() {
 			return
 		case t := <-s.syncCh:
 			s.sync(t)
+			s.followPolicy(t)
 		}
 	}
 }
