@@ -17,8 +17,9 @@ import (
 
 // policyList leaves out of a tools/list answer the backend tools the access policy hides from the caller (see
 // gateway.Rules.Listed): one go-sdk server serves every session, so the tool set is shared and the answer is
-// filtered per request. Meta-tools are always listed (they check the caller's scope themselves). With no rule,
-// the answer passes as it is.
+// filtered per request. Meta-tools are always listed (they check the caller's scope themselves);
+// search_aggregated_tools' description, which counts and names the catalogue's tools and servers, is made again
+// for the caller, from the tools it may see. With no rule, the answer passes as it is.
 func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -50,6 +51,11 @@ func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 				if e, found := rt.Tool(name); found && !keep(e) {
 					continue
 				}
+			}
+			if t.Name == toolSearch {
+				mine := *t // the go-sdk's copy is shared by every session's answer
+				mine.Description = searchDescription(rt, s.opts.Scope, s.skills, keep)
+				t = &mine
 			}
 			out = append(out, t)
 		}

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -84,8 +85,8 @@ func (s *Server) followPolicy(t *routing.RouteTable) {
 	c := s.callers
 	c.mu.Lock()
 	old := c.policy
-	if now == old || (now.Empty() && old.Empty()) {
-		c.policy = now
+	if now == old || (now.Empty() && old.Empty()) || (now != nil && old != nil && reflect.DeepEqual(now.Document(), old.Document())) {
+		c.policy = now // a reload of the same document (every node reloads on every profile change) changes nothing
 		c.mu.Unlock()
 		return
 	}
@@ -109,15 +110,24 @@ func (s *Server) followPolicy(t *routing.RouteTable) {
 		g.sessions = append(g.sessions, ss)
 	}
 	c.mu.Unlock()
-	if len(groups) == 0 || s.searchFirst {
-		return // nobody to tell, or only the meta-tools are listed (the policy does not hide them)
+	if len(groups) == 0 {
+		return
 	}
-	s.mu.Lock()
-	names := make([]string, 0, len(s.exposed))
-	for _, e := range s.exposed {
-		names = append(names, e.name)
+	// The backend tools listed; search-first, only the meta-tools are, but search_aggregated_tools' description
+	// counts the tools the caller may see (policyList), so a change of those changes the listing too.
+	var names []string
+	if s.searchFirst {
+		for _, e := range t.CallableIn(s.opts.Scope) {
+			names = append(names, e.Name)
+		}
+	} else {
+		s.mu.Lock()
+		names = make([]string, 0, len(s.exposed))
+		for _, e := range s.exposed {
+			names = append(names, e.name)
+		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, g := range groups {

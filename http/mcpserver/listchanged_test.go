@@ -3,10 +3,12 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,7 +75,8 @@ func (n *noticed) tools(t *testing.T) []string {
 // (bearer tokens, go-sdk clients over streamable HTTP and legacy SSE). A policy change that hides a tool from ci
 // sends notifications/tools/list_changed to ci's sessions and to no other; a later change that hides it from alice
 // too tells alice and not ci (ci's listing did not change). A later catalogue change (a backend with a prompt only)
-// is the barrier: everything sent before it has arrived when its prompts/list_changed has.
+// is the barrier: everything sent before it has arrived when its prompts/list_changed has. search_aggregated_tools
+// describes, counts and answers only what its caller may see.
 func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
@@ -189,6 +192,51 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 	}
 	if got := alice.tools(t); !slices.Contains(got, "fs__write_file") {
 		t.Fatalf("alice lists %v after the change", got)
+	}
+	// search_aggregated_tools counts, names and answers only what the caller may see: its description, and a
+	// search whose best match is hidden from ci still answers limit (1) tool.
+	describe := func(c *noticed) string {
+		for tool, err := range c.sess.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tool.Name == "search_aggregated_tools" {
+				return tool.Description
+			}
+		}
+		return ""
+	}
+	if d := describe(ci); !strings.Contains(d, "holds 1 tools of 1 servers: fs (1)") {
+		t.Errorf("ci's search tool says %q", d)
+	}
+	if d := describe(alice); !strings.Contains(d, "holds 2 tools of 1 servers: fs (2)") {
+		t.Errorf("alice's search tool says %q", d)
+	}
+	search := func(c *noticed) []string {
+		res, err := c.sess.CallTool(ctx, &mcp.CallToolParams{Name: "search_aggregated_tools",
+			Arguments: map[string]any{"query": "write_file", "limit": 1, "strategy": "direct"}})
+		if err != nil || res.IsError {
+			t.Fatalf("search: %v %+v", err, res)
+		}
+		var out struct {
+			Data struct {
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+				Metadata map[string]any `json:"metadata"`
+			} `json:"data"`
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		var names []string
+		for _, tl := range out.Data.Tools {
+			names = append(names, tl.Name)
+		}
+		return append(names, fmt.Sprint(out.Data.Metadata["total_tools_searched"]))
+	}
+	waitFor(t, "fs's tools indexed", func() bool { return slices.Equal(search(alice), []string{"fs.write_file", "2"}) })
+	if got := search(ci); !slices.Equal(got, []string{"fs.read_file", "1"}) {
+		t.Errorf("ci's search for write_file answers %v, want fs.read_file of 1 tool searched", got)
 	}
 
 	// 2. Nobody may write: alice is told; ci's listing is what it was, so ci is not.

@@ -116,7 +116,8 @@ type Server struct {
 	requireIdentity bool
 	opts            Options
 	sessions        *sessionTable
-	callers         *sessionCallers // who each session's caller is, for policy changes (listchanged.go)
+	callers         *sessionCallers   // who each session's caller is, for policy changes (listchanged.go)
+	skills          map[string]string // skill id -> name, for search_aggregated_tools' description (read only)
 	notifyLog       *summary
 	// instanceID: see Options.InstanceID.
 	instanceID string
