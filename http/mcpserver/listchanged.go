@@ -23,16 +23,29 @@ import (
 // those, get notifications/tools/list_changed. The policy decides on tools only: prompts and resources are listed
 // alike under every policy, so a policy change never announces them.
 //
-// Sessions of the sessionless revision (2026-07-28) hear list changes only on a subscriptions/listen stream, which
-// the go-sdk alone can address: they are not told of a policy change (they list again on their next request).
+// Clients of the sessionless revision (2026-07-28) hear list changes only on a subscriptions/listen stream that
+// opted in to them: the endpoint remembers each such stream (its caller, its context, which routes a message onto
+// it, and its subscription id, from the acknowledgement the go-sdk sends first) while it is open, and notifies it
+// alike.
 
 // sessionCallers is the caller of each session the endpoint may notify, and the policy they were last told about.
 type sessionCallers struct {
 	mu     sync.Mutex
 	by     map[*mcp.ServerSession]auth.Identity
 	policy *policy.Set
+	// listening is the caller of each subscriptions/listen being served; listens those of them that opted in to
+	// tools/list_changed, once acknowledged.
+	listening map[*mcp.ServerSession]auth.Identity
+	listens   map[*mcp.ServerSession]listener
 	// send is the go-sdk server's sending chain, to notify one session (the go-sdk notifies only all).
 	send mcp.MethodHandler
+}
+
+// listener is an open subscriptions/listen stream that takes tools/list_changed.
+type listener struct {
+	ctx    context.Context // the listen request's: a notification sent with it goes onto that stream
+	sub    any             // its subscription id (the listen request's id), stamped on every notification
+	caller auth.Identity
 }
 
 // maxRememberedCallers bounds the sessions remembered between two prunings (a session that ended is forgotten at
@@ -44,11 +57,49 @@ const maxRememberedCallers = 4096
 // requests.
 func (s *Server) rememberCaller(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "subscriptions/listen" {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			id, known := s.callerOf(ctx, req.GetExtra())
+			if !ok || ss == nil || !known {
+				return next(ctx, method, req)
+			}
+			c := s.callers
+			c.mu.Lock()
+			c.listening[ss] = id
+			c.mu.Unlock()
+			defer func() {
+				c.mu.Lock()
+				delete(c.listening, ss)
+				delete(c.listens, ss)
+				c.mu.Unlock()
+			}()
+			return next(ctx, method, req)
+		}
 		if method == "notifications/initialized" || method == "tools/list" {
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil && stateful(ss) {
 				if id, ok := s.callerOf(ctx, req.GetExtra()); ok {
 					s.callers.remember(s, ss, id)
 				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// listenAcked is the sending middleware that sees the acknowledgement a subscriptions/listen stream gets first:
+// a stream that takes tools/list_changed is remembered with its context and subscription id.
+func (s *Server) listenAcked(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			p, isAck := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams)
+			if ok && ss != nil && isAck && p != nil && p.Notifications.ToolsListChanged {
+				c := s.callers
+				c.mu.Lock()
+				if id, listening := c.listening[ss]; listening {
+					c.listens[ss] = listener{ctx: ctx, sub: p.Meta[mcp.MetaKeySubscriptionID], caller: id}
+				}
+				c.mu.Unlock()
 			}
 		}
 		return next(ctx, method, req)
@@ -95,19 +146,28 @@ func (s *Server) followPolicy(t *routing.RouteTable) {
 	type group struct {
 		id       auth.Identity
 		sessions []*mcp.ServerSession
+		listens  map[*mcp.ServerSession]listener
 	}
 	groups := map[string]*group{}
-	for ss, id := range c.by {
-		if !stateful(ss) {
-			continue
-		}
+	groupOf := func(id auth.Identity) *group {
 		k := identityKey(id)
 		g := groups[k]
 		if g == nil {
-			g = &group{id: id}
+			g = &group{id: id, listens: map[*mcp.ServerSession]listener{}}
 			groups[k] = g
 		}
-		g.sessions = append(g.sessions, ss)
+		return g
+	}
+	for ss, id := range c.by {
+		if stateful(ss) {
+			g := groupOf(id)
+			g.sessions = append(g.sessions, ss)
+		}
+	}
+	for ss, l := range c.listens {
+		if l.ctx.Err() == nil {
+			groupOf(l.caller).listens[ss] = l
+		}
 	}
 	c.mu.Unlock()
 	if len(groups) == 0 {
@@ -138,6 +198,15 @@ func (s *Server) followPolicy(t *routing.RouteTable) {
 			if _, err := c.send(ctx, "notifications/tools/list_changed",
 				&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}); err != nil {
 				s.log.Debug("notify a session of a policy change", "session", ss.ID(), "error", err)
+			}
+		}
+		for ss, l := range g.listens {
+			lctx, lcancel := context.WithTimeout(l.ctx, 10*time.Second)
+			_, err := c.send(lctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss,
+				Params: &mcp.ToolListChangedParams{Meta: mcp.Meta{mcp.MetaKeySubscriptionID: l.sub}}})
+			lcancel()
+			if err != nil {
+				s.log.Debug("notify a listen stream of a policy change", "error", err)
 			}
 		}
 	}

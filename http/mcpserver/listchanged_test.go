@@ -72,7 +72,8 @@ func (n *noticed) tools(t *testing.T) []string {
 }
 
 // TestPolicyChangeNotifiesOnlyAffectedCallers: two clients of different identities on the real /mcp endpoint
-// (bearer tokens, go-sdk clients over streamable HTTP and legacy SSE). A policy change that hides a tool from ci
+// (bearer tokens, go-sdk clients over streamable HTTP and legacy SSE, and over the sessionless 2026-07-28 revision
+// on their subscriptions/listen streams). A policy change that hides a tool from ci
 // sends notifications/tools/list_changed to ci's sessions and to no other; a later change that hides it from alice
 // too tells alice and not ci (ci's listing did not change). A later catalogue change (a backend with a prompt only)
 // is the barrier: everything sent before it has arrived when its prompts/list_changed has. search_aggregated_tools
@@ -117,7 +118,7 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 		_, ok := sys.Routes().Tool("fs.write_file")
 		return ok
 	})
-	open := func(token string, sse bool) *noticed {
+	open := func(token string, sse, modern bool) *noticed {
 		n := &noticed{}
 		cl := mcp.NewClient(&mcp.Implementation{Name: "lc", Version: "1"}, &mcp.ClientOptions{
 			ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { n.add("tools") },
@@ -129,19 +130,32 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 		if sse {
 			tr = &mcp.SSEClientTransport{Endpoint: hs.URL + "/sse", HTTPClient: hc}
 		}
-		sess, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		version := actors.ProtocolVersion
+		if modern {
+			version = mcpserver.ModernProtocol
+		}
+		sess, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got := sess.InitializeResult().ProtocolVersion; got != version {
+			t.Fatalf("negotiated %s, want %s", got, version)
 		}
 		t.Cleanup(func() { sess.Close() })
 		n.sess = sess
 		return n
 	}
-	alice, ci, ciSSE := open(lcAlice, false), open(lcCI, false), open(lcCI, true)
-	for _, c := range []*noticed{alice, ci, ciSSE} {
+	alice, ci, ciSSE := open(lcAlice, false, false), open(lcCI, false, false), open(lcCI, true, false)
+	// The same two callers over the sessionless revision, each on its subscriptions/listen stream.
+	aliceModern, ciModern := open(lcAlice, false, true), open(lcCI, false, true)
+	all := []*noticed{alice, ci, ciSSE, aliceModern, ciModern}
+	for _, c := range all {
 		waitFor(t, "both tools listed", func() bool { return slices.Contains(c.tools(t), "fs__write_file") })
 	}
-	before := map[*noticed]int{alice: len(alice.seen()), ci: len(ci.seen()), ciSSE: len(ciSSE.seen())}
+	before := map[*noticed]int{}
+	for _, c := range all {
+		before[c] = len(c.seen())
+	}
 	put := func(rules ...policy.Rule) {
 		t.Helper()
 		if _, _, err := sys.PutAccessPolicy(ctx, policy.Document{Rules: rules}); err != nil {
@@ -159,7 +173,7 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 		if _, err := sys.Register(ctx, actors.RegisterRequest{Name: name, TransportType: persistence.TransportHTTP, ConnectionConfig: raw, AutoConnect: true}); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []*noticed{alice, ci, ciSSE} {
+		for _, c := range all {
 			waitFor(t, "the barrier's prompts/list_changed", func() bool {
 				n := 0
 				for _, k := range c.seen() {
@@ -184,8 +198,16 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 	// 1. ci may no longer see write_file: ci's two sessions are told, alice's is not.
 	put(policy.Rule{Name: "ci-no-writes", Effect: policy.Deny, When: `subject == "ci" && tool == "write_file"`})
 	barrier()
-	if got := []int{toolsSince(alice), toolsSince(ci), toolsSince(ciSSE)}; !slices.Equal(got, []int{0, 1, 1}) {
-		t.Fatalf("tools/list_changed after hiding a tool from ci: alice %d, ci %d (streamable) %d (SSE); want 0 1 1", got[0], got[1], got[2])
+	counts := func() []int {
+		out := make([]int, len(all))
+		for i, c := range all {
+			out[i] = toolsSince(c)
+		}
+		return out
+	}
+	const order = "alice, ci (streamable), ci (SSE), alice (2026-07-28), ci (2026-07-28)"
+	if got := counts(); !slices.Equal(got, []int{0, 1, 1, 0, 1}) {
+		t.Fatalf("tools/list_changed after hiding a tool from ci: %v (%s), want [0 1 1 0 1]", got, order)
 	}
 	if got := ci.tools(t); slices.Contains(got, "fs__write_file") || !slices.Contains(got, "fs__read_file") {
 		t.Fatalf("ci lists %v after the change", got)
@@ -243,8 +265,8 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 	put(policy.Rule{Name: "ci-no-writes", Effect: policy.Deny, When: `subject == "ci" && tool == "write_file"`},
 		policy.Rule{Name: "no-writes", Effect: policy.Deny, When: `tool == "write_file"`})
 	barrier()
-	if got := []int{toolsSince(alice), toolsSince(ci), toolsSince(ciSSE)}; !slices.Equal(got, []int{1, 1, 1}) {
-		t.Fatalf("tools/list_changed after hiding the tool from everyone: alice %d, ci %d (streamable) %d (SSE); want 1 1 1", got[0], got[1], got[2])
+	if got := counts(); !slices.Equal(got, []int{1, 1, 1, 1, 1}) {
+		t.Fatalf("tools/list_changed after hiding the tool from everyone: %v (%s), want [1 1 1 1 1]", got, order)
 	}
 	if got := alice.tools(t); slices.Contains(got, "fs__write_file") {
 		t.Fatalf("alice lists %v after the second change", got)

@@ -184,11 +184,12 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
-	s.callers = &sessionCallers{by: map[*mcp.ServerSession]auth.Identity{}, policy: s.cases.AccessPolicy()}
+	s.callers = &sessionCallers{by: map[*mcp.ServerSession]auth.Identity{}, listening: map[*mcp.ServerSession]auth.Identity{},
+		listens: map[*mcp.ServerSession]listener{}, policy: s.cases.AccessPolicy()}
 	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
 	// cancelled when the session is deleted.
 	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList)
-	s.mcp.AddSendingMiddleware(restoreElicitSchema)
+	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
 	s.addMetaTools()
