@@ -40,28 +40,13 @@ func Request(rt *routing.RouteTable, r gateway.SearchRequest) toolsearch.Request
 		for _, n := range r.ServerFilter {
 			filter[n] = true
 		}
-		// Under Visible: a server whose tools (in scope) are all hidden is left out, as if it did not exist.
-		hidden := map[string]bool{}
-		if r.Visible != nil {
-			seen := map[string]bool{}
-			all := rt.Entries()
-			for i := range all {
-				e := &all[i]
-				if seen[e.SourceServerID] || !rt.Has(r.Scope, e) {
-					continue
-				}
-				if r.Visible(rt, e) {
-					seen[e.SourceServerID] = true
-					delete(hidden, e.SourceServerID)
-				} else {
-					hidden[e.SourceServerID] = true
-				}
-			}
-		}
 		for _, srv := range rt.Servers() {
-			if routing.CallableStatus(srv.Status) && (len(filter) == 0 || filter[srv.Name]) && !hidden[srv.ID] {
+			if routing.CallableStatus(srv.Status) && (len(filter) == 0 || filter[srv.Name]) {
 				allowed = append(allowed, srv.ID)
 			}
+		}
+		if r.Visible != nil {
+			allowed = withVisibleTools(rt, r, allowed)
 		}
 	}
 	req := toolsearch.Request{Query: r.Query, SkillsOnly: r.ItemType == "skill",
@@ -73,6 +58,35 @@ func Request(rt *routing.RouteTable, r gateway.SearchRequest) toolsearch.Request
 		}
 	}
 	return req
+}
+
+// withVisibleTools leaves out of servers those that have tools in r's scope but none r.Visible accepts, as if
+// they did not exist (an empty server stays).
+func withVisibleTools(rt *routing.RouteTable, r gateway.SearchRequest, servers []string) []string {
+	state := make(map[string]int, len(servers)) // 1: has a tool in scope, none visible yet; 2: has a visible one
+	for _, id := range servers {
+		state[id] = 0
+	}
+	all := rt.Entries()
+	for i := range all {
+		e := &all[i]
+		st, ok := state[e.SourceServerID]
+		if !ok || st == 2 || !rt.Has(r.Scope, e) {
+			continue
+		}
+		if r.Visible(rt, e) {
+			state[e.SourceServerID] = 2
+		} else {
+			state[e.SourceServerID] = 1
+		}
+	}
+	out := servers[:0]
+	for _, id := range servers {
+		if state[id] != 1 {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Catalog is a routing table, seen through a scope and, when Visible is set, through what a caller may see (the
