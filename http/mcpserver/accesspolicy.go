@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -32,9 +33,19 @@ func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		rt := s.gw.Routes()
-		keep := s.cases.ListFilter(ctx, id, rt)
-		if keep == nil {
+		listed := s.cases.ListFilter(ctx, id, rt)
+		if listed == nil {
 			return res, err
+		}
+		// Each tool is decided once: the listing and search_aggregated_tools' description ask for the same ones.
+		decided := map[*routing.ToolEntry]bool{}
+		keep := func(e *routing.ToolEntry) bool {
+			v, ok := decided[e]
+			if !ok {
+				v = listed(e)
+				decided[e] = v
+			}
+			return v
 		}
 		s.mu.Lock()
 		names := make(map[string]string, len(r.Tools))
