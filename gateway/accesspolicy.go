@@ -141,3 +141,29 @@ func input(set *policy.Set, caller auth.Identity, rt *routing.RouteTable, name s
 	}
 	return in
 }
+
+// AccessPolicy is the compiled access policy the Gateway applies now: its Policy's, when that is Rules; nil (which
+// allows everything) otherwise. Each change of the document is a new *policy.Set, so a front end that remembers
+// the pointer knows when the policy changed.
+func (g *Gateway) AccessPolicy() *policy.Set {
+	if r, ok := g.policy.(*Rules); ok && r.Source != nil {
+		return r.Source.AccessPolicy()
+	}
+	return nil
+}
+
+// ListedUnder is Rules.Listed under a given compiled policy rather than the one in force: whether set lets caller
+// see tool e of rt in a listing. A front end compares two versions of the policy with it (who sees a change).
+// Rules that fail to evaluate deny, unlogged (the policy in force logs them when it applies them).
+func ListedUnder(ctx context.Context, set *policy.Set, caller auth.Identity, rt *routing.RouteTable, e *routing.ToolEntry) bool {
+	if set.Empty() {
+		return true
+	}
+	r := Rules{Source: fixedPolicy{set}, Logger: slog.New(slog.DiscardHandler)}
+	return r.Listed(ctx, caller, rt, e)
+}
+
+// fixedPolicy is a PolicySource of one compiled set.
+type fixedPolicy struct{ set *policy.Set }
+
+func (f fixedPolicy) AccessPolicy() *policy.Set { return f.set }

@@ -70,6 +70,11 @@ type SearchRequest struct {
 	Profile string `json:",omitempty"`
 	// Scope restricts the answer to some profiles' tools (nil: every tool; see RouteTable.ScopeFor).
 	Scope routing.Scope `json:",omitempty"`
+	// Visible, when set, is the access policy's view of the caller (Gateway.Search sets it): the search answers,
+	// ranks and counts only the tools of rt it accepts, choosing its candidates among them, so that an answer
+	// holds up to Limit tools the caller may see and no count includes a hidden one. It may be called from more
+	// than one goroutine.
+	Visible func(rt *routing.RouteTable, e *routing.ToolEntry) bool `json:"-"`
 }
 
 // SearchHit is one tool in a search answer.

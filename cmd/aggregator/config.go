@@ -97,6 +97,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_OIDC_AUDIENCE", "", "the `aud` an access token must carry (RFC 8707); unset: MCP_AGGREGATOR_MCP_PUBLIC_URL"},
 		{"MCP_AGGREGATOR_OIDC_ADMIN_SCOPE", "aggregator:admin", "the access-token scope that gives the admin role"},
 		{"MCP_AGGREGATOR_OIDC_CLIENT_SCOPE", "aggregator:client", "the access-token scope that gives the client role"},
+		{"MCP_AGGREGATOR_OIDC_CONSOLE_CLIENT_ID", "", "the console's public client id at the issuer (redirect URI: the REST origin + /ui/): the console then signs in through the provider (authorization code with PKCE); unset: it asks for a token"},
 		{"MCP_AGGREGATOR_MCP_PUBLIC_URL", "", "the URL clients reach /mcp at (e.g. https://mcp.example.com/mcp behind a proxy): the protected resource named in the OAuth metadata; unset: http://MCP_AGGREGATOR_MCP_LISTEN/mcp (required with an issuer when that address is 0.0.0.0 or ::)"},
 		{"MCP_AGGREGATOR_METRICS_OPEN", "false", "true serves /metrics without a token"},
 		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},

@@ -257,6 +257,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
+			ConsoleClientID:     cfg.OIDC.ConsoleClientID,
 			MaxBodyBytes:        cfg.MaxBodyBytes,
 			HealthCheckInterval: cfg.Actors.HealthInterval,
 			StartedAt:           started,

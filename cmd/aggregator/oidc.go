@@ -20,6 +20,8 @@ type oidcConfig struct {
 	// identifier in the protected-resource metadata (and the default audience).
 	Audience, PublicURL     string
 	AdminScope, ClientScope string
+	// ConsoleClientID is the console's public client at the issuer ("" : the console asks for a token).
+	ConsoleClientID string
 }
 
 // oidcStartTimeout bounds the discovery and the first key fetch at start.
@@ -30,7 +32,7 @@ const oidcStartTimeout = 15 * time.Second
 func loadOIDCConfig(get func(string) string, mcpListen string, errs []string) (oidcConfig, []string) {
 	c := oidcConfig{Issuer: get("MCP_AGGREGATOR_OIDC_ISSUER"), Audience: get("MCP_AGGREGATOR_OIDC_AUDIENCE"),
 		PublicURL: get("MCP_AGGREGATOR_MCP_PUBLIC_URL"), AdminScope: get("MCP_AGGREGATOR_OIDC_ADMIN_SCOPE"),
-		ClientScope: get("MCP_AGGREGATOR_OIDC_CLIENT_SCOPE")}
+		ClientScope: get("MCP_AGGREGATOR_OIDC_CLIENT_SCOPE"), ConsoleClientID: get("MCP_AGGREGATOR_OIDC_CONSOLE_CLIENT_ID")}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
@@ -61,6 +63,9 @@ func loadOIDCConfig(get func(string) string, mcpListen string, errs []string) (o
 		if !scopeToken(s.value) {
 			errs = append(errs, fmt.Sprintf("%s=%q: want a scope name (printable ASCII without spaces, quotes or backslashes)", s.name, s.value))
 		}
+	}
+	if c.ConsoleClientID != "" && !scopeToken(c.ConsoleClientID) {
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_OIDC_CONSOLE_CLIENT_ID=%q: printable ASCII without spaces, quotes or backslashes", c.ConsoleClientID))
 	}
 	if c.AdminScope == c.ClientScope {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_OIDC_ADMIN_SCOPE and MCP_AGGREGATOR_OIDC_CLIENT_SCOPE must differ (both %q)", c.AdminScope))

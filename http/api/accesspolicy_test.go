@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/search/classify"
 )
 
 // The fake control's access policy: the last document put, version counting the puts.
@@ -96,5 +100,43 @@ func TestAccessPolicyRoutes(t *testing.T) {
 	defer e.store.mu.Unlock()
 	if n := len(e.store.audit); n != 1 || e.store.audit[0].Event != "policy.updated" || e.store.audit[0].Actor != "ops" {
 		t.Fatalf("audit %+v, want one policy.updated by ops", e.store.audit)
+	}
+}
+
+// staticPolicy is a gateway.PolicySource holding one compiled set.
+type staticPolicy struct{ set *policy.Set }
+
+func (s staticPolicy) AccessPolicy() *policy.Set { return s.set }
+
+// GET /skills counts, for a caller the access policy hides tools from, only the tools it may see: a hidden tool's
+// number does not show through the taxonomy.
+func TestSkillCountsUnderPolicy(t *testing.T) {
+	toks, err := auth.Parse("ops:"+testAdminToken, "ci:"+testClientToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.Compile(policy.Document{Rules: []policy.Rule{
+		{Name: "ci-no-writes", Effect: policy.Deny, When: `subject == "ci" && tool == "write_file"`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.control.routes = routing.NewRouteTable([]routing.ServerEntry{{ID: "id-fs", Name: "fs", Status: persistence.StatusConnected}},
+		[]persistence.Tool{
+			{ID: 1, Name: "fs.read_file", OriginalName: "read_file", SourceServerID: "id-fs", SkillIDs: []string{"files"}},
+			{ID: 2, Name: "fs.write_file", OriginalName: "write_file", SourceServerID: "id-fs", SkillIDs: []string{"files"}},
+		}, "__")
+	e.control.skills = []actors.SkillInfo{{Skill: classify.Skill{ID: "files", Name: "Files"}, ToolCount: 2}}
+	e.app = New(Deps{Store: e.store, Control: e.control, Curation: e.control, Tokens: toks,
+		Gateway: gateway.New(e.control, gateway.Options{Policy: &gateway.Rules{Source: staticPolicy{set}}}),
+		Logger:  slog.New(slog.NewJSONHandler(e.logs, nil))})
+	for _, tc := range []struct {
+		token string
+		count string
+	}{{testAdminToken, `"tool_count":2`}, {testClientToken, `"tool_count":1`}} {
+		if r := e.do(t, "GET", "/api/v1/skills", "", "Authorization: Bearer "+tc.token); r.status != http.StatusOK ||
+			!strings.Contains(string(r.body), tc.count) {
+			t.Errorf("GET /skills as %s: %d %s, want %s", tc.token[:3], r.status, r.body, tc.count)
+		}
 	}
 }

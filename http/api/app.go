@@ -60,6 +60,9 @@ type Config struct {
 	Now func() time.Time
 	// MetricsOpen serves /metrics without a token (auth.Policy).
 	MetricsOpen bool
+	// ConsoleClientID is the console's public client at the OpenID provider (Tokens' issuer): with both, the console
+	// signs in through the provider (authorization code with PKCE) instead of asking for a token.
+	ConsoleClientID string
 }
 
 func (c Config) withDefaults() Config {
@@ -201,7 +204,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/export", s.exportServers)
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)
 	app.Get(WhoamiPath, s.whoami)
-	ui.Mount(app)
+	ui.Mount(app, s.consoleLogin())
 	app.Get(OpenAPIPath, s.openAPI())
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)
@@ -218,4 +221,14 @@ func New(d Deps) *fiber.App {
 // request id) with the ask deadline.
 func (s *server) opContext(c *fiber.Ctx) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.UserContext(), s.cfg.AskTimeout)
+}
+
+// consoleLogin is the console's sign-in through the OpenID provider, or nil (no issuer, or no console client).
+func (s *server) consoleLogin() *ui.Login {
+	v := s.tokens.OAuth()
+	if v == nil || s.cfg.ConsoleClientID == "" {
+		return nil
+	}
+	return &ui.Login{Issuer: v.Issuer(), AuthorizationEndpoint: v.AuthorizationEndpoint(), TokenEndpoint: v.TokenEndpoint(),
+		ClientID: s.cfg.ConsoleClientID, Scope: "openid " + v.AdminScope() + " " + v.ClientScope(), Resource: v.Audience()}
 }

@@ -284,6 +284,8 @@ type fakeControl struct {
 
 	// policy is the access policy put last (accesspolicy_test.go).
 	policy persistence.AccessPolicy
+	// skills is what Skills answers.
+	skills []actors.SkillInfo
 }
 
 func (f *fakeControl) Routes() *routing.RouteTable {
@@ -315,7 +317,7 @@ func (f *fakeControl) Search(ctx context.Context, r actors.SearchRequest) (actor
 	return actors.SearchResponse{StrategyUsed: r.Strategy}, nil
 }
 
-func (f *fakeControl) Skills() []actors.SkillInfo { return nil }
+func (f *fakeControl) Skills() []actors.SkillInfo { return f.skills }
 
 func (f *fakeControl) RefreshTools(ctx context.Context, id string) error {
 	if err := f.record(ctx, controlCall{method: "RefreshTools", id: id}); err != nil {

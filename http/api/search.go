@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/internal/validate"
 	"github.com/mcpgw/aggregator/http/internal/view"
@@ -50,12 +51,39 @@ func (s *server) listSkills(c *fiber.Ctx) error {
 		return apierror.Validation([]apierror.FieldError{{Loc: []any{"query", "include_embedding"}, Msg: "include_embedding must be true or false", Type: apierror.FieldTypeError}})
 	}
 	skills := s.control.Skills()
+	count := s.visibleSkillCounts(c)
 	out := make([]skillView, len(skills))
 	for i, sk := range skills {
 		out[i] = skillView{ID: sk.ID, Name: sk.Name, Description: sk.Description, ToolCount: sk.ToolCount, EmbeddingDimension: len(sk.Embedding)}
+		if count != nil {
+			out[i].ToolCount = count[sk.ID]
+		}
 		if withVec {
 			out[i].Embedding = sk.Embedding
 		}
 	}
 	return c.JSON(fiber.Map{"skills": out, "total": len(out)})
+}
+
+// visibleSkillCounts counts, by skill, the tools the caller may see, when it may not see every tool (a client
+// token bound to profiles, or an access policy with rules): a hidden tool is not counted. nil when the caller sees
+// every tool (the taxonomy's own counts stand).
+func (s *server) visibleSkillCounts(c *fiber.Ctx) map[string]int {
+	rt := s.control.Routes()
+	id := identityOf(c)
+	sc := gateway.Bound(rt, id)
+	keep := s.gw.ListFilter(c.UserContext(), id, rt)
+	if sc == nil && keep == nil {
+		return nil
+	}
+	count := map[string]int{}
+	all := rt.Entries()
+	for i := range all {
+		if e := &all[i]; rt.Has(sc, e) && (keep == nil || keep(e)) {
+			for _, sk := range e.SkillIDs {
+				count[sk]++
+			}
+		}
+	}
+	return count
 }

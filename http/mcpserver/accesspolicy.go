@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -17,8 +18,9 @@ import (
 
 // policyList leaves out of a tools/list answer the backend tools the access policy hides from the caller (see
 // gateway.Rules.Listed): one go-sdk server serves every session, so the tool set is shared and the answer is
-// filtered per request. Meta-tools are always listed (they check the caller's scope themselves). With no rule,
-// the answer passes as it is.
+// filtered per request. Meta-tools are always listed (they check the caller's scope themselves);
+// search_aggregated_tools' description, which counts and names the catalogue's tools and servers, is made again
+// for the caller, from the tools it may see. With no rule, the answer passes as it is.
 func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -31,9 +33,19 @@ func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		rt := s.gw.Routes()
-		keep := s.cases.ListFilter(ctx, id, rt)
-		if keep == nil {
+		listed := s.cases.ListFilter(ctx, id, rt)
+		if listed == nil {
 			return res, err
+		}
+		// Each tool is decided once: the listing and search_aggregated_tools' description ask for the same ones.
+		decided := map[*routing.ToolEntry]bool{}
+		keep := func(e *routing.ToolEntry) bool {
+			v, ok := decided[e]
+			if !ok {
+				v = listed(e)
+				decided[e] = v
+			}
+			return v
 		}
 		s.mu.Lock()
 		names := make(map[string]string, len(r.Tools))
@@ -50,6 +62,11 @@ func (s *Server) policyList(next mcp.MethodHandler) mcp.MethodHandler {
 				if e, found := rt.Tool(name); found && !keep(e) {
 					continue
 				}
+			}
+			if t.Name == toolSearch {
+				mine := *t // the go-sdk's copy is shared by every session's answer
+				mine.Description = searchDescription(rt, s.opts.Scope, s.skills, keep)
+				t = &mine
 			}
 			out = append(out, t)
 		}

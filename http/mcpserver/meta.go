@@ -74,7 +74,8 @@ func (s *Server) addMetaTools() {
 		InputSchema: serverOpSchema(false)}, s.serverOp(toolStatus))
 	s.addMetaTool(&mcp.Tool{Name: toolList, Description: "List the registered external MCP servers with their status and tool counts.",
 		InputSchema: listSchema()}, s.listServers)
-	s.addMetaTool(searchTool(searchDescription(s.gw.Routes(), s.opts.Scope, s.skillNames())), s.search)
+	s.skills = s.skillNames()
+	s.addMetaTool(searchTool(searchDescription(s.gw.Routes(), s.opts.Scope, s.skills, nil)), s.search)
 	s.followCatalogue()
 	s.addMetaTool(&mcp.Tool{Name: toolExecute, Description: "Call any tool of a connected server by its namespaced name {server}.{tool}.",
 		InputSchema: validate.CallSchema(validate.ExecuteCall)}, s.execute)
@@ -97,12 +98,22 @@ const (
 
 // searchDescription is search_aggregated_tools' description: what it does, and what the catalogue holds right now
 // (how many tools of how many connected servers, the largest servers, the skills most tools have), so that a model
-// knows when searching is worth it.
-func searchDescription(t *routing.RouteTable, scope routing.Scope, skillNames map[string]string) string {
+// knows when searching is worth it. keep, when set, is what the caller may see (the access policy): the
+// description then counts and names only those tools and their servers.
+func searchDescription(t *routing.RouteTable, scope routing.Scope, skillNames map[string]string, keep func(*routing.ToolEntry) bool) string {
 	const what = "Find tools of the connected MCP servers by what they do (plain-language query; hybrid keyword and " +
 		"semantic ranking). Each result has its alias, the name to call directly on this server, and its namespaced " +
 		"name {server}.{tool} for execute_external_tool."
 	tools := t.CallableIn(scope)
+	if keep != nil {
+		visible := make([]*routing.ToolEntry, 0, len(tools))
+		for _, e := range tools {
+			if keep(e) {
+				visible = append(visible, e)
+			}
+		}
+		tools = visible
+	}
 	if len(tools) == 0 {
 		return what + " No tools are connected yet."
 	}
@@ -175,8 +186,8 @@ func (s *Server) followCatalogue() {
 		default:
 		}
 	})
-	names := s.skillNames()
-	last := searchDescription(s.gw.Routes(), s.opts.Scope, names)
+	names := s.skills
+	last := searchDescription(s.gw.Routes(), s.opts.Scope, names, nil)
 	go func() {
 		defer stop()
 		for {
@@ -185,7 +196,7 @@ func (s *Server) followCatalogue() {
 				return
 			case <-kick:
 			}
-			if d := searchDescription(s.gw.Routes(), s.opts.Scope, names); d != last {
+			if d := searchDescription(s.gw.Routes(), s.opts.Scope, names, nil); d != last {
 				last = d
 				s.addMetaTool(searchTool(d), s.search)
 			}

@@ -121,6 +121,8 @@ type Server struct {
 	requireIdentity bool
 	opts            Options
 	sessions        *sessionTable
+	callers         *sessionCallers   // who each session's caller is, for policy changes (listchanged.go)
+	skills          map[string]string // skill id -> name, for search_aggregated_tools' description (read only)
 	notifyLog       *summary
 	// instanceID: see Options.InstanceID.
 	instanceID string
@@ -200,10 +202,14 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.backendTool = s.callBackend
 	s.budget.usage = exposure.NewUsage(usageHalfLife)
 	s.sessions = newSessionTable(s)
+	s.callers = &sessionCallers{by: map[*mcp.ServerSession]auth.Identity{}, listening: map[*mcp.ServerSession]auth.Identity{},
+		listens: map[*mcp.ServerSession]listener{}, policy: s.cases.AccessPolicy()}
 	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
 	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList, s.budgetList)
-	s.mcp.AddSendingMiddleware(restoreElicitSchema)
+	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
+	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
+	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
+	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -292,6 +298,7 @@ func (s *Server) syncLoop() {
 			return
 		case t := <-s.syncCh:
 			s.sync(t)
+			s.followPolicy(t)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -14,20 +15,8 @@ import (
 // fetched from elsewhere).
 func TestMount(t *testing.T) {
 	app := fiber.New()
-	Mount(app)
-	get := func(path string) (int, map[string]string, string) {
-		resp, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		h := map[string]string{}
-		for k := range resp.Header {
-			h[k] = resp.Header.Get(k)
-		}
-		return resp.StatusCode, h, string(b)
-	}
+	Mount(app, nil)
+	get := getter(t, app)
 	for _, tc := range []struct {
 		path, ctype, contains string
 	}{
@@ -66,9 +55,56 @@ func TestMount(t *testing.T) {
 	if status, h, _ := get("/ui"); status != 301 || h["Location"] != "/ui/" {
 		t.Errorf("/ui: %d %v", status, h)
 	}
-	for _, p := range []string{"/ui/missing.js", "/ui/vendor/VERSIONS", "/ui/../ui.go", "/ui/vendor/LICENSE-htm", "/ui/%2e%2e/ui.go"} {
+	for _, p := range []string{"/ui/login.json", "/ui/missing.js", "/ui/vendor/VERSIONS", "/ui/../ui.go", "/ui/vendor/LICENSE-htm", "/ui/%2e%2e/ui.go"} {
 		if status, _, _ := get(p); status != 404 {
 			t.Errorf("%s: %d, want 404", p, status)
+		}
+	}
+}
+
+func getter(t *testing.T, app *fiber.App) func(path string) (int, map[string]string, string) {
+	return func(path string) (int, map[string]string, string) {
+		t.Helper()
+		resp, err := app.Test(httptest.NewRequest("GET", path, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		h := map[string]string{}
+		for k := range resp.Header {
+			h[k] = resp.Header.Get(k)
+		}
+		return resp.StatusCode, h, string(b)
+	}
+}
+
+// TestMountWithLogin: with a Login, /ui/login.json tells the page where and how to sign in, and the pages'
+// Content-Security-Policy lets them reach the token endpoint's origin, and no other; the page itself has the
+// provider sign-in (authorization code with PKCE, S256) and keeps the token form.
+func TestMountWithLogin(t *testing.T) {
+	app := fiber.New()
+	Mount(app, &Login{Issuer: "https://id.example.com", AuthorizationEndpoint: "https://id.example.com/auth",
+		TokenEndpoint: "https://tokens.example.com:8443/token", ClientID: "console", Scope: "openid aggregator:admin aggregator:client",
+		Resource: "https://agg.example.com/mcp"})
+	get := getter(t, app)
+	status, h, body := get(LoginPath)
+	if status != 200 || h["Content-Type"] != "application/json" {
+		t.Fatalf("login.json: %d %v", status, h)
+	}
+	var got Login
+	if err := json.Unmarshal([]byte(body), &got); err != nil || got.ClientID != "console" || got.TokenEndpoint != "https://tokens.example.com:8443/token" ||
+		got.Resource != "https://agg.example.com/mcp" || got.Scope != "openid aggregator:admin aggregator:client" {
+		t.Fatalf("login.json: %s (%v)", body, err)
+	}
+	_, h, js := get("/ui/app.js")
+	want := strings.Replace(ContentSecurityPolicy, "connect-src 'self'", "connect-src 'self' https://tokens.example.com:8443", 1)
+	if h["Content-Security-Policy"] != want {
+		t.Errorf("CSP %q, want %q", h["Content-Security-Policy"], want)
+	}
+	for _, s := range []string{"login.json", "code_challenge_method", "S256", "code_verifier", "data-testid=\"oidc-sign-in\"", "data-testid=\"token\""} {
+		if !strings.Contains(js, s) {
+			t.Errorf("app.js has no %s", s)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // optionally restricted to some servers by name and to the request's scope, by hybrid relevance over engine;
 // toolsearch.Searcher.Search has the ranking rules. It reads the engine and the table only.
 func Search(ctx context.Context, engine *toolsearch.Searcher, rt *routing.RouteTable, r gateway.SearchRequest) (gateway.SearchResponse, error) {
-	res, err := engine.Search(ctx, Catalog{Table: rt, Scope: r.Scope}, Request(rt, r))
+	res, err := engine.Search(ctx, catalogOf(rt, r), Request(rt, r))
 	resp := gateway.SearchResponse{MatchedSkills: res.MatchedSkills, StrategyUsed: res.Strategy, Fallback: res.Fallback,
 		ServersSearched: res.ServersSearched, ToolsSearched: res.ToolsSearched}
 	if res.Tools != nil {
@@ -30,8 +30,9 @@ func Search(ctx context.Context, engine *toolsearch.Searcher, rt *routing.RouteT
 }
 
 // Request is the engine's request for a search request over rt: the callable servers (filtered by name when the
-// request names some; none when external tools are not included) and, for a restricted scope, a filter of the
-// tools in it.
+// request names some; none when external tools are not included) and, for a restricted scope or a request with a
+// Visible filter (the access policy), a filter of the tools in it. Under a Visible filter a server that has tools
+// but none the caller may see is not searched (nor counted as searched).
 func Request(rt *routing.RouteTable, r gateway.SearchRequest) toolsearch.Request {
 	var allowed []string
 	if r.IncludeExternal {
@@ -44,28 +45,72 @@ func Request(rt *routing.RouteTable, r gateway.SearchRequest) toolsearch.Request
 				allowed = append(allowed, srv.ID)
 			}
 		}
+		if r.Visible != nil {
+			allowed = withVisibleTools(rt, r, allowed)
+		}
 	}
 	req := toolsearch.Request{Query: r.Query, SkillsOnly: r.ItemType == "skill",
 		ServerIDs: allowed, Limit: r.Limit, SkillThreshold: r.SkillThreshold, ToolThreshold: r.ToolThreshold, Strategy: r.Strategy}
-	if r.Scope.Restricted() {
+	if r.Scope.Restricted() || r.Visible != nil {
 		req.Allow = func(id int64) bool {
 			e, ok := rt.ToolByID(id)
-			return ok && rt.Has(r.Scope, e)
+			return ok && rt.Has(r.Scope, e) && (r.Visible == nil || r.Visible(rt, e))
 		}
 	}
 	return req
 }
 
-// Catalog is a routing table, seen through a scope, as toolsearch reads it.
+// withVisibleTools leaves out of servers those that have tools in r's scope but none r.Visible accepts, as if
+// they did not exist (an empty server stays).
+func withVisibleTools(rt *routing.RouteTable, r gateway.SearchRequest, servers []string) []string {
+	state := make(map[string]int, len(servers)) // 1: has a tool in scope, none visible yet; 2: has a visible one
+	for _, id := range servers {
+		state[id] = 0
+	}
+	all := rt.Entries()
+	for i := range all {
+		e := &all[i]
+		st, ok := state[e.SourceServerID]
+		if !ok || st == 2 || !rt.Has(r.Scope, e) {
+			continue
+		}
+		if r.Visible(rt, e) {
+			state[e.SourceServerID] = 2
+		} else {
+			state[e.SourceServerID] = 1
+		}
+	}
+	out := servers[:0]
+	for _, id := range servers {
+		if state[id] != 1 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Catalog is a routing table, seen through a scope and, when Visible is set, through what a caller may see (the
+// access policy), as toolsearch reads it.
 type Catalog struct {
-	Table *routing.RouteTable
-	Scope routing.Scope
+	Table   *routing.RouteTable
+	Scope   routing.Scope
+	Visible func(rt *routing.RouteTable, e *routing.ToolEntry) bool
+}
+
+// catalogOf is the catalog a search request reads of rt.
+func catalogOf(rt *routing.RouteTable, r gateway.SearchRequest) Catalog {
+	return Catalog{Table: rt, Scope: r.Scope, Visible: r.Visible}
+}
+
+// has reports whether the catalog holds e: in its scope and visible.
+func (c Catalog) has(e *routing.ToolEntry) bool {
+	return c.Table.Has(c.Scope, e) && (c.Visible == nil || c.Visible(c.Table, e))
 }
 
 // Tool implements toolsearch.Catalog.
 func (c Catalog) Tool(id int64) (toolsearch.Tool, bool) {
 	e, ok := c.Table.ToolByID(id)
-	if !ok || !c.Table.Has(c.Scope, e) {
+	if !ok || !c.has(e) {
 		return toolsearch.Tool{}, false
 	}
 	return toolsearch.Tool{Name: e.Name, ServerID: e.SourceServerID}, true
@@ -80,7 +125,7 @@ func (c Catalog) Count(serverIDs []string) (tools int, bySkill map[string]int) {
 	bySkill = map[string]int{}
 	all := c.Table.Entries()
 	for i := range all {
-		if e := &all[i]; servers[e.SourceServerID] && c.Table.Has(c.Scope, e) {
+		if e := &all[i]; servers[e.SourceServerID] && c.has(e) {
 			tools++
 			for _, sk := range e.SkillIDs {
 				bySkill[sk]++

@@ -88,3 +88,45 @@ func TestCatalog(t *testing.T) {
 		})
 	}
 }
+
+// Under a Visible filter (the access policy) the request allows, and the catalog counts and answers, only the
+// tools it accepts; a server whose tools are all hidden is not searched, a callable server without tools still is.
+func TestVisible(t *testing.T) {
+	rt := table()
+	hideB := func(_ *routing.RouteTable, e *routing.ToolEntry) bool { return e.SourceServerID != "id-b" }
+	hideTwo := func(_ *routing.RouteTable, e *routing.ToolEntry) bool { return e.ID != 2 }
+	tests := []struct {
+		name    string
+		visible func(*routing.RouteTable, *routing.ToolEntry) bool
+		servers []string
+		tools   int
+		skills  map[string]int
+		allow   map[int64]bool
+	}{
+		{"a server's tools all hidden", hideB, []string{"id-a"}, 2, map[string]int{"x": 2, "y": 1}, map[int64]bool{1: true, 2: true, 3: false}},
+		{"one tool hidden", hideTwo, []string{"id-a", "id-b"}, 2, map[string]int{"x": 1, "y": 1}, map[int64]bool{1: true, 2: false, 3: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := served.Request(rt, gateway.SearchRequest{Query: "q", IncludeExternal: true, Visible: tt.visible})
+			if !slices.Equal(req.ServerIDs, tt.servers) || req.Allow == nil {
+				t.Fatalf("servers %v (filter %v), want %v", req.ServerIDs, req.Allow != nil, tt.servers)
+			}
+			for id, want := range tt.allow {
+				if req.Allow(id) != want {
+					t.Errorf("Allow(%d) = %v", id, !want)
+				}
+			}
+			c := served.Catalog{Table: rt, Visible: tt.visible}
+			tools, bySkill := c.Count([]string{"id-a", "id-b"})
+			if tools != tt.tools || !maps.Equal(bySkill, tt.skills) {
+				t.Errorf("Count = %d %v, want %d %v", tools, bySkill, tt.tools, tt.skills)
+			}
+			for id, want := range tt.allow {
+				if _, ok := c.Tool(id); ok != want {
+					t.Errorf("Tool(%d) found %v", id, ok)
+				}
+			}
+		})
+	}
+}

@@ -74,3 +74,13 @@ func (v *Verifier) MetadataHandler() http.Handler {
 func IsMetadataPath(path string) bool {
 	return path == WellKnownPath || strings.HasPrefix(path, WellKnownPath+"/")
 }
+
+// AuthorizationEndpoint and TokenEndpoint are the issuer's, as its discovery document names them ("" when it names
+// none): the console signs in through them (authorization code with PKCE).
+func (v *Verifier) AuthorizationEndpoint() string { return v.meta.AuthorizationEndpoint }
+
+// TokenEndpoint: see AuthorizationEndpoint.
+func (v *Verifier) TokenEndpoint() string { return v.meta.TokenEndpoint }
+
+// Audience is the aud a token must carry, the resource a client asks a token for (RFC 8707).
+func (v *Verifier) Audience() string { return v.cfg.Audience }

@@ -43,6 +43,61 @@ async function api(method, path, body) {
   return data;
 }
 
+// ---- sign-in through the OpenID provider ---------------------------------------------------------------------
+// When the daemon trusts an OpenID provider and names the console's client (login.json), the console signs in
+// with the authorization code flow and PKCE (S256) as a public client: the verifier and state wait in
+// sessionStorage while the operator is at the provider, the code is redeemed at the provider's token endpoint, and
+// the access token is then used like a pasted one (kept for this tab only).
+
+const LOGIN_KEY = 'mcp-aggregator.login';
+const b64url = (bytes) => btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+const randomString = () => b64url(crypto.getRandomValues(new Uint8Array(32)));
+const redirectURI = () => location.origin + '/ui/';
+
+// loginSettings is login.json (null when the daemon has no provider sign-in: the console asks for a token).
+async function loginSettings() {
+  const r = await fetch('/ui/login.json', { headers: { Accept: 'application/json' } });
+  if (!r.ok) return null;
+  return r.json();
+}
+
+// startProviderLogin sends the operator to the provider's authorization endpoint.
+async function startProviderLogin(cfg) {
+  const verifier = randomString();
+  const state = randomString();
+  const challenge = b64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
+  sessionStorage.setItem(LOGIN_KEY, JSON.stringify({ verifier, state }));
+  const u = new URL(cfg.authorization_endpoint);
+  const params = { response_type: 'code', client_id: cfg.client_id, redirect_uri: redirectURI(), scope: cfg.scope, state,
+    code_challenge: challenge, code_challenge_method: 'S256', resource: cfg.resource };
+  for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+  location.assign(u.toString());
+}
+
+// finishProviderLogin redeems the code the provider sent the operator back with, if the page's URL has one, and
+// keeps the access token; it throws what went wrong (a refusal, a state that does not match, no token).
+async function finishProviderLogin() {
+  const q = new URLSearchParams(location.search);
+  if (!q.has('code') && !q.has('error')) return;
+  history.replaceState(null, '', location.pathname); // the code is single-use: keep it out of the history
+  let pending = null;
+  try { pending = JSON.parse(sessionStorage.getItem(LOGIN_KEY) || 'null'); } catch { pending = null; }
+  sessionStorage.removeItem(LOGIN_KEY);
+  if (q.has('error')) throw new Error('The provider refused the sign-in: ' + (q.get('error_description') || q.get('error')));
+  if (!pending || q.get('state') !== pending.state) throw new Error('The sign-in could not be checked (its state does not match): sign in again');
+  const cfg = await loginSettings();
+  if (!cfg) throw new Error('Sign-in through the provider is not configured');
+  const r = await fetch(cfg.token_endpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded', Accept: 'application/json' },
+    body: new URLSearchParams({ grant_type: 'authorization_code', code: q.get('code'), redirect_uri: redirectURI(),
+      client_id: cfg.client_id, code_verifier: pending.verifier, resource: cfg.resource }),
+  });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok || !body.access_token) throw new Error('The provider issued no token: ' + (body.error_description || body.error || 'HTTP ' + r.status));
+  sessionStorage.setItem(TOKEN_KEY, body.access_token);
+}
+
 const fmtTime = (t) => (t ? new Date(t).toLocaleString() : '—');
 const json = (v) => JSON.stringify(v, null, 2);
 const Status = ({ s }) => html`<span class=${'badge s-' + s} data-testid="status">${s}</span>`;
@@ -64,11 +119,16 @@ function App() {
       setAuthError(e);
     }
   }, []);
-  useEffect(() => { whoami(); }, [whoami]);
+  const [loginError, setLoginError] = useState(null);
+  useEffect(() => {
+    // Back from the provider: redeem the code first, then ask who we are.
+    finishProviderLogin().catch((e) => setLoginError(e.message)).finally(whoami);
+  }, [whoami]);
 
   if (authError && (authError.status === 401 || authError.status === 403)) {
-    return html`<${Login} error=${sessionStorage.getItem(TOKEN_KEY) ? authError.message : null} onToken=${(t) => {
+    return html`<${Login} error=${loginError || (sessionStorage.getItem(TOKEN_KEY) ? authError.message : null)} onToken=${(t) => {
       sessionStorage.setItem(TOKEN_KEY, t);
+      setLoginError(null);
       whoami();
     }} />`;
   }
@@ -98,10 +158,19 @@ function App() {
 
 function Login({ error, onToken }) {
   const [token, setToken] = useState('');
+  const [provider, setProvider] = useState(null);
+  const [startError, setStartError] = useState(null);
+  useEffect(() => { loginSettings().then(setProvider, () => setProvider(null)); }, []);
+  const shown = startError || error;
   return html`<main><div class="card narrow">
     <h2>Sign in</h2>
+    ${shown && html`<p class="error" data-testid="login-error">${shown}</p>`}
+    ${provider && html`
+      <p class="muted">Sign in with your organisation's account (${provider.issuer}).</p>
+      <div class="actions"><button class="btn primary" type="button" data-testid="oidc-sign-in"
+        onClick=${() => startProviderLogin(provider).catch((e) => setStartError(e.message))}>Sign in with your organisation</button></div>
+      <p class="muted">Or paste a token:</p>`}
     <p class="muted">The daemon requires a bearer token (MCP_AGGREGATOR_ADMIN_TOKENS or MCP_AGGREGATOR_CLIENT_TOKENS). It is kept for this tab only.</p>
-    ${error && html`<p class="error" data-testid="login-error">${error}</p>`}
     <form onSubmit=${(e) => { e.preventDefault(); if (token) onToken(token.trim()); }}>
       <label for="token">Token</label>
       <input id="token" type="password" autocomplete="off" data-testid="token" value=${token} onInput=${(e) => setToken(e.target.value)} />
