@@ -42,11 +42,12 @@ const (
 
 // budgeting is the endpoint's budget state: use counts and the cached ranking of the exposed tools.
 type budgeting struct {
-	usage *exposure.Usage
-	mu    sync.Mutex
-	order []exposure.Item
-	gen   uint64 // the exposed set's generation the order was made from
-	at    time.Time
+	usage    *exposure.Usage
+	mu       sync.Mutex
+	order    []exposure.Item
+	gen      uint64 // the exposed set's generation the order was made from
+	at       time.Time
+	remaking bool // a goroutine is making the next order
 }
 
 // addMetaTool adds a meta-tool to the go-sdk server and remembers its definition, which a budgeted tools/list
@@ -164,30 +165,48 @@ func (s *Server) budgetList(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// budgetOrder is the exposed tools ranked for a budgeted listing (exposure.Order), recomputed when the exposed set
-// changed or orderEvery passed.
+// budgetOrder is the exposed tools ranked for a budgeted listing (exposure.Order). It is remade when the exposed set
+// changed or orderEvery passed, in the background while an older one serves (ranking 10,000 tools takes
+// milliseconds, which a tools/list should not wait for); only the first is made in the request.
 func (s *Server) budgetOrder() []exposure.Item {
 	s.mu.Lock()
 	gen := s.exposedGen
 	s.mu.Unlock()
 	b := &s.budget
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	if b.order != nil && b.gen == gen && now.Sub(b.at) < orderEvery {
-		return b.order
+	order, fresh := b.order, b.gen == gen && time.Since(b.at) < orderEvery
+	if order != nil && !fresh && !b.remaking {
+		b.remaking = true
+		go func() {
+			o, g := s.rankExposed()
+			b.mu.Lock()
+			b.order, b.gen, b.at, b.remaking = o, g, time.Now(), false
+			b.mu.Unlock()
+		}()
 	}
+	b.mu.Unlock()
+	if order != nil {
+		return order
+	}
+	o, g := s.rankExposed()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.order, b.gen, b.at = o, g, time.Now()
+	return o
+}
+
+// rankExposed ranks the exposed tools by use, then one server's at a time (by server, then alias).
+func (s *Server) rankExposed() ([]exposure.Item, uint64) {
 	s.mu.Lock()
+	gen := s.exposedGen
 	items := make([]exposure.Item, 0, len(s.exposed))
 	for alias, e := range s.exposed {
 		items = append(items, exposure.Item{Alias: alias, Name: e.name, Server: e.server, Tokens: e.tokens})
 	}
 	s.mu.Unlock()
-	// The exposed map has no order: the catalogue's is by server, then tool name.
 	sortItems(items)
-	w := b.usage.Weights(now)
-	b.order, b.gen, b.at = exposure.Order(items, func(n string) float64 { return w[n] }), gen, now
-	return b.order
+	w := s.budget.usage.Weights(time.Now())
+	return exposure.Order(items, func(n string) float64 { return w[n] }), gen
 }
 
 // listedTokens estimates what a tool costs as tools/list serves it (described, see describeTool), JSON and all.
