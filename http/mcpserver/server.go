@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -182,9 +183,10 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
 	s.backendTool = s.callBackend
 	s.sessions = newSessionTable(s)
-	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
-	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList)
+	// The request's span (telemetry.ServerMiddleware) is outermost: it covers all the rest. trackCalls is next so
+	// that every tool call of a session, also one canonicalNames answers itself, is cancelled when the session is
+	// deleted.
+	s.mcp.AddReceivingMiddleware(telemetry.ServerMiddleware, s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.policyList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema)
 	s.addMetaTools()
 	go s.syncLoop()
