@@ -25,4 +25,6 @@ func (t traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return traceHandler{t.Handler.WithAttrs(attrs)}
 }
 
-func (t traceHandler) WithGroup(name string) slog.Handler { return traceHandler{t.Handler.WithGroup(name)} }
+func (t traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{t.Handler.WithGroup(name)}
+}
