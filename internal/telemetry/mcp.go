@@ -42,7 +42,7 @@ const ToolErrorType = "tool_error"
 // An error answer, or a tool result with isError, sets error.type and the span's status.
 func ServerMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if strings.HasPrefix(method, "notifications/") {
+		if strings.HasPrefix(method, "notifications/") || !On() {
 			return next(ctx, method, req)
 		}
 		ctx = incoming(ctx, req)

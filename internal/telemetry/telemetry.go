@@ -5,8 +5,8 @@
 //
 // Tracing is off unless an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_EXPORTER_OTLP_ENDPOINT), and OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it off again. Off,
-// nothing is set up: OpenTelemetry's global tracer provider and propagator stay the no-op ones, every span is a
-// no-op and no trace context is read or written. On, Setup installs an SDK tracer provider that exports over
+// nothing is set up: OpenTelemetry's global tracer provider and propagator stay the no-op ones, no span is started
+// (On guards every place that would start one) and no trace context is read or written. On, Setup installs an SDK tracer provider that exports over
 // OTLP/HTTP (the exporter reads the OTEL_EXPORTER_OTLP_* variables itself), samples by OTEL_TRACES_SAMPLER and
 // OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on) and describes the process by OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES, and a W3C trace-context propagator (traceparent, tracestate; baggage is not carried:
@@ -40,6 +40,14 @@ const DefaultServiceName = "mcp-aggregator"
 
 // Tracer is the daemon's tracer, from OpenTelemetry's global provider (a no-op one unless Setup turned tracing on).
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+
+// On reports whether tracing is on: OpenTelemetry's global tracer provider is an SDK one (Setup's). The places that
+// start spans ask first, so that with tracing off a request costs no allocation at all (the no-op tracer's spans
+// still allocate a context).
+func On() bool {
+	_, sdk := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	return sdk
+}
 
 // Process describes the running daemon on its spans' resource.
 type Process struct {
