@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
@@ -86,12 +88,13 @@ func registerTraced(t *testing.T, d *daemon, name, url string) string {
 	return id
 }
 
-// mcpCallTraced calls tool through the MCP endpoint at base with the go-sdk client, the trace context in the
-// request's _meta, retrying while the endpoint does not list the tool yet.
-func mcpCallTraced(t *testing.T, base, tool, traceparent string) {
+// mcpCallTraced calls tool through the MCP endpoint at base with the go-sdk client speaking revision version, the
+// trace context in the request's _meta, retrying while the endpoint does not list the tool yet.
+func mcpCallTraced(t *testing.T, base, version, tool, traceparent string) {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "trace-e2e", Version: "1"}, nil)
-	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp"},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,30 +172,33 @@ func TestTraceThroughJaeger(t *testing.T) {
 	d.start()
 	registerTraced(t, d, "traced", b.url)
 
-	t.Run("mcp", func(t *testing.T) {
-		tp, tid, parent := newTraceparent()
-		mcpCallTraced(t, d.mcp, "traced__echo", tp)
-		tr := j.Trace(t, tid, 3, 20*time.Second)
-		if tr.TraceID != tid {
-			t.Fatalf("Jaeger has no trace %s", tid)
-		}
-		in := spanNamed(t, tr, "tools/call traced__echo", "server")
-		if in.Parent() != parent {
-			t.Errorf("the /mcp span's parent is %q, want the client's %s", in.Parent(), parent)
-		}
-		for k, want := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "traced__echo"} {
-			if got := in.Tag(k); got != want {
-				t.Errorf("/mcp span %s = %q, want %q", k, got, want)
+	// Both revisions: a 2025-11-25 client has a session (its id on the span), a 2026-07-28 client has none.
+	for _, version := range []string{actors.ProtocolVersion, mcpserver.ModernProtocol} {
+		t.Run("mcp/"+version, func(t *testing.T) {
+			tp, tid, parent := newTraceparent()
+			mcpCallTraced(t, d.mcp, version, "traced__echo", tp)
+			tr := j.Trace(t, tid, 3, 20*time.Second)
+			if tr.TraceID != tid {
+				t.Fatalf("Jaeger has no trace %s", tid)
 			}
-		}
-		if in.Tag("mcp.session.id") == "" {
-			t.Error("/mcp span has no mcp.session.id")
-		}
-		if got := tr.ProcessTag(in, "service.name"); got != "mcp-aggregator-e2e" {
-			t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", got)
-		}
-		checkCallTrace(t, tr, in, "traced", b)
-	})
+			in := spanNamed(t, tr, "tools/call traced__echo", "server")
+			if in.Parent() != parent {
+				t.Errorf("the /mcp span's parent is %q, want the client's %s", in.Parent(), parent)
+			}
+			for k, want := range map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "traced__echo"} {
+				if got := in.Tag(k); got != want {
+					t.Errorf("/mcp span %s = %q, want %q", k, got, want)
+				}
+			}
+			if got := in.Tag("mcp.session.id"); (got != "") != (version == actors.ProtocolVersion) {
+				t.Errorf("/mcp span's mcp.session.id = %q with revision %s", got, version)
+			}
+			if got := tr.ServiceName(in); got != "mcp-aggregator-e2e" {
+				t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", got)
+			}
+			checkCallTrace(t, tr, in, "traced", b)
+		})
+	}
 
 	t.Run("rest", func(t *testing.T) {
 		tp, tid, parent := newTraceparent()
@@ -250,7 +256,7 @@ func TestTraceAcrossClusterNodes(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	tp, tid, parent := newTraceparent()
-	mcpCallTraced(t, caller.mcp, "remote__echo", tp)
+	mcpCallTraced(t, caller.mcp, actors.ProtocolVersion, "remote__echo", tp)
 	tr := j.Trace(t, tid, 3, 20*time.Second)
 	if tr.TraceID != tid {
 		t.Fatalf("Jaeger has no trace %s", tid)

@@ -193,6 +193,9 @@ func (s JaegerSpan) Parent() string {
 	return ""
 }
 
+// ServiceName is the service.name of the span's process.
+func (tr JaegerTrace) ServiceName(s JaegerSpan) string { return tr.Processes[s.ProcessID].ServiceName }
+
 // ProcessTag is the value of the attribute key of the span's process (its resource).
 func (tr JaegerTrace) ProcessTag(s JaegerSpan, key string) string {
 	return tag(tr.Processes[s.ProcessID].Tags, key)
