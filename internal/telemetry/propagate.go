@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -75,7 +76,7 @@ func Extract(ctx context.Context, m map[string]string) context.Context {
 	if len(m) == 0 {
 		return ctx
 	}
-	return otel.GetTextMapPropagator().Extract(ctx, MapCarrier{M: &m})
+	return otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(m))
 }
 
 // fromMeta continues the trace context of an MCP request's _meta, when it carries a traceparent.
