@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg promtool etcd chromium
+test: $(PEERS) pg promtool etcd chromium jaeger
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
@@ -85,8 +85,8 @@ etcd:
 
 ## jaeger: Jaeger all-in-one (v2), which the tracing tests export to and read traces back from, built from the module
 ## proxy's source into $(go env GOPATH)/bin (`go install ...@version` refuses the module: its go.mod has replace
-## directives). Not a prerequisite of `make test`: the build takes well over 3 minutes on a 2-core machine, so those
-## tests skip when jaeger is missing (and fail under CI=true). Run it next to `make run` to see traces (README).
+## directives). A prerequisite of `make test`, built once per machine: about 7 CPU-minutes (4-5 minutes on 2 idle
+## cores), then found in GOPATH/bin. Run it next to `make run` to see traces (README).
 JAEGER_VERSION ?= v1.76.0
 jaeger:
 	@command -v jaeger >/dev/null || test -x "$$($(GO) env GOPATH)/bin/jaeger" || ( \
