@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test bench compare lint fuzz proto peers pg promtool etcd chromium ui-vendor clean
+.PHONY: run build test bench compare lint fuzz proto peers pg promtool etcd chromium jaeger ui-vendor clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg promtool etcd chromium
+test: $(PEERS) pg promtool etcd chromium jaeger
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
@@ -82,6 +82,16 @@ promtool:
 ## etcd: Debian's etcd-server, for the cluster tests (each starts its own etcd on loopback; none runs as a service)
 etcd:
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null && (systemctl stop etcd 2>/dev/null || pkill -x etcd || true))
+
+## jaeger: Jaeger all-in-one (v2), which the tracing tests export to and read traces back from, built from the module
+## proxy's source into $(go env GOPATH)/bin (`go install ...@version` refuses the module: its go.mod has replace
+## directives). A prerequisite of `make test`, built once per machine: about 7 CPU-minutes (4-5 minutes on 2 idle
+## cores), then found in GOPATH/bin. Run it next to `make run` to see traces (README).
+JAEGER_VERSION ?= v1.76.0
+jaeger:
+	@command -v jaeger >/dev/null || test -x "$$($(GO) env GOPATH)/bin/jaeger" || ( \
+	  dir=$$(cd "$${TMPDIR:-/tmp}" && $(GO) mod download -json github.com/jaegertracing/jaeger@$(JAEGER_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p') && \
+	  test -n "$$dir" && cd "$$dir" && $(GO) build -o "$$($(GO) env GOPATH)/bin/jaeger" ./cmd/jaeger)
 
 ## chromium: Debian's chromium, which the console's browser test drives headless through playwright-core
 chromium:

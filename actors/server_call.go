@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -70,6 +71,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		// transport, which reads the context) as X-Request-ID.
 		cctx = requestid.With(cctx, m.RequestId)
 	}
+	cctx = telemetry.Extract(cctx, m.TraceContext) // the caller's trace goes on to the backend (ClientMiddleware)
 	sess, sender, sys, self := a.sess.session, ctx.Sender(), a.sys, a.self
 	// A caller on this node that asked for it gets the result object itself: no JSON round trip.
 	local := m.WantObject && sender != nil && sender.Address == a.sys.Address()
@@ -110,7 +112,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		if err != nil {
 			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
 			reply.Error.Message = sec.Scrub(reply.Error.Message)
-			a.deps.Logger.Warn("tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
+			a.deps.Logger.WarnContext(cctx, "tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -183,6 +184,7 @@ func (a *serverActor) startConnect(reason string) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
 	client.AddReceivingMiddleware(a.relayMiddleware)
+	client.AddSendingMiddleware(telemetry.ClientMiddleware(a.rec.Name, a.id))
 	sys, self := a.sys, a.self
 	go func() {
 		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {

@@ -10,9 +10,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -120,7 +124,21 @@ func (e *CallError) Unwrap() error { return e.Err }
 // restart, a failover, a hand-over between cluster nodes) the table may still show an earlier owner's status while
 // the actor keeps the call until its connection is up; otherwise it answers SERVER_UNAVAILABLE with the live
 // status. The call is bounded by the actors' request timeout (or ctx's earlier deadline).
+//
+// The call is a span ("gateway.call") of the caller's trace, with the tool's name and the server it went to; its
+// context goes with the call to the server's actor, wherever it runs.
 func (g *Gateway) Call(ctx context.Context, req CallRequest) (CallResult, error) {
+	if !telemetry.On() {
+		return g.call(ctx, req)
+	}
+	ctx, span := telemetry.Tracer().Start(ctx, "gateway.call")
+	defer span.End()
+	res, err := g.call(ctx, req)
+	traceCall(span, req, res, err)
+	return res, err
+}
+
+func (g *Gateway) call(ctx context.Context, req CallRequest) (CallResult, error) {
 	start := req.Start
 	if start.IsZero() {
 		start = time.Now()
@@ -140,6 +158,35 @@ func (g *Gateway) Call(ctx context.Context, req CallRequest) (CallResult, error)
 		}
 	}
 	return g.run(ctx, Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}, req)
+}
+
+// traceCall describes a call on its span: the name asked, the route, and how it failed (error.type: the
+// contract's code, or the kind of failure).
+func traceCall(span trace.Span, req CallRequest, res CallResult, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(semconv.GenAIToolNameKey.String(req.Name))
+	if r := res.Call.Route; r.ServerID != "" {
+		span.SetAttributes(telemetry.ServerNameKey.String(r.ServerName), telemetry.ServerIDKey.String(r.ServerID),
+			attribute.String("aggregator.tool", r.Name), attribute.String("aggregator.routing.strategy", r.Strategy))
+	}
+	var re *RouteError
+	var ce *CallError
+	switch {
+	case err == nil:
+		if res.Object != nil && res.Object.IsError {
+			telemetry.Fail(span, nil, telemetry.ToolErrorType)
+		}
+	case errors.As(err, &re):
+		telemetry.Fail(span, err, "route_error")
+	case errors.Is(err, ErrDenied):
+		telemetry.Fail(span, err, "forbidden")
+	case errors.As(err, &ce) && ce.Info != nil:
+		telemetry.Fail(span, err, ce.Info.Code)
+	default:
+		telemetry.Fail(span, err, "_OTHER")
+	}
 }
 
 // run asks the route's server actor and classifies its answer.

@@ -9,6 +9,8 @@
 //     the echo backend and daemon processes they measure, shared by cmd/aggregator's benchmarks and
 //     cmd/peer-compare.
 //   - retry: the one exponential backoff with jitter and the one retry loop (Do), over cenkalti/backoff.
+//   - telemetry: OpenTelemetry tracing (setup from the OTEL_* variables, trace-context carriers, the MCP server
+//     and client spans, trace ids on log lines).
 //
 // Code shared only inside one subtree stays in that subtree's internal/ (http/internal, persistence/internal,
 // search/internal).

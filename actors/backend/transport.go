@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
@@ -47,9 +50,9 @@ func (s *stderrTail) String() string {
 // headerTransport adds the configured headers to the requests of an SSE or HTTP session that go to the
 // configured endpoint's origin (scheme, host and port) and to no other: a redirect to another origin, or an SSE
 // message endpoint elsewhere, never receives the credentials. Every request carries the hop header with this
-// daemon's instance id (loop detection) and, when it has one, the request id. A literal IP host is checked
-// against the outbound policy here too, for requests that go through an HTTP proxy (whose dial the policy
-// cannot see).
+// daemon's instance id (loop detection) and, when it has them, the request id and the W3C trace context. A
+// literal IP host is checked against the outbound policy here too, for requests that go through an HTTP proxy
+// (whose dial the policy cannot see).
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
@@ -69,8 +72,14 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	rid := requestid.From(r.Context())
 	id := h.out.InstanceID()
 	send := len(h.headers) > 0 && h.origin != "" && origin(r.URL) == h.origin
-	if send || rid != "" || id != "" {
+	traced := trace.SpanContextFromContext(r.Context()).IsValid()
+	if send || rid != "" || id != "" || traced {
 		r = r.Clone(r.Context())
+		if traced {
+			// The W3C trace context of the request's span (telemetry.ClientMiddleware's), as traceparent and
+			// tracestate; a configured header of the same name wins below.
+			otel.GetTextMapPropagator().Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+		}
 		if rid != "" {
 			r.Header.Set(requestid.Header, rid) // a configured header of the same name wins below
 		}

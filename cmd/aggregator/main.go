@@ -213,6 +213,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		nodeID = uuid.NewString()
 		metricsNode = nodeID // a cluster's nodes are scraped together: their series carry the node
 	}
+	logger, stopTracing, err := startTracing(ctx, logger, nodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after the actors stopped (deferred below, so run first): their last spans are flushed
 	mx, systemRef := newMetrics(metricsNode)
 	meters, err := mx.ActorMeterProvider()
 	if err != nil {
@@ -351,6 +356,11 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 		return err
 	}
 	defer closeQuietly(nodeLock)
+	logger, stopTracing, err := startTracing(ctx, logger, nodeID)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier,
 		DataDir: cfg.DataDir, NodeID: nodeID})
 	if err != nil {

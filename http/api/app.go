@@ -178,6 +178,7 @@ func New(d Deps) *fiber.App {
 		WriteTimeout:                 s.cfg.WriteTimeout,
 		IdleTimeout:                  s.cfg.IdleTimeout,
 	})
+	app.Use(s.traceRequest)
 	app.Use(s.requestContext)
 	app.Use(s.guardHost)
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: s.logPanic}))

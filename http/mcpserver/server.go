@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -204,9 +205,10 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.sessions = newSessionTable(s)
 	s.callers = &sessionCallers{by: map[*mcp.ServerSession]auth.Identity{}, listening: map[*mcp.ServerSession]auth.Identity{},
 		listens: map[*mcp.ServerSession]listener{}, policy: s.cases.AccessPolicy()}
-	// trackCalls is outermost so that every tool call of a session, also one canonicalNames answers itself, is
-	// cancelled when the session is deleted.
-	s.mcp.AddReceivingMiddleware(s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
+	// The request's span (telemetry.ServerMiddleware) is outermost: it covers all the rest. trackCalls is next so
+	// that every tool call of a session, also one canonicalNames answers itself, is cancelled when the session is
+	// deleted.
+	s.mcp.AddReceivingMiddleware(telemetry.ServerMiddleware, s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })

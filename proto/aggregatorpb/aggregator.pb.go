@@ -502,7 +502,10 @@ type CallTool struct {
 	WantObject bool `protobuf:"varint,7,opt,name=want_object,json=wantObject,proto3" json:"want_object,omitempty"`
 	// relay_to, when set, receives the backend's requests to its client during the call (RelayRequest) and its log
 	// messages (RelayLog): the caller's client session answers them.
-	RelayTo       *PID `protobuf:"bytes,8,opt,name=relay_to,json=relayTo,proto3" json:"relay_to,omitempty"`
+	RelayTo *PID `protobuf:"bytes,8,opt,name=relay_to,json=relayTo,proto3" json:"relay_to,omitempty"`
+	// trace_context carries the caller's W3C trace context (traceparent, tracestate) to the server actor, on this
+	// node or another, so that the backend call continues the caller's trace; empty when tracing is off.
+	TraceContext  map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,6 +592,13 @@ func (x *CallTool) GetWantObject() bool {
 func (x *CallTool) GetRelayTo() *PID {
 	if x != nil {
 		return x.RelayTo
+	}
+	return nil
+}
+
+func (x *CallTool) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -2431,7 +2441,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xac\x02\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xbd\x03\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2443,7 +2453,11 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\acall_id\x18\x06 \x01(\tR\x06callId\x12\x1f\n" +
 	"\vwant_object\x18\a \x01(\bR\n" +
 	"wantObject\x12-\n" +
-	"\brelay_to\x18\b \x01(\v2\x12.aggregator.v1.PIDR\arelayTo\"/\n" +
+	"\brelay_to\x18\b \x01(\v2\x12.aggregator.v1.PIDR\arelayTo\x12N\n" +
+	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
 	"\x03PID\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"\x83\x01\n" +
@@ -2593,7 +2607,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -2632,6 +2646,7 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*RelayRequest)(nil),        // 34: aggregator.v1.RelayRequest
 	(*RelayReply)(nil),          // 35: aggregator.v1.RelayReply
 	(*RelayLog)(nil),            // 36: aggregator.v1.RelayLog
+	nil,                         // 37: aggregator.v1.CallTool.TraceContextEntry
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -2639,24 +2654,25 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
 	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
 	9,  // 4: aggregator.v1.CallTool.relay_to:type_name -> aggregator.v1.PID
-	11, // 5: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 6: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
-	14, // 7: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
-	17, // 8: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
-	15, // 9: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
-	18, // 10: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
-	21, // 11: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
-	23, // 12: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
-	32, // 13: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
-	33, // 14: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
-	9,  // 15: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
-	11, // 16: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 17: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	37, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
+	11, // 6: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 7: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
+	14, // 8: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
+	17, // 9: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
+	15, // 10: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
+	18, // 11: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
+	21, // 12: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
+	23, // 13: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
+	32, // 14: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
+	33, // 15: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
+	9,  // 16: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	11, // 17: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 18: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -2680,7 +2696,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,48 @@
+package api
+
+import (
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpgw/aggregator/internal/telemetry"
+)
+
+// traceRequest is the first middleware: a server span for each request, named "{method} {route}", continuing the
+// caller's trace from its traceparent and tracestate headers, with the method, route and status; a 5xx answer
+// marks it failed (error.type: the status). With tracing off it does nothing.
+func (s *server) traceRequest(c *fiber.Ctx) error {
+	if !telemetry.On() {
+		return c.Next()
+	}
+	ctx := otel.GetTextMapPropagator().Extract(c.UserContext(), fiberCarrier{c})
+	ctx, span := telemetry.Tracer().Start(ctx, c.Method(), trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	c.SetUserContext(ctx)
+	err := c.Next()
+	if span.IsRecording() {
+		route := routePattern(c)
+		status := c.Response().StatusCode()
+		span.SetName(c.Method() + " " + route)
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(c.Method()), semconv.HTTPRouteKey.String(route),
+			semconv.HTTPResponseStatusCodeKey.Int(status))
+		if status >= fiber.StatusInternalServerError {
+			telemetry.Fail(span, nil, strconv.Itoa(status))
+		}
+	}
+	return err
+}
+
+// fiberCarrier reads a request's headers for the propagator (it writes none).
+type fiberCarrier struct{ c *fiber.Ctx }
+
+func (f fiberCarrier) Get(key string) string { return f.c.Get(key) }
+func (f fiberCarrier) Set(string, string)    {}
+func (f fiberCarrier) Keys() []string {
+	var keys []string
+	f.c.Request().Header.VisitAll(func(k, _ []byte) { keys = append(keys, string(k)) })
+	return keys
+}
