@@ -181,7 +181,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
+	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
 		reconcileNow: make(chan struct{}, 1)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
@@ -209,7 +209,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, served: s.served, pins: s.pinHashes}
+		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, served: s.served, pins: s.pinHashes,
+			loads: routing.NewLoads(routerLoads), load: &routing.Loader{Store: d.Store, Pins: s.pinHashes, Logger: d.Logger}}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
