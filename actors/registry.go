@@ -68,7 +68,9 @@ type (
 )
 
 func newRegistryProps(d *Deps, s *System) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &registryActor{deps: d, sys: s, write: &registry.Writer{Store: d.Store, MaxServers: d.Config.MaxServers}} }, s.guardian)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &registryActor{deps: d, sys: s, write: &registry.Writer{Store: d.Store, MaxServers: d.Config.MaxServers}}
+	}, s.guardian)
 }
 
 // Receive implements actor.Actor.
