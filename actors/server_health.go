@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -51,7 +51,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		start := time.Now()
 		r := &healthResult{gen: m.gen, counted: true}
 		if url != "" {
-			r.ok, r.counted, r.err = httpHealth(ctx, client, url)
+			r.ok, r.counted, r.err = lifecycle.HTTPHealth(ctx, client, url)
 		} else if err := sess.Ping(ctx, nil); err != nil {
 			r.err = "ping failed: " + err.Error()
 		} else {
@@ -62,28 +62,6 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		r.responseMs = &ms
 		sys.Root.Send(self, r)
 	}()
-}
-
-// httpHealth GETs a health URL: 2xx is healthy; 5xx, timeouts and connection errors are failures; 4xx is a
-// configuration problem that is reported but not counted.
-func httpHealth(ctx context.Context, client *http.Client, url string) (ok, counted bool, errText string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false, false, "invalid health_check_url: " + err.Error()
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, true, "health check request failed: " + err.Error()
-	}
-	_ = resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return true, true, ""
-	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return false, false, fmt.Sprintf("health_check_url answered %d (not counted as a failure)", resp.StatusCode)
-	default:
-		return false, true, fmt.Sprintf("health_check_url answered %d", resp.StatusCode)
-	}
 }
 
 func (a *serverActor) onHealthResult(r *healthResult) {

@@ -83,51 +83,6 @@ type System struct {
 	resourceHooks hookSet[*pb.ResourceUpdated]
 }
 
-// callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
-type callGate struct {
-	mu      sync.Mutex
-	closing bool
-	n       int
-	idle    chan struct{} // closed when n reaches 0 after close
-}
-
-// enter admits one call; false once the gate is closed.
-func (g *callGate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closing {
-		return false
-	}
-	g.n++
-	return true
-}
-
-func (g *callGate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.n--
-	if g.n == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
-	}
-}
-
-// close refuses new calls and returns a channel closed once no call is in flight, and how many are.
-func (g *callGate) close() (<-chan struct{}, int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closing = true
-	ch := make(chan struct{})
-	if g.n == 0 {
-		close(ch)
-	} else if g.idle != nil {
-		ch = g.idle
-	} else {
-		g.idle = ch
-	}
-	return ch, g.n
-}
-
 // cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
 // still in flight end with SERVER_UNAVAILABLE "shutting down", and the actor takes no new calls.
 type cancelCallsForShutdown struct{}
