@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/quietlog"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -436,29 +437,9 @@ func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte)
 	return r, nil
 }
 
-// QuietLogger is logger without its records below min: libraries (protoactor, the go-sdk) log their routine at
-// info level, which is noise to operators.
-func QuietLogger(logger *slog.Logger, min slog.Level) *slog.Logger {
-	return slog.New(levelFloor{logger.Handler(), min})
-}
-
-// levelFloor drops records below min before they reach the wrapped handler.
-type levelFloor struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
-	return level >= l.min && l.Handler.Enabled(ctx, level)
-}
-
-func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
-}
-
-func (l levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{l.Handler.WithGroup(name), l.min}
-}
+// QuietLogger is logger without its records below min (quietlog.New): libraries (protoactor, the go-sdk) log
+// their routine at info level, which is noise to operators.
+func QuietLogger(logger *slog.Logger, min slog.Level) *slog.Logger { return quietlog.New(logger, min) }
 
 // AwaitStartup waits until every server the admin wants connected that this process serves has either been
 // connected (which it is once its tools are discovered and routed), or failed, or until ctx ends. A stdio client
