@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/hooks"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -108,9 +109,9 @@ type (
 // package's own tests send it (they check that those actors are supervised).
 type panicForTest struct{}
 
-// routeHooks are the functions told about every new routing table (routing.Hooks, under the names the access
-// policy uses).
-type routeHooks struct{ routing.Hooks }
+// routeHooks are the functions told about every new routing table (hooks.Set, under the names the access policy
+// uses).
+type routeHooks struct{ hooks.Set[*routing.RouteTable] }
 
 func (h *routeHooks) add(fn func(*routing.RouteTable)) func() { return h.Add(fn) }
 func (h *routeHooks) call(t *routing.RouteTable)              { h.Call(t) }

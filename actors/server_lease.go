@@ -37,7 +37,6 @@ type leaseLost struct {
 // leaseRetry makes a server actor that does not own its server ask for the lease again.
 type leaseRetry struct{}
 
-
 // activated is what the activating goroutine reports: the registration, and the lease or why there is none.
 type activated struct {
 	rec   persistence.Server

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/hooks"
 	"github.com/mcpgw/aggregator/internal/quietlog"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -81,7 +82,7 @@ type System struct {
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
 	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
-	resourceHooks hookSet[*pb.ResourceUpdated]
+	resourceHooks hooks.Set[*pb.ResourceUpdated]
 }
 
 // cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
