@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
@@ -450,68 +451,42 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list servers: %w", err)
 	}
-	var mu sync.Mutex
-	pending := map[string]bool{}
+	var ids []string
 	for _, srv := range servers {
 		// Only the servers this process serves: those another process or cluster node owns connect there (Start
 		// has waited for the activations, so ownership is known).
 		if srv.AutoConnect && s.deps.owners.Fence(srv.ID) != nil {
-			pending[srv.ID] = true
+			ids = append(ids, srv.ID)
 		}
 	}
-	done := make(chan struct{})
-	var once sync.Once
-	settle := func(id string) {
-		mu.Lock()
-		defer mu.Unlock()
-		delete(pending, id)
-		if len(pending) == 0 {
-			once.Do(func() { close(done) })
-		}
+	if len(ids) == 0 {
+		return nil
 	}
-	sub := s.sys.EventStream.Subscribe(func(evt any) {
-		switch e := evt.(type) {
-		case *pb.ServerRemoved:
-			settle(e.ServerId)
-		case *pb.ServerStatusChanged:
-			// A server enters CONNECTED once its tools are in the routing table (awaitFirstDiscovery). The reset
-			// of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the server is
-			// about to connect.
-			if e.To == persistence.StatusConnected && e.From == persistence.StatusConnecting ||
-				e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
-				e.From != persistence.StatusConnecting && e.Reason != ReasonNoSessionAfterStart {
-				settle(e.ServerId)
-			}
-		}
-	})
+	wait := lifecycle.NewStartup(ids)
+	sub := s.sys.EventStream.Subscribe(func(evt any) { wait.Follow(evt, ReasonNoSessionAfterStart) })
 	defer s.sys.EventStream.Unsubscribe(sub)
 	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
 	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers
 	// connected (their tools discovered).
-	mu.Lock()
-	ids := make([]string, 0, len(pending))
-	for id := range pending {
-		ids = append(ids, id)
-	}
-	mu.Unlock()
-	if len(ids) == 0 {
+	pending := wait.Pending()
+	if len(pending) == 0 {
 		return nil
 	}
-	for _, id := range ids {
+	for _, id := range pending {
 		st, err := s.Status(ctx, id)
 		switch {
 		case errors.Is(err, persistence.ErrNotFound):
-			settle(id)
+			wait.Settle(id)
 		case err != nil:
 			// Not answering yet (a busy or restarting actor): its events will tell.
 		case st.Status == persistence.StatusError:
-			settle(id)
+			wait.Settle(id)
 		case callable(st.Status):
-			settle(id) // connected with its tools
+			wait.Settle(id) // connected with its tools
 		}
 	}
 	select {
-	case <-done:
+	case <-wait.Done():
 		// The router was sent every event before this wait saw it: once it answers, the table holds the tools;
 		// once the indexer has acknowledged the versions the router published, they are searchable.
 		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {

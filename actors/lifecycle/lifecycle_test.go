@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 func TestGateDrains(t *testing.T) {
@@ -65,4 +66,43 @@ func ExampleCheck() {
 	// Output:
 	// <nil>
 	// invalid state transition DISCONNECTED -> CONNECTED
+}
+
+func TestStartupFollow(t *testing.T) {
+	const reset = "no session after (re)start"
+	tests := []struct {
+		name    string
+		evt     any
+		settles bool
+	}{
+		{name: "connected after connecting", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusConnecting, To: persistence.StatusConnected}, settles: true},
+		{name: "failed", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusConnecting, To: persistence.StatusError}, settles: true},
+		{name: "removed", evt: &pb.ServerRemoved{ServerId: "s"}, settles: true},
+		{name: "disconnected by an admin", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusConnected, To: persistence.StatusDisconnected}, settles: true},
+		{name: "the reset of a stale status", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusConnected, To: persistence.StatusDisconnected, Reason: reset}},
+		{name: "an attempt cancelled", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusConnecting, To: persistence.StatusDisconnected}},
+		{name: "connecting", evt: &pb.ServerStatusChanged{ServerId: "s", From: persistence.StatusDisconnected, To: persistence.StatusConnecting}},
+		{name: "another server", evt: &pb.ServerRemoved{ServerId: "other"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := lifecycle.NewStartup([]string{"s"})
+			w.Follow(tt.evt, reset)
+			select {
+			case <-w.Done():
+				if !tt.settles {
+					t.Fatal("settled, want still pending")
+				}
+			default:
+				if tt.settles {
+					t.Fatalf("still pending %v, want settled", w.Pending())
+				}
+			}
+		})
+	}
+	if w := lifecycle.NewStartup(nil); w.Done() == nil {
+		t.Fatal("no Done channel")
+	} else {
+		<-w.Done() // nothing to wait for: closed at once
+	}
 }
