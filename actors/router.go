@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"maps"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -18,34 +17,15 @@ import (
 // mailbox never waits for the store), builds the served tools and publishes both a new table (an immutable snapshot
 // callers read without locks) and a versioned routing.ServedDelta of what changed, which the indexer and the
 // classifier apply instead of reading the store themselves. The store stays the truth: the router reads it at
-// start, after a resync and on every change notice (from this process or, through the feed, from another).
+// start, after a resync and on every change notice (from this process or, through the feed, from another). The
+// actor decides when and in which order changes apply; routing.Loader reads, routing.Builder applies.
 type routerActor struct {
-	deps    *Deps
-	sep     string
-	table   *atomic.Pointer[routing.RouteTable]
-	hooks   *routeHooks
-	served  *routing.Versions
-	servers map[string]routing.ServerEntry
-	tools   map[string][]persistence.Tool
-	version uint64
-	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
-	// notice from a process that owned the server before) is ignored.
-	applied map[string][2]int64
-	// curated is each server's curation (filter, overrides, pins), applied to its stored tools before they enter
-	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
-	curated  map[string]*routing.ServerCuration
-	profiles []persistence.Profile
-	// pins caches the pin hashes of pinned servers' definitions (ServerCuration.Serve); the process's one cache.
-	pins *routing.PinHashes
-	// feats: the servers' prompts, resources and resource templates.
-	feats routing.FeatureState
-	// staged are the served tools loaded for CONNECTING servers: they enter the table with the next status.
-	staged map[string][]persistence.Tool
-	// deltas are the deltas of the table being built, published with it; vers are the versions of the served
-	// tools in the table (copied when one changes: tables share it).
-	deltas    []*routing.ServedDelta
-	vers      map[string]uint64
-	versDirty bool
+	deps   *Deps
+	table  *atomic.Pointer[routing.RouteTable]
+	hooks  *routeHooks
+	served *routing.Versions
+	// cat is the served catalogue the tables are built from (routing.Builder: what each change does to it).
+	cat *routing.Builder
 
 	// seq numbers the messages received; loads are the store reads running (or owed) per key (a server id,
 	// featuresKey(id), profilesKey), at most routerLoads at once, that load reads with.
@@ -147,7 +127,7 @@ func (r *routerActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	case *resync:
 		r.loadAll(ctx)
 	case *servedSnapshotAsk:
-		respond(ctx, sender, &servedSnapshotReply{deltas: r.snapshotDeltas()})
+		respond(ctx, sender, &servedSnapshotReply{deltas: r.cat.Snapshot()})
 	case *applyStatus:
 		if r.mustWait(m.evt) {
 			r.waiting[m.evt.ServerId] = append(r.waiting[m.evt.ServerId], stashedMsg{msg: msg, sender: sender})
@@ -209,55 +189,13 @@ func (r *routerActor) mustWait(m *pb.ServerStatusChanged) bool {
 	if !r.loads.Pending(m.ServerId) || m.To == persistence.StatusConnecting {
 		return false
 	}
-	s, known := r.servers[m.ServerId]
+	s, known := r.cat.Server(m.ServerId)
 	return !known || s.Status == persistence.StatusConnecting
 }
 
-// applyStatus puts a status change in the table. The same change arrives twice on the owner's node (asked before
-// it is stored, then published): the second, and any older one, changes nothing (false).
+// applyStatus puts a status change in the table (routing.Builder.ApplyStatus); false: it changes nothing.
 func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) bool {
-	if m.Epoch > 0 {
-		at := [2]int64{m.Epoch, m.Seq}
-		if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
-			return false // older than what the table shows
-		}
-		r.applied[m.ServerId] = at
-	}
-	s, known := r.servers[m.ServerId]
-	if known && s.Name == m.ServerName && s.Status == m.To {
-		return false
-	}
-	s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
-	r.servers[m.ServerId] = s
-	if tools, ok := r.staged[m.ServerId]; ok && m.To != persistence.StatusConnecting {
-		delete(r.staged, m.ServerId)
-		r.setTools(m.ServerId, tools)
-	}
-	return true
-}
-
-// setTools makes tools the server's served tools in the next table and owes the readers their delta.
-func (r *routerActor) setTools(id string, tools []persistence.Tool) {
-	before := r.tools[id]
-	r.tools[id] = tools
-	d := routing.DiffServed(id, r.servers[id].Name, 0, before, tools, r.curated[id].ExposedName)
-	if d.Empty() {
-		return
-	}
-	d.Version = r.served.Next(id)
-	r.addDelta(d)
-}
-
-// addDelta owes the readers d with the next table, which holds its version.
-func (r *routerActor) addDelta(d *routing.ServedDelta) {
-	r.deltas = append(r.deltas, d)
-	if !r.versDirty {
-		r.vers, r.versDirty = maps.Clone(r.vers), true
-	}
-	if r.vers == nil {
-		r.vers = map[string]uint64{}
-	}
-	r.vers[d.ServerID] = d.Version
+	return r.cat.ApplyStatus(routing.StatusChange{ServerID: m.ServerId, ServerName: m.ServerName, To: m.To, Epoch: m.Epoch, Seq: m.Seq})
 }
 
 // remove forgets a removed server.
@@ -269,18 +207,7 @@ func (r *routerActor) remove(ctx actor.Context, id string) {
 		respond(ctx, w.sender, &askReply{})
 	}
 	delete(r.waiting, id)
-	delete(r.staged, id)
-	r.pins.ForgetServer(id)
-	delete(r.servers, id)
-	delete(r.tools, id)
-	delete(r.applied, id)
-	delete(r.curated, id)
-	if _, ok := r.vers[id]; ok {
-		r.vers = maps.Clone(r.vers)
-		delete(r.vers, id)
-	}
-	r.served.Forget(id)
-	r.feats.Forget(id)
+	r.cat.Remove(id)
 	r.publish(ctx)
 	r.answerReaders(ctx)
 }
@@ -316,7 +243,7 @@ func (r *routerActor) startRuns(ctx actor.Context, runs []routing.Run) {
 		default:
 			// The rows this run builds on (the served tools it replaces: an unchanged definition keeps its routed
 			// form) are never modified, so the goroutine may read them.
-			prev := r.tools[run.ID]
+			prev := r.cat.Tools(run.ID)
 			go func() {
 				sctx, cancel := storeCtx()
 				defer cancel()
@@ -342,30 +269,11 @@ func (r *routerActor) serverLoaded(ctx actor.Context, m *serverLoaded) {
 	if !ok {
 		return
 	}
-	id, srv := m.run.ID, m.rows.Server
-	switch {
-	case m.err != nil:
+	id := m.run.ID
+	if m.err != nil {
 		r.deps.Logger.Error("router: load server", "server_id", id, "error", m.err)
-	case !m.rows.Found:
-		delete(r.servers, id)
-		delete(r.tools, id)
-		delete(r.staged, id)
-	default:
-		old, known := r.servers[id]
-		if m.run.Registration || !known {
-			status := srv.Status
-			if known && old.Status != "" {
-				status = old.Status // events are the truth about live state; the row may lag them
-			}
-			r.servers[id] = routing.ServerEntry{ID: srv.ID, Name: srv.Name, Status: status}
-		}
-		r.curated[id] = m.rows.Curation
-		if r.servers[id].Status == persistence.StatusConnecting {
-			r.staged[id] = m.rows.Tools
-		} else {
-			delete(r.staged, id)
-			r.setTools(id, m.rows.Tools)
-		}
+	} else {
+		r.cat.ApplyServer(id, m.rows, m.run.Registration)
 	}
 	// A change came after this run started (again): the status changes waiting for the tools wait for the next
 	// run. Otherwise they apply now, in the same table.
@@ -387,13 +295,10 @@ func (r *routerActor) featuresLoaded(ctx actor.Context, m *featuresLoaded) {
 	if !r.finish(ctx, m.run.Key, m.run.Token) {
 		return
 	}
-	switch {
-	case m.err != nil:
+	if m.err != nil {
 		r.deps.Logger.Error("router: load prompts and resources", "server_id", m.run.ID, "error", m.err)
-	case !m.found:
-		r.feats.Forget(m.run.ID)
-	default:
-		r.feats.Set(m.run.ID, m.list)
+	} else {
+		r.cat.SetFeatures(m.run.ID, m.list, m.found)
 	}
 	r.publish(ctx)
 	r.answerReaders(ctx)
@@ -408,7 +313,7 @@ func (r *routerActor) profilesLoaded(ctx actor.Context, m *profilesLoaded) {
 	if m.err != nil {
 		r.deps.Logger.Error("router: load profiles", "error", m.err)
 	} else {
-		r.profiles = m.profiles
+		r.cat.SetProfiles(m.profiles)
 	}
 	r.publish(ctx)
 	r.answerReaders(ctx)
@@ -450,16 +355,10 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 	if m.err != nil {
 		panic(m.err) // the supervisor retries; the router must not run on a partial table
 	}
-	s := m.snap
-	r.servers, r.curated, r.tools, r.profiles = s.Servers, s.Curated, s.Tools, s.Profiles
-	r.applied, r.staged = map[string][2]int64{}, map[string][]persistence.Tool{}
+	r.cat.Reset(m.snap)
 	r.loads.Reset()
-	r.feats.Reset(s.Features)
 	if r.waiting == nil {
 		r.waiting = map[string][]stashedMsg{}
-	}
-	for id, list := range r.tools {
-		r.addDelta(routing.FullServed(id, r.servers[id].Name, r.served.Next(id), list, r.curated[id].ExposedName))
 	}
 	r.loading = false
 	r.publish(ctx)
@@ -481,26 +380,12 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 	r.answerReaders(ctx)
 }
 
-// snapshotDeltas is a Full delta of every server in the table at its current version.
-func (r *routerActor) snapshotDeltas() []*routing.ServedDelta {
-	out := make([]*routing.ServedDelta, 0, len(r.tools))
-	for id, list := range r.tools {
-		out = append(out, routing.FullServed(id, r.servers[id].Name, r.served.Current(id), list, r.curated[id].ExposedName))
-	}
-	return out
-}
-
 // publish stores the next table and then hands its deltas to the readers (on the event stream: the indexer and
 // the classifier follow them), so that a reader that has a delta finds its tools in the table.
 func (r *routerActor) publish(ctx actor.Context) {
-	r.version++
-	t := routing.BuildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routing.Curation{Servers: r.curated, Profiles: r.profiles}, r.feats.Table(r.servers, r.sep))
-	t.SetServedVersions(r.vers)
-	r.versDirty = false
+	t, deltas := r.cat.Build(r.table.Load())
 	r.table.Store(t)
 	r.hooks.call(t)
-	deltas := r.deltas
-	r.deltas = nil
 	for _, d := range deltas {
 		r.served.Publish(d)
 		ctx.ActorSystem().EventStream.Publish(d)

@@ -167,7 +167,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, served: s.served, pins: s.pinHashes,
+		return &routerActor{deps: d, table: s.routes, hooks: s.hooks, served: s.served, cat: routing.NewBuilder(d.Config.AliasSeparator, s.served, s.pinHashes),
 			loads: routing.NewLoads(routerLoads), load: &routing.Loader{Store: d.Store, Pins: s.pinHashes, Logger: d.Logger}}
 	}, s.guardian), "router")
 	if err != nil {
