@@ -71,13 +71,8 @@ type System struct {
 	// served holds the versions of each server's served tools: published by the router, acknowledged by the
 	// indexer (routing.Versions).
 	served *routing.Versions
-	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
-	unowned atomic.Value
-	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
-	stopReconcile context.CancelFunc
-	// reconciling is set once the reconciler started (onTopology, on the membership's goroutines, reads it).
-	reconciling  atomic.Bool
-	reconcileNow chan struct{}
+	// reconciler activates the servers this node should serve (reconcile.go, placement.Reconciler).
+	reconciler *placement.Reconciler
 	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
 	// it has.
 	stopKeeper context.CancelFunc
@@ -140,7 +135,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
 	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
-		reconcileNow: make(chan struct{}, 1)}
+		reconciler: &placement.Reconciler{}}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
@@ -275,9 +270,7 @@ func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 // each server's auto_connect intent, releasing their leases), leaves the cluster, and stops the actor system,
 // within ctx's deadline.
 func (s *System) Shutdown(ctx context.Context) error {
-	if s.stopReconcile != nil {
-		s.stopReconcile()
-	}
+	s.reconciler.Stop()
 	done := make(chan error, 1)
 	go func() {
 		err := s.sys.Root.StopFuture(s.placement).Wait()
@@ -515,26 +508,15 @@ func restartHook(d *Deps) supervision.RestartHook {
 	}
 }
 
-// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table. In a
-// cluster every node sees every server, so each reports only its share, and the sum over the nodes is the
-// cluster's: the servers it owns, and those nobody owns that the rendezvous hash assigns to it.
+// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table; in a
+// cluster, this node's share of them (placement.Reconciler.Share).
 func (s *System) Snapshot() metrics.Snapshot {
 	rt := s.Routes()
 	snap := metrics.Snapshot{ServersByStatus: map[string]int{}}
 	var keep func(string) bool
 	if s.members != nil {
 		snap.ClusterMembers = s.members.Count()
-		unowned, _ := s.unowned.Load().(map[string]bool)
-		keep = func(id string) bool {
-			if s.deps.owners.Fence(id) != nil {
-				return true
-			}
-			if unowned[id] {
-				chosen, _ := s.members.Choose(id)
-				return chosen == s.deps.NodeID
-			}
-			return false
-		}
+		keep = s.reconciler.Share(s.deps.NodeID, func(id string) bool { return s.deps.owners.Fence(id) != nil })
 	}
 	for _, srv := range rt.Servers() {
 		if keep == nil || keep(srv.ID) {
