@@ -364,34 +364,38 @@ func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatc
 
 // Connect implements Control.
 func (s *System) Connect(ctx context.Context, id string) (ConnectResult, error) {
-	res, err := s.askServer(ctx, id, &pb.Connect{}, time.Now().Add(s.deps.Config.AskTimeout))
+	r, err := askServerFor[*pb.ConnectReply](ctx, s, id, &pb.Connect{}, "connect")
 	if err != nil {
 		return ConnectResult{}, err
-	}
-	r, ok := res.(*pb.ConnectReply)
-	switch {
-	case !ok:
-		return ConnectResult{}, fmt.Errorf("unexpected reply %T to connect", res)
-	case r.Error != nil:
-		return ConnectResult{}, infoError(id, r.Error)
 	}
 	return ConnectResult{ServerID: r.ServerId, Status: r.Status, Message: r.Message}, nil
 }
 
 // Disconnect implements Control.
 func (s *System) Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error) {
-	res, err := s.askServer(ctx, id, &pb.Disconnect{Force: force}, time.Now().Add(s.deps.Config.AskTimeout))
+	r, err := askServerFor[*pb.DisconnectReply](ctx, s, id, &pb.Disconnect{Force: force}, "disconnect")
 	if err != nil {
 		return DisconnectResult{}, err
 	}
-	r, ok := res.(*pb.DisconnectReply)
+	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
+}
+
+// askServerFor asks a server actor within the ask timeout for a reply of type R; a reply that carries an
+// ErrorInfo is returned as the error Control returns (infoError).
+func askServerFor[R interface{ GetError() *pb.ErrorInfo }](ctx context.Context, s *System, id string, msg any, what string) (R, error) {
+	var zero R
+	res, err := s.askServer(ctx, id, msg, time.Now().Add(s.deps.Config.AskTimeout))
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(R)
 	switch {
 	case !ok:
-		return DisconnectResult{}, fmt.Errorf("unexpected reply %T to disconnect", res)
-	case r.Error != nil:
-		return DisconnectResult{}, infoError(id, r.Error)
+		return zero, fmt.Errorf("unexpected reply %T to %s", res, what)
+	case r.GetError() != nil:
+		return zero, infoError(id, r.GetError())
 	}
-	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
+	return r, nil
 }
 
 // Remove implements Control. Stopping a stdio server can take its TerminateDuration, so Remove waits longer than
@@ -403,18 +407,7 @@ func (s *System) Remove(ctx context.Context, id string) error {
 
 // Status asks a server actor for its live state.
 func (s *System) Status(ctx context.Context, id string) (*pb.StatusReply, error) {
-	res, err := s.askServer(ctx, id, &pb.GetStatus{}, time.Now().Add(s.deps.Config.AskTimeout))
-	if err != nil {
-		return nil, err
-	}
-	r, ok := res.(*pb.StatusReply)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("unexpected reply %T to status", res)
-	case r.Error != nil:
-		return nil, infoError(id, r.Error)
-	}
-	return r, nil
+	return askServerFor[*pb.StatusReply](ctx, s, id, &pb.GetStatus{}, "status")
 }
 
 // CallTool runs a tool on one server by id and original tool name, bounded by the request timeout.
