@@ -254,31 +254,19 @@ func (a *serverActor) unstashCancelled(callID string) (found bool) {
 // activates, or while a call waits for the first connect after activation, the command is stashed; otherwise the
 // actor answers it at once (SERVER_MOVED while leaving, SERVER_UNAVAILABLE naming the owner while standing by).
 func (a *serverActor) serving(ctx actor.Context) bool {
-	switch {
-	case a.leaving != "":
-		a.refuse(ctx, a.leaving, "")
-		return false
-	case a.lease != nil:
-		if _, listing := ctx.Message().(*pb.ListTools); listing && a.sess != nil {
-			return true // the first discovery of the session, which the stashed calls wait for
-		}
-		if a.awaitConnect && a.status == persistence.StatusConnecting {
-			switch ctx.Message().(type) {
-			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:
-				if !a.stash(ctx) {
-					a.refuse(ctx, errcode.ServerUnavailable, "too many calls wait for the server to connect")
-				}
-				return false
-			}
-		}
+	adm := placement.Admission{Leaving: a.leaving, Owner: a.lease != nil, Activating: a.activating, Session: a.sess != nil,
+		AwaitConnect: a.awaitConnect, Connecting: a.status == persistence.StatusConnecting}
+	verdict, code, full := adm.Admit(ctx.Message())
+	switch verdict {
+	case placement.Serve:
 		return true
-	case a.activating:
+	case placement.Keep:
 		if !a.stash(ctx) {
-			a.refuse(ctx, errcode.ServerUnavailable, "too many requests while the server's actor activates")
+			a.refuse(ctx, code, full)
 		}
 		return false
 	}
-	a.refuse(ctx, errcode.ServerUnavailable, "")
+	a.refuse(ctx, code, "")
 	return false
 }
 

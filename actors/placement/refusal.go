@@ -94,3 +94,43 @@ func Unstash(stash []Stashed, callID string) ([]Stashed, bool) {
 	}
 	return stash, false
 }
+
+// Admission is what decides whether a server actor takes a command now: whether it is leaving (with the code it
+// answers then), owns the server (holds its lease), is still activating, has a session, and whether calls wait for
+// the first connect after activation (AwaitConnect while Connecting).
+type Admission struct {
+	Leaving                                              string
+	Owner, Activating, Session, AwaitConnect, Connecting bool
+}
+
+// Verdicts of Admission.Admit.
+const (
+	Serve  = iota // act on the command now
+	Keep          // stash it (when the stash is full, refuse it with the reason Admit gives)
+	Refuse        // answer it at once with the code Admit gives
+)
+
+// Admit decides about msg: Serve; Keep while the actor activates, and for a call (or a listing) while it waits for
+// the first connect after activation, which a restart, failover or hand-over makes (the server is about to be
+// back); otherwise Refuse, SERVER_MOVED while leaving, SERVER_UNAVAILABLE (naming the owner) while standing by.
+// The first listing of a new session is served: the calls kept wait for it.
+func (a Admission) Admit(msg any) (verdict int, code, full string) {
+	switch {
+	case a.Leaving != "":
+		return Refuse, a.Leaving, ""
+	case a.Owner:
+		if _, listing := msg.(*pb.ListTools); listing && a.Session {
+			return Serve, "", ""
+		}
+		if a.AwaitConnect && a.Connecting {
+			switch msg.(type) {
+			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:
+				return Keep, errcode.ServerUnavailable, "too many calls wait for the server to connect"
+			}
+		}
+		return Serve, "", ""
+	case a.Activating:
+		return Keep, errcode.ServerUnavailable, "too many requests while the server's actor activates"
+	}
+	return Refuse, errcode.ServerUnavailable, ""
+}

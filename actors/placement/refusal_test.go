@@ -69,3 +69,31 @@ func TestLiveAndUnstash(t *testing.T) {
 		t.Fatal("Unstash found a call that was never stashed")
 	}
 }
+
+func TestAdmit(t *testing.T) {
+	tests := []struct {
+		name     string
+		adm      Admission
+		msg      any
+		verdict  int
+		code     string
+		fullText string
+	}{
+		{name: "leaving", adm: Admission{Leaving: errcode.ServerMoved, Owner: true}, msg: &pb.CallTool{}, verdict: Refuse, code: errcode.ServerMoved},
+		{name: "owner", adm: Admission{Owner: true}, msg: &pb.CallTool{}, verdict: Serve},
+		{name: "a call waits for the first connect", adm: Admission{Owner: true, AwaitConnect: true, Connecting: true}, msg: &pb.CallTool{},
+			verdict: Keep, code: errcode.ServerUnavailable, fullText: "wait for the server to connect"},
+		{name: "a status ask while connecting", adm: Admission{Owner: true, AwaitConnect: true, Connecting: true}, msg: &pb.GetStatus{}, verdict: Serve},
+		{name: "the session's first listing", adm: Admission{Owner: true, Session: true, AwaitConnect: true, Connecting: true}, msg: &pb.ListTools{}, verdict: Serve},
+		{name: "activating", adm: Admission{Activating: true}, msg: &pb.Connect{}, verdict: Keep, code: errcode.ServerUnavailable, fullText: "activates"},
+		{name: "standing by", adm: Admission{}, msg: &pb.CallTool{}, verdict: Refuse, code: errcode.ServerUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, code, full := tt.adm.Admit(tt.msg)
+			if v != tt.verdict || code != tt.code || !strings.Contains(full, tt.fullText) {
+				t.Fatalf("Admit = %d %q %q, want %d %q %q", v, code, full, tt.verdict, tt.code, tt.fullText)
+			}
+		})
+	}
+}
