@@ -74,16 +74,14 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		took = time.Duration(*r.responseMs * float64(time.Millisecond))
 	}
 	a.deps.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
+	var step int
+	a.failures, step = lifecycle.NextHealth(a.failures, a.status, r.ok, r.counted)
 	switch {
-	case r.ok:
-		a.failures = 0
-		if a.status == persistence.StatusDegraded {
-			a.transition(persistence.StatusConnected, "health check success", nil)
-		}
-	case !r.counted:
+	case step == lifecycle.HealthRecovered:
+		a.transition(persistence.StatusConnected, "health check success", nil)
+	case !r.ok && !r.counted:
 		a.log().Warn("health check answered 4xx; check health_check_url", "error", r.err)
-	default:
-		a.failures++
+	case !r.ok:
 		a.lastError = r.err
 		a.log().Warn("health check failed", "error", r.err, "consecutive_failures", a.failures)
 	}
@@ -102,9 +100,8 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 			check(store.RecordHealth(sctx, rec), fence, "persist health check")
 		})
 	}
-	switch {
-	case r.ok || !r.counted:
-	case a.failures >= 3:
+	switch step {
+	case lifecycle.HealthFailed:
 		msg := fmt.Sprintf("%d consecutive health check failures: %s", a.failures, r.err)
 		a.lastError = msg
 		a.cancelPending()
@@ -114,7 +111,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.resetBackoffIfStable()
 		a.scheduleRetry()
 		return
-	case a.failures == 2 && a.status == persistence.StatusConnected:
+	case lifecycle.HealthDegraded:
 		a.transition(persistence.StatusDegraded, "2 health failures", nil)
 	}
 	a.scheduleHealth()

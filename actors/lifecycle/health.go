@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+
+	"github.com/mcpgw/aggregator/persistence"
 )
 
 // HTTPHealth GETs a health URL: 2xx is healthy; 5xx, timeouts and connection errors are failures; 4xx is a
@@ -26,4 +28,34 @@ func HTTPHealth(ctx context.Context, client *http.Client, url string) (ok, count
 	default:
 		return false, true, fmt.Sprintf("health_check_url answered %d", resp.StatusCode)
 	}
+}
+
+// Steps a health check's result makes (NextHealth).
+const (
+	HealthSteady    = iota // nothing changes
+	HealthRecovered        // a success of a DEGRADED server: CONNECTED again
+	HealthDegraded         // a second failure in a row of a CONNECTED server: DEGRADED
+	HealthFailed           // a third failure in a row: the session ends, ERROR, retried later
+)
+
+// NextHealth is what one health check's result (ok; counted: a failure that counts, not a 4xx) does to a server in
+// status with failures consecutive failures before it: the failures after it and the step (BR-006: two failures
+// degrade the server, three end its session; a success resets the count).
+func NextHealth(failures int, status string, ok, counted bool) (int, int) {
+	switch {
+	case ok && status == persistence.StatusDegraded:
+		return 0, HealthRecovered
+	case ok:
+		return 0, HealthSteady
+	case !counted:
+		return failures, HealthSteady
+	}
+	failures++
+	switch {
+	case failures >= 3:
+		return failures, HealthFailed
+	case failures == 2 && status == persistence.StatusConnected:
+		return failures, HealthDegraded
+	}
+	return failures, HealthSteady
 }

@@ -106,3 +106,29 @@ func TestStartupFollow(t *testing.T) {
 		<-w.Done() // nothing to wait for: closed at once
 	}
 }
+
+func TestNextHealth(t *testing.T) {
+	tests := []struct {
+		name         string
+		failures     int
+		status       string
+		ok, counted  bool
+		wantFailures int
+		wantStep     int
+	}{
+		{name: "success resets", failures: 2, status: persistence.StatusConnected, ok: true, counted: true, wantStep: lifecycle.HealthSteady},
+		{name: "success of a degraded server", failures: 2, status: persistence.StatusDegraded, ok: true, counted: true, wantStep: lifecycle.HealthRecovered},
+		{name: "a 4xx is not counted", failures: 1, status: persistence.StatusConnected, wantFailures: 1, wantStep: lifecycle.HealthSteady},
+		{name: "first failure", status: persistence.StatusConnected, counted: true, wantFailures: 1, wantStep: lifecycle.HealthSteady},
+		{name: "second failure degrades", failures: 1, status: persistence.StatusConnected, counted: true, wantFailures: 2, wantStep: lifecycle.HealthDegraded},
+		{name: "third failure ends the session", failures: 2, status: persistence.StatusDegraded, counted: true, wantFailures: 3, wantStep: lifecycle.HealthFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, step := lifecycle.NextHealth(tt.failures, tt.status, tt.ok, tt.counted)
+			if f != tt.wantFailures || step != tt.wantStep {
+				t.Fatalf("NextHealth = %d, %d; want %d, %d", f, step, tt.wantFailures, tt.wantStep)
+			}
+		})
+	}
+}
