@@ -5,7 +5,7 @@
 //
 // The actor kinds:
 //   - server (server*.go): one per external server, activated where the lookup places it. It owns the go-sdk
-//     client session, the lifecycle state machine (state.go), the consecutive-failure counter, the health timer,
+//     client session, the lifecycle state machine (package lifecycle), the consecutive-failure counter, the health timer,
 //     the reconnect schedule and the calls in flight; its store writes run in order off its mailbox
 //     (storewriter.go, lifecycle.Writer), and in a cluster its lease fences them (server_lease.go).
 //   - placement (placement.go): hosts this node's server actors, activates those the lookup (lookup.go) places
