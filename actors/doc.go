@@ -5,8 +5,8 @@
 //
 // The actor kinds:
 //   - server (server*.go): one per external server, activated where the lookup places it. It owns the go-sdk
-//     client session, the lifecycle state machine (package lifecycle), the consecutive-failure counter, the health timer,
-//     the reconnect schedule and the calls in flight; its store writes run in order off its mailbox
+//     client session, the lifecycle state machine (package lifecycle), the consecutive-failure counter, the
+//     health timer, the reconnect schedule and the calls in flight; its store writes run in order off its mailbox
 //     (storewriter.go, lifecycle.Writer), and in a cluster its lease fences them (server_lease.go).
 //   - placement (placement.go): hosts this node's server actors, activates those the lookup (lookup.go) places
 //     here, supervises them with the daemon's restart backoff and stops them with the node.
