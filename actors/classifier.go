@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,13 +23,6 @@ const (
 	// told, while the rest of its batch is still running (a large server's tools show their skills as they come).
 	classifyFlushEvery = time.Second
 )
-
-// refOf is the classifier's reference to a tool row: the text it is classified by, and the skills it keeps while
-// it is being classified (the router's served row, or the stored row found at start).
-func refOf(t *persistence.Tool) classify.Ref {
-	return classify.Ref{ID: t.ID, Server: t.SourceServerID, Name: t.Name, Description: t.Description,
-		InputSchema: t.InputSchema, SkillIDs: t.SkillIDs, PrimarySkillID: t.PrimarySkillID}
-}
 
 // Local messages of the classifier actor.
 type (
@@ -70,38 +62,39 @@ func (b ClassifierBacklog) Total() int { return b.Queued + b.InFlight + b.Failed
 // waits for a classifier. A tool moves DISCOVERED -> CLASSIFYING -> CLASSIFIED | UNCLASSIFIED. When the classifier
 // fails, the tool is UNCLASSIFIED (is_classified false, still routable and searchable) and remembered; every retry
 // interval one failed tool is tried again, and when that works every failed tool is queued again (EC-009). The
-// decisions (what waits, runs, failed, is retried, is announced) are classify.Queue's; the actor runs them.
+// decisions (what waits, runs, failed, is retried, is announced) are classify.Queue's, the work on one tool (store,
+// classify, store) classify.Runner's and the operator's log classify.Report's; the actor schedules them.
 type classifierActor struct {
-	deps    *Deps
-	sys     *System
-	c       classify.Classifier
-	limit   int
-	retry   time.Duration
-	timeout time.Duration
+	deps  *Deps
+	sys   *System
+	run   *classify.Runner
+	limit int
+	retry time.Duration
 
 	runCtx context.Context
 	cancel context.CancelFunc
 	sub    *eventstream.Subscription
 
-	q       *classify.Queue
-	failing bool // the last answer of the classifier was a failure (for logging transitions only)
+	q      *classify.Queue
+	report *classify.Report
 
 	retryTimer *time.Timer
 	flushTimer *time.Timer
 }
 
 func newClassifierActor(d *Deps, s *System) *classifierActor {
-	a := &classifierActor{deps: d, sys: s, c: d.Classifier,
-		limit: d.Config.ClassifyConcurrency, retry: d.Config.ClassifyRetryInterval, timeout: d.Config.ClassifyTimeout}
+	a := &classifierActor{deps: d, sys: s, limit: d.Config.ClassifyConcurrency, retry: d.Config.ClassifyRetryInterval,
+		run: &classify.Runner{Classifier: d.Classifier, Store: d.Store, Timeout: d.Config.ClassifyTimeout, StoreTimeout: storeTimeout}}
 	if a.limit <= 0 {
 		a.limit = defaultClassifyConcurrency
 	}
 	if a.retry <= 0 {
 		a.retry = defaultClassifyRetryInterval
 	}
-	if a.timeout <= 0 {
-		a.timeout = defaultClassifyTimeout
+	if a.run.Timeout <= 0 {
+		a.run.Timeout = defaultClassifyTimeout
 	}
+	a.report = &classify.Report{Logger: d.Logger, Name: d.Classifier.Name(), Retry: a.retry, Count: d.Metrics.Classification}
 	return a
 }
 
@@ -217,23 +210,14 @@ type scanServer struct{ id string }
 func (a *classifierActor) scan(ctx actor.Context, serverID string) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		sctx, cancel := storeCtx()
-		defer cancel()
-		tools, _, err := a.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: serverID})
-		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		items, failed, err := a.run.Pending(context.Background(), serverID)
+		if err != nil {
 			a.deps.Logger.Error("classifier: list stored tools", "server_id", serverID, "error", err)
 			return
 		}
-		q := &classifyQueue{}
-		for i := range tools {
-			t := &tools[i]
-			ref := refOf(t)
-			switch t.ClassificationState {
-			case persistence.ClassificationDiscovered, persistence.ClassificationClassifying:
-				q.items = append(q.items, classifyItem{ref: ref})
-			case persistence.ClassificationUnclassified:
-				q.seedFailed = append(q.seedFailed, ref)
-			}
+		q := &classifyQueue{seedFailed: failed}
+		for _, ref := range items {
+			q.items = append(q.items, classifyItem{ref: ref})
 		}
 		root.Send(self, q)
 	}()
@@ -269,12 +253,12 @@ func (a *classifierActor) toolsChanged(ctx actor.Context, d *routing.ServedDelta
 	q := &classifyQueue{}
 	for _, st := range d.Added {
 		if st.Tool.ClassificationState == persistence.ClassificationDiscovered {
-			q.items = append(q.items, classifyItem{ref: refOf(st.Tool)})
+			q.items = append(q.items, classifyItem{ref: classify.RefOf(st.Tool)})
 		}
 	}
 	for _, st := range d.Changed {
 		if st.Redefined {
-			q.items = append(q.items, classifyItem{ref: refOf(st.Tool), force: true})
+			q.items = append(q.items, classifyItem{ref: classify.RefOf(st.Tool), force: true})
 		}
 	}
 	if len(q.items) > 0 {
@@ -291,58 +275,10 @@ func (a *classifierActor) pump(ctx actor.Context) {
 			return
 		}
 		go func() {
-			outcome, err := a.classifyOne(r)
+			outcome, err := a.run.Run(a.runCtx, r)
 			root.Send(self, &classifyResult{owner: a, ref: r, outcome: outcome, err: err})
 		}()
 	}
-}
-
-// classifyOne runs one tool through DISCOVERED -> CLASSIFYING -> CLASSIFIED | UNCLASSIFIED. It runs on its own
-// goroutine.
-func (a *classifierActor) classifyOne(r classify.Ref) (outcome classify.Outcome, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			outcome, err = classify.OutcomeFailed, fmt.Errorf("classifier panicked: %v", p)
-			a.setState(r.ID, persistence.ToolClassification{State: persistence.ClassificationUnclassified})
-		}
-	}()
-	// While it is being classified the tool keeps the skills it had (a changed tool is reclassified).
-	if err := a.setState(r.ID, persistence.ToolClassification{State: persistence.ClassificationClassifying,
-		SkillIDs: r.SkillIDs, PrimarySkillID: r.PrimarySkillID}); err != nil {
-		if errors.Is(err, persistence.ErrNotFound) {
-			return classify.OutcomeGone, nil
-		}
-		return classify.OutcomeFailed, fmt.Errorf("store CLASSIFYING: %w", err)
-	}
-	cctx, ccancel := context.WithTimeout(a.runCtx, a.timeout)
-	res, cerr := a.c.Classify(cctx, r.Tool())
-	ccancel()
-	if a.runCtx.Err() != nil {
-		return classify.OutcomeInterrupted, nil
-	}
-	c := persistence.ToolClassification{State: persistence.ClassificationUnclassified}
-	outcome = classify.OutcomeUnclassified
-	switch {
-	case cerr != nil:
-		outcome = classify.OutcomeFailed
-	case len(res.Assignments) > 0:
-		outcome = classify.OutcomeClassified
-		primary := res.Primary
-		c = persistence.ToolClassification{State: persistence.ClassificationClassified, SkillIDs: res.SkillIDs(), PrimarySkillID: &primary}
-	}
-	if err := a.setState(r.ID, c); err != nil {
-		if errors.Is(err, persistence.ErrNotFound) {
-			return classify.OutcomeGone, nil
-		}
-		return classify.OutcomeFailed, fmt.Errorf("store %s: %w", c.State, err)
-	}
-	return outcome, cerr
-}
-
-func (a *classifierActor) setState(id int64, c persistence.ToolClassification) error {
-	sctx, cancel := storeCtx()
-	defer cancel()
-	return a.deps.Store.SetToolClassification(sctx, id, c)
 }
 
 // finished records the outcome of one classification: the queue decides, the actor counts, logs, announces and
@@ -354,27 +290,7 @@ func (a *classifierActor) finished(ctx actor.Context, m *classifyResult) {
 		return
 	}
 	_, _, failed := a.q.Backlog()
-	switch m.outcome {
-	case classify.OutcomeClassified, classify.OutcomeUnclassified:
-		a.deps.Metrics.Classification(a.c.Name(), string(m.outcome))
-		if a.failing {
-			a.failing = false
-			a.deps.Logger.Info("classifier answers again", "classifier", a.c.Name(), "failed_tools", failed+res.Recovered)
-		}
-		if res.Recovered > 0 {
-			// The classifier recovered: every tool that failed is classified again (EC-009).
-			a.deps.Logger.Info("classifier recovered: retrying failed tools", "classifier", a.c.Name(), "tools", res.Recovered)
-		}
-	case classify.OutcomeFailed:
-		a.deps.Metrics.Classification(a.c.Name(), string(classify.OutcomeFailed))
-		if !a.failing {
-			a.failing = true
-			a.deps.Logger.Warn("tool classification failed; the tool stays unclassified and searchable and is retried when the classifier recovers",
-				"classifier", a.c.Name(), "tool", r.Name, "error", m.err, "retry_interval", a.retry.String())
-		} else {
-			a.deps.Logger.Debug("tool classification failed", "classifier", a.c.Name(), "tool", r.Name, "error", m.err)
-		}
-	}
+	a.report.Outcome(m.outcome, r.Name, m.err, res, failed)
 	if res.Last {
 		a.flush(ctx, r.Server)
 	} else if res.Waiting && a.flushTimer == nil {

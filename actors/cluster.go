@@ -64,13 +64,13 @@ func (s *System) onTopology(t *cluster.ClusterTopology) {
 		// run together, so this node gives all of its up, and places and reconciles nothing until it has rejoined.
 		s.deps.Logger.Warn("this node dropped out of the cluster's membership: giving its servers up until it has rejoined")
 		s.giveUpHosted("node dropped out of the cluster's membership")
-	} else if member && !wasMember && s.reconciling.Load() {
+	} else if member && !wasMember && s.reconciler.Started() {
 		s.deps.Logger.Info("this node has rejoined the cluster", "members", len(members))
 	}
 	if s.deps.MembersChanged != nil {
 		s.deps.MembersChanged(len(members))
 	}
-	s.reconcileSoon() // (before the reconciler runs, its first pass happens anyway)
+	s.reconciler.Soon() // (before the reconciler runs, its first pass happens anyway)
 }
 
 // giveUpHosted retires every server actor of this node at once (calls in flight cancelled, sessions and children

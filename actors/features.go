@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -37,50 +36,15 @@ func (s *System) Feature(ctx context.Context, serverID, method string, params an
 // OnResourceUpdated calls fn with every backend's notifications/resources/updated (of this process's sessions and,
 // through the feed, of the others') until the returned function is called. fn must not block.
 func (s *System) OnResourceUpdated(fn func(*pb.ResourceUpdated)) (cancel func()) {
-	return s.resourceHooks.add(fn)
+	return s.resourceHooks.Add(fn)
 }
 
 // maxFeedURI bounds the URIs sent to the other processes (a notice holds at most persistence.MaxNoticeBytes).
 const maxFeedURI = 4096
 
 func (s *System) deliverResourceUpdated(e *pb.ResourceUpdated, local bool) {
-	s.resourceHooks.call(e)
+	s.resourceHooks.Call(e)
 	if local && s.feed != nil && len(e.Uri) <= maxFeedURI {
 		s.feed.Publish(e)
-	}
-}
-
-// hookSet is a set of functions told about events of one type; the zero value is ready.
-type hookSet[T any] struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]func(T)
-}
-
-func (h *hookSet[T]) add(fn func(T)) func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.fns == nil {
-		h.fns = map[int]func(T){}
-	}
-	id := h.next
-	h.next++
-	h.fns[id] = fn
-	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(h.fns, id)
-	}
-}
-
-func (h *hookSet[T]) call(v T) {
-	h.mu.Lock()
-	fns := make([]func(T), 0, len(h.fns))
-	for _, fn := range h.fns {
-		fns = append(fns, fn)
-	}
-	h.mu.Unlock()
-	for _, fn := range fns {
-		fn(v)
 	}
 }

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,21 +34,7 @@ func (s *System) HandOver(ctx context.Context) int {
 	drain := placement.HandOverDrain(ctx, s.deps.Config.DrainTimeout)
 	start := time.Now()
 	s.deps.Logger.Info("hand-over: moving this node's servers to the other members", "servers", len(ids), "drain", drain.String())
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	moved := 0
-	for _, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if s.handOverOne(ctx, id, drain) {
-				mu.Lock()
-				moved++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	moved := placement.HandOverAll(ids, func(id string) bool { return s.handOverOne(ctx, id, drain) })
 	s.deps.Logger.Info("hand-over done", "servers", len(ids), "moved", moved, "took", time.Since(start).Round(time.Millisecond).String())
 	return moved
 }

@@ -3,11 +3,11 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/registry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -40,10 +40,11 @@ type (
 // lookup places it (when it should connect), tells the server's actor about a changed registration wherever it
 // lives, and deactivates it before a delete. Its store writes and the waits on other actors run on goroutines that
 // report back by message, so a slow database or a busy server delays the admin request that waits for it and
-// nothing else.
+// nothing else. What each write does to the store, in order, is registry.Writer's.
 type registryActor struct {
-	deps *Deps
-	sys  *System
+	deps  *Deps
+	sys   *System
+	write *registry.Writer
 }
 
 // Outcomes of the registry's background work, reported by its goroutines.
@@ -67,7 +68,9 @@ type (
 )
 
 func newRegistryProps(d *Deps, s *System) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &registryActor{deps: d, sys: s} }, s.guardian)
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &registryActor{deps: d, sys: s, write: &registry.Writer{Store: d.Store, MaxServers: d.Config.MaxServers}}
+	}, s.guardian)
 }
 
 // Receive implements actor.Actor.
@@ -100,32 +103,11 @@ func storeCtx() (context.Context, context.CancelFunc) {
 // register writes the new server's row off the mailbox (under key when not nil); onCreated publishes it and has
 // it activated.
 func (r *registryActor) register(ctx actor.Context, req RegisterRequest, key *persistence.IdempotencyKey) {
-	s := persistence.Server{
-		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
-		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
-		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
-		Policy: persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
-	}
-	if s.Policy.PinNewTools == "" {
-		s.Policy.PinNewTools = persistence.PinNewServe
-	}
-	if req.Filter != nil {
-		s.Policy.Filter = *req.Filter
-	}
-	store, max, sys, self, asker := r.deps.Store, r.deps.Config.MaxServers, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
+	w, sys, self, asker := r.write, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
-		var replayed bool
-		var err error
-		if key != nil {
-			replayed, err = store.CreateServerIdempotent(sctx, &s, max, *key)
-		} else {
-			err = store.CreateServer(sctx, &s, max)
-		}
-		if errors.Is(err, persistence.ErrLimitReached) {
-			err = fmt.Errorf("%w: %w", ErrMaxServers, err)
-		}
+		s, replayed, err := w.Create(sctx, req, key)
 		sys.Root.Send(self, &created{server: s, replayed: replayed, err: err, asker: asker})
 	}()
 }
@@ -161,14 +143,12 @@ func (r *registryActor) reply(ctx actor.Context, asker *actor.PID, msg any) {
 
 // update writes the patch off the mailbox; onUpdated publishes it and has the server's actor reload.
 func (r *registryActor) update(ctx actor.Context, m *updateMsg) {
-	store, sys, self, asker := r.deps.Store, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
+	w, sys, self, asker := r.write, ctx.ActorSystem(), ctx.Self(), ctx.Sender()
 	go func() {
 		sctx, cancel := storeCtx()
 		defer cancel()
 		u := &updated{asker: asker}
-		if u.old, u.err = store.GetServer(sctx, m.id); u.err == nil {
-			u.server, u.err = store.UpdateServer(sctx, m.id, m.patch)
-		}
+		u.old, u.server, u.err = w.Update(sctx, m.id, m.patch)
 		sys.Root.Send(self, u)
 	}()
 }
@@ -187,22 +167,16 @@ func (r *registryActor) onUpdated(ctx actor.Context, m *updated) {
 // remove deactivates the server's actor wherever it lives (closing its session and child process, releasing its
 // lease) and then deletes the server with its tools and history, all off the mailbox.
 func (r *registryActor) remove(ctx actor.Context, id string) {
-	store, sys, self, asker, system := r.deps.Store, ctx.ActorSystem(), ctx.Self(), ctx.Sender(), r.sys
+	w, sys, self, asker, system, log := r.write, ctx.ActorSystem(), ctx.Self(), ctx.Sender(), r.sys, r.deps.Logger
 	go func() {
-		d := &deleted{id: id, asker: asker}
 		sctx, cancel := storeCtx()
 		defer cancel()
-		s, err := store.GetServer(sctx, id)
-		if err != nil {
-			d.err = err
-			sys.Root.Send(self, d)
-			return
-		}
-		d.name = s.Name
-		if err := system.deactivate(sctx, id, 0, "server deleted"); err != nil {
-			r.deps.Logger.Warn("server actor did not confirm its stop before the delete", "server_id", id, "error", err)
-		}
-		d.err = store.DeleteServer(sctx, id)
+		d := &deleted{id: id, asker: asker}
+		d.name, d.err = w.Delete(sctx, id, func(ctx context.Context, id string) error {
+			return system.deactivate(ctx, id, 0, "server deleted")
+		}, func(err error) {
+			log.Warn("server actor did not confirm its stop before the delete", "server_id", id, "error", err)
+		})
 		sys.Root.Send(self, d)
 	}()
 }

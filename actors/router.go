@@ -1,14 +1,12 @@
 package actors
 
 import (
-	"errors"
-	"maps"
-	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/hooks"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -19,43 +17,21 @@ import (
 // mailbox never waits for the store), builds the served tools and publishes both a new table (an immutable snapshot
 // callers read without locks) and a versioned routing.ServedDelta of what changed, which the indexer and the
 // classifier apply instead of reading the store themselves. The store stays the truth: the router reads it at
-// start, after a resync and on every change notice (from this process or, through the feed, from another).
+// start, after a resync and on every change notice (from this process or, through the feed, from another). The
+// actor decides when and in which order changes apply; routing.Loader reads, routing.Builder applies.
 type routerActor struct {
-	deps    *Deps
-	sep     string
-	table   *atomic.Pointer[routing.RouteTable]
-	hooks   *routeHooks
-	served  *routing.Versions
-	servers map[string]routing.ServerEntry
-	tools   map[string][]persistence.Tool
-	version uint64
-	// applied is the (lease epoch, sequence) of the newest status change applied per server: an older one (a late
-	// notice from a process that owned the server before) is ignored.
-	applied map[string][2]int64
-	// curated is each server's curation (filter, overrides, pins), applied to its stored tools before they enter
-	// the table (served); profiles are every profile. Both are read from the store on a change, never on a call.
-	curated  map[string]*routing.ServerCuration
-	profiles []persistence.Profile
-	// pins caches the pin hashes of pinned servers' definitions (ServerCuration.Serve); the process's one cache.
-	pins *routing.PinHashes
-	// feats: the servers' prompts, resources and resource templates (router_features.go).
-	feats routerFeatures
-	// staged are the served tools loaded for CONNECTING servers: they enter the table with the next status.
-	staged map[string][]persistence.Tool
-	// deltas are the deltas of the table being built, published with it; vers are the versions of the served
-	// tools in the table (copied when one changes: tables share it).
-	deltas    []*routing.ServedDelta
-	vers      map[string]uint64
-	versDirty bool
+	deps   *Deps
+	table  *atomic.Pointer[routing.RouteTable]
+	hooks  *routeHooks
+	served *routing.Versions
+	// cat is the served catalogue the tables are built from (routing.Builder: what each change does to it).
+	cat *routing.Builder
 
 	// seq numbers the messages received; loads are the store reads running (or owed) per key (a server id,
-	// featuresKey(id), profilesKey); token tells a run's result from a superseded one.
+	// featuresKey(id), profilesKey), at most routerLoads at once, that load reads with.
 	seq   uint64
-	token uint64
-	loads map[string]*pendingLoad
-	// running counts the reads on their way (at most routerLoads); queue are the keys whose read waits for one.
-	running int
-	queue   []string
+	loads *routing.Loads
+	load  *routing.Loader
 	// loading: the full load of Started or resync is running; every message but its result waits in stash.
 	loading bool
 	stash   []stashedMsg
@@ -77,41 +53,22 @@ type readyWaiter struct {
 	sender *actor.PID
 }
 
-// pendingLoad is one key's store read: the run in flight (token, oldest: the seq of the first request it answers)
-// and whether another is owed after it (again, againOldest; registration: re-read the server's row too).
-type pendingLoad struct {
-	id                string
-	started           bool
-	token             uint64
-	oldest            uint64
-	registration      bool
-	again             bool
-	againOldest       uint64
-	againRegistration bool
-}
-
 // profilesKey is the loads key of the profiles.
 const profilesKey = "\x00profiles"
 
 // Results of the router's store reads, sent to itself.
 type (
-	// serverLoaded is one server's rows: its registration (found false: removed), curation and served tools.
+	// serverLoaded is one server's rows (rows.Found false: removed).
 	serverLoaded struct {
-		key, id      string
-		token        uint64
-		registration bool
-		found        bool
-		srv          persistence.Server
-		cur          *routing.ServerCuration
-		tools        []persistence.Tool
-		err          error
+		run  routing.Run
+		rows routing.ServerRows
+		err  error
 	}
 	featuresLoaded struct {
-		key, id string
-		token   uint64
-		list    []persistence.Feature
-		found   bool
-		err     error
+		run   routing.Run
+		list  []persistence.Feature
+		found bool
+		err   error
 	}
 	profilesLoaded struct {
 		token    uint64
@@ -120,7 +77,7 @@ type (
 	}
 	// allLoaded is the whole catalogue (Started, resync); err panics the router (its supervisor restarts it).
 	allLoaded struct {
-		snap *routerSnapshot
+		snap *routing.Catalogue
 		err  error
 	}
 	// servedSnapshotAsk asks the router for a Full delta of every server in its table (the indexer's start).
@@ -132,37 +89,12 @@ type (
 // package's own tests send it (they check that those actors are supervised).
 type panicForTest struct{}
 
-// routeHooks are the functions told about every new routing table (the MCP endpoint's tools/list_changed).
-type routeHooks struct {
-	mu   sync.Mutex
-	next int
-	fns  map[int]func(*routing.RouteTable)
-}
+// routeHooks are the functions told about every new routing table (hooks.Set, under the names the access policy
+// uses).
+type routeHooks struct{ hooks.Set[*routing.RouteTable] }
 
-func (h *routeHooks) add(fn func(*routing.RouteTable)) func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	id := h.next
-	h.next++
-	h.fns[id] = fn
-	return func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		delete(h.fns, id)
-	}
-}
-
-func (h *routeHooks) call(t *routing.RouteTable) {
-	h.mu.Lock()
-	fns := make([]func(*routing.RouteTable), 0, len(h.fns))
-	for _, fn := range h.fns {
-		fns = append(fns, fn)
-	}
-	h.mu.Unlock()
-	for _, fn := range fns {
-		fn(t)
-	}
-}
+func (h *routeHooks) add(fn func(*routing.RouteTable)) func() { return h.Add(fn) }
+func (h *routeHooks) call(t *routing.RouteTable)              { h.Call(t) }
 
 // Receive implements actor.Actor.
 func (r *routerActor) Receive(ctx actor.Context) {
@@ -195,7 +127,7 @@ func (r *routerActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	case *resync:
 		r.loadAll(ctx)
 	case *servedSnapshotAsk:
-		respond(ctx, sender, &servedSnapshotReply{deltas: r.snapshotDeltas()})
+		respond(ctx, sender, &servedSnapshotReply{deltas: r.cat.Snapshot()})
 	case *applyStatus:
 		if r.mustWait(m.evt) {
 			r.waiting[m.evt.ServerId] = append(r.waiting[m.evt.ServerId], stashedMsg{msg: msg, sender: sender})
@@ -254,83 +186,28 @@ func (r *routerActor) mustWait(m *pb.ServerStatusChanged) bool {
 	if len(r.waiting[m.ServerId]) > 0 {
 		return true // in order
 	}
-	if _, loading := r.loads[m.ServerId]; !loading || m.To == persistence.StatusConnecting {
+	if !r.loads.Pending(m.ServerId) || m.To == persistence.StatusConnecting {
 		return false
 	}
-	s, known := r.servers[m.ServerId]
+	s, known := r.cat.Server(m.ServerId)
 	return !known || s.Status == persistence.StatusConnecting
 }
 
-// applyStatus puts a status change in the table. The same change arrives twice on the owner's node (asked before
-// it is stored, then published): the second, and any older one, changes nothing (false).
+// applyStatus puts a status change in the table (routing.Builder.ApplyStatus); false: it changes nothing.
 func (r *routerActor) applyStatus(m *pb.ServerStatusChanged) bool {
-	if m.Epoch > 0 {
-		at := [2]int64{m.Epoch, m.Seq}
-		if last, ok := r.applied[m.ServerId]; ok && (at[0] < last[0] || at[0] == last[0] && at[1] <= last[1]) {
-			return false // older than what the table shows
-		}
-		r.applied[m.ServerId] = at
-	}
-	s, known := r.servers[m.ServerId]
-	if known && s.Name == m.ServerName && s.Status == m.To {
-		return false
-	}
-	s.ID, s.Name, s.Status = m.ServerId, m.ServerName, m.To
-	r.servers[m.ServerId] = s
-	if tools, ok := r.staged[m.ServerId]; ok && m.To != persistence.StatusConnecting {
-		delete(r.staged, m.ServerId)
-		r.setTools(m.ServerId, tools)
-	}
-	return true
-}
-
-// setTools makes tools the server's served tools in the next table and owes the readers their delta.
-func (r *routerActor) setTools(id string, tools []persistence.Tool) {
-	before := r.tools[id]
-	r.tools[id] = tools
-	d := routing.DiffServed(id, r.servers[id].Name, 0, before, tools, r.curated[id].ExposedName)
-	if d.Empty() {
-		return
-	}
-	d.Version = r.served.Next(id)
-	r.addDelta(d)
-}
-
-// addDelta owes the readers d with the next table, which holds its version.
-func (r *routerActor) addDelta(d *routing.ServedDelta) {
-	r.deltas = append(r.deltas, d)
-	if !r.versDirty {
-		r.vers, r.versDirty = maps.Clone(r.vers), true
-	}
-	if r.vers == nil {
-		r.vers = map[string]uint64{}
-	}
-	r.vers[d.ServerID] = d.Version
+	return r.cat.ApplyStatus(routing.StatusChange{ServerID: m.ServerId, ServerName: m.ServerName, To: m.To, Epoch: m.Epoch, Seq: m.Seq})
 }
 
 // remove forgets a removed server.
 func (r *routerActor) remove(ctx actor.Context, id string) {
 	for _, key := range []string{id, featuresKey(id)} {
-		if _, ok := r.loads[key]; ok {
-			delete(r.loads, key) // its result is dropped
-		}
+		r.loads.Drop(key) // its result is dropped
 	}
 	for _, w := range r.waiting[id] {
 		respond(ctx, w.sender, &askReply{})
 	}
 	delete(r.waiting, id)
-	delete(r.staged, id)
-	r.pins.ForgetServer(id)
-	delete(r.servers, id)
-	delete(r.tools, id)
-	delete(r.applied, id)
-	delete(r.curated, id)
-	if _, ok := r.vers[id]; ok {
-		r.vers = maps.Clone(r.vers)
-		delete(r.vers, id)
-	}
-	r.served.Forget(id)
-	r.forgetFeatures(id)
+	r.cat.Remove(id)
 	r.publish(ctx)
 	r.answerReaders(ctx)
 }
@@ -339,182 +216,71 @@ func (r *routerActor) remove(ctx actor.Context, id string) {
 // must not take every connection of the store from the writers.
 const routerLoads = 4
 
-// request owes key a store read: started now (or when a run is free), or after the one running (which may have
-// read before the change).
+// request owes key a store read (routing.Loads decides when it runs).
 func (r *routerActor) request(ctx actor.Context, key, id string, registration bool) {
-	if l, ok := r.loads[key]; ok {
+	r.startRuns(ctx, r.loads.Request(key, id, registration, r.seq))
+}
+
+// startRuns starts store reads on goroutines; each result comes back as a message.
+func (r *routerActor) startRuns(ctx actor.Context, runs []routing.Run) {
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	for _, run := range runs {
 		switch {
-		case !l.started:
-			l.registration = l.registration || registration // it has not read yet
-		case !l.again:
-			l.again, l.againOldest, l.againRegistration = true, r.seq, registration
+		case run.Key == profilesKey:
+			go func() {
+				sctx, cancel := storeCtx()
+				defer cancel()
+				ps, err := r.deps.Store.ListProfiles(sctx)
+				root.Send(self, &profilesLoaded{token: run.Token, profiles: ps, err: err})
+			}()
+		case run.Key != run.ID:
+			go func() {
+				sctx, cancel := storeCtx()
+				defer cancel()
+				list, found, err := r.load.LoadFeatures(sctx, run.ID)
+				root.Send(self, &featuresLoaded{run: run, list: list, found: found, err: err})
+			}()
 		default:
-			l.againRegistration = l.againRegistration || registration
-		}
-		return
-	}
-	r.start(ctx, key, id, registration, r.seq)
-}
-
-// start owes key a store read now or, when routerLoads run already, once one of them is done.
-func (r *routerActor) start(ctx actor.Context, key, id string, registration bool, oldest uint64) {
-	l := &pendingLoad{id: id, oldest: oldest, registration: registration}
-	r.loads[key] = l
-	if r.running < routerLoads {
-		r.run(ctx, key, l)
-		return
-	}
-	r.queue = append(r.queue, key)
-}
-
-// done counts a run's result in and starts the reads waiting for a free run.
-func (r *routerActor) done(ctx actor.Context) {
-	if r.running > 0 { // a restarted router also receives the results of its previous incarnation's reads
-		r.running--
-	}
-	for r.running < routerLoads && len(r.queue) > 0 {
-		key := r.queue[0]
-		r.queue = r.queue[1:]
-		if l := r.loads[key]; l != nil && !l.started {
-			r.run(ctx, key, l)
+			// The rows this run builds on (the served tools it replaces: an unchanged definition keeps its routed
+			// form) are never modified, so the goroutine may read them.
+			prev := r.cat.Tools(run.ID)
+			go func() {
+				sctx, cancel := storeCtx()
+				defer cancel()
+				rows, err := r.load.LoadServer(sctx, run.ID, prev)
+				root.Send(self, &serverLoaded{run: run, rows: rows, err: err})
+			}()
 		}
 	}
-}
-
-// run starts key's store read on a goroutine; its result comes back as a message.
-func (r *routerActor) run(ctx actor.Context, key string, l *pendingLoad) {
-	r.token++
-	r.running++
-	l.token, l.started = r.token, true
-	self, root, token, id, registration := ctx.Self(), ctx.ActorSystem().Root, r.token, l.id, l.registration
-	switch {
-	case key == profilesKey:
-		go func() {
-			sctx, cancel := storeCtx()
-			defer cancel()
-			ps, err := r.deps.Store.ListProfiles(sctx)
-			root.Send(self, &profilesLoaded{token: token, profiles: ps, err: err})
-		}()
-	case key != id:
-		go func() {
-			sctx, cancel := storeCtx()
-			defer cancel()
-			list, err := r.deps.Store.ListFeatures(sctx, id)
-			found := !errors.Is(err, persistence.ErrNotFound)
-			if !found {
-				err = nil
-			}
-			root.Send(self, &featuresLoaded{key: key, id: id, token: token, list: list, found: found, err: err})
-		}()
-	default:
-		// The rows this run builds on (the served tools it replaces: an unchanged definition keeps its routed
-		// form) are never modified, so the goroutine may read them.
-		prev := r.tools[id]
-		go func() { root.Send(self, r.loadServer(id, token, registration, prev)) }()
-	}
-}
-
-// loadServer reads one server's registration, curation and stored tools and builds its served tools. It runs on
-// its own goroutine and reads nothing of the actor's state but prev.
-func (r *routerActor) loadServer(id string, token uint64, registration bool, prev []persistence.Tool) *serverLoaded {
-	res := &serverLoaded{key: id, id: id, token: token, registration: registration}
-	sctx, cancel := storeCtx()
-	defer cancel()
-	srv, err := r.deps.Store.GetServer(sctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return res
-	}
-	if err != nil {
-		res.err = err
-		return res
-	}
-	res.found, res.srv = true, srv
-	if res.cur, err = loadCuration(sctx, r.deps.Store, srv); err != nil {
-		res.err = err
-		return res
-	}
-	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{ServerID: id})
-	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		res.err = err
-		return res
-	}
-	res.tools = servedTools(id, res.cur.Serve(tools, r.pins, r.deps.Logger), prev)
-	return res
-}
-
-// servedTools is the routed, compacted form of a server's served rows; a definition that did not change keeps its
-// routed form from prev (classification reloads a server many times).
-func servedTools(id string, tools, prev []persistence.Tool) []persistence.Tool {
-	before := make(map[int64]*persistence.Tool, len(prev))
-	for i := range prev {
-		before[prev[i].ID] = &prev[i]
-	}
-	if len(tools) > 0 && len(prev) > 0 {
-		tools = append([]persistence.Tool(nil), tools...) // Serve may return the stored rows as they are
-	}
-	for i, t := range tools {
-		if p := before[t.ID]; p != nil && p.DefinitionHash == t.DefinitionHash {
-			tools[i].Definition = p.Definition
-			continue
-		}
-		tools[i] = routing.RoutedTool(t)
-	}
-	return routing.CompactTools(id, tools, prev)
 }
 
 // finish ends key's run (token) and starts the one owed after it, if any; false: the result is of a superseded
 // run and must be dropped.
-func (r *routerActor) finish(ctx actor.Context, key, id string, token uint64) bool {
-	l, ok := r.loads[key]
-	if !ok || l.token != token {
-		return false
-	}
-	delete(r.loads, key)
-	if l.again {
-		r.start(ctx, key, id, l.againRegistration, l.againOldest)
-	}
-	return true
+func (r *routerActor) finish(ctx actor.Context, key string, token uint64) bool {
+	next, ok := r.loads.Finish(key, token)
+	r.startRuns(ctx, next)
+	return ok
 }
 
 // serverLoaded applies one server's loaded rows.
 func (r *routerActor) serverLoaded(ctx actor.Context, m *serverLoaded) {
-	r.done(ctx)
-	l := r.loads[m.key]
-	if l == nil || l.token != m.token {
+	r.startRuns(ctx, r.loads.Done())
+	again, ok := r.loads.Current(m.run.Key, m.run.Token)
+	if !ok {
 		return
 	}
-	switch {
-	case m.err != nil:
-		r.deps.Logger.Error("router: load server", "server_id", m.id, "error", m.err)
-	case !m.found:
-		delete(r.servers, m.id)
-		delete(r.tools, m.id)
-		delete(r.staged, m.id)
-	default:
-		old, known := r.servers[m.id]
-		if m.registration || !known {
-			status := m.srv.Status
-			if known && old.Status != "" {
-				status = old.Status // events are the truth about live state; the row may lag them
-			}
-			r.servers[m.id] = routing.ServerEntry{ID: m.srv.ID, Name: m.srv.Name, Status: status}
-		}
-		r.curated[m.id] = m.cur
-		if r.servers[m.id].Status == persistence.StatusConnecting {
-			r.staged[m.id] = m.tools
-		} else {
-			delete(r.staged, m.id)
-			r.setTools(m.id, m.tools)
-		}
-	}
-	if l.again {
-		// A change came after this run started: the status changes waiting for the tools wait for the next run.
-		r.finish(ctx, m.key, m.id, m.token)
+	id := m.run.ID
+	if m.err != nil {
+		r.deps.Logger.Error("router: load server", "server_id", id, "error", m.err)
 	} else {
-		// The status changes that waited for these tools apply now, in the same table.
-		delete(r.loads, m.key)
-		waiting := r.waiting[m.id]
-		delete(r.waiting, m.id)
+		r.cat.ApplyServer(id, m.rows, m.run.Registration)
+	}
+	// A change came after this run started (again): the status changes waiting for the tools wait for the next
+	// run. Otherwise they apply now, in the same table.
+	r.finish(ctx, m.run.Key, m.run.Token)
+	if !again {
+		waiting := r.waiting[id]
+		delete(r.waiting, id)
 		for _, w := range waiting {
 			r.handle(ctx, w.msg, w.sender)
 		}
@@ -525,17 +291,14 @@ func (r *routerActor) serverLoaded(ctx actor.Context, m *serverLoaded) {
 
 // featuresLoaded applies one server's loaded prompts and resources.
 func (r *routerActor) featuresLoaded(ctx actor.Context, m *featuresLoaded) {
-	r.done(ctx)
-	if !r.finish(ctx, m.key, m.id, m.token) {
+	r.startRuns(ctx, r.loads.Done())
+	if !r.finish(ctx, m.run.Key, m.run.Token) {
 		return
 	}
-	switch {
-	case m.err != nil:
-		r.deps.Logger.Error("router: load prompts and resources", "server_id", m.id, "error", m.err)
-	case !m.found:
-		r.forgetFeatures(m.id)
-	default:
-		r.setFeatures(m.id, m.list)
+	if m.err != nil {
+		r.deps.Logger.Error("router: load prompts and resources", "server_id", m.run.ID, "error", m.err)
+	} else {
+		r.cat.SetFeatures(m.run.ID, m.list, m.found)
 	}
 	r.publish(ctx)
 	r.answerReaders(ctx)
@@ -543,14 +306,14 @@ func (r *routerActor) featuresLoaded(ctx actor.Context, m *featuresLoaded) {
 
 // profilesLoaded applies the loaded profiles.
 func (r *routerActor) profilesLoaded(ctx actor.Context, m *profilesLoaded) {
-	r.done(ctx)
-	if !r.finish(ctx, profilesKey, "", m.token) {
+	r.startRuns(ctx, r.loads.Done())
+	if !r.finish(ctx, profilesKey, m.token) {
 		return
 	}
 	if m.err != nil {
 		r.deps.Logger.Error("router: load profiles", "error", m.err)
 	} else {
-		r.profiles = m.profiles
+		r.cat.SetProfiles(m.profiles)
 	}
 	r.publish(ctx)
 	r.answerReaders(ctx)
@@ -562,10 +325,7 @@ func (r *routerActor) answerReaders(ctx actor.Context) {
 	if len(r.readers) == 0 {
 		return
 	}
-	oldest := r.seq + 1
-	for _, l := range r.loads {
-		oldest = min(oldest, l.oldest)
-	}
+	oldest := r.loads.Oldest(r.seq + 1)
 	kept := r.readers[:0]
 	for _, w := range r.readers {
 		if w.seq < oldest {
@@ -577,75 +337,16 @@ func (r *routerActor) answerReaders(ctx actor.Context) {
 	r.readers = kept
 }
 
-// routerSnapshot is the whole catalogue as the router reads it at start and after a resync.
-type routerSnapshot struct {
-	servers  map[string]routing.ServerEntry
-	curated  map[string]*routing.ServerCuration
-	tools    map[string][]persistence.Tool
-	profiles []persistence.Profile
-	features []persistence.Feature
-}
-
 // loadAll reads the whole catalogue on a goroutine; until it is applied every other message waits.
 func (r *routerActor) loadAll(ctx actor.Context) {
 	r.loading = true
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	go func() {
-		snap, err := r.readAll()
+		sctx, cancel := storeCtx()
+		defer cancel()
+		snap, err := r.load.LoadAll(sctx)
 		root.Send(self, &allLoaded{snap: snap, err: err})
 	}()
-}
-
-func (r *routerActor) readAll() (*routerSnapshot, error) {
-	sctx, cancel := storeCtx()
-	defer cancel()
-	snap := &routerSnapshot{servers: map[string]routing.ServerEntry{}, curated: map[string]*routing.ServerCuration{}, tools: map[string][]persistence.Tool{}}
-	servers, _, err := r.deps.Store.ListServers(sctx, persistence.ListServersFilter{})
-	if err != nil {
-		return nil, err
-	}
-	overrides, err := r.deps.Store.ListToolOverrides(sctx, "")
-	if err != nil {
-		return nil, err
-	}
-	byServerOv := map[string][]persistence.ToolOverride{}
-	for _, o := range overrides {
-		byServerOv[o.ServerID] = append(byServerOv[o.ServerID], o)
-	}
-	for _, s := range servers {
-		snap.servers[s.ID] = routing.ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
-		c := routing.NewServerCuration(s.Policy, byServerOv[s.ID])
-		if s.Policy.Pinning {
-			set, err := r.deps.Store.ListToolPins(sctx, s.ID)
-			if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-				return nil, err
-			}
-			c.SetPins(set)
-		}
-		snap.curated[s.ID] = c
-	}
-	tools, _, err := r.deps.Store.ListTools(sctx, persistence.ListToolsFilter{})
-	if err != nil {
-		return nil, err
-	}
-	byServer := map[string][]persistence.Tool{}
-	for _, t := range tools {
-		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
-	}
-	for id, list := range byServer {
-		served := snap.curated[id].Serve(list, r.pins, r.deps.Logger)
-		for i := range served {
-			served[i] = routing.RoutedTool(served[i])
-		}
-		snap.tools[id] = routing.CompactTools(id, served, nil)
-	}
-	if snap.profiles, err = r.deps.Store.ListProfiles(sctx); err != nil {
-		return nil, err
-	}
-	if snap.features, err = r.deps.Store.ListFeatures(sctx, ""); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return nil, err
-	}
-	return snap, nil
 }
 
 // applyAll replaces the router's state with a full load, tells the readers every server's tools anew (a Full
@@ -654,18 +355,10 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 	if m.err != nil {
 		panic(m.err) // the supervisor retries; the router must not run on a partial table
 	}
-	s := m.snap
-	r.servers, r.curated, r.tools, r.profiles = s.servers, s.curated, s.tools, s.profiles
-	r.applied, r.staged, r.loads, r.queue = map[string][2]int64{}, map[string][]persistence.Tool{}, map[string]*pendingLoad{}, nil
-	r.feats.byServer, r.feats.dirty = map[string][]persistence.Feature{}, true
-	for _, f := range s.features {
-		r.feats.byServer[f.ServerID] = append(r.feats.byServer[f.ServerID], f)
-	}
+	r.cat.Reset(m.snap)
+	r.loads.Reset()
 	if r.waiting == nil {
 		r.waiting = map[string][]stashedMsg{}
-	}
-	for id, list := range r.tools {
-		r.addDelta(routing.FullServed(id, r.servers[id].Name, r.served.Next(id), list, r.curated[id].ExposedName))
 	}
 	r.loading = false
 	r.publish(ctx)
@@ -687,26 +380,12 @@ func (r *routerActor) applyAll(ctx actor.Context, m *allLoaded) {
 	r.answerReaders(ctx)
 }
 
-// snapshotDeltas is a Full delta of every server in the table at its current version.
-func (r *routerActor) snapshotDeltas() []*routing.ServedDelta {
-	out := make([]*routing.ServedDelta, 0, len(r.tools))
-	for id, list := range r.tools {
-		out = append(out, routing.FullServed(id, r.servers[id].Name, r.served.Current(id), list, r.curated[id].ExposedName))
-	}
-	return out
-}
-
 // publish stores the next table and then hands its deltas to the readers (on the event stream: the indexer and
 // the classifier follow them), so that a reader that has a delta finds its tools in the table.
 func (r *routerActor) publish(ctx actor.Context) {
-	r.version++
-	t := routing.BuildRouteTable(r.servers, r.tools, r.sep, r.version, r.table.Load(), &routing.Curation{Servers: r.curated, Profiles: r.profiles}, r.featureTable())
-	t.SetServedVersions(r.vers)
-	r.versDirty = false
+	t, deltas := r.cat.Build(r.table.Load())
 	r.table.Store(t)
 	r.hooks.call(t)
-	deltas := r.deltas
-	r.deltas = nil
 	for _, d := range deltas {
 		r.served.Publish(d)
 		ctx.ActorSystem().EventStream.Publish(d)

@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -51,7 +51,7 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 		start := time.Now()
 		r := &healthResult{gen: m.gen, counted: true}
 		if url != "" {
-			r.ok, r.counted, r.err = httpHealth(ctx, client, url)
+			r.ok, r.counted, r.err = lifecycle.HTTPHealth(ctx, client, url)
 		} else if err := sess.Ping(ctx, nil); err != nil {
 			r.err = "ping failed: " + err.Error()
 		} else {
@@ -64,28 +64,6 @@ func (a *serverActor) onHealthTick(m *healthTick) {
 	}()
 }
 
-// httpHealth GETs a health URL: 2xx is healthy; 5xx, timeouts and connection errors are failures; 4xx is a
-// configuration problem that is reported but not counted.
-func httpHealth(ctx context.Context, client *http.Client, url string) (ok, counted bool, errText string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false, false, "invalid health_check_url: " + err.Error()
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, true, "health check request failed: " + err.Error()
-	}
-	_ = resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return true, true, ""
-	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return false, false, fmt.Sprintf("health_check_url answered %d (not counted as a failure)", resp.StatusCode)
-	default:
-		return false, true, fmt.Sprintf("health_check_url answered %d", resp.StatusCode)
-	}
-}
-
 func (a *serverActor) onHealthResult(r *healthResult) {
 	if a.sess == nil || a.sess.gen != r.gen {
 		return
@@ -96,16 +74,14 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		took = time.Duration(*r.responseMs * float64(time.Millisecond))
 	}
 	a.deps.Metrics.HealthCheck(a.rec.Name, took, !r.ok && r.counted)
+	var step int
+	a.failures, step = lifecycle.NextHealth(a.failures, a.status, r.ok, r.counted)
 	switch {
-	case r.ok:
-		a.failures = 0
-		if a.status == persistence.StatusDegraded {
-			a.transition(persistence.StatusConnected, "health check success", nil)
-		}
-	case !r.counted:
+	case step == lifecycle.HealthRecovered:
+		a.transition(persistence.StatusConnected, "health check success", nil)
+	case !r.ok && !r.counted:
 		a.log().Warn("health check answered 4xx; check health_check_url", "error", r.err)
-	default:
-		a.failures++
+	case !r.ok:
 		a.lastError = r.err
 		a.log().Warn("health check failed", "error", r.err, "consecutive_failures", a.failures)
 	}
@@ -124,9 +100,8 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 			check(store.RecordHealth(sctx, rec), fence, "persist health check")
 		})
 	}
-	switch {
-	case r.ok || !r.counted:
-	case a.failures >= 3:
+	switch step {
+	case lifecycle.HealthFailed:
 		msg := fmt.Sprintf("%d consecutive health check failures: %s", a.failures, r.err)
 		a.lastError = msg
 		a.cancelPending()
@@ -136,7 +111,7 @@ func (a *serverActor) onHealthResult(r *healthResult) {
 		a.resetBackoffIfStable()
 		a.scheduleRetry()
 		return
-	case a.failures == 2 && a.status == persistence.StatusConnected:
+	case lifecycle.HealthDegraded:
 		a.transition(persistence.StatusDegraded, "2 health failures", nil)
 	}
 	a.scheduleHealth()

@@ -37,9 +37,6 @@ type leaseLost struct {
 // leaseRetry makes a server actor that does not own its server ask for the lease again.
 type leaseRetry struct{}
 
-// maxStash bounds the commands an actor keeps while it activates or connects; beyond it they are answered at once.
-const maxStash = 1024
-
 // activated is what the activating goroutine reports: the registration, and the lease or why there is none.
 type activated struct {
 	rec   persistence.Server
@@ -50,12 +47,8 @@ type activated struct {
 	attempt           uint64
 }
 
-// stashed is a command kept for later: it arrived before the actor knew whether it owns its server, or (a call)
-// while the server connects right after activation.
-type stashed struct {
-	msg    any
-	sender *actor.PID
-}
+// stashed is a command kept for later (placement.Stashed).
+type stashed = placement.Stashed
 
 // activate reads the registration and asks for the lease in a goroutine; the outcome comes back as activated.
 func (a *serverActor) activate() {
@@ -225,22 +218,18 @@ func (a *serverActor) scheduleActivation(d time.Duration) {
 
 // stash keeps a command for later; false when the stash is full.
 func (a *serverActor) stash(ctx actor.Context) bool {
-	if len(a.stashed) >= maxStash {
+	if len(a.stashed) >= placement.MaxStash {
 		return false
 	}
-	a.stashed = append(a.stashed, stashed{msg: ctx.Message(), sender: ctx.Sender()})
+	a.stashed = append(a.stashed, stashed{Msg: ctx.Message(), Sender: ctx.Sender()})
 	return true
 }
 
-// replayStash sends the stashed commands to the actor again, in order, with their original senders; a call whose
-// caller's deadline passed meanwhile is dropped (nobody waits for its answer).
+// replayStash sends the stashed commands still awaited (placement.Live) to the actor again, in order, with their
+// original senders.
 func (a *serverActor) replayStash() {
-	now := time.Now().UnixMilli()
-	for _, s := range a.stashed {
-		if c, ok := s.msg.(*pb.CallTool); ok && c.DeadlineUnixMs > 0 && c.DeadlineUnixMs < now {
-			continue
-		}
-		a.sys.Root.RequestWithCustomSender(a.self, s.msg, s.sender)
+	for _, s := range placement.Live(a.stashed, time.Now()) {
+		a.sys.Root.RequestWithCustomSender(a.self, s.Msg, s.Sender)
 	}
 	a.stashed = nil
 }
@@ -248,53 +237,36 @@ func (a *serverActor) replayStash() {
 // dropStash answers every stashed command that expects an answer with an error of that code.
 func (a *serverActor) dropStash(code, why string) {
 	for _, s := range a.stashed {
-		if s.sender != nil {
-			a.sys.Root.Send(s.sender, a.refusal(s.msg, code, why))
+		if s.Sender != nil {
+			a.sys.Root.Send(s.Sender, a.refusal(s.Msg, code, why))
 		}
 	}
 	a.stashed = nil
 }
 
 // unstashCancelled forgets a stashed call whose caller has left; true when there was one.
-func (a *serverActor) unstashCancelled(callID string) bool {
-	for i, s := range a.stashed {
-		if c, ok := s.msg.(*pb.CallTool); ok && c.CallId == callID {
-			a.stashed = append(a.stashed[:i], a.stashed[i+1:]...)
-			return true
-		}
-	}
-	return false
+func (a *serverActor) unstashCancelled(callID string) (found bool) {
+	a.stashed, found = placement.Unstash(a.stashed, callID)
+	return found
 }
 
 // serving reports whether the actor may act on a command now: it owns the server and is not leaving it. While it
 // activates, or while a call waits for the first connect after activation, the command is stashed; otherwise the
 // actor answers it at once (SERVER_MOVED while leaving, SERVER_UNAVAILABLE naming the owner while standing by).
 func (a *serverActor) serving(ctx actor.Context) bool {
-	switch {
-	case a.leaving != "":
-		a.refuse(ctx, a.leaving, "")
-		return false
-	case a.lease != nil:
-		if _, listing := ctx.Message().(*pb.ListTools); listing && a.sess != nil {
-			return true // the first discovery of the session, which the stashed calls wait for
-		}
-		if a.awaitConnect && a.status == persistence.StatusConnecting {
-			switch ctx.Message().(type) {
-			case *pb.CallTool, *pb.ListTools, *pb.ListFeatures, *pb.FeatureRequest:
-				if !a.stash(ctx) {
-					a.refuse(ctx, errcode.ServerUnavailable, "too many calls wait for the server to connect")
-				}
-				return false
-			}
-		}
+	adm := placement.Admission{Leaving: a.leaving, Owner: a.lease != nil, Activating: a.activating, Session: a.sess != nil,
+		AwaitConnect: a.awaitConnect, Connecting: a.status == persistence.StatusConnecting}
+	verdict, code, full := adm.Admit(ctx.Message())
+	switch verdict {
+	case placement.Serve:
 		return true
-	case a.activating:
+	case placement.Keep:
 		if !a.stash(ctx) {
-			a.refuse(ctx, errcode.ServerUnavailable, "too many requests while the server's actor activates")
+			a.refuse(ctx, code, full)
 		}
 		return false
 	}
-	a.refuse(ctx, errcode.ServerUnavailable, "")
+	a.refuse(ctx, code, "")
 	return false
 }
 
@@ -305,43 +277,14 @@ func (a *serverActor) refuse(ctx actor.Context, code, why string) {
 	}
 }
 
-// refusal is the answer to msg that the actor did not run: an ErrorInfo in the reply type msg expects, so that it
-// can cross nodes.
+// refusal is the answer to msg that the actor did not run (placement.Refusal); a command that expects no reply of
+// its own gets the error in an askReply.
 func (a *serverActor) refusal(msg any, code, why string) any {
-	if why == "" {
-		switch {
-		case code == errcode.ServerMoved:
-			why = "being handed over to another node"
-		case a.holder != "":
-			why = fmt.Sprintf("served by another aggregator process (%s) on the same store", a.holder)
-		default:
-			why = "not served by this aggregator process (it does not hold the server's lease)"
-		}
+	reply, info := placement.Refusal(msg, code, why, placement.Refused{ID: a.id, Name: a.rec.Name, Status: a.status, Holder: a.holder})
+	if reply == nil {
+		return &askReply{err: infoError(a.id, info)}
 	}
-	info := &pb.ErrorInfo{Code: code, ServerName: a.rec.Name, ServerStatus: a.status,
-		Message: fmt.Sprintf("Server unavailable: %s is %s", a.name(), why)}
-	if code == errcode.ServerNotFound {
-		info.Message = "Server not found: " + a.id
-	}
-	switch msg.(type) {
-	case *pb.CallTool:
-		return &pb.CallToolReply{Error: info}
-	case *pb.ListTools:
-		return &pb.ListToolsReply{Error: info}
-	case *pb.ListFeatures:
-		return &pb.ListFeaturesReply{Error: info}
-	case *pb.FeatureRequest:
-		return &pb.FeatureReply{Error: info}
-	case *pb.Connect:
-		return &pb.ConnectReply{ServerId: a.id, Status: a.status, Error: info}
-	case *pb.Disconnect:
-		return &pb.DisconnectReply{ServerId: a.id, Status: a.status, Error: info}
-	case *pb.GetStatus:
-		return &pb.StatusReply{ServerId: a.id, Name: a.rec.Name, Status: a.status, Error: info}
-	case *pb.Reload, *pb.Deactivate:
-		return &pb.Ack{Error: info.Message}
-	}
-	return &askReply{err: infoError(a.id, info)}
+	return reply
 }
 
 // infoError turns a refusal into the error Control returns: ErrNotFound, or an UnavailableError.
@@ -350,14 +293,6 @@ func infoError(id string, info *pb.ErrorInfo) error {
 		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
 	return &routing.UnavailableError{Server: routing.ServerEntry{ID: id, Name: info.ServerName, Status: info.ServerStatus}, Detail: info.Message}
-}
-
-// name is the server's name, or its id before the registration is read.
-func (a *serverActor) name() string {
-	if a.rec.Name != "" {
-		return a.rec.Name
-	}
-	return a.id
 }
 
 // onLeaseLost gives the session up: another process may own the server now, and two sessions (two stdio children)

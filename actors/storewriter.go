@@ -4,93 +4,32 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
+
+	"github.com/mcpgw/aggregator/actors/lifecycle"
 )
 
-// storeWriter runs one server actor's store writes (state transitions, health checks, auto_connect) in the order
-// the actor made them, on a goroutine of its own: a slow or unreachable store delays the writes, never the actor's
-// mailbox, so calls to the server (and to every other server) go on meanwhile. A transition's event is published
-// by its write once it is persisted, so whoever reacts to the event finds the row already changed. Writes that only
-// matter in their latest form (a health record) replace the one still waiting, so a slow store does not make the
-// queue grow with every health check.
+// storeWriter runs one server actor's store writes in the order the actor made them, off its mailbox
+// (lifecycle.Writer); a write that panics is logged with the actor's logger.
 type storeWriter struct {
-	log     *slog.Logger
-	mu      sync.Mutex
-	queue   []queuedWrite
-	running bool
+	log *slog.Logger
+	w   lifecycle.Writer
 }
 
-// queuedWrite is a write waiting its turn; key names what a newer write of the same key replaces ("": none).
-type queuedWrite struct {
-	key string
-	fn  func()
-}
-
-// enqueue adds a write; it runs after every write enqueued before it.
-func (w *storeWriter) enqueue(fn func()) { w.enqueueKeyed("", fn) }
-
-// enqueueKeyed adds a write after every write enqueued before it, dropping a write of the same key that still
-// waits (it would be overwritten anyway).
+func (w *storeWriter) enqueue(fn func()) { w.w.Enqueue(w.guard(fn)) }
 func (w *storeWriter) enqueueKeyed(key string, fn func()) {
-	w.mu.Lock()
-	if key != "" {
-		for i := range w.queue {
-			if w.queue[i].key == key {
-				w.queue = append(w.queue[:i], w.queue[i+1:]...)
-				break
+	w.w.EnqueueKeyed(key, w.guard(fn))
+}
+func (w *storeWriter) flush(ctx context.Context) bool { return w.w.Flush(ctx) }
+
+// guard logs a write's panic (the writes after it still run).
+func (w *storeWriter) guard(fn func()) func() {
+	log := w.log
+	return func() {
+		defer func() {
+			if r := recover(); r != nil && log != nil {
+				log.Error("store write panicked", "panic", fmt.Sprint(r))
 			}
-		}
-	}
-	w.queue = append(w.queue, queuedWrite{key: key, fn: fn})
-	start := !w.running
-	w.running = true
-	w.mu.Unlock()
-	if start {
-		go w.drain()
-	}
-}
-
-// pending is how many writes wait (not counting one running).
-func (w *storeWriter) pending() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.queue)
-}
-
-func (w *storeWriter) drain() {
-	for {
-		w.mu.Lock()
-		if len(w.queue) == 0 {
-			w.running = false
-			w.mu.Unlock()
-			return
-		}
-		fn := w.queue[0].fn
-		w.queue[0] = queuedWrite{}
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		w.run(fn)
-	}
-}
-
-// run runs one write; a write that panics (a bug in a store) is logged, and the writes after it still run.
-func (w *storeWriter) run(fn func()) {
-	defer func() {
-		if r := recover(); r != nil && w.log != nil {
-			w.log.Error("store write panicked", "panic", fmt.Sprint(r))
-		}
-	}()
-	fn()
-}
-
-// flush waits until every write enqueued so far has run, or ctx ends (false).
-func (w *storeWriter) flush(ctx context.Context) bool {
-	done := make(chan struct{})
-	w.enqueue(func() { close(done) })
-	select {
-	case <-done:
-		return true
-	case <-ctx.Done():
-		return false
+		}()
+		fn()
 	}
 }

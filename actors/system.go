@@ -16,10 +16,13 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/hooks"
+	"github.com/mcpgw/aggregator/internal/quietlog"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -68,64 +71,14 @@ type System struct {
 	// served holds the versions of each server's served tools: published by the router, acknowledged by the
 	// indexer (routing.Versions).
 	served *routing.Versions
-	// unowned is the set of servers no cluster member held at the last reconciliation (map[string]bool).
-	unowned atomic.Value
-	// stopReconcile ends the reconciler (reconcile.go); reconcileNow asks it for a pass.
-	stopReconcile context.CancelFunc
-	// reconciling is set once the reconciler started (onTopology, on the membership's goroutines, reads it).
-	reconciling  atomic.Bool
-	reconcileNow chan struct{}
+	// reconciler activates the servers this node should serve (reconcile.go, placement.Reconciler).
+	reconciler *placement.Reconciler
 	// stopKeeper ends the goroutine that renews this process's leases (ownership.keep); keeperDone is closed when
 	// it has.
 	stopKeeper context.CancelFunc
 	keeperDone chan struct{}
 	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
-	resourceHooks hookSet[*pb.ResourceUpdated]
-}
-
-// callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
-type callGate struct {
-	mu      sync.Mutex
-	closing bool
-	n       int
-	idle    chan struct{} // closed when n reaches 0 after close
-}
-
-// enter admits one call; false once the gate is closed.
-func (g *callGate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closing {
-		return false
-	}
-	g.n++
-	return true
-}
-
-func (g *callGate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.n--
-	if g.n == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
-	}
-}
-
-// close refuses new calls and returns a channel closed once no call is in flight, and how many are.
-func (g *callGate) close() (<-chan struct{}, int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closing = true
-	ch := make(chan struct{})
-	if g.n == 0 {
-		close(ch)
-	} else if g.idle != nil {
-		ch = g.idle
-	} else {
-		g.idle = ch
-	}
-	return ch, g.n
+	resourceHooks hooks.Set[*pb.ResourceUpdated]
 }
 
 // cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
@@ -181,8 +134,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
-		reconcileNow: make(chan struct{}, 1)}
+	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
+		reconciler: &placement.Reconciler{}}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
@@ -209,7 +162,8 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	var err error
 	// The router and discovery start before the placement, so that they see every event its servers publish.
 	s.router, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &routerActor{deps: d, sep: d.Config.AliasSeparator, table: s.routes, hooks: s.hooks, served: s.served, pins: s.pinHashes}
+		return &routerActor{deps: d, table: s.routes, hooks: s.hooks, served: s.served, cat: routing.NewBuilder(d.Config.AliasSeparator, s.served, s.pinHashes),
+			loads: routing.NewLoads(routerLoads), load: &routing.Loader{Store: d.Store, Pins: s.pinHashes, Logger: d.Logger}}
 	}, s.guardian), "router")
 	if err != nil {
 		return fail(fmt.Errorf("spawn router: %w", err))
@@ -316,9 +270,7 @@ func (s *System) ActorSystem() *actor.ActorSystem { return s.sys }
 // each server's auto_connect intent, releasing their leases), leaves the cluster, and stops the actor system,
 // within ctx's deadline.
 func (s *System) Shutdown(ctx context.Context) error {
-	if s.stopReconcile != nil {
-		s.stopReconcile()
-	}
+	s.reconciler.Stop()
 	done := make(chan error, 1)
 	go func() {
 		err := s.sys.Root.StopFuture(s.placement).Wait()
@@ -412,34 +364,38 @@ func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatc
 
 // Connect implements Control.
 func (s *System) Connect(ctx context.Context, id string) (ConnectResult, error) {
-	res, err := s.askServer(ctx, id, &pb.Connect{}, time.Now().Add(s.deps.Config.AskTimeout))
+	r, err := askServerFor[*pb.ConnectReply](ctx, s, id, &pb.Connect{}, "connect")
 	if err != nil {
 		return ConnectResult{}, err
-	}
-	r, ok := res.(*pb.ConnectReply)
-	switch {
-	case !ok:
-		return ConnectResult{}, fmt.Errorf("unexpected reply %T to connect", res)
-	case r.Error != nil:
-		return ConnectResult{}, infoError(id, r.Error)
 	}
 	return ConnectResult{ServerID: r.ServerId, Status: r.Status, Message: r.Message}, nil
 }
 
 // Disconnect implements Control.
 func (s *System) Disconnect(ctx context.Context, id string, force bool) (DisconnectResult, error) {
-	res, err := s.askServer(ctx, id, &pb.Disconnect{Force: force}, time.Now().Add(s.deps.Config.AskTimeout))
+	r, err := askServerFor[*pb.DisconnectReply](ctx, s, id, &pb.Disconnect{Force: force}, "disconnect")
 	if err != nil {
 		return DisconnectResult{}, err
 	}
-	r, ok := res.(*pb.DisconnectReply)
+	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
+}
+
+// askServerFor asks a server actor within the ask timeout for a reply of type R; a reply that carries an
+// ErrorInfo is returned as the error Control returns (infoError).
+func askServerFor[R interface{ GetError() *pb.ErrorInfo }](ctx context.Context, s *System, id string, msg any, what string) (R, error) {
+	var zero R
+	res, err := s.askServer(ctx, id, msg, time.Now().Add(s.deps.Config.AskTimeout))
+	if err != nil {
+		return zero, err
+	}
+	r, ok := res.(R)
 	switch {
 	case !ok:
-		return DisconnectResult{}, fmt.Errorf("unexpected reply %T to disconnect", res)
-	case r.Error != nil:
-		return DisconnectResult{}, infoError(id, r.Error)
+		return zero, fmt.Errorf("unexpected reply %T to %s", res, what)
+	case r.GetError() != nil:
+		return zero, infoError(id, r.GetError())
 	}
-	return DisconnectResult{ServerID: r.ServerId, Status: r.Status, PendingRequests: int(r.PendingRequests), Message: r.Message}, nil
+	return r, nil
 }
 
 // Remove implements Control. Stopping a stdio server can take its TerminateDuration, so Remove waits longer than
@@ -451,18 +407,7 @@ func (s *System) Remove(ctx context.Context, id string) error {
 
 // Status asks a server actor for its live state.
 func (s *System) Status(ctx context.Context, id string) (*pb.StatusReply, error) {
-	res, err := s.askServer(ctx, id, &pb.GetStatus{}, time.Now().Add(s.deps.Config.AskTimeout))
-	if err != nil {
-		return nil, err
-	}
-	r, ok := res.(*pb.StatusReply)
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("unexpected reply %T to status", res)
-	case r.Error != nil:
-		return nil, infoError(id, r.Error)
-	}
-	return r, nil
+	return askServerFor[*pb.StatusReply](ctx, s, id, &pb.GetStatus{}, "status")
 }
 
 // CallTool runs a tool on one server by id and original tool name, bounded by the request timeout.
@@ -480,29 +425,9 @@ func (s *System) CallTool(ctx context.Context, id, tool string, argsJSON []byte)
 	return r, nil
 }
 
-// QuietLogger is logger without its records below min: libraries (protoactor, the go-sdk) log their routine at
-// info level, which is noise to operators.
-func QuietLogger(logger *slog.Logger, min slog.Level) *slog.Logger {
-	return slog.New(levelFloor{logger.Handler(), min})
-}
-
-// levelFloor drops records below min before they reach the wrapped handler.
-type levelFloor struct {
-	slog.Handler
-	min slog.Level
-}
-
-func (l levelFloor) Enabled(ctx context.Context, level slog.Level) bool {
-	return level >= l.min && l.Handler.Enabled(ctx, level)
-}
-
-func (l levelFloor) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return levelFloor{l.Handler.WithAttrs(attrs), l.min}
-}
-
-func (l levelFloor) WithGroup(name string) slog.Handler {
-	return levelFloor{l.Handler.WithGroup(name), l.min}
-}
+// QuietLogger is logger without its records below min (quietlog.New): libraries (protoactor, the go-sdk) log
+// their routine at info level, which is noise to operators.
+func QuietLogger(logger *slog.Logger, min slog.Level) *slog.Logger { return quietlog.New(logger, min) }
 
 // AwaitStartup waits until every server the admin wants connected that this process serves has either been
 // connected (which it is once its tools are discovered and routed), or failed, or until ctx ends. A stdio client
@@ -512,68 +437,42 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list servers: %w", err)
 	}
-	var mu sync.Mutex
-	pending := map[string]bool{}
+	var ids []string
 	for _, srv := range servers {
 		// Only the servers this process serves: those another process or cluster node owns connect there (Start
 		// has waited for the activations, so ownership is known).
 		if srv.AutoConnect && s.deps.owners.Fence(srv.ID) != nil {
-			pending[srv.ID] = true
+			ids = append(ids, srv.ID)
 		}
 	}
-	done := make(chan struct{})
-	var once sync.Once
-	settle := func(id string) {
-		mu.Lock()
-		defer mu.Unlock()
-		delete(pending, id)
-		if len(pending) == 0 {
-			once.Do(func() { close(done) })
-		}
+	if len(ids) == 0 {
+		return nil
 	}
-	sub := s.sys.EventStream.Subscribe(func(evt any) {
-		switch e := evt.(type) {
-		case *pb.ServerRemoved:
-			settle(e.ServerId)
-		case *pb.ServerStatusChanged:
-			// A server enters CONNECTED once its tools are in the routing table (awaitFirstDiscovery). The reset
-			// of a status left by an unclean stop (CONNECTED -> DISCONNECTED) is not an outcome: the server is
-			// about to connect.
-			if e.To == persistence.StatusConnected && e.From == persistence.StatusConnecting ||
-				e.To == persistence.StatusError || e.To == persistence.StatusDisconnected &&
-				e.From != persistence.StatusConnecting && e.Reason != ReasonNoSessionAfterStart {
-				settle(e.ServerId)
-			}
-		}
-	})
+	wait := lifecycle.NewStartup(ids)
+	sub := s.sys.EventStream.Subscribe(func(evt any) { wait.Follow(evt, ReasonNoSessionAfterStart) })
 	defer s.sys.EventStream.Unsubscribe(sub)
 	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
 	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers
 	// connected (their tools discovered).
-	mu.Lock()
-	ids := make([]string, 0, len(pending))
-	for id := range pending {
-		ids = append(ids, id)
-	}
-	mu.Unlock()
-	if len(ids) == 0 {
+	pending := wait.Pending()
+	if len(pending) == 0 {
 		return nil
 	}
-	for _, id := range ids {
+	for _, id := range pending {
 		st, err := s.Status(ctx, id)
 		switch {
 		case errors.Is(err, persistence.ErrNotFound):
-			settle(id)
+			wait.Settle(id)
 		case err != nil:
 			// Not answering yet (a busy or restarting actor): its events will tell.
 		case st.Status == persistence.StatusError:
-			settle(id)
+			wait.Settle(id)
 		case callable(st.Status):
-			settle(id) // connected with its tools
+			wait.Settle(id) // connected with its tools
 		}
 	}
 	select {
-	case <-done:
+	case <-wait.Done():
 		// The router was sent every event before this wait saw it: once it answers, the table holds the tools;
 		// once the indexer has acknowledged the versions the router published, they are searchable.
 		if _, err := s.askActor(ctx, s.router, &readyMsg{}, 0); err != nil {
@@ -602,26 +501,15 @@ func restartHook(d *Deps) supervision.RestartHook {
 	}
 }
 
-// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table. In a
-// cluster every node sees every server, so each reports only its share, and the sum over the nodes is the
-// cluster's: the servers it owns, and those nobody owns that the rendezvous hash assigns to it.
+// Snapshot is what the scrape-time gauges report: servers by status and tool counts, from the routing table; in a
+// cluster, this node's share of them (placement.Reconciler.Share).
 func (s *System) Snapshot() metrics.Snapshot {
 	rt := s.Routes()
 	snap := metrics.Snapshot{ServersByStatus: map[string]int{}}
 	var keep func(string) bool
 	if s.members != nil {
 		snap.ClusterMembers = s.members.Count()
-		unowned, _ := s.unowned.Load().(map[string]bool)
-		keep = func(id string) bool {
-			if s.deps.owners.Fence(id) != nil {
-				return true
-			}
-			if unowned[id] {
-				chosen, _ := s.members.Choose(id)
-				return chosen == s.deps.NodeID
-			}
-			return false
-		}
+		keep = s.reconciler.Share(s.deps.NodeID, func(id string) bool { return s.deps.owners.Fence(id) != nil })
 	}
 	for _, srv := range rt.Servers() {
 		if keep == nil || keep(srv.ID) {

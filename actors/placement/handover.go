@@ -2,6 +2,8 @@ package placement
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,4 +30,22 @@ func (v *Members) Successor(id string) (node, addr string, ok bool) {
 		return "", "", false
 	}
 	return node, addr, true
+}
+
+// HandOverAll hands every server of ids over at once with one (which retires the server here and activates it on
+// its successor; true: it moved) and returns how many moved.
+func HandOverAll(ids []string, one func(id string) bool) int {
+	var wg sync.WaitGroup
+	var moved atomic.Int64
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if one(id) {
+				moved.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(moved.Load())
 }

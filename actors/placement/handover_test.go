@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -59,5 +60,19 @@ func TestSuccessor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestHandOverAll(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	moved := HandOverAll([]string{"a", "b", "c", "d"}, func(id string) bool {
+		mu.Lock()
+		seen = append(seen, id)
+		mu.Unlock()
+		return id != "c"
+	})
+	if moved != 3 || len(seen) != 4 {
+		t.Fatalf("moved %d of %v, want 3 of 4 (c did not move)", moved, seen)
 	}
 }

@@ -1,4 +1,4 @@
-package actors
+package lifecycle
 
 import (
 	"errors"
@@ -32,13 +32,13 @@ func TestTransitionTable(t *testing.T) {
 			if got := CanTransition(from, to); got != want {
 				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
 			}
-			err := checkTransition(from, to)
+			err := Check(from, to)
 			var inv ErrInvalidTransition
 			if want && err != nil {
-				t.Errorf("checkTransition(%s, %s) = %v, want nil", from, to, err)
+				t.Errorf("Check(%s, %s) = %v, want nil", from, to, err)
 			}
 			if !want && !errors.As(err, &inv) {
-				t.Errorf("checkTransition(%s, %s) = %v, want ErrInvalidTransition", from, to, err)
+				t.Errorf("Check(%s, %s) = %v, want ErrInvalidTransition", from, to, err)
 			}
 		}
 	}
