@@ -127,6 +127,41 @@ func TestToolsListWithinTokenBudget(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(text(res), "ok op") {
 		t.Fatalf("calling %s, left out of the list: %v %+v", left, err, res)
 	}
+	// search_aggregated_tools finds what the list left out: each hit's alias (callable at once), a one-line
+	// description, its input schema, and how many more matched.
+	sres, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_aggregated_tools",
+		Arguments: map[string]any{"query": "operation records alpha", "limit": 3}})
+	if err != nil || sres.IsError {
+		t.Fatalf("search: %v %+v", err, sres)
+	}
+	var answer struct {
+		Data struct {
+			Tools []struct {
+				Alias       string          `json:"alias"`
+				Description string          `json:"description"`
+				InputSchema json.RawMessage `json:"input_schema"`
+			} `json:"tools"`
+			Metadata map[string]any `json:"metadata"`
+		} `json:"data"`
+	}
+	found := &answer.Data
+	if err := json.Unmarshal([]byte(text(sres)), &answer); err != nil {
+		t.Fatalf("search answer %s: %v", text(sres), err)
+	}
+	if len(found.Tools) != 3 {
+		t.Fatalf("search answered %d tools, want 3: %s", len(found.Tools), text(sres))
+	}
+	for _, h := range found.Tools {
+		if h.Alias == "" || len(h.InputSchema) == 0 || strings.Contains(h.Description, "\n") || len([]rune(h.Description)) > 201 {
+			t.Errorf("hit %+v: want an alias, a schema and a one-line description of at most 200 characters", h)
+		}
+	}
+	if more, _ := found.Metadata["more_matched"].(float64); more < 1 {
+		t.Errorf("metadata %v: want more_matched > 0 (160 tools share these words)", found.Metadata)
+	}
+	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: found.Tools[2].Alias, Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Errorf("calling the found alias %s: %v %+v", found.Tools[2].Alias, err, res)
+	}
 	// Through the endpoint's URL, and a budget the whole toolset fits: every tool.
 	cl2 := mcp.NewClient(&mcp.Implementation{Name: "budget-url", Version: "1"}, nil)
 	s2, err := cl2.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp?token_budget=" + fmt.Sprint(budget)}, nil)

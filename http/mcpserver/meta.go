@@ -7,12 +7,14 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/gateway/exposure"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -352,11 +354,67 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	if len(errs) > 0 {
 		return apierror.Validation(errs).CallToolResult(), nil
 	}
+	// Answers an agent can act on (issue 31): the search looks further than the limit to say how many more tools
+	// matched, and each hit comes with its alias, a one-line description and, unless include_schemas is false,
+	// its input schema while they fit the caller's token budget.
+	asked := r.Limit
+	r.Limit = min(max(3*asked, asked+10), validate.MaxSearchLimit)
 	r, res, err := s.cases.Search(ctx, id, r, s.opts.Scope)
 	if err != nil {
 		return s.failureFor(ctx, err, apierror.Subject{}), nil
 	}
-	return success(view.NewSearch(r, res, time.Since(start))), nil
+	window := r.Limit
+	more := max(len(res.Tools)-asked, 0)
+	res.Tools = res.Tools[:min(asked, len(res.Tools))]
+	r.Limit = asked
+	var in struct {
+		IncludeSchemas *bool `json:"include_schemas"`
+	}
+	if json.Unmarshal(req.Params.Arguments, &in) == nil && in.IncludeSchemas != nil {
+		r.IncludeSchemas = *in.IncludeSchemas // validated above
+	} else {
+		r.IncludeSchemas = true
+	}
+	out := view.NewSearch(r, res, time.Since(start))
+	left := s.budgetOf(req)
+	omitted := 0
+	for i := range out.Tools {
+		t := &out.Tools[i]
+		t.Description = oneLine(t.Description)
+		if len(t.InputSchema) == 0 {
+			continue
+		}
+		if n := exposure.Tokens(t.InputSchema); left > 0 && n > left {
+			t.InputSchema = nil
+			omitted++
+		} else {
+			left -= n
+		}
+	}
+	out.Metadata["more_matched"] = more
+	out.Metadata["more_matched_window"] = window
+	if omitted > 0 {
+		out.Metadata["schemas_omitted"] = omitted
+	}
+	return success(out), nil
+}
+
+// oneLine is a description's first line, cut after its first sentence past 200 characters (or at 200, with an
+// ellipsis), so that a search answer stays short; the full text is in tools/list and GET /tools.
+func oneLine(d string) string {
+	if i := strings.IndexAny(d, "\r\n"); i >= 0 {
+		d = d[:i]
+	}
+	d = strings.TrimSpace(d)
+	const most = 200
+	if utf8.RuneCountInString(d) <= most {
+		return d
+	}
+	r := []rune(d)[:most]
+	if i := strings.LastIndex(string(r), ". "); i > 40 {
+		return string(r)[:i+1]
+	}
+	return strings.TrimSpace(string(r)) + "…"
 }
 
 // execute calls any tool by name through the router, with REST's validation ({tool_name, arguments, server_id},
