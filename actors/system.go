@@ -81,6 +81,7 @@ type System struct {
 	keeperDone chan struct{}
 	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
 	resourceHooks hookSet[*pb.ResourceUpdated]
+	restarts      *restartCounter // restarts by actor, for the actor view (inspect.go)
 }
 
 // callGate counts tool calls in flight so that a shutdown can wait for them (DrainCalls).
@@ -182,7 +183,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
 	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{fns: map[int]func(*routing.RouteTable){}},
-		reconcileNow: make(chan struct{}, 1)}
+		reconcileNow: make(chan struct{}, 1), restarts: newRestartCounter(sys)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {
