@@ -28,8 +28,9 @@ type ActorInfo struct {
 	// ID is protoactor's id (the path from the root); Name its last part.
 	ID   string `json:"id"`
 	Name string `json:"name"`
-	// Kind: router, discovery, indexer, classifier, registry, placement, accesspolicy, server, proxy, or the
-	// name's stem for other actors (protoactor's own, a call's short-lived helper "$n": "anonymous").
+	// Kind: server, proxy, anonymous (protoactor's generated names, such as a call's short-lived helper "$n"), or
+	// the actor's name for the node's singletons (router, discovery, indexer, classifier, registry, placement,
+	// access-policy) and protoactor's own.
 	Kind string `json:"kind"`
 	// ServerID and ServerName: the server a server actor serves, and for its children the same.
 	ServerID   string `json:"server_id,omitempty"`
@@ -248,14 +249,17 @@ func parentID(id string) string {
 	return ""
 }
 
-// actorKind is the kind of an actor from its name: the stem before "-" ("server-<id>-<n>", "proxy-$3"), "anonymous"
-// for protoactor's generated names ("$12").
+// actorKind is the kind of an actor from its name: "server" and "proxy" for the per-server and per-session actors
+// ("server-<id>-<n>", "proxy-$3"), "anonymous" for protoactor's generated names ("$12"), else the name itself
+// (the node's singletons: "router", "access-policy", ...).
 func actorKind(name string) string {
-	if strings.HasPrefix(name, "$") {
+	switch {
+	case strings.HasPrefix(name, "$"):
 		return "anonymous"
-	}
-	if i := strings.IndexByte(name, '-'); i > 0 {
-		return name[:i]
+	case strings.HasPrefix(name, "server-"):
+		return "server"
+	case strings.HasPrefix(name, "proxy-"):
+		return "proxy"
 	}
 	return name
 }

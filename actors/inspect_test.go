@@ -146,6 +146,7 @@ func TestActorKindAndServerID(t *testing.T) {
 		{"proxy-$5", "proxy", ""},
 		{"$42", "anonymous", ""},
 		{"router", "router", ""},
+		{"access-policy", "access-policy", ""},
 		{"server-short", "server", ""},
 	}
 	for _, tc := range tests {
