@@ -142,6 +142,12 @@ func TestTimeseriesAndActorsWithRealActors(t *testing.T) {
 	}
 	get(curAdmin, base+"/servers/00000000-0000-0000-0000-000000000000/timeseries", http.StatusNotFound)
 
+	// A per-session child: a proxy session on a shows as a proxy actor under a's server actor.
+	ps, err := sys.OpenProxySession(context.Background(), "a", actors.ProxyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
 	if r := e.authDo(t, curBot, "GET", base+"/actors", ""); r.status != http.StatusForbidden {
 		t.Fatalf("a client token's GET /actors: %d, want 403", r.status)
 	}
@@ -153,7 +159,7 @@ func TestTimeseriesAndActorsWithRealActors(t *testing.T) {
 	if err := json.Unmarshal(r.body, &v); err != nil {
 		t.Fatal(err)
 	}
-	served := map[string]bool{}
+	served, proxies := map[string]bool{}, 0
 	for _, a := range v.Actors {
 		if a.ID != "placement" {
 			continue
@@ -162,7 +168,15 @@ func TestTimeseriesAndActorsWithRealActors(t *testing.T) {
 			if c.Kind == "server" && c.State == "CONNECTED" && c.MailboxDepth != nil {
 				served[c.ServerName] = true
 			}
+			for _, g := range c.Children {
+				if g.Kind == "proxy" && g.ServerName == "a" && c.ServerName == "a" && g.MailboxDepth != nil {
+					proxies++
+				}
+			}
 		}
+	}
+	if proxies != 1 {
+		t.Errorf("%d proxy actors under a's server actor, want 1 (%s)", proxies, r.body)
 	}
 	if !served["a"] || !served["b"] {
 		t.Errorf("server actors under the placement: %v (%s)", served, r.body)
