@@ -1071,7 +1071,7 @@ function niceMax(v) {
   for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
   return 10 * p;
 }
-const fmtNum = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v === 0 ? '0' : v.toFixed(3));
+const fmtNum = (v) => (Number.isInteger(v) ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3));
 const clockTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 
 // Chart draws series over the window [t0, t1] (ms): 'line' series break where a value is null, 'bar' series are
@@ -1174,7 +1174,7 @@ function ServerFigures({ server }) {
     <${Chart} testid="chart-latency" title="Latency" unit=" ms" t0=${t0} t1=${t1} step=${step}
       lines=${[{ name: 'p50', color: '#2457c5', values: series((p) => p.p50_ms) }, { name: 'p95', color: '#9a6700', values: series((p) => p.p95_ms) }]} />
     <${Chart} testid="chart-errors" title="Errors" unit="" t0=${t0} t1=${t1} step=${step}
-      lines=${[{ name: 'errors', color: '#c62828', kind: 'bar', values: series((p) => p.errors) }, { name: 'tool errors', color: '#e39b9b', kind: 'bar', values: series((p) => p.tool_errors) }]} />
+      lines=${[{ name: 'tool errors (stacked)', color: '#e39b9b', kind: 'bar', values: series((p) => p.errors + p.tool_errors) }, { name: 'errors', color: '#c62828', kind: 'bar', values: series((p) => p.errors) }]} />
     <${StateBand} t0=${t0} t1=${t1} initial=${s.initial_state} states=${s.states || []} />
   </div>`;
 }
