@@ -79,6 +79,7 @@ type System struct {
 	keeperDone chan struct{}
 	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
 	resourceHooks hooks.Set[*pb.ResourceUpdated]
+	restarts      *restartCounter // restarts by actor, for the actor view (inspect.go)
 }
 
 // cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
@@ -135,7 +136,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
 	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
-		reconciler: &placement.Reconciler{}}
+		reconciler: &placement.Reconciler{}, restarts: newRestartCounter(sys)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {
 		if s.stopFeed != nil {

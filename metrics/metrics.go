@@ -68,11 +68,14 @@ type Metrics struct {
 	ToolChangesHeld     *prometheus.CounterVec
 	NotifyDropped       *prometheus.CounterVec
 	ReservedURIsDropped *prometheus.CounterVec
+
+	// Series keeps every server's recent calls for the console (timeseries.go).
+	Series *Recorder
 }
 
 // latencyBuckets span 100 µs to 60 s: the aggregator adds well under a millisecond, backends take up to the
 // request timeout.
-var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+var latencyBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // New builds the registry with every metric; snapshot (may be nil) feeds the scrape-time gauges.
 func New(snapshot func() Snapshot) *Metrics { return NewForNode(snapshot, "") }
@@ -87,12 +90,13 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 	}
 	m := &Metrics{
 		Registry: r,
+		Series:   NewRecorder(0, 0, nil),
 		RoutingDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "mcp_aggregator_routing_duration_seconds", Buckets: latencyBuckets,
+			Name: "mcp_aggregator_routing_duration_seconds", Buckets: latencyBuckets[:],
 			Help: "Time the aggregator adds to a tool call: resolution, dispatch and answer, without the backend's own time.",
 		}),
 		ExecutionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mcp_aggregator_execution_duration_seconds", Buckets: latencyBuckets,
+			Name: "mcp_aggregator_execution_duration_seconds", Buckets: latencyBuckets[:],
 			Help: "Time a backend took to answer a tool call.",
 		}, []string{"server"}),
 		HealthCheckDuration: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -112,7 +116,7 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Help: "Tool calls running on a server now.",
 		}, []string{"server"}),
 		SearchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "mcp_aggregator_search_duration_seconds", Buckets: latencyBuckets,
+			Name: "mcp_aggregator_search_duration_seconds", Buckets: latencyBuckets[:],
 			Help: "Duration of tool searches.",
 		}),
 		Classifications: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -136,7 +140,7 @@ func NewForNode(snapshot func() Snapshot, node string) *Metrics {
 			Help: "HTTP requests by listener, route pattern, method and status code.",
 		}, []string{"listener", "route", "method", "status"}),
 		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "mcp_aggregator_http_request_duration_seconds", Buckets: latencyBuckets,
+			Name: "mcp_aggregator_http_request_duration_seconds", Buckets: latencyBuckets[:],
 			Help: "HTTP request duration by listener and route pattern.",
 		}, []string{"listener", "route"}),
 		ActorRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -209,6 +213,7 @@ func (m *Metrics) ForgetServer(name string) {
 	m.ToolChangesHeld.DeletePartialMatch(l)
 	m.ReservedURIsDropped.DeletePartialMatch(l)
 	m.NotifyDropped.DeletePartialMatch(l)
+	m.Series.Forget(name)
 }
 
 // ReservedURIs records the resources (kind resource) or resource templates (kind resource_template) a server listed
@@ -246,6 +251,7 @@ func (m *Metrics) Call(server, outcome string, execution time.Duration) {
 		return
 	}
 	m.ToolCalls.WithLabelValues(server, outcome).Inc()
+	m.Series.Record(server, outcome, execution)
 	if outcome == OutcomeOK || outcome == OutcomeToolError {
 		m.ExecutionDuration.WithLabelValues(server).Observe(execution.Seconds())
 	}

@@ -30,7 +30,10 @@ import (
 // its form (after a field error on an empty selector), sees its tool count and tools, is refused its deletion
 // while a client is bound (409 PROFILE_IN_USE) and deletes it; shows the audit log; a client token gets read-only
 // views without curation controls. No request may leave the daemon's origin and the page may log no error (CSP,
-// exceptions). Screenshots go to a temporary folder the test logs, kept for people to look at.
+// exceptions). The live figures (issue 29): calls to a server show in its detail as charts of calls/s, p50/p95 and
+// errors with real numbers and its state changes on the same axis; the Actors tab shows the supervision tree with
+// the server's actor (state, mailbox depth) under the placement and the node that owns it. Screenshots of every
+// step go to the test's artifact directory (-artifacts keeps them), for people to look at.
 func TestConsoleInBrowser(t *testing.T) {
 	browser := peertest.Chromium(t)
 	script := peertest.ConsoleScript(t)
@@ -80,10 +83,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		"connection_config": map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/sse", peertest.FreePort(t))}})
 	register(map[string]any{"name": "pinned", "transport_type": "HTTP", "connection_config": map[string]any{"base_url": backend.URL + "/mcp"}})
 
-	shots, err := os.MkdirTemp("", "aggregator-console-screenshots-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The screenshots go to the test's artifact directory: kept under -outputdir when the test runs with
+	// -artifacts (go test -run TestConsoleInBrowser -artifacts -outputdir /tmp/console ./cmd/aggregator), else a
+	// temporary directory removed after the test.
+	shots := t.ArtifactDir()
 	t.Logf("console screenshots: %s", shots)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

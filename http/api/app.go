@@ -200,6 +200,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/state", s.state)
 	g.Get("/health", s.health)
 	g.Get("/audit", s.listAudit)
+	s.routeObserve(g)
 	s.routeCuration(g)
 	g.Post("/import", s.importServers)
 	g.Get("/export", s.exportServers)

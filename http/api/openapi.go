@@ -90,6 +90,12 @@ var operations = []operation{
 		OK: map[int]string{200: "Health", 503: "Health"}},
 	{Method: "GET", Path: apiPrefix + "/audit", Tag: "status", Summary: "The audit log, newest first (admin)",
 		Query: []param{qLimit, qOffset}, OK: map[int]string{200: "AuditList"}, Errors: []int{422}},
+	{Method: "GET", Path: apiPrefix + "/servers/:id/timeseries", Tag: "status", Summary: "A server's calls/s, errors and p50/p95 latency over the last minutes in steps, from this node's counters, with its state changes over the same window (a client token bound to profiles: its profiles' servers only)",
+		OK: map[int]string{200: "Timeseries"}, Errors: []int{404}},
+	{Method: "GET", Path: apiPrefix + "/timeseries", Tag: "status", Summary: "Calls/s, errors and p50/p95 latency over the last minutes of every server the caller may see, from this node's counters",
+		OK: map[int]string{200: "Timeseries"}},
+	{Method: "GET", Path: apiPrefix + "/actors", Tag: "status", Summary: "This node's actor tree (kind, state, mailbox depth, restarts) and the node that owns each server (admin)",
+		OK: map[int]string{200: "ActorView"}},
 	{Method: "GET", Path: apiPrefix + "/servers/:id/prompts", Tag: "servers", Summary: "A server's stored prompts, with the names /mcp exposes them under (a client token bound to profiles: its profiles' servers only, else an empty list)",
 		OK: map[int]string{200: "FeatureList"}, Errors: []int{404}},
 	{Method: "GET", Path: apiPrefix + "/servers/:id/resources", Tag: "servers", Summary: "A server's stored resources and resource templates, with the URIs /mcp exposes (a client token bound to profiles: its profiles' servers only, else an empty list)",
@@ -203,6 +209,17 @@ func components() map[string]*jsonschema.Schema {
 	refresh := &jsonschema.Schema{Type: "object", Required: []string{"server_id", "status", "message"},
 		Properties: map[string]*jsonschema.Schema{"server_id": str, "status": str, "message": str}}
 
+	// An actor holds its children: the tree's schema refers to itself (Actor), which inference cannot do.
+	actorTree := map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[[]actors.ActorInfo](): {Type: "array", Items: ref("Actor")}}
+	inferTree := func(t reflect.Type) *jsonschema.Schema {
+		s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: actorTree})
+		if err != nil {
+			panic(fmt.Sprintf("openapi: schema of %s: %v", t, err))
+		}
+		return s
+	}
+	actorView, actor := inferTree(reflect.TypeFor[actors.ActorView]()), inferTree(reflect.TypeFor[actors.ActorInfo]())
+
 	return map[string]*jsonschema.Schema{
 		"Error":             errorSchema,
 		"FieldError":        fieldError,
@@ -226,6 +243,9 @@ func components() map[string]*jsonschema.Schema {
 		"State":             infer(reflect.TypeFor[stateView]()),
 		"Health":            infer(reflect.TypeFor[healthView]()),
 		"AuditList":         infer(reflect.TypeFor[auditListView]()),
+		"Timeseries":        infer(reflect.TypeFor[timeseriesView]()),
+		"ActorView":         actorView,
+		"Actor":             actor,
 		"ImportReport":      infer(reflect.TypeFor[ImportReport]()),
 		"ExportFile":        infer(reflect.TypeFor[ExportFile]()),
 		"Probe":             infer(reflect.TypeFor[ProbeView]()),

@@ -205,6 +205,10 @@ func TestPolicy(t *testing.T) {
 		{"POST", "/api/v1/aggregator/servers/search", ScopeAdmin, ScopeAdmin},
 		{"GET", "/api/v1/aggregator/audit", ScopeAdmin, ScopeAdmin},
 		{"GET", "/api/v1/aggregator/AUDIT/", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/actors", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/Actors/", ScopeAdmin, ScopeAdmin},
+		{"GET", "/api/v1/aggregator/timeseries", ScopeClient, ScopeClient},
+		{"GET", "/api/v1/aggregator/servers/1f0c/timeseries", ScopeClient, ScopeClient},
 		{"PUT", "/api/v1/aggregator/something-new", ScopeAdmin, ScopeAdmin},
 		{"GET", "/api/v1/aggregator/something-new", ScopeClient, ScopeClient},
 		{"POST", "/api/v1/aggregator/health", ScopeNone, ScopeNone}, // 405 anyway

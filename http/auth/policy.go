@@ -20,6 +20,7 @@ const (
 	readyPath     = "/readyz"
 	metricsPath   = "/metrics"
 	auditPath     = "/api/v1/aggregator/audit"
+	actorsPath    = "/api/v1/aggregator/actors"
 	toolCallPath  = "/api/v1/tools/call"
 	searchPath    = "/api/v1/search"
 	mcpPath       = "/mcp"
@@ -59,7 +60,7 @@ func IsToolCall(method, path string) bool {
 //     from the API under the operator's token);
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
-//   - admin: the audit log, tool curation (reads too: they show backends' original text and token bindings), and
+//   - admin: the audit log, the actor view (/api/v1/aggregator/actors), tool curation (reads too: they show backends' original text and token bindings), and
 //     every other write (register, patch, delete, connect, disconnect, refresh, and any
 //     write route added later until it is listed here).
 func (p Policy) Required(method, path string) Scope {
@@ -74,7 +75,7 @@ func (p Policy) Required(method, path string) Scope {
 		return ScopeClient
 	case n == mcpPath || strings.HasPrefix(n, mcpPath+"/") || n == ssePath || strings.HasPrefix(n, ssePath+"/"):
 		return ScopeClient
-	case n == auditPath || strings.HasPrefix(n, auditPath+"/"), isCurationPath(n):
+	case n == auditPath || strings.HasPrefix(n, auditPath+"/"), n == actorsPath, isCurationPath(n):
 		return ScopeAdmin
 	case (n == consolePath || strings.HasPrefix(n, consolePath+"/")) && isRead(method):
 		return ScopeNone

@@ -9,6 +9,7 @@
 //   BROKEN        the name of a server registered beforehand that cannot connect
 //   PINNED        the name of a server registered beforehand (pinning on) whose tool "forecast" changes its
 //                 description on a POST to CHANGE_URL
+// Screenshots of every step go to SHOTS (the live figures and the actor view among them).
 // Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
 // so does any error the page logs (a CSP violation, an exception).
 import { chromium } from 'playwright-core';
@@ -70,6 +71,51 @@ try {
     return c && c.textContent.trim().length > 0;
   }, env('BROKEN'), { timeout: 30000 });
   await shot('servers');
+
+  // 2b. Live figures and actors (issue 29): calls to the listed server (five answered, one refused by the backend
+  // for a missing argument) show in its detail as charts with real numbers, its state change on the same axis; the
+  // Actors tab shows the supervision tree with the server's actor, its state, mailbox depth and owner.
+  const callTool = async (args) => {
+    for (let i = 0; i < 60; i++) {
+      const r = await fetch(BASE + '/api/v1/tools/call', { method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + env('ADMIN_TOKEN') },
+        body: JSON.stringify({ name: env('LISTED') + '.echo', arguments: args }) });
+      if (r.status !== 404) return r.status; // 404: its tools are not routable yet
+      await new Promise((res) => setTimeout(res, 500));
+    }
+    return 404;
+  };
+  for (let i = 0; i < 5; i++) {
+    const status = await callTool({ message: 'figure ' + i });
+    if (status !== 200) problems.push('call to echo answered ' + status);
+  }
+  await callTool({});
+  await listed.click();
+  await tid('figures').waitFor();
+  await page.waitForFunction(() => {
+    const n = (id) => Number((document.querySelector(`[data-testid="${id}"]`) || {}).textContent);
+    const max = (id) => Number((document.querySelector(`[data-testid="${id}"]`) || { getAttribute: () => 0 }).getAttribute('data-max'));
+    return n('fig-calls-window') >= 6 && max('chart-calls') > 0 && max('chart-latency') > 0 && n('fig-errors-window') >= 1;
+  }, null, { timeout: 30000 });
+  if (Number(await tid('state-band').getAttribute('data-changes')) < 1) problems.push('no state change on the state band of a server connected minutes ago');
+  if ((await tid('chart-calls').locator('rect').count()) < 1) problems.push('the calls chart draws no bar');
+  if ((await tid('chart-latency').locator('path').count()) !== 2) problems.push('the latency chart does not draw p50 and p95');
+  const p95 = await tid('fig-p95').textContent();
+  if (!/^[0-9.]+ ms$/.test(p95.trim())) problems.push('no p95 shown: ' + p95);
+  await tid('figures').scrollIntoViewIfNeeded();
+  await shot('live-figures');
+  await tid('tab-actors').click();
+  const sa = tid('actor-server-' + env('LISTED'));
+  await sa.getByTestId('actor-state').filter({ hasText: /^CONNECTED$/ }).waitFor();
+  if (!/^\d+$/.test((await sa.getByTestId('actor-mailbox').first().textContent()).trim())) problems.push('no mailbox depth for the server actor');
+  for (const kind of ['router', 'discovery', 'placement', 'registry']) {
+    if (!(await tid('actor-' + kind).count())) problems.push('the actor tree has no ' + kind);
+  }
+  if (!(await tid('actor-placement').locator(`[data-testid="actor-server-${env('LISTED')}"]`).count())) problems.push('the server actor is not under the placement');
+  const owner = (await tid('owner-' + env('LISTED')).getByTestId('owner').textContent()).trim();
+  if (!owner || owner.startsWith('none')) problems.push('no owner node for ' + env('LISTED'));
+  await shot('actors');
+  await tid('tab-servers').click();
 
   // 3. Register a server through the form: first a bad name, whose error shows next to the name field.
   await tid('tab-register').click();
@@ -281,7 +327,7 @@ try {
   await cp.getByTestId('server-' + env('LISTED')).click();
   await cp.getByTestId('server-detail').waitFor();
   await cp.getByTestId('tools').waitFor();
-  for (const id of ['tab-register', 'tab-audit', 'tab-profiles', 'delete', 'connect', 'curation', 'cf-save', 'pin-save', 'override-echo']) {
+  for (const id of ['tab-register', 'tab-audit', 'tab-profiles', 'tab-actors', 'delete', 'connect', 'curation', 'cf-save', 'pin-save', 'override-echo']) {
     if (await cp.getByTestId(id).count()) problems.push('client scope sees ' + id);
   }
   const clientShot = path.join(SHOTS, '99-client-read-only.png');

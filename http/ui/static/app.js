@@ -136,7 +136,7 @@ function App() {
   if (!me) return html`<main><p class="muted">Loading…</p></main>`;
 
   const admin = me.scope === 'admin';
-  const tabs = [['servers', 'Servers'], ['search', 'Search'], ...(admin ? [['register', 'Register'], ['profiles', 'Profiles'], ['import', 'Import / export'], ['audit', 'Audit log']] : [])];
+  const tabs = [['servers', 'Servers'], ['search', 'Search'], ...(admin ? [['register', 'Register'], ['profiles', 'Profiles'], ['import', 'Import / export'], ['audit', 'Audit log'], ['actors', 'Actors']] : [])];
   return html`
     <header>
       <h1>MCP aggregator</h1>
@@ -153,6 +153,7 @@ function App() {
       ${tab === 'profiles' && admin && html`<${Profiles} />`}
       ${tab === 'import' && admin && html`<${ImportExport} />`}
       ${tab === 'audit' && admin && html`<${Audit} />`}
+      ${tab === 'actors' && admin && html`<${Actors} />`}
     </main>`;
 }
 
@@ -324,6 +325,7 @@ function ServerDetail({ server, admin, onGone }) {
       <dt>Auto-connect</dt><dd>${String(detail.auto_connect)}</dd>
       <dt>Health URL</dt><dd>${detail.health_check_url || '—'}</dd>
     </dl>
+    <${ServerFigures} key=${'figures-' + server.id} server=${detail} />
     <h3>Connection (secrets masked)</h3>
     <pre data-testid="connection-config">${json(detail.connection_config)}</pre>
     ${admin && html`<${Curation} key=${server.id} server=${detail} filter=${cur.filter} onChanged=${load} />`}
@@ -1116,6 +1118,174 @@ function ImportExport() {
     <div class="actions"><button class="btn" data-testid="export-run" onClick=${async () => setExported(await api('GET', API + '/export'))}>Export (mcpServers)</button>
       <button class="btn" onClick=${async () => setExported(await api('GET', API + '/export?format=vscode'))}>Export (VS Code)</button></div>
     ${exported && html`<pre data-testid="export-text">${json(exported)}</pre>`}
+  </div>`;
+}
+
+// ---- live figures and actors (issue 29) ---------------------------------------------------------------------
+// Everything of the live figures and the actor view is in this section: ServerFigures (in a server's detail) and
+// Actors (a tab for admins). Both poll the daemon's own counters (GET .../timeseries, GET .../actors); the charts
+// are small SVGs drawn here, no library.
+
+const FIGURES_POLL_MS = 5000;
+const ACTORS_POLL_MS = 3000;
+const CHART_W = 420;
+const CHART_H = 84;
+const CHART_PAD = { l: 40, r: 6, t: 6, b: 14 };
+const STATE_COLORS = { CONNECTED: '#1a7f37', DEGRADED: '#9a6700', CONNECTING: '#9a6700', DISCONNECTING: '#9a6700', ERROR: '#c62828', DISCONNECTED: '#9aa3ad' };
+
+// niceMax rounds a chart's top up to 1, 2 or 5 times a power of ten.
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+const fmtNum = (v) => (Number.isInteger(v) ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v >= 1 ? v.toFixed(2) : v.toFixed(3));
+const clockTime = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+
+// Chart draws series over the window [t0, t1] (ms): 'line' series break where a value is null, 'bar' series are
+// columns per step. lines: [{ name, color, kind, values }]. The SVG carries data-max (the largest value drawn),
+// so a test can read what it shows.
+function Chart({ testid, title, unit, t0, t1, step, lines }) {
+  const w = CHART_W - CHART_PAD.l - CHART_PAD.r;
+  const hgt = CHART_H - CHART_PAD.t - CHART_PAD.b;
+  const all = lines.flatMap((l) => l.values.map((p) => p.v)).filter((v) => v != null);
+  const top = niceMax(Math.max(0, ...all));
+  const x = (t) => CHART_PAD.l + ((t - t0) / (t1 - t0)) * w;
+  const y = (v) => CHART_PAD.t + hgt - (v / top) * hgt;
+  const barW = Math.max(1, (step / (t1 - t0)) * w - 0.5);
+  const shapes = lines.map((l) => {
+    if (l.kind === 'bar') {
+      return l.values.filter((p) => p.v > 0).map((p) => html`<rect x=${x(p.t)} y=${y(p.v)} width=${barW} height=${CHART_PAD.t + hgt - y(p.v)} fill=${l.color} />`);
+    }
+    let d = '';
+    let pen = false;
+    for (const p of l.values) {
+      if (p.v == null) { pen = false; continue; }
+      d += (pen ? 'L' : 'M') + x(p.t + step / 2).toFixed(1) + ' ' + y(p.v).toFixed(1);
+      pen = true;
+    }
+    // A dot on every point, so that a step between two without answered calls shows too.
+    const dots = l.values.filter((p) => p.v != null).map((p) => html`<circle cx=${x(p.t + step / 2)} cy=${y(p.v)} r="1.8" fill=${l.color} />`);
+    return html`<path d=${d} fill="none" stroke=${l.color} stroke-width="1.5" />${dots}`;
+  });
+  return html`<div class="chart">
+    <div class="chart-title">${title} ${lines.map((l) => html`<span class="legend"><svg width="10" height="10"><rect width="10" height="10" fill=${l.color} /></svg>${l.name}</span>`)}</div>
+    <svg data-testid=${testid} data-max=${Math.max(0, ...all)} viewBox=${`0 0 ${CHART_W} ${CHART_H}`} width="100%" class="chart-svg">
+      <line x1=${CHART_PAD.l} y1=${CHART_PAD.t + hgt} x2=${CHART_W - CHART_PAD.r} y2=${CHART_PAD.t + hgt} stroke="#d9dee4" />
+      <line x1=${CHART_PAD.l} y1=${CHART_PAD.t} x2=${CHART_W - CHART_PAD.r} y2=${CHART_PAD.t} stroke="#eef1f5" />
+      <text x=${CHART_PAD.l - 4} y=${CHART_PAD.t + 8} text-anchor="end" class="axis">${fmtNum(top)}${unit}</text>
+      <text x=${CHART_PAD.l - 4} y=${CHART_PAD.t + hgt} text-anchor="end" class="axis">0</text>
+      <text x=${CHART_PAD.l} y=${CHART_H - 2} class="axis">${clockTime(t0)}</text>
+      <text x=${CHART_W - CHART_PAD.r} y=${CHART_H - 2} text-anchor="end" class="axis">${clockTime(t1)}</text>
+      ${shapes}
+    </svg></div>`;
+}
+
+// StateBand shows the server's state over the same window: one colored span per state, a tick at each change.
+function StateBand({ t0, t1, initial, states }) {
+  const w = CHART_W - CHART_PAD.l - CHART_PAD.r;
+  const x = (t) => CHART_PAD.l + ((Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0)) * w;
+  const spans = [];
+  let from = t0;
+  let cur = initial || null;
+  for (const s of states) {
+    const at = Date.parse(s.t);
+    if (cur) spans.push({ from, to: at, state: cur });
+    from = at;
+    cur = s.state;
+  }
+  if (cur) spans.push({ from, to: t1, state: cur });
+  return html`<div class="chart">
+    <div class="chart-title">State ${states.length ? html`<span class="muted">(${states.length} change${states.length === 1 ? '' : 's'})</span>` : ''}</div>
+    <svg data-testid="state-band" data-changes=${states.length} viewBox=${`0 0 ${CHART_W} 22`} width="100%" class="chart-svg">
+      ${spans.map((s) => html`<rect x=${x(s.from)} y="4" width=${Math.max(0.5, x(s.to) - x(s.from))} height="10" fill=${STATE_COLORS[s.state] || '#9aa3ad'}><title>${s.state} from ${new Date(s.from).toLocaleTimeString()}</title></rect>`)}
+      ${states.map((s) => html`<line x1=${x(Date.parse(s.t))} y1="1" x2=${x(Date.parse(s.t))} y2="17" stroke="#1d232b" stroke-width="1" />`)}
+      ${!spans.length && html`<text x=${CHART_PAD.l} y="13" class="axis">no state change recorded</text>`}
+    </svg>
+    <div class="legend-row">${Object.entries(STATE_COLORS).filter(([k]) => spans.some((s) => s.state === k)).map(([k, c]) => html`<span class="legend"><svg width="10" height="10"><rect width="10" height="10" fill=${c} /></svg>${k}</span>`)}</div>
+  </div>`;
+}
+
+// ServerFigures: one server's calls/s, p50/p95 latency and errors over the last minutes, with its state changes.
+function ServerFigures({ server }) {
+  const [data, setData] = useState(null);
+  const live = usePoll(async () => {
+    const r = await api('GET', API + '/servers/' + server.id + '/timeseries');
+    setData(r);
+  }, FIGURES_POLL_MS);
+  if (!data) return html`<div data-testid="figures" class="muted">${live.ok ? 'Loading the live figures…' : 'Live figures unavailable: ' + live.error}</div>`;
+  const s = data.servers[0];
+  const step = data.step_seconds * 1000;
+  const pts = s.points.map((p) => ({ ...p, ms: Date.parse(p.t) }));
+  const t0 = pts[0].ms;
+  const t1 = pts[pts.length - 1].ms + step;
+  const series = (f) => pts.map((p) => ({ t: p.ms, v: f(p) }));
+  const last = pts.slice(-12); // the last minute
+  const calls = last.reduce((n, p) => n + p.calls, 0);
+  const errors = last.reduce((n, p) => n + p.errors, 0);
+  const totalCalls = pts.reduce((n, p) => n + p.calls, 0);
+  const totalErrors = pts.reduce((n, p) => n + p.errors + p.tool_errors, 0);
+  const p95s = pts.filter((p) => p.p95_ms != null);
+  const lastP95 = p95s.length ? p95s[p95s.length - 1].p95_ms : null;
+  return html`<div data-testid="figures">
+    <h3>Live figures <span class=${'live' + (live.ok ? '' : ' stale')}>${live.ok ? 'every ' + data.step_seconds + ' s' : 'not updating: ' + live.error}</span></h3>
+    <p class="muted">The last ${Math.round(data.window_seconds / 60)} minutes in ${data.step_seconds} s steps, from ${data.node ? 'node ' + data.node + "'s" : "the daemon's"} own counters (calls run where the server's actor runs).</p>
+    <dl class="kv figures-kv">
+      <dt>Calls, last minute</dt><dd data-testid="fig-calls-minute">${calls}</dd>
+      <dt>Errors, last minute</dt><dd data-testid="fig-errors-minute">${errors}</dd>
+      <dt>Calls in the window</dt><dd data-testid="fig-calls-window">${totalCalls}</dd>
+      <dt>Errors and tool errors in the window</dt><dd data-testid="fig-errors-window">${totalErrors}</dd>
+      <dt>Latest p95</dt><dd data-testid="fig-p95">${lastP95 == null ? '—' : fmtNum(lastP95) + ' ms'}</dd>
+    </dl>
+    <${Chart} testid="chart-calls" title="Calls/s" unit="/s" t0=${t0} t1=${t1} step=${step}
+      lines=${[{ name: 'calls/s', color: '#2457c5', kind: 'bar', values: series((p) => p.calls_per_second) }]} />
+    <${Chart} testid="chart-latency" title="Latency" unit=" ms" t0=${t0} t1=${t1} step=${step}
+      lines=${[{ name: 'p50', color: '#2457c5', values: series((p) => p.p50_ms) }, { name: 'p95', color: '#9a6700', values: series((p) => p.p95_ms) }]} />
+    <${Chart} testid="chart-errors" title="Errors" unit="" t0=${t0} t1=${t1} step=${step}
+      lines=${[{ name: 'tool errors (stacked)', color: '#e39b9b', kind: 'bar', values: series((p) => p.errors + p.tool_errors) }, { name: 'errors', color: '#c62828', kind: 'bar', values: series((p) => p.errors) }]} />
+    <${StateBand} t0=${t0} t1=${t1} initial=${s.initial_state} states=${s.states || []} />
+  </div>`;
+}
+
+// ActorNode is one actor of the tree with its children.
+function ActorNode({ a }) {
+  return html`<li data-testid=${'actor-' + a.kind + (a.server_name ? '-' + a.server_name : '')} data-id=${a.id}>
+    <span class="actor-name"><code>${a.name}</code></span>
+    <span class="skill">${a.kind}</span>
+    ${a.server_name && html`<span class="muted">${a.server_name}</span>`}
+    <span class=${'badge s-' + a.state} data-testid="actor-state">${a.state}</span>
+    <span class="muted">mailbox <span data-testid="actor-mailbox">${a.mailbox_depth == null ? 'n/a' : a.mailbox_depth}</span></span>
+    <span class=${a.restarts > 0 ? 'error' : 'muted'}>restarts <span data-testid="actor-restarts">${a.restarts}</span></span>
+    ${a.children.length > 0 && html`<ul>${a.children.map((c) => html`<${ActorNode} key=${c.id} a=${c} />`)}</ul>`}
+  </li>`;
+}
+
+// Actors: the node's supervision tree and where each server is served (admin).
+function Actors() {
+  const [view, setView] = useState(null);
+  const [showAnon, setShowAnon] = useState(false);
+  const live = usePoll(async () => setView(await api('GET', API + '/actors')), ACTORS_POLL_MS);
+  if (!view) return html`<div class="card muted">${live.ok ? 'Loading the actors…' : 'Cannot read the actors: ' + live.error}</div>`;
+  const shown = view.actors.filter((a) => showAnon || a.kind !== 'anonymous');
+  const count = (list) => list.reduce((n, a) => n + 1 + count(a.children), 0);
+  return html`<div class="grid">
+    <div class="card">
+      <div class="row"><h2>Actors of node ${view.node || '(single node)'}</h2>
+        <span class=${'live fixed' + (live.ok ? '' : ' stale')} data-testid="actors-live">${live.ok ? 'live · ' + new Date(view.at).toLocaleTimeString() : 'not updating: ' + live.error}</span></div>
+      <p class="muted">${view.cluster ? `Cluster member at ${view.address}, seeing ${view.members} member${view.members === 1 ? '' : 's'}. ` : ''}Top-level actors are supervised by ${view.supervisor}. ${count(view.actors)} actors.
+        Mailbox: user messages waiting now; restarts: since the node started.</p>
+      <label class="inline"><input type="checkbox" checked=${showAnon} onChange=${(e) => setShowAnon(e.target.checked)} /> show short-lived helper actors</label>
+      <ul class="tree" data-testid="actor-tree">${shown.map((a) => html`<${ActorNode} key=${a.id} a=${a} />`)}</ul>
+    </div>
+    <div class="card">
+      <h2>Servers and their owners</h2>
+      <table data-testid="actor-servers"><thead><tr><th>Server</th><th>Status</th><th>Owner node</th><th>Actor here</th></tr></thead>
+        <tbody>${view.servers.map((s) => html`<tr data-testid=${'owner-' + s.name}>
+          <td>${s.name}</td><td><${Status} s=${s.status} /></td>
+          <td data-testid="owner">${s.owner || html`<span class="muted">none</span>`}${s.local ? html` <span class="muted">(this node)</span>` : s.owner_address ? html` <span class="muted">${s.owner_address}</span>` : ''}</td>
+          <td><code>${s.actor || ''}</code></td></tr>`)}</tbody></table>
+    </div>
   </div>`;
 }
 
