@@ -104,7 +104,8 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest, key *pe
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
-		Policy: persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
+		Policy:         persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
+		CredentialMode: req.CredentialMode, UserCredential: req.UserCredential,
 	}
 	if s.Policy.PinNewTools == "" {
 		s.Policy.PinNewTools = persistence.PinNewServe
