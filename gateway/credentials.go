@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+
 	"github.com/mcpgw/aggregator/http/auth"
 )
 
@@ -27,4 +29,18 @@ func CredentialSubject(id auth.Identity) string {
 // CredentialPath is the REST path where a caller stores their own credential for a server.
 func CredentialPath(serverID string) string {
 	return "/api/v1/aggregator/servers/" + serverID + "/credentials/me"
+}
+
+type subjectKey struct{}
+
+// WithCallerSubject returns ctx carrying the subject whose own credential a per_user server's call runs with (Call
+// sets it from CallRequest.Caller; the actors read it with CallerSubject).
+func WithCallerSubject(ctx context.Context, subject string) context.Context {
+	return context.WithValue(ctx, subjectKey{}, subject)
+}
+
+// CallerSubject is the subject WithCallerSubject put in ctx ("" none).
+func CallerSubject(ctx context.Context) string {
+	s, _ := ctx.Value(subjectKey{}).(string)
+	return s
 }

@@ -1,9 +1,17 @@
 package integration_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -125,5 +133,144 @@ func TestCredentialsPerCaller(t *testing.T) {
 		if strings.Contains(b, "secret-value") {
 			t.Fatalf("a secret leaked: %s", b)
 		}
+	}
+}
+
+// echoAuthBackend is a go-sdk streamable HTTP server whose whoami tool answers the Authorization header its request
+// carried. It refuses "Bearer bad" with 401, and records the Authorization of every DELETE (a client closing its
+// session).
+func echoAuthBackend(t *testing.T) (url string, closed func() []string) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo-auth", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			got := ""
+			if r.Extra != nil && r.Extra.Header != nil {
+				got = r.Extra.Header.Get("Authorization")
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "auth=" + got}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var mu sync.Mutex
+	var deletes []string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer bad" {
+			http.Error(w, "bad credential", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			mu.Lock()
+			deletes = append(deletes, r.Header.Get("Authorization"))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(deletes)
+	}
+}
+
+// TestPerUserSessions: against a real go-sdk streamable HTTP backend, two callers with different secrets each see
+// their own Authorization on a per_user server; a caller without one gets 403 CREDENTIAL_REQUIRED naming where to
+// store it; replacing a secret and revoking one end that caller's session; a caller's bad credential fails only
+// that caller, and the server stays CONNECTED for the others.
+func TestPerUserSessions(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	toks, err := auth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks})}
+	url, closed := echoAuthBackend(t)
+	r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"per","transport_type":"HTTP",`+
+		`"connection_config":{"base_url":"`+url+`","headers":{"Authorization":"Bearer discovery"}},`+
+		`"credential_mode":"per_user","user_credential":{"header":"Authorization","prefix":"Bearer "}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	cred := base + "/servers/" + id + "/credentials"
+	deadline := time.Now().Add(30 * time.Second)
+	for !callable(sys, "per.whoami") {
+		if time.Now().After(deadline) {
+			t.Fatal("per.whoami never routable")
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	call := func(token string) response {
+		t.Helper()
+		return e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"per.whoami","arguments":{}}`)
+	}
+	wantAuth := func(token, want string) {
+		t.Helper()
+		r := call(token)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), `auth=`+want+`"`) {
+			t.Fatalf("call as %s: %d %s; want auth=%s", token[:5], r.status, r.body, want)
+		}
+	}
+	wantRequired := func(token string) {
+		t.Helper()
+		m := wantError(t, call(token), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+		ctx, _ := m["context"].(map[string]any)
+		if ctx["credential_url"] != cred+"/me" {
+			t.Fatalf("CREDENTIAL_REQUIRED context %v", m["context"])
+		}
+	}
+
+	wantRequired(credAliceToken)
+	if r := e.authDo(t, credAliceToken, "PUT", cred+"/me", `{"secret":"alice-key"}`); r.status != http.StatusCreated {
+		t.Fatalf("alice put: %d %s", r.status, r.body)
+	}
+	if r := e.authDo(t, credBobToken, "PUT", cred+"/me", `{"secret":"bob-key"}`); r.status != http.StatusCreated {
+		t.Fatalf("bob put: %d %s", r.status, r.body)
+	}
+	for range 2 {
+		wantAuth(credAliceToken, "Bearer alice-key")
+		wantAuth(credBobToken, "Bearer bob-key")
+	}
+	wantRequired(credAdminToken) // the admin has no credential of their own: the registration's is not lent
+
+	// Replacing a secret ends the caller's session; the next call uses the new one.
+	if r := e.authDo(t, credBobToken, "PUT", cred+"/me", `{"secret":"bob-key-2"}`); r.status != http.StatusOK {
+		t.Fatalf("bob replace: %d %s", r.status, r.body)
+	}
+	wantAuth(credBobToken, "Bearer bob-key-2")
+	wantAuth(credAliceToken, "Bearer alice-key")
+
+	// Revoking ends the session: the backend sees it closed, and the next call needs a credential again.
+	if r := e.authDo(t, credAdminToken, "DELETE", cred+"/token:alice", ""); r.status != http.StatusNoContent {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	waitFor(t, "alice's session closed at the backend", func() bool { return slices.Contains(closed(), "Bearer alice-key") })
+	wantRequired(credAliceToken)
+
+	// A bad credential fails its caller only; the server stays CONNECTED.
+	if r := e.authDo(t, credAliceToken, "PUT", cred+"/me", `{"secret":"bad"}`); r.status != http.StatusCreated {
+		t.Fatalf("alice bad put: %d %s", r.status, r.body)
+	}
+	r = call(credAliceToken)
+	m := wantError(t, r, http.StatusServiceUnavailable, "SERVER_UNAVAILABLE")
+	if strings.Contains(string(r.body), "Bearer bad") {
+		t.Fatalf("the secret is in the answer: %s", r.body)
+	}
+	_ = m
+	wantAuth(credBobToken, "Bearer bob-key-2")
+	srv, err := st.GetServer(t.Context(), id)
+	if err != nil || srv.Status != "CONNECTED" || srv.ConsecutiveFailures != 0 {
+		t.Fatalf("server after a caller's bad credential: %s, %d failures, %v", srv.Status, srv.ConsecutiveFailures, err)
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
