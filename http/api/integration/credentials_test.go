@@ -13,8 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 const (
@@ -272,5 +274,77 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPerUserStdio: a per_user stdio server runs one child per caller with the caller's secret in the child's
+// environment variable (never expanded: a secret holding ${HOME} arrives as written).
+func TestPerUserStdio(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	toks, err := auth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks})}
+	bin := peertest.GoBinary(t, "./testdata/envecho")
+	r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"env","transport_type":"STDIO",`+
+		`"connection_config":{"command":"`+bin+`"},"credential_mode":"per_user","user_credential":{"env":"API_KEY"}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	cred := base + "/servers/" + r.json(t)["id"].(string) + "/credentials/me"
+	waitFor(t, "env.whoami routable", func() bool { return callable(sys, "env.whoami") })
+	pids := map[string]string{}
+	for _, c := range []struct{ token, secret string }{{credAliceToken, "alice-env-key"}, {credBobToken, "bob ${HOME} key"}} {
+		if r := e.authDo(t, c.token, "PUT", cred, `{"secret":"`+c.secret+`"}`); r.status != http.StatusCreated {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+		r := e.authDo(t, c.token, "POST", "/api/v1/tools/call", `{"name":"env.whoami","arguments":{}}`)
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "key="+c.secret+" pid=") {
+			t.Fatalf("call: %d %s; want key=%s", r.status, r.body, c.secret)
+		}
+		pid := string(r.body)[strings.Index(string(r.body), "pid=")+4:]
+		pids[c.token] = pid[:strings.IndexFunc(pid, func(r rune) bool { return r < '0' || r > '9' })]
+	}
+	if pids[credAliceToken] == pids[credBobToken] {
+		t.Fatalf("both callers ran in one child: %v", pids)
+	}
+}
+
+// TestPerUserSessionLimits: one per_user server runs at most MaxUserSessions callers' sessions (one more caller
+// gets 503 SERVER_BUSY, the callers with one are served), and a session closes after UserSessionIdle without a call,
+// which makes room again.
+func TestPerUserSessionLimits(t *testing.T) {
+	cfg := actors.DefaultConfig()
+	cfg.MaxUserSessions, cfg.UserSessionIdle = 1, 500*time.Millisecond
+	st, sys, logger := startSystemWith(t, cfg)
+	toks, err := auth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks})}
+	url, closed := echoAuthBackend(t)
+	r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"per","transport_type":"HTTP",`+
+		`"connection_config":{"base_url":"`+url+`"},"credential_mode":"per_user","user_credential":{"header":"Authorization","prefix":"Bearer "}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", r.status, r.body)
+	}
+	cred := base + "/servers/" + r.json(t)["id"].(string) + "/credentials/me"
+	waitFor(t, "per.whoami routable", func() bool { return callable(sys, "per.whoami") })
+	for _, c := range []struct{ token, secret string }{{credAliceToken, "alice-key"}, {credBobToken, "bob-key"}} {
+		if r := e.authDo(t, c.token, "PUT", cred, `{"secret":"`+c.secret+`"}`); r.status != http.StatusCreated {
+			t.Fatalf("put: %d %s", r.status, r.body)
+		}
+	}
+	call := func(token string) response {
+		return e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"per.whoami","arguments":{}}`)
+	}
+	if r := call(credAliceToken); r.status != http.StatusOK || !strings.Contains(string(r.body), "auth=Bearer alice-key") {
+		t.Fatalf("alice: %d %s", r.status, r.body)
+	}
+	wantError(t, call(credBobToken), http.StatusServiceUnavailable, "SERVER_BUSY")
+	waitFor(t, "alice's idle session closed", func() bool { return slices.Contains(closed(), "Bearer alice-key") })
+	if r := call(credBobToken); r.status != http.StatusOK || !strings.Contains(string(r.body), "auth=Bearer bob-key") {
+		t.Fatalf("bob after alice's session closed: %d %s", r.status, r.body)
 	}
 }

@@ -446,6 +446,12 @@ func TestAPIWithRealActors(t *testing.T) {
 // a fresh key), both stopped when the test ends; logs go to a discarded buffer.
 func startSystem(t *testing.T) (persistence.Store, *actors.System, *slog.Logger) {
 	t.Helper()
+	return startSystemWith(t, actors.DefaultConfig())
+}
+
+// startSystemWith is startSystem with the actors' configuration cfg.
+func startSystemWith(t *testing.T, cfg actors.Config) (persistence.Store, *actors.System, *slog.Logger) {
+	t.Helper()
 	inner, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -457,7 +463,7 @@ func startSystem(t *testing.T) (persistence.Store, *actors.System, *slog.Logger)
 	st := crypt.Wrap(inner, ring)
 	t.Cleanup(st.Close)
 	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
