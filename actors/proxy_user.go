@@ -335,10 +335,14 @@ func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
 
 // onIdle closes the session after the idle time without a request, unless requests are still running.
 func (p *proxyActor) onIdle(ctx actor.Context) {
-	if p.subject == "" || len(p.pending) > 0 || len(p.queued) > 0 {
+	if p.subject == "" {
 		return
 	}
-	p.why = fmt.Errorf("idle for %s", p.idle)
+	if len(p.pending) > 0 || len(p.queued) > 0 {
+		ctx.SetReceiveTimeout(p.idle) // a firing cancels the timer: watch again
+		return
+	}
+	p.why = fmt.Errorf("%w: idle for %s", ErrProxyClosed, p.idle)
 	p.logger().Info("per-user session closed: idle", "idle", p.idle.String())
 	ctx.Stop(p.self)
 }
