@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/persistence"
@@ -50,7 +51,7 @@ func (s *System) CallResult(ctx context.Context, r routing.Route, argsJSON []byt
 func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress), object bool) (*pb.CallToolReply, *mcp.CallToolResult, error) {
 	deadline := s.callDeadline(ctx)
 	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object,
-		TraceContext: telemetry.Inject(ctx)}
+		TraceContext: telemetry.Inject(ctx), Subject: gateway.CallerSubject(ctx)}
 	if progress != nil {
 		pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 			if p, ok := c.Message().(*pb.Progress); ok {

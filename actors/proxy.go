@@ -32,6 +32,9 @@ var (
 	ErrProxyConnect = errors.New("proxy session could not connect to the server")
 	// ErrProxyClosed means the proxy session has ended (closed, server disconnected or removed, backend gone).
 	ErrProxyClosed = errors.New("proxy session closed")
+	// ErrProxyPerUser means the server is per_user: its callers' calls run on their own sessions through /mcp and
+	// REST, and the per-server endpoint (which would use the registration's own credential) is refused.
+	ErrProxyPerUser = errors.New("per_user server: no per-server proxy sessions")
 )
 
 // ProxyHandlers receive what the backend sends on a proxy session. They are called on the go-sdk's goroutines, not

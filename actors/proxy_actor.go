@@ -50,6 +50,8 @@ type (
 	proxyReply struct {
 		res any
 		err error
+		// scrub removes the session's own secrets (a caller's credential) from error texts; nil: nothing to remove.
+		scrub func(string) string
 	}
 	proxyRequestDone struct{ id uint64 }
 	proxyLost        struct{ err error }
@@ -120,6 +122,13 @@ func (s *proxyShared) stop() {
 	}
 }
 
+// isStopped reports whether the actor has stopped (or is stopping).
+func (s *proxyShared) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
 // reply reports whether the asker still waits for the open answer (only the first caller gets true).
 func (s *proxyShared) reply() bool {
 	s.mu.Lock()
@@ -135,6 +144,11 @@ func (s *proxyShared) reply() bool {
 func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 	if !callable(a.status) || a.sess == nil {
 		ctx.Respond(&askReply{err: &routing.UnavailableError{Server: routing.ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
+		return
+	}
+	if perUser(a.rec) {
+		// The per-server endpoint would run the caller on the registration's own credential.
+		ctx.Respond(&askReply{err: fmt.Errorf("server %s: %w", a.rec.Name, ErrProxyPerUser)})
 		return
 	}
 	max := m.opts.MaxSessions
@@ -158,6 +172,15 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		c.pending = map[uint64]context.CancelFunc{}
 		return &c
 	}), "proxy-")
+	a.watchForProxy(pid, shared)
+	if !m.claim.spawned(pid) {
+		ctx.Stop(pid)
+	}
+	a.log().Info("proxy session opening", "proxy", pid.Id, "proxy_sessions", n+1)
+}
+
+// watchForProxy stops the proxy actor pid when its server leaves CONNECTED/DEGRADED or is removed.
+func (a *serverActor) watchForProxy(pid *actor.PID, shared *proxyShared) {
 	id, sys := a.id, a.sys
 	sub := sys.EventStream.Subscribe(func(evt any) {
 		switch e := evt.(type) {
@@ -172,10 +195,6 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		}
 	})
 	shared.setSub(sys.EventStream, sub)
-	if !m.claim.spawned(pid) {
-		ctx.Stop(pid)
-	}
-	a.log().Info("proxy session opening", "proxy", pid.Id, "proxy_sessions", n+1)
 }
 
 // proxyActor owns one upstream session of the per-server proxy: it connects it, runs the front end's requests on
@@ -199,6 +218,20 @@ type proxyActor struct {
 	// session only once its incoming requests have returned.
 	stopping context.Context
 	stop     context.CancelFunc
+
+	// A caller's own session of a per_user server (proxy_user.go): subject names the caller, whose stored secret
+	// is injected into the connection; idle closes it after that long without a request; queued are the requests
+	// that came while it connected; secrets scrubs the caller's secret from error texts.
+	subject string
+	idle    time.Duration
+	queued  []queuedRequest
+	secrets *backend.Secrets
+}
+
+// queuedRequest is a request that came before the session connected, with whom to answer.
+type queuedRequest struct {
+	m      *proxyRequest
+	sender *actor.PID
 }
 
 // Receive implements actor.Actor.
@@ -212,7 +245,15 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 			ctx.Stop(p.self)
 			return
 		}
-		p.connect(ctx)
+		if p.subject != "" {
+			p.startUser(ctx)
+			return
+		}
+		p.connect(ctx, p.rec, p.deps.backendOptions())
+	case *userSecretLoaded:
+		p.onUserSecret(ctx, m)
+	case *actor.ReceiveTimeout:
+		p.onIdle(ctx)
 	case *actor.Stopping:
 		p.cleanup()
 	case *actor.Restarting:
@@ -225,7 +266,7 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 	case *proxyConnected:
 		p.onConnected(ctx, m)
 	case *proxyRequest:
-		p.request(ctx, m)
+		p.request(ctx, m, ctx.Sender())
 	case *proxyRequestDone:
 		delete(p.pending, m.id)
 	case *proxyLost:
@@ -254,8 +295,8 @@ func (p *proxyActor) logger() *slog.Logger {
 
 // connect builds the backend's transport (resolving ${VAR} now) and connects in a goroutine, bounded by the
 // connection timeout, as the server actor's own connect does.
-func (p *proxyActor) connect(ctx actor.Context) {
-	b, err := backend.Dial(p.rec, p.deps.backendOptions())
+func (p *proxyActor) connect(ctx actor.Context, rec persistence.Server, o backend.Options) {
+	b, err := backend.Dial(rec, o)
 	if err != nil {
 		p.fail(ctx, err)
 		return
@@ -315,26 +356,61 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 		err := sess.Wait()
 		sys.Root.Send(self, &proxyLost{err: err})
 	}()
-	if p.shared.reply() {
+	if p.shared.reply() && p.replyTo != nil {
 		ctx.Send(p.replyTo, &proxyOpened{pid: p.self, init: sess.InitializeResult()})
 	}
 	p.logger().Info("proxy session connected", "protocol_version", sess.InitializeResult().ProtocolVersion)
+	queued := p.queued
+	p.queued = nil
+	for _, q := range queued {
+		p.request(ctx, q.m, q.sender)
+	}
 }
 
 // fail answers the asker with the connect error and stops.
 func (p *proxyActor) fail(ctx actor.Context, err error) {
-	p.why = fmt.Errorf("%w: %w", ErrProxyConnect, err)
-	if p.shared.reply() {
+	if !errors.Is(err, ErrCredentialRequired) {
+		err = fmt.Errorf("%w: %w", ErrProxyConnect, err)
+	}
+	p.why = err
+	if p.shared.reply() && p.replyTo != nil {
 		ctx.Send(p.replyTo, &askReply{err: p.why})
 	}
-	p.logger().Warn("proxy session connect failed", "error", err)
+	p.logger().Warn("proxy session connect failed", "error", p.scrub(err.Error()))
 	ctx.Stop(p.self)
 }
 
+// scrubFunc is scrub for a reply, nil when the session has no secret of its own.
+func (p *proxyActor) scrubFunc() func(string) string {
+	if p.secrets == nil {
+		return nil
+	}
+	return p.secrets.Scrub
+}
+
+// scrub removes the session's own secrets from a text (nothing for a session without a caller's credential).
+func (p *proxyActor) scrub(text string) string {
+	if p.secrets == nil {
+		return text
+	}
+	return p.secrets.Scrub(text)
+}
+
 // request runs one front-end request on the session in a goroutine and answers the asker from there.
-func (p *proxyActor) request(ctx actor.Context, m *proxyRequest) {
+func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.PID) {
 	if p.live == nil {
-		ctx.Respond(&proxyReply{err: ErrProxyClosed})
+		if p.subject != "" && p.why == nil {
+			// A caller's session still connecting: the request runs once it is up (or fails with it).
+			p.queued = append(p.queued, queuedRequest{m: m, sender: sender})
+			return
+		}
+		if sender != nil {
+			err := ErrProxyClosed
+			if p.why != nil {
+				err = p.why
+			}
+			ctx.Send(sender, &proxyReply{err: err, scrub: p.scrubFunc()})
+		}
 		return
 	}
 	// A fresh context: the request's deadline and cancellation, but none of the front end's values (the
@@ -345,14 +421,15 @@ func (p *proxyActor) request(ctx actor.Context, m *proxyRequest) {
 	id := p.next
 	p.pending[id] = cancel
 	up := proxyUpstream{client: p.client, sess: p.live.session}
-	sender, sys, self := ctx.Sender(), p.sys, p.self
+	sys, self := p.sys, p.self
+	scrub := p.scrubFunc()
 	go func() {
 		defer cancel()
 		defer stop()
 		res, err := m.do(rctx, up)
 		sys.Root.Send(self, &proxyRequestDone{id: id})
 		if sender != nil {
-			sys.Root.Send(sender, &proxyReply{res: res, err: err})
+			sys.Root.Send(sender, &proxyReply{res: res, err: err, scrub: scrub})
 		}
 	}()
 }
@@ -378,6 +455,12 @@ func (p *proxyActor) cleanup() {
 	if p.why == nil {
 		p.why = ErrProxyClosed
 	}
+	for _, q := range p.queued {
+		if q.sender != nil && p.sys != nil {
+			p.sys.Root.Send(q.sender, &proxyReply{err: p.why, scrub: p.scrubFunc()})
+		}
+	}
+	p.queued = nil
 	if p.replyTo != nil && p.shared.reply() && p.sys != nil {
 		p.sys.Root.Send(p.replyTo, &askReply{err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
 	}

@@ -134,6 +134,8 @@ type serverActor struct {
 	deactivators     []*actor.PID
 	// reloads numbers the reloads asked for: only the newest one read is applied.
 	reloads uint64
+	// users are the callers' own sessions of a per_user server (proxy_user.go).
+	users userSessions
 }
 
 // newServerProps is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
@@ -155,6 +157,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.cleanup(false)
 	case *actor.Terminated:
+		a.users.terminated(m.Who)
 		if a.retired && a.retiringChildren > 0 {
 			a.retiringChildren--
 			a.ackIfRetired(ctx)
@@ -187,6 +190,8 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		} else {
 			a.unstashCancelled(m.CallId)
 		}
+	case *pb.EndUserSession:
+		a.endUserSession(ctx, m.Subject)
 	case *cancelCallsForShutdown:
 		a.shuttingDown = true
 		for _, cancel := range a.pending {

@@ -52,6 +52,18 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
 		return
 	}
+	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand.
+	sess := a.sess.session
+	call := func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+		res, err := sess.CallTool(ctx, p)
+		return res, nil, err
+	}
+	if perUser(a.rec) {
+		if info := a.userSessionCheck(m.Subject); info != nil {
+			ctx.Respond(&pb.CallToolReply{Error: info})
+			return
+		}
+	}
 	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
 	if m.DeadlineUnixMs > 0 {
 		deadline = time.UnixMilli(m.DeadlineUnixMs)
@@ -72,7 +84,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		cctx = requestid.With(cctx, m.RequestId)
 	}
 	cctx = telemetry.Extract(cctx, m.TraceContext) // the caller's trace goes on to the backend (ClientMiddleware)
-	sess, sender, sys, self := a.sess.session, ctx.Sender(), a.sys, a.self
+	sender, sys, self := ctx.Sender(), a.sys, a.self
 	// A caller on this node that asked for it gets the result object itself: no JSON round trip.
 	local := m.WantObject && sender != nil && sender.Address == a.sys.Address()
 	name, status := a.rec.Name, a.status
@@ -90,7 +102,10 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	progress, mx, sec := a.progress, a.deps.Metrics, a.secrets
+	if perUser(a.rec) {
+		call = a.userCall(ctx, m.Subject, cctx, deadline, params)
+	}
+	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
@@ -100,7 +115,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			defer progress.Delete(token)
 		}
 		start := time.Now()
-		res, err := sess.CallTool(cctx, params)
+		res, scrub, err := call(cctx, params)
 		took := time.Since(start)
 		reply := &pb.CallToolReply{ExecutionMs: float64(took.Microseconds()) / 1000}
 		if err == nil {
@@ -110,7 +125,13 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			}
 		}
 		if err != nil {
-			reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
+			var user bool
+			if reply.Error, user = classifyUserError(err, rec, status); !user {
+				reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
+			}
+			if scrub != nil {
+				reply.Error.Message = scrub(reply.Error.Message)
+			}
 			reply.Error.Message = sec.Scrub(reply.Error.Message)
 			a.deps.Logger.WarnContext(cctx, "tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
 				"code", reply.Error.Code, "error", reply.Error.Message)

@@ -197,6 +197,8 @@ func (g *Gateway) run(ctx context.Context, c Call, req CallRequest) (CallResult,
 	}
 	var res CallResult
 	var err error
+	// A per_user server runs the call on the caller's own session.
+	ctx = WithCallerSubject(ctx, CredentialSubject(req.Caller))
 	if req.Object && g.objects != nil {
 		res.Object, res.Reply, err = g.objects.CallResult(ctx, c.Route, args, req.Progress)
 	} else {

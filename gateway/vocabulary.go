@@ -43,6 +43,10 @@ type RegisterRequest struct {
 	PinNewTools string
 	// Filter is the server's tool filter (nil: none).
 	Filter *persistence.ToolFilter
+	// CredentialMode is persistence.CredentialShared ("" too) or CredentialPerUser; UserCredential says where a
+	// per_user server's callers' secrets go.
+	CredentialMode string
+	UserCredential *persistence.UserCredentialSlot
 	// Actor and IP identify who asked, for the audit log.
 	Actor string
 	IP    string

@@ -90,6 +90,10 @@ type Server struct {
 	UpdatedAt           time.Time
 	// Policy is the server's tool curation settings (filter, pinning); changed by SetToolPolicy.
 	Policy ToolPolicy
+	// CredentialMode is CredentialShared ("" reads as it) or CredentialPerUser; UserCredential says where a
+	// per_user server's callers' secrets go (nil for a shared server). Both are set at registration.
+	CredentialMode string
+	UserCredential *UserCredentialSlot
 }
 
 // ServerPatch changes the admin-editable fields of a server; nil fields are left as they are. ClearHealthCheckURL
@@ -447,4 +451,6 @@ type Store interface {
 	// PutAccessPolicy replaces the access policy with doc (a JSON object, validated by the caller) and returns it
 	// as stored, its version one more than before.
 	PutAccessPolicy(ctx context.Context, doc json.RawMessage) (AccessPolicy, error)
+
+	CredentialStore
 }

@@ -33,7 +33,8 @@ func NewServer(req gateway.RegisterRequest) persistence.Server {
 		Name: req.Name, Description: req.Description, TransportType: req.TransportType,
 		ConnectionConfig: req.ConnectionConfig, HealthCheckURL: req.HealthCheckURL,
 		AutoConnect: req.AutoConnect, Status: persistence.StatusDisconnected,
-		Policy: persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
+		Policy:         persistence.ToolPolicy{Pinning: req.Pinning == nil || *req.Pinning, PinNewTools: req.PinNewTools},
+		CredentialMode: req.CredentialMode, UserCredential: req.UserCredential,
 	}
 	if s.Policy.PinNewTools == "" {
 		s.Policy.PinNewTools = persistence.PinNewServe

@@ -60,6 +60,11 @@ type Config struct {
 	// and the least time between two rediscoveries of a server caused by its list_changed notifications (1 s).
 	NotifyRate          float64
 	ListChangedInterval time.Duration
+	// Per-user sessions of per_user servers (actors/proxy_user.go): one caller's session closes after
+	// UserSessionIdle without a request (MCP_AGGREGATOR_USER_SESSION_IDLE, 10 min; 0: the default), and one server
+	// runs at most MaxUserSessions of them (MCP_AGGREGATOR_MAX_USER_SESSIONS, 64; 0: the default).
+	UserSessionIdle time.Duration
+	MaxUserSessions int
 }
 
 // Default is the contract's defaults.
@@ -91,6 +96,8 @@ func Default() Config {
 		MessageBudgetPerServerBytes: 32 << 20,
 		NotifyRate:                  floodguard.DefaultRate,
 		ListChangedInterval:         floodguard.DefaultInterval,
+		UserSessionIdle:             DefaultUserSessionIdle,
+		MaxUserSessions:             DefaultMaxUserSessions,
 	}
 }
 
@@ -108,3 +115,9 @@ func (c Config) Normalized() Config {
 	}
 	return c
 }
+
+// Defaults of the per-user sessions (Config.UserSessionIdle, Config.MaxUserSessions).
+const (
+	DefaultUserSessionIdle = 10 * time.Minute
+	DefaultMaxUserSessions = 64
+)

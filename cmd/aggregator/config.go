@@ -132,6 +132,8 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_OUTBOUND_ALLOW", "", "comma-separated CIDRs or IPs the daemon may connect to even when a default rule or MCP_AGGREGATOR_OUTBOUND_DENY refuses them (e.g. 169.254.0.0/16 for a link-local MCP server)"},
 		{"MCP_AGGREGATOR_NOTIFY_RATE", "100", "log messages, and progress notifications, of one server relayed to its callers per second (a burst of as many passes at once); beyond it they are dropped and counted in mcp_aggregator_notifications_dropped_total; 0 no bound"},
 		{"MCP_AGGREGATOR_MAX_CALLS_PER_SERVER", "64", "calls in flight on one server at once (REST and MCP together); one more answers 503 SERVER_BUSY with Retry-After"},
+		{"MCP_AGGREGATOR_USER_SESSION_IDLE", "600", "seconds a caller's own session of a per_user server (and its stdio child) stays open without a call"},
+		{"MCP_AGGREGATOR_MAX_USER_SESSIONS", "64", "callers' own sessions one per_user server runs at once (each over stdio runs its own child); a call of one more caller answers 503 SERVER_BUSY"},
 		{"MCP_AGGREGATOR_CLUSTER", "", "`etcd` or `automanaged` makes the daemon a node of a cluster (needs DATABASE_URL and MCP_CREDENTIAL_KEY); empty: a single node, no cluster port"},
 		{"MCP_AGGREGATOR_CLUSTER_NAME", "mcp-aggregator", "nodes join the cluster of this name"},
 		{"MCP_AGGREGATOR_CLUSTER_LISTEN", "127.0.0.1:0", "host:port of the node's cluster port (protoactor remoting over gRPC; port 0: a free one); the cluster network must be private: this port has no authentication"},
@@ -216,6 +218,8 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		*b.dst = n
 	}
 	a.MaxCallsPerServer = integer("MCP_AGGREGATOR_MAX_CALLS_PER_SERVER")
+	a.UserSessionIdle = seconds("MCP_AGGREGATOR_USER_SESSION_IDLE", false)
+	a.MaxUserSessions = integer("MCP_AGGREGATOR_MAX_USER_SESSIONS")
 	if r, err := strconv.ParseFloat(get("MCP_AGGREGATOR_NOTIFY_RATE"), 64); err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_NOTIFY_RATE=%q: want notifications per second (0: no bound)", get("MCP_AGGREGATOR_NOTIFY_RATE")))
 	} else {

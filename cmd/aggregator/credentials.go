@@ -86,10 +86,15 @@ func openSealedStore(ctx context.Context, cfg config, logger *slog.Logger, liste
 		logger.Warn("some servers' connection_config is not encrypted under MCP_CREDENTIAL_KEY yet; run `aggregator rotate-key`",
 			"servers", n, "key_id", ring.PrimaryID())
 	}
+	if n, err := crypt.PendingSecrets(ctx, store); err == nil && n > 0 {
+		logger.Warn("some callers' credentials are not encrypted under MCP_CREDENTIAL_KEY yet; run `aggregator rotate-key`",
+			"credentials", n, "key_id", ring.PrimaryID())
+	}
 	return store, nil
 }
 
-// rotateKey is `aggregator rotate-key`: it re-encrypts every server's connection_config under MCP_CREDENTIAL_KEY
+// rotateKey is `aggregator rotate-key`: it re-encrypts every server's connection_config and every caller's own
+// credential (per_user servers) under MCP_CREDENTIAL_KEY
 // (reading old rows with MCP_CREDENTIAL_KEY_PREVIOUS, and rows from before encryption as they are) and prints how
 // many it re-encrypted. Safe to run again; run it with the daemon stopped.
 func rotateKey(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) int {
@@ -111,11 +116,19 @@ func rotateKey(ctx context.Context, cfg config, logger *slog.Logger, stdout io.W
 			"error", err, "reencrypted", n)
 		return 1
 	}
+	secrets, err := crypt.RotateSecrets(ctx, store)
+	if err != nil {
+		logger.Error("rotate-key failed on the callers' credentials; those re-encrypted so far stay readable, run it "+
+			"again once fixed", "error", err, "reencrypted_credentials", secrets)
+		return 1
+	}
 	_, total, err := inner.ListServers(ctx, persistence.ListServersFilter{Limit: 1})
 	if err != nil {
 		total = n
 	}
 	fmt.Fprintf(stdout, "re-encrypted %d of %d servers' connection_config under key %s\n", n, total, ring.PrimaryID())
-	logger.Info("credential key rotated", "reencrypted", n, "servers", total, "key_id", ring.PrimaryID())
+	fmt.Fprintf(stdout, "re-encrypted %d callers' credentials under key %s\n", secrets, ring.PrimaryID())
+	logger.Info("credential key rotated", "reencrypted", n, "servers", total, "reencrypted_credentials", secrets,
+		"key_id", ring.PrimaryID())
 	return 0
 }

@@ -115,6 +115,8 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 				{"name": "http-backend", "transport_type": "HTTP",
 					"connection_config": map[string]any{"base_url": credBackend(t, "Bearer rotate-token-value"),
 						"headers": map[string]string{"Authorization": "Bearer ${ROTATE_TOKEN}"}}},
+				{"name": "per-user", "transport_type": "STDIO", "connection_config": map[string]any{"command": cmd, "args": args},
+					"credential_mode": "per_user", "user_credential": map[string]any{"env": "API_KEY"}},
 			} {
 				code, s := d.do("POST", "/servers", reg)
 				if code != 201 {
@@ -124,6 +126,10 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 			}
 			for _, id := range ids {
 				d.waitStatus(id, "CONNECTED", 30*time.Second)
+			}
+			// A caller's own credential (auth is off: the anonymous caller's) is sealed and rotated too.
+			if code, s := d.do("PUT", "/servers/"+ids["per-user"]+"/credentials/me", map[string]any{"secret": "rotate-user-secret"}); code != 201 {
+				t.Fatalf("put credential: %d %v", code, s)
 			}
 			d.signal(syscall.SIGTERM, 15*time.Second)
 
@@ -138,14 +144,18 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 					t.Fatalf("not sealed at rest: %s (%s)", v.ConnectionConfig, kid)
 				}
 			}
+			if v, err := inner.GetUserSecret(context.Background(), ids["per-user"], "anonymous"); err != nil ||
+				strings.Contains(string(v.Secret), "rotate-user-secret") {
+				t.Fatalf("credential not sealed at rest: %s (%v)", v.Secret, err)
+			}
 			inner.Close()
 
 			code, out := runBinary(t, d, time.Minute, []string{"MCP_CREDENTIAL_KEY=" + newKey, "MCP_CREDENTIAL_KEY_PREVIOUS=" + oldKey}, "rotate-key")
-			if code != 0 || !strings.Contains(out, "re-encrypted 2 of 2") {
+			if code != 0 || !strings.Contains(out, "re-encrypted 3 of 3") || !strings.Contains(out, "re-encrypted 1 callers' credentials") {
 				t.Fatalf("rotate-key: exit %d\n%s", code, out)
 			}
 			code, out = runBinary(t, d, time.Minute, []string{"MCP_CREDENTIAL_KEY=" + newKey, "MCP_CREDENTIAL_KEY_PREVIOUS=" + oldKey}, "rotate-key")
-			if code != 0 || !strings.Contains(out, "re-encrypted 0 of 2") {
+			if code != 0 || !strings.Contains(out, "re-encrypted 0 of 3") || !strings.Contains(out, "re-encrypted 0 callers' credentials") {
 				t.Fatalf("second rotate-key: exit %d\n%s", code, out)
 			}
 			inner = openInner(t, d)
@@ -154,6 +164,11 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 				if kid, _ := crypt.SealedKeyID(v.ConnectionConfig); kid != crypt.KeyID(newBytes) {
 					t.Fatalf("server %s under key %s after rotation, want %s", id, kid, crypt.KeyID(newBytes))
 				}
+			}
+			if v, err := inner.GetUserSecret(context.Background(), ids["per-user"], "anonymous"); err != nil {
+				t.Fatal(err)
+			} else if kid, _ := crypt.SealedKeyID(v.Secret); kid != crypt.KeyID(newBytes) {
+				t.Fatalf("credential under key %s after rotation, want %s", kid, crypt.KeyID(newBytes))
 			}
 			inner.Close()
 

@@ -202,6 +202,7 @@ func New(d Deps) *fiber.App {
 	g.Get("/audit", s.listAudit)
 	s.routeObserve(g)
 	s.routeCuration(g)
+	s.routeCredentials(g)
 	g.Post("/import", s.importServers)
 	g.Get("/export", s.exportServers)
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)

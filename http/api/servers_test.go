@@ -19,7 +19,7 @@ var serverListKeys = []string{"id", "name", "description", "transport_type", "st
 	"tool_count", "last_health_check", "registered_at", "connected_at"}
 
 var serverDetailKeys = append(append([]string{}, serverListKeys...), "connection_config", "error_message",
-	"updated_at", "auto_connect", "consecutive_failures", "health_response_time_ms")
+	"updated_at", "auto_connect", "consecutive_failures", "health_response_time_ms", "credential_mode", "user_credential")
 
 func TestCreateServer(t *testing.T) {
 	tests := []struct {

@@ -55,6 +55,7 @@ const (
 	CodeLoopDetected         = errcode.LoopDetected
 	CodeUnauthorized         = errcode.Unauthorized
 	CodeForbidden            = errcode.Forbidden
+	CodeCredentialRequired   = errcode.CredentialRequired
 	CodeHostNotAllowed       = errcode.HostNotAllowed
 	CodeOriginNotAllowed     = errcode.OriginNotAllowed
 	CodeRateLimited          = errcode.RateLimited
@@ -377,6 +378,13 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 	case errcode.ResponseTooLarge:
 		return &Error{Status: http.StatusBadGateway, Code: CodeResponseTooLarge, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
+	case errcode.CredentialRequired:
+		// The caller has no credential of their own for a per_user server: 403 with where to store one (on /mcp
+		// the same body is the tool error).
+		return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: e.Message,
+			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID,
+				"credential_url": gateway.CredentialPath(route.ServerID), "method": http.MethodPut,
+				"body": map[string]any{"secret": "..."}}}
 	case errcode.LoopDetected:
 		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}

@@ -60,10 +60,14 @@ func TestCallError(t *testing.T) {
 		{errcode.ExecutionFailed, CodeExecutionFailed, http.StatusBadGateway, false},
 		{errcode.RequestTimeout, CodeRequestTimeout, http.StatusGatewayTimeout, false},
 		{errcode.ServerUnavailable, CodeServerUnavailable, http.StatusServiceUnavailable, false},
+		{errcode.CredentialRequired, CodeCredentialRequired, http.StatusForbidden, false},
 	} {
 		e := CallError(Call{Route: route, Asked: "t", Start: now, Routed: now, Done: now, MaxCallsPerServer: 8}, &pb.ErrorInfo{Code: tc.code, Message: "m"})
 		if e.Status != tc.status || e.Code != tc.want || (e.RetryAfter > 0) != tc.retry {
 			t.Errorf("%s: got %+v", tc.code, e)
+		}
+		if tc.code == errcode.CredentialRequired && e.Context["credential_url"] != "/api/v1/aggregator/servers/sid/credentials/me" {
+			t.Errorf("CREDENTIAL_REQUIRED context %v must name where to store the credential", e.Context)
 		}
 		if tc.code == errcode.ServerBusy && (e.Context["server"] != "srv" || e.Context["limit"] != 8) {
 			t.Errorf("SERVER_BUSY context %v must name the server and the limit", e.Context)

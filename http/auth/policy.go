@@ -60,7 +60,10 @@ func IsToolCall(method, path string) bool {
 //     from the API under the operator's token);
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
-//   - admin: the audit log, the actor view (/api/v1/aggregator/actors), tool curation (reads too: they show backends' original text and token bindings), and
+//   - client: PUT and DELETE /api/v1/aggregator/servers/{id}/credentials/me (the caller's own credential);
+//   - admin: the audit log, the actor view (/api/v1/aggregator/actors), tool curation (reads too: they show
+//     backends' original text and token bindings), the list of who has a credential for a server (GET
+//     .../credentials) and revoking one, and
 //     every other write (register, patch, delete, connect, disconnect, refresh, and any
 //     write route added later until it is listed here).
 func (p Policy) Required(method, path string) Scope {
@@ -77,6 +80,12 @@ func (p Policy) Required(method, path string) Scope {
 		return ScopeClient
 	case n == auditPath || strings.HasPrefix(n, auditPath+"/"), n == actorsPath, isCurationPath(n):
 		return ScopeAdmin
+	case isCredentialPath(n):
+		// A caller stores and removes their own credential; listing and revoking others' is the admin's.
+		if strings.HasSuffix(n, "/credentials/me") && (strings.EqualFold(method, "PUT") || strings.EqualFold(method, "DELETE")) {
+			return ScopeClient
+		}
+		return ScopeAdmin
 	case (n == consolePath || strings.HasPrefix(n, consolePath+"/")) && isRead(method):
 		return ScopeNone
 	}
@@ -90,6 +99,16 @@ func (p Policy) Required(method, path string) Scope {
 		}
 	}
 	return ScopeAdmin
+}
+
+// isCredentialPath reports whether n (normalized) is /api/v1/aggregator/servers/{id}/credentials[/...].
+func isCredentialPath(n string) bool {
+	rest, ok := strings.CutPrefix(n, aggregatorAPI+"servers/")
+	if !ok {
+		return false
+	}
+	_, tail, ok := strings.Cut(rest, "/")
+	return ok && (tail == "credentials" || strings.HasPrefix(tail, "credentials/"))
 }
 
 // isRead reports whether a method only reads.

@@ -378,6 +378,9 @@ func (h *Handler) openError(srv routing.ServerEntry, err error) *apierror.Error 
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: apierror.CodeServiceBusy,
 			Detail: "Too many proxy sessions for server " + srv.Name, Context: map[string]any{"max_sessions": limit, "retryable": true},
 			RetryAfter: 1}
+	case errors.Is(err, actors.ErrProxyPerUser):
+		return &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
+			Detail: "Server " + srv.Name + " runs each caller on their own credential: call its tools through /mcp or POST /api/v1/tools/call"}
 	case errors.Is(err, actors.ErrProxyConnect), errors.Is(err, errMirror):
 		h.log.Warn("proxy session failed", "server", srv.Name, "error", err)
 		return unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err))

@@ -73,3 +73,13 @@ const (
 	InvalidIdempotencyKey = "INVALID_IDEMPOTENCY_KEY"
 	IdempotencyKeyReused  = "IDEMPOTENCY_KEY_REUSED"
 )
+
+// Codes of per-user credentials (issue 28).
+const (
+	// CredentialRequired: the caller has no credential of their own for a per_user server's tool (REST 403, with
+	// the path that stores one; on /mcp a tool error naming the same).
+	CredentialRequired = "CREDENTIAL_REQUIRED"
+	// CredentialNotAccepted: the server is shared (credential_mode "shared"), so it takes no caller's own
+	// credential (409).
+	CredentialNotAccepted = "CREDENTIAL_NOT_ACCEPTED"
+)

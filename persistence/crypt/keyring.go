@@ -141,11 +141,35 @@ func aad(serverID string) []byte {
 // Seal encrypts plain (a JSON value) for the server with that (canonical) id under the primary key and returns the
 // envelope.
 func (r *Keyring) Seal(serverID string, plain []byte) (json.RawMessage, error) {
+	return r.seal(aad(serverID), plain)
+}
+
+// secretAAD binds a caller's sealed secret to its server and subject: it opens on no other row.
+func secretAAD(serverID, subject string) []byte {
+	return []byte("mcpgw/user_credentials/secret/v1\x00" + serverID + "\x00" + subject)
+}
+
+// SealSecret encrypts a caller's secret for (server, subject) under the primary key and returns the envelope.
+func (r *Keyring) SealSecret(serverID, subject string, plain []byte) (json.RawMessage, error) {
+	return r.seal(secretAAD(serverID, subject), plain)
+}
+
+// OpenSecret opens a caller's sealed secret. Unlike connection_config, a secret is never read plain: a value that is
+// not an envelope is refused (ErrMalformed).
+func (r *Keyring) OpenSecret(serverID, subject string, stored []byte) ([]byte, error) {
+	what := fmt.Sprintf("credential of %q on server %s", subject, serverID)
+	if _, sealed, err := parseEnvelope(stored); err != nil || !sealed {
+		return nil, fmt.Errorf("crypt: %s: %w: not an encrypted envelope", what, ErrMalformed)
+	}
+	return r.open(secretAAD(serverID, subject), what, stored)
+}
+
+func (r *Keyring) seal(ad, plain []byte) (json.RawMessage, error) {
 	nonce := make([]byte, r.primary.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("crypt: nonce: %w", err)
 	}
-	ct := r.primary.aead.Seal(nil, nonce, plain, aad(serverID))
+	ct := r.primary.aead.Seal(nil, nonce, plain, ad)
 	return json.Marshal(envelope{
 		Enc: Algorithm, KID: r.primary.id,
 		Nonce: base64.StdEncoding.EncodeToString(nonce), CT: base64.StdEncoding.EncodeToString(ct),
@@ -180,9 +204,14 @@ func SealedKeyID(stored []byte) (string, bool) {
 // Open returns the plaintext of a stored value: an envelope is opened with the key it names (primary or previous);
 // a plain value (written before encryption) is returned as it is.
 func (r *Keyring) Open(serverID string, stored []byte) (json.RawMessage, error) {
+	return r.open(aad(serverID), "connection_config of server "+serverID, stored)
+}
+
+// open opens stored (what names it in errors) with additional data ad; a plain value is returned as it is.
+func (r *Keyring) open(ad []byte, what string, stored []byte) ([]byte, error) {
 	e, sealed, err := parseEnvelope(stored)
 	if err != nil {
-		return nil, fmt.Errorf("crypt: connection_config of server %s: %w", serverID, err)
+		return nil, fmt.Errorf("crypt: %s: %w", what, err)
 	}
 	if !sealed {
 		return stored, nil
@@ -193,19 +222,18 @@ func (r *Keyring) Open(serverID string, stored []byte) (json.RawMessage, error) 
 		if r.previous != nil {
 			known += ", MCP_CREDENTIAL_KEY_PREVIOUS is " + r.previous.id
 		}
-		return nil, fmt.Errorf("crypt: connection_config of server %s is %w %s (%s): set that key as "+
-			"MCP_CREDENTIAL_KEY or MCP_CREDENTIAL_KEY_PREVIOUS", serverID, ErrUnknownKey, e.KID, known)
+		return nil, fmt.Errorf("crypt: %s is %w %s (%s): set that key as "+
+			"MCP_CREDENTIAL_KEY or MCP_CREDENTIAL_KEY_PREVIOUS", what, ErrUnknownKey, e.KID, known)
 	}
 	nonce, err1 := base64.StdEncoding.DecodeString(e.Nonce)
 	ct, err2 := base64.StdEncoding.DecodeString(e.CT)
 	if err1 != nil || err2 != nil || len(nonce) != k.aead.NonceSize() {
-		return nil, fmt.Errorf("crypt: connection_config of server %s: %w: bad nonce or ciphertext encoding",
-			serverID, ErrMalformed)
+		return nil, fmt.Errorf("crypt: %s: %w: bad nonce or ciphertext encoding", what, ErrMalformed)
 	}
-	plain, err := k.aead.Open(nil, nonce, ct, aad(serverID))
+	plain, err := k.aead.Open(nil, nonce, ct, ad)
 	if err != nil {
-		return nil, fmt.Errorf("crypt: connection_config of server %s %w under key %s (tampered with, or copied "+
-			"from another server)", serverID, ErrAuthentication, e.KID)
+		return nil, fmt.Errorf("crypt: %s %w under key %s (tampered with, or copied from another row)", what,
+			ErrAuthentication, e.KID)
 	}
 	return plain, nil
 }

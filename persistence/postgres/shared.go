@@ -175,5 +175,15 @@ func queries() sqlstore.Queries {
 			FROM mcp.audit_log ORDER BY timestamp DESC, id DESC LIMIT $1 OFFSET $2`,
 		ListHistory: `SELECT id, server_id::text, event_type, details, timestamp
 			FROM mcp.server_connection_history WHERE server_id = $1 ORDER BY id DESC LIMIT $2`,
+
+		SecretExists: `SELECT EXISTS (SELECT 1 FROM mcp.user_credentials WHERE server_id = $1 AND subject = $2)`,
+		UpsertSecret: `INSERT INTO mcp.user_credentials (server_id, subject, secret, created_at, updated_at)
+			VALUES ($1, $2, $3::jsonb, $4, $4)
+			ON CONFLICT (server_id, subject) DO UPDATE SET secret = EXCLUDED.secret, updated_at = EXCLUDED.updated_at`,
+		GetSecret: `SELECT server_id::text, subject, secret::text, created_at, updated_at FROM mcp.user_credentials
+			WHERE server_id = $1 AND subject = $2`,
+		ListSecrets: `SELECT server_id::text, subject, created_at, updated_at FROM mcp.user_credentials
+			WHERE ($1::uuid IS NULL OR server_id = $1) ORDER BY server_id, subject COLLATE "C"`,
+		DeleteSecret: `DELETE FROM mcp.user_credentials WHERE server_id = $1 AND subject = $2`,
 	}
 }

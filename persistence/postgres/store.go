@@ -29,6 +29,7 @@ type Store struct {
 	sqlstore.Curation
 	sqlstore.Features
 	sqlstore.Log
+	sqlstore.Credentials
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -61,6 +62,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	s := &Store{pool: pool}
 	d := s.dialect()
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	s.Credentials = sqlstore.NewCredentials(d)
 	return s, nil
 }
 
@@ -166,19 +168,23 @@ func nullIfEmpty(s string) any {
 
 const serverColumns = `id::text, name, description, transport_type, connection_config, health_check_url,
 	auto_connect, status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures,
-	registered_at, connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at`
+	registered_at, connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at,
+	credential_mode, user_credential`
 
 func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
-	var cfg, filter []byte
+	var cfg, filter, slot []byte
 	err := row.Scan(&v.ID, &v.Name, &v.Description, &v.TransportType, &cfg, &v.HealthCheckURL, &v.AutoConnect,
 		&v.Status, &v.ErrorMessage, &v.ToolCount, &v.LastHealthCheck, &v.HealthResponseMs,
 		&v.ConsecutiveFailures, &v.RegisteredAt, &v.ConnectedAt, &v.UpdatedAt, &filter, &v.Policy.Pinning,
-		&v.Policy.PinNewTools, &v.Policy.PinsBaselineAt)
+		&v.Policy.PinNewTools, &v.Policy.PinsBaselineAt, &v.CredentialMode, &slot)
 	if err != nil {
 		return persistence.Server{}, err
 	}
 	v.ConnectionConfig = cfg
+	if v.UserCredential, err = storeutil.ParseUserCredential(slot); err != nil {
+		return persistence.Server{}, err
+	}
 	if v.Policy.Filter, err = storeutil.ParseFilter(filter); err != nil {
 		return persistence.Server{}, err
 	}
@@ -220,13 +226,13 @@ func insertServer(ctx context.Context, q querier, v persistence.Server) error {
 	_, err := q.Exec(ctx, `INSERT INTO mcp.external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
-		pin_new_tools, pins_baseline_at)
+		pin_new_tools, pins_baseline_at, credential_mode, user_credential)
 		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $14, $16::jsonb, $17, $18,
-			$19)`,
+			$19, $20, $21::jsonb)`,
 		v.ID, v.Name, v.Description, v.TransportType, cfg, v.HealthCheckURL, v.AutoConnect, v.Status,
 		v.ErrorMessage, v.ToolCount, v.LastHealthCheck, v.HealthResponseMs, v.ConsecutiveFailures, v.RegisteredAt,
 		v.ConnectedAt, storeutil.FilterJSON(v.Policy.Filter), v.Policy.Pinning, v.Policy.PinNewTools,
-		v.Policy.PinsBaselineAt)
+		v.Policy.PinsBaselineAt, v.CredentialMode, storeutil.UserCredentialJSON(v.UserCredential))
 	return err
 }
 

@@ -144,5 +144,15 @@ func queries() sqlstore.Queries {
 			FROM audit_log ORDER BY timestamp DESC, id DESC LIMIT ? OFFSET ?`,
 		ListHistory: `SELECT id, server_id, event_type, details, timestamp
 			FROM server_connection_history WHERE server_id = ? ORDER BY id DESC LIMIT ?`,
+
+		SecretExists: `SELECT EXISTS (SELECT 1 FROM user_credentials WHERE server_id = ? AND subject = ?)`,
+		UpsertSecret: `INSERT INTO user_credentials (server_id, subject, secret, created_at, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?4)
+			ON CONFLICT (server_id, subject) DO UPDATE SET secret = excluded.secret, updated_at = excluded.updated_at`,
+		GetSecret: `SELECT server_id, subject, secret, created_at, updated_at FROM user_credentials
+			WHERE server_id = ? AND subject = ?`,
+		ListSecrets: `SELECT server_id, subject, created_at, updated_at FROM user_credentials
+			WHERE (?1 IS NULL OR server_id = ?1) ORDER BY server_id, subject`,
+		DeleteSecret: `DELETE FROM user_credentials WHERE server_id = ? AND subject = ?`,
 	}
 }

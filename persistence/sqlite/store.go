@@ -44,6 +44,7 @@ type Store struct {
 	sqlstore.Curation
 	sqlstore.Features
 	sqlstore.Log
+	sqlstore.Credentials
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -84,6 +85,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{w: w, r: r}
 	d := s.dialect()
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	s.Credentials = sqlstore.NewCredentials(d)
 	return s, nil
 }
 
@@ -313,16 +315,17 @@ func nullJSON(s sql.NullString) json.RawMessage {
 
 const serverColumns = `id, name, description, transport_type, connection_config, health_check_url, auto_connect,
 	status, error_message, tool_count, last_health_check, health_response_ms, consecutive_failures, registered_at,
-	connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at`
+	connected_at, updated_at, tool_filter, tool_pinning, pin_new_tools, pins_baseline_at, credential_mode,
+	user_credential`
 
 func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 	var v persistence.Server
-	var desc, health, errMsg, lastHealth, connectedAt, filter, baselineAt sql.NullString
+	var desc, health, errMsg, lastHealth, connectedAt, filter, baselineAt, slot sql.NullString
 	var cfg, registeredAt, updatedAt string
 	var responseMs sql.NullFloat64
 	if err := row.Scan(&v.ID, &v.Name, &desc, &v.TransportType, &cfg, &health, &v.AutoConnect, &v.Status, &errMsg,
 		&v.ToolCount, &lastHealth, &responseMs, &v.ConsecutiveFailures, &registeredAt, &connectedAt,
-		&updatedAt, &filter, &v.Policy.Pinning, &v.Policy.PinNewTools, &baselineAt); err != nil {
+		&updatedAt, &filter, &v.Policy.Pinning, &v.Policy.PinNewTools, &baselineAt, &v.CredentialMode, &slot); err != nil {
 		return persistence.Server{}, err
 	}
 	v.Description, v.HealthCheckURL, v.ErrorMessage = nullString(desc), nullString(health), nullString(errMsg)
@@ -345,6 +348,9 @@ func scanServer(row storeutil.Scanner) (persistence.Server, error) {
 		return persistence.Server{}, err
 	}
 	if v.Policy.PinsBaselineAt, err = parseNullTime(baselineAt); err != nil {
+		return persistence.Server{}, err
+	}
+	if v.UserCredential, err = storeutil.ParseUserCredential(nullJSON(slot)); err != nil {
 		return persistence.Server{}, err
 	}
 	return v, nil
@@ -384,13 +390,13 @@ func insertLimited(ctx context.Context, tx *sql.Tx, v persistence.Server, max in
 	_, err := tx.ExecContext(ctx, `INSERT INTO external_servers (id, name, description, transport_type,
 		connection_config, health_check_url, auto_connect, status, error_message, tool_count, last_health_check,
 		health_response_ms, consecutive_failures, registered_at, connected_at, updated_at, tool_filter, tool_pinning,
-		pin_new_tools, pins_baseline_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		pin_new_tools, pins_baseline_at, credential_mode, user_credential)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		v.ID, v.Name, v.Description, v.TransportType, jsonArg(v.ConnectionConfig), v.HealthCheckURL,
 		v.AutoConnect, v.Status, v.ErrorMessage, v.ToolCount, fmtTimePtr(v.LastHealthCheck), v.HealthResponseMs,
 		v.ConsecutiveFailures, fmtTime(v.RegisteredAt), fmtTimePtr(v.ConnectedAt), fmtTime(v.UpdatedAt),
 		jsonArg(storeutil.FilterJSON(v.Policy.Filter)), v.Policy.Pinning, v.Policy.PinNewTools,
-		fmtTimePtr(v.Policy.PinsBaselineAt))
+		fmtTimePtr(v.Policy.PinsBaselineAt), v.CredentialMode, jsonArg(storeutil.UserCredentialJSON(v.UserCredential)))
 	return err
 }
 

@@ -57,6 +57,8 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"ToolOverrides", testToolOverrides},
 		{"Profiles", testProfiles},
 		{"AccessPolicy", testAccessPolicy},
+		{"CredentialMode", testCredentialMode},
+		{"UserSecrets", testUserSecrets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -505,7 +505,10 @@ type CallTool struct {
 	RelayTo *PID `protobuf:"bytes,8,opt,name=relay_to,json=relayTo,proto3" json:"relay_to,omitempty"`
 	// trace_context carries the caller's W3C trace context (traceparent, tracestate) to the server actor, on this
 	// node or another, so that the backend call continues the caller's trace; empty when tracing is off.
-	TraceContext  map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TraceContext map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// subject names the caller whose own credential a per_user server's call runs with ("oauth:<sub>",
+	// "token:<name>", "anonymous"); ignored by shared servers.
+	Subject       string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +604,13 @@ func (x *CallTool) GetTraceContext() map[string]string {
 		return x.TraceContext
 	}
 	return nil
+}
+
+func (x *CallTool) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -1337,6 +1347,52 @@ func (x *CancelCall) GetCallId() string {
 	return ""
 }
 
+// EndUserSession asks a per_user server's actor to close the caller's own backend session (their credential was
+// revoked or replaced); the next call opens one with the stored credential, if any.
+type EndUserSession struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndUserSession) Reset() {
+	*x = EndUserSession{}
+	mi := &file_proto_aggregator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndUserSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndUserSession) ProtoMessage() {}
+
+func (x *EndUserSession) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndUserSession.ProtoReflect.Descriptor instead.
+func (*EndUserSession) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *EndUserSession) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
 // ClassificationDone is published when tools of a server got (or failed to get) their skills.
 type ClassificationDone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1348,7 +1404,7 @@ type ClassificationDone struct {
 
 func (x *ClassificationDone) Reset() {
 	*x = ClassificationDone{}
-	mi := &file_proto_aggregator_proto_msgTypes[21]
+	mi := &file_proto_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1416,7 @@ func (x *ClassificationDone) String() string {
 func (*ClassificationDone) ProtoMessage() {}
 
 func (x *ClassificationDone) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[21]
+	mi := &file_proto_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1429,7 @@ func (x *ClassificationDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassificationDone.ProtoReflect.Descriptor instead.
 func (*ClassificationDone) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClassificationDone) GetServerId() string {
@@ -1413,7 +1469,7 @@ type FeedEvent struct {
 
 func (x *FeedEvent) Reset() {
 	*x = FeedEvent{}
-	mi := &file_proto_aggregator_proto_msgTypes[22]
+	mi := &file_proto_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1481,7 @@ func (x *FeedEvent) String() string {
 func (*FeedEvent) ProtoMessage() {}
 
 func (x *FeedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[22]
+	mi := &file_proto_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1494,7 @@ func (x *FeedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedEvent.ProtoReflect.Descriptor instead.
 func (*FeedEvent) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FeedEvent) GetNode() string {
@@ -1589,7 +1645,7 @@ type ProfilesChanged struct {
 
 func (x *ProfilesChanged) Reset() {
 	*x = ProfilesChanged{}
-	mi := &file_proto_aggregator_proto_msgTypes[23]
+	mi := &file_proto_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1657,7 @@ func (x *ProfilesChanged) String() string {
 func (*ProfilesChanged) ProtoMessage() {}
 
 func (x *ProfilesChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[23]
+	mi := &file_proto_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1670,7 @@ func (x *ProfilesChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfilesChanged.ProtoReflect.Descriptor instead.
 func (*ProfilesChanged) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 // Activate asks a node's placement actor to host a server's actor (cluster mode): the node takes the server's
@@ -1630,7 +1686,7 @@ type Activate struct {
 
 func (x *Activate) Reset() {
 	*x = Activate{}
-	mi := &file_proto_aggregator_proto_msgTypes[24]
+	mi := &file_proto_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1698,7 @@ func (x *Activate) String() string {
 func (*Activate) ProtoMessage() {}
 
 func (x *Activate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[24]
+	mi := &file_proto_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1711,7 @@ func (x *Activate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activate.ProtoReflect.Descriptor instead.
 func (*Activate) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Activate) GetServerId() string {
@@ -1685,7 +1741,7 @@ type Activated struct {
 
 func (x *Activated) Reset() {
 	*x = Activated{}
-	mi := &file_proto_aggregator_proto_msgTypes[25]
+	mi := &file_proto_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1753,7 @@ func (x *Activated) String() string {
 func (*Activated) ProtoMessage() {}
 
 func (x *Activated) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[25]
+	mi := &file_proto_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1766,7 @@ func (x *Activated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Activated.ProtoReflect.Descriptor instead.
 func (*Activated) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Activated) GetPid() *PID {
@@ -1746,7 +1802,7 @@ type Deactivate struct {
 
 func (x *Deactivate) Reset() {
 	*x = Deactivate{}
-	mi := &file_proto_aggregator_proto_msgTypes[26]
+	mi := &file_proto_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +1814,7 @@ func (x *Deactivate) String() string {
 func (*Deactivate) ProtoMessage() {}
 
 func (x *Deactivate) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[26]
+	mi := &file_proto_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +1827,7 @@ func (x *Deactivate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deactivate.ProtoReflect.Descriptor instead.
 func (*Deactivate) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Deactivate) GetReason() string {
@@ -1798,7 +1854,7 @@ type ListFeatures struct {
 
 func (x *ListFeatures) Reset() {
 	*x = ListFeatures{}
-	mi := &file_proto_aggregator_proto_msgTypes[27]
+	mi := &file_proto_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1866,7 @@ func (x *ListFeatures) String() string {
 func (*ListFeatures) ProtoMessage() {}
 
 func (x *ListFeatures) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[27]
+	mi := &file_proto_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1879,7 @@ func (x *ListFeatures) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeatures.ProtoReflect.Descriptor instead.
 func (*ListFeatures) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 // ListFeaturesReply holds what the backend lists besides tools, each item as its JSON definition, and the
@@ -1842,7 +1898,7 @@ type ListFeaturesReply struct {
 
 func (x *ListFeaturesReply) Reset() {
 	*x = ListFeaturesReply{}
-	mi := &file_proto_aggregator_proto_msgTypes[28]
+	mi := &file_proto_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1910,7 @@ func (x *ListFeaturesReply) String() string {
 func (*ListFeaturesReply) ProtoMessage() {}
 
 func (x *ListFeaturesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[28]
+	mi := &file_proto_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1923,7 @@ func (x *ListFeaturesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFeaturesReply.ProtoReflect.Descriptor instead.
 func (*ListFeaturesReply) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListFeaturesReply) GetPromptsJson() [][]byte {
@@ -1928,7 +1984,7 @@ type FeatureRequest struct {
 
 func (x *FeatureRequest) Reset() {
 	*x = FeatureRequest{}
-	mi := &file_proto_aggregator_proto_msgTypes[29]
+	mi := &file_proto_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +1996,7 @@ func (x *FeatureRequest) String() string {
 func (*FeatureRequest) ProtoMessage() {}
 
 func (x *FeatureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[29]
+	mi := &file_proto_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2009,7 @@ func (x *FeatureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureRequest.ProtoReflect.Descriptor instead.
 func (*FeatureRequest) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FeatureRequest) GetMethod() string {
@@ -1997,7 +2053,7 @@ type FeatureReply struct {
 
 func (x *FeatureReply) Reset() {
 	*x = FeatureReply{}
-	mi := &file_proto_aggregator_proto_msgTypes[30]
+	mi := &file_proto_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2065,7 @@ func (x *FeatureReply) String() string {
 func (*FeatureReply) ProtoMessage() {}
 
 func (x *FeatureReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[30]
+	mi := &file_proto_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2078,7 @@ func (x *FeatureReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeatureReply.ProtoReflect.Descriptor instead.
 func (*FeatureReply) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FeatureReply) GetResultJson() []byte {
@@ -2059,7 +2115,7 @@ type FeaturesListChanged struct {
 
 func (x *FeaturesListChanged) Reset() {
 	*x = FeaturesListChanged{}
-	mi := &file_proto_aggregator_proto_msgTypes[31]
+	mi := &file_proto_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2127,7 @@ func (x *FeaturesListChanged) String() string {
 func (*FeaturesListChanged) ProtoMessage() {}
 
 func (x *FeaturesListChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[31]
+	mi := &file_proto_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2140,7 @@ func (x *FeaturesListChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeaturesListChanged.ProtoReflect.Descriptor instead.
 func (*FeaturesListChanged) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FeaturesListChanged) GetServerId() string {
@@ -2122,7 +2178,7 @@ type FeaturesChanged struct {
 
 func (x *FeaturesChanged) Reset() {
 	*x = FeaturesChanged{}
-	mi := &file_proto_aggregator_proto_msgTypes[32]
+	mi := &file_proto_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2190,7 @@ func (x *FeaturesChanged) String() string {
 func (*FeaturesChanged) ProtoMessage() {}
 
 func (x *FeaturesChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[32]
+	mi := &file_proto_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2203,7 @@ func (x *FeaturesChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeaturesChanged.ProtoReflect.Descriptor instead.
 func (*FeaturesChanged) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{32}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FeaturesChanged) GetServerId() string {
@@ -2197,7 +2253,7 @@ type ResourceUpdated struct {
 
 func (x *ResourceUpdated) Reset() {
 	*x = ResourceUpdated{}
-	mi := &file_proto_aggregator_proto_msgTypes[33]
+	mi := &file_proto_aggregator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2265,7 @@ func (x *ResourceUpdated) String() string {
 func (*ResourceUpdated) ProtoMessage() {}
 
 func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[33]
+	mi := &file_proto_aggregator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2278,7 @@ func (x *ResourceUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceUpdated.ProtoReflect.Descriptor instead.
 func (*ResourceUpdated) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{33}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResourceUpdated) GetServerId() string {
@@ -2258,7 +2314,7 @@ type RelayRequest struct {
 
 func (x *RelayRequest) Reset() {
 	*x = RelayRequest{}
-	mi := &file_proto_aggregator_proto_msgTypes[34]
+	mi := &file_proto_aggregator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2326,7 @@ func (x *RelayRequest) String() string {
 func (*RelayRequest) ProtoMessage() {}
 
 func (x *RelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[34]
+	mi := &file_proto_aggregator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2339,7 @@ func (x *RelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
 func (*RelayRequest) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{34}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RelayRequest) GetMethod() string {
@@ -2313,7 +2369,7 @@ type RelayReply struct {
 
 func (x *RelayReply) Reset() {
 	*x = RelayReply{}
-	mi := &file_proto_aggregator_proto_msgTypes[35]
+	mi := &file_proto_aggregator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2381,7 @@ func (x *RelayReply) String() string {
 func (*RelayReply) ProtoMessage() {}
 
 func (x *RelayReply) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[35]
+	mi := &file_proto_aggregator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2394,7 @@ func (x *RelayReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayReply.ProtoReflect.Descriptor instead.
 func (*RelayReply) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{35}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RelayReply) GetResultJson() []byte {
@@ -2372,7 +2428,7 @@ type RelayLog struct {
 
 func (x *RelayLog) Reset() {
 	*x = RelayLog{}
-	mi := &file_proto_aggregator_proto_msgTypes[36]
+	mi := &file_proto_aggregator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2440,7 @@ func (x *RelayLog) String() string {
 func (*RelayLog) ProtoMessage() {}
 
 func (x *RelayLog) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_aggregator_proto_msgTypes[36]
+	mi := &file_proto_aggregator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2453,7 @@ func (x *RelayLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayLog.ProtoReflect.Descriptor instead.
 func (*RelayLog) Descriptor() ([]byte, []int) {
-	return file_proto_aggregator_proto_rawDescGZIP(), []int{36}
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RelayLog) GetParamsJson() []byte {
@@ -2441,7 +2497,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xbd\x03\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xd7\x03\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2454,7 +2510,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\vwant_object\x18\a \x01(\bR\n" +
 	"wantObject\x12-\n" +
 	"\brelay_to\x18\b \x01(\v2\x12.aggregator.v1.PIDR\arelayTo\x12N\n" +
-	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x12\x18\n" +
+	"\asubject\x18\n" +
+	" \x01(\tR\asubject\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
@@ -2514,7 +2572,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\"%\n" +
 	"\n" +
 	"CancelCall\x12\x17\n" +
-	"\acall_id\x18\x01 \x01(\tR\x06callId\"L\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\"*\n" +
+	"\x0eEndUserSession\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
 	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\x9d\x04\n" +
@@ -2607,7 +2667,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -2630,23 +2690,24 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*ToolsChanged)(nil),        // 18: aggregator.v1.ToolsChanged
 	(*Progress)(nil),            // 19: aggregator.v1.Progress
 	(*CancelCall)(nil),          // 20: aggregator.v1.CancelCall
-	(*ClassificationDone)(nil),  // 21: aggregator.v1.ClassificationDone
-	(*FeedEvent)(nil),           // 22: aggregator.v1.FeedEvent
-	(*ProfilesChanged)(nil),     // 23: aggregator.v1.ProfilesChanged
-	(*Activate)(nil),            // 24: aggregator.v1.Activate
-	(*Activated)(nil),           // 25: aggregator.v1.Activated
-	(*Deactivate)(nil),          // 26: aggregator.v1.Deactivate
-	(*ListFeatures)(nil),        // 27: aggregator.v1.ListFeatures
-	(*ListFeaturesReply)(nil),   // 28: aggregator.v1.ListFeaturesReply
-	(*FeatureRequest)(nil),      // 29: aggregator.v1.FeatureRequest
-	(*FeatureReply)(nil),        // 30: aggregator.v1.FeatureReply
-	(*FeaturesListChanged)(nil), // 31: aggregator.v1.FeaturesListChanged
-	(*FeaturesChanged)(nil),     // 32: aggregator.v1.FeaturesChanged
-	(*ResourceUpdated)(nil),     // 33: aggregator.v1.ResourceUpdated
-	(*RelayRequest)(nil),        // 34: aggregator.v1.RelayRequest
-	(*RelayReply)(nil),          // 35: aggregator.v1.RelayReply
-	(*RelayLog)(nil),            // 36: aggregator.v1.RelayLog
-	nil,                         // 37: aggregator.v1.CallTool.TraceContextEntry
+	(*EndUserSession)(nil),      // 21: aggregator.v1.EndUserSession
+	(*ClassificationDone)(nil),  // 22: aggregator.v1.ClassificationDone
+	(*FeedEvent)(nil),           // 23: aggregator.v1.FeedEvent
+	(*ProfilesChanged)(nil),     // 24: aggregator.v1.ProfilesChanged
+	(*Activate)(nil),            // 25: aggregator.v1.Activate
+	(*Activated)(nil),           // 26: aggregator.v1.Activated
+	(*Deactivate)(nil),          // 27: aggregator.v1.Deactivate
+	(*ListFeatures)(nil),        // 28: aggregator.v1.ListFeatures
+	(*ListFeaturesReply)(nil),   // 29: aggregator.v1.ListFeaturesReply
+	(*FeatureRequest)(nil),      // 30: aggregator.v1.FeatureRequest
+	(*FeatureReply)(nil),        // 31: aggregator.v1.FeatureReply
+	(*FeaturesListChanged)(nil), // 32: aggregator.v1.FeaturesListChanged
+	(*FeaturesChanged)(nil),     // 33: aggregator.v1.FeaturesChanged
+	(*ResourceUpdated)(nil),     // 34: aggregator.v1.ResourceUpdated
+	(*RelayRequest)(nil),        // 35: aggregator.v1.RelayRequest
+	(*RelayReply)(nil),          // 36: aggregator.v1.RelayReply
+	(*RelayLog)(nil),            // 37: aggregator.v1.RelayLog
+	nil,                         // 38: aggregator.v1.CallTool.TraceContextEntry
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -2654,17 +2715,17 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
 	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
 	9,  // 4: aggregator.v1.CallTool.relay_to:type_name -> aggregator.v1.PID
-	37, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
+	38, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
 	11, // 6: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 7: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
 	14, // 8: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
 	17, // 9: aggregator.v1.FeedEvent.updated:type_name -> aggregator.v1.ServerUpdated
 	15, // 10: aggregator.v1.FeedEvent.removed:type_name -> aggregator.v1.ServerRemoved
 	18, // 11: aggregator.v1.FeedEvent.tools:type_name -> aggregator.v1.ToolsChanged
-	21, // 12: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
-	23, // 13: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
-	32, // 14: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
-	33, // 15: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
+	22, // 12: aggregator.v1.FeedEvent.classified:type_name -> aggregator.v1.ClassificationDone
+	24, // 13: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
+	33, // 14: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
+	34, // 15: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
 	9,  // 16: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
 	11, // 17: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 18: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -2680,7 +2741,7 @@ func file_proto_aggregator_proto_init() {
 	if File_proto_aggregator_proto != nil {
 		return
 	}
-	file_proto_aggregator_proto_msgTypes[22].OneofWrappers = []any{
+	file_proto_aggregator_proto_msgTypes[23].OneofWrappers = []any{
 		(*FeedEvent_Status)(nil),
 		(*FeedEvent_Updated)(nil),
 		(*FeedEvent_Removed)(nil),
@@ -2696,7 +2757,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

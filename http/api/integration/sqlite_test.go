@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/crypt"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
@@ -441,17 +442,28 @@ func TestAPIWithRealActors(t *testing.T) {
 	}
 }
 
-// startSystem starts the real actor system on a fresh embedded store, both stopped when the test ends; logs go to a
-// discarded buffer.
+// startSystem starts the real actor system on a fresh embedded store, encrypted as the daemon's is (persistence/crypt,
+// a fresh key), both stopped when the test ends; logs go to a discarded buffer.
 func startSystem(t *testing.T) (persistence.Store, *actors.System, *slog.Logger) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
+	return startSystemWith(t, actors.DefaultConfig())
+}
+
+// startSystemWith is startSystem with the actors' configuration cfg.
+func startSystemWith(t *testing.T, cfg actors.Config) (persistence.Store, *actors.System, *slog.Logger) {
+	t.Helper()
+	inner, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ring, err := crypt.NewKeyring(crypt.NewKey(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := crypt.Wrap(inner, ring)
 	t.Cleanup(st.Close)
 	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

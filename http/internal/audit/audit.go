@@ -33,6 +33,10 @@ const (
 	ProfileDeleted      = "profile.deleted"
 	// The access policy (issue 27).
 	AccessPolicyUpdated = "policy.updated"
+	// Callers' own credentials of per_user servers (issue 28); details name the subject, never the secret.
+	CredentialStored  = "credential.stored"
+	CredentialRemoved = "credential.removed"
+	CredentialRevoked = "credential.revoked"
 )
 
 // timeout bounds the write of one record.

@@ -57,6 +57,11 @@ func newRegistrationSchema() *jsonschema.Schema {
 		prop("health_check_url", &jsonschema.Schema{Types: []string{"string", "null"},
 			Description: "An http(s) URL polled for health, under the same TLS rule as the server's own URL"}),
 		prop("auto_connect", &jsonschema.Schema{Type: "boolean", Default: jsonValue(true)}),
+		prop("credential_mode", &jsonschema.Schema{Types: []string{"string", "null"}, Enum: append(values(persistence.CredentialShared, persistence.CredentialPerUser), nil),
+			Default: jsonValue(persistence.CredentialShared),
+			Description: "shared: every caller uses connection_config; per_user: each caller's calls run on a session of " +
+				"their own with their own secret (PUT /servers/{id}/credentials/me), injected where user_credential says"}),
+		prop("user_credential", userCredentialSchema()),
 	}, "name", "transport_type", "connection_config")
 }
 
@@ -125,6 +130,12 @@ func Registration(body []byte, checks connconfig.Checks) (gateway.RegisterReques
 			req.AutoConnect = b
 		}
 	}
+
+	transport := ""
+	if transportOK {
+		transport = req.TransportType
+	}
+	req.CredentialMode, req.UserCredential = v.credential(fields, transport)
 
 	for _, m := range members {
 		if !known(registrationSchema, m.Key) {

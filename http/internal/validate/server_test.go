@@ -380,7 +380,7 @@ func TestRegistrationSchema(t *testing.T) {
 	if _, err := json.Marshal(s); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(s.Required) != "[name transport_type connection_config]" || len(s.Properties) != 6 {
+	if fmt.Sprint(s.Required) != "[name transport_type connection_config]" || len(s.Properties) != 8 {
 		t.Errorf("schema %+v", s)
 	}
 	for _, tr := range enum(registrationSchema, "transport_type") {

@@ -6,6 +6,7 @@
 package view
 
 import (
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"time"
@@ -53,6 +54,10 @@ type ServerDetail struct {
 	AutoConnect          bool            `json:"auto_connect"`
 	ConsecutiveFailures  int             `json:"consecutive_failures"`
 	HealthResponseTimeMs *float64        `json:"health_response_time_ms"`
+	// CredentialMode is "shared" or "per_user"; UserCredential (null for shared) says where each caller's
+	// secret goes. Neither holds a secret.
+	CredentialMode string                          `json:"credential_mode"`
+	UserCredential *persistence.UserCredentialSlot `json:"user_credential"`
 }
 
 // NewServerDetail shows connection_config as written with its secrets masked (connconfig.Mask): ${VAR}
@@ -66,6 +71,8 @@ func NewServerDetail(s persistence.Server) ServerDetail {
 		AutoConnect:          s.AutoConnect,
 		ConsecutiveFailures:  s.ConsecutiveFailures,
 		HealthResponseTimeMs: s.HealthResponseMs,
+		CredentialMode:       cmp.Or(s.CredentialMode, persistence.CredentialShared),
+		UserCredential:       s.UserCredential,
 	}
 }
 

@@ -42,9 +42,14 @@ func TestShapes(t *testing.T) {
 	want := `{"id":"id","name":"s","description":null,"transport_type":"STDIO","status":"CONNECTED","health_check_url":null,` +
 		`"tool_count":0,"last_health_check":null,"registered_at":"2026-01-02T02:04:05Z","connected_at":null,` +
 		`"connection_config":{"command":"x"},"error_message":null,"updated_at":"2026-01-02T02:04:05Z","auto_connect":false,` +
-		`"consecutive_failures":0,"health_response_time_ms":null}`
+		`"consecutive_failures":0,"health_response_time_ms":null,"credential_mode":"shared","user_credential":null}`
 	if string(b) != want {
 		t.Errorf("detail\n got %s\nwant %s", b, want)
+	}
+	srv.CredentialMode, srv.UserCredential = persistence.CredentialPerUser, &persistence.UserCredentialSlot{Header: "Authorization", Prefix: "Bearer "}
+	b, _ = json.Marshal(NewServerDetail(srv))
+	if !strings.HasSuffix(string(b), `"credential_mode":"per_user","user_credential":{"header":"Authorization","prefix":"Bearer "}}`) {
+		t.Errorf("per_user detail %s", b)
 	}
 	tools, _ := json.Marshal(NewTools([]persistence.Tool{{ID: 7, Name: "s.t", DiscoveredAt: at}}))
 	if !strings.Contains(string(tools), `"id":"7"`) || !strings.Contains(string(tools), `"skill_ids":[]`) {

@@ -132,6 +132,18 @@ type Queries struct {
 	// CountAudit counts the audit records; ListAudit (limit, offset) selects id, event, server id, server name,
 	// actor, ip address, details and timestamp, newest first (by timestamp, then id).
 	CountAudit, ListAudit string
+	// SecretExists (id, subject) selects whether the subject has a secret on the server (a boolean).
+	SecretExists string
+	// UpsertSecret (id, subject, secret, now) creates or replaces the secret (created_at kept on replace).
+	UpsertSecret string
+	// GetSecret (id, subject) selects server id, subject, secret, created_at and updated_at.
+	GetSecret string
+	// ListSecrets (id or NULL) selects server id, subject, created_at and updated_at ordered by server and
+	// subject, byte by byte.
+	ListSecrets string
+	// DeleteSecret (id, subject).
+	DeleteSecret string
+
 	// ListHistory (id, limit) selects the server's history rows (id, server id, event type, details, timestamp),
 	// newest first.
 	ListHistory string

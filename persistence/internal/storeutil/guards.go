@@ -1,6 +1,7 @@
 package storeutil
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -87,6 +88,9 @@ func PrepareCreate(srv persistence.Server) (persistence.Server, error) {
 	}
 	if srv.Status == "" {
 		srv.Status = persistence.StatusDisconnected
+	}
+	if srv, err = NormCredential(srv); err != nil {
+		return persistence.Server{}, err
 	}
 	ts := Now()
 	srv.RegisteredAt, srv.UpdatedAt = ts, ts
@@ -217,3 +221,43 @@ func CheckIdempotencyKey(k persistence.IdempotencyKey) error {
 
 // KeySweepBatch is how many expired idempotency keys one keyed registration deletes at most (the lazy sweep).
 const KeySweepBatch = 100
+
+// NormCredential checks a server's credential settings: an empty mode is CredentialShared; per_user needs a slot
+// and shared has none.
+func NormCredential(srv persistence.Server) (persistence.Server, error) {
+	switch srv.CredentialMode {
+	case "", persistence.CredentialShared:
+		srv.CredentialMode = persistence.CredentialShared
+		if srv.UserCredential != nil {
+			return srv, fmt.Errorf("user_credential set on a %s server", persistence.CredentialShared)
+		}
+	case persistence.CredentialPerUser:
+		if srv.UserCredential == nil {
+			return srv, fmt.Errorf("a %s server needs user_credential", persistence.CredentialPerUser)
+		}
+	default:
+		return srv, fmt.Errorf("unknown credential_mode %q", srv.CredentialMode)
+	}
+	return srv, nil
+}
+
+// UserCredentialJSON is the stored form of a slot (nil: NULL).
+func UserCredentialJSON(s *persistence.UserCredentialSlot) []byte {
+	if s == nil {
+		return nil
+	}
+	b, _ := json.Marshal(s) // cannot fail: strings only
+	return b
+}
+
+// ParseUserCredential reads a stored slot (NULL: nil).
+func ParseUserCredential(raw []byte) (*persistence.UserCredentialSlot, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var s persistence.UserCredentialSlot
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("stored user_credential %q: %w", raw, err)
+	}
+	return &s, nil
+}

@@ -1,0 +1,419 @@
+package actors
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/settings"
+	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
+)
+
+// Per-user sessions (issue 28): a per_user server runs each caller's calls on a backend session of the caller's
+// own, opened with the caller's stored secret injected where the registration's user_credential says (an HTTP/SSE
+// header, a stdio child's environment variable). Such a session is a proxy actor (proxy_actor.go) named after the
+// caller's subject, a child of the server's actor: it stops with the server's actor, when the server leaves
+// CONNECTED/DEGRADED, after DefaultUserSessionIdle (Config.UserSessionIdle) without a request, and when the
+// caller's credential is revoked or replaced (EndUserSession). At most Config.MaxUserSessions run per server. Its
+// failures are its own: a caller's bad credential fails that caller's calls and never touches the server's status,
+// health or failure counter. The server's own session (its connection_config as registered) still discovers the
+// tools, once, for everyone.
+
+// Defaults of the per-user sessions (Config.UserSessionIdle, Config.MaxUserSessions).
+const (
+	DefaultUserSessionIdle = settings.DefaultUserSessionIdle
+	DefaultMaxUserSessions = settings.DefaultMaxUserSessions
+)
+
+// ErrCredentialRequired means the caller has no stored credential for a per_user server (or is not known by any
+// subject): the call is not run.
+var ErrCredentialRequired = errors.New("credential required")
+
+// callerSecretVar is the ${VAR} reference the caller's secret is injected as, resolved by the session's own lookup
+// only: the secret itself is never expanded (a secret holding "${HOME}" stays as it is).
+const callerSecretVar = "MCPGW_CALLER_SECRET"
+
+// userSessionPrefix starts the names of per-user session actors (child ids end in "/user-<hash>").
+const userSessionPrefix = "user-"
+
+// userSecretLoaded carries the caller's secret read from the store (off the mailbox) to the session's actor.
+type userSecretLoaded struct {
+	secret []byte
+	err    error
+}
+
+// userSessionName is the child name prefix of a subject's sessions (a sequence number follows): a hash, so that neither the subject nor its length
+// shows in actor ids, logs or metrics.
+func userSessionName(subject string) string {
+	h := sha256.Sum256([]byte("mcpgw user session\x00" + subject))
+	return userSessionPrefix + hex.EncodeToString(h[:16])
+}
+
+// perUser reports whether the server runs its callers' calls on their own sessions.
+func perUser(rec persistence.Server) bool {
+	return rec.CredentialMode == persistence.CredentialPerUser && rec.UserCredential != nil
+}
+
+// credentialRequired is the error a call of a caller without a credential gets.
+func credentialRequired(rec persistence.Server, status string) *pb.ErrorInfo {
+	return &pb.ErrorInfo{Code: errcode.CredentialRequired, ServerName: rec.Name, ServerStatus: status,
+		Message: fmt.Sprintf("Server %s needs your own credential: store it with PUT %s {\"secret\": \"...\"}", rec.Name,
+			gateway.CredentialPath(rec.ID))}
+}
+
+// userSessions are a server actor's per-user session actors, by subject. A session that ended (stopping, or told
+// to stop) is never sent a request again: a new one is spawned (under a new name) while the old one stops, and the
+// calls still waiting on the old one are released when it has terminated.
+type userSessions struct {
+	bySubject map[string]*userSessionRef
+	ending    []*userSessionRef
+	seq       uint64
+}
+
+type userSessionRef struct {
+	pid    *actor.PID
+	shared *proxyShared
+	ended  bool
+	// done is closed once the server actor saw the session actor terminate.
+	done chan struct{}
+}
+
+func (r *userSessionRef) live() bool { return !r.ended && !r.shared.isStopped() }
+
+// get returns the subject's live session, retiring one that ended.
+func (u *userSessions) get(subject string) *userSessionRef {
+	r := u.bySubject[subject]
+	if r == nil {
+		return nil
+	}
+	if !r.live() {
+		u.retire(subject, r)
+		return nil
+	}
+	return r
+}
+
+// retire moves the subject's session r to the ending ones.
+func (u *userSessions) retire(subject string, r *userSessionRef) {
+	r.ended = true
+	delete(u.bySubject, subject)
+	u.ending = append(u.ending, r)
+}
+
+// running counts the live sessions.
+func (u *userSessions) running() int {
+	n := 0
+	for _, r := range u.bySubject {
+		if r.live() {
+			n++
+		}
+	}
+	return n
+}
+
+// terminated releases what waits on the session actor pid, which has stopped.
+func (u *userSessions) terminated(pid *actor.PID) {
+	for s, r := range u.bySubject {
+		if r.pid.Equal(pid) {
+			close(r.done)
+			delete(u.bySubject, s)
+			return
+		}
+	}
+	for i, r := range u.ending {
+		if r.pid.Equal(pid) {
+			close(r.done)
+			u.ending = slices.Delete(u.ending, i, i+1)
+			return
+		}
+	}
+}
+
+// userSessionCheck refuses a per_user call that cannot get a session: no subject, or no room for one more
+// caller's session (the caller has none yet).
+func (a *serverActor) userSessionCheck(subject string) *pb.ErrorInfo {
+	if subject == "" {
+		return credentialRequired(a.rec, a.status)
+	}
+	if a.users.get(subject) != nil {
+		return nil
+	}
+	max := a.deps.Config.MaxUserSessions
+	if max <= 0 {
+		max = DefaultMaxUserSessions
+	}
+	if n := a.users.running(); n >= max {
+		return &pb.ErrorInfo{Code: errcode.ServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
+			Message: fmt.Sprintf("Server %s already runs %d callers' own sessions, the limit (MCP_AGGREGATOR_MAX_USER_SESSIONS); retry later", a.rec.Name, n)}
+	}
+	return nil
+}
+
+// userCall sends the call to the subject's session, spawning the session (with the call queued in it, so that it
+// runs once connected, or fails with the reason the session could not open) when none runs. The returned function
+// waits for the answer, or for the session's end; its scrub removes the caller's secret from error texts.
+func (a *serverActor) userCall(ctx actor.Context, subject string, cctx context.Context, deadline time.Time,
+	params *mcp.CallToolParams) func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+	req := &proxyRequest{ctx: cctx, deadline: deadline, do: func(ctx context.Context, up proxyUpstream) (any, error) {
+		return up.sess.CallTool(ctx, params)
+	}}
+	fut := actor.NewFuture(a.sys, time.Until(deadline)+time.Second)
+	ref := a.users.get(subject)
+	if ref != nil {
+		a.sys.Root.RequestWithCustomSender(ref.pid, req, fut.PID())
+	} else {
+		var err error
+		if ref, err = a.spawnUserSession(ctx, subject, queuedRequest{m: req, sender: fut.PID()}); err != nil {
+			return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+				return nil, nil, err
+			}
+		}
+	}
+	done := ref.done
+	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+		type result struct {
+			res any
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			res, err := fut.Result()
+			ch <- result{res, err}
+		}()
+		var r result
+		select {
+		case r = <-ch:
+		case <-done:
+			// The session ended: an answer it sent is on its way; a request it never took gets none.
+			select {
+			case r = <-ch:
+			case <-time.After(time.Second):
+				r.err = ErrProxyClosed
+			}
+		}
+		if r.err != nil {
+			if errors.Is(r.err, actor.ErrDeadLetter) {
+				return nil, nil, ErrProxyClosed
+			}
+			return nil, nil, r.err
+		}
+		reply, ok := r.res.(*proxyReply)
+		if !ok {
+			return nil, nil, fmt.Errorf("unexpected reply %T to a per-user call", r.res)
+		}
+		if reply.err != nil {
+			return nil, reply.scrub, reply.err
+		}
+		return reply.res.(*mcp.CallToolResult), reply.scrub, nil
+	}
+}
+
+// spawnUserSession starts the subject's session actor with first queued; it connects by itself.
+func (a *serverActor) spawnUserSession(ctx actor.Context, subject string, first queuedRequest) (*userSessionRef, error) {
+	idle := a.deps.Config.UserSessionIdle
+	if idle <= 0 {
+		idle = DefaultUserSessionIdle
+	}
+	shared := &proxyShared{}
+	p := &proxyActor{deps: a.deps, rec: a.rec, shared: shared, subject: subject, idle: idle,
+		opts: ProxyOptions{Handlers: ProxyHandlers{Progress: a.userProgress()}}}
+	a.users.seq++
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		c := *p
+		c.pending = map[uint64]context.CancelFunc{}
+		c.queued = []queuedRequest{first}
+		return &c
+	}), fmt.Sprintf("%s-%d", userSessionName(subject), a.users.seq))
+	if err != nil {
+		return nil, fmt.Errorf("start your session: %w: %w", ErrProxyClosed, err)
+	}
+	a.watchForProxy(pid, shared)
+	ref := &userSessionRef{pid: pid, shared: shared, done: make(chan struct{})}
+	if a.users.bySubject == nil {
+		a.users.bySubject = map[string]*userSessionRef{}
+	}
+	a.users.bySubject[subject] = ref
+	a.log().Info("per-user session opening", "proxy", pid.Id, "user_sessions", a.users.running())
+	return ref, nil
+}
+
+// userProgress forwards a per-user session's progress notifications to the call that asked for them (the token is
+// the server actor's, as on its own session).
+func (a *serverActor) userProgress() func(context.Context, *mcp.ProgressNotificationParams) {
+	progress, sys := a.progress, a.sys
+	return func(_ context.Context, p *mcp.ProgressNotificationParams) {
+		if to, ok := progress.Load(p.ProgressToken); ok {
+			sys.Root.Send(to.(*actor.PID), &pb.Progress{Progress: p.Progress, Total: p.Total, Message: p.Message})
+		}
+	}
+}
+
+// endUserSession stops the subject's session, if it runs.
+func (a *serverActor) endUserSession(ctx actor.Context, subject string) {
+	r := a.users.bySubject[subject]
+	if r == nil {
+		return
+	}
+	a.users.retire(subject, r)
+	a.log().Info("per-user session ended: its credential changed", "proxy", r.pid.Id)
+	ctx.Stop(r.pid)
+}
+
+// classifyUserError maps what a caller's own session reported; false when the error is the call's own (timeout,
+// the backend's JSON-RPC error, ...), which classifyCallError maps.
+func classifyUserError(err error, rec persistence.Server, status string) (*pb.ErrorInfo, bool) {
+	switch {
+	case errors.Is(err, ErrCredentialRequired):
+		return credentialRequired(rec, status), true
+	case errors.Is(err, ErrProxyConnect):
+		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
+			Message: fmt.Sprintf("Your session of server %s could not connect (is your credential right? replace it with PUT %s): %v",
+				rec.Name, gateway.CredentialPath(rec.ID), err)}, true
+	case errors.Is(err, ErrProxyClosed):
+		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
+			Message: fmt.Sprintf("Your session of server %s closed during the call; retry", rec.Name)}, true
+	}
+	return nil, false
+}
+
+// startUser reads the caller's secret off the mailbox; onUserSecret then connects with it.
+func (p *proxyActor) startUser(ctx actor.Context) {
+	ctx.SetReceiveTimeout(p.idle)
+	store, id, subject, sys, self := p.deps.Store, p.rec.ID, p.subject, p.sys, p.self
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.ConnectionTimeout)
+		defer cancel()
+		v, err := store.GetUserSecret(sctx, id, subject)
+		if errors.Is(err, persistence.ErrNotFound) {
+			err = ErrCredentialRequired
+		}
+		sys.Root.Send(self, &userSecretLoaded{secret: v.Secret, err: err})
+	}()
+}
+
+func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
+	if m.err != nil {
+		if !errors.Is(m.err, ErrCredentialRequired) {
+			m.err = fmt.Errorf("read your credential: %w", m.err)
+		}
+		p.fail(ctx, m.err)
+		return
+	}
+	rec, err := withCallerSecret(p.rec)
+	if err != nil {
+		p.fail(ctx, err)
+		return
+	}
+	secret := string(m.secret)
+	p.secrets = callerSecrets(p.rec.UserCredential, secret)
+	o := p.deps.backendOptions()
+	base := o.Env
+	if base == nil {
+		base = os.LookupEnv
+	}
+	o.Env = func(name string) (string, bool) {
+		if name == callerSecretVar {
+			return secret, true
+		}
+		return base(name)
+	}
+	p.connect(ctx, rec, o)
+}
+
+// onIdle closes the session after the idle time without a request, unless requests are still running.
+func (p *proxyActor) onIdle(ctx actor.Context) {
+	if p.subject == "" {
+		return
+	}
+	if len(p.pending) > 0 || len(p.queued) > 0 {
+		ctx.SetReceiveTimeout(p.idle) // a firing cancels the timer: watch again
+		return
+	}
+	p.why = fmt.Errorf("%w: idle for %s", ErrProxyClosed, p.idle)
+	p.logger().Info("per-user session closed: idle", "idle", p.idle.String())
+	ctx.Stop(p.self)
+}
+
+// withCallerSecret is rec with a reference to the caller's secret where its user_credential says: the header
+// (prefix first; the registration's own header of that name, in any case, is replaced) or the environment variable.
+func withCallerSecret(rec persistence.Server) (persistence.Server, error) {
+	slot := rec.UserCredential
+	if slot == nil {
+		return rec, errors.New("the server has no user_credential")
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(rec.ConnectionConfig, &cfg); err != nil || cfg == nil {
+		return rec, fmt.Errorf("connection_config is not a JSON object")
+	}
+	ref := "${" + callerSecretVar + "}"
+	member := func(key string) map[string]any {
+		m, _ := cfg[key].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+		}
+		cfg[key] = m
+		return m
+	}
+	switch {
+	case slot.Env != "" && rec.TransportType == persistence.TransportSTDIO:
+		member("env")[slot.Env] = ref
+	case slot.Header != "" && rec.TransportType != persistence.TransportSTDIO:
+		h := member("headers")
+		for k := range h {
+			if strings.EqualFold(k, slot.Header) {
+				delete(h, k)
+			}
+		}
+		h[slot.Header] = slot.Prefix + ref
+	default:
+		return rec, fmt.Errorf("user_credential does not fit a %s server", rec.TransportType)
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return rec, err
+	}
+	rec.ConnectionConfig = raw
+	return rec, nil
+}
+
+// callerSecrets scrubs the caller's secret, alone and as injected, from error texts.
+func callerSecrets(slot *persistence.UserCredentialSlot, secret string) *backend.Secrets {
+	env := map[string]string{"SECRET": secret}
+	if slot != nil && slot.Prefix != "" {
+		env["INJECTED"] = slot.Prefix + secret
+	}
+	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
+	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},
+		func(string) (string, bool) { return "", false })
+}
+
+// EndUserSession closes the subject's own session of a per_user server (after their credential was revoked or
+// replaced), wherever the server's actor runs; nothing happens when none runs.
+func (s *System) EndUserSession(ctx context.Context, serverID, subject string) error {
+	if s.cluster == nil {
+		if pid, ok := s.hostedPID(serverID); ok {
+			s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
+		}
+		return nil
+	}
+	pid, err := s.resolve(ctx, serverID)
+	if err != nil {
+		return fmt.Errorf("end the session of %s on server %s: %w", subject, serverID, err)
+	}
+	s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
+	return nil
+}
