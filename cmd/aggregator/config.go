@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,8 +22,10 @@ import (
 // config is everything the daemon reads from its environment. README's configuration table lists the same
 // variables with the same defaults; TestConfigTableMatchesReadme keeps the two in step.
 type config struct {
-	Listen          string
-	MCPListen       string
+	Listen    string
+	MCPListen string
+	// ConsoleURL is where users' browsers reach the web console ("" unknown): see consoleURL.
+	ConsoleURL      string
 	DatabaseURL     string
 	DataDir         string
 	Enabled         bool
@@ -98,6 +102,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_OIDC_ADMIN_SCOPE", "aggregator:admin", "the access-token scope that gives the admin role"},
 		{"MCP_AGGREGATOR_OIDC_CLIENT_SCOPE", "aggregator:client", "the access-token scope that gives the client role"},
 		{"MCP_AGGREGATOR_OIDC_CONSOLE_CLIENT_ID", "", "the console's public client id at the issuer (redirect URI: the REST origin + /ui/): the console then signs in through the provider (authorization code with PKCE); unset: it asks for a token"},
+		{"MCP_AGGREGATOR_CONSOLE_URL", "", "the web console's URL as users' browsers reach it (e.g. https://agg.example.com/ui/): a call that needs the caller's own credential (per_user servers) asks a client that supports URL elicitation to open the console's page for it; unset: http://MCP_AGGREGATOR_LISTEN/ui/ unless that address is 0.0.0.0 or ::, where such calls answer CREDENTIAL_REQUIRED at once"},
 		{"MCP_AGGREGATOR_MCP_PUBLIC_URL", "", "the URL clients reach /mcp at (e.g. https://mcp.example.com/mcp behind a proxy): the protected resource named in the OAuth metadata; unset: http://MCP_AGGREGATOR_MCP_LISTEN/mcp (required with an issuer when that address is 0.0.0.0 or ::)"},
 		{"MCP_AGGREGATOR_METRICS_OPEN", "false", "true serves /metrics without a token"},
 		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},
@@ -264,6 +269,10 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	c.MCPInputWait = seconds("MCP_AGGREGATOR_MCP_INPUT_WAIT", false)
 	c.MCPMaxSessions = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS")
 	c.MCPMaxSessionsPerClient = integer("MCP_AGGREGATOR_MCP_MAX_SESSIONS_PER_CLIENT")
+	var cerr error
+	if c.ConsoleURL, cerr = consoleURL(get("MCP_AGGREGATOR_CONSOLE_URL"), c.Listen); cerr != nil {
+		errs = append(errs, cerr.Error())
+	}
 	c.ProxyMaxSessions = integer("MCP_AGGREGATOR_PROXY_MAX_SESSIONS")
 	c.ProxyIdle = seconds("MCP_AGGREGATOR_PROXY_IDLE_TIMEOUT", true)
 	if c.AllowedHosts, err = auth.ParseAllowedHosts(get("MCP_AGGREGATOR_ALLOWED_HOSTS")); err != nil {
@@ -375,4 +384,24 @@ func never(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// consoleURL is MCP_AGGREGATOR_CONSOLE_URL checked (an http(s) URL ending in /), or, unset, the console on the REST
+// listen address when a browser can reach that address as it is ("" for 0.0.0.0 and ::).
+func consoleURL(set, listen string) (string, error) {
+	if set != "" {
+		u, err := url.Parse(set)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return "", fmt.Errorf("MCP_AGGREGATOR_CONSOLE_URL=%q: want the http(s) URL browsers reach the console at, e.g. https://agg.example.com/ui/", set)
+		}
+		if !strings.HasSuffix(set, "/") {
+			set += "/"
+		}
+		return set, nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		return "", nil
+	}
+	return "http://" + listen + "/ui/", nil
 }

@@ -139,3 +139,24 @@ func TestRunCommands(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleURL(t *testing.T) {
+	for _, tc := range []struct {
+		set, listen, want string
+		bad               bool
+	}{
+		{listen: "127.0.0.1:8081", want: "http://127.0.0.1:8081/ui/"},
+		{listen: "agg.internal:80", want: "http://agg.internal:80/ui/"},
+		{listen: "0.0.0.0:8081", want: ""},
+		{listen: "[::]:8081", want: ""},
+		{set: "https://agg.example.com/ui", listen: "0.0.0.0:8081", want: "https://agg.example.com/ui/"},
+		{set: "ftp://agg.example.com/ui/", bad: true},
+		{set: "https://agg.example.com/ui/#x", bad: true},
+		{set: "https://user:pw@agg.example.com/ui/", bad: true},
+	} {
+		got, err := consoleURL(tc.set, tc.listen)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("consoleURL(%q, %q) = %q, %v; want %q (error %v)", tc.set, tc.listen, got, err, tc.want, tc.bad)
+		}
+	}
+}

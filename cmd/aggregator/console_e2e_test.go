@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,11 +61,12 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	const admin, client = "console-admin-token-0001", "console-client-token-0001"
 	d := newDaemon(t, "")
-	d.env = append(d.env, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+admin, "MCP_AGGREGATOR_CLIENT_TOKENS=viewer:"+client)
+	d.env = append(d.env, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+admin, "MCP_AGGREGATOR_CLIENT_TOKENS=viewer:"+client,
+		"MCP_CREDENTIAL_KEY="+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)))
 	d.start()
 	origin := strings.TrimSuffix(d.base, "/api/v1/aggregator")
 
-	register := func(body map[string]any) {
+	register := func(body map[string]any) string {
 		t.Helper()
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest("POST", d.base+"/servers", bytes.NewReader(b))
@@ -73,15 +76,22 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
+		defer resp.Body.Close()
+		var created struct {
+			ID string `json:"id"`
+		}
+		if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&created) != nil {
 			t.Fatalf("register %v: %d", body["name"], resp.StatusCode)
 		}
+		return created.ID
 	}
 	register(map[string]any{"name": "everything-sse", "transport_type": "SSE", "connection_config": map[string]any{"url": sse.URL()}})
 	register(map[string]any{"name": "broken", "transport_type": "SSE",
 		"connection_config": map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/sse", peertest.FreePort(t))}})
 	register(map[string]any{"name": "pinned", "transport_type": "HTTP", "connection_config": map[string]any{"base_url": backend.URL + "/mcp"}})
+	perUser := register(map[string]any{"name": "mine", "transport_type": "HTTP", "auto_connect": false,
+		"connection_config": map[string]any{"base_url": backend.URL + "/mcp"},
+		"credential_mode":   "per_user", "user_credential": map[string]any{"header": "X-Api-Key"}})
 
 	// The screenshots go to the test's artifact directory: kept under -outputdir when the test runs with
 	// -artifacts (go test -run TestConsoleInBrowser -artifacts -outputdir /tmp/console ./cmd/aggregator), else a
@@ -94,7 +104,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	cmd := exec.CommandContext(ctx, peertest.Node(t), script)
 	cmd.Env = append(os.Environ(), "BASE_URL="+origin, "ADMIN_TOKEN="+admin, "CLIENT_TOKEN="+client, "CHROMIUM="+browser,
 		"SHOTS="+shots, "STDIO_COMMAND="+node, "STDIO_ARGS="+strings.Join(args, "\n"), "LISTED=everything-sse", "BROKEN=broken",
-		"PINNED=pinned", "CHANGE_URL="+backend.URL+"/change")
+		"PINNED=pinned", "CHANGE_URL="+backend.URL+"/change", "PER_USER="+perUser)
 	out, err := cmd.CombinedOutput()
 	t.Logf("console script:\n%s", out)
 	if err != nil {
@@ -102,5 +112,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "console OK") {
 		t.Fatalf("the console script did not finish")
+	}
+	// The credential page stored the admin's own secret for the per_user server (listed without the secret).
+	req, _ := http.NewRequest("GET", d.base+"/servers/"+perUser+"/credentials", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	listed, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(listed), `"token:ops"`) || strings.Contains(string(listed), "console-own-secret") {
+		t.Fatalf("credentials of the per_user server after the page stored one: %d %s", resp.StatusCode, listed)
 	}
 }

@@ -269,7 +269,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			AskTimeout:          cfg.Actors.AskTimeout,
 		}})
 	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
-		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
+		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, ConsoleURL: cfg.ConsoleURL, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
 		SessionIdleTimeout: never(cfg.MCPSessionIdle), InputWait: cfg.MCPInputWait, MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
 		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer, Gateway: cases}
 	endpoint := mcpserver.New(system, store, mcpOpts)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +23,10 @@ import (
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
-// TestPerUserOnMCP: on /mcp, a per_user server's tool runs with the calling token's own secret (the backend sees
-// it as the Authorization it names), and a caller without one gets a tool error whose body says
-// CREDENTIAL_REQUIRED and where to store the credential.
-func TestPerUserOnMCP(t *testing.T) {
+// perUserRig serves /mcp (bearer tokens ops and ci) over an encrypted store with one per_user server, "per", whose
+// tool whoami answers the X-Api-Key header it received; ci has stored its own key, ops none.
+func perUserRig(t *testing.T, opts mcpserver.Options) (persistence.Store, *httptest.Server, persistence.Server) {
+	t.Helper()
 	ctx := context.Background()
 	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -50,7 +51,7 @@ func TestPerUserOnMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := mcpserver.New(sys, st, mcpserver.Options{RequireIdentity: true})
+	ep := mcpserver.New(sys, st, opts)
 	t.Cleanup(ep.Close)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", ep.StreamableHandler())
@@ -74,6 +75,14 @@ func TestPerUserOnMCP(t *testing.T) {
 	if _, _, err := st.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: "token:ci", Secret: []byte("ci-own-key")}); err != nil {
 		t.Fatal(err)
 	}
+	return st, hs, srv
+}
+
+// TestPerUserOnMCP: on /mcp, a per_user server's tool runs with the calling token's own secret (the backend sees
+// it as the Authorization it names), and a caller without one gets a tool error whose body says
+// CREDENTIAL_REQUIRED and where to store the credential.
+func TestPerUserOnMCP(t *testing.T) {
+	_, hs, srv := perUserRig(t, mcpserver.Options{RequireIdentity: true})
 	hc := func(token string) *http.Client { return &http.Client{Transport: bearer{token}} }
 
 	ci := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hc(clientToken)})
@@ -87,5 +96,82 @@ func TestPerUserOnMCP(t *testing.T) {
 	if !res.IsError || !strings.Contains(string(body), `"error_code":"`+errcode.CredentialRequired+`"`) ||
 		!strings.Contains(string(body), "/api/v1/aggregator/servers/"+srv.ID+"/credentials/me") {
 		t.Fatalf("ops's call without a credential: error %v, %s", res.IsError, body)
+	}
+}
+
+// TestPerUserAskedInBand: a caller without a credential whose client supports URL-mode elicitation is asked to open
+// the console's page for the server; once the credential is stored (here by the test, as the page would) the call
+// goes on with the new secret (a 2025-11-25 client is also told the elicitation is complete). A user who declines
+// gets CREDENTIAL_REQUIRED, as a client that cannot be asked does. Both protocol revisions.
+func TestPerUserAskedInBand(t *testing.T) {
+	for _, version := range []string{"2025-11-25", mcpserver.ModernProtocol} {
+		t.Run(version, func(t *testing.T) {
+			ctx := context.Background()
+			st, hs, srv := perUserRig(t, mcpserver.Options{RequireIdentity: true, ConsoleURL: "https://agg.example/ui/"})
+			for _, tc := range []struct {
+				name   string
+				accept bool
+			}{{"declined", false}, {"stored", true}} {
+				t.Run(tc.name, func(t *testing.T) {
+					var mu sync.Mutex
+					var asked *mcp.ElicitParams
+					completed := make(chan string, 1)
+					cl := mcp.NewClient(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ClientOptions{
+						Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+						ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+							mu.Lock()
+							asked = req.Params
+							mu.Unlock()
+							if !tc.accept {
+								return &mcp.ElicitResult{Action: "decline"}, nil
+							}
+							// The user opens the page and stores the key (the console's PUT .../credentials/me).
+							go func() {
+								time.Sleep(700 * time.Millisecond)
+								_, _, _ = st.PutUserSecret(context.Background(), persistence.UserSecret{ServerID: srv.ID, Subject: "token:ops", Secret: []byte("ops-own-key")})
+							}()
+							return &mcp.ElicitResult{Action: "accept"}, nil
+						},
+						ElicitationCompleteHandler: func(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+							completed <- req.Params.ElicitationID
+						},
+					})
+					s, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{adminToken}}},
+						&mcp.ClientSessionOptions{ProtocolVersion: version})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer s.Close()
+					res := callTool(t, &client{sess: s}, "per__whoami", map[string]any{})
+					mu.Lock()
+					defer mu.Unlock()
+					if asked == nil || asked.Mode != "url" || asked.ElicitationID == "" ||
+						asked.URL != "https://agg.example/ui/#credential="+srv.ID+"&elicitation="+asked.ElicitationID {
+						t.Fatalf("elicitation asked: %+v", asked)
+					}
+					if !tc.accept {
+						body, _ := json.Marshal(res.StructuredContent)
+						if !res.IsError || !strings.Contains(string(body), errcode.CredentialRequired) {
+							t.Fatalf("declined: %v %s", res.IsError, body)
+						}
+						return
+					}
+					if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "auth=ops-own-key" {
+						t.Fatalf("the call after the credential was stored: %v %+v", res.IsError, res.Content)
+					}
+					if version == mcpserver.ModernProtocol {
+						return // no session to notify: the retry's answer is the result
+					}
+					select {
+					case id := <-completed:
+						if id != asked.ElicitationID {
+							t.Fatalf("completion of %q, asked %q", id, asked.ElicitationID)
+						}
+					case <-time.After(5 * time.Second):
+						t.Fatal("no notifications/elicitation/complete")
+					}
+				})
+			}
+		})
 	}
 }

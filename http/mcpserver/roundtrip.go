@@ -149,6 +149,17 @@ func (hc *heldCalls) held() int {
 	return len(hc.calls)
 }
 
+// roundTripRelayKey carries a 2026-07-28 call's relay to the aggregator's own asks (credential_ask.go).
+type roundTripRelayKey struct{}
+
+// roundTripRelayOf is the relay of the 2026-07-28 call running with ctx (nil: none).
+func roundTripRelayOf(ctx context.Context) urlAsker {
+	if r, ok := ctx.Value(roundTripRelayKey{}).(*roundTripRelay); ok && r != nil {
+		return r
+	}
+	return nil
+}
+
 // roundTripRelay is the actors.Relay of a 2026-07-28 client's call: the backend's requests go into the call's
 // answer as input requests.
 type roundTripRelay struct {
@@ -271,7 +282,7 @@ func (s *Server) callRoundTrip(ctx context.Context, req *mcp.CallToolRequest, ow
 	go func() {
 		defer s.held.count.Add(-1)
 		defer cancel()
-		res, err := start(actors.WithRelay(cctx, relay))
+		res, err := start(context.WithValue(actors.WithRelay(cctx, relay), roundTripRelayKey{}, relay))
 		h.done <- callOutcome{res, err}
 	}()
 	return s.awaitHeld(ctx, h)

@@ -60,6 +60,10 @@ type Options struct {
 	// DefaultTokenBudget when 0, none when negative. A client may ask for its own (TokenBudgetMetaKey,
 	// TokenBudgetQuery).
 	TokenBudget int
+	// ConsoleURL is the web console's address (http://host:port/ui/): a call that needs the caller's own credential
+	// asks a client that supports URL-mode elicitation to open the console's page for it (credential_ask.go).
+	// Empty: such calls answer CREDENTIAL_REQUIRED at once.
+	ConsoleURL string
 	// Limiter rate-limits calls of backend tools and execute_external_tool per client (nil: no limit).
 	Limiter *auth.Limiter
 	// RequireIdentity refuses tool calls that carry no identity (set when tokens are configured; the HTTP listener
@@ -490,8 +494,11 @@ func (s *Server) relayedCall(ctx context.Context, req *mcp.CallToolRequest, id a
 	c.Object = true
 	if modernClient(req) {
 		return s.callRoundTrip(ctx, req, actorName(id), func(ctx context.Context) (*mcp.CallToolResult, error) {
-			return s.call(ctx, c)
+			return s.call(s.withCredentialAsk(ctx, roundTripRelayOf(ctx), id), c)
 		})
+	}
+	if req != nil && req.Session != nil {
+		ctx = s.withCredentialAsk(ctx, sessionRelay{req.Session}, id)
 	}
 	return s.call(withRelay(ctx, req), c)
 }
@@ -515,6 +522,9 @@ func progressFunc(ctx context.Context, req *mcp.CallToolRequest) func(*pb.Progre
 // the shared error body.
 func (s *Server) call(ctx context.Context, c gateway.CallRequest) (*mcp.CallToolResult, error) {
 	res, err := s.cases.Call(ctx, c)
+	if err != nil && s.askCredential(ctx, err) {
+		res, err = s.cases.Call(ctx, c) // the caller stored their credential meanwhile
+	}
 	if err != nil {
 		return s.callFailure(ctx, err)
 	}

@@ -9,6 +9,7 @@
 //   BROKEN        the name of a server registered beforehand that cannot connect
 //   PINNED        the name of a server registered beforehand (pinning on) whose tool "forecast" changes its
 //                 description on a POST to CHANGE_URL
+//   PER_USER      the id of a per_user server, whose credential page (#credential=<id>) the admin fills in
 // Screenshots of every step go to SHOTS (the live figures and the actor view among them).
 // Every request the page makes outside BASE_URL is refused and fails the run (the console must work offline), and
 // so does any error the page logs (a CSP violation, an exception).
@@ -314,6 +315,17 @@ try {
   await tid('export-run').click();
   await tid('export-text').getByText(/everything-sse/).waitFor();
   await shot('import-dry-run');
+
+  // 12b. The page a URL elicitation opens for a per_user server: the caller stores their own credential.
+  if (process.env.PER_USER) {
+    await page.goto(BASE + '/ui/#credential=' + encodeURIComponent(process.env.PER_USER) + '&elicitation=e2e');
+    await tid('credential-page').waitFor();
+    await tid('credential-secret').fill('console-own-secret');
+    await shot('credential');
+    await tid('credential-save').click();
+    await tid('credential-stored').waitFor();
+    if (await tid('credential-secret').count()) problems.push('the secret field is still shown after storing it');
+  }
 
   // 13. A client-scope token sees read-only views: no admin tab, no admin button, no curation control.
   const client = await browser.newContext();

@@ -109,6 +109,12 @@ function App() {
   const [me, setMe] = useState(null);
   const [authError, setAuthError] = useState(null);
   const [tab, setTab] = useState('servers');
+  const [credentialFor, setCredentialFor] = useState(credentialTarget());
+  useEffect(() => {
+    const onHash = () => setCredentialFor(credentialTarget());
+    window.addEventListener('hashchange', onHash);
+    return () => window.removeEventListener('hashchange', onHash);
+  }, []);
 
   const whoami = useCallback(async () => {
     try {
@@ -146,6 +152,7 @@ function App() {
       ${me.auth_enabled && html`<button class="btn" onClick=${() => { sessionStorage.removeItem(TOKEN_KEY); whoami(); }}>Sign out</button>`}
     </header>
     <main>
+      ${credentialFor && html`<${CredentialPage} serverId=${credentialFor} onDone=${() => { history.replaceState(null, '', location.pathname); setCredentialFor(null); }} />`}
       ${!admin && html`<div class="notice" data-testid="read-only">Read-only: this token has client scope. Registering and changing servers, tool curation, profiles and the audit log need an admin token.</div>`}
       ${tab === 'servers' && html`<${Servers} admin=${admin} />`}
       ${tab === 'search' && html`<${Search} />`}
@@ -177,6 +184,51 @@ function Login({ error, onToken }) {
       <input id="token" type="password" autocomplete="off" data-testid="token" value=${token} onInput=${(e) => setToken(e.target.value)} />
       <div class="actions"><button class="btn primary" type="submit" data-testid="sign-in">Sign in</button></div>
     </form></div></main>`;
+}
+
+// ---- a caller's own credential ------------------------------------------------------------------------------
+// A per_user server runs each caller's calls with the caller's own secret. A client that supports URL-mode
+// elicitation is sent here (#credential=<server id>&elicitation=<id>) when a call needs one; the call goes on once
+// the secret is stored. The secret goes to PUT .../credentials/me and is never shown again.
+
+function credentialTarget() {
+  const m = /^#credential=([^&]+)/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function CredentialPage({ serverId, onDone }) {
+  const [secret, setSecret] = useState('');
+  const [server, setServer] = useState(null);
+  const [state, setState] = useState({});
+  useEffect(() => {
+    api('GET', `/api/v1/aggregator/servers/${encodeURIComponent(serverId)}`).then(setServer, () => setServer(null));
+  }, [serverId]);
+  const save = async (e) => {
+    e.preventDefault();
+    if (!secret) return;
+    try {
+      await api('PUT', `/api/v1/aggregator/servers/${encodeURIComponent(serverId)}/credentials/me`, { secret });
+      setSecret('');
+      setState({ ok: true });
+    } catch (err) {
+      setState({ error: err.message });
+    }
+  };
+  return html`<div class="card narrow" data-testid="credential-page">
+    <h2>Your credential for ${server ? server.name : 'this server'}</h2>
+    <p class="muted">This server works with each user's own credential (an API key or token of yours for it). It is
+      stored encrypted, used only for your calls, and never shown again; you can replace or remove it at any time.</p>
+    ${state.ok
+      ? html`<p data-testid="credential-stored">Stored. Return to your client: the call that asked for it goes on.</p>`
+      : html`<form onSubmit=${save}>
+          <label for="credential-secret">Secret</label>
+          <input id="credential-secret" type="password" autocomplete="off" data-testid="credential-secret" value=${secret}
+            onInput=${(e) => setSecret(e.target.value)} />
+          <div class="actions"><button class="btn primary" type="submit" data-testid="credential-save">Store my credential</button></div>
+        </form>`}
+    ${state.error && html`<p class="error" data-testid="credential-error">${state.error}</p>`}
+    <div class="actions"><button class="btn" type="button" onClick=${onDone}>Close</button></div>
+  </div>`;
 }
 
 // ---- servers ------------------------------------------------------------------------------------------------
