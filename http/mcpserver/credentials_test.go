@@ -25,7 +25,13 @@ import (
 
 // perUserRig serves /mcp (bearer tokens ops and ci) over an encrypted store with one per_user server, "per", whose
 // tool whoami answers the X-Api-Key header it received; ci has stored its own key, ops none.
-func perUserRig(t *testing.T, opts mcpserver.Options) (persistence.Store, *httptest.Server, persistence.Server) {
+func perUserRig(t testing.TB, opts mcpserver.Options) (persistence.Store, *httptest.Server, persistence.Server) {
+	st, hs, srv, _ := perUserSystem(t, opts)
+	return st, hs, srv
+}
+
+// perUserSystem is perUserRig with its actor system.
+func perUserSystem(t testing.TB, opts mcpserver.Options, tweak ...func(*actors.Config)) (persistence.Store, *httptest.Server, persistence.Server, *actors.System) {
 	t.Helper()
 	ctx := context.Background()
 	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
@@ -38,7 +44,11 @@ func perUserRig(t *testing.T, opts mcpserver.Options) (persistence.Store, *httpt
 	}
 	st := crypt.Wrap(inner, ring)
 	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
+	cfg := actors.DefaultConfig()
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +85,7 @@ func perUserRig(t *testing.T, opts mcpserver.Options) (persistence.Store, *httpt
 	if _, _, err := st.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: "token:ci", Secret: []byte("ci-own-key")}); err != nil {
 		t.Fatal(err)
 	}
-	return st, hs, srv
+	return st, hs, srv, sys
 }
 
 // TestPerUserOnMCP: on /mcp, a per_user server's tool runs with the calling token's own secret (the backend sees
