@@ -99,8 +99,8 @@ func Choose(ordered []Item, recent []string, budget int, allowed func(Item) bool
 }
 
 // Usage counts the calls of each tool, catalogue-wide with a half-life so that what is used now outranks what was
-// used last month, and remembers each caller's most recently called tools. It is bounded: RecentPerCaller names
-// for each of at most MaxCallers callers (the least recently active one is forgotten first) and one counter per
+// used last month, and remembers each caller's most recently called tools and what its searches found. It is
+// bounded: RecentPerCaller names of each kind for each of at most MaxCallers callers (the least recently active one is forgotten first) and one counter per
 // tool called. Safe for concurrent use.
 type Usage struct {
 	halfLife time.Duration
@@ -123,7 +123,8 @@ type decayed struct {
 
 type callerUse struct {
 	names []string // newest first
-	tick  uint64   // when the caller last called
+	found []string // tools the caller's searches found, newest first (Found)
+	tick  uint64   // when the caller last called or searched
 }
 
 // NewUsage returns a Usage whose counts halve every halfLife.
@@ -138,14 +139,7 @@ func (u *Usage) Record(caller, tool string, now time.Time) {
 	d := u.counts[tool]
 	u.counts[tool] = decayed{v: u.decay(d, now) + 1, at: now}
 	u.tick++
-	c := u.recent[caller]
-	if c == nil {
-		if len(u.recent) >= MaxCallers {
-			u.forgetOldestCaller()
-		}
-		c = &callerUse{}
-		u.recent[caller] = c
-	}
+	c := u.callerLocked(caller)
 	c.tick = u.tick
 	if i := slices.Index(c.names, tool); i >= 0 {
 		c.names = slices.Delete(c.names, i, i+1)
@@ -156,12 +150,48 @@ func (u *Usage) Record(caller, tool string, now time.Time) {
 	}
 }
 
-// Recent is caller's most recently called tools, newest first (a copy).
+// Found remembers tools a search of caller's found (newest first, at most RecentPerCaller), without counting them
+// as used: a budgeted listing lists them after the caller's recently called tools, so that a client that calls
+// only listed tools can call what it searched for.
+func (u *Usage) Found(caller string, tools []string) {
+	if len(tools) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.tick++
+	c := u.callerLocked(caller)
+	c.tick = u.tick
+	for i := len(tools) - 1; i >= 0; i-- {
+		if j := slices.Index(c.found, tools[i]); j >= 0 {
+			c.found = slices.Delete(c.found, j, j+1)
+		}
+		c.found = slices.Insert(c.found, 0, tools[i])
+	}
+	if len(c.found) > RecentPerCaller {
+		c.found = c.found[:RecentPerCaller]
+	}
+}
+
+// callerLocked is caller's entry, made (and the least recently active one forgotten past MaxCallers) when new.
+func (u *Usage) callerLocked(caller string) *callerUse {
+	c := u.recent[caller]
+	if c == nil {
+		if len(u.recent) >= MaxCallers {
+			u.forgetOldestCaller()
+		}
+		c = &callerUse{}
+		u.recent[caller] = c
+	}
+	return c
+}
+
+// Recent is caller's most recently called tools, newest first, then the tools its searches found (a copy).
 func (u *Usage) Recent(caller string) []string {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if c := u.recent[caller]; c != nil {
-		return slices.Clone(c.names)
+		return slices.Concat(c.names, c.found)
 	}
 	return nil
 }

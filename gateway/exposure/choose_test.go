@@ -89,6 +89,13 @@ func TestUsage(t *testing.T) {
 	if w["x"] != 1 || w["y"] != 0.5 || w["z"] != 0.5 {
 		t.Fatalf("weights after one half-life %v", w)
 	}
+	u.Found("bob", []string{"s1", "s2", "z"})
+	if got := u.Recent("bob"); !slices.Equal(got, []string{"z", "s1", "s2", "z"}) {
+		t.Fatalf("bob's recent then found %v", got)
+	}
+	if w := u.Weights(t0); w["s1"] != 0 {
+		t.Fatalf("a found tool counts as used: %v", w)
+	}
 	for i := range RecentPerCaller + 5 {
 		u.Record("ann", fmt.Sprint("t", i), t0)
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/gateway/exposure"
+	"github.com/mcpgw/aggregator/http/auth"
 )
 
 // Token budget of tools/list: when the definitions of every tool an endpoint serves do not fit the budget, tools/list
@@ -226,4 +228,34 @@ func sortItems(items []exposure.Item) {
 		}
 		return strings.Compare(a.Alias, b.Alias)
 	})
+}
+
+// listFound adds what a search found to the caller's budgeted listing (exposure.Usage.Found): a client that calls
+// only the tools it lists can then call them. When the endpoint's listing is budgeted, the searching session is
+// told its list changed (a 2025-11-25 session; a 2026-07-28 client lists again when it wants).
+func (s *Server) listFound(ctx context.Context, req *mcp.CallToolRequest, id auth.Identity, hits []gateway.SearchHit) {
+	if s.searchFirst || len(hits) == 0 {
+		return
+	}
+	names := make([]string, 0, len(hits))
+	for _, h := range hits {
+		if h.Tool != nil {
+			names = append(names, h.Tool.Name)
+		}
+	}
+	s.budget.usage.Found(actorName(id), names)
+	limit := s.budgetOf(req)
+	s.mu.Lock()
+	total := s.exposedTokens
+	for _, m := range s.metaTools {
+		total += m.tokens
+	}
+	s.mu.Unlock()
+	if limit <= 0 || total <= limit || req.Session == nil || !stateful(req.Session) || s.callers == nil || s.callers.send == nil {
+		return
+	}
+	if _, err := s.callers.send(ctx, "notifications/tools/list_changed",
+		&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: req.Session, Params: &mcp.ToolListChangedParams{}}); err != nil {
+		s.log.Debug("notify a session of the tools its search added to its listing", "error", err)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -161,6 +163,32 @@ func TestToolsListWithinTokenBudget(t *testing.T) {
 	}
 	if res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: found.Tools[2].Alias, Arguments: map[string]any{}}); err != nil || res.IsError {
 		t.Errorf("calling the found alias %s: %v %+v", found.Tools[2].Alias, err, res)
+	}
+	// What the search found is listed from now on, after the recently called tools.
+	relisted, _ := listAll(t, s, mcp.Meta{mcpserver.TokenBudgetMetaKey: budget})
+	for _, h := range found.Tools {
+		if !slices.ContainsFunc(relisted, func(tl *mcp.Tool) bool { return tl.Name == h.Alias }) {
+			t.Errorf("%s, found by search, is not listed afterwards", h.Alias)
+		}
+	}
+	// A 2025-11-25 session whose listing is budgeted is told its list changed when a search adds to it.
+	changed := make(chan struct{}, 4)
+	legacy := mcp.NewClient(&mcp.Implementation{Name: "budget-legacy", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} }})
+	ls, err := legacy.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp?token_budget=" + fmt.Sprint(budget)},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Close()
+	if res, err := ls.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_aggregated_tools",
+		Arguments: map[string]any{"query": "operation 42 beta", "limit": 2}}); err != nil || res.IsError {
+		t.Fatalf("legacy search: %v %+v", err, res)
+	}
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Error("no tools/list_changed after a search added to a budgeted listing")
 	}
 	// Through the endpoint's URL, and a budget the whole toolset fits: every tool.
 	cl2 := mcp.NewClient(&mcp.Implementation{Name: "budget-url", Version: "1"}, nil)

@@ -393,6 +393,7 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	}
 	out.Metadata["more_matched"] = more
 	out.Metadata["more_matched_window"] = window
+	s.listFound(ctx, req, id, res.Tools)
 	if omitted > 0 {
 		out.Metadata["schemas_omitted"] = omitted
 	}
