@@ -20,7 +20,7 @@ import (
 // strategy (a protoactor grain spawned by the library would lose it), and stops them with the node. A node that is
 // handing its servers over (leaving) activates nothing new, so that lookups pick another node.
 //
-// Each activation of a server gets a name of its own (server-<id>-<n>): an actor that retires (server_lease.go)
+// Each activation of a server gets a name of its own (server-<id>-<n>): an actor that retires (server/server_lease.go)
 // leaves this table at once and lingers a while answering with its reason, so that a caller that still addresses
 // it gets an answer (protoactor drops, without a dead letter, the messages that wait in the mailbox of an actor
 // that stops), while a new activation of the same server does not have to wait for its name.

@@ -240,8 +240,8 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 
 // awaitFirstDiscovery has the new session's tools discovered before the server enters CONNECTED: the actor stays
 // CONNECTING (with the session, which answers tools/list but takes no calls yet) until the discovery actor says the
-// tools are stored. The router holds them until the CONNECTED that follows (routerActor.toolsChanged) and the status
-// reaches the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
+// tools are stored. The router (package actors) holds them until the CONNECTED that follows, and the status reaches
+// the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
 func (a *serverActor) awaitFirstDiscovery(gen uint64) {
 	sys, self, id := a.sys, a.self, a.id
 	discovery := actor.NewPID(sys.Address(), msg.DiscoveryName)

@@ -201,7 +201,7 @@ func (a *serverActor) becomeOwner(l persistence.Lease) {
 		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
 	if a.deps.Members != nil && a.deps.Classifies {
-		// In a cluster the owner classifies what an earlier owner left unclassified (classifier.go).
+		// In a cluster the owner classifies what an earlier owner left unclassified (the classifier actor in package actors).
 		a.sys.Root.Send(actor.NewPID(a.sys.Address(), msg.ClassifierName), &msg.ScanServer{ID: a.id})
 	}
 	if a.rec.AutoConnect {
@@ -279,7 +279,7 @@ func (a *serverActor) refuse(ctx actor.Context, code, why string) {
 }
 
 // refusal is the answer to in that the actor did not run (placement.Refusal); a command that expects no reply of
-// its own gets the error in an askReply.
+// its own gets the error in a msg.Reply.
 func (a *serverActor) refusal(in any, code, why string) any {
 	reply, info := placement.Refusal(in, code, why, placement.Refused{ID: a.id, Name: a.rec.Name, Status: a.status, Holder: a.holder})
 	if reply == nil {
