@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/actors/server"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/telemetry"
@@ -61,7 +62,7 @@ func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, pro
 		defer s.sys.Root.Stop(pid)
 		msg.ProgressTo = &pb.PID{Address: pid.Address, Id: pid.Id}
 	}
-	if stop := s.attachRelay(ctx, msg); stop != nil {
+	if stop := server.AttachRelay(ctx, s.sys, msg); stop != nil {
 		defer stop()
 	}
 	res, err := s.askServer(ctx, r.ServerID, msg, deadline)
@@ -71,8 +72,8 @@ func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, pro
 	switch v := res.(type) {
 	case *pb.CallToolReply:
 		return v, nil, nil
-	case *callObject:
-		return v.reply, v.result, nil
+	case *server.CallObject:
+		return v.Reply, v.Result, nil
 	}
 	return nil, nil, fmt.Errorf("unexpected reply %T to call", res)
 }

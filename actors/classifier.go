@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -104,7 +105,7 @@ func (s *System) startClassifier() error {
 	if s.deps.Classifier == nil {
 		return nil
 	}
-	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.deps, s) }, s.guardian), "classifier")
+	_, err := s.sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newClassifierActor(s.deps, s) }, s.guardian), msg.ClassifierName)
 	if err != nil {
 		return fmt.Errorf("spawn classifier: %w", err)
 	}
@@ -112,7 +113,7 @@ func (s *System) startClassifier() error {
 }
 
 // classifierPID addresses the classifier actor by its fixed name.
-func (s *System) classifierPID() *actor.PID { return actor.NewPID(s.sys.Address(), "classifier") }
+func (s *System) classifierPID() *actor.PID { return actor.NewPID(s.sys.Address(), msg.ClassifierName) }
 
 // ClassificationBacklog reports the classifier's queued, running and failed tools (all zero without a classifier).
 func (s *System) ClassificationBacklog(ctx context.Context) (ClassifierBacklog, error) {
@@ -148,8 +149,8 @@ func (a *classifierActor) Receive(ctx actor.Context) {
 	case *pb.ServerRemoved:
 		a.q.RemoveServer(m.ServerId)
 		a.armRetry(ctx)
-	case *scanServer:
-		a.scan(ctx, m.id)
+	case *msg.ScanServer:
+		a.scan(ctx, m.ID)
 	case *classifyQueue:
 		a.q.SeedFailed(m.seedFailed)
 		for _, it := range m.items {
@@ -196,15 +197,11 @@ func (a *classifierActor) start(ctx actor.Context) {
 	}
 	// Tools stored before the subscription: new ones (DISCOVERED) and those whose classification was interrupted
 	// (CLASSIFYING). A tool also announced by an event meanwhile is queued once. In a cluster every node would find
-	// the same leftovers: each server's are taken up by its owner when it activates (scanServer) instead.
+	// the same leftovers: each server's are taken up by its owner when it activates (msg.ScanServer) instead.
 	if a.sys.members == nil {
 		a.scan(ctx, "")
 	}
 }
-
-// scanServer asks the classifier for the leftovers of one server (sent by the server's actor when it becomes the
-// owner, in a cluster).
-type scanServer struct{ id string }
 
 // scan queues the stored tools of one server (all servers: "") that wait for classification.
 func (a *classifierActor) scan(ctx actor.Context, serverID string) {

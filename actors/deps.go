@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/placement"
+	"github.com/mcpgw/aggregator/actors/server"
 	"github.com/mcpgw/aggregator/actors/settings"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/metrics"
@@ -73,6 +74,8 @@ type Deps struct {
 	MembersChanged func(members int)
 	// members is the cluster's membership as this node sees it (nil on a single node; set at start).
 	members *placement.Members
+	// server is what the server actors use of these Deps (set at start, once members is known).
+	server *server.Deps
 }
 
 func (d *Deps) withDefaults() *Deps {
@@ -117,6 +120,13 @@ func (d *Deps) backendOptions() backend.Options {
 // with the session.
 func (d *Deps) newGuard() *msglimit.Guard {
 	return &msglimit.Guard{Limit: d.Config.MaxMessageBytes, Account: d.budget.Account()}
+}
+
+// serverDeps is what the server actors and their children use of d (server.Deps).
+func (d *Deps) serverDeps() *server.Deps {
+	return &server.Deps{Store: d.Store, Logger: d.Logger, Config: d.Config, HealthClient: d.HealthClient, Env: d.Env,
+		Metrics: d.Metrics, Classifies: d.Classifier != nil, NodeID: d.NodeID, Members: d.members, Owners: d.owners.Leases,
+		Outbound: d.outbound, Backend: d.backendOptions}
 }
 
 // ownership is this process's leases (placement.Leases). fence is Fence under the name discovery uses.

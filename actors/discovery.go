@@ -35,9 +35,6 @@ type (
 		id  string
 		seq uint64
 	}
-	// firstDiscovery asks for a discovery of a server's tools that starts after the ask (a new session's first);
-	// the answer, an askReply, comes once it is stored (or failed).
-	firstDiscovery struct{ id string }
 )
 
 // discoveryActor keeps the stored tools of every server equal to what the server lists (BR-003): it runs on every
@@ -78,8 +75,8 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 		if a.waiting == nil {
 			a.waiting = map[string][]*actor.PID{}
 		}
-		a.waiting[m.id] = append(a.waiting[m.id], ctx.Sender())
-		a.trigger(ctx, m.id, true)
+		a.waiting[m.ID] = append(a.waiting[m.ID], ctx.Sender())
+		a.trigger(ctx, m.ID, true)
 	case *pb.ToolsListChanged:
 		a.trigger(ctx, m.ServerId, false)
 	case *pb.FeaturesListChanged:
@@ -94,7 +91,7 @@ func (a *discoveryActor) Receive(ctx actor.Context) {
 			a.work.Forget(key)
 		}
 		for _, pid := range a.waiting[m.ServerId] {
-			ctx.Send(pid, &askReply{err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
+			ctx.Send(pid, &askReply{Err: fmt.Errorf("server %s: %w", m.ServerId, persistence.ErrNotFound)})
 		}
 		delete(a.waiting, m.ServerId)
 		delete(a.storeFailures, m.ServerId)
@@ -136,7 +133,7 @@ func (a *discoveryActor) act(ctx actor.Context, key string, next floodguard.Next
 		}
 		// The router holds the tools of a CONNECTING server and puts them in its table with CONNECTED.
 		for _, pid := range waiting {
-			root.Send(pid, &askReply{err: err})
+			root.Send(pid, &askReply{Err: err})
 		}
 		root.Send(self, &discoveryDone{id: key, forced: next.Forced, changed: changed, err: err})
 	}()

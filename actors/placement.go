@@ -7,7 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/placement"
+	"github.com/mcpgw/aggregator/actors/server"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 	"github.com/mcpgw/aggregator/supervision"
 )
@@ -18,7 +20,7 @@ import (
 // strategy (a protoactor grain spawned by the library would lose it), and stops them with the node. A node that is
 // handing its servers over (leaving) activates nothing new, so that lookups pick another node.
 //
-// Each activation of a server gets a name of its own (server-<id>-<n>): an actor that retires (server_lease.go)
+// Each activation of a server gets a name of its own (server-<id>-<n>): an actor that retires (server/server_lease.go)
 // leaves this table at once and lingers a while answering with its reason, so that a caller that still addresses
 // it gets an answer (protoactor drops, without a dead letter, the messages that wait in the mailbox of an actor
 // that stops), while a new activation of the same server does not have to wait for its name.
@@ -37,11 +39,6 @@ type (
 	// placementLeaving makes the placement refuse new activations (the node hands its servers over); it answers
 	// with the ids of the servers it hosts.
 	placementLeaving struct{}
-	// serverRetired: a server actor retired; the placement forgets it (it stops by itself later).
-	serverRetired struct {
-		id  string
-		pid *actor.PID
-	}
 )
 
 // newPlacementProps: the placement supervises its server actors with our strategy, and guardian (a guardian with
@@ -64,8 +61,8 @@ func (p *placementActor) Receive(ctx actor.Context) {
 		ctx.Respond(&askReply{})
 	case *pb.Activate:
 		ctx.Respond(p.activate(ctx, m))
-	case *serverRetired:
-		p.forget(m.id, m.pid)
+	case *msg.ServerRetired:
+		p.forget(m.ID, m.PID)
 	case *actor.Terminated:
 		if id, ok := p.ids[m.Who.Id]; ok {
 			delete(p.ids, m.Who.Id)
@@ -99,7 +96,7 @@ func (p *placementActor) activate(ctx actor.Context, m *pb.Activate) *pb.Activat
 		return placement.HostReply(nil, err) // leaving, or out of the membership: it hosts nothing new
 	}
 	p.seq++
-	pid, err := ctx.SpawnNamed(newServerProps(p.deps, m.ServerId, m.DeadOwner), "server-"+m.ServerId+"-"+strconv.FormatUint(p.seq, 10))
+	pid, err := ctx.SpawnNamed(server.Props(p.deps.server, m.ServerId, m.DeadOwner), "server-"+m.ServerId+"-"+strconv.FormatUint(p.seq, 10))
 	if err != nil {
 		return placement.HostReply(nil, fmt.Errorf("activate server %s: %w", m.ServerId, err))
 	}

@@ -17,7 +17,7 @@ import (
 // still says an earlier owner had a session (the new owner resets it). On one node this node activates them all;
 // in a cluster, a server whose lease no live member holds is activated by the one member the rendezvous hash
 // chooses (taking the lease over from a member that left), so the members do not race for it. An activated actor
-// that finds the lease held by a process outside the cluster stands by (server_lease.go).
+// that finds the lease held by a process outside the cluster stands by (server/server_lease.go).
 
 // startReconciler runs a first pass now (the servers start connecting before Start returns) and then keeps
 // reconciling in the background until Shutdown.

@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/registry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -24,15 +24,6 @@ type (
 	}
 	removeMsg struct{ id string }
 	readyMsg  struct{}
-	// askReply answers every ask made of the node's own actors (registry, router, discovery, indexer, proxy
-	// actors): an acknowledgement, the server a registration or update produced, a spawned actor, or the error
-	// (System.askActor returns it as the error).
-	askReply struct {
-		server   persistence.Server
-		replayed bool // a keyed registration answered from the store
-		pid      *actor.PID
-		err      error
-	}
 )
 
 // registryActor carries out the admin's registrations, updates and deletes on this node: it writes the store (the
@@ -93,8 +84,8 @@ func (r *registryActor) Receive(ctx actor.Context) {
 	}
 }
 
-// storeTimeout bounds one store operation of an actor.
-const storeTimeout = 10 * time.Second
+// storeTimeout bounds one store operation of an actor (msg.StoreTimeout).
+const storeTimeout = msg.StoreTimeout
 
 func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
@@ -114,14 +105,14 @@ func (r *registryActor) register(ctx actor.Context, req RegisterRequest, key *pe
 
 func (r *registryActor) onCreated(ctx actor.Context, m *created) {
 	if m.err != nil {
-		r.reply(ctx, m.asker, &askReply{err: m.err})
+		r.reply(ctx, m.asker, &askReply{Err: m.err})
 		return
 	}
 	s := m.server
 	if m.replayed {
 		// The first request registered it (and had it activated, or a restart does): nothing changes.
 		r.deps.Logger.Info("server registration replayed", "server_id", s.ID, "server", s.Name)
-		r.reply(ctx, m.asker, &askReply{server: s, replayed: true})
+		r.reply(ctx, m.asker, &askReply{Server: s, Replayed: true})
 		return
 	}
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, NewName: s.Name})
@@ -131,7 +122,7 @@ func (r *registryActor) onCreated(ctx actor.Context, m *created) {
 		go r.sys.activateSoon(s.ID)
 	}
 	r.deps.Logger.Info("server registered", "server_id", s.ID, "server", s.Name, "transport", s.TransportType)
-	r.reply(ctx, m.asker, &askReply{server: s})
+	r.reply(ctx, m.asker, &askReply{Server: s})
 }
 
 // reply answers an asker whose request was finished by a later message.
@@ -155,13 +146,13 @@ func (r *registryActor) update(ctx actor.Context, m *updateMsg) {
 
 func (r *registryActor) onUpdated(ctx actor.Context, m *updated) {
 	if m.err != nil {
-		r.reply(ctx, m.asker, &askReply{err: m.err})
+		r.reply(ctx, m.asker, &askReply{Err: m.err})
 		return
 	}
 	s := m.server
 	ctx.ActorSystem().EventStream.Publish(&pb.ServerUpdated{ServerId: s.ID, OldName: m.old.Name, NewName: s.Name})
 	go r.sys.tellActive(s.ID, &pb.Reload{})
-	r.reply(ctx, m.asker, &askReply{server: s})
+	r.reply(ctx, m.asker, &askReply{Server: s})
 }
 
 // remove deactivates the server's actor wherever it lives (closing its session and child process, releasing its
@@ -186,5 +177,5 @@ func (r *registryActor) onDeleted(ctx actor.Context, m *deleted) {
 		ctx.ActorSystem().EventStream.Publish(&pb.ServerRemoved{ServerId: m.id, ServerName: m.name})
 		r.deps.Logger.Info("server removed", "server_id", m.id, "server", m.name)
 	}
-	r.reply(ctx, m.asker, &askReply{err: m.err})
+	r.reply(ctx, m.asker, &askReply{Err: m.err})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/hooks"
 	"github.com/mcpgw/aggregator/persistence"
@@ -85,10 +86,6 @@ type (
 	servedSnapshotReply struct{ deltas []*routing.ServedDelta }
 )
 
-// panicForTest makes the router or a server actor crash the way a bug would; the type is unexported, so only the
-// package's own tests send it (they check that those actors are supervised).
-type panicForTest struct{}
-
 // routeHooks are the functions told about every new routing table (hooks.Set, under the names the access policy
 // uses).
 type routeHooks struct{ hooks.Set[*routing.RouteTable] }
@@ -116,9 +113,9 @@ func (r *routerActor) Receive(ctx actor.Context) {
 }
 
 // handle is one message, received or taken from a stash (sender: whom to answer).
-func (r *routerActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
+func (r *routerActor) handle(ctx actor.Context, in any, sender *actor.PID) {
 	r.seq++
-	switch m := msg.(type) {
+	switch m := in.(type) {
 	case *readyMsg:
 		r.readers = append(r.readers, readyWaiter{seq: r.seq, sender: sender})
 		r.answerReaders(ctx)
@@ -128,18 +125,18 @@ func (r *routerActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		r.loadAll(ctx)
 	case *servedSnapshotAsk:
 		respond(ctx, sender, &servedSnapshotReply{deltas: r.cat.Snapshot()})
-	case *applyStatus:
-		if r.mustWait(m.evt) {
-			r.waiting[m.evt.ServerId] = append(r.waiting[m.evt.ServerId], stashedMsg{msg: msg, sender: sender})
+	case *msg.ApplyStatus:
+		if r.mustWait(m.Evt) {
+			r.waiting[m.Evt.ServerId] = append(r.waiting[m.Evt.ServerId], stashedMsg{msg: in, sender: sender})
 			return
 		}
-		if r.applyStatus(m.evt) {
+		if r.applyStatus(m.Evt) {
 			r.publish(ctx)
 		}
 		respond(ctx, sender, &askReply{})
 	case *pb.ServerStatusChanged:
 		if r.mustWait(m) {
-			r.waiting[m.ServerId] = append(r.waiting[m.ServerId], stashedMsg{msg: msg})
+			r.waiting[m.ServerId] = append(r.waiting[m.ServerId], stashedMsg{msg: in})
 			return
 		}
 		if r.applyStatus(m) {
@@ -172,10 +169,6 @@ func respond(ctx actor.Context, sender *actor.PID, reply any) {
 		ctx.Send(sender, reply)
 	}
 }
-
-// applyStatus is a server actor's status change, sent to the router before the change is stored or published (see
-// setStatus): a reader who sees the new status finds it in the routing table too.
-type applyStatus struct{ evt *pb.ServerStatusChanged }
 
 // mustWait reports whether a status change of a server must wait for the load of its tools: the server is
 // CONNECTING (or not known yet) and its tools are being loaded. A new session's tools, discovered while it is

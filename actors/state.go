@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/actors/routing"
 )
@@ -23,3 +24,11 @@ type callGate struct{ g lifecycle.Gate }
 func (c *callGate) enter() bool                   { return c.g.Enter() }
 func (c *callGate) leave()                        { c.g.Leave() }
 func (c *callGate) close() (<-chan struct{}, int) { return c.g.Close() }
+
+// The local messages shared with the server actor (package msg).
+type (
+	askReply               = msg.Reply
+	firstDiscovery         = msg.FirstDiscovery
+	panicForTest           = msg.PanicForTest
+	cancelCallsForShutdown = msg.CancelCallsForShutdown
+)

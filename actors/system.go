@@ -16,9 +16,11 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/actors/server"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/hooks"
@@ -81,10 +83,6 @@ type System struct {
 	resourceHooks hooks.Set[*pb.ResourceUpdated]
 	restarts      *restartCounter // restarts by actor, for the actor view (inspect.go)
 }
-
-// cancelCallsForShutdown is what the placement passes to every server actor when the drain time is over: the calls
-// still in flight end with SERVER_UNAVAILABLE "shutting down", and the actor takes no new calls.
-type cancelCallsForShutdown struct{}
 
 // DrainCalls is the first step of a shutdown: tool calls are no longer accepted (new ones answer SERVER_UNAVAILABLE
 // saying the daemon is shutting down) and the calls in flight may finish until ctx ends. Those still running then
@@ -172,7 +170,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	work := s.newDiscoveryWorker()
 	s.discovery, err = sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &discoveryActor{log: d.Logger, work: work, runs: floodguard.NewRuns(d.Config.ListChangedInterval)}
-	}, s.guardian), "discovery")
+	}, s.guardian), msg.DiscoveryName)
 	if err != nil {
 		return fail(fmt.Errorf("spawn discovery: %w", err))
 	}
@@ -196,6 +194,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	fctx, stopFeed := context.WithCancel(context.Background())
 	s.stopFeed = stopFeed
 	s.startFeed(fctx)
+	d.server = d.serverDeps()
 	s.placement, err = sys.Root.SpawnNamed(newPlacementProps(d, &s.hosted, s.guardian), placement.PlacementName)
 	if err != nil {
 		return fail(fmt.Errorf("spawn placement: %w", err))
@@ -213,7 +212,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 		defer close(s.keeperDone)
 		d.owners.Keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
 			if pid, ok := s.hostedPID(id); ok {
-				sys.Root.Send(pid, &leaseLost{epoch: epoch, why: why})
+				sys.Root.Send(pid, &server.LeaseLost{Epoch: epoch, Why: why})
 			}
 		}, d.Logger)
 	}()
@@ -329,8 +328,8 @@ func (s *System) askActor(ctx context.Context, pid *actor.PID, msg any, timeout 
 	case err != nil:
 		return nil, fmt.Errorf("ask %s: %w", pid.Id, err)
 	}
-	if r, ok := res.(*askReply); ok && r.err != nil {
-		return nil, r.err
+	if r, ok := res.(*askReply); ok && r.Err != nil {
+		return nil, r.Err
 	}
 	return res, nil
 }
@@ -341,7 +340,7 @@ func (s *System) Register(ctx context.Context, r RegisterRequest) (persistence.S
 	if err != nil {
 		return persistence.Server{}, err
 	}
-	return res.(*askReply).server, nil
+	return res.(*askReply).Server, nil
 }
 
 // RegisterKeyed implements Control.
@@ -351,7 +350,7 @@ func (s *System) RegisterKeyed(ctx context.Context, r RegisterRequest, k persist
 		return persistence.Server{}, false, err
 	}
 	reply := res.(*askReply)
-	return reply.server, reply.replayed, nil
+	return reply.Server, reply.Replayed, nil
 }
 
 // Update implements Control.
@@ -360,7 +359,7 @@ func (s *System) Update(ctx context.Context, id string, p persistence.ServerPatc
 	if err != nil {
 		return persistence.Server{}, err
 	}
-	return res.(*askReply).server, nil
+	return res.(*askReply).Server, nil
 }
 
 // Connect implements Control.
@@ -394,7 +393,7 @@ func askServerFor[R interface{ GetError() *pb.ErrorInfo }](ctx context.Context, 
 	case !ok:
 		return zero, fmt.Errorf("unexpected reply %T to %s", res, what)
 	case r.GetError() != nil:
-		return zero, infoError(id, r.GetError())
+		return zero, server.InfoError(id, r.GetError())
 	}
 	return r, nil
 }
@@ -450,7 +449,7 @@ func (s *System) AwaitStartup(ctx context.Context) error {
 		return nil
 	}
 	wait := lifecycle.NewStartup(ids)
-	sub := s.sys.EventStream.Subscribe(func(evt any) { wait.Follow(evt, ReasonNoSessionAfterStart) })
+	sub := s.sys.EventStream.Subscribe(func(evt any) { wait.Follow(evt, server.ReasonNoSessionAfterStart) })
 	defer s.sys.EventStream.Unsubscribe(sub)
 	// What happened before the subscription, from the live state (the routing table starts from the stored rows,
 	// which an unclean stop leaves CONNECTED with the last run's tools): servers that failed already, and servers

@@ -14,7 +14,7 @@ import (
 // Single ownership. Several processes may run on one store: several `serve` nodes, or `serve` beside
 // `aggregator stdio`. Each server's session (and its stdio child) must then exist once, in one process. The store
 // decides who that is with a lease per server (persistence.Lease): a server actor asks for its server's lease when
-// it activates and holds it for as long as it lives (actors/server_lease.go); it opens a session only while it holds it,
+// it activates and holds it for as long as it lives (actors/server/server_lease.go); it opens a session only while it holds it,
 // fences every status, health and tool write with it, and closes the session as soon as it learns the lease is
 // gone. An actor whose lease another live process holds stands by, and asks again when that lease would lapse, so
 // a process that dies is replaced within the lease's TTL (at once when it stopped cleanly and released its leases).

@@ -8,7 +8,7 @@ import (
 )
 
 // Verdict is what a server actor does once it has read its registration and asked for its server's lease
-// (Decide). The actor carries it out (actors/server_lease.go); the rule lives here.
+// (Decide). The actor carries it out (actors/server/server_lease.go); the rule lives here.
 type Verdict int
 
 const (

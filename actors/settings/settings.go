@@ -60,7 +60,7 @@ type Config struct {
 	// and the least time between two rediscoveries of a server caused by its list_changed notifications (1 s).
 	NotifyRate          float64
 	ListChangedInterval time.Duration
-	// Per-user sessions of per_user servers (actors/proxy_user.go): one caller's session closes after
+	// Per-user sessions of per_user servers (actors/server/proxy_user.go): one caller's session closes after
 	// UserSessionIdle without a request (MCP_AGGREGATOR_USER_SESSION_IDLE, 10 min; 0: the default), and one server
 	// runs at most MaxUserSessions of them (MCP_AGGREGATOR_MAX_USER_SESSIONS, 64; 0: the default).
 	UserSessionIdle time.Duration

@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/internal/errcode"
@@ -28,10 +29,10 @@ import (
 // Losing the lease closes the session at once (two sessions, two stdio children, must never run together).
 // Deactivate (a delete, or a node handing its servers over) stops the actor after its calls in flight drained.
 
-// leaseLost tells a server actor that the lease of that epoch is no longer its own.
-type leaseLost struct {
-	epoch int64
-	why   string
+// LeaseLost tells a server actor that the lease of that epoch is no longer its own.
+type LeaseLost struct {
+	Epoch int64
+	Why   string
 }
 
 // leaseRetry makes a server actor that does not own its server ask for the lease again.
@@ -54,7 +55,7 @@ type stashed = placement.Stashed
 func (a *serverActor) activate() {
 	a.activating = true
 	a.activations++
-	owners, store, id, sys, self, n, from := a.deps.owners, a.deps.Store, a.id, a.sys, a.self, a.activations, a.deadOwner
+	owners, store, id, sys, self, n, from := a.deps.Owners, a.deps.Store, a.id, a.sys, a.self, a.activations, a.deadOwner
 	a.deadOwner = "" // a takeover is for the first attempt only
 	timeout := a.deps.Config.AskTimeout
 	go func() {
@@ -78,13 +79,13 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		if m.loadErr == nil && m.leaseErr == nil {
 			ctx, cancel := a.storeCtx()
 			defer cancel()
-			if err := a.deps.owners.Release(ctx, m.lease); err != nil {
+			if err := a.deps.Owners.Release(ctx, m.lease); err != nil {
 				a.log().Warn("release lease", "error", err)
 			}
 		}
 		return
 	}
-	verdict := placement.Decide(a.deps.members, a.deps.NodeID, m.lease, m.loadErr, m.leaseErr)
+	verdict := placement.Decide(a.deps.Members, a.deps.NodeID, m.lease, m.loadErr, m.leaseErr)
 	switch verdict {
 	case placement.Gone:
 		a.retire(ctx, errcode.ServerNotFound, "server "+a.id+" does not exist")
@@ -92,7 +93,7 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 	case placement.RetryLoad:
 		a.log().Warn("cannot load the server's registration; retrying", "error", m.loadErr)
 		a.dropStash(errcode.ServerUnavailable, "the store is unavailable: "+m.loadErr.Error())
-		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
+		a.scheduleActivation(a.deps.Owners.AskAgain(verdict, m.lease))
 		return
 	}
 	a.rec = m.rec
@@ -110,11 +111,11 @@ func (a *serverActor) onActivated(ctx actor.Context, m *activated) {
 		}
 		a.holder = m.lease.Owner
 		a.status = m.rec.Status // the owner's, as stored
-		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
+		a.scheduleActivation(a.deps.Owners.AskAgain(verdict, m.lease))
 	default:
 		a.log().Warn("cannot ask the store for the server's lease; retrying", "error", m.leaseErr)
 		a.status = persistence.StatusDisconnected
-		a.scheduleActivation(a.deps.owners.AskAgain(verdict, m.lease))
+		a.scheduleActivation(a.deps.Owners.AskAgain(verdict, m.lease))
 	}
 	a.replayStash()
 }
@@ -133,7 +134,7 @@ func (a *serverActor) retire(ctx actor.Context, code, why string) {
 	}
 	a.retired = true
 	a.giveUp("actor retired: " + code)
-	ctx.Send(ctx.Parent(), &serverRetired{id: a.id, pid: a.self})
+	ctx.Send(ctx.Parent(), &msg.ServerRetired{ID: a.id, PID: a.self})
 	for _, child := range ctx.Children() {
 		a.retiringChildren++
 		ctx.Stop(child)
@@ -167,7 +168,7 @@ func (a *serverActor) giveUp(reason string) {
 	defer cancel()
 	a.writes.flush(ctx)
 	if a.lease != nil {
-		if err := a.deps.owners.Release(ctx, *a.lease); err != nil {
+		if err := a.deps.Owners.Release(ctx, *a.lease); err != nil {
 			a.log().Warn("release lease", "error", err)
 		}
 		a.lease = nil
@@ -199,9 +200,9 @@ func (a *serverActor) becomeOwner(l persistence.Lease) {
 		// This process has no session yet: whatever the row says was true of an earlier session.
 		a.setStatus(persistence.StatusDisconnected, ReasonNoSessionAfterStart, nil)
 	}
-	if a.deps.members != nil && a.deps.Classifier != nil {
-		// In a cluster the owner classifies what an earlier owner left unclassified (classifier.go).
-		a.sys.Root.Send(actor.NewPID(a.sys.Address(), "classifier"), &scanServer{id: a.id})
+	if a.deps.Members != nil && a.deps.Classifies {
+		// In a cluster the owner classifies what an earlier owner left unclassified (the classifier actor in package actors).
+		a.sys.Root.Send(actor.NewPID(a.sys.Address(), msg.ClassifierName), &msg.ScanServer{ID: a.id})
 	}
 	if a.rec.AutoConnect {
 		a.startConnect("auto_connect")
@@ -277,18 +278,18 @@ func (a *serverActor) refuse(ctx actor.Context, code, why string) {
 	}
 }
 
-// refusal is the answer to msg that the actor did not run (placement.Refusal); a command that expects no reply of
-// its own gets the error in an askReply.
-func (a *serverActor) refusal(msg any, code, why string) any {
-	reply, info := placement.Refusal(msg, code, why, placement.Refused{ID: a.id, Name: a.rec.Name, Status: a.status, Holder: a.holder})
+// refusal is the answer to in that the actor did not run (placement.Refusal); a command that expects no reply of
+// its own gets the error in a msg.Reply.
+func (a *serverActor) refusal(in any, code, why string) any {
+	reply, info := placement.Refusal(in, code, why, placement.Refused{ID: a.id, Name: a.rec.Name, Status: a.status, Holder: a.holder})
 	if reply == nil {
-		return &askReply{err: infoError(a.id, info)}
+		return &msg.Reply{Err: InfoError(a.id, info)}
 	}
 	return reply
 }
 
-// infoError turns a refusal into the error Control returns: ErrNotFound, or an UnavailableError.
-func infoError(id string, info *pb.ErrorInfo) error {
+// InfoError turns a refusal into the error Control returns: ErrNotFound, or an UnavailableError.
+func InfoError(id string, info *pb.ErrorInfo) error {
 	if info.Code == errcode.ServerNotFound {
 		return fmt.Errorf("server %s: %w", id, persistence.ErrNotFound)
 	}
@@ -298,13 +299,13 @@ func infoError(id string, info *pb.ErrorInfo) error {
 // onLeaseLost gives the session up: another process may own the server now, and two sessions (two stdio children)
 // must never run at once. Calls in flight are cancelled. In a cluster the actor retires (the lookup finds the new
 // owner); otherwise it stands by and asks for the lease again.
-func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
-	if a.lease == nil || a.lease.Epoch != m.epoch {
+func (a *serverActor) onLeaseLost(ctx actor.Context, m *LeaseLost) {
+	if a.lease == nil || a.lease.Epoch != m.Epoch {
 		return
 	}
-	a.deps.owners.Drop(a.id, m.epoch)
+	a.deps.Owners.Drop(a.id, m.Epoch)
 	a.lease = nil
-	a.log().Warn("lost the server's lease: closing its session", "reason", m.why)
+	a.log().Warn("lost the server's lease: closing its session", "reason", m.Why)
 	if a.attempt != nil {
 		a.attempt.abandon()
 		a.attempt = nil
@@ -315,12 +316,12 @@ func (a *serverActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 	a.closeSession(false)
 	if a.status != persistence.StatusDisconnected {
 		// Not persisted (no lease: the next owner writes its own state); published for this process's routes.
-		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.why, nil)
+		a.setStatus(persistence.StatusDisconnected, "lease lost: "+m.Why, nil)
 	}
-	if v := placement.AfterLoss(a.deps.members); v == placement.Moved {
+	if v := placement.AfterLoss(a.deps.Members); v == placement.Moved {
 		a.retire(ctx, errcode.ServerMoved, "")
 	} else {
-		a.scheduleActivation(a.deps.owners.AskAgain(v, persistence.Lease{}))
+		a.scheduleActivation(a.deps.Owners.AskAgain(v, persistence.Lease{}))
 	}
 }
 

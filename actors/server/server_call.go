@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -25,10 +25,10 @@ import (
 // The server actor's requests on a live session: tools/call and tools/list, each run in a goroutine that answers
 // the asker, and the mapping of their failures to the contract's error codes.
 
-// callObject answers a CallTool with want_object from a caller on the same node: the result as the go-sdk object.
-type callObject struct {
-	reply  *pb.CallToolReply
-	result *mcp.CallToolResult
+// CallObject answers a CallTool with want_object from a caller on the same node: the result as the go-sdk object.
+type CallObject struct {
+	Reply  *pb.CallToolReply
+	Result *mcp.CallToolResult
 }
 
 func (a *serverActor) unavailable(detail string) *pb.ErrorInfo {
@@ -144,7 +144,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		switch {
 		case sender == nil:
 		case local:
-			sys.Root.Send(sender, &callObject{reply: reply, result: res})
+			sys.Root.Send(sender, &CallObject{Reply: reply, Result: res})
 		default:
 			sys.Root.Send(sender, reply)
 		}

@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/notifyorder"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/persistence"
@@ -143,12 +144,12 @@ func (s *proxyShared) reply() bool {
 // check and the subscription.
 func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 	if !callable(a.status) || a.sess == nil {
-		ctx.Respond(&askReply{err: &routing.UnavailableError{Server: routing.ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
+		ctx.Respond(&msg.Reply{Err: &routing.UnavailableError{Server: routing.ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
 		return
 	}
 	if perUser(a.rec) {
 		// The per-server endpoint would run the caller on the registration's own credential.
-		ctx.Respond(&askReply{err: fmt.Errorf("server %s: %w", a.rec.Name, ErrProxyPerUser)})
+		ctx.Respond(&msg.Reply{Err: fmt.Errorf("server %s: %w", a.rec.Name, ErrProxyPerUser)})
 		return
 	}
 	max := m.opts.MaxSessions
@@ -162,7 +163,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		}
 	}
 	if n >= max {
-		ctx.Respond(&askReply{err: fmt.Errorf("server %s has %d proxy sessions: %w", a.rec.Name, n, ErrProxyLimit)})
+		ctx.Respond(&msg.Reply{Err: fmt.Errorf("server %s has %d proxy sessions: %w", a.rec.Name, n, ErrProxyLimit)})
 		return
 	}
 	shared := &proxyShared{}
@@ -249,7 +250,7 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 			p.startUser(ctx)
 			return
 		}
-		p.connect(ctx, p.rec, p.deps.backendOptions())
+		p.connect(ctx, p.rec, p.deps.Backend())
 	case *userSecretLoaded:
 		p.onUserSecret(ctx, m)
 	case *actor.ReceiveTimeout:
@@ -374,7 +375,7 @@ func (p *proxyActor) fail(ctx actor.Context, err error) {
 	}
 	p.why = err
 	if p.shared.reply() && p.replyTo != nil {
-		ctx.Send(p.replyTo, &askReply{err: p.why})
+		ctx.Send(p.replyTo, &msg.Reply{Err: p.why})
 	}
 	p.logger().Warn("proxy session connect failed", "error", p.scrub(err.Error()))
 	ctx.Stop(p.self)
@@ -462,6 +463,6 @@ func (p *proxyActor) cleanup() {
 	}
 	p.queued = nil
 	if p.replyTo != nil && p.shared.reply() && p.sys != nil {
-		p.sys.Root.Send(p.replyTo, &askReply{err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
+		p.sys.Root.Send(p.replyTo, &msg.Reply{Err: fmt.Errorf("%w: %w", ErrProxyConnect, p.why)})
 	}
 }

@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -217,19 +217,19 @@ func WithRelay(ctx context.Context, r Relay) context.Context {
 	return context.WithValue(ctx, relayKey{}, r)
 }
 
-// attachRelay gives a call a relay actor when its caller has a Relay; the returned function stops it (nil: none).
+// AttachRelay gives a call a relay actor when its caller has a Relay; the returned function stops it (nil: none).
 // Most relayed calls never hear from their backend (a client that declares roots, as the go-sdk's does by
 // default, has every call relayed), so the actor is spawned only when the backend first asks or logs something:
 // until then the call's relay PID names a lazyRelay, a bare process in the registry (no mailbox, no goroutine).
-func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
+func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool) func() {
 	r, ok := ctx.Value(relayKey{}).(Relay)
 	if !ok || r == nil {
 		return nil
 	}
 	rctx := context.WithoutCancel(ctx)
-	lazy := &lazyRelay{reg: s.sys.ProcessRegistry}
+	lazy := &lazyRelay{reg: sys.ProcessRegistry}
 	lazy.spawn = func() *actor.PID {
-		return s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		return sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 			switch m := c.Message().(type) {
 			case *pb.RelayRequest:
 				sender, root := c.Sender(), c.ActorSystem().Root
@@ -253,15 +253,15 @@ func (s *System) attachRelay(ctx context.Context, msg *pb.CallTool) func() {
 			}
 		}))
 	}
-	pid, _ := s.sys.ProcessRegistry.Add(lazy, "relay"+s.sys.ProcessRegistry.NextId())
-	msg.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
+	pid, _ := sys.ProcessRegistry.Add(lazy, "relay"+sys.ProcessRegistry.NextId())
+	call.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
 	// Kept for relayGrace after the call (the actor, if any, then poisoned, so what is queued is still delivered):
 	// a log message the backend sent just before its result may arrive just after it.
-	root := s.sys.Root
+	root := sys.Root
 	return func() {
 		lazy.done.Store(true)
 		time.AfterFunc(relayGrace, func() {
-			s.sys.ProcessRegistry.Remove(pid)
+			sys.ProcessRegistry.Remove(pid)
 			if actorPID := lazy.spawned(); actorPID != nil {
 				root.Poison(actorPID)
 			}

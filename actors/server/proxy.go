@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/routing"
-	"github.com/mcpgw/aggregator/persistence"
 )
 
 // Proxy sessions: the per-server transparent endpoint (/mcp/servers/{name}) gives every downstream MCP session its
@@ -81,7 +80,7 @@ type ProxyOptions struct {
 // each request in its own goroutine: a slow request never holds another one. Every request is bounded by the
 // request timeout (or ctx's earlier deadline) and cancelled at the backend when ctx ends.
 type ProxySession struct {
-	sys    *System
+	node   Node
 	pid    *actor.PID
 	server routing.ServerEntry
 	init   *mcp.InitializeResult
@@ -99,34 +98,29 @@ func (e *RemoteServerError) Error() string {
 	return fmt.Sprintf("server %s is served by cluster node %s", e.Server.Name, e.Node)
 }
 
-// OpenProxySession opens a new upstream session to the server named serverName for one downstream client. It
-// fails with persistence.ErrNotFound for an unknown name, *UnavailableError when the server is not CONNECTED or
-// DEGRADED, ErrProxyLimit at the cap and ErrProxyConnect when the backend refuses the session. It waits for the
-// backend's initialize, bounded by the connection timeout and ctx.
-func (s *System) OpenProxySession(ctx context.Context, serverName string, opts ProxyOptions) (*ProxySession, error) {
-	srv, ok := s.Routes().ServerByName(serverName)
-	if !ok {
-		return nil, fmt.Errorf("server %s: %w", serverName, persistence.ErrNotFound)
-	}
-	if !callable(srv.Status) {
-		return nil, &routing.UnavailableError{Server: srv}
-	}
-	pid, err := s.resolve(ctx, srv.ID)
-	if err != nil {
-		return nil, err
-	}
-	if pid.Address != s.sys.Address() {
-		return nil, &RemoteServerError{Server: srv, Node: s.members.IDAt(pid.Address)}
-	}
+// Node is what a proxy session asks of the node's actor tree (package actors' System).
+type Node interface {
+	// ActorSystem is the node's protoactor system.
+	ActorSystem() *actor.ActorSystem
+	// Ask asks one actor within timeout (or ctx's earlier deadline): a timeout is gateway.ErrAskTimeout, a stopped
+	// actor ErrShuttingDown, and a msg.Reply's error is the error.
+	Ask(ctx context.Context, pid *actor.PID, m any, timeout time.Duration) (any, error)
+	// CallDeadline is when a request started now must end: the request timeout, or ctx's earlier deadline.
+	CallDeadline(ctx context.Context) time.Time
+}
+
+// OpenProxy asks the server actor pid (on this node) for a new proxy session to srv for one downstream client,
+// waiting up to timeout for the backend's initialize, or until ctx ends. It fails with ErrProxyLimit at the cap,
+// ErrProxyConnect when the backend refuses the session, and ErrShuttingDown when the server actor is gone.
+func OpenProxy(ctx context.Context, n Node, pid *actor.PID, srv routing.ServerEntry, opts ProxyOptions, timeout time.Duration) (*ProxySession, error) {
 	claim := &proxyClaim{}
 	type answer struct {
 		res any
 		err error
 	}
 	ch := make(chan answer, 1)
-	timeout := s.deps.Config.ConnectionTimeout + s.deps.Config.AskTimeout
 	go func() {
-		res, err := s.askActor(context.WithoutCancel(ctx), pid, &openProxy{opts: opts, claim: claim}, timeout)
+		res, err := n.Ask(context.WithoutCancel(ctx), pid, &openProxy{opts: opts, claim: claim}, timeout)
 		ch <- answer{res, err}
 	}()
 	var a answer
@@ -137,16 +131,12 @@ func (s *System) OpenProxySession(ctx context.Context, serverName string, opts P
 	}
 	if a.err == nil {
 		if opened, ok := a.res.(*proxyOpened); ok {
-			return &ProxySession{sys: s, pid: opened.pid, server: srv, init: opened.init}, nil
+			return &ProxySession{node: n, pid: opened.pid, server: srv, init: opened.init}, nil
 		}
 		a.err = fmt.Errorf("unexpected reply %T to open proxy", a.res)
 	}
 	if pid := claim.abandon(); pid != nil {
-		s.sys.Root.Stop(pid)
-	}
-	if errors.Is(a.err, ErrShuttingDown) {
-		// The server actor is gone: removed meanwhile, or the daemon is stopping.
-		return nil, fmt.Errorf("server %s: %w", serverName, persistence.ErrNotFound)
+		n.ActorSystem().Root.Stop(pid)
 	}
 	return nil, a.err
 }
@@ -162,7 +152,7 @@ func (p *ProxySession) InitializeResult() *mcp.InitializeResult { return p.init 
 func (p *ProxySession) Close() error {
 	var err error
 	p.once.Do(func() {
-		if werr := p.sys.sys.Root.StopFuture(p.pid).Wait(); werr != nil && !errors.Is(werr, actor.ErrDeadLetter) {
+		if werr := p.node.ActorSystem().Root.StopFuture(p.pid).Wait(); werr != nil && !errors.Is(werr, actor.ErrDeadLetter) {
 			err = fmt.Errorf("stop proxy session: %w", werr)
 		}
 	})
@@ -171,8 +161,8 @@ func (p *ProxySession) Close() error {
 
 // do asks the proxy actor to run fn on the session.
 func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUpstream) (any, error)) (any, error) {
-	deadline := p.sys.callDeadline(ctx)
-	res, err := p.sys.askActor(ctx, p.pid, &proxyRequest{ctx: ctx, deadline: deadline, do: fn}, time.Until(deadline)+time.Second)
+	deadline := p.node.CallDeadline(ctx)
+	res, err := p.node.Ask(ctx, p.pid, &proxyRequest{ctx: ctx, deadline: deadline, do: fn}, time.Until(deadline)+time.Second)
 	if errors.Is(err, ErrShuttingDown) {
 		return nil, ErrProxyClosed
 	}

@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
@@ -142,7 +143,7 @@ func (a *serverActor) startConnect(reason string) {
 		return
 	}
 	a.gen++
-	b, err := backend.Dial(a.rec, a.deps.backendOptions())
+	b, err := backend.Dial(a.rec, a.deps.Backend())
 	if err != nil {
 		a.connectFailed(err, "")
 		return
@@ -218,7 +219,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		a.connectFailed(err, attempt.b.Stderr())
 		return
 	}
-	if err := a.deps.outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
+	if err := a.deps.Outbound.LoopInInitialize(sess.InitializeResult()); err != nil {
 		attempt.discard(sess)
 		a.connectFailed(err, "")
 		return
@@ -239,18 +240,18 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 
 // awaitFirstDiscovery has the new session's tools discovered before the server enters CONNECTED: the actor stays
 // CONNECTING (with the session, which answers tools/list but takes no calls yet) until the discovery actor says the
-// tools are stored. The router holds them until the CONNECTED that follows (routerActor.toolsChanged) and the status
-// reaches the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
+// tools are stored. The router (package actors) holds them until the CONNECTED that follows, and the status reaches
+// the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
 func (a *serverActor) awaitFirstDiscovery(gen uint64) {
 	sys, self, id := a.sys, a.self, a.id
-	discovery := actor.NewPID(sys.Address(), "discovery")
+	discovery := actor.NewPID(sys.Address(), msg.DiscoveryName)
 	// A discovery of the server already running finishes first; each lists once within RequestTimeout and writes
 	// the store within its store timeout.
-	timeout := 2*a.deps.Config.RequestTimeout + 2*storeTimeout
+	timeout := 2*a.deps.Config.RequestTimeout + 2*msg.StoreTimeout
 	go func() {
-		res, err := sys.Root.RequestFuture(discovery, &firstDiscovery{id: id}, timeout).Result()
-		if r, ok := res.(*askReply); ok && err == nil {
-			err = r.err
+		res, err := sys.Root.RequestFuture(discovery, &msg.FirstDiscovery{ID: id}, timeout).Result()
+		if r, ok := res.(*msg.Reply); ok && err == nil {
+			err = r.Err
 		}
 		sys.Root.Send(self, &firstDiscovered{gen: gen, err: err})
 	}()

@@ -1,4 +1,4 @@
-package actors
+package server
 
 import (
 	"context"
@@ -320,7 +320,7 @@ func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
 	}
 	secret := string(m.secret)
 	p.secrets = callerSecrets(p.rec.UserCredential, secret)
-	o := p.deps.backendOptions()
+	o := p.deps.Backend()
 	base := o.Env
 	if base == nil {
 		base = os.LookupEnv
@@ -399,21 +399,4 @@ func callerSecrets(slot *persistence.UserCredentialSlot, secret string) *backend
 	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
 	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},
 		func(string) (string, bool) { return "", false })
-}
-
-// EndUserSession closes the subject's own session of a per_user server (after their credential was revoked or
-// replaced), wherever the server's actor runs; nothing happens when none runs.
-func (s *System) EndUserSession(ctx context.Context, serverID, subject string) error {
-	if s.cluster == nil {
-		if pid, ok := s.hostedPID(serverID); ok {
-			s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
-		}
-		return nil
-	}
-	pid, err := s.resolve(ctx, serverID)
-	if err != nil {
-		return fmt.Errorf("end the session of %s on server %s: %w", subject, serverID, err)
-	}
-	s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
-	return nil
 }

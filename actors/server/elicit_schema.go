@@ -1,4 +1,4 @@
-package actors
+package server
 
 import "encoding/json"
 
