@@ -53,6 +53,9 @@ func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, pro
 	deadline := s.callDeadline(ctx)
 	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object,
 		TraceContext: telemetry.Inject(ctx), Subject: gateway.CallerSubject(ctx)}
+	if msg.TraceContext != nil {
+		msg.SentUnixNano = time.Now().UnixNano() // the server actor's mailbox span starts here
+	}
 	if progress != nil {
 		pid := s.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 			if p, ok := c.Message().(*pb.Progress); ok {

@@ -84,6 +84,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		cctx = requestid.With(cctx, m.RequestId)
 	}
 	cctx = telemetry.Extract(cctx, m.TraceContext) // the caller's trace goes on to the backend (ClientMiddleware)
+	if m.SentUnixNano > 0 {
+		telemetry.Waited(cctx, "server_actor.mailbox", time.Unix(0, m.SentUnixNano), a.rec.Name, a.id)
+	}
 	sender, sys, self := ctx.Sender(), a.sys, a.self
 	// A caller on this node that asked for it gets the result object itself: no JSON round trip.
 	local := m.WantObject && sender != nil && sender.Address == a.sys.Address()

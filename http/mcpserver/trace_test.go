@@ -116,6 +116,12 @@ func TestTraceThroughCallPath(t *testing.T) {
 			in := find("tools/call "+tc.tool, trace.SpanKindServer)
 			gw := find("gateway.call", trace.SpanKindInternal)
 			cs := find("tools/call "+tc.tool[len("be__"):], trace.SpanKindClient)
+			// The wait in the server actor's mailbox, from the gateway's send to the actor's turn.
+			if mb := find("server_actor.mailbox", trace.SpanKindInternal); mb.Parent().SpanID() != gw.SpanContext().SpanID() ||
+				mb.StartTime().Before(gw.StartTime()) || mb.EndTime().After(cs.StartTime()) {
+				t.Errorf("mailbox span: parent %v (want the gateway's %v), %v to %v (gateway from %v, backend call from %v)",
+					mb.Parent().SpanID(), gw.SpanContext().SpanID(), mb.StartTime(), mb.EndTime(), gw.StartTime(), cs.StartTime())
+			}
 			if in.Parent().SpanID().String() != tc.wantParentSpan || gw.Parent().SpanID() != in.SpanContext().SpanID() ||
 				cs.Parent().SpanID() != gw.SpanContext().SpanID() {
 				t.Errorf("parent links: /mcp <- %v, gateway <- %v (want %v), client <- %v (want %v)", in.Parent().SpanID(),

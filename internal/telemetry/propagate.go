@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
@@ -102,4 +103,16 @@ func Fail(span trace.Span, err error, errType string) {
 	if errType != "" {
 		span.SetAttributes(errorType.String(errType))
 	}
+}
+
+// Waited records a span, child of ctx's, of a wait that began at since and ends now: the time a call spent in
+// the server actor's mailbox (from the caller's send, across nodes including the hop), named name, with the
+// server's name and id. Nothing when ctx carries no sampled span.
+func Waited(ctx context.Context, name string, since time.Time, server, serverID string) {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return
+	}
+	_, span := Tracer().Start(ctx, name, trace.WithTimestamp(since), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(ServerNameKey.String(server), ServerIDKey.String(serverID)))
+	span.End()
 }

@@ -508,7 +508,10 @@ type CallTool struct {
 	TraceContext map[string]string `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// subject names the caller whose own credential a per_user server's call runs with ("oauth:<sub>",
 	// "token:<name>", "anonymous"); ignored by shared servers.
-	Subject       string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
+	Subject string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
+	// sent_unix_nano is when the caller sent the call, set only while tracing (the span of the wait in the server
+	// actor's mailbox starts there; across nodes it includes the hop, and the nodes' clocks).
+	SentUnixNano  int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -611,6 +614,13 @@ func (x *CallTool) GetSubject() string {
 		return x.Subject
 	}
 	return ""
+}
+
+func (x *CallTool) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -2497,7 +2507,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xd7\x03\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xfd\x03\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2512,7 +2522,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\brelay_to\x18\b \x01(\v2\x12.aggregator.v1.PIDR\arelayTo\x12N\n" +
 	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x12\x18\n" +
 	"\asubject\x18\n" +
-	" \x01(\tR\asubject\x1a?\n" +
+	" \x01(\tR\asubject\x12$\n" +
+	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
