@@ -6,13 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
-	"github.com/mcpgw/aggregator/supervision"
 )
 
 // TestCrashingPlacementIsSupervisedWithBackoff: the placement actor (the parent of every server actor) crashes 15
@@ -22,23 +17,7 @@ import (
 // afterwards.
 func TestCrashingPlacementIsSupervisedWithBackoff(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m := metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })
-	cfg := DefaultConfig()
-	cfg.Restart = supervision.Backoff{Initial: 2 * time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}
-	sys, err := Start(context.Background(), Deps{Store: st, Config: cfg, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(ctx)
-	}()
+	sys, m := crashTestSystem(t)
 	ctx := context.Background()
 	srv, err := sys.Register(ctx, RegisterRequest{Name: "hosted", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: []byte(`{"base_url":"http://127.0.0.1:1/mcp"}`)})
@@ -50,23 +29,7 @@ func TestCrashingPlacementIsSupervisedWithBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	const crashes = 15
-	for i := 0; i < crashes; i++ {
-		sys.sys.Root.Send(sys.placement, &panicForTest{})
-		// Wait for the restart before the next crash, so each one counts as its own failure.
-		deadline := time.Now().Add(10 * time.Second)
-		for testutil.ToFloat64(m.ActorRestarts.WithLabelValues("placement")) < float64(i+1) {
-			if time.Now().After(deadline) {
-				t.Fatalf("crash %d was not followed by a restart", i+1)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		if _, err := sys.askActor(ctx, sys.placement, &readyMsg{}, 10*time.Second); err != nil {
-			t.Fatalf("the placement does not answer after crash %d: %v", i+1, err)
-		}
-	}
-	if got := testutil.ToFloat64(m.ActorRestarts.WithLabelValues("placement")); got != crashes {
-		t.Fatalf("restart metric for placement = %v, want %d", got, crashes)
-	}
+	crashRepeatedly(t, sys, m, sys.placement, "placement", crashes)
 	// The server actor went with the first restart, and the node forgot it.
 	if _, ok := sys.hostedPID(srv.ID); ok {
 		t.Fatal("the node still lists a server actor that stopped with the placement")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpgw/aggregator/metrics"
@@ -18,41 +19,9 @@ import (
 // restart under kind "router", and the routing table keeps following events.
 func TestCrashingRouterIsSupervisedWithBackoff(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m := metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })
-	cfg := DefaultConfig()
-	cfg.Restart = supervision.Backoff{Initial: 2 * time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}
-	sys, err := Start(context.Background(), Deps{Store: st, Config: cfg, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(ctx)
-	}()
+	sys, m := crashTestSystem(t)
 	const crashes = 15
-	for i := 0; i < crashes; i++ {
-		sys.sys.Root.Send(sys.router, &panicForTest{})
-		// Wait for the restart before the next crash, so each one counts as its own failure.
-		deadline := time.Now().Add(10 * time.Second)
-		for testutil.ToFloat64(m.ActorRestarts.WithLabelValues("router")) < float64(i+1) {
-			if time.Now().After(deadline) {
-				t.Fatalf("crash %d was not followed by a restart", i+1)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		if _, err := sys.askActor(context.Background(), sys.router, &readyMsg{}, 10*time.Second); err != nil {
-			t.Fatalf("router does not answer after crash %d: %v", i+1, err)
-		}
-	}
-	if got := testutil.ToFloat64(m.ActorRestarts.WithLabelValues("router")); got != crashes {
-		t.Fatalf("restart metric for router = %v, want %d", got, crashes)
-	}
+	crashRepeatedly(t, sys, m, sys.router, "router", crashes)
 	// The table still follows events: a new registration appears in it.
 	srv, err := sys.Register(context.Background(), RegisterRequest{Name: "after-crashes", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: []byte(`{"base_url":"http://127.0.0.1:1/mcp"}`)})
@@ -68,5 +37,50 @@ func TestCrashingRouterIsSupervisedWithBackoff(t *testing.T) {
 			t.Fatalf("the routing table did not follow a registration after %d router crashes", crashes)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// crashTestSystem starts a System on a fresh store whose crashed actors restart after 2 to 10 ms, with metrics.
+func crashTestSystem(t *testing.T) (*System, *metrics.Metrics) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	m := metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })
+	cfg := DefaultConfig()
+	cfg.Restart = supervision.Backoff{Initial: 2 * time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}
+	sys, err := Start(context.Background(), Deps{Store: st, Config: cfg, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(ctx)
+	})
+	return sys, m
+}
+
+// crashRepeatedly crashes the actor at pid n times, each after the restart of the one before (so that each counts
+// as its own failure), checks it answers after each restart and that the restarts of kind counted n.
+func crashRepeatedly(t *testing.T, sys *System, m *metrics.Metrics, pid *actor.PID, kind string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		sys.sys.Root.Send(pid, &panicForTest{})
+		deadline := time.Now().Add(10 * time.Second)
+		for testutil.ToFloat64(m.ActorRestarts.WithLabelValues(kind)) < float64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s crash %d was not followed by a restart", kind, i+1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if _, err := sys.askActor(context.Background(), pid, &readyMsg{}, 10*time.Second); err != nil {
+			t.Fatalf("the %s does not answer after crash %d: %v", kind, i+1, err)
+		}
+	}
+	if got := testutil.ToFloat64(m.ActorRestarts.WithLabelValues(kind)); got != float64(n) {
+		t.Fatalf("restart metric for %s = %v, want %d", kind, got, n)
 	}
 }
