@@ -29,6 +29,7 @@ type Store struct {
 	sqlstore.Curation
 	sqlstore.Features
 	sqlstore.Log
+	sqlstore.Tasks
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -61,6 +62,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	s := &Store{pool: pool}
 	d := s.dialect()
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	s.Tasks = sqlstore.NewTasks(d, taskQueries())
 	return s, nil
 }
 

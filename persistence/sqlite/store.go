@@ -44,6 +44,7 @@ type Store struct {
 	sqlstore.Curation
 	sqlstore.Features
 	sqlstore.Log
+	sqlstore.Tasks
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -84,6 +85,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s := &Store{w: w, r: r}
 	d := s.dialect()
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
+	s.Tasks = sqlstore.NewTasks(d, taskQueries())
 	return s, nil
 }
 

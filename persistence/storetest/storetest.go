@@ -57,6 +57,10 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"ToolOverrides", testToolOverrides},
 		{"Profiles", testProfiles},
 		{"AccessPolicy", testAccessPolicy},
+		{"Tasks", testTasks},
+		{"TaskLimit", testTaskLimit},
+		{"TaskUpdates", testTaskUpdates},
+		{"TaskOrphansAndExpiry", testTaskOrphansAndExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
