@@ -369,3 +369,6 @@ func (m *Manager) Running() int {
 	defer m.mu.Unlock()
 	return len(m.running)
 }
+
+// MaxOpen is the cap of open tasks per owner (0: none).
+func (m *Manager) MaxOpen() int { return max(m.cfg.MaxOpenPerOwner, 0) }
