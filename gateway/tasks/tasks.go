@@ -63,7 +63,10 @@ type Config struct {
 	PollInterval time.Duration
 	// SweepInterval is how often Run deletes expired tasks.
 	SweepInterval time.Duration
-	Logger        *slog.Logger
+	// LiveNodes lists the daemons known to be running (their heartbeats), for failing the open tasks of those
+	// that stopped (nil: only RecoverAtStart's and Close's own).
+	LiveNodes func(ctx context.Context) ([]string, error)
+	Logger    *slog.Logger
 }
 
 // Outcome is how a task's call ended: Result (a CallToolResult as JSON) when it completed, else Error (a JSON-RPC
@@ -341,7 +344,27 @@ func (m *Manager) Sweep(ctx context.Context) (int, error) {
 	}
 }
 
-// Run sweeps expired tasks every SweepInterval until ctx ends.
+// RecoverAtStart fails the tasks a previous run of this node left open (it runs none of them now: it just
+// started) and those of nodes that are not running.
+func (m *Manager) RecoverAtStart(ctx context.Context) error {
+	var live []string
+	if m.cfg.LiveNodes != nil {
+		nodes, err := m.cfg.LiveNodes(ctx)
+		if err != nil {
+			return fmt.Errorf("tasks: live nodes: %w", err)
+		}
+		for _, n := range nodes {
+			if n != m.cfg.Node {
+				live = append(live, n)
+			}
+		}
+	}
+	_, err := m.Recover(ctx, live)
+	return err
+}
+
+// Run sweeps expired tasks, and fails the open tasks of nodes that stopped (LiveNodes), every SweepInterval until
+// ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.SweepInterval)
 	defer tick.Stop()
@@ -352,6 +375,12 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-tick.C:
 			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("sweeping expired tasks failed", "error", err)
+			}
+			if m.cfg.LiveNodes == nil {
+				continue
+			}
+			if live, err := m.cfg.LiveNodes(ctx); err == nil && len(live) > 0 {
+				_, _ = m.Recover(ctx, append(live, m.cfg.Node))
 			}
 		}
 	}
