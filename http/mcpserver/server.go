@@ -215,7 +215,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp.AddReceivingMiddleware(telemetry.ServerMiddleware, s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	if opts.Tasks != nil {
-		s.mcp.AddReceivingMiddleware(s.taskCapability)
+		s.mcp.AddReceivingMiddleware(s.taskCapability, s.taskTools)
 	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })

@@ -47,8 +47,8 @@ const (
 	methodTasksCancel = "tasks/cancel"
 )
 
-// tasksMarker is the header taskRequests sets on an initialize it passes to the go-sdk, so that taskCapability
-// advertises tasks only to streamable HTTP sessions (a client's own value is removed first).
+// tasksMarker is the header taskRequests sets on the requests it passes to the go-sdk, so that taskCapability and
+// taskTools offer tasks only to streamable HTTP sessions (a client's own value is removed first).
 const tasksMarker = "X-Mcpgw-Tasks-Endpoint"
 
 // maxTaskRequestBytes bounds the body taskRequests reads to look at a request; a larger one goes to the go-sdk
@@ -123,6 +123,84 @@ func (r *tasksInitResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(doc)
 }
 
+// optionalTask is the execution of a tool that may be called as a task (its backend declared nothing).
+var optionalTask = json.RawMessage(`{"taskSupport":"optional"}`)
+
+// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a streamable 2025-11-25
+// session, which clients read to decide whether to call a tool as a task: the backend's own declaration when its
+// definition has one, else "optional" (the aggregator holds the task around a plain call). The go-sdk's Tool has
+// no execution field, so the answer is rewritten as it is encoded (tasksToolsResult).
+func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/list" || err != nil {
+			return res, err
+		}
+		list, ok := res.(*mcp.ListToolsResult)
+		extra := req.GetExtra()
+		if !ok || list == nil || extra == nil || extra.Header.Get(tasksMarker) == "" ||
+			extra.Header.Get("Mcp-Protocol-Version") != "2025-11-25" {
+			return res, err
+		}
+		names := make(map[string]string, len(list.Tools)) // alias -> canonical name
+		s.mu.Lock()
+		for _, t := range list.Tools {
+			if e, ok := s.exposed[t.Name]; ok {
+				names[t.Name] = e.name
+			}
+		}
+		s.mu.Unlock()
+		rt := s.gw.Routes()
+		exec := make(map[string]json.RawMessage, len(names))
+		for alias, name := range names {
+			exec[alias] = optionalTask
+			if e, ok := rt.Tool(name); ok && bytes.Contains(e.Definition, []byte(`"execution"`)) {
+				var def struct {
+					Execution json.RawMessage `json:"execution"`
+				}
+				if json.Unmarshal(e.Definition, &def) == nil && len(def.Execution) > 0 && def.Execution[0] == '{' {
+					exec[alias] = def.Execution
+				}
+			}
+		}
+		return &tasksToolsResult{ListToolsResult: list, exec: exec}, nil
+	}
+}
+
+// tasksToolsResult is a tools/list answer whose tools get their execution as encoded.
+type tasksToolsResult struct {
+	*mcp.ListToolsResult
+	exec map[string]json.RawMessage // by tool name
+}
+
+func (r *tasksToolsResult) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(r.ListToolsResult)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(doc["tools"], &tools); err != nil {
+		return raw, nil // not a list of objects: sent as the go-sdk made it
+	}
+	for _, t := range tools {
+		var name string
+		if json.Unmarshal(t["name"], &name) != nil {
+			continue
+		}
+		if e, ok := r.exec[name]; ok {
+			t["execution"] = e
+		}
+	}
+	if doc["tools"], err = json.Marshal(tools); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
 // taskRequests serves the task methods of known streamable sessions (and of sessionless requests of older
 // revisions, which the go-sdk refuses anyway) and passes everything else to next.
 func (s *Server) taskRequests(next http.Handler) http.Handler {
@@ -135,6 +213,7 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		r.Header.Set(tasksMarker, "1") // for taskCapability and taskTools, which the go-sdk runs
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
 		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 		if err != nil || len(body) > maxTaskRequestBytes {
@@ -147,11 +226,6 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			return
 		}
 		var p taskParams
-		if req.Method == "initialize" {
-			r.Header.Set(tasksMarker, "1")
-			next.ServeHTTP(w, r)
-			return
-		}
 		isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
 		if !isTask && req.Method == "tools/call" {
 			isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -210,6 +213,26 @@ func TestTasksOverMCP(t *testing.T) {
 		t.Fatalf("capabilities.tasks.requests = %v", caps["requests"])
 	}
 
+	// tools/list says which tools may run as tasks: the backend's, not the meta-tools.
+	var listed struct {
+		Tools []struct {
+			Name      string         `json:"name"`
+			Execution map[string]any `json:"execution"`
+		} `json:"tools"`
+	}
+	if a := alice.post("tools/list", map[string]any{}, false); a.Error != nil || json.Unmarshal(a.Result, &listed) != nil {
+		t.Fatalf("tools/list: %+v", a.Error)
+	}
+	for _, tool := range listed.Tools {
+		want := ""
+		if strings.HasPrefix(tool.Name, "back__") {
+			want = "optional"
+		}
+		if got, _ := tool.Execution["taskSupport"].(string); got != want {
+			t.Errorf("tool %s: execution %v, want taskSupport %q", tool.Name, tool.Execution, want)
+		}
+	}
+
 	created, a := alice.start("back__echo", map[string]any{"x": 1})
 	if a.Error != nil || len(created.TaskID) != 32 || created.Status != persistence.TaskWorking || created.TTL != 60000 || created.CreatedAt == "" {
 		t.Fatalf("task-augmented tools/call = %+v (%s, %+v)", created, a.Result, a.Error)
@@ -320,4 +343,61 @@ func TestTaskLimitOverMCP(t *testing.T) {
 		t.Errorf("bob's task under alice's cap: %+v", a.Error)
 	}
 	close(r.release)
+}
+
+// TestExtTasksClient: the MCP Tasks client of @modelcontextprotocol/ext-tasks, another implementation, through /mcp
+// against server-everything (2025-11-25): tools/list marks the backend's tools as callable as tasks, the client
+// runs one as a task to completion, hands a second over, reconnects and resumes it, and cancels a long one.
+func TestExtTasksClient(t *testing.T) {
+	script := peertest.ExtTasksClientScript(t)
+	node := peertest.Node(t)
+	r := newTaskEverythingRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, script, r.mux.URL+"/mcp", "every__echo", `{"message":"via a task"}`,
+		"every__trigger-long-running-operation", `{"duration":30,"steps":30}`).Output()
+	var got struct {
+		Kind, TaskID, Status, Text string
+		Listed                     []string
+		ResumedStatus, ResumedText string
+		CancelledStatus, Error     string
+	}
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("ext-tasks client: %v %v\n%s", err, jerr, out)
+	}
+	if got.Kind != "task" || len(got.TaskID) != 32 || got.Status != "completed" || !strings.Contains(got.Text, "via a task") ||
+		!slices.Contains(got.Listed, got.TaskID) {
+		t.Errorf("task call = %+v", got)
+	}
+	if got.ResumedStatus != "completed" || !strings.Contains(got.ResumedText, "via a task") {
+		t.Errorf("resumed task = %+v", got)
+	}
+	if got.CancelledStatus != "cancelled" {
+		t.Errorf("cancelled task = %+v", got)
+	}
+	list, _, _ := r.store.ListTasks(context.Background(), persistence.ListTasksFilter{})
+	if len(list) != 3 {
+		t.Errorf("%d tasks stored, want 3", len(list))
+	}
+}
+
+// newTaskEverythingRig is the endpoint with tasks (auth off) and server-everything connected over stdio; the tasks
+// live in a store of their own (the rig makes its actors' store after the options).
+func newTaskEverythingRig(t *testing.T) *rig {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	t.Cleanup(mgr.Close)
+	r := newRig(t, mcpserver.Options{Tasks: mgr})
+	r.store = st
+	cmd, args := peertest.EverythingStdio(t)
+	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	waitFor(t, "every.echo routable", func() bool {
+		_, ok := r.sys.Routes().Tool("every.echo")
+		return ok && len(r.sys.Routes().Callable()) > 0
+	})
+	return r
 }
