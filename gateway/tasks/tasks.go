@@ -275,6 +275,11 @@ func (m *Manager) Wait(ctx context.Context, caller auth.Identity, id string, wai
 	if own {
 		get = m.GetOwn
 	}
+	// Whether it runs here is looked at before the task is read: a run stores its final status before it leaves
+	// running, so a task read open while it was not running here is running elsewhere.
+	m.mu.Lock()
+	r := m.running[id]
+	m.mu.Unlock()
 	t, err := get(ctx, caller, id)
 	if err != nil || !persistence.TaskOpen(t.Status) || wait <= 0 {
 		return t, err
@@ -284,9 +289,6 @@ func (m *Manager) Wait(ctx context.Context, caller auth.Identity, id string, wai
 	tick := time.NewTicker(storePoll)
 	defer tick.Stop()
 	for {
-		m.mu.Lock()
-		r := m.running[id]
-		m.mu.Unlock()
 		var done <-chan struct{}
 		if r != nil {
 			done = r.done
@@ -297,6 +299,7 @@ func (m *Manager) Wait(ctx context.Context, caller auth.Identity, id string, wai
 		case <-timer.C:
 			return m.reread(ctx, caller, id, t, get)
 		case <-done:
+			r = nil // closed for good: the store has the final status (or could not be written: poll it)
 		case <-tick.C:
 		}
 		t, err = get(ctx, caller, id)

@@ -35,7 +35,7 @@ const (
 
 // taskBackend is an HTTP MCP server with echo and slow (which returns only when its call is cancelled or release
 // is closed).
-func taskBackend(t *testing.T, release chan struct{}, slowCancelled *atomic.Int32) string {
+func taskBackend(t testing.TB, release chan struct{}, slowCancelled *atomic.Int32) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "task-backend", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -63,7 +63,7 @@ type taskRig struct {
 	cancelled atomic.Int32
 }
 
-func newTaskRig(t *testing.T, maxOpen int) *taskRig {
+func newTaskRig(t testing.TB, maxOpen int) *taskRig {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -103,7 +103,7 @@ func newTaskRig(t *testing.T, maxOpen int) *taskRig {
 
 // rawSession speaks JSON-RPC over streamable HTTP by hand: the go-sdk client has no task methods.
 type rawSession struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	token string
 	sid   string
@@ -167,7 +167,7 @@ func (s *rawSession) post(method string, params any, notify bool) rpcAnswer {
 	return a
 }
 
-func openRaw(t *testing.T, url, token string) *rawSession {
+func openRaw(t testing.TB, url, token string) *rawSession {
 	s := &rawSession{t: t, url: url, token: token}
 	a := s.post("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "raw", "version": "1"}}, false)
