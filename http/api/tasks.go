@@ -143,7 +143,7 @@ func (s *server) startTaskCall(c *fiber.Ctx, id auth.Identity, req validate.Call
 	}
 	call := gateway.CallRequest{Caller: id, Name: req.Name, ServerID: req.ServerID, Profile: req.Profile,
 		Within: gateway.Bound(s.gw.Routes(), id), Arguments: req.Arguments, Start: start}
-	route, err := s.gw.Resolve(call)
+	route, err := s.gw.Resolve(c.UserContext(), call)
 	if err != nil {
 		return mapError(err, subject{id: req.ServerID})
 	}

@@ -201,8 +201,9 @@ func (r *tasksToolsResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(doc)
 }
 
-// taskRequests serves the task methods of known streamable sessions (and of sessionless requests of older
-// revisions, which the go-sdk refuses anyway) and passes everything else to next.
+// taskRequests serves the task methods (and task-augmented tools/call) of known streamable sessions and passes
+// everything else to next: a request without a session, of an unknown one, or of the 2026-07-28 revision goes to
+// the go-sdk, which refuses the task methods. Only a body that mentions "task" is decoded here.
 func (s *Server) taskRequests(next http.Handler) http.Handler {
 	if s.opts.Tasks == nil {
 		return next
@@ -221,7 +222,7 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			return
 		}
 		var req rpcRequest
-		if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
+		if !bytes.Contains(body, []byte(`"task`)) || json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
 			next.ServeHTTP(w, r) // a batch, a notification, or not JSON: the go-sdk answers
 			return
 		}
@@ -396,15 +397,22 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any
 		e := apierror.Validation(ferrs)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
 	}
-	rt := s.gw.Routes()
-	route, err := rt.ResolveIn(s.opts.Scope, p.Name, "")
+	c := gateway.CallRequest{Caller: id, Name: p.Name, Within: s.opts.Scope, Arguments: args, Object: true}
+	route, err := s.cases.Resolve(r.Context(), c)
+	var re *gateway.RouteError
 	var amb *routing.AmbiguousToolError
 	switch {
-	case errors.As(err, &amb):
-		e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: gateway.Candidates(rt, amb)})
+	case errors.As(err, &amb) && errors.As(err, &re):
+		e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: re.Candidates()})
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())}
-	case err != nil:
+	case errors.As(err, &re):
 		return nil, invalidParams("Unknown tool " + strconv.Quote(p.Name))
+	case err != nil: // denied by the access policy, or the store could not say
+		e := apierror.FromError(err, apierror.Subject{})
+		if e == nil {
+			e = apierror.Internal()
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
 	}
 	if e := apierror.RateLimit(s.limiter, id); e != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message(), Data: mustJSON(e.Body())}
@@ -418,9 +426,8 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any
 	if rid == "" {
 		rid = uuid.NewString()
 	}
-	start := time.Now()
+	c.Start = time.Now()
 	s.recordUse(actorName(id), p.Name)
-	c := gateway.CallRequest{Caller: id, Name: p.Name, Within: s.opts.Scope, Arguments: args, Start: start, Object: true}
 	t, err := s.opts.Tasks.Start(r.Context(), id, p.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
 		return s.taskCall(requestid.With(ctx, rid), c)
 	})
