@@ -318,6 +318,8 @@ type Store interface {
 	Close()
 	// Kind names the implementation ("postgres" or "sqlite").
 	Kind() string
+	// TaskStore keeps the durable tasks (tasks.go).
+	TaskStore
 
 	// CreateServer inserts s. The store fills ID (when empty), RegisteredAt and UpdatedAt. A second server with
 	// the same name fails with ErrAlreadyExists, decided by the database's unique constraint. With max > 0, a

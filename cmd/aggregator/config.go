@@ -60,6 +60,8 @@ type config struct {
 	AllowedHosts, AllowedOrigins []string
 	// Cluster makes the daemon a node of a cluster (cluster.go; Mode "" is a single node).
 	Cluster clusterConfig
+	// Tasks bounds the durable tasks (tasks.go).
+	Tasks taskConfig
 }
 
 // hostGuard is the DNS-rebinding and cross-origin guard of both listeners.
@@ -121,6 +123,9 @@ func envVars() []envVar {
 		{"QDRANT_URL", "", "Qdrant gRPC address (host:6334); unset: the in-process vector index"},
 		{"QDRANT_API_KEY", "", "Qdrant API key"},
 		{"QDRANT_COLLECTION", "mcp_unified_search", "Qdrant collection of the tool vectors"},
+		{"MCP_AGGREGATOR_MAX_OPEN_TASKS", "100", "open (working) tasks one caller may have at once; beyond it a task-augmented call answers 429 TASK_LIMIT_REACHED (REST) or a JSON-RPC error with that body (/mcp); 0 no cap"},
+		{"MCP_AGGREGATOR_TASK_TTL", "3600", "seconds a task and its result are kept, from its creation, when the caller asks no TTL"},
+		{"MCP_AGGREGATOR_TASK_MAX_TTL", "86400", "the longest TTL a caller may ask for a task (a longer one is lowered to it); expired tasks are deleted every minute"},
 		{"MCP_AGGREGATOR_MCP_SESSION_IDLE_TIMEOUT", "600", "seconds an /mcp session may send nothing before it is closed; 0 never"},
 		{"MCP_AGGREGATOR_MCP_INPUT_WAIT", "300", "seconds a tool call of a 2026-07-28 client whose backend asked the client something (elicitation, sampling, roots) is held for the client's retry with its answer before it is cancelled"},
 		{"MCP_AGGREGATOR_MCP_MAX_SESSIONS", "1000", "sessions /mcp and /sse hold at once; beyond it a new session answers 503 SESSION_LIMIT_REACHED with Retry-After"},
@@ -236,6 +241,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	}
 	c.Search, errs = loadSearchConfig(get, errs)
 	c.Cluster, errs = loadClusterConfig(get, errs)
+	c.Tasks, errs = loadTaskConfig(get, errs)
 	a.StdioEnvPassthrough, errs = stdioPassthrough(get("MCP_AGGREGATOR_STDIO_ENV_PASSTHROUGH"), errs)
 	a.AliasSeparator = get("MCP_AGGREGATOR_ALIAS_SEPARATOR")
 	if !clientSafe(a.AliasSeparator) {

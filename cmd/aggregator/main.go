@@ -259,7 +259,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// One use-case layer under every front end (REST, /mcp and its views): calls, registrations and searches run
 	// through it, where the access policy is checked (the stored CEL rules, gateway.Rules).
 	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger}})
-	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
+	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
+	defer taskMgr.Close()
+	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			ConsoleClientID:     cfg.OIDC.ConsoleClientID,
@@ -271,7 +274,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mcpOpts := mcpserver.Options{Logger: logger, Metrics: mx, Limiter: limiter,
 		RequireIdentity: cfg.Tokens.Enabled(), SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, ConsoleURL: cfg.ConsoleURL, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout,
 		SessionIdleTimeout: never(cfg.MCPSessionIdle), InputWait: cfg.MCPInputWait, MaxSessions: cfg.MCPMaxSessions, MaxSessionsPerClient: cfg.MCPMaxSessionsPerClient, HostGuarded: true,
-		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer, Gateway: cases}
+		MaxCallsPerServer: cfg.Actors.MaxCallsPerServer, Gateway: cases, Tasks: taskMgr}
 	endpoint := mcpserver.New(system, store, mcpOpts)
 	defer endpoint.Close()
 	views := mcpserver.NewViews(endpoint, system, store, mcpOpts)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/ui"
 	"github.com/mcpgw/aggregator/metrics"
@@ -127,6 +128,8 @@ type Deps struct {
 	// Gateway runs the use cases (calls, registrations, searches) the routes decode and encode; nil: one over
 	// Control with Metrics. The daemon shares one with the MCP endpoints.
 	Gateway *gateway.Gateway
+	// Tasks runs task-augmented calls and serves /api/v1/tasks (nil: those answer 503).
+	Tasks *tasks.Manager
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -146,6 +149,8 @@ type server struct {
 	cluster ClusterProbe
 	// curation: see Deps.Curation.
 	curation actors.Curation
+	// tasks: see Deps.Tasks.
+	tasks *tasks.Manager
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -156,7 +161,7 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway, tasks: d.Tasks}
 	if s.gw == nil {
 		s.gw = gateway.New(d.Control, gateway.Options{Metrics: d.Metrics})
 	}
@@ -212,6 +217,8 @@ func New(d Deps) *fiber.App {
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)
 	app.Post("/api/v1/tools/call", s.watchDisconnect, s.callTool)
+	app.Get(TasksPath+"/:id", s.getTask)
+	app.Delete(TasksPath+"/:id", s.cancelTask)
 	app.Post("/api/v1/search", s.searchTools)
 	app.Get("/api/v1/skills", s.listSkills)
 	if d.Metrics != nil {

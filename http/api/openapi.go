@@ -152,8 +152,12 @@ var operations = []operation{
 		Query: []param{{"format", "string", "mcpServers (default) or vscode"}}, OK: map[int]string{200: "ExportFile"}, Errors: []int{422}},
 	{Method: "GET", Path: LivePath, Tag: "status", Summary: "Liveness probe", OK: map[int]string{200: "Probe"}},
 	{Method: "GET", Path: ReadyPath, Tag: "status", Summary: "Readiness probe (503 until ready)", OK: map[int]string{200: "Probe", 503: "Probe"}},
-	{Method: "POST", Path: "/api/v1/tools/call", Tag: "tools", Summary: "Call a tool through the aggregator",
-		Body: "CallRequest", OK: map[int]string{200: "CallResult"}, Errors: []int{400, 404, 413, 415, 422, 429, 502, 504}},
+	{Method: "POST", Path: "/api/v1/tools/call", Tag: "tools", Summary: "Call a tool through the aggregator (with \"task\": answer 202 with a task at once, the call running in the background)",
+		Body: "CallRequest", OK: map[int]string{200: "CallResult", 202: "Task"}, Errors: []int{400, 404, 413, 415, 422, 429, 502, 504}},
+	{Method: "GET", Path: TasksPath + "/:id", Tag: "tools", Summary: "A task of the caller (admins: any task); with wait, once it has finished or after wait seconds",
+		Query: []param{{"wait", "integer", "seconds to wait for the task to finish (0-60)"}}, OK: map[int]string{200: "Task"}, Errors: []int{404, 422}},
+	{Method: "DELETE", Path: TasksPath + "/:id", Tag: "tools", Summary: "Cancel an open task (409 when it has already finished)",
+		OK: map[int]string{200: "Task"}, Errors: []int{404, 409}},
 	{Method: "POST", Path: "/api/v1/search", Tag: "tools", Summary: "Search the tool catalogue",
 		Body: "SearchRequest", OK: map[int]string{200: "Search"}, Errors: []int{413, 415, 422}},
 	{Method: "GET", Path: "/api/v1/skills", Tag: "tools", Summary: "The skills taxonomy",
@@ -221,6 +225,14 @@ func components() map[string]*jsonschema.Schema {
 	refresh := &jsonschema.Schema{Type: "object", Required: []string{"server_id", "status", "message"},
 		Properties: map[string]*jsonschema.Schema{"server_id": str, "status": str, "message": str}}
 
+	// A REST call may carry "task" (tasks.go); execute_external_tool's arguments, of the same schema otherwise, may not.
+	callRequest := validate.CallSchema(validate.RESTCall)
+	callRequest.Properties["task"] = &jsonschema.Schema{Type: "object",
+		Description: "Run the call as a task: 202 with the task at once; read it at /api/v1/tasks/{task_id}",
+		Properties: map[string]*jsonschema.Schema{"ttl_ms": {Type: "integer", Minimum: ptrFloat(1000),
+			Description: "how long the task and its result are kept, from its creation (default and maximum: the daemon's)"}},
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+
 	// An actor holds its children: the tree's schema refers to itself (Actor), which inference cannot do.
 	actorTree := map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[[]actors.ActorInfo](): {Type: "array", Items: ref("Actor")}}
 	inferTree := func(t reflect.Type) *jsonschema.Schema {
@@ -239,7 +251,8 @@ func components() map[string]*jsonschema.Schema {
 		"Secret":            validate.SecretSchema(),
 		"Patch":             patch,
 		"Disconnect":        disconnect,
-		"CallRequest":       validate.CallSchema(validate.RESTCall),
+		"CallRequest":       callRequest,
+		"Task":              infer(reflect.TypeFor[taskView]()),
 		"SearchRequest":     validate.SearchSchema(),
 		"ImportFile":        importFile,
 		"ImportEntry":       importEntry,
@@ -290,6 +303,8 @@ func components() map[string]*jsonschema.Schema {
 }
 
 func ptrInt(n int) *int { return &n }
+
+func ptrFloat(f float64) *float64 { return &f }
 
 // OpenAPIPathOf turns a Fiber route path ("/servers/:id") into an OpenAPI path ("/servers/{id}").
 func OpenAPIPathOf(fiberPath string) string {

@@ -24,11 +24,15 @@ func (s *server) callTool(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	body, task, asTask := splitTask(body) // "task": run it in the background (tasks.go)
 	req, ferrs := validate.Call(body, validate.RESTCall)
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
 	id := identityOf(c)
+	if asTask {
+		return s.startTaskCall(c, id, req, task, start)
+	}
 	res, err := s.gw.Call(c.UserContext(), gateway.CallRequest{Caller: id, Name: req.Name, ServerID: req.ServerID,
 		Profile: req.Profile, Within: gateway.Bound(s.gw.Routes(), id), Arguments: req.Arguments, Start: start})
 	if err != nil {

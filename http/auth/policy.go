@@ -23,6 +23,7 @@ const (
 	actorsPath    = "/api/v1/aggregator/actors"
 	toolCallPath  = "/api/v1/tools/call"
 	searchPath    = "/api/v1/search"
+	tasksPath     = "/api/v1/tasks"
 	mcpPath       = "/mcp"
 	ssePath       = "/sse"
 	aggregatorAPI = "/api/v1/aggregator/"
@@ -58,7 +59,8 @@ func IsToolCall(method, path string) bool {
 //   - none: GET /api/v1/aggregator/health, the probes /livez and /readyz (both listeners), /metrics when
 //     MetricsOpen, and reads of the console's static files (/ui, /ui/...: they hold no data; what they show comes
 //     from the API under the operator's token);
-//   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, searches (POST .../search), /metrics,
+//   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, DELETE /api/v1/tasks/{id} (a task
+//     is its creator's), searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
 //   - client: PUT and DELETE /api/v1/aggregator/servers/{id}/credentials/me (the caller's own credential);
 //   - admin: the audit log, the actor view (/api/v1/aggregator/actors), tool curation (reads too: they show
@@ -92,6 +94,10 @@ func (p Policy) Required(method, path string) Scope {
 	switch strings.ToUpper(method) {
 	case "GET", "HEAD", "OPTIONS":
 		return ScopeClient
+	case "DELETE":
+		if strings.HasPrefix(n, tasksPath+"/") { // cancelling one's own task (the task decides whose it is)
+			return ScopeClient
+		}
 	case "POST":
 		if n == toolCallPath || n == searchPath || (strings.HasPrefix(n, "/api/") && strings.HasSuffix(n, "/search") &&
 			!strings.HasPrefix(n, aggregatorAPI+"servers")) {

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/gateway/exposure"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
@@ -94,6 +95,9 @@ type Options struct {
 	// Gateway runs the calls, registrations and searches the tools decode and encode (nil: one over the Gateway
 	// argument of New, with Metrics). The daemon shares one with REST.
 	Gateway *gateway.Gateway
+	// Tasks runs task-augmented tools/call requests and serves the tasks/* methods on streamable HTTP (tasks.go;
+	// nil: tasks are not offered).
+	Tasks *tasks.Manager
 	// Scope restricts the endpoint to some profiles' tools (nil: every tool): it lists, resolves, searches and
 	// executes only those, and a tool outside is not found. Views makes one such endpoint per profile (and per
 	// set of profiles a client token is bound to).
@@ -214,6 +218,9 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	// deleted.
 	s.mcp.AddReceivingMiddleware(telemetry.ServerMiddleware, s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
+	if opts.Tasks != nil {
+		s.mcp.AddReceivingMiddleware(s.taskCapability, s.taskTools)
+	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
 	s.addMetaTools()
@@ -255,7 +262,7 @@ func (s *Server) StreamableHandler() http.Handler {
 	// beside the stateful one, on the same server (tools, prompts, resources, notifications), chosen per request.
 	modern := mcp.NewStreamableHTTPHandler(server,
 		&mcp.StreamableHTTPOptions{Logger: logger, Stateless: true, DisableLocalhostProtection: s.hostGuarded})
-	return s.LoopGuard(s.sessions.streamable(sdk, modern))
+	return s.LoopGuard(s.taskRequests(s.sessions.streamable(sdk, modern)))
 }
 
 // ModernProtocol is the first protocol revision without sessions (SEP-2575): its requests carry their version in

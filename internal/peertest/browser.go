@@ -41,3 +41,14 @@ func TSClientScript(t testing.TB) string {
 	}
 	return filepath.Join(root, "ts-client.mjs")
 }
+
+// ExtTasksClientScript is testdata/peers/ext-tasks-client.mjs, the MCP Tasks client of
+// @modelcontextprotocol/ext-tasks on the TypeScript SDK v2 client.
+func ExtTasksClientScript(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(RepoRoot(t), "testdata", "peers")
+	if _, err := os.Stat(filepath.Join(root, "node_modules", "@modelcontextprotocol", "ext-tasks", "package.json")); err != nil {
+		missing(t, "@modelcontextprotocol/ext-tasks")
+	}
+	return filepath.Join(root, "ext-tasks-client.mjs")
+}

@@ -30,6 +30,7 @@ type Store struct {
 	sqlstore.Features
 	sqlstore.Log
 	sqlstore.Credentials
+	sqlstore.Tasks
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -63,6 +64,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	d := s.dialect()
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
 	s.Credentials = sqlstore.NewCredentials(d)
+	s.Tasks = sqlstore.NewTasks(d, taskQueries())
 	return s, nil
 }
 

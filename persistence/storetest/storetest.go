@@ -59,6 +59,10 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"AccessPolicy", testAccessPolicy},
 		{"CredentialMode", testCredentialMode},
 		{"UserSecrets", testUserSecrets},
+		{"Tasks", testTasks},
+		{"TaskLimit", testTaskLimit},
+		{"TaskUpdates", testTaskUpdates},
+		{"TaskOrphansAndExpiry", testTaskOrphansAndExpiry},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/internal/peertest"
@@ -37,7 +38,9 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks,
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	t.Cleanup(mgr.Close)
+	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks, Tasks: mgr,
 		Metrics: metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })})
 	e := &env{app: app}
 
@@ -166,6 +169,19 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.echo","arguments":{"x":1}}`, 200)
 	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.fail","arguments":{}}`, 502)
 	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"nope.nope"}`, 404)
+	// Tasks.
+	task := check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.echo","arguments":{"x":1},"task":{"ttl_ms":60000}}`, 202)
+	taskPath := api.TasksPath + "/" + task.json(t)["task_id"].(string)
+	check("GET "+api.TasksPath+"/:id", cli, "GET", taskPath+"?wait=30", "", 200)
+	check("GET "+api.TasksPath+"/:id", cli, "GET", taskPath+"?wait=99", "", 422)
+	check("GET "+api.TasksPath+"/:id", adm, "GET", api.TasksPath+"/nope", "", 404)
+	check("DELETE "+api.TasksPath+"/:id", cli, "DELETE", taskPath, "", 409)
+	check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.echo","task":{"ttl_ms":1}}`, 422)
+	slow := check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.slow","task":{}}`, 202)
+	check("DELETE "+api.TasksPath+"/:id", cli, "DELETE", api.TasksPath+"/"+slow.json(t)["task_id"].(string), "", 200)
+	check("DELETE "+api.TasksPath+"/:id", cli, "DELETE", api.TasksPath+"/nope", "", 404)
+	failed := check("POST /api/v1/tools/call", cli, "POST", "/api/v1/tools/call", `{"name":"go.fail","task":{}}`, 202)
+	check("GET "+api.TasksPath+"/:id", cli, "GET", api.TasksPath+"/"+failed.json(t)["task_id"].(string)+"?wait=30", "", 200)
 	check("POST /api/v1/search", cli, "POST", "/api/v1/search", `{"query":"echo","include_schemas":true}`, 200)
 	check("POST /api/v1/search", cli, "POST", "/api/v1/search", `{"query":""}`, 422)
 	check("GET /api/v1/skills", cli, "GET", "/api/v1/skills", "", 200)

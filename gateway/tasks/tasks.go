@@ -1,0 +1,406 @@
+// Package tasks holds durable tasks (MCP 2025-11-25 tasks, issue 30): a tool call the caller asked to run as a
+// task is answered at once with the task, run in the background through the gateway, and its outcome kept in the
+// store (persistence.TaskStore) for the task's TTL, so that its owner can read it from any session, any node, or
+// after the daemon restarted. The aggregator holds the task around a normal backend call; a task is visible only
+// to the subject that created it (admins may list every task). Both front ends (/mcp and REST) share one Manager.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxOpenPerOwner = 100
+	DefaultTTL             = time.Hour
+	DefaultMaxTTL          = 24 * time.Hour
+	DefaultPollInterval    = time.Second
+	DefaultSweepInterval   = time.Minute
+	// MinTTL is the shortest TTL a caller may ask for; a shorter one is raised to it.
+	MinTTL = time.Second
+	// sweepBatch is how many expired tasks one sweep deletes at most per statement.
+	sweepBatch = 500
+	// storePoll is how often Wait reads the store for a task running on another node.
+	storePoll = 250 * time.Millisecond
+)
+
+// Messages of tasks that end without their call's answer.
+const (
+	MsgCancelled = "The task was cancelled by its owner"
+	MsgStopped   = "The daemon running the task stopped before the call finished; the call's outcome is unknown"
+	MsgExpired   = "The task's TTL elapsed before the call finished"
+)
+
+// Errors of the Manager; the front ends map them (404, 429, 409, 503).
+var (
+	// ErrNotFound: no such task for this caller (another owner's task is not found either).
+	ErrNotFound = persistence.ErrNotFound
+	// ErrLimit: the caller has its limit of open tasks.
+	ErrLimit = persistence.ErrTaskLimit
+	// ErrFinished: the task is already final (cancelling it is refused).
+	ErrFinished = persistence.ErrTaskFinished
+)
+
+// Config configures a Manager.
+type Config struct {
+	Store persistence.TaskStore
+	// Node is this daemon's instance id, stored on the tasks it runs.
+	Node string
+	// MaxOpenPerOwner caps the open tasks of one subject (DefaultMaxOpenPerOwner when 0; negative: no cap).
+	MaxOpenPerOwner int
+	// DefaultTTL is the TTL of a task whose caller asked none; MaxTTL the longest one granted.
+	DefaultTTL, MaxTTL time.Duration
+	// PollInterval is the interval suggested to pollers.
+	PollInterval time.Duration
+	// SweepInterval is how often Run deletes expired tasks.
+	SweepInterval time.Duration
+	// LiveNodes lists the daemons known to be running (their heartbeats), for failing the open tasks of those
+	// that stopped (nil: only RecoverAtStart's and Close's own).
+	LiveNodes func(ctx context.Context) ([]string, error)
+	Logger    *slog.Logger
+}
+
+// Outcome is how a task's call ended: Result (a CallToolResult as JSON) when it completed, else Error (a JSON-RPC
+// error object or the shared error body) with Message.
+type Outcome struct {
+	Result  json.RawMessage
+	Error   json.RawMessage
+	Message string
+}
+
+// Manager creates, runs, reads and cancels tasks. Safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	base context.Context // ends at Close: every running task is stopped
+	stop context.CancelFunc
+
+	mu      sync.Mutex
+	running map[string]*run
+	wg      sync.WaitGroup
+}
+
+// run is a task running on this node.
+type run struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the task's final status is stored (or could not be)
+}
+
+// New returns a Manager over cfg.
+func New(cfg Config) *Manager {
+	if cfg.MaxOpenPerOwner == 0 {
+		cfg.MaxOpenPerOwner = DefaultMaxOpenPerOwner
+	}
+	if cfg.DefaultTTL <= 0 {
+		cfg.DefaultTTL = DefaultTTL
+	}
+	if cfg.MaxTTL <= 0 {
+		cfg.MaxTTL = DefaultMaxTTL
+	}
+	cfg.DefaultTTL = min(cfg.DefaultTTL, cfg.MaxTTL)
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}}
+}
+
+// Owner is the subject a task belongs to: the OAuth subject, the static token's name, or "anonymous" while auth
+// is off (every caller is then the same anonymous admin).
+func Owner(id auth.Identity) string {
+	if id.Anonymous || id.Name == "" {
+		return auth.AnonymousName
+	}
+	if id.OAuth {
+		return "sub:" + id.Name
+	}
+	return "token:" + id.Name
+}
+
+// isAdmin reports whether id may read every owner's tasks.
+func isAdmin(id auth.Identity) bool { return id.Allows(auth.ScopeAdmin) }
+
+// TTL is the TTL granted for asked (nil: none asked): the default, clamped to [MinTTL, MaxTTL].
+func (m *Manager) TTL(asked *time.Duration) time.Duration {
+	if asked == nil {
+		return m.cfg.DefaultTTL
+	}
+	return min(max(*asked, MinTTL), m.cfg.MaxTTL)
+}
+
+// Start creates a task of caller for a call of tool (resolved to server, when known) and runs call in the
+// background, with ctx's values but not its cancellation, bounded by the task's TTL. It returns the task as
+// created; ErrLimit when the caller has its limit of open tasks.
+func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server string, ttl *time.Duration, call func(ctx context.Context) Outcome) (persistence.Task, error) {
+	t := persistence.Task{Owner: Owner(caller), Tool: tool, Server: server, Node: m.cfg.Node, TTL: m.TTL(ttl),
+		PollInterval: m.cfg.PollInterval}
+	maxOpen := max(m.cfg.MaxOpenPerOwner, 0)
+	if err := m.cfg.Store.CreateTask(ctx, &t, maxOpen); err != nil {
+		return persistence.Task{}, fmt.Errorf("tasks: start: %w", err)
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), t.ExpiresAt)
+	stopWith := context.AfterFunc(m.base, cancel)
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.running[t.ID] = r
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(r.done)
+		defer stopWith()
+		defer cancel()
+		out := call(rctx)
+		m.finish(t.ID, rctx, out)
+		m.mu.Lock()
+		delete(m.running, t.ID)
+		m.mu.Unlock()
+	}()
+	return t, nil
+}
+
+// finish stores how the task's call ended. A task cancelled meanwhile stays cancelled (the store keeps the first
+// final status).
+func (m *Manager) finish(id string, rctx context.Context, out Outcome) {
+	u := persistence.TaskUpdate{Status: persistence.TaskCompleted, Result: out.Result}
+	switch {
+	case m.base.Err() != nil:
+		u = failed(MsgStopped, nil)
+	case errors.Is(rctx.Err(), context.DeadlineExceeded) && out.Result == nil:
+		u = failed(MsgExpired, out.Error)
+	case out.Result == nil:
+		u = failed(out.Message, out.Error)
+	}
+	// The store write outlives the run's context (cancelled, or past its deadline) and the Manager's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := m.cfg.Store.UpdateTask(ctx, id, u)
+	if errors.Is(err, persistence.ErrTaskTooLarge) {
+		_, err = m.cfg.Store.UpdateTask(ctx, id, failed(fmt.Sprintf("The call's result (%d bytes) is larger than a task keeps (%d bytes)",
+			len(out.Result), persistence.MaxTaskPayloadBytes), nil))
+	}
+	if err != nil && !errors.Is(err, persistence.ErrTaskFinished) && !errors.Is(err, persistence.ErrNotFound) {
+		m.log.Warn("task outcome not stored", "task", id, "error", err)
+	}
+}
+
+func failed(msg string, doc json.RawMessage) persistence.TaskUpdate {
+	if msg == "" {
+		msg = "The call failed"
+	}
+	return persistence.TaskUpdate{Status: persistence.TaskFailed, StatusMessage: &msg, Error: doc}
+}
+
+// Get returns a task of caller (an admin reads any task); another owner's task is ErrNotFound.
+func (m *Manager) Get(ctx context.Context, caller auth.Identity, id string) (persistence.Task, error) {
+	t, err := m.cfg.Store.GetTask(ctx, id)
+	if err != nil {
+		return persistence.Task{}, fmt.Errorf("tasks: get: %w", err)
+	}
+	if t.Owner != Owner(caller) && !isAdmin(caller) {
+		return persistence.Task{}, fmt.Errorf("tasks: get: task %s: %w", id, ErrNotFound)
+	}
+	return t, nil
+}
+
+// GetOwn is Get that finds only the caller's own tasks, admin or not (the MCP methods: a task belongs to the
+// subject that created it).
+func (m *Manager) GetOwn(ctx context.Context, caller auth.Identity, id string) (persistence.Task, error) {
+	t, err := m.cfg.Store.GetTask(ctx, id)
+	if err != nil {
+		return persistence.Task{}, fmt.Errorf("tasks: get: %w", err)
+	}
+	if t.Owner != Owner(caller) {
+		return persistence.Task{}, fmt.Errorf("tasks: get: task %s: %w", id, ErrNotFound)
+	}
+	return t, nil
+}
+
+// List returns a page of the caller's tasks, newest first; all owners' when all is set and the caller is an admin.
+func (m *Manager) List(ctx context.Context, caller auth.Identity, all bool, limit, offset int) ([]persistence.Task, bool, error) {
+	f := persistence.ListTasksFilter{Owner: Owner(caller), Limit: limit, Offset: offset}
+	if all && isAdmin(caller) {
+		f.Owner = ""
+	}
+	list, more, err := m.cfg.Store.ListTasks(ctx, f)
+	if err != nil {
+		return nil, false, fmt.Errorf("tasks: list: %w", err)
+	}
+	return list, more, nil
+}
+
+// Cancel cancels an open task of caller and stops its call when it runs on this node; a final task is
+// ErrFinished (returned with the task).
+func (m *Manager) Cancel(ctx context.Context, caller auth.Identity, id string, own bool) (persistence.Task, error) {
+	get := m.Get
+	if own {
+		get = m.GetOwn
+	}
+	if _, err := get(ctx, caller, id); err != nil {
+		return persistence.Task{}, err
+	}
+	msg := MsgCancelled
+	t, err := m.cfg.Store.UpdateTask(ctx, id, persistence.TaskUpdate{Status: persistence.TaskCancelled, StatusMessage: &msg})
+	if err != nil {
+		return t, fmt.Errorf("tasks: cancel: %w", err)
+	}
+	m.mu.Lock()
+	r := m.running[id]
+	m.mu.Unlock()
+	if r != nil {
+		r.cancel()
+	}
+	return t, nil
+}
+
+// Wait returns the caller's task once it is final, or as it is after wait (bounded by ctx). A task running on
+// this node is waited for directly; one running elsewhere is read from the store every 250 ms.
+func (m *Manager) Wait(ctx context.Context, caller auth.Identity, id string, wait time.Duration, own bool) (persistence.Task, error) {
+	get := m.Get
+	if own {
+		get = m.GetOwn
+	}
+	// Whether it runs here is looked at before the task is read: a run stores its final status before it leaves
+	// running, so a task read open while it was not running here is running elsewhere.
+	m.mu.Lock()
+	r := m.running[id]
+	m.mu.Unlock()
+	t, err := get(ctx, caller, id)
+	if err != nil || !persistence.TaskOpen(t.Status) || wait <= 0 {
+		return t, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	tick := time.NewTicker(storePoll)
+	defer tick.Stop()
+	for {
+		var done <-chan struct{}
+		if r != nil {
+			done = r.done
+		}
+		select {
+		case <-ctx.Done():
+			return t, nil
+		case <-timer.C:
+			return m.reread(ctx, caller, id, t, get)
+		case <-done:
+			r = nil // closed for good: the store has the final status (or could not be written: poll it)
+		case <-tick.C:
+		}
+		t, err = get(ctx, caller, id)
+		if err != nil || !persistence.TaskOpen(t.Status) {
+			return t, err
+		}
+	}
+}
+
+func (m *Manager) reread(ctx context.Context, caller auth.Identity, id string, last persistence.Task,
+	get func(context.Context, auth.Identity, string) (persistence.Task, error)) (persistence.Task, error) {
+	t, err := get(ctx, caller, id)
+	if err != nil {
+		return last, nil
+	}
+	return t, nil
+}
+
+// Recover marks failed every open task whose node is not among live (this node's included when it just
+// started: its own tasks of a previous run are orphans too, unless its id is the same, in which case the caller
+// passes an empty live). It returns how many.
+func (m *Manager) Recover(ctx context.Context, live []string) (int, error) {
+	n, err := m.cfg.Store.FailOrphanedTasks(ctx, live, MsgStopped)
+	if err != nil {
+		return 0, fmt.Errorf("tasks: recover: %w", err)
+	}
+	if n > 0 {
+		m.log.Warn("tasks left open by a stopped daemon marked failed", "tasks", n)
+	}
+	return n, nil
+}
+
+// Sweep deletes the expired tasks and returns how many.
+func (m *Manager) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := m.cfg.Store.DeleteExpiredTasks(ctx, time.Now(), sweepBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("tasks: sweep: %w", err)
+		}
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// RecoverAtStart fails the tasks a previous run of this node left open (it runs none of them now: it just
+// started) and those of nodes that are not running.
+func (m *Manager) RecoverAtStart(ctx context.Context) error {
+	var live []string
+	if m.cfg.LiveNodes != nil {
+		nodes, err := m.cfg.LiveNodes(ctx)
+		if err != nil {
+			return fmt.Errorf("tasks: live nodes: %w", err)
+		}
+		for _, n := range nodes {
+			if n != m.cfg.Node {
+				live = append(live, n)
+			}
+		}
+	}
+	_, err := m.Recover(ctx, live)
+	return err
+}
+
+// Run sweeps expired tasks, and fails the open tasks of nodes that stopped (LiveNodes), every SweepInterval until
+// ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("sweeping expired tasks failed", "error", err)
+			}
+			if m.cfg.LiveNodes == nil {
+				continue
+			}
+			if live, err := m.cfg.LiveNodes(ctx); err == nil && len(live) > 0 {
+				_, _ = m.Recover(ctx, append(live, m.cfg.Node))
+			}
+		}
+	}
+}
+
+// Close stops every task running on this node (each is marked failed: the daemon stopped) and waits for them.
+func (m *Manager) Close() {
+	m.stop()
+	m.wg.Wait()
+}
+
+// Running is how many tasks run on this node.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.running)
+}
+
+// MaxOpen is the cap of open tasks per owner (0: none).
+func (m *Manager) MaxOpen() int { return max(m.cfg.MaxOpenPerOwner, 0) }

@@ -1,0 +1,218 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+)
+
+var (
+	alice = auth.Identity{Name: "alice", Scope: auth.ScopeClient}
+	bob   = auth.Identity{Name: "bob", Scope: auth.ScopeClient}
+	admin = auth.Identity{Name: "root", Scope: auth.ScopeAdmin}
+)
+
+func newManager(t *testing.T, cfg Config) (*Manager, persistence.Store) {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	cfg.Store = s
+	if cfg.Node == "" {
+		cfg.Node = "node-a"
+	}
+	m := New(cfg)
+	t.Cleanup(m.Close)
+	return m, s
+}
+
+func TestOwner(t *testing.T) {
+	tests := []struct {
+		id   auth.Identity
+		want string
+	}{
+		{auth.Anonymous("10.0.0.1"), "anonymous"},
+		{alice, "token:alice"},
+		{auth.Identity{Name: "alice", OAuth: true}, "sub:alice"},
+	}
+	for _, tc := range tests {
+		if got := Owner(tc.id); got != tc.want {
+			t.Errorf("Owner(%+v) = %q, want %q", tc.id, got, tc.want)
+		}
+	}
+}
+
+func TestTTL(t *testing.T) {
+	m := New(Config{DefaultTTL: time.Hour, MaxTTL: 2 * time.Hour})
+	d := func(v time.Duration) *time.Duration { return &v }
+	tests := []struct {
+		asked *time.Duration
+		want  time.Duration
+	}{
+		{nil, time.Hour},
+		{d(time.Millisecond), MinTTL},
+		{d(90 * time.Minute), 90 * time.Minute},
+		{d(48 * time.Hour), 2 * time.Hour},
+	}
+	for _, tc := range tests {
+		if got := m.TTL(tc.asked); got != tc.want {
+			t.Errorf("TTL(%v) = %v, want %v", tc.asked, got, tc.want)
+		}
+	}
+}
+
+func TestCompletesAndIsolates(t *testing.T) {
+	m, _ := newManager(t, Config{})
+	ctx := t.Context()
+	result := json.RawMessage(`{"content":[{"type":"text","text":"42"}]}`)
+	task, err := m.Start(ctx, alice, "srv__answer", "srv", nil, func(context.Context) Outcome { return Outcome{Result: result} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Status != persistence.TaskWorking || task.Owner != "token:alice" || task.Node != "node-a" || task.TTL != DefaultTTL {
+		t.Errorf("started task = %+v", task)
+	}
+	got, err := m.Wait(ctx, alice, task.ID, time.Minute, true)
+	if err != nil || got.Status != persistence.TaskCompleted || string(got.Result) != string(result) {
+		t.Fatalf("Wait = %+v, %v; want completed with the result", got, err)
+	}
+	tests := []struct {
+		name   string
+		caller auth.Identity
+		own    bool
+		found  bool
+	}{
+		{"owner", alice, true, true},
+		{"another caller", bob, false, false},
+		{"another caller, own", bob, true, false},
+		{"admin reads any", admin, false, true},
+		{"admin's own only", admin, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			get := m.Get
+			if tc.own {
+				get = m.GetOwn
+			}
+			_, err := get(ctx, tc.caller, task.ID)
+			if tc.found != (err == nil) || (!tc.found && !errors.Is(err, ErrNotFound)) {
+				t.Errorf("get = %v, found want %v", err, tc.found)
+			}
+			if _, err := m.Cancel(ctx, tc.caller, task.ID, tc.own); tc.found && !errors.Is(err, ErrFinished) || !tc.found && !errors.Is(err, ErrNotFound) {
+				t.Errorf("cancel of a completed task = %v", err)
+			}
+		})
+	}
+	list, _, err := m.List(ctx, bob, true, 0, 0)
+	if err != nil || len(list) != 0 {
+		t.Errorf("bob's listing (all asked, not admin) = %v, %v; want none", list, err)
+	}
+	list, _, err = m.List(ctx, admin, true, 0, 0)
+	if err != nil || len(list) != 1 {
+		t.Errorf("admin's listing of all = %v, %v; want alice's task", list, err)
+	}
+}
+
+func TestFailureCancelLimitAndStop(t *testing.T) {
+	m, s := newManager(t, Config{MaxOpenPerOwner: 2})
+	ctx := t.Context()
+	failedTask, err := m.Start(ctx, alice, "srv__boom", "srv", nil, func(context.Context) Outcome {
+		return Outcome{Error: json.RawMessage(`{"code":-32603,"message":"boom"}`), Message: "boom"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.Wait(ctx, alice, failedTask.ID, time.Minute, true)
+	if got.Status != persistence.TaskFailed || got.StatusMessage != "boom" || string(got.Error) != `{"code":-32603,"message":"boom"}` {
+		t.Errorf("failed task = %+v", got)
+	}
+
+	stopped := make(chan struct{})
+	block := func(ctx context.Context) Outcome {
+		<-ctx.Done()
+		close(stopped)
+		return Outcome{Message: ctx.Err().Error()}
+	}
+	running, err := m.Start(ctx, alice, "srv__slow", "srv", nil, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := m.Start(ctx, alice, "srv__slow", "srv", nil, func(ctx context.Context) Outcome { <-ctx.Done(); return Outcome{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Start(ctx, alice, "srv__slow", "srv", nil, block); !errors.Is(err, ErrLimit) {
+		t.Fatalf("third open task = %v, want ErrLimit", err)
+	}
+	if _, err := m.Cancel(ctx, bob, running.ID, true); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob cancels alice's task: %v, want not found", err)
+	}
+	c, err := m.Cancel(ctx, alice, running.ID, true)
+	if err != nil || c.Status != persistence.TaskCancelled {
+		t.Fatalf("Cancel = %+v, %v", c, err)
+	}
+	<-stopped // the call's context was cancelled
+	got, _ = m.Wait(ctx, alice, running.ID, time.Minute, true)
+	if got.Status != persistence.TaskCancelled || got.StatusMessage != MsgCancelled {
+		t.Errorf("cancelled task after its call returned = %+v", got)
+	}
+
+	m.Close() // the daemon stops: the task still running fails with the reason
+	got, err = s.GetTask(ctx, other.ID)
+	if err != nil || got.Status != persistence.TaskFailed || got.StatusMessage != MsgStopped {
+		t.Errorf("task running at Close = %+v, %v", got, err)
+	}
+}
+
+func TestWaitTimesOutAndRecover(t *testing.T) {
+	m, s := newManager(t, Config{})
+	ctx := t.Context()
+	release := make(chan struct{})
+	task, err := m.Start(ctx, alice, "srv__slow", "srv", nil, func(context.Context) Outcome {
+		<-release
+		return Outcome{Result: json.RawMessage(`{}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Wait(ctx, alice, task.ID, 10*time.Millisecond, true)
+	if err != nil || got.Status != persistence.TaskWorking {
+		t.Errorf("Wait before the end = %+v, %v; want working", got, err)
+	}
+	close(release)
+	if got, _ := m.Wait(ctx, alice, task.ID, time.Minute, true); got.Status != persistence.TaskCompleted {
+		t.Errorf("Wait = %+v, want completed", got)
+	}
+
+	orphan := persistence.Task{Owner: "token:alice", Tool: "srv__x", Node: "dead-node", TTL: time.Hour}
+	if err := s.CreateTask(ctx, &orphan, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.Recover(ctx, []string{"node-a"}); err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v", n, err)
+	}
+	got, _ = m.Get(ctx, alice, orphan.ID)
+	if got.Status != persistence.TaskFailed || got.StatusMessage != MsgStopped {
+		t.Errorf("orphan after Recover = %+v", got)
+	}
+	expired := persistence.Task{Owner: "token:alice", Tool: "srv__x", TTL: time.Millisecond}
+	if err := s.CreateTask(ctx, &expired, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n, err := m.Sweep(ctx); err != nil || n != 1 {
+		t.Errorf("Sweep = %d, %v; want 1", n, err)
+	}
+	if _, err := m.Get(ctx, alice, expired.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("expired task after Sweep: %v", err)
+	}
+}

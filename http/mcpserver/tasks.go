@@ -1,0 +1,464 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors/requestid"
+	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/internal/validate"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Tasks on /mcp (MCP 2025-11-25, experimental in core; issue 30). The go-sdk knows nothing of tasks: it drops a
+// tools/call's "task" parameter and refuses the tasks/* methods. So the streamable HTTP endpoint answers them
+// itself, in front of the go-sdk (taskRequests), for the sessions it knows:
+//
+//   - a tools/call with params.task creates a task of the caller (its subject; the open-task cap applies), answers
+//     at once with CreateTaskResult, and runs the call through the gateway in the background (the aggregator
+//     holds the task around a normal backend call);
+//   - tasks/get, tasks/result (which waits for the end, as the revision says), tasks/list and tasks/cancel read
+//     the store, so they answer on any session, any node, and after a restart. A task is found only by the
+//     subject that created it.
+//
+// The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions only
+// (taskCapability): over SSE and stdio the methods are not served. Status notifications are not sent: the go-sdk
+// sends no notification it does not know, and every tasks/* answer here is a plain JSON response.
+
+// Methods of the tasks revision.
+const (
+	methodTasksGet    = "tasks/get"
+	methodTasksResult = "tasks/result"
+	methodTasksList   = "tasks/list"
+	methodTasksCancel = "tasks/cancel"
+)
+
+// tasksMarker is the header taskRequests sets on the requests it passes to the go-sdk, so that taskCapability and
+// taskTools offer tasks only to streamable HTTP sessions (a client's own value is removed first).
+const tasksMarker = "X-Mcpgw-Tasks-Endpoint"
+
+// maxTaskRequestBytes bounds the body taskRequests reads to look at a request; a larger one goes to the go-sdk
+// untouched (the listener's body limit applies there).
+const maxTaskRequestBytes = 4 << 20
+
+// taskListPage is how many tasks one tasks/list answer holds.
+const taskListPage = 100
+
+// rpcRequest is a JSON-RPC request as taskRequests reads it.
+type rpcRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// taskParams are the parameters of every tasks/* method and of a task-augmented tools/call.
+type taskParams struct {
+	TaskID    string          `json:"taskId"`
+	Cursor    string          `json:"cursor"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Task      json.RawMessage `json:"task"`
+}
+
+// taskMeta is a task-augmented request's task parameter (TTL in milliseconds).
+type taskMeta struct {
+	TTL *float64 `json:"ttl"`
+}
+
+// taskCapability adds capabilities.tasks to the initialize answer of a streamable HTTP session that asked for the
+// tasks revision (2025-11-25).
+func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "initialize" || err != nil {
+			return res, err
+		}
+		init, ok := res.(*mcp.InitializeResult)
+		extra := req.GetExtra()
+		if !ok || init == nil || extra == nil || extra.Header.Get(tasksMarker) == "" || init.ProtocolVersion != "2025-11-25" {
+			return res, err
+		}
+		return &tasksInitResult{InitializeResult: init}, nil
+	}
+}
+
+// tasksInitResult is an initialize answer with the tasks capability: list, cancel, and task-augmented tools/call.
+type tasksInitResult struct {
+	*mcp.InitializeResult
+}
+
+func (r *tasksInitResult) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(r.InitializeResult)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var caps map[string]any
+	if err := json.Unmarshal(doc["capabilities"], &caps); err != nil || caps == nil {
+		caps = map[string]any{}
+	}
+	caps["tasks"] = map[string]any{"list": struct{}{}, "cancel": struct{}{},
+		"requests": map[string]any{"tools": map[string]any{"call": struct{}{}}}}
+	if doc["capabilities"], err = json.Marshal(caps); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// optionalTask is the execution of a tool that may be called as a task (its backend declared nothing).
+var optionalTask = json.RawMessage(`{"taskSupport":"optional"}`)
+
+// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a streamable 2025-11-25
+// session, which clients read to decide whether to call a tool as a task: the backend's own declaration when its
+// definition has one, else "optional" (the aggregator holds the task around a plain call). The go-sdk's Tool has
+// no execution field, so the answer is rewritten as it is encoded (tasksToolsResult).
+func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "tools/list" || err != nil {
+			return res, err
+		}
+		list, ok := res.(*mcp.ListToolsResult)
+		extra := req.GetExtra()
+		if !ok || list == nil || extra == nil || extra.Header.Get(tasksMarker) == "" ||
+			extra.Header.Get("Mcp-Protocol-Version") != "2025-11-25" {
+			return res, err
+		}
+		names := make(map[string]string, len(list.Tools)) // alias -> canonical name
+		s.mu.Lock()
+		for _, t := range list.Tools {
+			if e, ok := s.exposed[t.Name]; ok {
+				names[t.Name] = e.name
+			}
+		}
+		s.mu.Unlock()
+		rt := s.gw.Routes()
+		exec := make(map[string]json.RawMessage, len(names))
+		for alias, name := range names {
+			exec[alias] = optionalTask
+			if e, ok := rt.Tool(name); ok && bytes.Contains(e.Definition, []byte(`"execution"`)) {
+				var def struct {
+					Execution json.RawMessage `json:"execution"`
+				}
+				if json.Unmarshal(e.Definition, &def) == nil && len(def.Execution) > 0 && def.Execution[0] == '{' {
+					exec[alias] = def.Execution
+				}
+			}
+		}
+		return &tasksToolsResult{ListToolsResult: list, exec: exec}, nil
+	}
+}
+
+// tasksToolsResult is a tools/list answer whose tools get their execution as encoded.
+type tasksToolsResult struct {
+	*mcp.ListToolsResult
+	exec map[string]json.RawMessage // by tool name
+}
+
+func (r *tasksToolsResult) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(r.ListToolsResult)
+	if err != nil {
+		return nil, err
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	var tools []map[string]json.RawMessage
+	if err := json.Unmarshal(doc["tools"], &tools); err != nil {
+		return raw, nil // not a list of objects: sent as the go-sdk made it
+	}
+	for _, t := range tools {
+		var name string
+		if json.Unmarshal(t["name"], &name) != nil {
+			continue
+		}
+		if e, ok := r.exec[name]; ok {
+			t["execution"] = e
+		}
+	}
+	if doc["tools"], err = json.Marshal(tools); err != nil {
+		return nil, err
+	}
+	return json.Marshal(doc)
+}
+
+// taskRequests serves the task methods (and task-augmented tools/call) of known streamable sessions and passes
+// everything else to next: a request without a session, of an unknown one, or of the 2026-07-28 revision goes to
+// the go-sdk, which refuses the task methods. Only a body that mentions "task" is decoded here.
+func (s *Server) taskRequests(next http.Handler) http.Handler {
+	if s.opts.Tasks == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(tasksMarker)
+		if r.Method != http.MethodPost || isModern(r) || r.ContentLength > maxTaskRequestBytes {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Header.Set(tasksMarker, "1") // for taskCapability and taskTools, which the go-sdk runs
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		if err != nil || len(body) > maxTaskRequestBytes {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var req rpcRequest
+		if !bytes.Contains(body, []byte(`"task`)) || json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
+			next.ServeHTTP(w, r) // a batch, a notification, or not JSON: the go-sdk answers
+			return
+		}
+		var p taskParams
+		isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
+		if !isTask && req.Method == "tools/call" {
+			isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
+		}
+		sid := r.Header.Get("Mcp-Session-Id")
+		if !isTask || sid == "" || !s.sessions.known(sid) {
+			next.ServeHTTP(w, r) // the go-sdk refuses an unknown session, or the method
+			return
+		}
+		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
+			writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params must be an object"})
+			return
+		}
+		res, rerr := s.serveTask(r, req.Method, p)
+		writeRPC(w, req.ID, res, rerr)
+	})
+}
+
+// writeRPC answers one JSON-RPC response as application/json.
+func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *jsonrpc.Error) {
+	msg := map[string]any{"jsonrpc": "2.0", "id": id}
+	if rerr != nil {
+		e := map[string]any{"code": rerr.Code, "message": rerr.Message}
+		if len(rerr.Data) > 0 {
+			e["data"] = rerr.Data
+		}
+		msg["error"] = e
+	} else {
+		msg["result"] = result
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(msg)
+}
+
+func invalidParams(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// taskFailure is a task manager failure as a JSON-RPC error: an unknown (or another caller's) task and a
+// finished one are invalid params, as the revision says; the cap and the store's outage carry the shared error
+// body in data.
+func (s *Server) taskFailure(err error, id string) *jsonrpc.Error {
+	e := apierror.TaskError(err, id, s.opts.Tasks.MaxOpen())
+	switch e.Code {
+	case apierror.CodeTaskNotFound, apierror.CodeTaskFinished:
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message(), Data: mustJSON(e.Body())}
+}
+
+// serveTask answers one task method (or a task-augmented tools/call) of the caller the HTTP request carries.
+func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *jsonrpc.Error) {
+	ctx := r.Context()
+	id, ok := s.callerOf(ctx, nil)
+	if !ok {
+		e := failure(apierror.CodeUnauthorized, "A valid bearer token is required")
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "A valid bearer token is required", Data: mustJSON(e.StructuredContent)}
+	}
+	if !id.Allows(auth.ScopeClient) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Tasks need a token with the client scope"}
+	}
+	m := s.opts.Tasks
+	switch method {
+	case "tools/call":
+		return s.startTask(r, id, p)
+	case methodTasksList:
+		offset := 0
+		if p.Cursor != "" {
+			n, err := strconv.Atoi(p.Cursor)
+			if err != nil || n < 0 {
+				return nil, invalidParams("Invalid cursor")
+			}
+			offset = n
+		}
+		list, more, err := m.List(ctx, id, false, taskListPage, offset)
+		if err != nil {
+			return nil, s.taskFailure(err, "")
+		}
+		out := struct {
+			Tasks      []tasks.Wire `json:"tasks"`
+			NextCursor string       `json:"nextCursor,omitempty"`
+		}{Tasks: make([]tasks.Wire, 0, len(list))}
+		for _, t := range list {
+			out.Tasks = append(out.Tasks, tasks.ToWire(t))
+		}
+		if more {
+			out.NextCursor = strconv.Itoa(offset + len(list))
+		}
+		return out, nil
+	}
+	if p.TaskID == "" {
+		return nil, invalidParams("taskId is required")
+	}
+	switch method {
+	case methodTasksGet:
+		t, err := m.GetOwn(ctx, id, p.TaskID)
+		if err != nil {
+			return nil, s.taskFailure(err, p.TaskID)
+		}
+		return tasks.ToWire(t), nil
+	case methodTasksCancel:
+		t, err := m.Cancel(ctx, id, p.TaskID, true)
+		if err != nil {
+			return nil, s.taskFailure(err, p.TaskID)
+		}
+		return tasks.ToWire(t), nil
+	default: // tasks/result: wait for the end (as long as the request lasts), then the call's own answer
+		t, err := m.Wait(ctx, id, p.TaskID, 24*time.Hour, true)
+		if err != nil {
+			return nil, s.taskFailure(err, p.TaskID)
+		}
+		return taskPayload(t)
+	}
+}
+
+// taskPayload is the answer of tasks/result: a completed task's CallToolResult with the related-task _meta, a
+// failed task's JSON-RPC error, and for a task that ended without an answer (cancelled, stopped, expired) an
+// internal error saying why.
+func taskPayload(t persistence.Task) (any, *jsonrpc.Error) {
+	switch {
+	case persistence.TaskOpen(t.Status):
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The task has not finished yet; retry tasks/result"}
+	case t.Status == persistence.TaskCompleted && t.Result != nil:
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(t.Result, &doc); err != nil || doc == nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The task's stored result is not an object"}
+		}
+		var meta map[string]any
+		_ = json.Unmarshal(doc["_meta"], &meta)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[tasks.RelatedTaskMetaKey] = map[string]string{"taskId": t.ID}
+		doc["_meta"] = mustJSON(meta)
+		return doc, nil
+	}
+	var e struct {
+		Code    *int64          `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(t.Error, &e) == nil && e.Code != nil {
+		return nil, &jsonrpc.Error{Code: *e.Code, Message: e.Message, Data: e.Data}
+	}
+	msg := t.StatusMessage
+	if msg == "" {
+		msg = "The task " + t.Status
+	}
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
+}
+
+// startTask creates the caller's task for a tools/call of a backend tool and runs the call in the background. A
+// name that does not resolve, bad arguments, a meta-tool, the rate limit and the open-task cap are answered at
+// once, with no task.
+func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any, *jsonrpc.Error) {
+	var meta taskMeta
+	if err := json.Unmarshal(p.Task, &meta); err != nil || (meta.TTL != nil && *meta.TTL < 0) {
+		return nil, invalidParams("task must be an object whose ttl is a number of milliseconds >= 0")
+	}
+	if fe := validate.ToolName(p.Name); fe != "" {
+		return nil, invalidParams("name: " + fe)
+	}
+	if isMetaTool(p.Name) {
+		return nil, invalidParams("Tool " + p.Name + " does not support task-augmented calls")
+	}
+	args, ferrs := validate.Arguments(p.Arguments)
+	if len(ferrs) > 0 {
+		e := apierror.Validation(ferrs)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
+	}
+	c := gateway.CallRequest{Caller: id, Name: p.Name, Within: s.opts.Scope, Arguments: args, Object: true}
+	route, err := s.cases.Resolve(r.Context(), c)
+	var re *gateway.RouteError
+	var amb *routing.AmbiguousToolError
+	switch {
+	case errors.As(err, &amb) && errors.As(err, &re):
+		e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: re.Candidates()})
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())}
+	case errors.As(err, &re):
+		return nil, invalidParams("Unknown tool " + strconv.Quote(p.Name))
+	case err != nil: // denied by the access policy, or the store could not say
+		e := apierror.FromError(err, apierror.Subject{})
+		if e == nil {
+			e = apierror.Internal()
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
+	}
+	if e := apierror.RateLimit(s.limiter, id); e != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message(), Data: mustJSON(e.Body())}
+	}
+	var ttl *time.Duration
+	if meta.TTL != nil {
+		d := time.Duration(*meta.TTL * float64(time.Millisecond))
+		ttl = &d
+	}
+	rid := requestid.Sanitize(r.Header.Get(requestid.Header))
+	if rid == "" {
+		rid = uuid.NewString()
+	}
+	c.Start = time.Now()
+	s.recordUse(actorName(id), p.Name)
+	t, err := s.opts.Tasks.Start(r.Context(), id, p.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
+		return s.taskCall(requestid.With(ctx, rid), c)
+	})
+	if err != nil {
+		return nil, s.taskFailure(err, "")
+	}
+	return map[string]any{"task": tasks.ToWire(t)}, nil
+}
+
+// taskCall runs a task's call through the gateway as a direct call of the tool runs (call), and keeps its answer:
+// the CallToolResult (a tool error included) completes the task, a JSON-RPC error fails it.
+func (s *Server) taskCall(ctx context.Context, c gateway.CallRequest) tasks.Outcome {
+	res, err := s.call(ctx, c)
+	if err != nil {
+		var je *jsonrpc.Error
+		if !errors.As(err, &je) {
+			je = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		return tasks.Outcome{Error: mustJSON(map[string]any{"code": je.Code, "message": je.Message}), Message: je.Message}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return tasks.Outcome{Message: "The call's result could not be encoded: " + err.Error()}
+	}
+	return tasks.Outcome{Result: raw}
+}
+
+// known reports whether sid is a streamable session this endpoint opened and has not seen end.
+func (t *sessionTable) known(sid string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byID[sid]
+	return ok
+}

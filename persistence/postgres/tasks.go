@@ -1,0 +1,40 @@
+package postgres
+
+import (
+	"strconv"
+
+	"github.com/mcpgw/aggregator/persistence/internal/sqlstore"
+)
+
+// The durable tasks (persistence/internal/sqlstore/tasks.go) in PostgreSQL's SQL. Creations of one owner's tasks
+// take a transaction-level advisory lock on the owner, so that the count of open tasks and the insert are decided
+// together across every process; an update locks the task's row.
+
+// taskLockClass is the first key of the advisory locks CreateTask takes per owner ("task").
+const taskLockClass int32 = 0x7461736b
+
+const taskColumns = `id, owner, status, status_message, tool_name, server_name, node, ttl_ms, poll_interval_ms,
+	created_at, updated_at, expires_at, result::text, error::text`
+
+const taskInsertColumns = `id, owner, status, status_message, tool_name, server_name, node, ttl_ms,
+	poll_interval_ms, created_at, updated_at, expires_at, result, error`
+
+func taskQueries() sqlstore.TaskQueries {
+	return sqlstore.TaskQueries{
+		TaskColumns: taskColumns,
+		LockOwner:   `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(taskLockClass)) + `, hashtext($1))`,
+		CountOpen:   `SELECT count(*) FROM mcp.tasks WHERE owner = $1 AND status IN ('working', 'input_required')`,
+		InsertTask: `INSERT INTO mcp.tasks (` + taskInsertColumns + `)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		GetTask:  `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE id = $1`,
+		LockTask: `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE id = $1 FOR UPDATE`,
+		ListTasks: `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE ($1::text IS NULL OR owner = $1)
+			ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3`,
+		UpdateTask: `UPDATE mcp.tasks SET status = $2, status_message = $3, result = $4, error = $5, updated_at = $6
+			WHERE id = $1`,
+		FailOrphans: `UPDATE mcp.tasks SET status = 'failed', status_message = $2, updated_at = $3
+			WHERE status IN ('working', 'input_required')
+				AND node NOT IN (SELECT json_array_elements_text($1::json))`,
+		DeleteExpired: `DELETE FROM mcp.tasks WHERE id IN (SELECT id FROM mcp.tasks WHERE expires_at <= $1 LIMIT $2)`,
+	}
+}
