@@ -170,7 +170,7 @@ func (h *Hashed) hashed(vec []float32, text string) {
 		feats = append(feats, feature{hashFeature('e', ""), 1})
 	}
 	// Sum the weights of each distinct feature (sorted, equal hashes are adjacent), then add them sublinearly.
-	slices.SortFunc(feats, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
+	sortFeatures(feats)
 	dim := uint64(len(vec))
 	for i := 0; i < len(feats); {
 		f, w := feats[i].hash, 0.0
@@ -187,6 +187,50 @@ func (h *Hashed) hashed(vec []float32, text string) {
 	if Validate(vec, len(vec)) != nil { // every bucket cancelled out exactly: not seen in practice, but never zero
 		clear(vec)
 		vec[0] = 1
+	}
+}
+
+// sortFeatures orders feats by hash, then weight: the order in which their weights are summed, so that a vector
+// does not depend on the order the features were found in. A radix sort on the hash (a tool's text gives a few
+// thousand features; comparison sorting them was a quarter of indexing), then each run of one hash, a few
+// features at most, by weight.
+func sortFeatures(feats []feature) {
+	if len(feats) < 64 {
+		slices.SortFunc(feats, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
+		return
+	}
+	src, dst := feats, make([]feature, len(feats))
+	for shift := uint(0); shift < 64; shift += 8 {
+		var count [256]int
+		for _, f := range src {
+			count[byte(f.hash>>shift)]++
+		}
+		if count[byte(src[0].hash>>shift)] == len(src) {
+			continue // every hash has this byte: the pass would change nothing
+		}
+		pos := 0
+		for i, c := range count {
+			count[i], pos = pos, pos+c
+		}
+		for _, f := range src {
+			b := byte(f.hash >> shift)
+			dst[count[b]] = f
+			count[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &feats[0] {
+		copy(feats, src)
+	}
+	for i := 0; i < len(feats); {
+		j := i + 1
+		for j < len(feats) && feats[j].hash == feats[i].hash {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortStableFunc(feats[i:j], func(a, b feature) int { return cmp.Compare(a.weight, b.weight) })
+		}
+		i = j
 	}
 }
 
