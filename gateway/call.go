@@ -197,8 +197,11 @@ func (g *Gateway) run(ctx context.Context, c Call, req CallRequest) (CallResult,
 	}
 	var res CallResult
 	var err error
-	// A per_user server runs the call on the caller's own session.
-	ctx = WithCallerSubject(ctx, CredentialSubject(req.Caller))
+	// A per_user server runs the call on the caller's own session (only then the subject goes along: a shared
+	// server's call allocates nothing for it).
+	if srv, ok := g.actors.Routes().Server(c.Route.ServerID); ok && srv.PerUser {
+		ctx = WithCallerSubject(ctx, CredentialSubject(req.Caller))
+	}
 	if req.Object && g.objects != nil {
 		res.Object, res.Reply, err = g.objects.CallResult(ctx, c.Route, args, req.Progress)
 	} else {

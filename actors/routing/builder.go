@@ -96,7 +96,8 @@ func (b *Builder) ApplyServer(id string, rows ServerRows, registration bool) {
 		if known && old.Status != "" {
 			status = old.Status // events are the truth about live state; the row may lag them
 		}
-		b.servers[id] = ServerEntry{ID: rows.Server.ID, Name: rows.Server.Name, Status: status}
+		b.servers[id] = ServerEntry{ID: rows.Server.ID, Name: rows.Server.Name, Status: status,
+			PerUser: rows.Server.CredentialMode == persistence.CredentialPerUser}
 	}
 	b.curated[id] = rows.Curation
 	if b.servers[id].Status == persistence.StatusConnecting {

@@ -143,7 +143,7 @@ func (l *Loader) LoadAll(ctx context.Context) (*Catalogue, error) {
 		byServerOv[o.ServerID] = append(byServerOv[o.ServerID], o)
 	}
 	for _, s := range servers {
-		snap.Servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status}
+		snap.Servers[s.ID] = ServerEntry{ID: s.ID, Name: s.Name, Status: s.Status, PerUser: s.CredentialMode == persistence.CredentialPerUser}
 		c := NewServerCuration(s.Policy, byServerOv[s.ID])
 		if s.Policy.Pinning {
 			set, err := l.Store.ListToolPins(ctx, s.ID)

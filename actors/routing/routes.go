@@ -56,6 +56,8 @@ type ServerEntry struct {
 	ID     string
 	Name   string
 	Status string
+	// PerUser: the server runs each caller's calls on the caller's own session (credential_mode per_user).
+	PerUser bool
 }
 
 // ToolEntry is one routable tool: its stored definition and the client-safe alias the MCP endpoint exposes. The
