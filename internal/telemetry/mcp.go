@@ -166,3 +166,27 @@ func outcome(span trace.Span, res mcp.Result, err error, withText bool) {
 		Fail(span, nil, ToolErrorType)
 	}
 }
+
+// Relayed starts the span of a backend's request (elicitation/create, sampling/createMessage, roots/list) that the
+// aggregator relays to the calling client, within a traced call: a client span (the aggregator asks, the client
+// answers) named after the method, below the call's span, with mcp.method.name and, when known, the calling
+// client's mcp.session.id. end records the outcome: an error (the client's JSON-RPC error, a timeout, the client
+// gone) sets error.type and the status. Outside a trace nothing is started and end does nothing.
+func Relayed(ctx context.Context, method, sessionID string) (_ context.Context, end func(error)) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noEnd
+	}
+	ctx, span := Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(mcpMethod.String(method))
+		if sessionID != "" {
+			span.SetAttributes(mcpSession.String(sessionID))
+		}
+	}
+	return ctx, func(err error) {
+		outcome(span, nil, err, true)
+		span.End()
+	}
+}
+
+func noEnd(error) {}
