@@ -190,3 +190,19 @@ func Relayed(ctx context.Context, method, sessionID string) (_ context.Context, 
 }
 
 func noEnd(error) {}
+
+// Forward runs call, a request (method, with params) that the aggregator forwards to a backend on a session whose
+// requests do not pass ClientMiddleware (the per-server endpoint's upstream session), inside the client span
+// ClientMiddleware makes, with that span's context put into params' _meta (a copy of the map); call sends params
+// with the context it is given. Outside a trace it is call(ctx) itself.
+func Forward[R mcp.Result](ctx context.Context, serverName, serverID, method string, params mcp.Params, call func(context.Context) (R, error)) (R, error) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return call(ctx)
+	}
+	h := ClientMiddleware(serverName, serverID)(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		return call(ctx)
+	})
+	res, err := h(ctx, method, &mcp.ServerRequest[mcp.Params]{Params: params})
+	r, _ := res.(R)
+	return r, err
+}
