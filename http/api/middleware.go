@@ -71,7 +71,7 @@ func (s *server) ensureRequestID(c *fiber.Ctx) (rid string, early bool) {
 func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
 	status := c.Response().StatusCode()
 	route := routePattern(c)
-	s.metrics.HTTP("rest", route, c.Method(), status, d)
+	s.metrics.HTTP(c.UserContext(), "rest", route, c.Method(), status, d)
 	id := identityOf(c)
 	client := id.Name
 	if client == "" {
