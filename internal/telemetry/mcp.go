@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -64,7 +65,7 @@ func ServerMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // incoming continues the trace context of a request: its _meta's when it has one, else its HTTP headers'.
 func incoming(ctx context.Context, req mcp.Request) context.Context {
-	if p := req.GetParams(); p != nil {
+	if p := params(req); p != nil {
 		if meta := p.GetMeta(); meta != nil {
 			if _, ok := meta[TraceparentKey].(string); ok {
 				return fromMeta(ctx, meta)
@@ -100,7 +101,7 @@ func ClientMiddleware(serverName, serverID string) mcp.Middleware {
 					}
 				}
 			}
-			if p := req.GetParams(); p != nil {
+			if p := params(req); p != nil {
 				// A copy: the caller's _meta map may be shared.
 				meta := maps.Clone(p.GetMeta())
 				if meta == nil {
@@ -116,11 +117,24 @@ func ClientMiddleware(serverName, serverID string) mcp.Middleware {
 	}
 }
 
+// params is the request's params, nil when it has none: a request sent without params (a ping, a tools/call
+// without any) has a nil pointer of its params type, whose methods must not be called.
+func params(req mcp.Request) mcp.Params {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p
+}
+
 // describe names span after the request's method and target and sets their attributes.
 func describe(span trace.Span, method string, req mcp.Request) {
 	attrs := []attribute.KeyValue{mcpMethod.String(method)}
 	target := ""
-	switch p := req.GetParams().(type) {
+	switch p := params(req).(type) {
 	case *mcp.CallToolParamsRaw:
 		target = p.Name
 	case *mcp.CallToolParams:
