@@ -20,7 +20,7 @@ import (
 	"github.com/mcpgw/aggregator/persistence/traced"
 )
 
-func openSQLite(t *testing.T) persistence.Store {
+func openSQLite(t testing.TB) persistence.Store {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "aggregator.db"))
 	if err != nil {
