@@ -23,7 +23,7 @@ func (discard) Shutdown(context.Context) error                             { ret
 // nopStore answers a health record at once, so the benchmark measures the wrapper alone.
 type nopStore struct{ persistence.Store }
 
-func (nopStore) Kind() string                                                { return "postgres" }
+func (nopStore) Kind() string                                                 { return "postgres" }
 func (nopStore) RecordHealth(context.Context, persistence.HealthRecord) error { return nil }
 
 // BenchmarkStoreWrite is the tracing cost of one store write (RecordHealth) on a store that does no work: off is
