@@ -135,7 +135,7 @@ func (s *server) guardHost(c *fiber.Ctx) error {
 // AccessLog wraps a net/http listener (the MCP listener) with the REST listener's request id and access line:
 // the same fields (listener, method, route, status, duration_ms, request_id, client, client_ip, bytes), probes
 // and scrapes at debug. route maps a path to its pattern (bounded, never the raw path). With tracing on, each
-// request is a server span too (traceHTTP), whose trace_id and span_id the line carries.
+// request but a probe or scrape is a server span too (traceHTTP), whose trace_id and span_id the line carries.
 func AccessLog(log *slog.Logger, listener string, route func(path string) string, next http.Handler) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -151,8 +151,9 @@ func AccessLog(log *slog.Logger, listener string, route func(path string) string
 		ctx := auth.WithSeen(requestid.With(r.Context(), rid), seen)
 		r = r.WithContext(ctx)
 		var endSpan func(status int)
-		if telemetry.On() {
+		if telemetry.On() && !auth.IsProbe(r.URL.Path) {
 			// The access line carries the span's trace_id and span_id (the logger's telemetry.LogHandler).
+			// Probes and scrapes are not traced, as on the REST listener.
 			r, endSpan = traceHTTP(r, route(r.URL.Path))
 			ctx = r.Context()
 		}

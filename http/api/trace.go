@@ -10,14 +10,16 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 )
 
 // traceRequest is the first middleware: a server span for each request, named "{method} {route}", continuing the
 // caller's trace from its traceparent and tracestate headers, with the method, route and status; a 5xx answer
-// marks it failed (error.type: the status). With tracing off it does nothing.
+// marks it failed (error.type: the status). With tracing off it does nothing; probes and metrics scrapes are not
+// traced (each would be a trace of its own, every few seconds).
 func (s *server) traceRequest(c *fiber.Ctx) error {
-	if !telemetry.On() {
+	if !telemetry.On() || auth.IsProbe(c.Path()) {
 		return c.Next()
 	}
 	ctx := otel.GetTextMapPropagator().Extract(c.UserContext(), fiberCarrier{c})
