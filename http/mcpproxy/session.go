@@ -413,17 +413,17 @@ func (s *session) handlers() actors.ProxyHandlers {
 			}
 		},
 		CreateMessage: func(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.CreateMessageWithToolsResult, error) {
+			return ask(s, ctx, "sampling/createMessage", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.CreateMessageWithToolsResult, error) {
 				return ss.CreateMessageWithTools(ctx, p)
 			})
 		},
 		Elicit: func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ElicitResult, error) {
+			return ask(s, ctx, "elicitation/create", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ElicitResult, error) {
 				return ss.Elicit(ctx, p)
 			})
 		},
 		ListRoots: func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListRootsResult, error) {
+			return ask(s, ctx, "roots/list", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListRootsResult, error) {
 				return ss.ListRoots(ctx, p)
 			})
 		},
@@ -448,7 +448,7 @@ func (s *session) notifyContext(related context.Context) context.Context {
 // ask forwards a backend's request to the downstream client once it is initialized, on the stream of the request
 // it most likely belongs to, cancelled when the backend cancels it or the session ends. A request that belongs to
 // no request in flight goes to the standalone stream; if none is open yet it waits (briefly) for one.
-func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp.ServerSession) (R, error)) (R, error) {
+func ask[R any](s *session, ctx context.Context, method string, call func(context.Context, *mcp.ServerSession) (R, error)) (R, error) {
 	var zero R
 	t := time.NewTimer(readyWait)
 	defer t.Stop()
@@ -471,6 +471,12 @@ func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp
 	stop1, stop2 := context.AfterFunc(ctx, cancel), context.AfterFunc(s.life, cancel)
 	defer stop1()
 	defer stop2()
+	// Within a traced request (the related one), the relayed request is a span below it.
+	sid := ""
+	if ss != nil {
+		sid = ss.ID()
+	}
+	dctx, end := telemetry.Relayed(dctx, method, sid)
 	res, err := call(dctx, ss)
 	var je *jsonrpc.Error
 	if err != nil && rel == nil && errors.As(err, &je) && je.Code == codeRejected && dctx.Err() == nil {
@@ -480,6 +486,7 @@ func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp
 			res, err = call(dctx, ss)
 		}
 	}
+	end(err)
 	return res, err
 }
 

@@ -41,6 +41,14 @@ func tracedBackend(t *testing.T) (url string, metas func() []string) {
 			record(r.Params.Meta, r.Extra)
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no"}}}, nil
 		})
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := r.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+			if err != nil {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil
+		})
 	srv.AddPrompt(&mcp.Prompt{Name: "greet"}, func(_ context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		record(r.Params.Meta, r.Extra)
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}}, nil
@@ -127,5 +135,44 @@ func TestProxyTraced(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProxyRelayTraced: a backend's request to the client during a traced call through the per-server endpoint
+// (here an elicitation) is a client span below the call's server span, with the client's session id.
+func TestProxyRelayTraced(t *testing.T) {
+	rec := telemetrytest.Record(t)
+	url, _ := tracedBackend(t)
+	r := newRig(t, mcpproxy.Options{})
+	r.register("traced", persistence.TransportHTTP, map[string]any{"base_url": url})
+	cs := r.connect("traced", &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
+	const tid, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{},
+		Meta: mcp.Meta{"traceparent": "00-" + tid + "-" + parent + "-01"}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	var in, relayed sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch {
+		case s.Name() == "tools/call ask" && s.SpanKind() == trace.SpanKindServer:
+			in = s
+		case s.Name() == "elicitation/create":
+			relayed = s
+		}
+	}
+	if in == nil || relayed == nil {
+		t.Fatalf("spans: server %v, relayed %v", in != nil, relayed != nil)
+	}
+	if relayed.Parent().SpanID() != in.SpanContext().SpanID() || relayed.SpanKind() != trace.SpanKindClient {
+		t.Errorf("the relayed request: %v span below %v, want a client span below the call's %v", relayed.SpanKind(),
+			relayed.Parent().SpanID(), in.SpanContext().SpanID())
+	}
+	if got := telemetrytest.Attr(relayed, "mcp.session.id"); got != cs.ID() {
+		t.Errorf("mcp.session.id %q, want %q", got, cs.ID())
 	}
 }
