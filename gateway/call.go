@@ -213,7 +213,7 @@ func (g *Gateway) run(ctx context.Context, c Call, req CallRequest) (CallResult,
 		return res, &CallError{Call: c, Err: err}
 	}
 	// The aggregator's share of the call: everything but the backend's own execution.
-	g.metrics.Routing(c.Done.Sub(c.Start) - time.Duration(res.Reply.ExecutionMs*float64(time.Millisecond)))
+	g.metrics.Routing(ctx, c.Done.Sub(c.Start)-time.Duration(res.Reply.ExecutionMs*float64(time.Millisecond)))
 	if res.Reply.Error != nil {
 		return res, &CallError{Call: c, Info: res.Reply.Error}
 	}

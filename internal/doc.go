@@ -10,7 +10,8 @@
 //     cmd/peer-compare.
 //   - retry: the one exponential backoff with jitter and the one retry loop (Do), over cenkalti/backoff.
 //   - telemetry: OpenTelemetry tracing (setup from the OTEL_* variables, trace-context carriers, the MCP server
-//     and client spans, trace ids on log lines).
+//     and client spans, relayed and forwarded requests, trace ids on log lines); telemetrytest records a test's
+//     spans.
 //
 // Code shared only inside one subtree stays in that subtree's internal/ (http/internal, persistence/internal,
 // search/internal).

@@ -9,12 +9,14 @@
 package metrics
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Outcomes of a tool call (label outcome).
@@ -190,9 +192,11 @@ func (m *Metrics) BackendSession(server string, open bool) {
 	}
 }
 
-// Handler serves the registry in the Prometheus text format.
+// Handler serves the registry in the Prometheus text format, or in OpenMetrics (with exemplars) to a scraper
+// that asks for it.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+	// OpenMetrics when the scraper asks for it (Prometheus does): the only format that carries exemplars.
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, EnableOpenMetrics: true})
 }
 
 // ForgetServer deletes every series of a removed (or renamed) server.
@@ -265,12 +269,13 @@ func (m *Metrics) InFlight(server string, delta float64) {
 	m.CallsInFlight.WithLabelValues(server).Add(delta)
 }
 
-// Routing records the aggregator's own share of a call.
-func (m *Metrics) Routing(d time.Duration) {
+// Routing records the aggregator's own share of a call; a sampled span in ctx (the call's) becomes the
+// observation's exemplar.
+func (m *Metrics) Routing(ctx context.Context, d time.Duration) {
 	if m == nil || d < 0 {
 		return
 	}
-	m.RoutingDuration.Observe(d.Seconds())
+	observe(ctx, m.RoutingDuration, d.Seconds())
 }
 
 // HealthCheck records one health check; counted failures increment the failure counter.
@@ -325,13 +330,28 @@ func (m *Metrics) Classification(classifier, outcome string) {
 	m.Classifications.WithLabelValues(classifier, outcome).Inc()
 }
 
-// HTTP records one request; route is the route pattern, never the raw path.
-func (m *Metrics) HTTP(listener, route, method string, status int, d time.Duration) {
+// HTTP records one request; route is the route pattern, never the raw path. A sampled span in ctx (the
+// request's) becomes the duration's exemplar.
+func (m *Metrics) HTTP(ctx context.Context, listener, route, method string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
 	m.HTTPRequests.WithLabelValues(listener, route, method, statusText(status)).Inc()
-	m.HTTPDuration.WithLabelValues(listener, route).Observe(d.Seconds())
+	observe(ctx, m.HTTPDuration.WithLabelValues(listener, route), d.Seconds())
+}
+
+// observe records v on o with, when ctx carries a sampled span, an exemplar naming it (trace_id, span_id): the
+// link from a latency bucket to a trace of a request that fell in it. Prometheus keeps exemplars when it scrapes
+// in the OpenMetrics format (Handler offers it) with --enable-feature=exemplar-storage. Without a span (tracing
+// off) it is a plain Observe.
+func observe(ctx context.Context, o prometheus.Observer, v float64) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+			return
+		}
+	}
+	o.Observe(v)
 }
 
 // ActorRestart counts a supervisor restart.
@@ -410,7 +430,7 @@ func (m *Metrics) WrapHTTP(listener, route string, h http.Handler) http.Handler 
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
-		m.HTTP(listener, route, r.Method, sw.status, time.Since(start))
+		m.HTTP(r.Context(), listener, route, r.Method, sw.status, time.Since(start))
 	})
 }
 

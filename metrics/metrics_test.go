@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -23,14 +24,14 @@ func touched(t *testing.T) *Metrics {
 	})
 	m.Call("github-mcp", OutcomeOK, 20*time.Millisecond)
 	m.InFlight("github-mcp", 1)
-	m.Routing(200 * time.Microsecond)
+	m.Routing(context.Background(), 200*time.Microsecond)
 	m.HealthCheck("github-mcp", 45*time.Millisecond, true)
 	m.Reconnect("github-mcp")
 	m.SessionLost("github-mcp", CauseProcessExit)
 	m.Transition("CONNECTED")
 	m.Search(3 * time.Millisecond)
 	m.Classification("builtin", "classified")
-	m.HTTP("rest", "/api/v1/tools/call", "POST", 200, time.Millisecond)
+	m.HTTP(context.Background(), "rest", "/api/v1/tools/call", "POST", 200, time.Millisecond)
 	m.ActorRestart("server")
 	return m
 }
@@ -88,14 +89,14 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	var m *Metrics
 	m.Call("s", OutcomeOK, time.Second)
 	m.InFlight("s", 1)
-	m.Routing(time.Second)
+	m.Routing(context.Background(), time.Second)
 	m.HealthCheck("s", time.Second, true)
 	m.Reconnect("s")
 	m.SessionLost("s", CauseClosed)
 	m.Transition("ERROR")
 	m.Search(time.Second)
 	m.Classification("builtin", "failed")
-	m.HTTP("rest", "/", "GET", 200, time.Second)
+	m.HTTP(context.Background(), "rest", "/", "GET", 200, time.Second)
 	m.ActorRestart("server")
 	m.NotificationDropped("s", "log")
 	m.ForgetServer("s")

@@ -152,22 +152,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // openStore opens PostgreSQL when DATABASE_URL is set, else the embedded store; both apply migrations on open.
+// With tracing on (startTracing ran before), every write to it makes a span (persistence/traced); off, it is the
+// plain store.
 func openStore(ctx context.Context, cfg config, logger *slog.Logger) (persistence.Store, error) {
+	var s persistence.Store
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL)
+		pg, err := postgres.Open(ctx, cfg.DatabaseURL)
 		if err != nil {
 			return nil, fmt.Errorf("open PostgreSQL store: %w", err)
 		}
 		logger.Info("using PostgreSQL store")
-		return s, nil
+		s = pg
+	} else {
+		path := filepath.Join(cfg.DataDir, "aggregator.db")
+		lite, err := sqlite.Open(ctx, path)
+		if err != nil {
+			return nil, fmt.Errorf("open embedded store at %s: %w", path, err)
+		}
+		logger.Info("using the embedded store (set DATABASE_URL for PostgreSQL)", "path", path)
+		s = lite
 	}
-	path := filepath.Join(cfg.DataDir, "aggregator.db")
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("open embedded store at %s: %w", path, err)
-	}
-	logger.Info("using the embedded store (set DATABASE_URL for PostgreSQL)", "path", path)
-	return s, nil
+	return traceStore(s), nil
 }
 
 // serve runs the daemon until ctx is cancelled (SIGINT/SIGTERM), then stops within the shutdown timeout: the HTTP
@@ -195,12 +200,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			"rest", cfg.Listen, "mcp", cfg.MCPListen)
 	}
 	limiter := auth.NewLimiter(cfg.RateLimit, cfg.RateBurst)
-	store, err := openSealedStore(ctx, cfg, logger, true)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-
 	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
 	if err != nil {
 		return err
@@ -217,7 +216,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer stopTracing() // after the actors stopped (deferred below, so run first): their last spans are flushed
+	defer stopTracing() // after the actors stopped and the store closed (deferred below, so run first): their last spans are flushed
+	// The store opens once tracing is set up, so that its writes are traced when it is on (openStore).
+	store, err := openSealedStore(ctx, cfg, logger, true)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	mx, systemRef := newMetrics(metricsNode)
 	meters, err := mx.ActorMeterProvider()
 	if err != nil {
@@ -344,16 +349,6 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 	if relayed, err := relayIfServed(ctx, cfg, logger, &mcp.StdioTransport{MaxLineLength: cfg.Actors.MaxMessageBytes}, profile); relayed || err != nil {
 		return err
 	}
-	store, err := openSealedStore(ctx, cfg, logger, false)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	sd, classifier, err := buildSearch(ctx, cfg.Search, logger)
-	if err != nil {
-		return err
-	}
-	backend.ReapProcessGroups(ctx, cfg.DataDir, logger)
 	nodeID, nodeLock, err := nodeIdentity(cfg.DataDir)
 	if err != nil {
 		return err
@@ -364,6 +359,16 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 		return err
 	}
 	defer stopTracing()
+	store, err := openSealedStore(ctx, cfg, logger, false) // once tracing is set up (openStore)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	sd, classifier, err := buildSearch(ctx, cfg.Search, logger)
+	if err != nil {
+		return err
+	}
+	backend.ReapProcessGroups(ctx, cfg.DataDir, logger)
 	system, err := actors.Start(ctx, actors.Deps{Store: store, Logger: logger, Config: cfg.Actors, Search: sd, Classifier: classifier,
 		DataDir: cfg.DataDir, NodeID: nodeID})
 	if err != nil {

@@ -227,6 +227,90 @@ func TestTraceThroughJaeger(t *testing.T) {
 			t.Errorf("no log line carries trace_id %s", tid)
 		}
 	})
+
+	// A registration through REST: its audit record's store write is a client span of the request's trace, with
+	// the database and the server's id. (The server row is written by the registry actor, whose message does not
+	// carry the request's context yet: that write is a trace of its own.)
+	t.Run("store writes", func(t *testing.T) {
+		tp, tid, _ := newTraceparent()
+		body := strings.NewReader(`{"name":"stored","transport_type":"HTTP","auto_connect":false,` +
+			`"connection_config":{"base_url":"` + b.url + `","allow_insecure_http":true}}`)
+		req, _ := http.NewRequest("POST", d.base+"/servers", body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("traceparent", tp)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var created struct{ ID string }
+		_ = json.NewDecoder(resp.Body).Decode(&created)
+		resp.Body.Close()
+		if resp.StatusCode != 201 || created.ID == "" {
+			t.Fatalf("register: %d", resp.StatusCode)
+		}
+		tr := j.Trace(t, tid, 3, 20*time.Second)
+		in := spanNamed(t, tr, "POST /api/v1/aggregator/servers", "server")
+		for _, op := range []string{"InsertAudit"} {
+			w := spanNamed(t, tr, op, "client")
+			if !tr.Descends(w, in) {
+				t.Errorf("%s is not below the request's span", op)
+			}
+			for k, want := range map[string]string{"db.system.name": "sqlite", "db.operation.name": op, "aggregator.server.id": created.ID} {
+				if got := w.Tag(k); got != want {
+					t.Errorf("%s span %s = %q, want %q", op, k, got, want)
+				}
+			}
+		}
+	})
+
+	// The per-server endpoint: the request's server span continues the client's trace (from _meta), the
+	// forwarded call is a client span below it, and the backend gets that span's context in _meta.
+	t.Run("per-server endpoint", func(t *testing.T) {
+		tp, tid, parent := newTraceparent()
+		c := mcp.NewClient(&mcp.Implementation{Name: "trace-e2e", Version: "1"}, nil)
+		cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: d.mcp + "/mcp/servers/traced"},
+			&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{},
+			Meta: mcp.Meta{"traceparent": tp}}); err != nil || res.IsError {
+			t.Fatalf("call through /mcp/servers/traced: %v %+v", err, res)
+		}
+		tr := j.Trace(t, tid, 2, 20*time.Second)
+		in := spanNamed(t, tr, "tools/call echo", "server")
+		out := spanNamed(t, tr, "tools/call echo", "client")
+		if in.Parent() != parent || out.Parent() != in.SpanID {
+			t.Errorf("parents: server span <- %q (want the client's %s), client span <- %q (want %s)", in.Parent(), parent, out.Parent(), in.SpanID)
+		}
+		if _, meta := b.last(); meta != "00-"+tid+"-"+out.SpanID+"-01" {
+			t.Errorf("the backend's _meta traceparent %q, want the client span's", meta)
+		}
+	})
+
+	// The MCP listener's access line of a traced request carries its trace id (the request's HTTP span's).
+	t.Run("mcp access line", func(t *testing.T) {
+		tp, tid, _ := newTraceparent()
+		req, _ := http.NewRequest("POST", d.mcp+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("traceparent", tp)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, tail(d.logs.String(), 3000))
+		}
+		resp.Body.Close()
+		tr := j.Trace(t, tid, 1, 20*time.Second)
+		in := spanNamed(t, tr, "POST /mcp", "server")
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(d.logs.String(), `"span_id":"`+in.SpanID+`"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line carries the MCP request's span_id %s", in.SpanID)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }
 
 // TestTraceAcrossClusterNodes: on a two-node cluster, a call through the node that does not own the server goes

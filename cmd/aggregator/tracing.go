@@ -9,6 +9,8 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/telemetry"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/traced"
 )
 
 // traceFlushTimeout bounds the export of the spans still buffered at exit.
@@ -35,4 +37,14 @@ func startTracing(ctx context.Context, logger *slog.Logger, instance string) (*s
 			logger.Warn("flushing traces failed", "error", err)
 		}
 	}, nil
+}
+
+// traceStore is s with every write traced (persistence/traced) when tracing is on, else s itself: off, the store
+// costs nothing more. The encrypting store goes around it, so spans time the database's work and never see a
+// plaintext secret.
+func traceStore(s persistence.Store) persistence.Store {
+	if !telemetry.On() {
+		return s
+	}
+	return traced.Wrap(s)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -70,7 +71,7 @@ func (s *server) ensureRequestID(c *fiber.Ctx) (rid string, early bool) {
 func (s *server) logRequest(c *fiber.Ctx, rid string, d time.Duration) {
 	status := c.Response().StatusCode()
 	route := routePattern(c)
-	s.metrics.HTTP("rest", route, c.Method(), status, d)
+	s.metrics.HTTP(c.UserContext(), "rest", route, c.Method(), status, d)
 	id := identityOf(c)
 	client := id.Name
 	if client == "" {
@@ -133,7 +134,8 @@ func (s *server) guardHost(c *fiber.Ctx) error {
 
 // AccessLog wraps a net/http listener (the MCP listener) with the REST listener's request id and access line:
 // the same fields (listener, method, route, status, duration_ms, request_id, client, client_ip, bytes), probes
-// and scrapes at debug. route maps a path to its pattern (bounded, never the raw path).
+// and scrapes at debug. route maps a path to its pattern (bounded, never the raw path). With tracing on, each
+// request but a probe or scrape is a server span too (traceHTTP), whose trace_id and span_id the line carries.
 func AccessLog(log *slog.Logger, listener string, route func(path string) string, next http.Handler) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -147,8 +149,19 @@ func AccessLog(log *slog.Logger, listener string, route func(path string) string
 		w.Header().Set(requestid.Header, rid)
 		seen := &auth.Seen{}
 		ctx := auth.WithSeen(requestid.With(r.Context(), rid), seen)
+		r = r.WithContext(ctx)
+		var endSpan func(status int)
+		if telemetry.On() && !auth.IsProbe(r.URL.Path) {
+			// The access line carries the span's trace_id and span_id (the logger's telemetry.LogHandler).
+			// Probes and scrapes are not traced, as on the REST listener.
+			r, endSpan = traceHTTP(r, route(r.URL.Path))
+			ctx = r.Context()
+		}
 		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(cw, r.WithContext(ctx))
+		next.ServeHTTP(cw, r)
+		if endSpan != nil {
+			endSpan(cw.status)
+		}
 		client := auth.AnonymousName
 		if id, ok := seen.Identity(); ok && id.Name != "" {
 			client = id.Name

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/aggregator/internal/telemetry"
+	"github.com/mcpgw/aggregator/internal/telemetry/telemetrytest"
 )
 
 // TestRequestSpan: with tracing on, each request is a server span named after its method and route pattern (never
@@ -71,5 +74,29 @@ func TestRequestSpan(t *testing.T) {
 				t.Errorf("status %v error.type %q", span.Status(), attrs["error.type"])
 			}
 		})
+	}
+}
+
+// TestProbesAreNotTraced: probes and metrics scrapes (every few seconds from an orchestrator and Prometheus) make no
+// span, on the REST listener as on the MCP listener (AccessLog); they would each be a trace of their own.
+func TestProbesAreNotTraced(t *testing.T) {
+	rec := telemetrytest.Record(t)
+	e := newEnv(t)
+	mcpListener := AccessLog(nil, "mcp", func(string) string { return "probe" }, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, path := range []string{"/api/v1/aggregator/health", "/livez", "/readyz", "/metrics"} {
+		t.Run(path, func(t *testing.T) {
+			before := len(rec.Ended())
+			e.do(t, "GET", path, "")
+			mcpListener.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", path, nil))
+			if spans := rec.Ended()[before:]; len(spans) != 0 {
+				t.Errorf("%d spans, first %q", len(spans), spans[0].Name())
+			}
+		})
+	}
+	// A request beside them is traced (the recorder works).
+	before := len(rec.Ended())
+	mcpListener.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/mcp", nil))
+	if len(rec.Ended()) != before+1 {
+		t.Error("the MCP listener's request made no span")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/validate"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 )
 
 // errMirror means the backend's lists could not be mirrored for a new session.
@@ -176,7 +177,9 @@ func (s *session) build(ctx context.Context) error {
 		}
 	}
 	s.server = mcp.NewServer(impl, opts)
-	s.server.AddReceivingMiddleware(s.forward)
+	// Each request is a server span continuing the client's trace (from its _meta or its HTTP headers), as on
+	// /mcp; outermost, so it covers the forwarding too.
+	s.server.AddReceivingMiddleware(telemetry.ServerMiddleware, s.forward)
 	sctx, cancel := context.WithTimeout(ctx, s.h.opts.SyncTimeout)
 	defer cancel()
 	for k := range kinds {
@@ -211,11 +214,20 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 		case "tools/call":
 			return s.callTool(ctx, req.(*mcp.CallToolRequest))
 		case "prompts/get":
-			return result(s.up.GetPrompt(ctx, req.(*mcp.GetPromptRequest).Params))
+			p := req.(*mcp.GetPromptRequest).Params
+			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.GetPromptResult, error) {
+				return s.up.GetPrompt(ctx, p)
+			}))
 		case "resources/read":
-			return result(s.up.ReadResource(ctx, req.(*mcp.ReadResourceRequest).Params))
+			p := req.(*mcp.ReadResourceRequest).Params
+			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.ReadResourceResult, error) {
+				return s.up.ReadResource(ctx, p)
+			}))
 		case "completion/complete":
-			return result(s.up.Complete(ctx, req.(*mcp.CompleteRequest).Params))
+			p := req.(*mcp.CompleteRequest).Params
+			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.CompleteResult, error) {
+				return s.up.Complete(ctx, p)
+			}))
 		case "logging/setLevel":
 			// The backend filters what it sends; the go-sdk session filters what it forwards: both get the level.
 			p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
@@ -256,7 +268,10 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 	if len(r.Params.Arguments) > 0 {
 		p.Arguments = r.Params.Arguments
 	}
-	res, err := s.up.CallTool(ctx, p)
+	// The backend gets the trace context of a client span of its own (in _meta), when the request is traced.
+	res, err := telemetry.Forward(ctx, s.srv.Name, s.srv.ID, "tools/call", p, func(ctx context.Context) (*mcp.CallToolResult, error) {
+		return s.up.CallTool(ctx, p)
+	})
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -398,17 +413,17 @@ func (s *session) handlers() actors.ProxyHandlers {
 			}
 		},
 		CreateMessage: func(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.CreateMessageWithToolsResult, error) {
+			return ask(s, ctx, "sampling/createMessage", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.CreateMessageWithToolsResult, error) {
 				return ss.CreateMessageWithTools(ctx, p)
 			})
 		},
 		Elicit: func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ElicitResult, error) {
+			return ask(s, ctx, "elicitation/create", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ElicitResult, error) {
 				return ss.Elicit(ctx, p)
 			})
 		},
 		ListRoots: func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-			return ask(s, ctx, func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListRootsResult, error) {
+			return ask(s, ctx, "roots/list", func(ctx context.Context, ss *mcp.ServerSession) (*mcp.ListRootsResult, error) {
 				return ss.ListRoots(ctx, p)
 			})
 		},
@@ -433,7 +448,7 @@ func (s *session) notifyContext(related context.Context) context.Context {
 // ask forwards a backend's request to the downstream client once it is initialized, on the stream of the request
 // it most likely belongs to, cancelled when the backend cancels it or the session ends. A request that belongs to
 // no request in flight goes to the standalone stream; if none is open yet it waits (briefly) for one.
-func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp.ServerSession) (R, error)) (R, error) {
+func ask[R any](s *session, ctx context.Context, method string, call func(context.Context, *mcp.ServerSession) (R, error)) (R, error) {
 	var zero R
 	t := time.NewTimer(readyWait)
 	defer t.Stop()
@@ -456,6 +471,12 @@ func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp
 	stop1, stop2 := context.AfterFunc(ctx, cancel), context.AfterFunc(s.life, cancel)
 	defer stop1()
 	defer stop2()
+	// Within a traced request (the related one), the relayed request is a span below it.
+	sid := ""
+	if ss != nil {
+		sid = ss.ID()
+	}
+	dctx, end := telemetry.Relayed(dctx, method, sid)
 	res, err := call(dctx, ss)
 	var je *jsonrpc.Error
 	if err != nil && rel == nil && errors.As(err, &je) && je.Code == codeRejected && dctx.Err() == nil {
@@ -465,6 +486,7 @@ func ask[R any](s *session, ctx context.Context, call func(context.Context, *mcp
 			res, err = call(dctx, ss)
 		}
 	}
+	end(err)
 	return res, err
 }
 

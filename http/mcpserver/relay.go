@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 )
 
 // sessionRelay is the client session of a tool call, answering its backend's elicitation and sampling requests
@@ -28,7 +29,11 @@ func (r sessionRelay) Supports(method string) bool {
 	return false
 }
 
-func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+// Each request relayed to the client is a span below the call's (telemetry.Relayed), when the call is traced.
+
+func (r sessionRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (res *mcp.ElicitResult, err error) {
+	ctx, end := telemetry.Relayed(ctx, "elicitation/create", r.ss.ID())
+	defer func() { end(err) }()
 	if actors.TitledMultiSelect(p.RequestedSchema) {
 		// ServerSession.Elicit would refuse the client's answer to this schema (see elicitSchemaKey): it is sent
 		// without one, and the sending middleware puts it back on the wire. The backend that asked validates the
@@ -65,11 +70,15 @@ func restoreElicitSchema(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+func (r sessionRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (res *mcp.CreateMessageResult, err error) {
+	ctx, end := telemetry.Relayed(ctx, "sampling/createMessage", r.ss.ID())
+	defer func() { end(err) }()
 	return r.ss.CreateMessage(ctx, p)
 }
 
-func (r sessionRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+func (r sessionRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (res *mcp.ListRootsResult, err error) {
+	ctx, end := telemetry.Relayed(ctx, "roots/list", r.ss.ID())
+	defer func() { end(err) }()
 	return r.ss.ListRoots(ctx, p)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/telemetry"
 )
 
 // A client of protocol 2026-07-28 cannot be sent requests during a call: there is no session to send them on.
@@ -183,12 +184,17 @@ func (r *roundTripRelay) Supports(method string) bool {
 	return false
 }
 
+// A relayed request is a span below the call's (telemetry.Relayed) from the backend's request to the client's
+// answer in its retry, when the call is traced. A 2026-07-28 client has no session id.
+
 func (r *roundTripRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	var out mcp.ElicitResult
-	return &out, r.roundTrip(ctx, p, &out)
+	return &out, r.roundTrip(ctx, "elicitation/create", p, &out)
 }
 
-func (r *roundTripRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+func (r *roundTripRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (_ *mcp.CreateMessageResult, err error) {
+	ctx, end := telemetry.Relayed(ctx, "sampling/createMessage", "")
+	defer func() { end(err) }()
 	res, err := r.h.ask(ctx, p)
 	if err != nil {
 		return nil, err
@@ -207,7 +213,7 @@ func (r *roundTripRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessage
 
 func (r *roundTripRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	var out mcp.ListRootsResult
-	return &out, r.roundTrip(ctx, p, &out)
+	return &out, r.roundTrip(ctx, "roots/list", p, &out)
 }
 
 // Log passes a backend's log message to the client's request open now, if any.
@@ -217,7 +223,9 @@ func (r *roundTripRelay) Log(ctx context.Context, p *mcp.LoggingMessageParams) {
 	}
 }
 
-func (r *roundTripRelay) roundTrip(ctx context.Context, req mcp.InputRequest, out any) error {
+func (r *roundTripRelay) roundTrip(ctx context.Context, method string, req mcp.InputRequest, out any) (err error) {
+	ctx, end := telemetry.Relayed(ctx, method, "")
+	defer func() { end(err) }()
 	res, err := r.h.ask(ctx, req)
 	if err != nil {
 		return err

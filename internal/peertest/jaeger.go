@@ -237,3 +237,22 @@ func (j *Jaeger) Trace(t testing.TB, id string, minSpans int, within time.Durati
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// Descends reports whether s is below ancestor in the trace: ancestor is its parent, or its parent's, and so on.
+func (tr JaegerTrace) Descends(s, ancestor JaegerSpan) bool {
+	byID := make(map[string]JaegerSpan, len(tr.Spans))
+	for _, x := range tr.Spans {
+		byID[x.SpanID] = x
+	}
+	for p := s.Parent(); p != ""; {
+		if p == ancestor.SpanID {
+			return true
+		}
+		x, ok := byID[p]
+		if !ok {
+			return false
+		}
+		p = x.Parent()
+	}
+	return false
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -64,7 +65,7 @@ func ServerMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 
 // incoming continues the trace context of a request: its _meta's when it has one, else its HTTP headers'.
 func incoming(ctx context.Context, req mcp.Request) context.Context {
-	if p := req.GetParams(); p != nil {
+	if p := params(req); p != nil {
 		if meta := p.GetMeta(); meta != nil {
 			if _, ok := meta[TraceparentKey].(string); ok {
 				return fromMeta(ctx, meta)
@@ -100,7 +101,7 @@ func ClientMiddleware(serverName, serverID string) mcp.Middleware {
 					}
 				}
 			}
-			if p := req.GetParams(); p != nil {
+			if p := params(req); p != nil {
 				// A copy: the caller's _meta map may be shared.
 				meta := maps.Clone(p.GetMeta())
 				if meta == nil {
@@ -116,11 +117,24 @@ func ClientMiddleware(serverName, serverID string) mcp.Middleware {
 	}
 }
 
+// params is the request's params, nil when it has none: a request sent without params (a ping, a tools/call
+// without any) has a nil pointer of its params type, whose methods must not be called.
+func params(req mcp.Request) mcp.Params {
+	p := req.GetParams()
+	if p == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return p
+}
+
 // describe names span after the request's method and target and sets their attributes.
 func describe(span trace.Span, method string, req mcp.Request) {
 	attrs := []attribute.KeyValue{mcpMethod.String(method)}
 	target := ""
-	switch p := req.GetParams().(type) {
+	switch p := params(req).(type) {
 	case *mcp.CallToolParamsRaw:
 		target = p.Name
 	case *mcp.CallToolParams:
@@ -165,4 +179,44 @@ func outcome(span trace.Span, res mcp.Result, err error, withText bool) {
 	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
 		Fail(span, nil, ToolErrorType)
 	}
+}
+
+// Relayed starts the span of a backend's request (elicitation/create, sampling/createMessage, roots/list) that the
+// aggregator relays to the calling client, within a traced call: a client span (the aggregator asks, the client
+// answers) named after the method, below the call's span, with mcp.method.name and, when known, the calling
+// client's mcp.session.id. end records the outcome: an error (the client's JSON-RPC error, a timeout, the client
+// gone) sets error.type and the status. Outside a trace nothing is started and end does nothing.
+func Relayed(ctx context.Context, method, sessionID string) (_ context.Context, end func(error)) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, noEnd
+	}
+	ctx, span := Tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(mcpMethod.String(method))
+		if sessionID != "" {
+			span.SetAttributes(mcpSession.String(sessionID))
+		}
+	}
+	return ctx, func(err error) {
+		outcome(span, nil, err, true)
+		span.End()
+	}
+}
+
+func noEnd(error) {}
+
+// Forward runs call, a request (method, with params) that the aggregator forwards to a backend on a session whose
+// requests do not pass ClientMiddleware (the per-server endpoint's upstream session), inside the client span
+// ClientMiddleware makes, with that span's context put into params' _meta (a copy of the map); call sends params
+// with the context it is given. Outside a trace it is call(ctx) itself.
+func Forward[R mcp.Result](ctx context.Context, serverName, serverID, method string, params mcp.Params, call func(context.Context) (R, error)) (R, error) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return call(ctx)
+	}
+	h := ClientMiddleware(serverName, serverID)(func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		return call(ctx)
+	})
+	res, err := h(ctx, method, &mcp.ServerRequest[mcp.Params]{Params: params})
+	r, _ := res.(R)
+	return r, err
 }

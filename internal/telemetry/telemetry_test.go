@@ -334,3 +334,44 @@ func TestLogHandler(t *testing.T) {
 		t.Errorf("record in a span: %s", lines[1])
 	}
 }
+
+// TestRequestsWithoutParams: a request sent without params (a ping, a tools/call or prompts/get with none) has a
+// nil pointer as its params; both middlewares pass it on without touching it (a call on it would crash the
+// daemon), and still make its span.
+func TestRequestsWithoutParams(t *testing.T) {
+	rec := record(t)
+	next := func(context.Context, string, mcp.Request) (mcp.Result, error) { return &mcp.CallToolResult{}, nil }
+	ctx, parent := Tracer().Start(context.Background(), "parent")
+	defer parent.End()
+	for _, tc := range []struct {
+		method string
+		req    mcp.Request
+	}{
+		{"ping", &mcp.ServerRequest[*mcp.PingParams]{}},
+		{"tools/call", &mcp.CallToolRequest{}},
+		{"prompts/get", &mcp.GetPromptRequest{}},
+		{"resources/read", &mcp.ReadResourceRequest{}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			before := len(rec.Ended())
+			if _, err := ServerMiddleware(next)(context.Background(), tc.method, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ClientMiddleware("s", "id")(next)(ctx, tc.method, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Forward(ctx, "s", "id", tc.method, tc.req.GetParams(), func(context.Context) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			want := 3
+			if tc.method == "ping" {
+				want = 1 // the client side makes no span of a ping
+			}
+			if got := len(rec.Ended()) - before; got != want {
+				t.Errorf("%d spans, want %d", got, want)
+			}
+		})
+	}
+}
