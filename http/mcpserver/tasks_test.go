@@ -35,7 +35,7 @@ const (
 
 // taskBackend is an HTTP MCP server with echo and slow (which returns only when its call is cancelled or release
 // is closed).
-func taskBackend(t testing.TB, release chan struct{}, slowCancelled *atomic.Int32) string {
+func taskBackend(t testing.TB, release chan struct{}, slowStarted, slowCancelled *atomic.Int32) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "task-backend", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -43,6 +43,7 @@ func taskBackend(t testing.TB, release chan struct{}, slowCancelled *atomic.Int3
 		})
 	srv.AddTool(&mcp.Tool{Name: "slow", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			slowStarted.Add(1)
 			select {
 			case <-ctx.Done():
 				slowCancelled.Add(1)
@@ -60,6 +61,7 @@ type taskRig struct {
 	url       string
 	store     persistence.Store
 	release   chan struct{}
+	started   atomic.Int32 // calls of slow that reached the backend
 	cancelled atomic.Int32
 }
 
@@ -92,7 +94,7 @@ func newTaskRig(t testing.TB, maxOpen int) *taskRig {
 	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
 	t.Cleanup(hs.Close)
 	r := &taskRig{url: hs.URL + "/mcp", store: st, release: make(chan struct{})}
-	raw, _ := json.Marshal(map[string]any{"base_url": taskBackend(t, r.release, &r.cancelled)})
+	raw, _ := json.Marshal(map[string]any{"base_url": taskBackend(t, r.release, &r.started, &r.cancelled)})
 	if _, err := sys.Register(ctx, actors.RegisterRequest{Name: "back", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: raw, AutoConnect: true}); err != nil {
 		t.Fatal(err)
@@ -289,6 +291,8 @@ func TestTasksOverMCP(t *testing.T) {
 	if a.Error != nil {
 		t.Fatalf("start slow: %+v", a.Error)
 	}
+	// Cancelled once its call runs at the backend (a cancel before that never reaches the backend at all).
+	waitFor(t, "the slow call at the backend", func() bool { return r.started.Load() >= 1 })
 	got, a = alice.task("tasks/cancel", slow.TaskID)
 	if a.Error != nil || got.Status != persistence.TaskCancelled {
 		t.Fatalf("tasks/cancel = %+v %+v", got, a.Error)
