@@ -3,10 +3,13 @@ package embed
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/mcpgw/aggregator/search/internal/analysis"
@@ -91,15 +94,40 @@ func (h *Hashed) Dimension() int { return h.dim }
 // Embed implements Embedder. It fails only when ctx is done.
 func (h *Hashed) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
+	// A server's catalogue arrives as one batch: its texts are embedded on every core (each vector on its own, so
+	// the result does not depend on the split).
+	workers := min(runtime.GOMAXPROCS(0), (len(texts)+embedChunk-1)/embedChunk)
+	if workers <= 1 {
+		return out, h.embedRange(ctx, texts, out)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	per := (len(texts) + workers - 1) / workers
+	for w := range workers {
+		lo, hi := w*per, min((w+1)*per, len(texts))
+		wg.Go(func() { errs[w] = h.embedRange(ctx, texts[lo:hi], out[lo:hi]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// embedChunk is the fewest texts worth a goroutine of Embed.
+const embedChunk = 64
+
+// embedRange embeds texts into out, checking ctx every 64 texts.
+func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32) error {
 	for i, t := range texts {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, fmt.Errorf("embed: %w", err)
+				return fmt.Errorf("embed: %w", err)
 			}
 		}
 		out[i] = h.Vector(t)
 	}
-	return out, nil
+	return nil
 }
 
 // Vector embeds one text. A text without any word gets a fixed unit vector rather than a zero vector, so every

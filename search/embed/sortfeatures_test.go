@@ -2,8 +2,11 @@ package embed
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -54,4 +57,28 @@ func BenchmarkSortFeatures(b *testing.B) {
 			slices.SortFunc(feats, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
 		}
 	})
+}
+
+// TestEmbedBatchOnEveryCore: a batch embedded on several goroutines gives each text the vector Vector gives it
+// alone, in order; a cancelled context fails the batch.
+func TestEmbedBatchOnEveryCore(t *testing.T) {
+	h := NewHashed(0)
+	texts := make([]string, 300)
+	for i := range texts {
+		texts[i] = "Name: tool_" + string(rune('a'+i%26)) + "\nDescription: reads record number " + strings.Repeat("x", i%17) + " and reports it"
+	}
+	got, err := h.Embed(context.Background(), texts)
+	if err != nil || len(got) != len(texts) {
+		t.Fatalf("Embed: %d vectors, %v", len(got), err)
+	}
+	for i, text := range texts {
+		if !slices.Equal(got[i], h.Vector(text)) {
+			t.Fatalf("text %d: the batch's vector differs from Vector's", i)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Embed(ctx, texts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled batch: %v", err)
+	}
 }
