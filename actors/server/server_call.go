@@ -52,12 +52,10 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
 		return
 	}
-	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand.
+	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand: userCall.
+	// Every other call goes to the server's own session, without a closure of its own.
 	sess := a.sess.session
-	call := func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
-		res, err := sess.CallTool(ctx, p)
-		return res, nil, err
-	}
+	var userCall func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error)
 	if perUser(a.rec) {
 		if info := a.userSessionCheck(m.Subject); info != nil {
 			ctx.Respond(&pb.CallToolReply{Error: info})
@@ -106,7 +104,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
 	if perUser(a.rec) {
-		call = a.userCall(ctx, m.Subject, cctx, deadline, params)
+		userCall = a.userCall(ctx, m.Subject, cctx, deadline, params)
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
@@ -118,7 +116,14 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			defer progress.Delete(token)
 		}
 		start := time.Now()
-		res, scrub, err := call(cctx, params)
+		var res *mcp.CallToolResult
+		var scrub func(string) string
+		var err error
+		if userCall != nil {
+			res, scrub, err = userCall(cctx, params)
+		} else {
+			res, err = sess.CallTool(cctx, params)
+		}
 		took := time.Since(start)
 		reply := &pb.CallToolReply{ExecutionMs: float64(took.Microseconds()) / 1000}
 		if err == nil {

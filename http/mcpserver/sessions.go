@@ -111,9 +111,9 @@ func (t *sessionTable) streamable(sdk, modern http.Handler) http.Handler {
 				apierror.Write(w, e)
 				return
 			}
-			release := sync.OnceFunc(t.hold(t.modern, key))
-			defer release()
-			modern.ServeHTTP(&answeredWriter{ResponseWriter: w, answered: release}, r)
+			aw := &answeredWriter{ResponseWriter: w, release: t.hold(t.modern, key)}
+			defer aw.answered()
+			modern.ServeHTTP(aw, r)
 			return
 		}
 		sid := r.Header.Get("Mcp-Session-Id")
@@ -183,9 +183,18 @@ func (t *sessionTable) hold(counts map[string]int, key string) (release func()) 
 // is open. Any other response (a plain JSON body, an error status) is the answer as soon as it starts.
 type answeredWriter struct {
 	http.ResponseWriter
-	answered func()
+	release  func() // the request's count, given back once
+	released bool
 	started  bool
 	stream   bool
+}
+
+// answered gives the request's count back, once (the handler's goroutine is the only caller).
+func (w *answeredWriter) answered() {
+	if !w.released {
+		w.released = true
+		w.release()
+	}
 }
 
 func (w *answeredWriter) WriteHeader(code int) {
