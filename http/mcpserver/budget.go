@@ -69,6 +69,17 @@ type metaTool struct {
 	tokens int
 }
 
+// listingTokens is what the whole listing costs: every exposed tool and the meta-tools.
+func (s *Server) listingTokens() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := s.exposedTokens
+	for _, m := range s.metaTools {
+		total += m.tokens
+	}
+	return total
+}
+
 // recordUse counts a call of a backend tool (by alias or name) for the budget's ranking.
 func (s *Server) recordUse(caller, asked string) {
 	if s.budget.usage == nil {
@@ -121,13 +132,7 @@ func (s *Server) budgetList(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		limit := s.budgetOf(req)
-		s.mu.Lock()
-		total := s.exposedTokens
-		for _, m := range s.metaTools {
-			total += m.tokens
-		}
-		s.mu.Unlock()
-		if limit <= 0 || total <= limit {
+		if limit <= 0 || s.listingTokens() <= limit {
 			return next(ctx, method, req)
 		}
 		id, ok := s.callerOf(ctx, req.GetExtra())
@@ -245,13 +250,7 @@ func (s *Server) listFound(ctx context.Context, req *mcp.CallToolRequest, id aut
 	}
 	s.budget.usage.Found(actorName(id), names)
 	limit := s.budgetOf(req)
-	s.mu.Lock()
-	total := s.exposedTokens
-	for _, m := range s.metaTools {
-		total += m.tokens
-	}
-	s.mu.Unlock()
-	if limit <= 0 || total <= limit || req.Session == nil || !stateful(req.Session) || s.callers == nil || s.callers.send == nil {
+	if limit <= 0 || s.listingTokens() <= limit || req.Session == nil || !stateful(req.Session) || s.callers == nil || s.callers.send == nil {
 		return
 	}
 	if _, err := s.callers.send(ctx, "notifications/tools/list_changed",
