@@ -31,6 +31,12 @@ func CredentialPath(serverID string) string {
 	return "/api/v1/aggregator/servers/" + serverID + "/credentials/me"
 }
 
+// OAuthStartPath is the REST path where a caller starts the OAuth authorization of a per_user server whose
+// user_credential is oauth (POST; the answer holds the authorization URL to open).
+func OAuthStartPath(serverID string) string {
+	return CredentialPath(serverID) + "/oauth"
+}
+
 type subjectKey struct{}
 
 // WithCallerSubject returns ctx carrying the subject whose own credential a per_user server's call runs with (Call

@@ -15,11 +15,23 @@ const (
 )
 
 // UserCredentialSlot says where a caller's own secret goes on a per_user server: into the stdio child's
-// environment variable Env, or into the HTTP header Header (SSE, HTTP), after Prefix ("Bearer ").
+// environment variable Env, or into the HTTP header Header (SSE, HTTP), after Prefix ("Bearer "). With OAuth (HTTP
+// only) the backend is an OAuth protected resource: each caller's secret is the token grant the aggregator obtained
+// for them (internal/backendauth), sent as Authorization: Bearer and refreshed by the aggregator.
 type UserCredentialSlot struct {
-	Env    string `json:"env,omitempty"`
-	Header string `json:"header,omitempty"`
-	Prefix string `json:"prefix,omitempty"`
+	Env    string     `json:"env,omitempty"`
+	Header string     `json:"header,omitempty"`
+	Prefix string     `json:"prefix,omitempty"`
+	OAuth  *OAuthSlot `json:"oauth,omitempty"`
+}
+
+// OAuthSlot configures the OAuth 2.1 authorization code flow the aggregator runs for each caller of a backend that
+// answers 401 with MCP authorization metadata. ClientID names a client registered beforehand at the backend's
+// authorization server (a public client: PKCE, no secret); empty registers one dynamically (RFC 7591). Scopes
+// replace the scopes the backend's metadata advertises; empty asks for those.
+type OAuthSlot struct {
+	ClientID string   `json:"client_id,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
 }
 
 // Value is what the secret becomes where it is injected: Prefix then the secret.

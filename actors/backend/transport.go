@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -119,6 +120,9 @@ type Options struct {
 	// Guard bounds every message read from the server (nil: the defaults, no budget); its budget share is given
 	// back when the session is released.
 	Guard *msglimit.Guard
+	// OAuth authorizes every request of a streamable HTTP session (a caller's own session of an OAuth backend,
+	// internal/backendauth): the go-sdk transport sends its token and calls it on a 401 (nil: none).
+	OAuth auth.OAuthHandler
 }
 
 // Conn is the transport of one backend session, ready to connect, plus what must be cleaned up after it.
@@ -212,7 +216,8 @@ func Dial(rec persistence.Server, o Options) (*Conn, error) {
 		if rec.TransportType == persistence.TransportSSE {
 			b.transport = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client, MaxEventSize: backstop}
 		} else {
-			b.transport = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: 1, MaxEventSize: backstop}
+			b.transport = &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: client, MaxRetries: 1, MaxEventSize: backstop,
+				OAuthHandler: o.OAuth}
 		}
 		return b, nil
 	default:

@@ -18,6 +18,8 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/settings"
 	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/connconfig"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -70,6 +72,11 @@ func perUser(rec persistence.Server) bool {
 
 // credentialRequired is the error a call of a caller without a credential gets.
 func credentialRequired(rec persistence.Server, status string) *pb.ErrorInfo {
+	if rec.UserCredential != nil && rec.UserCredential.OAuth != nil {
+		return &pb.ErrorInfo{Code: errcode.CredentialRequired, ServerName: rec.Name, ServerStatus: status,
+			Message: fmt.Sprintf("Server %s needs your own OAuth authorization: start it with POST %s and open the authorization_url it answers",
+				rec.Name, gateway.OAuthStartPath(rec.ID))}
+	}
 	return &pb.ErrorInfo{Code: errcode.CredentialRequired, ServerName: rec.Name, ServerStatus: status,
 		Message: fmt.Sprintf("Server %s needs your own credential: store it with PUT %s {\"secret\": \"...\"}", rec.Name,
 			gateway.CredentialPath(rec.ID))}
@@ -318,6 +325,10 @@ func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
 		p.fail(ctx, err)
 		return
 	}
+	if p.rec.UserCredential.OAuth != nil {
+		p.connectOAuth(ctx, m.secret)
+		return
+	}
 	secret := string(m.secret)
 	p.secrets = callerSecrets(p.rec.UserCredential, secret)
 	o := p.deps.Backend()
@@ -395,6 +406,63 @@ func callerSecrets(slot *persistence.UserCredentialSlot, secret string) *backend
 	env := map[string]string{"SECRET": secret}
 	if slot != nil && slot.Prefix != "" {
 		env["INJECTED"] = slot.Prefix + secret
+	}
+	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
+	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},
+		func(string) (string, bool) { return "", false })
+}
+
+// connectOAuth connects a caller's own session of an OAuth backend (issue 28): the stored secret is the caller's
+// grant (internal/backendauth), whose access token the go-sdk transport sends as Authorization: Bearer on every
+// request through the session's OAuth handler, which refreshes it before it expires and on a 401. The
+// registration's own Authorization header (a service credential for discovery) is never sent on it. A stored secret
+// that is not a grant means the caller has not authorized yet.
+func (p *proxyActor) connectOAuth(ctx actor.Context, raw []byte) {
+	g, err := backendauth.DecodeGrant(raw)
+	if err != nil {
+		p.fail(ctx, fmt.Errorf("%w: %w", ErrCredentialRequired, err))
+		return
+	}
+	rec, err := withoutHeader(p.rec, "Authorization")
+	if err != nil {
+		p.fail(ctx, err)
+		return
+	}
+	o := p.deps.Backend()
+	client := backendauth.Client(o.Outbound, connconfig.AllowsInsecureHTTP(rec.ConnectionConfig))
+	h := backendauth.NewSessionHandler(p.deps.Store, client, p.rec.ID, p.subject, g, p.logger())
+	o.OAuth = h
+	p.secrets = tokenSecrets(h.Secrets())
+	p.connect(ctx, rec, o)
+}
+
+// withoutHeader is rec without the connection_config header name (in any case).
+func withoutHeader(rec persistence.Server, name string) (persistence.Server, error) {
+	var cfg map[string]any
+	if err := json.Unmarshal(rec.ConnectionConfig, &cfg); err != nil || cfg == nil {
+		return rec, fmt.Errorf("connection_config is not a JSON object")
+	}
+	h, _ := cfg["headers"].(map[string]any)
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			delete(h, k)
+		}
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return rec, err
+	}
+	rec.ConnectionConfig = raw
+	return rec, nil
+}
+
+// tokenSecrets scrubs a caller's OAuth tokens from error texts.
+func tokenSecrets(tokens []string) *backend.Secrets {
+	env := map[string]string{}
+	for i, t := range tokens {
+		if t != "" {
+			env[fmt.Sprintf("T%d", i)] = t
+		}
 	}
 	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
 	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},

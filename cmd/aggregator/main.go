@@ -43,6 +43,7 @@ import (
 	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/postgres"
@@ -267,10 +268,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
 	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
 	defer taskMgr.Close()
-	app := api.New(api.Deps{Store: store, Control: system, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
+	// Callers' OAuth flows for per_user servers of OAuth-protected backends (issue 28).
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: store, Outbound: system.Outbound(), Env: os.LookupEnv,
+		RedirectURL: backendauth.RedirectURL(cfg.ConsoleURL), EndSession: system.EndUserSession, Logger: logger})
+	app := api.New(api.Deps{Store: store, Control: system, OAuth: flows, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			ConsoleClientID:     cfg.OIDC.ConsoleClientID,
+			ConsoleURL:          cfg.ConsoleURL,
 			MaxBodyBytes:        cfg.MaxBodyBytes,
 			HealthCheckInterval: cfg.Actors.HealthInterval,
 			StartedAt:           started,

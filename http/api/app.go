@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/ui"
+	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -61,6 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// MetricsOpen serves /metrics without a token (auth.Policy).
 	MetricsOpen bool
+	// ConsoleURL is the web console's address as browsers reach it (http://host:port/ui/): the OAuth callback of a
+	// backend's authorization sends the browser there to complete it ("" : /ui/ on this listener).
+	ConsoleURL string
 	// ConsoleClientID is the console's public client at the OpenID provider (Tokens' issuer): with both, the console
 	// signs in through the provider (authorization code with PKCE) instead of asking for a token.
 	ConsoleClientID string
@@ -130,6 +134,8 @@ type Deps struct {
 	Gateway *gateway.Gateway
 	// Tasks runs task-augmented calls and serves /api/v1/tasks (nil: those answer 503).
 	Tasks *tasks.Manager
+	// OAuth runs callers' OAuth flows for per_user servers of OAuth backends (nil: those routes answer 503).
+	OAuth *backendauth.Flows
 }
 
 // server holds one app's dependencies; its methods are the handlers.
@@ -151,6 +157,8 @@ type server struct {
 	curation actors.Curation
 	// tasks: see Deps.Tasks.
 	tasks *tasks.Manager
+	// oauth: see Deps.OAuth.
+	oauth *backendauth.Flows
 }
 
 // New builds the whole admin app: routes, error shape, request ids, access log and panic recovery. It panics when
@@ -161,7 +169,7 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway, tasks: d.Tasks}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway, tasks: d.Tasks, oauth: d.OAuth}
 	if s.gw == nil {
 		s.gw = gateway.New(d.Control, gateway.Options{Metrics: d.Metrics})
 	}
@@ -208,6 +216,7 @@ func New(d Deps) *fiber.App {
 	s.routeObserve(g)
 	s.routeCuration(g)
 	s.routeCredentials(g)
+	s.routeOAuth(g)
 	g.Post("/import", s.importServers)
 	g.Get("/export", s.exportServers)
 	g.Get("/servers/:id/tools/:tool", s.getServerTool)

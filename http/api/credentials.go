@@ -114,6 +114,12 @@ func (s *server) putMyCredential(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if srv.UserCredential != nil && srv.UserCredential.OAuth != nil {
+		// The caller's credential is the grant the daemon obtains for them (http/api/oauth.go).
+		return &apierror.Error{Status: fiber.StatusConflict, Code: errcode.CredentialNotAccepted,
+			Detail:  fmt.Sprintf("Server %s takes OAuth authorization, not a secret: start it with POST %s", srv.Name, gateway.OAuthStartPath(srv.ID)),
+			Context: map[string]any{"server": srv.Name, "server_id": srv.ID, "oauth_url": gateway.OAuthStartPath(srv.ID), "method": "POST"}}
+	}
 	sub := gateway.CredentialSubject(identityOf(c))
 	stored, created, err := s.store.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: sub, Secret: []byte(secret)})
 	if err != nil {

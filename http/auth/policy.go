@@ -28,6 +28,9 @@ const (
 	ssePath       = "/sse"
 	aggregatorAPI = "/api/v1/aggregator/"
 	consolePath   = "/ui"
+	// The OAuth flows of per_user servers' backends (issue 28).
+	oauthCallbackPath = "/api/v1/aggregator/oauth/callback"
+	oauthCompletePath = "/api/v1/aggregator/oauth/complete"
 )
 
 // Normalize is the form paths are compared in: lower case, without trailing slashes ("/" stays "/").
@@ -62,7 +65,9 @@ func IsToolCall(method, path string) bool {
 //   - client: every other read (GET, HEAD, OPTIONS), POST /api/v1/tools/call, DELETE /api/v1/tasks/{id} (a task
 //     is its creator's), searches (POST .../search), /metrics,
 //     and every method on the MCP endpoints /mcp, /mcp/..., /sse (their admin meta-tools are checked per call);
-//   - client: PUT and DELETE /api/v1/aggregator/servers/{id}/credentials/me (the caller's own credential);
+//   - client: PUT and DELETE /api/v1/aggregator/servers/{id}/credentials/me (the caller's own credential), POST
+//     .../credentials/me/oauth and POST /api/v1/aggregator/oauth/complete (the caller's own OAuth flow);
+//   - none: GET /api/v1/aggregator/oauth/callback (the authorization server's redirect, completed by its caller);
 //   - admin: the audit log, the actor view (/api/v1/aggregator/actors), tool curation (reads too: they show
 //     backends' original text and token bindings), the list of who has a credential for a server (GET
 //     .../credentials) and revoking one, and
@@ -83,11 +88,21 @@ func (p Policy) Required(method, path string) Scope {
 	case n == auditPath || strings.HasPrefix(n, auditPath+"/"), n == actorsPath, isCurationPath(n):
 		return ScopeAdmin
 	case isCredentialPath(n):
-		// A caller stores and removes their own credential; listing and revoking others' is the admin's.
+		// A caller stores and removes their own credential, and starts their own OAuth authorization; listing and
+		// revoking others' is the admin's.
 		if strings.HasSuffix(n, "/credentials/me") && (strings.EqualFold(method, "PUT") || strings.EqualFold(method, "DELETE")) {
 			return ScopeClient
 		}
+		if strings.HasSuffix(n, "/credentials/me/oauth") && strings.EqualFold(method, "POST") {
+			return ScopeClient
+		}
 		return ScopeAdmin
+	case n == oauthCallbackPath && isRead(method):
+		// The authorization server's redirect: a browser without the caller's token; it only records the code for
+		// the flow of its state, which only the caller who started it can complete.
+		return ScopeNone
+	case n == oauthCompletePath && strings.EqualFold(method, "POST"):
+		return ScopeClient
 	case (n == consolePath || strings.HasPrefix(n, consolePath+"/")) && isRead(method):
 		return ScopeNone
 	}

@@ -37,6 +37,8 @@ const (
 	CredentialStored  = "credential.stored"
 	CredentialRemoved = "credential.removed"
 	CredentialRevoked = "credential.revoked"
+	// CredentialOAuthStarted: a caller started the OAuth authorization of a per_user server's backend.
+	CredentialOAuthStarted = "credential.oauth_started"
 )
 
 // timeout bounds the write of one record.

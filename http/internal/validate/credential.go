@@ -27,6 +27,8 @@ var (
 	headerNameRe = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 	// envNameRe is a portable environment variable name.
 	envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// scopeRe is an OAuth scope token (RFC 6749 section 3.3).
+	scopeRe = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`)
 )
 
 // reservedHeaders are headers the transport itself sets; a caller's secret must not replace them.
@@ -43,10 +45,70 @@ func userCredentialSchema() *jsonschema.Schema {
 			Description: "SSE, HTTP: the request header of the caller's own backend session that carries the secret"}),
 		prop("prefix", &jsonschema.Schema{Type: "string", MaxLength: ptr(MaxCredentialPrefixLength),
 			Description: "SSE, HTTP: put before the secret in the header (e.g. \"Bearer \")"}),
+		prop("oauth", oauthSlotSchema()),
 	})
 	s.Type, s.Types = "", []string{"object", "null"}
-	s.Description = "per_user only: where each caller's secret goes: {\"env\": ...} (STDIO) or {\"header\": ..., \"prefix\": ...} (SSE, HTTP)"
+	s.Description = "per_user only: where each caller's secret goes: {\"env\": ...} (STDIO), {\"header\": ..., \"prefix\": ...} (SSE, HTTP), or {\"oauth\": {...}} (HTTP: each caller authorizes the OAuth-protected backend)"
 	return s
+}
+
+// Limits of user_credential.oauth.
+const (
+	MaxOAuthClientIDLength = 256
+	MaxOAuthScopes         = 32
+	MaxOAuthScopeLength    = 128
+)
+
+func oauthSlotSchema() *jsonschema.Schema {
+	return object([]property{
+		prop("client_id", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(MaxOAuthClientIDLength),
+			Description: "A public client registered beforehand at the backend's authorization server (PKCE, no secret); absent: registered dynamically (RFC 7591)"}),
+		prop("scopes", &jsonschema.Schema{Type: "array", MaxItems: ptr(MaxOAuthScopes),
+			Items:       &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(MaxOAuthScopeLength)},
+			Description: "The scopes to ask for; absent: those the backend's metadata advertises"}),
+	})
+}
+
+// oauthSlot reads user_credential.oauth at loc.
+func (v checker) oauthSlot(raw json.RawMessage, loc []any) *persistence.OAuthSlot {
+	members, ok := strictjson.ObjectMembers(raw)
+	if !ok {
+		v.Add(strictjson.FieldTypeError, "Input should be a JSON object", loc)
+		return nil
+	}
+	slot := &persistence.OAuthSlot{}
+	for _, m := range members {
+		at := strictjson.At(loc, m.Key)
+		switch m.Key {
+		case "client_id":
+			s, ok := v.String(m.Value, at)
+			if ok && (s == "" || len(s) > MaxOAuthClientIDLength || !printableASCII(s)) {
+				v.Add(strictjson.FieldValueError, fmt.Sprintf("client_id should have 1 to %d printable ASCII characters", MaxOAuthClientIDLength), at)
+			}
+			slot.ClientID = s
+		case "scopes":
+			var scopes []json.RawMessage
+			if err := json.Unmarshal(m.Value, &scopes); err != nil || strictjson.KindOf(m.Value) != strictjson.KindArray {
+				v.Add(strictjson.FieldTypeError, "Input should be a list of scopes", at)
+				continue
+			}
+			if len(scopes) > MaxOAuthScopes {
+				v.Add(strictjson.FieldValueError, fmt.Sprintf("at most %d scopes", MaxOAuthScopes), at)
+				continue
+			}
+			for i, r := range scopes {
+				si := strictjson.At(at, i)
+				s, ok := v.String(r, si)
+				if ok && (s == "" || len(s) > MaxOAuthScopeLength || !scopeRe.MatchString(s)) {
+					v.Add(strictjson.FieldValueError, fmt.Sprintf("a scope is 1 to %d characters, printable ASCII without spaces, quotes or backslashes", MaxOAuthScopeLength), si)
+				}
+				slot.Scopes = append(slot.Scopes, s)
+			}
+		default:
+			v.Add(strictjson.FieldExtraForbidden, "Extra inputs are not permitted", at)
+		}
+	}
+	return slot
 }
 
 // credential reads credential_mode and user_credential of a registration for a server of transport ("" when the
@@ -88,7 +150,7 @@ func (v checker) credential(fields map[string]json.RawMessage, transport string)
 	}
 	f := v.Index(members, loc)
 	for _, m := range members {
-		if m.Key != "env" && m.Key != "header" && m.Key != "prefix" {
+		if m.Key != "env" && m.Key != "header" && m.Key != "prefix" && m.Key != "oauth" {
 			v.Add(strictjson.FieldExtraForbidden, "Extra inputs are not permitted", strictjson.At(loc, m.Key))
 		}
 	}
@@ -101,6 +163,22 @@ func (v checker) credential(fields map[string]json.RawMessage, transport string)
 		return v.String(r, strictjson.At(loc, key))
 	}
 	n := v.Count()
+	if rawOAuth, ok := f["oauth"]; ok {
+		// OAuth: the caller's secret is the grant the daemon obtains; nothing else goes with it.
+		for _, k := range []string{"env", "header", "prefix"} {
+			if _, has := f[k]; has {
+				v.Add(strictjson.FieldExtraForbidden, k+" does not go with oauth (the token goes in Authorization: Bearer)", strictjson.At(loc, k))
+			}
+		}
+		if transport != "" && transport != persistence.TransportHTTP {
+			v.Add(strictjson.FieldValueError, "oauth is for HTTP (streamable HTTP) servers", strictjson.At(loc, "oauth"))
+		}
+		slot.OAuth = v.oauthSlot(rawOAuth, strictjson.At(loc, "oauth"))
+		if v.Count() > n {
+			return "", nil
+		}
+		return mode, &slot
+	}
 	env, hasEnv := str("env")
 	header, hasHeader := str("header")
 	prefix, hasPrefix := str("prefix")
@@ -108,7 +186,7 @@ func (v checker) credential(fields map[string]json.RawMessage, transport string)
 	case hasEnv && hasHeader:
 		v.Add(strictjson.FieldValueError, "Give env (STDIO) or header (SSE, HTTP), not both", loc)
 	case !hasEnv && !hasHeader:
-		v.Add(strictjson.FieldMissing, "Field required: env (STDIO) or header (SSE, HTTP)", loc)
+		v.Add(strictjson.FieldMissing, "Field required: env (STDIO), header (SSE, HTTP) or oauth (HTTP)", loc)
 	case hasEnv:
 		if transport != "" && transport != persistence.TransportSTDIO {
 			v.Add(strictjson.FieldValueError, "env is for STDIO servers; a "+transport+" server takes header", strictjson.At(loc, "env"))
@@ -205,4 +283,29 @@ func printableSecret(s string) bool {
 		}
 	}
 	return true
+}
+
+// MaxOAuthStateLength bounds the state of POST /oauth/complete.
+const MaxOAuthStateLength = 512
+
+// OAuthState reads POST /oauth/complete: {"state": "..."}, the state of the caller's flow (1 to
+// MaxOAuthStateLength printable characters).
+func OAuthState(body []byte) (string, []FieldError) {
+	c, f, ok := objectChecker(body, "state")
+	if !ok {
+		return "", c.Errors()
+	}
+	raw, has := f["state"]
+	if !has {
+		c.Add(strictjson.FieldMissing, "Field required", c.At("state"))
+		return "", c.Errors()
+	}
+	s, ok := c.String(raw, c.At("state"))
+	if ok && (s == "" || len(s) > MaxOAuthStateLength || !printableASCII(s)) {
+		c.Add(strictjson.FieldValueError, fmt.Sprintf("state should have 1 to %d printable characters", MaxOAuthStateLength), c.At("state"))
+	}
+	if c.Count() > 0 {
+		return "", c.Errors()
+	}
+	return s, nil
 }

@@ -1,0 +1,130 @@
+package backendauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"golang.org/x/oauth2"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// RefreshBefore is how long before its expiry an access token is refreshed.
+const RefreshBefore = time.Minute
+
+// ErrReauthorize means the caller's grant no longer works (the refresh was refused): they must authorize again.
+var ErrReauthorize = errors.New("your OAuth authorization of the backend expired or was revoked: authorize again")
+
+// SessionHandler is the go-sdk auth.OAuthHandler of one caller's own backend session: the transport asks it for
+// the token of every request (Authorization: Bearer), refreshed RefreshBefore its expiry with the refresh token
+// (golang.org/x/oauth2), and on a 401 it refreshes at once and lets the transport retry. A refreshed grant is
+// stored again (sealed) so that the next session, on any node, starts from it. It never runs the interactive
+// flow: a caller whose refresh is refused gets ErrReauthorize.
+type SessionHandler struct {
+	store             persistence.CredentialStore
+	client            *http.Client
+	serverID, subject string
+	log               *slog.Logger
+	now               func() time.Time
+
+	mu    sync.Mutex
+	grant Grant
+	// forced makes the next Token refresh whatever the expiry says (after a 401).
+	forced bool
+}
+
+var _ auth.OAuthHandler = (*SessionHandler)(nil)
+
+// NewSessionHandler returns the handler of subject's session on serverID, starting from the stored grant g; client
+// is Client's.
+func NewSessionHandler(store persistence.CredentialStore, client *http.Client, serverID, subject string, g Grant, log *slog.Logger) *SessionHandler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &SessionHandler{store: store, client: client, serverID: serverID, subject: subject, grant: g, log: log, now: time.Now}
+}
+
+// TokenSource is the handler itself.
+func (h *SessionHandler) TokenSource(context.Context) (oauth2.TokenSource, error) { return h, nil }
+
+// Token returns the access token to send, refreshing it first when it expires within RefreshBefore (or after a
+// 401).
+func (h *SessionHandler) Token() (*oauth2.Token, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.grant.Token
+	if !h.forced && (t.Expiry.IsZero() || t.Expiry.After(h.now().Add(RefreshBefore))) {
+		return t, nil
+	}
+	if err := h.refresh(); err != nil {
+		return nil, err
+	}
+	return h.grant.Token, nil
+}
+
+// refresh redeems the refresh token (h.mu held) and stores the new grant.
+func (h *SessionHandler) refresh() error {
+	old := h.grant.Token
+	if old.RefreshToken == "" {
+		return fmt.Errorf("%w (no refresh token)", ErrReauthorize)
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), oauth2.HTTPClient, h.client), RequestTimeout)
+	defer cancel()
+	// A token without an access token makes the oauth2 source refresh at once.
+	tok, err := h.grant.config().TokenSource(ctx, &oauth2.Token{RefreshToken: old.RefreshToken}).Token()
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) {
+			return fmt.Errorf("%w: the authorization server answered %d %s", ErrReauthorize, re.Response.StatusCode, re.ErrorCode)
+		}
+		return fmt.Errorf("refresh the OAuth token: %w", err)
+	}
+	if tok.RefreshToken == "" {
+		tok.RefreshToken = old.RefreshToken // kept unless the authorization server rotates it
+	}
+	h.forced = false
+	h.grant.Token = tok
+	// A grant revoked meanwhile (the row is gone) is not written back: the revocation also ends this session.
+	if _, err := h.store.GetUserSecret(ctx, h.serverID, h.subject); err != nil {
+		return fmt.Errorf("%w: your credential was removed", ErrReauthorize)
+	}
+	raw, err := h.grant.Encode()
+	if err == nil {
+		_, _, err = h.store.PutUserSecret(ctx, persistence.UserSecret{ServerID: h.serverID, Subject: h.subject, Secret: raw})
+	}
+	if err != nil {
+		// The session goes on with the new token; the next session refreshes again from the stored one (unless the
+		// authorization server rotated the refresh token, then the caller authorizes again).
+		h.log.Warn("could not store a refreshed OAuth grant", "server_id", h.serverID, "error", err)
+	}
+	return nil
+}
+
+// Authorize is called by the transport on a 401 or 403: a 401 refreshes the token at once (the backend no longer
+// takes the one sent) and the transport retries; anything else is the backend's answer.
+func (h *SessionHandler) Authorize(_ context.Context, _ *http.Request, res *http.Response) error {
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		return fmt.Errorf("the backend refused the request (%d)", res.StatusCode)
+	}
+	h.mu.Lock()
+	h.forced = true
+	h.mu.Unlock()
+	_, err := h.Token()
+	return err
+}
+
+// Secrets are the current tokens (to scrub from error texts).
+func (h *SessionHandler) Secrets() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return []string{h.grant.Token.AccessToken, h.grant.Token.RefreshToken}
+}
