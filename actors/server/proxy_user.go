@@ -320,13 +320,13 @@ func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
 		p.fail(ctx, m.err)
 		return
 	}
+	if p.rec.UserCredential != nil && p.rec.UserCredential.OAuth != nil {
+		p.connectOAuth(ctx, m.secret)
+		return
+	}
 	rec, err := withCallerSecret(p.rec)
 	if err != nil {
 		p.fail(ctx, err)
-		return
-	}
-	if p.rec.UserCredential.OAuth != nil {
-		p.connectOAuth(ctx, m.secret)
 		return
 	}
 	secret := string(m.secret)

@@ -1,0 +1,361 @@
+package integration_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/http/api"
+	httpauth "github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/auth/oauth"
+	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// startBackendAS runs testdata/peers/oidc-backend-as.mjs (panva's oidc-provider) as the authorization server of
+// resource, redirecting to redirect, and returns its issuer.
+func startBackendAS(t *testing.T, resource, redirect string) string {
+	t.Helper()
+	peers := filepath.Join(peertest.RepoRoot(t), "testdata", "peers")
+	if _, err := os.Stat(filepath.Join(peers, "node_modules", "oidc-provider", "package.json")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("oidc-provider is not installed: run `make peers`")
+		}
+		t.Skip("oidc-provider is not installed: run `make peers`")
+	}
+	node := filepath.Join(peers, "node_modules", ".bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		node = peertest.Node(t)
+	}
+	cmd := exec.Command(node, filepath.Join(peers, "oidc-backend-as.mjs"))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", peertest.FreePort(t)), "RESOURCE="+resource, "REDIRECT="+redirect)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start oidc-provider: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if issuer, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- issuer
+			} else {
+				t.Log("oidc-provider: " + sc.Text())
+			}
+		}
+	}()
+	select {
+	case issuer := <-ready:
+		return issuer
+	case <-time.After(60 * time.Second):
+		t.Fatal("oidc-provider did not start")
+	}
+	return ""
+}
+
+// oauthBackend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
+// of the authorization server issuer for itself (verified against the issuer's keys), and the service token
+// "svc-token" the registration uses for discovery; its whoami tool answers the token's subject. It serves its
+// protected resource metadata (RFC 9728) and challenges with resource_metadata.
+func oauthBackend(t *testing.T, ln net.Listener, resource, issuer string) {
+	t.Helper()
+	v, err := oauth.New(t.Context(), oauth.Config{Issuer: issuer, Audience: resource, Resource: resource,
+		ClientScope: "backend:read", AdminScope: "backend:write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+		if tok == "svc-token" {
+			return &auth.TokenInfo{UserID: "service", Expiration: time.Now().Add(time.Hour)}, nil
+		}
+		c, err := v.Verify(ctx, tok)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		}
+		return &auth.TokenInfo{UserID: c.Subject, Scopes: c.Scopes, Expiration: c.Expiry}, nil
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			who := ""
+			if r.Extra != nil && r.Extra.TokenInfo != nil {
+				who = r.Extra.TokenInfo.UserID
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user=" + who}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: v.MetadataURL()})(h))
+	mux.Handle(oauth.WellKnownPath+"/", v.MetadataHandler())
+	hs := &http.Server{Handler: mux}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+}
+
+// browse plays the user's browser: it follows the authorization URL's redirects (the provider logs in the hinted
+// user and consents at once) until one points at redirect, and returns that URL.
+func browse(t *testing.T, start, redirect string) *url.URL {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	next, err := url.Parse(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if strings.HasPrefix(next.String(), redirect) {
+			return next
+		}
+		res, err := client.Get(next.String())
+		if err != nil {
+			t.Fatalf("browse %s: %v", next, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		loc := res.Header.Get("Location")
+		if loc == "" {
+			t.Fatalf("%s answered %d without a redirect: %.300s", next, res.StatusCode, body)
+		}
+		if next, err = next.Parse(loc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("too many redirects")
+	return nil
+}
+
+// TestBackendOAuth: a per_user server whose backend is an OAuth-protected go-sdk server (auth.RequireBearerToken)
+// behind panva's oidc-provider. Two callers each run the authorization code flow with PKCE through the aggregator
+// (dynamic client registration, the provider's login and consent, our callback, our completion) and each sees
+// their own identity in the backend's answers; no caller can complete another's flow, reuse a state, or store a
+// plain secret instead; an expired access token and one the backend refuses (401) are refreshed; revocation ends
+// the session; no answer holds a token.
+func TestBackendOAuth(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	toks, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	// The browser never reaches this address: browse stops at it and the test hands the query to the app.
+	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	issuer := startBackendAS(t, resource, redirect)
+	oauthBackend(t, ln, resource, issuer)
+
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+		EndSession: sys.EndUserSession, Logger: logger})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks, OAuth: flows,
+		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
+	var bodies []string
+	do := func(token, method, path, body string, want int) response {
+		t.Helper()
+		var r response
+		if token == "" {
+			r = e.do(t, method, path, body)
+		} else {
+			r = e.authDo(t, token, method, path, body)
+		}
+		bodies = append(bodies, string(r.body))
+		if r.status != want {
+			t.Fatalf("%s %s: %d, want %d: %s", method, path, r.status, want, r.body)
+		}
+		return r
+	}
+	r := do(credAdminToken, "POST", base+"/servers", `{"name":"ob","transport_type":"HTTP",`+
+		`"connection_config":{"base_url":"`+resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
+		`"credential_mode":"per_user","user_credential":{"oauth":{}}}`, http.StatusCreated)
+	id := r.json(t)["id"].(string)
+	cred := base + "/servers/" + id + "/credentials"
+	waitFor(t, "ob.whoami routable", func() bool { return callable(sys, "ob.whoami") })
+
+	call := func(token string) response {
+		t.Helper()
+		r := e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"ob.whoami","arguments":{}}`)
+		bodies = append(bodies, string(r.body))
+		return r
+	}
+	wantUser := func(token, user string) {
+		t.Helper()
+		if r := call(token); r.status != http.StatusOK || !strings.Contains(string(r.body), `user=`+user+`"`) {
+			t.Fatalf("call as %s: %d %s; want user=%s", token[:5], r.status, r.body, user)
+		}
+	}
+	start := func(token string) string {
+		t.Helper()
+		m := do(token, "POST", cred+"/me/oauth", "", http.StatusOK).json(t)
+		u, _ := m["authorization_url"].(string)
+		if !strings.Contains(u, "code_challenge_method=S256") || !strings.Contains(u, "resource=") {
+			t.Fatalf("authorization URL %q", u)
+		}
+		return u
+	}
+	// back follows the authorization URL as user and hands the redirect to our callback; it returns the state.
+	back := func(authURL, user string) string {
+		t.Helper()
+		cb := browse(t, authURL+"&login_hint="+user, redirect)
+		req := httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil)
+		res, err := e.app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		state := cb.Query().Get("state")
+		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "http://console.example/ui/#oauth="+url.QueryEscape(state) {
+			t.Fatalf("callback: %d to %q", res.StatusCode, res.Header.Get("Location"))
+		}
+		// The same redirect again is refused: a state is taken once.
+		res, err = e.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound {
+			t.Fatalf("callback replay: %d", res.StatusCode)
+		}
+		return state
+	}
+	complete := func(token, state string, want int) response {
+		t.Helper()
+		return do(token, "POST", base+"/oauth/complete", `{"state":"`+state+`"}`, want)
+	}
+
+	// Without a grant: CREDENTIAL_REQUIRED naming the route that starts the authorization.
+	m := wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	if !strings.Contains(fmt.Sprint(m["detail"]), cred+"/me/oauth") {
+		t.Fatalf("CREDENTIAL_REQUIRED says %v", m["detail"])
+	}
+	// A plain secret is not what this server takes.
+	do(credAliceToken, "PUT", cred+"/me", `{"secret":"typed-key"}`, http.StatusConflict)
+
+	aliceURL := start(credAliceToken)
+	aliceState := back(aliceURL, "alice")
+	// Bob cannot complete Alice's flow, nor can anyone without a token; the flow stays Alice's.
+	complete(credBobToken, aliceState, http.StatusNotFound)
+	do("", "POST", base+"/oauth/complete", `{"state":"`+aliceState+`"}`, http.StatusUnauthorized)
+	r = complete(credAliceToken, aliceState, http.StatusCreated)
+	if got := r.json(t); got["subject"] != "token:alice" || got["server_id"] != id {
+		t.Fatalf("alice's completion answered %s", r.body)
+	}
+	complete(credAliceToken, aliceState, http.StatusNotFound) // single use
+
+	// Bob completes his own; a flow whose callback has not come is not completable yet.
+	bobURL := start(credBobToken)
+	bobState := url.Values{}
+	if u, err := url.Parse(bobURL); err == nil {
+		bobState = u.Query()
+	}
+	complete(credBobToken, bobState.Get("state"), http.StatusConflict)
+	complete(credBobToken, back(bobURL, "bob"), http.StatusCreated)
+
+	for range 2 {
+		wantUser(credAliceToken, "alice")
+		wantUser(credBobToken, "bob")
+	}
+	wantError(t, call(credAdminToken), http.StatusForbidden, "CREDENTIAL_REQUIRED") // no grant of the admin's
+
+	grantOf := func(subject string) backendauth.Grant {
+		t.Helper()
+		v, err := st.GetUserSecret(t.Context(), id, subject)
+		if err != nil {
+			t.Fatalf("grant of %s: %v", subject, err)
+		}
+		g, err := backendauth.DecodeGrant(v.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	putGrant := func(subject string, g backendauth.Grant) {
+		t.Helper()
+		raw, err := g.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.PutUserSecret(t.Context(), persistence.UserSecret{ServerID: id, Subject: subject, Secret: raw}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sys.EndUserSession(t.Context(), id, subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := grantOf("token:alice")
+	if first.Token.RefreshToken == "" {
+		t.Fatal("no refresh token was issued")
+	}
+	seen := []string{first.Token.AccessToken, first.Token.RefreshToken, grantOf("token:bob").Token.AccessToken}
+
+	// An access token about to expire is refreshed before it is sent.
+	expiring := first
+	tok := *first.Token
+	tok.Expiry = time.Now().Add(10 * time.Second)
+	expiring.Token = &tok
+	putGrant("token:alice", expiring)
+	wantUser(credAliceToken, "alice")
+	second := grantOf("token:alice")
+	if second.Token.AccessToken == first.Token.AccessToken || !second.Token.Expiry.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("the expiring token was not refreshed (expiry %s)", second.Token.Expiry)
+	}
+	seen = append(seen, second.Token.AccessToken, second.Token.RefreshToken)
+
+	// A token the backend refuses (401) is refreshed and the request retried.
+	refused := second
+	tok = *second.Token
+	tok.AccessToken = "not-a-token-the-backend-takes"
+	tok.Expiry = time.Now().Add(time.Hour)
+	refused.Token = &tok
+	putGrant("token:alice", refused)
+	wantUser(credAliceToken, "alice")
+	third := grantOf("token:alice")
+	if third.Token.AccessToken == tok.AccessToken {
+		t.Fatal("the refused token was not replaced")
+	}
+	seen = append(seen, third.Token.AccessToken, third.Token.RefreshToken)
+	wantUser(credBobToken, "bob")
+
+	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched.
+	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
+	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	wantUser(credBobToken, "bob")
+	if flows.Pending() != 0 {
+		t.Fatalf("%d flows still pending", flows.Pending())
+	}
+
+	for _, b := range bodies {
+		for _, s := range seen {
+			if s != "" && strings.Contains(b, s) {
+				t.Fatalf("a token is in an answer: %s", b)
+			}
+		}
+	}
+}

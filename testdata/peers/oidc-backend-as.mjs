@@ -1,0 +1,73 @@
+// The authorization server of an OAuth-protected MCP backend, for the Go tests of the aggregator's OAuth to
+// backends (issue 28): panva's oidc-provider issuing JWT access tokens (ES256) for one resource, the backend, with
+// the authorization code flow and PKCE for clients registered dynamically (RFC 7591) or the pre-registered public
+// client "agg-public" (redirect REDIRECT), refresh tokens for every client allowed the refresh_token grant, and
+// no page: the interaction (login and consent) is answered at once for the user named by the authorization
+// request's login_hint (default alice), granting what the client asked for. A headless "browser" only has to
+// follow the redirects.
+//
+// Usage: PORT=9000 RESOURCE=http://127.0.0.1:8082/mcp REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
+// Prints "ready <issuer>" once it listens.
+import { generateKeyPairSync } from 'node:crypto';
+import Provider, { errors } from 'oidc-provider';
+
+const port = Number(process.env.PORT || 0);
+const resource = process.env.RESOURCE;
+const redirect = process.env.REDIRECT || 'http://127.0.0.1:9/callback';
+if (!port || !resource) {
+  console.error('PORT and RESOURCE are required');
+  process.exit(2);
+}
+const issuer = `http://127.0.0.1:${port}`;
+const scopes = 'backend:read backend:write';
+
+function key(type, options, alg, kid) {
+  const { privateKey } = generateKeyPairSync(type, options);
+  return { ...privateKey.export({ format: 'jwk' }), alg, kid, use: 'sig' };
+}
+
+const provider = new Provider(issuer, {
+  clients: [{ client_id: 'agg-public', token_endpoint_auth_method: 'none', redirect_uris: [redirect],
+    grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] }],
+  scopes: ['openid', 'offline_access', 'backend:read', 'backend:write'],
+  jwks: { keys: [key('ec', { namedCurve: 'P-256' }, 'ES256', 'es-1'), key('rsa', { modulusLength: 2048 }, 'RS256', 'rs-1')] },
+  findAccount: (_ctx, sub) => ({ accountId: sub, claims: () => ({ sub, email: `${sub}@example.com`, name: sub }) }),
+  issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  features: {
+    devInteractions: { enabled: false },
+    registration: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => resource,
+      useGrantedResource: () => true,
+      getResourceServerInfo(_ctx, indicator) {
+        if (indicator !== resource) throw new errors.InvalidTarget();
+        return { scope: scopes, audience: resource, accessTokenTTL: 300, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } };
+      },
+    },
+  },
+});
+// The interaction: log in the user the request hinted at and grant whatever the client asked for, without a page.
+provider.use(async (ctx, next) => {
+  if (!/^\/interaction\/[^/]+$/.test(ctx.path)) return next();
+  const details = await provider.interactionDetails(ctx.req, ctx.res);
+  const { prompt, params, session } = details;
+  let result;
+  if (prompt.name === 'login') {
+    result = { login: { accountId: params.login_hint || 'alice' } };
+  } else {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    const d = prompt.details;
+    if (d.missingOIDCScope) grant.addOIDCScope(d.missingOIDCScope.join(' '));
+    if (d.missingOIDCClaims) grant.addOIDCClaims(d.missingOIDCClaims);
+    for (const [indicator, scope] of Object.entries(d.missingResourceScopes || {})) grant.addResourceScope(indicator, scope.join(' '));
+    result = { consent: { grantId: await grant.save() } };
+  }
+  ctx.redirect(await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: true }));
+});
+provider.on('server_error', (_ctx, err) => console.error('server_error', err));
+
+const server = provider.listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));
+for (const sig of ['SIGTERM', 'SIGINT']) process.on(sig, () => server.close(() => process.exit(0)));
