@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/http/api"
 	httpauth "github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/auth/oauth"
@@ -173,8 +176,9 @@ func TestBackendOAuth(t *testing.T) {
 	issuer := startBackendAS(t, resource, redirect)
 	oauthBackend(t, ln, resource, issuer)
 
+	var skew atomic.Int64 // the flows' clock runs ahead by this much
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
-		EndSession: sys.EndUserSession, Logger: logger})
+		EndSession: sys.EndUserSession, Logger: logger, Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks, OAuth: flows,
 		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
 	var bodies []string
@@ -343,13 +347,28 @@ func TestBackendOAuth(t *testing.T) {
 	seen = append(seen, third.Token.AccessToken, third.Token.RefreshToken)
 	wantUser(credBobToken, "bob")
 
+	// A flow past its time is gone: its callback is refused, and it cannot be completed.
+	late, err := url.Parse(start(credAdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(backendauth.DefaultFlowTTL + time.Minute))
+	lateState := late.Query().Get("state")
+	res, err := e.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?code=c0de&state="+url.QueryEscape(lateState), nil), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Fatalf("callback of an expired flow: %d", res.StatusCode)
+	}
+	complete(credAdminToken, lateState, http.StatusNotFound)
+	skew.Store(0)
+
 	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched.
 	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
 	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	wantUser(credBobToken, "bob")
-	if flows.Pending() != 0 {
-		t.Fatalf("%d flows still pending", flows.Pending())
-	}
 
 	for _, b := range bodies {
 		for _, s := range seen {
@@ -357,5 +376,78 @@ func TestBackendOAuth(t *testing.T) {
 				t.Fatalf("a token is in an answer: %s", b)
 			}
 		}
+	}
+}
+
+// TestBackendOAuthOutboundPolicy: OAuth discovery follows the outbound policy. A backend whose protected resource
+// metadata names an authorization server at an address the operator denies (MCP_AGGREGATOR_OUTBOUND_DENY; the
+// cloud metadata addresses the go-sdk refuses by itself) gets no request sent there: the start answers 502 saying
+// the target was refused, the denied server sees nothing, and no flow is left pending. A backend that does not
+// challenge, and a server without oauth, are refused with their own answers.
+func TestBackendOAuthOutboundPolicy(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	toks, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	resource := hs.URL + "/mcp"
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer svc-token" {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+oauth.MetadataURL(resource)+`"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		http.Error(w, "not an MCP server", http.StatusNotFound)
+	})
+	denied, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	var hits atomic.Int64
+	deniedSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		http.NotFound(w, nil)
+	})}
+	go func() { _ = deniedSrv.Serve(denied) }()
+	t.Cleanup(func() { _ = deniedSrv.Close() })
+	mux.HandleFunc(oauth.WellKnownPath+"/mcp", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"resource":%q,"authorization_servers":["http://%s"]}`, resource, denied.Addr())
+	})
+	open := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(open.Close)
+
+	out := backend.NewOutbound(backend.OutboundConfig{Deny: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}}, "")
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: out,
+		RedirectURL: "http://127.0.0.1:1" + backendauth.CallbackPath, Logger: logger})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks, OAuth: flows})}
+	register := func(name, url, slot string) string {
+		t.Helper()
+		r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP","auto_connect":false,`+
+			`"connection_config":{"base_url":"`+url+`"},"credential_mode":"per_user","user_credential":`+slot+`}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", name, r.status, r.body)
+		}
+		return r.json(t)["id"].(string)
+	}
+	start := func(id string) response {
+		t.Helper()
+		return e.authDo(t, credAliceToken, "POST", base+"/servers/"+id+"/credentials/me/oauth", "")
+	}
+	r := start(register("meta", resource, `{"oauth":{}}`))
+	m := wantError(t, r, http.StatusBadGateway, "SERVER_UNAVAILABLE")
+	if d := fmt.Sprint(m["detail"]); !strings.Contains(d, "127.0.0.2") || !strings.Contains(d, "refused") {
+		t.Fatalf("start against a denied authorization server: %s", r.body)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the denied authorization server got %d requests", hits.Load())
+	}
+	wantError(t, start(register("open", open.URL+"/mcp", `{"oauth":{}}`)), http.StatusBadGateway, "SERVER_UNAVAILABLE")
+	wantError(t, start(register("keyed", open.URL+"/mcp", `{"header":"Authorization","prefix":"Bearer "}`)), http.StatusConflict, "CREDENTIAL_NOT_ACCEPTED")
+	if flows.Pending() != 0 {
+		t.Fatalf("%d flows pending after refused starts", flows.Pending())
 	}
 }
