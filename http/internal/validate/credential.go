@@ -309,3 +309,11 @@ func OAuthState(body []byte) (string, []FieldError) {
 	}
 	return s, nil
 }
+
+// OAuthStateSchema is POST /oauth/complete's body.
+func OAuthStateSchema() *jsonschema.Schema {
+	return object([]property{
+		prop("state", &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(MaxOAuthStateLength),
+			Description: "The state of the caller's flow (the console reads it from #oauth=<state>)"}),
+	}, "state")
+}

@@ -110,8 +110,9 @@ function App() {
   const [authError, setAuthError] = useState(null);
   const [tab, setTab] = useState('servers');
   const [credentialFor, setCredentialFor] = useState(credentialTarget());
+  const [oauthState, setOAuthState] = useState(oauthTarget());
   useEffect(() => {
-    const onHash = () => setCredentialFor(credentialTarget());
+    const onHash = () => { setCredentialFor(credentialTarget()); setOAuthState(oauthTarget()); };
     window.addEventListener('hashchange', onHash);
     return () => window.removeEventListener('hashchange', onHash);
   }, []);
@@ -153,6 +154,7 @@ function App() {
     </header>
     <main>
       ${credentialFor && html`<${CredentialPage} serverId=${credentialFor} onDone=${() => { history.replaceState(null, '', location.pathname); setCredentialFor(null); }} />`}
+      ${oauthState && html`<${OAuthCompletePage} flowState=${oauthState} onDone=${() => { history.replaceState(null, '', location.pathname); setOAuthState(null); }} />`}
       ${!admin && html`<div class="notice" data-testid="read-only">Read-only: this token has client scope. Registering and changing servers, tool curation, profiles and the audit log need an admin token.</div>`}
       ${tab === 'servers' && html`<${Servers} admin=${admin} />`}
       ${tab === 'search' && html`<${Search} />`}
@@ -196,6 +198,50 @@ function credentialTarget() {
   return m ? decodeURIComponent(m[1]) : null;
 }
 
+// oauthTarget is the state of the caller's OAuth flow the daemon's callback sent the browser back with
+// (#oauth=<state>).
+function oauthTarget() {
+  const m = /^#oauth=([^&]+)/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+// OAuthCompletePage completes the signed-in user's own OAuth flow of a backend (POST /oauth/complete): the daemon
+// exchanges the code and keeps the tokens; only the user who started the flow can complete it.
+function OAuthCompletePage({ flowState, onDone }) {
+  const [state, setState] = useState({});
+  useEffect(() => {
+    api('POST', '/api/v1/aggregator/oauth/complete', { state: flowState })
+      .then((r) => setState({ ok: r }), (err) => setState({ error: err.message }));
+  }, [flowState]);
+  return html`<div class="card narrow" data-testid="oauth-complete-page">
+    <h2>Authorization</h2>
+    ${!state.ok && !state.error && html`<p class="muted">Completing the authorization…</p>`}
+    ${state.ok && html`<p data-testid="oauth-authorized">Authorized for ${state.ok.server}. Return to your client: the call that asked for it goes on.</p>`}
+    ${state.error && html`<p class="error" data-testid="oauth-error">${state.error}</p>`}
+    <div class="actions"><button class="btn" type="button" onClick=${onDone}>Close</button></div>
+  </div>`;
+}
+
+// OAuthStart starts the user's OAuth authorization of a backend and sends the browser to its authorization server.
+function OAuthStart({ server }) {
+  const [error, setError] = useState(null);
+  const go = async () => {
+    try {
+      const r = await api('POST', `/api/v1/aggregator/servers/${encodeURIComponent(server.id)}/credentials/me/oauth`);
+      location.assign(r.authorization_url);
+    } catch (err) {
+      setError(err.message);
+    }
+  };
+  return html`<div>
+    <p class="muted">This server's backend asks each user to authorize it with their own account. You will sign in at
+      its authorization server and come back here; the tokens are kept encrypted, used only for your calls, and never
+      shown.</p>
+    <div class="actions"><button class="btn primary" type="button" data-testid="oauth-start" onClick=${go}>Authorize ${server.name}</button></div>
+    ${error && html`<p class="error" data-testid="oauth-error">${error}</p>`}
+  </div>`;
+}
+
 function CredentialPage({ serverId, onDone }) {
   const [secret, setSecret] = useState('');
   const [server, setServer] = useState(null);
@@ -203,6 +249,13 @@ function CredentialPage({ serverId, onDone }) {
   useEffect(() => {
     api('GET', `/api/v1/aggregator/servers/${encodeURIComponent(serverId)}`).then(setServer, () => setServer(null));
   }, [serverId]);
+  if (server && server.user_credential && server.user_credential.oauth) {
+    return html`<div class="card narrow" data-testid="credential-page">
+      <h2>Your authorization for ${server.name}</h2>
+      <${OAuthStart} server=${server} />
+      <div class="actions"><button class="btn" type="button" onClick=${onDone}>Close</button></div>
+    </div>`;
+  }
   const save = async (e) => {
     e.preventDefault();
     if (!secret) return;
