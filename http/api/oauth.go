@@ -61,6 +61,14 @@ func (s *server) flows() (*backendauth.Flows, error) {
 	return s.oauth, nil
 }
 
+// pendingFlows is the flow runner for the steps of a flow already started: without one, no flow is pending (404).
+func (s *server) pendingFlows() (*backendauth.Flows, error) {
+	if s.oauth == nil {
+		return nil, oauthError(backendauth.ErrUnknownFlow, "", "")
+	}
+	return s.oauth, nil
+}
+
 // POST /servers/{id}/credentials/me/oauth: starts the caller's authorization of the server's backend. 200 with the
 // authorization URL the caller's browser opens and until when the flow waits.
 func (s *server) startOAuth(c *fiber.Ctx) error {
@@ -73,17 +81,20 @@ func (s *server) startOAuth(c *fiber.Ctx) error {
 			return err
 		}
 	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), oauthStartTimeout)
+	defer cancel()
+	srv, err := s.perUserServer(ctx, id, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	if srv.UserCredential == nil || srv.UserCredential.OAuth == nil {
+		return oauthError(backendauth.ErrNotOAuth, srv.ID, srv.Name)
+	}
 	flows, err := s.flows()
 	if err != nil {
 		return err
 	}
 	if err := s.sealing(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(c.UserContext(), oauthStartTimeout)
-	defer cancel()
-	srv, err := s.perUserServer(ctx, id, c.Params("id"))
-	if err != nil {
 		return err
 	}
 	sub := gateway.CredentialSubject(identityOf(c))
@@ -101,7 +112,7 @@ func (s *server) startOAuth(c *fiber.Ctx) error {
 // that completes it as the signed-in caller (303 to <console>#oauth=<state>). An unknown, used or expired state is
 // 404.
 func (s *server) oauthCallback(c *fiber.Ctx) error {
-	flows, err := s.flows()
+	flows, err := s.pendingFlows()
 	if err != nil {
 		return err
 	}
@@ -133,7 +144,7 @@ func (s *server) completeOAuth(c *fiber.Ctx) error {
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}
-	flows, err := s.flows()
+	flows, err := s.pendingFlows()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -40,7 +42,17 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
 	t.Cleanup(mgr.Close)
-	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks, Tasks: mgr,
+	// OAuth to a protected backend (issue 28): a go-sdk backend behind oidc-provider.
+	oauthLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oauthResource := "http://" + oauthLn.Addr().String() + "/mcp"
+	oauthRedirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	oauthBackend(t, oauthLn, oauthResource, startBackendAS(t, oauthResource, oauthRedirect))
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: oauthRedirect,
+		EndSession: sys.EndUserSession, Logger: logger})
+	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks, Tasks: mgr, OAuth: flows,
 		Metrics: metrics.New(func() metrics.Snapshot { return metrics.Snapshot{} })})
 	e := &env{app: app}
 
@@ -94,7 +106,12 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	exercised := map[string]bool{}
 	check := func(route, token, method, path, body string, want int) response {
 		t.Helper()
-		r := e.authDo(t, token, method, path, body)
+		var r response
+		if token == "" { // an open route (the OAuth callback: a browser without a token)
+			r = e.do(t, method, path, body)
+		} else {
+			r = e.authDo(t, token, method, path, body)
+		}
 		if r.status != want {
 			t.Fatalf("%s %s: status %d, want %d: %s", method, path, r.status, want, r.body)
 		}
@@ -270,6 +287,20 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	check("DELETE "+b+"/servers/:id/credentials/:subject", cli, "DELETE", per+"/credentials/token:ci", "", 403)
 	check("DELETE "+b+"/servers/:id/credentials/:subject", adm, "DELETE", per+"/credentials/token:ci", "", 204)
 	check("DELETE "+b+"/servers/:id/credentials/:subject", adm, "DELETE", per+"/credentials/token%3Aci", "", 404)
+	// A caller's OAuth flow: start, the authorization server's redirect to the callback (303 is its success), the
+	// caller's completion.
+	r = check("POST "+b+"/servers", adm, "POST", b+"/servers", `{"name":"oauthed","transport_type":"HTTP","auto_connect":false,`+
+		`"connection_config":{"base_url":"`+oauthResource+`"},"credential_mode":"per_user","user_credential":{"oauth":{}}}`, 201)
+	oauthed := b + "/servers/" + r.json(t)["id"].(string)
+	check("POST "+b+"/servers/:id/credentials/me/oauth", cli, "POST", sid+"/credentials/me/oauth", "", 409)
+	authURL, _ := check("POST "+b+"/servers/:id/credentials/me/oauth", cli, "POST", oauthed+"/credentials/me/oauth", "", 200).json(t)["authorization_url"].(string)
+	cb := browse(t, authURL, oauthRedirect)
+	check("GET "+b+"/oauth/callback", "", "GET", b+"/oauth/callback?"+cb.RawQuery, "", 303)
+	exercised["GET "+b+"/oauth/callback"] = true
+	check("GET "+b+"/oauth/callback", "", "GET", b+"/oauth/callback?"+cb.RawQuery, "", 404)
+	check("POST "+b+"/oauth/complete", cli, "POST", b+"/oauth/complete", `{"state":1}`, 422)
+	check("POST "+b+"/oauth/complete", cli, "POST", b+"/oauth/complete", `{"state":"`+cb.Query().Get("state")+`"}`, 201)
+	check("POST "+b+"/oauth/complete", cli, "POST", b+"/oauth/complete", `{"state":"`+cb.Query().Get("state")+`"}`, 404)
 	check("GET "+api.LivePath, "", "GET", api.LivePath, "", 200)
 	check("GET "+api.ReadyPath, "", "GET", api.ReadyPath, "", 200)
 	check("GET "+api.WhoamiPath, cli, "GET", api.WhoamiPath, "", 200)
