@@ -288,8 +288,8 @@ func classifyUserError(err error, rec persistence.Server, status string) (*pb.Er
 		return credentialRequired(rec, status), true
 	case errors.Is(err, ErrProxyConnect):
 		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
-			Message: fmt.Sprintf("Your session of server %s could not connect (is your credential right? replace it with PUT %s): %v",
-				rec.Name, gateway.CredentialPath(rec.ID), err)}, true
+			Message: fmt.Sprintf("Your session of server %s could not connect (is your credential right? %s): %v",
+				rec.Name, replaceHint(rec), err)}, true
 	case errors.Is(err, ErrProxyClosed):
 		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
 			Message: fmt.Sprintf("Your session of server %s closed during the call; retry", rec.Name)}, true
@@ -467,4 +467,13 @@ func tokenSecrets(tokens []string) *backend.Secrets {
 	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
 	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},
 		func(string) (string, bool) { return "", false })
+}
+
+// replaceHint says how a caller replaces their credential: a new authorization for an OAuth server, else a new
+// secret.
+func replaceHint(rec persistence.Server) string {
+	if rec.UserCredential != nil && rec.UserCredential.OAuth != nil {
+		return "authorize again with POST " + gateway.OAuthStartPath(rec.ID)
+	}
+	return "replace it with PUT " + gateway.CredentialPath(rec.ID)
 }
