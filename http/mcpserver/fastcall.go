@@ -468,25 +468,28 @@ func (s *fastStream) event(msg []byte) error {
 	return err
 }
 
-// answer writes the call's JSON-RPC response and closes the stream.
+// answer writes the call's JSON-RPC response and closes the stream, encoded as the go-sdk's JSON-RPC connection
+// encodes it (jsonMarshal: no HTML escaping).
 func (s *fastStream) answer(id json.RawMessage, res mcp.Result, err error) {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
 	b.Write(id)
+	mark := b.Len()
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
 	if err == nil {
-		var out []byte
-		if out, err = json.Marshal(res); err == nil {
-			b.WriteString(`,"result":`)
-			b.Write(out)
+		b.WriteString(`,"result":`)
+		if err = enc.Encode(res); err != nil {
+			b.Truncate(mark)
 		}
 	}
 	if err != nil {
-		out, _ := json.Marshal(wireError(err))
 		b.WriteString(`,"error":`)
-		b.Write(out)
+		_ = enc.Encode(wireError(err))
 	}
-	b.WriteByte('}')
-	_ = s.event(b.Bytes())
+	out := bytes.TrimRight(b.Bytes(), "\n")
+	out = append(out, '}')
+	_ = s.event(out)
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()

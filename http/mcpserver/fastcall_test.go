@@ -214,7 +214,7 @@ func TestFastCallAuth(t *testing.T) {
 	c := r.connect(t, clientToken, false)
 	waitFor(t, "back__echo listed", func() bool { return slices.Contains(c.toolNames(t), "back__echo") })
 	raw := func(token string) (int, string) {
-		body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"back__echo","arguments":{}}}`
+		body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"back__echo","arguments":{"q":"a"}}}`
 		req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", bytes.NewReader([]byte(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -232,7 +232,8 @@ func TestFastCallAuth(t *testing.T) {
 	n := func() uint64 { return mcpserver.FastCalls(r.ep) }
 
 	before := n()
-	if code, body := raw(clientToken); code != http.StatusOK || !strings.Contains(body, `"id":77`) || !strings.Contains(body, "event: message") {
+	// Answered as the go-sdk answers: one SSE event, the id as sent.
+	if code, body := raw(clientToken); code != http.StatusOK || !strings.HasPrefix(body, `event: message`+"\ndata: "+`{"jsonrpc":"2.0","id":77,"result":`) {
 		t.Fatalf("the session's own token: %d %s", code, body)
 	}
 	if n() != before+1 {
