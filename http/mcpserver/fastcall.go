@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 // was.
 func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) bool {
 	fs := f.known(sid)
-	if fs == nil || f.chain == nil || !fastHeaders(r) {
+	if fs == nil || f.chain == nil || !fastHeaders(r) || !f.s.hostGuarded && rebound(r) {
 		return false
 	}
 	p := fs.ss.InitializeParams()
@@ -344,6 +345,26 @@ func fastHeaders(r *http.Request) bool {
 		}
 	}
 	return jsonOK && sseOK
+}
+
+// rebound is the go-sdk's DNS rebinding check (on unless Options.HostGuarded): a request that reached a loopback
+// address under a Host that is not loopback is the go-sdk's to refuse (403).
+func rebound(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && loopback(local.String()) && !loopback(r.Host)
+}
+
+// loopback reports whether host (with or without a port) is localhost or a loopback IP address.
+func loopback(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // fastCallable reports whether a client's calls may take the fast path: one that declared sampling or elicitation

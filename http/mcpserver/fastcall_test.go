@@ -207,13 +207,14 @@ func (c *client) progressSeen() []float64 {
 	return slices.Clone(c.progress)
 }
 
-// TestFastCallAuth: with tokens, a session's fast calls are rate-limited per client like every call, and a POST
-// of another token with the session's id is refused by the go-sdk's session binding (403), not served.
+// TestFastCallAuth: with tokens, a session's fast calls are rate-limited per client like every call; a POST of
+// another token with the session's id is refused by the go-sdk's session binding (403), and one to the loopback
+// listener under another Host by its DNS rebinding check (403), neither served.
 func TestFastCallAuth(t *testing.T) {
 	r := newAuthRig(t, auth.NewLimiter(0.01, 3))
 	c := r.connect(t, clientToken, false)
 	waitFor(t, "back__echo listed", func() bool { return slices.Contains(c.toolNames(t), "back__echo") })
-	raw := func(token string) (int, string) {
+	raw := func(token string, host ...string) (int, string) {
 		body := `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"back__echo","arguments":{"q":"a"}}}`
 		req, _ := http.NewRequest(http.MethodPost, r.url+"/mcp", bytes.NewReader([]byte(body)))
 		req.Header.Set("Content-Type", "application/json")
@@ -221,6 +222,9 @@ func TestFastCallAuth(t *testing.T) {
 		req.Header.Set("Mcp-Session-Id", c.sess.ID())
 		req.Header.Set("Mcp-Protocol-Version", actors.ProtocolVersion)
 		req.Header.Set("Authorization", "Bearer "+token)
+		if len(host) > 0 {
+			req.Host = host[0]
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -242,8 +246,11 @@ func TestFastCallAuth(t *testing.T) {
 	if code, body := raw(adminToken); code != http.StatusForbidden {
 		t.Fatalf("another token on the session: %d %s", code, body)
 	}
+	if code, body := raw(clientToken, "rebound.example"); code != http.StatusForbidden {
+		t.Fatalf("a loopback listener reached under another host name (DNS rebinding): %d %s", code, body)
+	}
 	if n() != before+1 {
-		t.Fatal("another token's call took the fast path")
+		t.Fatal("another token's or another host's call took the fast path")
 	}
 	for i := 0; i < 2; i++ { // the burst is 3: the raw call was the first
 		if res := callTool(t, c, "back__echo", nil); res.IsError {
