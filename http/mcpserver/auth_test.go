@@ -46,6 +46,7 @@ type authRig struct {
 	store   persistence.Store
 	url     string
 	backend string
+	ep      *mcpserver.Server
 }
 
 // newAuthRig serves the endpoint behind auth.Middleware as the daemon does (admin "ops", client "ci"), with one
@@ -78,7 +79,7 @@ func newAuthRig(t *testing.T, limiter *auth.Limiter) *authRig {
 	mux.Handle("/mcp/servers/", ep.StreamableHandler()) // stands in for the per-server endpoint
 	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
 	t.Cleanup(hs.Close)
-	r := &authRig{sys: sys, store: st, url: hs.URL, backend: echoBackend(t)}
+	r := &authRig{sys: sys, store: st, url: hs.URL, backend: echoBackend(t), ep: ep}
 	raw, _ := json.Marshal(map[string]any{"base_url": r.backend})
 	if _, err := sys.Register(ctx, actors.RegisterRequest{Name: "back", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: raw, AutoConnect: true}); err != nil {

@@ -138,6 +138,7 @@ type Server struct {
 
 	backendTool mcp.ToolHandler // s.callBackend, made once
 	held        *heldCalls      // calls of 2026-07-28 clients waiting for their input
+	fast        *fastCalls      // the fast path of tools/call (fastcall.go)
 
 	mu      sync.Mutex
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
@@ -223,6 +224,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
+	s.fast = newFastCalls(s) // after every other receiving middleware: it captures the whole chain
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -262,7 +264,7 @@ func (s *Server) StreamableHandler() http.Handler {
 	// beside the stateful one, on the same server (tools, prompts, resources, notifications), chosen per request.
 	modern := mcp.NewStreamableHTTPHandler(server,
 		&mcp.StreamableHTTPOptions{Logger: logger, Stateless: true, DisableLocalhostProtection: s.hostGuarded})
-	return s.LoopGuard(s.taskRequests(s.sessions.streamable(sdk, modern)))
+	return s.LoopGuard(s.taskRequests(s.fast.handler(s.sessions.streamable(sdk, modern))))
 }
 
 // ModernProtocol is the first protocol revision without sessions (SEP-2575): its requests carry their version in
@@ -507,7 +509,7 @@ func (s *Server) relayedCall(ctx context.Context, req *mcp.CallToolRequest, id a
 	if req != nil && req.Session != nil {
 		ctx = s.withCredentialAsk(ctx, sessionRelay{req.Session}, id)
 	}
-	return s.call(withRelay(ctx, req), c)
+	return s.call(withCallRelay(ctx, req), c)
 }
 
 // progressFunc forwards backend progress to the client that asked for it with a progress token.
