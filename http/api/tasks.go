@@ -147,8 +147,11 @@ func (s *server) startTaskCall(c *fiber.Ctx, id auth.Identity, req validate.Call
 	if err != nil {
 		return mapError(err, subject{id: req.ServerID})
 	}
+	granted := s.tasks.TTL(ttl)
 	t, err := s.tasks.Start(c.UserContext(), id, req.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
-		return s.taskCall(ctx, call)
+		// A tool its backend runs as a task is called with one, and the backend's task followed
+		// (actors/server/tasks_backend.go).
+		return s.taskCall(tasks.WithBackendTask(ctx, granted), call)
 	})
 	if err != nil {
 		if e := apierror.TaskError(err, "", s.tasks.MaxOpen()); e != nil && e.Code != apierror.CodeInternal {
