@@ -214,7 +214,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
 	gen, self := a.sess.gen, a.self
 	go func() {
-		lctx, cancel := context.WithTimeout(context.Background(), timeout)
+		lctx, cancel := context.WithTimeout(withWireWatch(context.Background()), timeout) // tasks_backend.go
 		defer cancel()
 		reply := &pb.ListToolsReply{}
 		for tool, err := range sess.Tools(lctx, nil) {

@@ -56,6 +56,10 @@ type rpcMark struct {
 // backend declared tasks for tools/call. Safe for concurrent use.
 type taskWire struct {
 	tasks atomic.Bool
+	// initDone is set once the initialize answer was read; watched counts the answers the wire waits for (a
+	// plain call's answer, when none is awaited, passes with one atomic read).
+	initDone atomic.Bool
+	watched  atomic.Int32
 
 	mu      sync.Mutex
 	wrapped map[jsonrpc.ID]bool // marked requests in flight -> whether the answer is wrapped
@@ -90,11 +94,13 @@ func (w *taskWire) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
 		id := req.ID
 		w.initID = &id
 		w.mu.Unlock()
+		w.watched.Add(1)
 		return req
 	case req.Method == "tools/list" && req.ID.IsValid():
 		w.mu.Lock()
 		w.lists[req.ID] = true
 		w.mu.Unlock()
+		w.watched.Add(1)
 		return req
 	case req.Method != "tools/call" || !req.ID.IsValid() || !bytes.Contains(req.Params, []byte(rpcMetaKey)):
 		return req
@@ -109,6 +115,7 @@ func (w *taskWire) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
 	w.mu.Lock()
 	w.wrapped[req.ID] = mark.Wrap
 	w.mu.Unlock()
+	w.watched.Add(1)
 	out := *req
 	out.Method, out.Params = mark.Method, mark.Params
 	return &out
@@ -125,7 +132,7 @@ func (w *taskWire) watching(id jsonrpc.ID) bool {
 // incoming reads the answer to initialize and wraps the answer to a marked request: {"content": [], "_meta":
 // {rpcMetaKey: answer}}, which the go-sdk decodes as the CallToolResult its tools/call waits for.
 func (w *taskWire) incoming(res *jsonrpc.Response) {
-	if !res.ID.IsValid() {
+	if !res.ID.IsValid() || w.watched.Load() <= 0 {
 		return
 	}
 	w.mu.Lock()
@@ -138,6 +145,12 @@ func (w *taskWire) incoming(res *jsonrpc.Response) {
 	list := w.lists[res.ID]
 	delete(w.lists, res.ID)
 	w.mu.Unlock()
+	if marked || isInit || list {
+		w.watched.Add(-1)
+	}
+	if isInit {
+		w.initDone.Store(true)
+	}
 	switch {
 	case list && res.Error == nil && bytes.Contains(res.Result, []byte(`"taskSupport"`)):
 		var page struct {
@@ -207,7 +220,7 @@ type taskConn struct {
 }
 
 func (c *taskConn) Write(ctx context.Context, m jsonrpc.Message) error {
-	if r, ok := m.(*jsonrpc.Request); ok {
+	if r, ok := m.(*jsonrpc.Request); ok && (r.Method != "tools/call" || wireWatched(ctx)) {
 		m = c.w.outgoing(r)
 	}
 	return c.Connection.Write(ctx, m)
@@ -233,7 +246,9 @@ type taskRoundTripper struct {
 }
 
 func (t taskRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.Body == nil || req.GetBody == nil {
+	// Only the requests the wire watches are read: the session's first ones (up to its initialize answer), and
+	// those sent with a watching context (followBackendTask's, tools/list's); a plain call passes untouched.
+	if req.Method != http.MethodPost || req.Body == nil || req.GetBody == nil || t.w.initDone.Load() && !wireWatched(req.Context()) {
 		return t.next.RoundTrip(req)
 	}
 	// The go-sdk POSTs one message per request, from a buffer (GetBody is set): reading it costs no stream.
@@ -336,6 +351,17 @@ func (s *sseRewriter) rewrite(line []byte) []byte {
 	return out
 }
 
+// wireWatchKey marks the context of a request the wire must look at: a marked tools/call, or a tools/list (over
+// HTTP, other requests are passed on unread).
+type wireWatchKey struct{}
+
+// withWireWatch marks ctx's requests for the wire.
+func withWireWatch(ctx context.Context) context.Context {
+	return context.WithValue(ctx, wireWatchKey{}, true)
+}
+
+func wireWatched(ctx context.Context) bool { return ctx.Value(wireWatchKey{}) != nil }
+
 // backendRPC sends method with params on sess through the wire and returns its answer.
 func backendRPC(ctx context.Context, sess *mcp.ClientSession, tool, method string, params any) (json.RawMessage, error) {
 	res, err := sess.CallTool(ctx, markedCall(tool, method, params, true))
@@ -368,6 +394,7 @@ type backendTask struct {
 // meanwhile reach the task's client through the session's relay). When ctx ends first, the backend's task is
 // cancelled (tasks/cancel). A backend that answers the call at once (no task) is answered with that result.
 func followBackendTask(ctx context.Context, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration) (*mcp.CallToolResult, error) {
+	ctx = withWireWatch(ctx)
 	call := map[string]any{"name": params.Name, "arguments": params.Arguments, "task": map[string]any{"ttl": ttl.Milliseconds()}}
 	if len(params.Meta) > 0 {
 		call["_meta"] = params.Meta
