@@ -123,7 +123,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
 		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
-			res, err = followBackendTask(cctx, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond)
+			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond)
 		default:
 			res, err = sess.CallTool(cctx, params)
 		}

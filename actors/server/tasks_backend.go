@@ -87,7 +87,7 @@ func (w *taskWire) supported(tool string) bool {
 
 // outgoing is req as sent: a marked tools/call becomes the request it carries; initialize is noted (its answer
 // says whether the backend has tasks). Other requests are returned unchanged.
-func (w *taskWire) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
+func (w *taskWire) outgoing(ctx context.Context, req *jsonrpc.Request) *jsonrpc.Request {
 	switch {
 	case req.Method == "initialize" && req.ID.IsValid():
 		w.mu.Lock()
@@ -116,6 +116,9 @@ func (w *taskWire) outgoing(req *jsonrpc.Request) *jsonrpc.Request {
 	w.wrapped[req.ID] = mark.Wrap
 	w.mu.Unlock()
 	w.watched.Add(1)
+	if ww, ok := ctx.Value(wireWatchKey{}).(*wireWatch); ok {
+		ww.add(req.ID)
+	}
 	out := *req
 	out.Method, out.Params = mark.Method, mark.Params
 	return &out
@@ -221,7 +224,7 @@ type taskConn struct {
 
 func (c *taskConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	if r, ok := m.(*jsonrpc.Request); ok && (r.Method != "tools/call" || wireWatched(ctx)) {
-		m = c.w.outgoing(r)
+		m = c.w.outgoing(ctx, r)
 	}
 	return c.Connection.Write(ctx, m)
 }
@@ -267,7 +270,7 @@ func (t taskRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || !ok {
 		return t.next.RoundTrip(req)
 	}
-	out := t.w.outgoing(r)
+	out := t.w.outgoing(req.Context(), r)
 	if out != r {
 		if raw, err = jsonrpc.EncodeMessage(out); err != nil {
 			return nil, fmt.Errorf("task wire: encode %s: %w", out.Method, err)
@@ -355,9 +358,43 @@ func (s *sseRewriter) rewrite(line []byte) []byte {
 // HTTP, other requests are passed on unread).
 type wireWatchKey struct{}
 
+// wireWatch is the value of wireWatchKey: the ids of the marked requests sent with the context, whose answers a
+// cancelled request may never get (forget).
+type wireWatch struct {
+	mu  sync.Mutex
+	ids []jsonrpc.ID
+}
+
+func (ww *wireWatch) add(id jsonrpc.ID) {
+	ww.mu.Lock()
+	ww.ids = append(ww.ids, id)
+	ww.mu.Unlock()
+}
+
 // withWireWatch marks ctx's requests for the wire.
 func withWireWatch(ctx context.Context) context.Context {
-	return context.WithValue(ctx, wireWatchKey{}, true)
+	return context.WithValue(ctx, wireWatchKey{}, &wireWatch{})
+}
+
+// forget drops what the wire still awaits of the marked requests sent with ctx (a cancelled request's answer may
+// never come): the wire holds nothing for a follow once it ended.
+func (w *taskWire) forget(ctx context.Context) {
+	ww, ok := ctx.Value(wireWatchKey{}).(*wireWatch)
+	if !ok {
+		return
+	}
+	ww.mu.Lock()
+	ids := ww.ids
+	ww.ids = nil
+	ww.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := w.wrapped[id]; ok {
+			delete(w.wrapped, id)
+			w.watched.Add(-1)
+		}
+	}
 }
 
 func wireWatched(ctx context.Context) bool { return ctx.Value(wireWatchKey{}) != nil }
@@ -393,8 +430,9 @@ type backendTask struct {
 // then tasks/result, which answers the call's CallToolResult once the backend's task ends (the backend's requests
 // meanwhile reach the task's client through the session's relay). When ctx ends first, the backend's task is
 // cancelled (tasks/cancel). A backend that answers the call at once (no task) is answered with that result.
-func followBackendTask(ctx context.Context, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration) (*mcp.CallToolResult, error) {
+func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration) (*mcp.CallToolResult, error) {
 	ctx = withWireWatch(ctx)
+	defer w.forget(ctx)
 	call := map[string]any{"name": params.Name, "arguments": params.Arguments, "task": map[string]any{"ttl": ttl.Milliseconds()}}
 	if len(params.Meta) > 0 {
 		call["_meta"] = params.Meta

@@ -86,7 +86,7 @@ func TestFollowBackendTaskCancel(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := followBackendTask(cctx, sess, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"topic": "x"}}, 90*time.Second)
+		_, err := followBackendTask(cctx, w, sess, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"topic": "x"}}, 90*time.Second)
 		done <- err
 	}()
 	call := next("tools/call")
@@ -110,5 +110,14 @@ func TestFollowBackendTaskCancel(t *testing.T) {
 	}
 	if err := <-done; err == nil {
 		t.Error("a cancelled follow answered a result")
+	}
+	// The tasks/result that was never answered is forgotten: plain answers pass the wire unread again.
+	if n := w.watched.Load(); n != 0 {
+		t.Errorf("the wire still awaits %d answers after the follow ended", n)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.wrapped) != 0 {
+		t.Errorf("the wire holds %d marked requests after the follow ended", len(w.wrapped))
 	}
 }
