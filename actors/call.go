@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/actors/server"
 	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/persistence"
@@ -51,8 +52,12 @@ func (s *System) CallResult(ctx context.Context, r routing.Route, argsJSON []byt
 
 func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress), object bool) (*pb.CallToolReply, *mcp.CallToolResult, error) {
 	deadline := s.callDeadline(ctx)
+	if dl, ok := ctx.Deadline(); ok && tasks.BackendTaskTTL(ctx) > 0 {
+		deadline = dl // a task's call lasts as long as its task (its TTL), not a request's timeout
+	}
 	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object,
-		TraceContext: telemetry.Inject(ctx), Subject: gateway.CallerSubject(ctx)}
+		TraceContext: telemetry.Inject(ctx), Subject: gateway.CallerSubject(ctx),
+		TaskTtlMs: tasks.BackendTaskTTL(ctx).Milliseconds()} // a task's call (issue 30): see server/tasks_backend.go
 	if msg.TraceContext != nil {
 		msg.SentUnixNano = time.Now().UnixNano() // the server actor's mailbox span starts here
 	}

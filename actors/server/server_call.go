@@ -54,7 +54,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand: userCall.
 	// Every other call goes to the server's own session, without a closure of its own.
-	sess := a.sess.session
+	sess, tw := a.sess.session, a.sess.tasks
 	var userCall func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error)
 	if perUser(a.rec) {
 		if info := a.userSessionCheck(m.Subject); info != nil {
@@ -119,9 +119,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		var res *mcp.CallToolResult
 		var scrub func(string) string
 		var err error
-		if userCall != nil {
+		switch {
+		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
-		} else {
+		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
+			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond)
+		default:
 			res, err = sess.CallTool(cctx, params)
 		}
 		took := time.Since(start)
@@ -211,7 +214,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
 	gen, self := a.sess.gen, a.self
 	go func() {
-		lctx, cancel := context.WithTimeout(context.Background(), timeout)
+		lctx, cancel := context.WithTimeout(withWireWatch(context.Background()), timeout) // tasks_backend.go
 		defer cancel()
 		reply := &pb.ListToolsReply{}
 		for tool, err := range sess.Tools(lctx, nil) {

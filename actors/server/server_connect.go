@@ -33,6 +33,7 @@ type connectAttempt struct {
 	mu        sync.Mutex
 	abandoned bool
 	sess      *mcp.ClientSession
+	tasks     *taskWire // set by taskWire
 }
 
 // take returns the session handOver left for the owner (nil when connect failed), once.
@@ -102,6 +103,7 @@ type liveSession struct {
 	b       *backend.Conn
 	cancel  context.CancelFunc
 	closing atomic.Bool
+	tasks   *taskWire // nil: the transport has no task wire (SSE)
 }
 
 // close ends the session, the stdio child's whole process group and pooled HTTP connections.
@@ -187,9 +189,10 @@ func (a *serverActor) startConnect(reason string) {
 	client.AddReceivingMiddleware(a.relayMiddleware)
 	client.AddSendingMiddleware(telemetry.ClientMiddleware(a.rec.Name, a.id))
 	sys, self := a.sys, a.self
+	transport := attempt.taskWire(b) // tasks_backend.go: the backend's own tasks (issue 30)
 	go func() {
 		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
-			return client.Connect(sctx, b.Transport(), &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
+			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 		})
 		if !ok {
 			return
@@ -224,7 +227,7 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		a.connectFailed(err, "")
 		return
 	}
-	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel}
+	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel, tasks: attempt.tasks}
 	a.sess = live
 	a.deps.Metrics.BackendSession(a.rec.Name, true)
 	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).

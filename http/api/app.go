@@ -226,6 +226,7 @@ func New(d Deps) *fiber.App {
 	app.Get(LivePath, s.live)
 	app.Get(ReadyPath, s.ready)
 	app.Post("/api/v1/tools/call", s.watchDisconnect, s.callTool)
+	app.Get(TasksPath, s.listTasks)
 	app.Get(TasksPath+"/:id", s.getTask)
 	app.Delete(TasksPath+"/:id", s.cancelTask)
 	app.Post("/api/v1/search", s.searchTools)

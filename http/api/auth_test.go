@@ -78,6 +78,8 @@ var adminRoutes = map[string]bool{
 	"GET /readyz":                                               false,
 	"HEAD /readyz":                                              false,
 	"POST /api/v1/tools/call":                                   false,
+	"GET " + TasksPath:                                          false,
+	"HEAD " + TasksPath:                                         false,
 	"GET " + TasksPath + "/:id":                                 false,
 	"HEAD " + TasksPath + "/:id":                                false,
 	"DELETE " + TasksPath + "/:id":                              false,

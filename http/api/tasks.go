@@ -147,8 +147,11 @@ func (s *server) startTaskCall(c *fiber.Ctx, id auth.Identity, req validate.Call
 	if err != nil {
 		return mapError(err, subject{id: req.ServerID})
 	}
+	granted := s.tasks.TTL(ttl)
 	t, err := s.tasks.Start(c.UserContext(), id, req.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
-		return s.taskCall(ctx, call)
+		// A tool its backend runs as a task is called with one, and the backend's task followed
+		// (actors/server/tasks_backend.go).
+		return s.taskCall(tasks.WithBackendTask(ctx, granted), call)
 	})
 	if err != nil {
 		if e := apierror.TaskError(err, "", s.tasks.MaxOpen()); e != nil && e.Code != apierror.CodeInternal {
@@ -217,4 +220,41 @@ func (s *server) taskError(err error, id string) error {
 		return e
 	}
 	return err
+}
+
+// taskList is a page of tasks, newest first.
+type taskList struct {
+	Tasks   []taskView `json:"tasks"`
+	Limit   int        `json:"limit"`
+	Offset  int        `json:"offset"`
+	HasMore bool       `json:"has_more"`
+}
+
+// GET /api/v1/tasks[?all=true&limit=N&offset=N]: a page of the caller's tasks, newest first; an admin with
+// all=true gets every owner's (all from another caller is refused 403, never silently narrowed).
+func (s *server) listTasks(c *fiber.Ctx) error {
+	if s.tasks == nil {
+		return tasksOff()
+	}
+	v := strictjson.New("query")
+	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
+	all := queryBool(c, v, "all")
+	if v.Count() > 0 {
+		return apierror.Validation(v.Errors())
+	}
+	id := identityOf(c)
+	if all && !id.Allows(auth.ScopeAdmin) {
+		return &apierror.Error{Status: fiber.StatusForbidden, Code: apierror.CodeForbidden,
+			Detail: "Listing every caller's tasks (all=true) needs the admin scope"}
+	}
+	list, more, err := s.tasks.List(c.UserContext(), id, all, limit, offset)
+	if err != nil {
+		return s.taskError(err, "")
+	}
+	out := taskList{Tasks: make([]taskView, 0, len(list)), Limit: limit, Offset: offset, HasMore: more}
+	for _, t := range list {
+		out.Tasks = append(out.Tasks, newTaskView(t))
+	}
+	return c.JSON(out)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
@@ -428,8 +429,16 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any
 	}
 	c.Start = time.Now()
 	s.recordUse(actorName(id), p.Name)
+	granted := s.opts.Tasks.TTL(ttl)
+	relayTo := s.sessionByID(r.Header.Get("Mcp-Session-Id"))
 	t, err := s.opts.Tasks.Start(r.Context(), id, p.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
-		return s.taskCall(requestid.With(ctx, rid), c)
+		// A backend that supports tasks is called with one and its task followed (actors/server/tasks_backend.go);
+		// its requests meanwhile (input_required: elicitation, sampling) go to the session that started the task.
+		ctx = tasks.WithBackendTask(requestid.With(ctx, rid), granted)
+		if relayTo != nil {
+			ctx = withSessionRelay(ctx, relayTo)
+		}
+		return s.taskCall(ctx, c)
 	})
 	if err != nil {
 		return nil, s.taskFailure(err, "")
@@ -461,4 +470,27 @@ func (t *sessionTable) known(sid string) bool {
 	defer t.mu.Unlock()
 	_, ok := t.byID[sid]
 	return ok
+}
+
+// sessionByID is the go-sdk session of a streamable session id (nil when it has none, or it ended).
+func (s *Server) sessionByID(sid string) *mcp.ServerSession {
+	if sid == "" {
+		return nil
+	}
+	for ss := range s.mcp.Sessions() {
+		if ss.ID() == sid {
+			return ss
+		}
+	}
+	return nil
+}
+
+// withSessionRelay relays the backend's requests during a task's call to ss, the session that started the task,
+// when its client declared elicitation, sampling or roots (as withRelay does for a plain call).
+func withSessionRelay(ctx context.Context, ss *mcp.ServerSession) context.Context {
+	r := sessionRelay{ss}
+	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") && !r.Supports("roots/list") {
+		return ctx
+	}
+	return actors.WithRelay(ctx, r)
 }

@@ -511,7 +511,11 @@ type CallTool struct {
 	Subject string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
 	// sent_unix_nano is when the caller sent the call, set only while tracing (the span of the wait in the server
 	// actor's mailbox starts there; across nodes it includes the hop, and the nodes' clocks).
-	SentUnixNano  int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	SentUnixNano int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// task_ttl_ms, when > 0, asks for the call as a task (issue 30): a backend that declared tasks for tools/call
+	// gets a task-augmented call with this TTL, and the server actor follows the backend's task (tasks/result,
+	// tasks/cancel when the call is cancelled) until it ends; another backend is called normally.
+	TaskTtlMs     int64 `protobuf:"varint,12,opt,name=task_ttl_ms,json=taskTtlMs,proto3" json:"task_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +623,13 @@ func (x *CallTool) GetSubject() string {
 func (x *CallTool) GetSentUnixNano() int64 {
 	if x != nil {
 		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *CallTool) GetTaskTtlMs() int64 {
+	if x != nil {
+		return x.TaskTtlMs
 	}
 	return 0
 }
@@ -2507,7 +2518,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xfd\x03\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\x9d\x04\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2523,7 +2534,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x12\x18\n" +
 	"\asubject\x18\n" +
 	" \x01(\tR\asubject\x12$\n" +
-	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x1a?\n" +
+	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12\x1e\n" +
+	"\vtask_ttl_ms\x18\f \x01(\x03R\ttaskTtlMs\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,38 @@ func TestTasksThroughREST(t *testing.T) {
 	if got := e.authDo(t, taskAliceToken, "GET", api.TasksPath+"/"+slowID+"?wait=1", "").json(t); got["status"] != persistence.TaskCancelled {
 		t.Errorf("cancelled task = %v", got)
 	}
+
+	// GET /api/v1/tasks: each caller lists its own tasks (alice 3, bob 1, the admin none of its own); only an admin
+	// lists everyone's (all=true), another caller asking for all is 403.
+	listIDs := func(token, query string) (ids []string, more bool) {
+		t.Helper()
+		r := e.authDo(t, token, "GET", api.TasksPath+query, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("list %s by %s: %d %s", query, token, r.status, r.body)
+		}
+		page := r.json(t)
+		list, _ := page["tasks"].([]any)
+		for _, it := range list {
+			ids = append(ids, it.(map[string]any)["task_id"].(string))
+		}
+		return ids, page["has_more"] == true
+	}
+	aliceIDs, _ := listIDs(taskAliceToken, "")
+	bobIDs, _ := listIDs(taskBobToken, "")
+	opsIDs, _ := listIDs(auditAdminToken, "")
+	allIDs, _ := listIDs(auditAdminToken, "?all=true")
+	if len(aliceIDs) != 3 || len(bobIDs) != 1 || len(opsIDs) != 0 || len(allIDs) != 4 ||
+		!slices.Contains(aliceIDs, id) || !slices.Contains(aliceIDs, slowID) || slices.Contains(bobIDs, id) || !slices.Contains(allIDs, bobIDs[0]) {
+		t.Errorf("lists: alice %v, bob %v, ops %v, all %v", aliceIDs, bobIDs, opsIDs, allIDs)
+	}
+	if first, more := listIDs(taskAliceToken, "?limit=2"); len(first) != 2 || !more || first[0] != aliceIDs[0] {
+		t.Errorf("first page = %v (more %v)", first, more)
+	}
+	if rest, more := listIDs(taskAliceToken, "?limit=2&offset=2"); len(rest) != 1 || more || rest[0] != aliceIDs[2] {
+		t.Errorf("second page = %v (more %v)", rest, more)
+	}
+	wantError(t, e.authDo(t, taskBobToken, "GET", api.TasksPath+"?all=true", ""), http.StatusForbidden, "FORBIDDEN")
+	wantError(t, e.authDo(t, taskBobToken, "GET", api.TasksPath+"?limit=0", ""), 422, "VALIDATION_ERROR")
 
 	// Refused at once, with no task.
 	before, _, _ := st.ListTasks(context.Background(), persistence.ListTasksFilter{})

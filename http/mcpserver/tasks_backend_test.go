@@ -1,0 +1,182 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+)
+
+// TestBackendTaskFollowed: server-everything's simulate-research-query runs only as a task (taskSupport
+// "required": a plain call is refused). Run as a task through /mcp, the aggregator calls it with a task and follows
+// the backend's task to its end; the ambiguous query's clarification (elicitation/create, sent by the backend while
+// its task is input_required) reaches the client session that started the task, whose answer the report shows.
+// Over stdio and streamable HTTP.
+func TestBackendTaskFollowed(t *testing.T) {
+	for _, transport := range []string{persistence.TransportSTDIO, persistence.TransportHTTP} {
+		t.Run(transport, func(t *testing.T) {
+			r := newBackendTaskRig(t, transport)
+			s := openElicitingRaw(t, r.mux.URL+"/mcp")
+
+			// Without a task, the backend refuses the tool.
+			if a := s.post("tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, false); !strings.Contains(string(a.Result), "requires task augmentation") {
+				t.Fatalf("plain call = %s %+v, want the backend's refusal", a.Result, a.Error)
+			}
+
+			// An ambiguous query: the backend asks which interpretation; the client answers "snake".
+			asked := make(chan string, 1)
+			stop := s.answerElicitations(t, map[string]any{"interpretation": "snake"}, asked)
+			defer stop()
+			created, a := s.start("every__simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})
+			if a.Error != nil || created.TaskID == "" {
+				t.Fatalf("task-augmented call = %s %+v", a.Result, a.Error)
+			}
+			res := s.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+			var payload struct {
+				Content []struct{ Text string } `json:"content"`
+				Meta    map[string]any          `json:"_meta"`
+			}
+			if res.Error != nil || json.Unmarshal(res.Result, &payload) != nil || len(payload.Content) == 0 {
+				t.Fatalf("tasks/result = %s %+v", res.Result, res.Error)
+			}
+			report := payload.Content[0].Text
+			if !strings.Contains(report, "# Research Report: python (snake)") || !strings.Contains(report, "Stage 4: Generating report") {
+				t.Errorf("report = %q, want the backend task's report with the client's clarification", report)
+			}
+			select {
+			case msg := <-asked:
+				if !strings.Contains(msg, "python") {
+					t.Errorf("elicitation message = %q", msg)
+				}
+			default:
+				t.Error("the client never saw the backend's elicitation")
+			}
+			if rel, _ := payload.Meta[tasks.RelatedTaskMetaKey].(map[string]any); rel["taskId"] != created.TaskID {
+				t.Errorf("tasks/result _meta = %v, want our task (not the backend's)", payload.Meta)
+			}
+			if got, _ := s.task("tasks/get", created.TaskID); got.Status != persistence.TaskCompleted {
+				t.Errorf("task = %+v, want completed", got)
+			}
+
+			// A task cancelled while the backend's runs: ours is cancelled, and the backend's call ends.
+			long, a := s.start("every__simulate-research-query", map[string]any{"topic": "rust"})
+			if a.Error != nil {
+				t.Fatalf("second task: %+v", a.Error)
+			}
+			if got, a := s.task("tasks/cancel", long.TaskID); a.Error != nil || got.Status != persistence.TaskCancelled {
+				t.Fatalf("tasks/cancel = %+v %+v", got, a.Error)
+			}
+			waitFor(t, "the followed call to end", func() bool { return r.tasks.Running() == 0 })
+		})
+	}
+}
+
+type backendTaskRig struct {
+	*rig
+	tasks *tasks.Manager
+}
+
+func newBackendTaskRig(t *testing.T, transport string) backendTaskRig {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	t.Cleanup(mgr.Close)
+	r := newRig(t, mcpserver.Options{Tasks: mgr})
+	r.store = st
+	if transport == persistence.TransportSTDIO {
+		cmd, args := peertest.EverythingStdio(t)
+		r.register(t, "every", map[string]any{"command": cmd, "args": args}, transport)
+	} else {
+		p := peertest.StartEverything(t, "streamableHttp")
+		r.register(t, "every", map[string]any{"base_url": p.URL()}, transport)
+	}
+	waitFor(t, "every's task tool routable", func() bool {
+		_, ok := r.sys.Routes().Tool("every.simulate-research-query")
+		return ok && len(r.sys.Routes().Callable()) > 0
+	})
+	return backendTaskRig{rig: r, tasks: mgr}
+}
+
+// openElicitingRaw is openRaw for a client that declares elicitation.
+func openElicitingRaw(t *testing.T, url string) *rawSession {
+	s := &rawSession{t: t, url: url}
+	a := s.post("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"elicitation": map[string]any{}},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}}, false)
+	if a.Error != nil || s.sid == "" {
+		t.Fatalf("initialize: %+v (session %q)", a, s.sid)
+	}
+	s.post("notifications/initialized", nil, true)
+	return s
+}
+
+// answerElicitations opens the session's GET stream and answers every elicitation/create on it with accept and
+// content, sending each request's message to asked; stop closes the stream.
+func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, asked chan<- string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params struct {
+					Message string `json:"message"`
+				} `json:"params"`
+			}
+			if json.Unmarshal([]byte(line), &m) != nil || m.Method != "elicitation/create" {
+				continue
+			}
+			select {
+			case asked <- m.Params.Message:
+			default:
+			}
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"action": "accept", "content": content}})
+			r, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			r.Header.Set("Mcp-Session-Id", s.sid)
+			r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			if res, err := http.DefaultClient.Do(r); err == nil {
+				res.Body.Close()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
