@@ -65,12 +65,25 @@ func TestClusterKillOwnerE2E(t *testing.T) {
 			r := newOutageRig(t, nodes)
 			r.checkProcs.Store(true)
 			r.start()
-			victim, most := nodes[0], -1
-			for _, n := range nodes {
-				if sess, _ := r.sessions(n); len(sess) > most {
-					victim, most = n, len(sess)
+			// The victim is the node that serves the most servers, read once every node answered its scrape and
+			// every server's session was seen.
+			var victim *clusterNode
+			most := 0
+			waitFor(t, 30*time.Second, "every server's session seen on some node", func() bool {
+				victim, most = nil, 0
+				total := 0
+				for _, n := range nodes {
+					sess, ok := r.sessions(n)
+					if !ok {
+						return false
+					}
+					total += len(sess)
+					if victim == nil || len(sess) > most {
+						victim, most = n, len(sess)
+					}
 				}
-			}
+				return total == len(r.names)
+			})
 			var survivors []*clusterNode
 			for _, n := range nodes {
 				if n != victim {
@@ -93,7 +106,9 @@ func TestClusterKillOwnerE2E(t *testing.T) {
 			if by := evictedBy(survivors, victim.id); len(by) == 0 {
 				t.Errorf("no survivor confirmed %s dead and evicted it: the failover waited for the membership's own detection", victim.id)
 			}
-			time.Sleep(time.Second) // the sampler and the callers keep going on the survivors
+			// The sampler and the callers keep going on the survivors for a few more samples.
+			after := r.samples.Load()
+			waitFor(t, 60*time.Second, "ten more samples", func() bool { return r.samples.Load() >= max(after+10, 10) })
 			r.finish()
 			// A call to the killed node itself fails with its connection (it is the client's to retry elsewhere);
 			// every call through a survivor is answered, a failure being a 503 saying why.
