@@ -26,6 +26,12 @@ func (s *System) prepareCluster() error {
 	}
 	s.members = placement.NewMembers(s.deps.NodeID, cc.Address())
 	s.links = placement.NewLinks()
+	if ev, ok := cc.Provider.(placement.Evictor); ok {
+		// A member whose connection with this node breaks is probed, and evicted from the membership when it is
+		// dead, rather than waiting for the provider to notice (placement.Suspicion: failover within a second).
+		sus := &placement.Suspicion{Members: s.members, Evictor: ev, Logger: s.deps.Logger}
+		s.links.OnDown(sus.Suspect)
+	}
 	s.links.Follow(s.sys.EventStream)
 	s.deps.members = s.members
 	// While the store is unreachable, this node gives its sessions up only once the others may take them over
@@ -96,6 +102,8 @@ func (s *System) leaveCluster() {
 	// Leaving the membership first would end them with "the node left while the request was in flight" instead:
 	// linger while such answers go out.
 	time.Sleep(leaveLinger)
+	// The others' connections with this node break as it goes: that is no reason to probe them any more.
+	s.links.OnDown(nil)
 	if !s.deps.Cluster.Leave(5 * time.Second) {
 		s.deps.Logger.Warn("cluster: leaving the membership took too long; stopping anyway")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -52,6 +53,8 @@ type Etcd struct {
 	cancel      context.CancelFunc
 	done        chan struct{}
 	members     map[string]*cluster.Member // key -> member
+	// leaseOf is the lease each member's key is bound to (key -> lease), for Evict.
+	leaseOf map[string]clientv3.LeaseID
 	// publishFn receives the membership after every change (the cluster's member list).
 	publishFn func(cluster.Members)
 }
@@ -102,6 +105,7 @@ func (e *Etcd) start(clusterName string, self *record, publish func(cluster.Memb
 	ctx, cancel := context.WithCancel(context.Background())
 	e.mu.Lock()
 	e.client, e.cancel, e.done, e.members = client, cancel, make(chan struct{}), map[string]*cluster.Member{}
+	e.leaseOf = map[string]clientv3.LeaseID{}
 	e.mu.Unlock()
 	dir := strings.TrimSuffix(e.Prefix, "/") + "/" + clusterName + "/"
 	e.mu.Lock()
@@ -255,11 +259,16 @@ func (e *Etcd) load(ctx context.Context, dir string) (int64, error) {
 		return 0, fmt.Errorf("etcd membership: read the members: %w", err)
 	}
 	members := map[string]*cluster.Member{}
+	leases := map[string]clientv3.LeaseID{}
 	for _, kv := range resp.Kvs {
 		if m, ok := decode(kv.Value); ok {
 			members[string(kv.Key)] = m
+			leases[string(kv.Key)] = clientv3.LeaseID(kv.Lease)
 		}
 	}
+	e.mu.Lock()
+	e.leaseOf = leases
+	e.mu.Unlock()
 	e.publish(members)
 	return resp.Header.Revision, nil
 }
@@ -309,9 +318,15 @@ func (e *Etcd) apply(events []*clientv3.Event) {
 		case mvccpb.PUT:
 			if m, ok := decode(ev.Kv.Value); ok {
 				members[key] = m
+				e.mu.Lock()
+				e.leaseOf[key] = clientv3.LeaseID(ev.Kv.Lease)
+				e.mu.Unlock()
 			}
 		case mvccpb.DELETE:
 			delete(members, key)
+			e.mu.Lock()
+			delete(e.leaseOf, key)
+			e.mu.Unlock()
 			if key == self {
 				// The others saw this member leave: the node must learn that it left (it gives its servers up,
 				// which the others may take over), even if a later event of the batch has it back; and it registers
@@ -369,6 +384,34 @@ func (e *Etcd) Shutdown(bool) error {
 	cancel()
 	<-done
 	return errors.Join(err, client.Close())
+}
+
+// Evict implements placement.Evictor: it revokes the lease of the member whose remoting listens at addr, which
+// deletes its key, so that every node sees it leave now rather than when the lease lapses. The caller has confirmed
+// that the member is dead (placement.Suspicion); were it alive after all, it would learn that it left (its watch
+// sees its key deleted, or its keep-alive ends) and give its servers up, like a member whose lease lapsed. This
+// node is never evicted. false when no other member listens at addr.
+func (e *Etcd) Evict(ctx context.Context, addr string) (bool, error) {
+	e.mu.Lock()
+	client, self := e.client, e.self
+	var lease clientv3.LeaseID
+	for key, m := range e.members {
+		if key != self && m.Address() == addr {
+			lease = e.leaseOf[key]
+			break
+		}
+	}
+	e.mu.Unlock()
+	if client == nil || lease == 0 {
+		return false, nil
+	}
+	if _, err := client.Revoke(ctx, lease); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil // it lapsed or was revoked meanwhile
+		}
+		return false, fmt.Errorf("etcd membership: revoke the lease of the member at %s: %w", addr, err)
+	}
+	return true, nil
 }
 
 // Registered reports whether this member's key is kept alive now (false from when its keep-alive ended until it

@@ -223,3 +223,86 @@ func TestEtcdMemberDeletedRejoinsAsNewIncarnation(t *testing.T) {
 		t.Errorf("m0 does not say it is registered")
 	}
 }
+
+// TestEtcdEvict: a member evicted by another (placement.Suspicion confirmed it dead) leaves every member's view at
+// once, long before its lease would lapse (a minute here): a dead one is gone for good; a live one learns that it
+// left (its lease was revoked) and registers again under its next incarnation. A member never evicts itself, and
+// an address no member has evicts nothing.
+func TestEtcdEvict(t *testing.T) {
+	endpoint := peertest.StartEtcd(t)
+	providers := make([]*Etcd, 3)
+	views := make([]*view, 3)
+	for i := range providers {
+		providers[i] = &Etcd{Endpoints: []string{endpoint}, Prefix: "/test", TTL: time.Minute}
+		views[i] = &view{}
+		self := record{ID: fmt.Sprintf("m%d", i), Host: "127.0.0.1", Port: int32(10000 + i)}
+		if err := providers[i].start("c", &self, views[i].publish); err != nil {
+			t.Fatalf("member %d: %v", i, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range providers[:2] { // m2 dies below
+			_ = p.Shutdown(true)
+		}
+	})
+	waitRaw := func(what, want string, members ...int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for _, i := range members {
+			for {
+				views[i].mu.Lock()
+				last := ""
+				if len(views[i].raw) > 0 {
+					last = views[i].raw[len(views[i].raw)-1]
+				}
+				views[i].mu.Unlock()
+				if last == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: member %d sees %q, want %q", what, i, last, want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	waitRaw("joined", "1@m0,1@m1,1@m2", 0, 1, 2)
+
+	for _, tc := range []struct {
+		name, addr string
+	}{
+		{"itself", "127.0.0.1:10000"},
+		{"an address no member has", "127.0.0.1:9999"},
+	} {
+		if ok, err := providers[0].Evict(t.Context(), tc.addr); ok || err != nil {
+			t.Errorf("evicting %s: %v %v, want false and no error", tc.name, ok, err)
+		}
+	}
+
+	// m2 dies without revoking its lease (its client just stops), as on SIGKILL; m0 evicts it.
+	providers[2].mu.Lock()
+	client := providers[2].client
+	providers[2].mu.Unlock()
+	providers[2].cancel()
+	client.Close()
+	if ok, err := providers[0].Evict(t.Context(), "127.0.0.1:10002"); !ok || err != nil {
+		t.Fatalf("evicting the dead m2: %v %v, want true", ok, err)
+	}
+	waitRaw("m2 evicted", "1@m0,1@m1", 0, 1)
+	// Evicting it again (another survivor that saw its connection break) is no error.
+	if ok, err := providers[1].Evict(t.Context(), "127.0.0.1:10002"); ok || err != nil {
+		t.Errorf("evicting m2 a second time: %v %v, want false and no error", ok, err)
+	}
+
+	// m1 is alive: evicted by mistake, it learns it left and comes back under its next incarnation.
+	if ok, err := providers[0].Evict(t.Context(), "127.0.0.1:10001"); !ok || err != nil {
+		t.Fatalf("evicting m1: %v %v, want true", ok, err)
+	}
+	waitRaw("m1 back", "1@m0,2@m1", 0, 1)
+	views[1].mu.Lock()
+	seen := strings.Join(views[1].raw, " | ")
+	views[1].mu.Unlock()
+	if !strings.Contains(seen, " | 1@m0 | ") {
+		t.Errorf("m1 never saw itself out of the membership: %s", seen)
+	}
+}

@@ -1,7 +1,9 @@
 package placement_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/mcpgw/aggregator/actors/placement"
@@ -53,4 +55,16 @@ func ExampleDecide() {
 	// held by stdio-1: stand-by
 	// granted: own
 	// lost in a cluster: moved
+}
+
+// ExampleDialProbe: a port nothing listens on any more (its process is gone) refuses the probe; a live one answers.
+func ExampleDialProbe() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	fmt.Println(placement.DialProbe(context.Background(), addr, placement.ProbeTimeout) == placement.ProbeAnswered)
+	ln.Close()
+	fmt.Println(placement.DialProbe(context.Background(), addr, placement.ProbeTimeout) == placement.ProbeRefused)
+	// Output:
+	// true
+	// true
 }

@@ -26,6 +26,8 @@ type Links struct {
 	// broken maps a node's remoting address to a channel closed when a connection with it breaks; a watcher that
 	// comes later gets a new one.
 	broken map[string]chan struct{}
+	// onDown, when set, is told of every broken connection (after the watchers), outside the lock.
+	onDown func(addr string)
 }
 
 // NewLinks is a node's links, none broken yet.
@@ -48,11 +50,23 @@ func (l *Links) Watch(addr string) <-chan struct{} {
 // Down records that a connection with the node at addr broke: the requests watching it give up.
 func (l *Links) Down(addr string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if ch, ok := l.broken[addr]; ok {
 		close(ch)
 		delete(l.broken, addr)
 	}
+	fn := l.onDown
+	l.mu.Unlock()
+	if fn != nil {
+		fn(addr)
+	}
+}
+
+// OnDown has fn told of every connection with another node that breaks (Suspicion.Suspect: the node may be dead);
+// fn must not block.
+func (l *Links) OnDown(fn func(addr string)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onDown = fn
 }
 
 // Follow watches this node's endpoints to the others (their writers) on the actor system's event stream.

@@ -119,7 +119,7 @@ func (c clusterConfig) clusterDeps(logger *slog.Logger) (*actors.ClusterConfig, 
 		if err != nil {
 			return nil, err
 		}
-		provider = automanaged.NewWithConfig(time.Second, port, peers...)
+		provider = &membership.Automanaged{AutoManagedProvider: automanaged.NewWithConfig(time.Second, port, peers...)}
 	}
 	return &actors.ClusterConfig{Name: c.Name, Provider: provider, Host: c.Host, Port: c.Port, Advertise: c.Advertise}, nil
 }

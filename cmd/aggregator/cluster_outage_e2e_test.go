@@ -390,6 +390,12 @@ func TestClusterFrozenNodeE2E(t *testing.T) {
 		return len(all) == len(r.names)
 	})
 	t.Logf("the survivors serve every server %v after the freeze", time.Since(frozen).Round(10*time.Millisecond))
+	// The fast failover evicts only a node whose remoting port refuses connections (a dead process): a frozen
+	// process's kernel still accepts them, so its servers were taken over only once the membership dropped it
+	// (its etcd lease lapsed: it could not renew it), never while it might still run them.
+	if by := evictedBy(survivors, victim.id); len(by) > 0 {
+		t.Errorf("%v evicted the frozen %s as dead: a frozen node must be left to the membership's lease", by, victim.id)
+	}
 	time.Sleep(12*time.Second - time.Since(frozen))
 	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -402,6 +408,11 @@ func TestClusterFrozenNodeE2E(t *testing.T) {
 		r.checkProcs.Store(true)
 	}()
 	r.waitRejoined("after the frozen node resumed", 20*time.Second)
+	// Resumed, it learned that it had left, and gave up what it held (the sampler checks it never serves a server
+	// another node holds).
+	if !strings.Contains(victim.logs.String(), "dropped out of the cluster's membership: giving its servers up") {
+		t.Errorf("the resumed %s did not give its servers up", victim.name)
+	}
 	r.failures("after the frozen node resumed", resumed, time.Now())
 	time.Sleep(3 * time.Second)
 	settled := time.Now()

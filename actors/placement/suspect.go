@@ -1,0 +1,179 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Fast failover. A member that dies (SIGKILL, a crash) leaves the membership only when its provider notices: etcd
+// when the member's key lapses (its 3 s lease), automanaged at its next round of health checks (every second).
+// Its remoting connections break at once, though: the kernel closes its sockets, and the others' links see the
+// connections end (Links). A broken link is only a suspicion (connections also churn between live nodes), so this
+// node then confirms it by dialling the member's remoting port: a refusal means no process listens there any more
+// (the remoting listener lives as long as the process), and the member is dead. The node then has the provider
+// take it out of the membership at once (Evictor: etcd revokes its lease, which every node sees through its
+// watch), and every node goes through the ordinary departure (the reconciler takes the member's servers over,
+// through their leases in the store, which stay the authority).
+//
+// A frozen (SIGSTOP) or partitioned member is never evicted this way: the kernel of a stopped process still accepts
+// connections on its port, and a partition drops the dial (no answer), so both fall back to the provider's own
+// detection, after which the member gives its servers up as soon as it runs again (it learns it left), and its
+// writes are fenced by the store meanwhile.
+
+// Evictor is a membership provider that can take a member confirmed dead out of the membership at once.
+type Evictor interface {
+	// Evict takes the member whose remoting listens at addr out of the membership; false when no such member is
+	// known (it left already). It never evicts this node.
+	Evict(ctx context.Context, addr string) (bool, error)
+}
+
+// ProbeResult is what dialling a member's remoting port says.
+type ProbeResult int
+
+const (
+	// ProbeAnswered: something accepted the connection (a live process, or the kernel of a stopped one).
+	ProbeAnswered ProbeResult = iota
+	// ProbeRefused: nothing listens there; the process is gone.
+	ProbeRefused
+	// ProbeNoAnswer: the dial timed out or failed otherwise (a partition, an unreachable host): nothing is known.
+	ProbeNoAnswer
+)
+
+// DialProbe dials addr over TCP within timeout and closes the connection at once.
+func DialProbe(ctx context.Context, addr string, timeout time.Duration) ProbeResult {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		_ = conn.Close()
+		return ProbeAnswered
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return ProbeRefused
+	}
+	return ProbeNoAnswer
+}
+
+// Suspicion confirms the members whose links broke and evicts the dead ones (see above). Its zero value is not
+// usable: set Members and Evictor.
+type Suspicion struct {
+	// Members is this node's view; only a member other than this node is probed.
+	Members *Members
+	// Evictor takes a member confirmed dead out of the membership.
+	Evictor Evictor
+	// Probe dials a member's remoting address (nil: DialProbe with ProbeTimeout).
+	Probe func(ctx context.Context, addr string) ProbeResult
+	// Logger receives what the suspicion decides (nil: discarded).
+	Logger *slog.Logger
+
+	mu      sync.Mutex
+	probing map[string]bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+const (
+	// ProbeTimeout bounds one dial of a suspect's remoting port.
+	ProbeTimeout = 300 * time.Millisecond
+	// probeAttempts and probeInterval: a suspect whose port still answers is dialled again for about a second (a
+	// process being killed may accept a connection in the instant before its listener closes); one that stays
+	// reachable was only churn.
+	probeAttempts = 10
+	probeInterval = 100 * time.Millisecond
+	evictTimeout  = 2 * time.Second
+)
+
+// Suspect is called when a connection with the node at addr broke: it probes that node in the background, once at a
+// time per address, and evicts it if it is a member and is dead.
+func (s *Suspicion) Suspect(addr string) {
+	if id := s.Members.IDAt(addr); id == "" || id == s.Members.self {
+		return
+	}
+	s.mu.Lock()
+	if s.probing == nil {
+		s.probing = map[string]bool{}
+	}
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	if s.probing[addr] || s.ctx.Err() != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.probing[addr] = true
+	ctx := s.ctx
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.probing, addr)
+			s.mu.Unlock()
+		}()
+		s.confirm(ctx, addr)
+	}()
+}
+
+// confirm probes addr until it is refused (evict), gives no answer (leave it to the provider), or answered for
+// probeAttempts in a row (churn), or is no longer a member.
+func (s *Suspicion) confirm(ctx context.Context, addr string) {
+	log := s.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	probe := s.Probe
+	if probe == nil {
+		probe = func(ctx context.Context, addr string) ProbeResult { return DialProbe(ctx, addr, ProbeTimeout) }
+	}
+	for i := 0; i < probeAttempts; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(probeInterval):
+			}
+		}
+		id := s.Members.IDAt(addr)
+		if id == "" || ctx.Err() != nil {
+			return // it left meanwhile
+		}
+		switch probe(ctx, addr) {
+		case ProbeAnswered:
+			continue
+		case ProbeNoAnswer:
+			log.Info("cluster: a member's connection broke and its remoting port does not answer; leaving it to the membership's own detection",
+				"member", id, "address", addr)
+			return
+		case ProbeRefused:
+			ectx, cancel := context.WithTimeout(ctx, evictTimeout)
+			evicted, err := s.Evictor.Evict(ectx, addr)
+			cancel()
+			switch {
+			case err != nil:
+				log.Warn("cluster: a member confirmed dead could not be evicted; leaving it to the membership's own detection",
+					"member", id, "address", addr, "error", err)
+			case evicted:
+				log.Info("cluster: member confirmed dead (its connection broke and its remoting port refuses connections): evicted from the membership",
+					"member", id, "address", addr)
+			}
+			return
+		}
+	}
+}
+
+// Close stops the probes under way and waits for them.
+func (s *Suspicion) Close() {
+	s.mu.Lock()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+	}
+	s.cancel()
+	s.mu.Unlock()
+	s.wg.Wait()
+}

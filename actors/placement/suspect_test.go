@@ -1,0 +1,166 @@
+package placement
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// TestDialProbeTellsDeadFromFrozen: the premise of the fast failover, on a real process listening on a port: while
+// it runs, and while it is frozen (SIGSTOP: its kernel still accepts connections), the probe is answered, so a
+// frozen node is never taken for dead; once it is killed (SIGKILL), the probe is refused.
+func TestDialProbeTellsDeadFromFrozen(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestProbeListenerProcess$")
+	cmd.Env = append(os.Environ(), "AGGREGATOR_PROBE_LISTENER=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		stdin.Close()
+		if !waited {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	var addr string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "listening at "); ok {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("the listener process did not say where it listens")
+	}
+	ctx := t.Context()
+	if got := DialProbe(ctx, addr, ProbeTimeout); got != ProbeAnswered {
+		t.Fatalf("probe of a running process: %v, want answered", got)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	got := DialProbe(ctx, addr, ProbeTimeout)
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	if got != ProbeAnswered {
+		t.Fatalf("probe of a frozen process: %v, want answered (a frozen node must not be taken for dead)", got)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	waited = true
+	if got := DialProbe(ctx, addr, ProbeTimeout); got != ProbeRefused {
+		t.Fatalf("probe of a killed process: %v, want refused", got)
+	}
+}
+
+// TestProbeListenerProcess is the process TestDialProbeTellsDeadFromFrozen probes: it listens until its stdin
+// closes.
+func TestProbeListenerProcess(t *testing.T) {
+	if os.Getenv("AGGREGATOR_PROBE_LISTENER") != "1" {
+		t.Skip("the listener process of TestDialProbeTellsDeadFromFrozen")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	os.Stdout.WriteString("listening at " + ln.Addr().String() + "\n")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
+// evictions records what Suspicion asked the provider to evict.
+type evictions struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (e *evictions) Evict(_ context.Context, addr string) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.addrs = append(e.addrs, addr)
+	return true, nil
+}
+
+// TestSuspicionEvictsOnlyTheDead: a broken link makes the node probe the other end; it is evicted only when it is a
+// member, not this node, and its port refuses connections (a closed listener here); a member whose port answers
+// (churn between live nodes, or a frozen process) or gives no answer (a partition) is left to the membership's own
+// detection.
+func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
+	live, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closed.Addr().String()
+	closed.Close()
+	const partitioned = "127.0.0.1:1" // answered by the probe below with no answer
+	for _, tc := range []struct {
+		name    string
+		suspect string
+		evicted bool
+	}{
+		{"a member whose port refuses connections", deadAddr, true},
+		{"a member whose port answers", live.Addr().String(), false},
+		{"a member whose port gives no answer", partitioned, false},
+		{"this node", "127.0.0.1:7000", false},
+		{"an address no member has", "127.0.0.1:7999", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMembers("self", "127.0.0.1:7000")
+			m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned})
+			ev := &evictions{}
+			s := &Suspicion{Members: m, Evictor: ev, Probe: func(ctx context.Context, addr string) ProbeResult {
+				if addr == partitioned {
+					return ProbeNoAnswer
+				}
+				return DialProbe(ctx, addr, ProbeTimeout)
+			}}
+			s.Suspect(tc.suspect)
+			s.Suspect(tc.suspect) // a second break while the first is probed: one probe
+			s.wg.Wait()
+			ev.mu.Lock()
+			defer ev.mu.Unlock()
+			want := 0
+			if tc.evicted {
+				want = 1
+			}
+			if len(ev.addrs) != want {
+				t.Fatalf("evicted %v, want %d eviction(s)", ev.addrs, want)
+			}
+		})
+	}
+}
+
+// TestLinksTellSuspicionOfABreak: Links.Down tells the hook set with OnDown.
+func TestLinksTellSuspicionOfABreak(t *testing.T) {
+	l := NewLinks()
+	var got []string
+	l.OnDown(func(addr string) { got = append(got, addr) })
+	w := l.Watch("127.0.0.1:1")
+	l.Down("127.0.0.1:1")
+	<-w
+	l.OnDown(nil)
+	l.Down("127.0.0.1:2")
+	if strings.Join(got, ",") != "127.0.0.1:1" {
+		t.Errorf("OnDown was told %v, want only 127.0.0.1:1", got)
+	}
+}
