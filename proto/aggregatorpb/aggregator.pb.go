@@ -511,7 +511,11 @@ type CallTool struct {
 	Subject string `protobuf:"bytes,10,opt,name=subject,proto3" json:"subject,omitempty"`
 	// sent_unix_nano is when the caller sent the call, set only while tracing (the span of the wait in the server
 	// actor's mailbox starts there; across nodes it includes the hop, and the nodes' clocks).
-	SentUnixNano  int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	SentUnixNano int64 `protobuf:"varint,11,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// relay_client names the client session relay_to belongs to (its node's address and the session), set with
+	// relay_to: once a backend has sent requests to its client, each relay_client's calls run on a backend session
+	// of that client's own, so that the backend's requests and roots never reach, or come from, another client.
+	RelayClient   string `protobuf:"bytes,12,opt,name=relay_client,json=relayClient,proto3" json:"relay_client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +625,13 @@ func (x *CallTool) GetSentUnixNano() int64 {
 		return x.SentUnixNano
 	}
 	return 0
+}
+
+func (x *CallTool) GetRelayClient() string {
+	if x != nil {
+		return x.RelayClient
+	}
+	return ""
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -2507,7 +2518,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xfd\x03\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xa0\x04\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2523,7 +2534,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\rtrace_context\x18\t \x03(\v2).aggregator.v1.CallTool.TraceContextEntryR\ftraceContext\x12\x18\n" +
 	"\asubject\x18\n" +
 	" \x01(\tR\asubject\x12$\n" +
-	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x1a?\n" +
+	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12!\n" +
+	"\frelay_client\x18\f \x01(\tR\vrelayClient\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
