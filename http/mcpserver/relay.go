@@ -35,7 +35,7 @@ func (r sessionRelay) Supports(method string) bool {
 // backend session per key.
 func (r sessionRelay) ClientKey() string {
 	if id := r.ss.ID(); id != "" {
-		return "mcp:" + id
+		return id // no allocation: every relayed call asks for it
 	}
 	return fmt.Sprintf("ss:%p", r.ss)
 }
