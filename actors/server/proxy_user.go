@@ -198,9 +198,26 @@ func (a *serverActor) clientSession(m *pb.CallTool) bool {
 // session's end; its scrub removes the caller's secret from error texts.
 func (a *serverActor) callerCall(ctx actor.Context, key, subject string, cctx context.Context, deadline time.Time,
 	params *mcp.CallToolParams, id uint64, relayTo *pb.PID) (func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error), *relayState) {
-	req := &proxyRequest{ctx: cctx, deadline: deadline, do: func(ctx context.Context, up proxyUpstream) (any, error) {
+	wait, relay := a.callerRequest(ctx, key, subject, cctx, deadline, func(ctx context.Context, up proxyUpstream) (any, error) {
 		return up.sess.CallTool(ctx, params)
-	}}
+	}, id, relayTo)
+	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+		res, scrub, err := wait()
+		if err != nil {
+			return nil, scrub, err
+		}
+		out, ok := res.(*mcp.CallToolResult)
+		if !ok {
+			return nil, scrub, fmt.Errorf("unexpected result %T of a call on a caller's session", res)
+		}
+		return out, scrub, nil
+	}, relay
+}
+
+// callerRequest runs do on the caller's own session as callerCall runs a call; wait returns its result.
+func (a *serverActor) callerRequest(ctx actor.Context, key, subject string, cctx context.Context, deadline time.Time,
+	do func(context.Context, proxyUpstream) (any, error), id uint64, relayTo *pb.PID) (wait func() (any, func(string) string, error), _ *relayState) {
+	req := &proxyRequest{ctx: cctx, deadline: deadline, do: do}
 	fut := actor.NewFuture(a.sys, time.Until(deadline)+time.Second)
 	ref := a.users.get(key)
 	var relay *relayState
@@ -213,13 +230,11 @@ func (a *serverActor) callerCall(ctx actor.Context, key, subject string, cctx co
 		relay.begin(id, relayTo)
 		var err error
 		if ref, err = a.spawnUserSession(ctx, key, subject, relay, queuedRequest{m: req, sender: fut.PID()}); err != nil {
-			return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
-				return nil, nil, err
-			}, relay
+			return func() (any, func(string) string, error) { return nil, nil, err }, relay
 		}
 	}
 	done := ref.done
-	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+	return func() (any, func(string) string, error) {
 		type result struct {
 			res any
 			err error
@@ -248,12 +263,9 @@ func (a *serverActor) callerCall(ctx actor.Context, key, subject string, cctx co
 		}
 		reply, ok := r.res.(*proxyReply)
 		if !ok {
-			return nil, nil, fmt.Errorf("unexpected reply %T to a call on a caller's session", r.res)
+			return nil, nil, fmt.Errorf("unexpected reply %T to a request on a caller's session", r.res)
 		}
-		if reply.err != nil {
-			return nil, reply.scrub, reply.err
-		}
-		return reply.res.(*mcp.CallToolResult), reply.scrub, nil
+		return reply.res, reply.scrub, reply.err
 	}, relay
 }
 

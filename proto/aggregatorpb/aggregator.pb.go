@@ -1999,8 +1999,11 @@ type FeatureRequest struct {
 	// deadline_unix_ms bounds the backend request; 0 means the actor's default request timeout.
 	DeadlineUnixMs int64  `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
 	RequestId      string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// subject names the caller, as in CallTool: a per_user server reads resources, gets prompts and completes on the
+	// caller's own session.
+	Subject       string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FeatureRequest) Reset() {
@@ -2057,6 +2060,13 @@ func (x *FeatureRequest) GetDeadlineUnixMs() int64 {
 func (x *FeatureRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *FeatureRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
 	}
 	return ""
 }
@@ -2634,14 +2644,15 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x0etemplates_json\x18\x03 \x03(\fR\rtemplatesJson\x12.\n" +
 	"\x05error\x18\x04 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\x12 \n" +
 	"\vcompletions\x18\x05 \x01(\bR\vcompletions\x12\x1c\n" +
-	"\tsubscribe\x18\x06 \x01(\bR\tsubscribe\"\x92\x01\n" +
+	"\tsubscribe\x18\x06 \x01(\bR\tsubscribe\"\xac\x01\n" +
 	"\x0eFeatureRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\fR\n" +
 	"paramsJson\x12(\n" +
 	"\x10deadline_unix_ms\x18\x03 \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"z\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\"z\n" +
 	"\fFeatureReply\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x12.\n" +
