@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mcpgw/aggregator/gateway"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -21,7 +22,7 @@ func (s *System) Feature(ctx context.Context, serverID, method string, params an
 		return nil, fmt.Errorf("encode %s params: %w", method, err)
 	}
 	deadline := s.callDeadline(ctx)
-	msg := &pb.FeatureRequest{Method: method, ParamsJson: raw, DeadlineUnixMs: deadline.UnixMilli()}
+	msg := &pb.FeatureRequest{Method: method, ParamsJson: raw, DeadlineUnixMs: deadline.UnixMilli(), Subject: gateway.CallerSubject(ctx)}
 	res, err := s.askServer(ctx, serverID, msg, deadline)
 	if err != nil {
 		return nil, err

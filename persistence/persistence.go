@@ -104,6 +104,16 @@ type ServerPatch struct {
 	ConnectionConfig    json.RawMessage
 	HealthCheckURL      *string
 	ClearHealthCheckURL bool
+	// Credential, when set, replaces credential_mode and user_credential together (issue 28: PATCH switches a
+	// server between shared and per_user). Switching to shared deletes every caller's stored secret of the
+	// server in the same transaction: kept, they would come back into use unseen if it were switched back.
+	Credential *CredentialChange
+}
+
+// CredentialChange is a server's new credential_mode with its user_credential (nil for shared).
+type CredentialChange struct {
+	Mode string
+	Slot *UserCredentialSlot
 }
 
 // ListServersFilter selects and pages servers; ordering is by registration time, then id.

@@ -227,6 +227,10 @@ type proxyActor struct {
 	idle    time.Duration
 	queued  []queuedRequest
 	secrets *backend.Secrets
+	// relay, on a caller's session (per_user, or a client's own), passes the backend's requests and log messages to
+	// the client of the call in flight, as the server's own session does (server_relay.go); nil: ProxyOptions'
+	// handlers answer them (the per-server endpoint).
+	relay *relayState
 }
 
 // queuedRequest is a request that came before the session connected, with whom to answer.
@@ -249,6 +253,9 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 		if p.subject != "" {
 			p.startUser(ctx)
 			return
+		}
+		if p.idle > 0 {
+			ctx.SetReceiveTimeout(p.idle) // a client's own session of a shared server (proxy_user.go)
 		}
 		p.connect(ctx, p.rec, p.deps.Backend())
 	case *userSecretLoaded:
@@ -313,12 +320,17 @@ func (p *proxyActor) connect(ctx actor.Context, rec persistence.Server, o backen
 	}
 	// The backend's notifications reach the handlers before the response they precede (notifyorder).
 	gate := notifyorder.New(p.stopping)
+	sys, self := p.sys, p.self
 	transport := b.Gate(gate)
 	client := mcp.NewClient(impl, p.clientOptions())
-	client.AddReceivingMiddleware(p.requestMiddleware)
+	if p.relay != nil {
+		client.AddReceivingMiddleware(relayMiddleware(p.relay, sys))
+	} else {
+		client.AddReceivingMiddleware(p.requestMiddleware)
+	}
 	client.AddReceivingMiddleware(gate.Middleware) // outermost: counts a notification once fully handled
 	version := proxyProtocolVersion(p.opts.ProtocolVersion)
-	sys, self, timeout := p.sys, p.self, p.deps.Config.ConnectionTimeout
+	timeout := p.deps.Config.ConnectionTimeout
 	go func() {
 		ok, err := attempt.handOver(sctx, timeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
@@ -361,6 +373,9 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 		ctx.Send(p.replyTo, &proxyOpened{pid: p.self, init: sess.InitializeResult()})
 	}
 	p.logger().Info("proxy session connected", "protocol_version", sess.InitializeResult().ProtocolVersion)
+	if p.relay != nil {
+		backendLogging(sess, p.deps.Config.RequestTimeout, p.logger())
+	}
 	queued := p.queued
 	p.queued = nil
 	for _, q := range queued {
@@ -400,7 +415,7 @@ func (p *proxyActor) scrub(text string) string {
 // request runs one front-end request on the session in a goroutine and answers the asker from there.
 func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.PID) {
 	if p.live == nil {
-		if p.subject != "" && p.why == nil {
+		if p.idle > 0 && p.why == nil {
 			// A caller's session still connecting: the request runs once it is up (or fails with it).
 			p.queued = append(p.queued, queuedRequest{m: m, sender: sender})
 			return

@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -69,6 +70,14 @@ func (p *proxyActor) clientOptions() *mcp.ClientOptions {
 			defer cancel()
 			return f(ctx, r.Params)
 		}
+	}
+	if p.relay != nil {
+		// A caller's session declares what the server's own session does (roots, elicitation, sampling), and
+		// relays like it: to the client of the call in flight, log messages at the server's rate.
+		caps.RootsV2 = &mcp.RootCapabilities{}
+		name, mx := p.rec.Name, p.deps.Metrics
+		limit := floodguard.NewLimiter(p.deps.Config.NotifyRate, func(kind string) { mx.NotificationDropped(name, kind) })
+		relayHandlers(o, p.relay, p.sys, limit)
 	}
 	return o
 }

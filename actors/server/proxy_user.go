@@ -34,6 +34,12 @@ import (
 // failures are its own: a caller's bad credential fails that caller's calls and never touches the server's status,
 // health or failure counter. The server's own session (its connection_config as registered) still discovers the
 // tools, once, for everyone.
+//
+// The same sessions serve the clients of a shared server whose backend sends requests to its client (sampling,
+// elicitation, roots; see server_relay.go): once it has sent one, each client that can answer such requests gets a
+// session of its own (keyed by the call's relay_client, opened with the registration's connection_config), so that
+// every request on it is that client's. They share the idle time, the cap (beyond it, a client's calls go back to
+// the server's own session) and the rule that their failures are their own.
 
 // Defaults of the per-user sessions (Config.UserSessionIdle, Config.MaxUserSessions).
 const (
@@ -94,7 +100,9 @@ type userSessions struct {
 type userSessionRef struct {
 	pid    *actor.PID
 	shared *proxyShared
-	ended  bool
+	// relay: the calls in flight on the session, for its backend's requests to their client.
+	relay *relayState
+	ended bool
 	// done is closed once the server actor saw the session actor terminate.
 	done chan struct{}
 }
@@ -170,28 +178,70 @@ func (a *serverActor) userSessionCheck(subject string) *pb.ErrorInfo {
 	return nil
 }
 
-// userCall sends the call to the subject's session, spawning the session (with the call queued in it, so that it
-// runs once connected, or fails with the reason the session could not open) when none runs. The returned function
-// waits for the answer, or for the session's end; its scrub removes the caller's secret from error texts.
-func (a *serverActor) userCall(ctx actor.Context, subject string, cctx context.Context, deadline time.Time,
-	params *mcp.CallToolParams) func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
-	req := &proxyRequest{ctx: cctx, deadline: deadline, do: func(ctx context.Context, up proxyUpstream) (any, error) {
+// clientSessionKey is the key of a client's own session of a shared server among a server actor's caller sessions
+// (subjects never hold a NUL).
+func clientSessionKey(client string) string { return "client\x00" + client }
+
+// clientSession reports whether a call of the client relay_client names runs on a session of the client's own: the
+// backend has sent requests to its client, and the client has one, or there is room for one more.
+func (a *serverActor) clientSession(m *pb.CallTool) bool {
+	if m.RelayTo == nil || m.RelayClient == "" || !a.relay.asked.Load() {
+		return false
+	}
+	if a.users.get(clientSessionKey(m.RelayClient)) != nil {
+		return true
+	}
+	max := a.deps.Config.MaxUserSessions
+	if max <= 0 {
+		max = DefaultMaxUserSessions
+	}
+	return a.users.running() < max
+}
+
+// callerCall sends the call to the caller's own session (key: a per_user server's subject, or clientSessionKey),
+// spawning the session (with the call queued in it, so that it runs once connected, or fails with the reason the
+// session could not open) when none runs. The call is counted in flight on that session's relay (id, relayTo) before
+// it can run; the returned relay is where it is uncounted. The returned function waits for the answer, or for the
+// session's end; its scrub removes the caller's secret from error texts.
+func (a *serverActor) callerCall(ctx actor.Context, key, subject string, cctx context.Context, deadline time.Time,
+	params *mcp.CallToolParams, id uint64, relayTo *pb.PID) (func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error), *relayState) {
+	wait, relay := a.callerRequest(ctx, key, subject, cctx, deadline, func(ctx context.Context, up proxyUpstream) (any, error) {
 		return up.sess.CallTool(ctx, params)
-	}}
+	}, id, relayTo)
+	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+		res, scrub, err := wait()
+		if err != nil {
+			return nil, scrub, err
+		}
+		out, ok := res.(*mcp.CallToolResult)
+		if !ok {
+			return nil, scrub, fmt.Errorf("unexpected result %T of a call on a caller's session", res)
+		}
+		return out, scrub, nil
+	}, relay
+}
+
+// callerRequest runs do on the caller's own session as callerCall runs a call; wait returns its result.
+func (a *serverActor) callerRequest(ctx actor.Context, key, subject string, cctx context.Context, deadline time.Time,
+	do func(context.Context, proxyUpstream) (any, error), id uint64, relayTo *pb.PID) (wait func() (any, func(string) string, error), _ *relayState) {
+	req := &proxyRequest{ctx: cctx, deadline: deadline, do: do}
 	fut := actor.NewFuture(a.sys, time.Until(deadline)+time.Second)
-	ref := a.users.get(subject)
+	ref := a.users.get(key)
+	var relay *relayState
 	if ref != nil {
+		relay = ref.relay
+		relay.begin(id, relayTo)
 		a.sys.Root.RequestWithCustomSender(ref.pid, req, fut.PID())
 	} else {
+		relay = &relayState{timeout: a.deps.Config.RequestTimeout, oneClient: subject == ""}
+		relay.begin(id, relayTo)
 		var err error
-		if ref, err = a.spawnUserSession(ctx, subject, queuedRequest{m: req, sender: fut.PID()}); err != nil {
-			return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
-				return nil, nil, err
-			}
+		if ref, err = a.spawnUserSession(ctx, key, subject, relay, queuedRequest{m: req, sender: fut.PID()}); err != nil {
+			return func() (any, func(string) string, error) { return nil, nil, err }, relay
 		}
 	}
 	done := ref.done
-	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {
+	return func() (any, func(string) string, error) {
 		type result struct {
 			res any
 			err error
@@ -220,23 +270,25 @@ func (a *serverActor) userCall(ctx actor.Context, subject string, cctx context.C
 		}
 		reply, ok := r.res.(*proxyReply)
 		if !ok {
-			return nil, nil, fmt.Errorf("unexpected reply %T to a per-user call", r.res)
+			return nil, nil, fmt.Errorf("unexpected reply %T to a request on a caller's session", r.res)
 		}
-		if reply.err != nil {
-			return nil, reply.scrub, reply.err
-		}
-		return reply.res.(*mcp.CallToolResult), reply.scrub, nil
-	}
+		return reply.res, reply.scrub, reply.err
+	}, relay
 }
 
-// spawnUserSession starts the subject's session actor with first queued; it connects by itself.
-func (a *serverActor) spawnUserSession(ctx actor.Context, subject string, first queuedRequest) (*userSessionRef, error) {
+// spawnUserSession starts the caller's session actor (key as in callerCall; subject "" for a client's session of a
+// shared server, which connects with the registration as it is) with first queued; it connects by itself.
+func (a *serverActor) spawnUserSession(ctx actor.Context, key, subject string, relay *relayState, first queuedRequest) (*userSessionRef, error) {
 	idle := a.deps.Config.UserSessionIdle
 	if idle <= 0 {
 		idle = DefaultUserSessionIdle
 	}
+	name, kind := userSessionName(subject), "per-user session opening"
+	if subject == "" {
+		name, kind = clientSessionName(key), "per-client session opening (the backend sends requests to its client)"
+	}
 	shared := &proxyShared{}
-	p := &proxyActor{deps: a.deps, rec: a.rec, shared: shared, subject: subject, idle: idle,
+	p := &proxyActor{deps: a.deps, rec: a.rec, shared: shared, subject: subject, idle: idle, relay: relay,
 		opts: ProxyOptions{Handlers: ProxyHandlers{Progress: a.userProgress()}}}
 	a.users.seq++
 	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
@@ -244,19 +296,28 @@ func (a *serverActor) spawnUserSession(ctx actor.Context, subject string, first 
 		c.pending = map[uint64]context.CancelFunc{}
 		c.queued = []queuedRequest{first}
 		return &c
-	}), fmt.Sprintf("%s-%d", userSessionName(subject), a.users.seq))
+	}), fmt.Sprintf("%s-%d", name, a.users.seq))
 	if err != nil {
 		return nil, fmt.Errorf("start your session: %w: %w", ErrProxyClosed, err)
 	}
 	a.watchForProxy(pid, shared)
-	ref := &userSessionRef{pid: pid, shared: shared, done: make(chan struct{})}
+	ref := &userSessionRef{pid: pid, shared: shared, relay: relay, done: make(chan struct{})}
 	if a.users.bySubject == nil {
 		a.users.bySubject = map[string]*userSessionRef{}
 	}
-	a.users.bySubject[subject] = ref
-	a.log().Info("per-user session opening", "proxy", pid.Id, "user_sessions", a.users.running())
+	a.users.bySubject[key] = ref
+	a.log().Info(kind, "proxy", pid.Id, "user_sessions", a.users.running())
 	return ref, nil
 }
+
+// clientSessionName is the child name prefix of a client's sessions of a shared server: a hash, as userSessionName.
+func clientSessionName(key string) string {
+	h := sha256.Sum256([]byte("mcpgw client session\x00" + key))
+	return clientSessionPrefix + hex.EncodeToString(h[:16])
+}
+
+// clientSessionPrefix starts the names of per-client session actors.
+const clientSessionPrefix = "client-"
 
 // userProgress forwards a per-user session's progress notifications to the call that asked for them (the token is
 // the server actor's, as on its own session).
@@ -278,6 +339,26 @@ func (a *serverActor) endUserSession(ctx actor.Context, subject string) {
 	a.users.retire(subject, r)
 	a.log().Info("per-user session ended: its credential changed", "proxy", r.pid.Id)
 	ctx.Stop(r.pid)
+}
+
+// credentialChanged reports whether rec's credential settings differ from old's.
+func credentialChanged(old, rec persistence.Server) bool {
+	if old.CredentialMode != rec.CredentialMode || (old.UserCredential == nil) != (rec.UserCredential == nil) {
+		return true
+	}
+	return old.UserCredential != nil && *old.UserCredential != *rec.UserCredential
+}
+
+// endCallerSessions stops every caller's session (per-user and per-client); the calls on them fail as on a closed
+// session, the next ones open new sessions.
+func (a *serverActor) endCallerSessions(why string) {
+	for key, r := range a.users.bySubject {
+		a.users.retire(key, r)
+		a.sys.Root.Send(r.pid, &proxyServerGone{reason: why})
+	}
+	if n := len(a.users.ending); n > 0 {
+		a.log().Info("callers' sessions ended", "reason", why, "sessions", n)
+	}
 }
 
 // classifyUserError maps what a caller's own session reported; false when the error is the call's own (timeout,
@@ -347,7 +428,7 @@ func (p *proxyActor) onUserSecret(ctx actor.Context, m *userSecretLoaded) {
 
 // onIdle closes the session after the idle time without a request, unless requests are still running.
 func (p *proxyActor) onIdle(ctx actor.Context) {
-	if p.subject == "" {
+	if p.idle <= 0 {
 		return
 	}
 	if len(p.pending) > 0 || len(p.queued) > 0 {
@@ -355,7 +436,7 @@ func (p *proxyActor) onIdle(ctx actor.Context) {
 		return
 	}
 	p.why = fmt.Errorf("%w: idle for %s", ErrProxyClosed, p.idle)
-	p.logger().Info("per-user session closed: idle", "idle", p.idle.String())
+	p.logger().Info("caller's session closed: idle", "idle", p.idle.String())
 	ctx.Stop(p.self)
 }
 

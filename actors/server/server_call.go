@@ -52,15 +52,20 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
 		return
 	}
-	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand: userCall.
-	// Every other call goes to the server's own session, without a closure of its own.
+	// A per_user server runs the call on the caller's own session (proxy_user.go), opened on demand: userCall; so
+	// does a shared server that sends requests to its client, for a client that can answer them (key, the client's
+	// own session). Every other call goes to the server's own session, without a closure of its own.
 	sess, tw := a.sess.session, a.sess.tasks
 	var userCall func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error)
+	var key string
 	if perUser(a.rec) {
 		if info := a.userSessionCheck(m.Subject); info != nil {
 			ctx.Respond(&pb.CallToolReply{Error: info})
 			return
 		}
+		key = m.Subject
+	} else if a.clientSession(m) {
+		key = clientSessionKey(m.RelayClient)
 	}
 	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
 	if m.DeadlineUnixMs > 0 {
@@ -75,7 +80,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		a.byReq[m.CallId] = id
 	}
 	relay, relayed := &a.relay, m.RelayTo != nil
-	relay.begin(id, m.RelayTo)
+	if key == "" {
+		relay.begin(id, m.RelayTo)
+	}
 	if m.RequestId != "" {
 		// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's
 		// transport, which reads the context) as X-Request-ID.
@@ -103,8 +110,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	if perUser(a.rec) {
-		userCall = a.userCall(ctx, m.Subject, cctx, deadline, params)
+	if key != "" {
+		subject := ""
+		if perUser(a.rec) {
+			subject = m.Subject
+		}
+		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo)
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)

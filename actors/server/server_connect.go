@@ -181,12 +181,13 @@ func (a *serverActor) startConnect(reason string) {
 		},
 	}
 	a.featureHandlers(opts, attempt.gen, dropped)
-	a.relayHandlers(opts, limit)
+	a.relay.timeout = a.deps.Config.RequestTimeout
+	relayHandlers(opts, &a.relay, a.sys, limit)
 	if a.rec.TransportType != persistence.TransportSTDIO {
 		opts.KeepAlive = a.deps.Config.KeepAlive
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
-	client.AddReceivingMiddleware(a.relayMiddleware)
+	client.AddReceivingMiddleware(relayMiddleware(&a.relay, a.sys))
 	client.AddSendingMiddleware(telemetry.ClientMiddleware(a.rec.Name, a.id))
 	sys, self := a.sys, a.self
 	transport := attempt.taskWire(b) // tasks_backend.go: the backend's own tasks (issue 30)
@@ -506,6 +507,11 @@ func (a *serverActor) apply(rec persistence.Server) *pb.Ack {
 		a.deps.Metrics.BackendSession(rec.Name, true)
 	}
 	a.secrets = backend.NewSecrets(rec, a.deps.Env)
+	if credentialChanged(old, rec) {
+		// shared <-> per_user, or another user_credential: every caller's session ends (proxy_user.go); the next
+		// call opens the kind the new settings say. The server's own session is the registration's: it stays.
+		a.endCallerSessions("credential settings changed")
+	}
 	// Only the connection config matters to the session; a rename or a new description keeps it.
 	changed := string(old.ConnectionConfig) != string(rec.ConnectionConfig)
 	if !changed {

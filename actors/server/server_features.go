@@ -177,17 +177,52 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 		cctx = requestid.With(cctx, m.RequestId)
 	}
 	sess, sender, sys, self, name, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.rec.Name, a.status, a.secrets
+	// A per_user server reads resources, gets prompts and completes on the caller's own session (the backend may
+	// answer each caller differently); subscriptions stay on the server's own session, whose updates reach every
+	// subscribed client.
+	var userWait func() (any, func(string) string, error)
+	var userRelay *relayState
+	rec := a.rec
+	if perUser(a.rec) && m.Method != MethodSubscribe && m.Method != MethodUnsubscribe {
+		if info := a.userSessionCheck(m.Subject); info != nil {
+			delete(a.pending, id)
+			cancelCause(nil)
+			cancelDeadline()
+			ctx.Respond(&pb.FeatureReply{Error: info})
+			return
+		}
+		method, params := m.Method, m.ParamsJson
+		userWait, userRelay = a.callerRequest(ctx, m.Subject, m.Subject, cctx, deadline, func(ctx context.Context, up proxyUpstream) (any, error) {
+			return runFeature(ctx, up.sess, method, params)
+		}, id, nil)
+	}
 	go func() {
 		defer cancelDeadline()
 		defer cancelCause(nil)
-		res, err := runFeature(cctx, sess, m.Method, m.ParamsJson)
+		if userRelay != nil {
+			defer userRelay.end(id, false)
+		}
+		var res any
+		var scrub func(string) string
+		var err error
+		if userWait != nil {
+			res, scrub, err = userWait()
+		} else {
+			res, err = runFeature(cctx, sess, m.Method, m.ParamsJson)
+		}
 		reply := &pb.FeatureReply{}
 		if err == nil {
 			a.lastOK.Store(time.Now().UnixNano())
 			reply.ResultJson, err = json.Marshal(res)
 		}
 		if err != nil {
-			reply.Error = classifyCallError(cctx, err, name, status, m.Method)
+			var user bool
+			if reply.Error, user = classifyUserError(err, rec, status); !user {
+				reply.Error = classifyCallError(cctx, err, name, status, m.Method)
+			}
+			if scrub != nil {
+				reply.Error.Message = scrub(reply.Error.Message)
+			}
 			reply.Error.Message = sec.Scrub(reply.Error.Message)
 			var rpcErr *jsonrpc.Error
 			if reply.Error.Code == errcode.ExecutionFailed && errors.As(err, &rpcErr) {

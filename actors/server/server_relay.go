@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ import (
 // the capability, the backend gets -32601 (method not found), as that client would answer. Never a hang: the
 // relay is bounded by the request timeout. Log messages follow the same rule and are dropped when they cannot be
 // attributed.
+//
+// That limit ends once the backend has shown it sends such requests (issue 28): the first elicitation, sampling or
+// roots request the server's own session receives (in a call or not, relayed or refused) switches the server to
+// sessions per calling client (callerCall, proxy_user.go): from then on the calls of a client that can answer
+// (relay_to, relay_client) run on a backend session of that client's own, whose requests all go to that client.
 
 // relayState is a session's calls in flight, as the relay needs them; its methods are safe from any goroutine.
 type relayState struct {
@@ -34,6 +40,10 @@ type relayState struct {
 	relays   sync.Map // pending call id -> *actor.PID of calls whose client can answer
 	last     atomic.Pointer[endedCall]
 	timeout  time.Duration
+	// oneClient: every call on the session is one client's (a session per client): any call in flight can answer.
+	oneClient bool
+	// asked: the backend has sent a request (elicitation, sampling, roots) on the session.
+	asked atomic.Bool
 }
 
 // begin counts a call in flight (with the PID that answers its backend's requests, or nil); end uncounts it.
@@ -92,6 +102,8 @@ func (r *relayState) target(method string) (*actor.PID, error) {
 		return found < 2
 	})
 	switch {
+	case r.oneClient && found > 0:
+		return pid, nil // every call in flight is the same client's
 	case n == 0:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: method + " outside of a tool call: the aggregator relays a backend's requests only to the client whose call is in flight"}
 	case n > 1 || found > 1:
@@ -103,10 +115,9 @@ func (r *relayState) target(method string) (*actor.PID, error) {
 }
 
 // relayHandlers are the client options that pass a backend's elicitation and sampling requests and its log
-// messages to the client of the call in flight; log messages beyond the server's rate are dropped (limit).
-func (a *serverActor) relayHandlers(opts *mcp.ClientOptions, limit *floodguard.Limiter) {
-	r, sys := &a.relay, a.sys
-	r.timeout = a.deps.Config.RequestTimeout
+// messages to the client of the call in flight on the session r tracks; log messages beyond the server's rate are
+// dropped (limit).
+func relayHandlers(opts *mcp.ClientOptions, r *relayState, sys *actor.ActorSystem, limit *floodguard.Limiter) {
 	opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		var out mcp.ElicitResult
 		if err := r.ask(ctx, sys, "elicitation/create", req.Params, &out); err != nil {
@@ -140,8 +151,13 @@ func (a *serverActor) relayHandlers(opts *mcp.ClientOptions, limit *floodguard.L
 // answer it from its own root list, which is empty: the backend must see the calling client's roots) and an
 // elicitation whose schema go-sdk v1.8.0 refuses before any handler runs although SEP-1330 allows it (see
 // TitledMultiSelect; the backend that asked validates the answer). Everything else goes on to the handlers.
-func (a *serverActor) relayMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	r, sys := &a.relay, a.sys
+func relayMiddleware(r *relayState, sys *actor.ActorSystem) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return relayMethod(r, sys, next)
+	}
+}
+
+func relayMethod(r *relayState, sys *actor.ActorSystem, next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "roots/list":
@@ -168,6 +184,7 @@ func (a *serverActor) relayMiddleware(next mcp.MethodHandler) mcp.MethodHandler 
 
 // ask sends a backend's request to the client of the call in flight and decodes the answer into out.
 func (r *relayState) ask(ctx context.Context, sys *actor.ActorSystem, method string, params any, out any) error {
+	r.asked.Store(true)
 	pid, err := r.target(method)
 	if err != nil {
 		return err
@@ -180,22 +197,53 @@ func (r *relayState) ask(ctx context.Context, sys *actor.ActorSystem, method str
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
-	res, err := sys.Root.RequestFuture(pid, &pb.RelayRequest{Method: method, ParamsJson: raw}, timeout).Result()
-	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
-	}
-	reply, ok := res.(*pb.RelayReply)
-	if !ok {
-		return fmt.Errorf("unexpected reply %T to %s", res, method)
-	}
-	if reply.Error != "" {
+	deadline := time.Now().Add(timeout)
+	var tried []*actor.PID
+	for {
+		res, err := sys.Root.RequestFuture(pid, &pb.RelayRequest{Method: method, ParamsJson: raw}, time.Until(deadline)).Result()
+		if err != nil {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s: the client did not answer: %v", method, err)}
+		}
+		reply, ok := res.(*pb.RelayReply)
+		if !ok {
+			return fmt.Errorf("unexpected reply %T to %s", res, method)
+		}
+		if reply.Error == "" {
+			return json.Unmarshal(reply.ResultJson, out)
+		}
 		code := reply.RpcCode
 		if code == 0 {
 			code = jsonrpc.CodeInternalError
 		}
+		// On a client's own session any of its calls in flight can carry the request, but the one picked may have
+		// answered meanwhile (over streamable HTTP the request then has no stream to go on: -32005): another one
+		// of the client's calls still in flight carries it.
+		if r.oneClient && code == codeRejected {
+			tried = append(tried, pid)
+			if next := r.another(tried); next != nil {
+				pid = next
+				continue
+			}
+		}
 		return &jsonrpc.Error{Code: code, Message: reply.Error}
 	}
-	return json.Unmarshal(reply.ResultJson, out)
+}
+
+// codeRejected is the go-sdk's code for a message its transport refused (a closed stream among others).
+const codeRejected = -32005
+
+// another is a call in flight other than those tried, nil when none.
+func (r *relayState) another(tried []*actor.PID) *actor.PID {
+	var out *actor.PID
+	r.relays.Range(func(_, v any) bool {
+		pid := v.(*actor.PID)
+		if slices.ContainsFunc(tried, pid.Equal) {
+			return true
+		}
+		out = pid
+		return false
+	})
+	return out
 }
 
 // Relay answers a backend's requests to its client during a call, and takes its log messages: the session of the
@@ -211,6 +259,12 @@ type Relay interface {
 }
 
 type relayKey struct{}
+
+// RelayClient is a Relay that can name its client session: the calls of one client session name the same key
+// (unique on its node), so that a backend which sends requests gets a session per client (see relay_client).
+type RelayClient interface {
+	ClientKey() string
+}
 
 // WithRelay makes the tool calls made with ctx relay their backend's requests and log messages to r.
 func WithRelay(ctx context.Context, r Relay) context.Context {
@@ -255,6 +309,11 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 	}
 	pid, _ := sys.ProcessRegistry.Add(lazy, "relay"+sys.ProcessRegistry.NextId())
 	call.RelayTo = &pb.PID{Address: pid.Address, Id: pid.Id}
+	if c, ok := r.(RelayClient); ok {
+		if key := c.ClientKey(); key != "" {
+			call.RelayClient = sys.Address() + "/" + key
+		}
+	}
 	// Kept for relayGrace after the call (the actor, if any, then poisoned, so what is queued is still delivered):
 	// a log message the backend sent just before its result may arrive just after it.
 	root := sys.Root
@@ -355,11 +414,14 @@ func runRelay(ctx context.Context, r Relay, m *pb.RelayRequest) *pb.RelayReply {
 // backendLogging asks a backend that declares logging for every level, so that its log messages during a call can
 // reach the caller (whose session then applies the level its client set); off the mailbox.
 func (a *serverActor) backendLogging(sess *mcp.ClientSession) {
+	backendLogging(sess, a.deps.Config.RequestTimeout, a.log())
+}
+
+func backendLogging(sess *mcp.ClientSession, timeout time.Duration, log interface{ Info(string, ...any) }) {
 	init := sess.InitializeResult()
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
 		return
 	}
-	timeout, log := a.deps.Config.RequestTimeout, a.log()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

@@ -171,16 +171,19 @@ func TestStdioRelaysThroughServe(t *testing.T) {
 			cs := p.connect(ctx)
 			defer cs.Close()
 
-			sample := func(when string) {
+			// serve's own session of server-everything, and, once the backend has asked its client for roots (it
+			// does 350 ms after initialize) and a client that declares roots called, that client's own session
+			// (README, "Requests from a backend to its client"): both are serve's children, never the relay's.
+			sample := func(when string, max int) {
 				t.Helper()
-				if got := peertest.ProcessesWithArg(marker); len(got) != 1 {
-					t.Fatalf("%s: %d backend processes %v, want exactly 1 (serve's)", when, len(got), got)
+				if got := peertest.ProcessesWithArg(marker); len(got) < 1 || len(got) > max {
+					t.Fatalf("%s: %d backend processes %v, want 1 to %d (serve's)", when, len(got), got, max)
 				}
 				if kids := p.children(); len(kids) != 0 {
 					t.Fatalf("%s: aggregator stdio started processes %v; a relay starts none", when, kids)
 				}
 			}
-			sample("after connect")
+			sample("after connect", 1)
 			tools, err := cs.ListTools(ctx, nil)
 			if err != nil {
 				t.Fatalf("tools/list: %v", err)
@@ -194,7 +197,7 @@ func TestStdioRelaysThroughServe(t *testing.T) {
 					t.Fatalf("tools/list through the relay lacks %s: %v", want, names)
 				}
 			}
-			sample("after tools/list")
+			sample("after tools/list", 1)
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "every__echo", Arguments: map[string]any{"message": "via-relay"}})
 			if err != nil {
 				t.Fatalf("tools/call: %v", err)
@@ -202,7 +205,7 @@ func TestStdioRelaysThroughServe(t *testing.T) {
 			if text, _ := res.Content[0].(*mcp.TextContent); res.IsError || text == nil || !strings.Contains(text.Text, "via-relay") {
 				t.Fatalf("tools/call through the relay: %+v", res)
 			}
-			sample("after tools/call")
+			sample("after tools/call", 2)
 			logs := p.logs.String()
 			if !strings.Contains(logs, "mode: relay") || !strings.Contains(logs, tc.wantLog) {
 				t.Fatalf("stdio log does not say it relays with %s:\n%s", tc.wantLog, logs)

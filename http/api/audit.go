@@ -88,7 +88,13 @@ func patchDetails(p persistence.ServerPatch, previousName string) map[string]any
 	if p.HealthCheckURL != nil || p.ClearHealthCheckURL {
 		fields = append(fields, "health_check_url")
 	}
+	if p.Credential != nil {
+		fields = append(fields, "credential_mode")
+	}
 	d := map[string]any{"fields": fields}
+	if p.Credential != nil {
+		d["credential_mode"] = p.Credential.Mode
+	}
 	if p.Name != nil && *p.Name != previousName {
 		d["previous_name"] = previousName
 	}

@@ -148,6 +148,10 @@ type ExportEntry struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// CredentialMode and UserCredential: a per_user server's (issue 28; absent for a shared one, the default), so
+	// that an export imports back as what it was. Desktop clients ignore them. Never a caller's secret.
+	CredentialMode string                          `json:"credential_mode,omitempty"`
+	UserCredential *persistence.UserCredentialSlot `json:"user_credential,omitempty"`
 }
 
 // GET /export?format=mcpServers|vscode: every registered server as a client's file. Secrets are masked exactly as
@@ -185,6 +189,16 @@ func (s *server) exportServers(c *fiber.Ctx) error {
 
 // exportEntry renders one server; vscode adds "type" to stdio servers too (VS Code requires it).
 func exportEntry(srv persistence.Server, vscode bool) ExportEntry {
+	e := exportConnection(srv, vscode)
+	if srv.CredentialMode == persistence.CredentialPerUser && srv.UserCredential != nil {
+		slot := *srv.UserCredential
+		e.CredentialMode, e.UserCredential = srv.CredentialMode, &slot
+	}
+	return e
+}
+
+// exportConnection renders one server's connection.
+func exportConnection(srv persistence.Server, vscode bool) ExportEntry {
 	var cfg connconfig.Config
 	_ = json.Unmarshal(connconfig.Mask(srv.ConnectionConfig), &cfg) // a config Mask cannot read exports empty
 	switch srv.TransportType {

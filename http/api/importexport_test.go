@@ -161,3 +161,92 @@ func TestExportServers(t *testing.T) {
 	}
 	fieldErrors(t, e.do(t, "GET", "/api/v1/aggregator/export?format=yaml", ""))
 }
+
+// TestImportExportCredentialFields: a per_user server exports its credential_mode and user_credential (a shared one
+// neither), and the export imports back as the same registration; credential fields that break the registration's
+// rules make that entry invalid (422-grade field errors located in the file), the others stand.
+func TestImportExportCredentialFields(t *testing.T) {
+	e := newEnv(t)
+	e.store.put(persistence.Server{Name: "gh", TransportType: persistence.TransportHTTP,
+		ConnectionConfig: json.RawMessage(`{"base_url":"https://gh.example/mcp"}`),
+		CredentialMode:   persistence.CredentialPerUser, UserCredential: &persistence.UserCredentialSlot{Header: "Authorization", Prefix: "Bearer "}})
+	e.store.put(persistence.Server{Name: "jira", TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(`{"command":"jira-mcp"}`),
+		CredentialMode: persistence.CredentialPerUser, UserCredential: &persistence.UserCredentialSlot{Env: "JIRA_TOKEN"}})
+	e.store.put(persistence.Server{Name: "plain", TransportType: persistence.TransportSTDIO, ConnectionConfig: json.RawMessage(`{"command":"x"}`),
+		CredentialMode: persistence.CredentialShared})
+	r := e.do(t, "GET", "/api/v1/aggregator/export", "")
+	if r.status != 200 {
+		t.Fatalf("export: %d %s", r.status, r.body)
+	}
+	var f ExportFile
+	if err := json.Unmarshal(r.body, &f); err != nil {
+		t.Fatal(err)
+	}
+	gh, jira, plain := f.MCPServers["gh"], f.MCPServers["jira"], f.MCPServers["plain"]
+	if gh.CredentialMode != persistence.CredentialPerUser || gh.UserCredential == nil || *gh.UserCredential != (persistence.UserCredentialSlot{Header: "Authorization", Prefix: "Bearer "}) {
+		t.Errorf("gh = %+v", gh)
+	}
+	if jira.CredentialMode != persistence.CredentialPerUser || jira.UserCredential == nil || jira.UserCredential.Env != "JIRA_TOKEN" {
+		t.Errorf("jira = %+v", jira)
+	}
+	if plain.CredentialMode != "" || plain.UserCredential != nil || strings.Contains(string(r.body), `"plain":{"command":"x","credential`) {
+		t.Errorf("plain = %+v", plain)
+	}
+
+	// The export, imported into an empty aggregator, registers the same credential settings.
+	e2 := newEnv(t)
+	rep := decodeReport(t, e2.do(t, "POST", "/api/v1/aggregator/import", string(r.body)))
+	if rep.Counts[ImportCreated] != 3 {
+		t.Fatalf("import of the export: %+v", rep.Results)
+	}
+	got := map[string]actors.RegisterRequest{}
+	for _, c := range e2.control.Calls() {
+		if c.method == "Register" {
+			got[c.req.Name] = c.req
+		}
+	}
+	if g := got["gh"]; g.CredentialMode != persistence.CredentialPerUser || g.UserCredential == nil || g.UserCredential.Header != "Authorization" || g.UserCredential.Prefix != "Bearer " {
+		t.Errorf("gh registered %+v", g)
+	}
+	if g := got["jira"]; g.CredentialMode != persistence.CredentialPerUser || g.UserCredential == nil || g.UserCredential.Env != "JIRA_TOKEN" {
+		t.Errorf("jira registered %+v", g)
+	}
+	if g := got["plain"]; g.CredentialMode != persistence.CredentialShared || g.UserCredential != nil {
+		t.Errorf("plain registered %+v", g)
+	}
+
+	// Bad credential fields: that entry is invalid, located in the file; nothing of it registers.
+	bad := []struct {
+		name, entry, loc string
+	}{
+		{"per_user without slot", `{"command":"a","credential_mode":"per_user"}`, "user_credential"},
+		{"unknown mode", `{"command":"a","credential_mode":"everyone"}`, "credential_mode"},
+		{"header on stdio", `{"command":"a","credential_mode":"per_user","user_credential":{"header":"Authorization"}}`, "user_credential"},
+		{"env on http", `{"url":"https://h.example/mcp","credential_mode":"per_user","user_credential":{"env":"K"}}`, "user_credential"},
+		{"slot on shared", `{"command":"a","user_credential":{"env":"K"}}`, "user_credential"},
+		{"not an object", `{"command":"a","credential_mode":"per_user","user_credential":"K"}`, "user_credential"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			rep := decodeReport(t, e.do(t, "POST", "/api/v1/aggregator/import", `{"mcpServers":{"bad":`+tc.entry+`,"good":{"command":"b"}}}`))
+			if len(rep.Results) != 2 || rep.Results[0].Status != ImportInvalid || rep.Results[1].Status != ImportCreated {
+				t.Fatalf("results %+v", rep.Results)
+			}
+			found := false
+			for _, fe := range rep.Results[0].Errors {
+				if len(fe.Loc) > 3 && fe.Loc[0] == "body" && fe.Loc[1] == "mcpServers" && fe.Loc[2] == "bad" && fe.Loc[3] == tc.loc {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("errors %+v, want one at %s", rep.Results[0].Errors, tc.loc)
+			}
+			for _, c := range e.control.Calls() {
+				if c.method == "Register" && c.req.Name == "bad" {
+					t.Errorf("registered %+v", c.req)
+				}
+			}
+		})
+	}
+}

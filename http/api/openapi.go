@@ -68,7 +68,7 @@ var operations = []operation{
 		OK:    map[int]string{200: "ServerList"}, Errors: []int{422}},
 	{Method: "GET", Path: apiPrefix + "/servers/:id", Tag: "servers", Summary: "Get a server",
 		OK: map[int]string{200: "ServerDetail"}, Errors: []int{404}},
-	{Method: "PATCH", Path: apiPrefix + "/servers/:id", Tag: "servers", Summary: "Change a server's name, description, connection_config or health URL",
+	{Method: "PATCH", Path: apiPrefix + "/servers/:id", Tag: "servers", Summary: "Change a server's name, description, connection_config, health URL or credential_mode (shared <-> per_user, with user_credential)",
 		Body: "Patch", OK: map[int]string{200: "ServerDetail"}, Errors: []int{404, 409, 413, 415, 422}},
 	{Method: "DELETE", Path: apiPrefix + "/servers/:id", Tag: "servers", Summary: "Disconnect and remove a server",
 		OK: map[int]string{204: ""}, Errors: []int{404}},

@@ -221,7 +221,7 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	if err != nil {
 		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	patch, ferrs := validate.Patch(body, current.TransportType, validate.Outbound(s.control))
+	patch, ferrs := validate.PatchServer(body, current, validate.Outbound(s.control))
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs)
 	}

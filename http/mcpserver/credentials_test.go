@@ -73,6 +73,14 @@ func perUserSystem(t testing.TB, opts mcpserver.Options, tweak ...func(*actors.C
 		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "auth=" + r.Extra.Header.Get("X-Api-Key")}}}, nil
 		})
+	// A resource and a prompt that answer the key the request carried too (TestPerUserFeaturesPerCaller).
+	backend.AddResource(&mcp.Resource{URI: "whoami://me", Name: "me", MIMEType: "text/plain"},
+		func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "whoami://me", Text: "auth=" + r.Extra.Header.Get("X-Api-Key")}}}, nil
+		})
+	backend.AddPrompt(&mcp.Prompt{Name: "whoami"}, func(_ context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "auth=" + r.Extra.Header.Get("X-Api-Key")}}}}, nil
+	})
 	bs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return backend }, nil))
 	t.Cleanup(bs.Close)
 	raw, _ := json.Marshal(map[string]any{"base_url": bs.URL})
@@ -183,5 +191,56 @@ func TestPerUserAskedInBand(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestPerUserFeaturesPerCaller: a per_user server's resources and prompts are read on each caller's own session:
+// two callers with their own secrets each see their own key in the backend's answer (resources/read, prompts/get),
+// never the registration's (which has none).
+func TestPerUserFeaturesPerCaller(t *testing.T) {
+	st, hs, srv := perUserRig(t, mcpserver.Options{RequireIdentity: true})
+	if _, _, err := st.PutUserSecret(context.Background(), persistence.UserSecret{ServerID: srv.ID, Subject: "token:ops", Secret: []byte("ops-own-key")}); err != nil {
+		t.Fatal(err)
+	}
+	hc := func(token string) *http.Client { return &http.Client{Transport: bearer{token}} }
+	ci := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hc(clientToken)})
+	ops := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hc(adminToken)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var uri, prompt string
+	waitFor(t, "the per_user server's resource and prompt listed", func() bool {
+		rs, err := ci.sess.ListResources(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, r := range rs.Resources {
+			if strings.Contains(r.URI, "whoami://me") || r.Name == "me" || strings.HasSuffix(r.Name, "me") {
+				uri = r.URI
+			}
+		}
+		ps, err := ci.sess.ListPrompts(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, p := range ps.Prompts {
+			if strings.HasSuffix(p.Name, "whoami") {
+				prompt = p.Name
+			}
+		}
+		return uri != "" && prompt != ""
+	})
+	for _, tc := range []struct {
+		name string
+		sess *client
+		want string
+	}{{"ci", ci, "auth=ci-own-key"}, {"ops", ops, "auth=ops-own-key"}} {
+		res, err := tc.sess.sess.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != tc.want {
+			t.Fatalf("%s reads %s: %v %+v; want %s", tc.name, uri, err, res, tc.want)
+		}
+		p, err := tc.sess.sess.GetPrompt(ctx, &mcp.GetPromptParams{Name: prompt})
+		if err != nil || len(p.Messages) != 1 || p.Messages[0].Content.(*mcp.TextContent).Text != tc.want {
+			t.Fatalf("%s gets prompt %s: %v %+v; want %s", tc.name, prompt, err, p, tc.want)
+		}
 	}
 }

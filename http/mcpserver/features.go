@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway"
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/apierror"
@@ -445,6 +446,8 @@ func (s *Server) feature(ctx context.Context, extra *mcp.RequestExtra, serverID,
 		data, _ := json.Marshal(e.ToolResult())
 		return &jsonrpc.Error{Code: CodeRateLimited, Message: fmt.Sprintf("rate limited: retry after %d s", e.RetryAfter), Data: data}
 	}
+	// A per_user server answers on the caller's own session: the subject goes along (the actor ignores it otherwise).
+	ctx = gateway.WithCallerSubject(ctx, gateway.CredentialSubject(id))
 	reply, err := s.feat.gw.Feature(withRequestID(ctx, nil), serverID, method, params)
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s on server %s failed: %v", method, serverName, err)}

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -27,6 +28,16 @@ func (r sessionRelay) Supports(method string) bool {
 		return p.Capabilities.RootsV2 != nil
 	}
 	return false
+}
+
+// ClientKey names the client session (actors.RelayClient): its MCP session id, or, for a session without one
+// (stdio), the session object's address, unique while it lives. A backend that sends requests to its client gets a
+// backend session per key.
+func (r sessionRelay) ClientKey() string {
+	if id := r.ss.ID(); id != "" {
+		return id // no allocation: every relayed call asks for it
+	}
+	return fmt.Sprintf("ss:%p", r.ss)
 }
 
 // Each request relayed to the client is a span below the call's (telemetry.Relayed), when the call is traced.

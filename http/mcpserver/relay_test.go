@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -168,7 +169,8 @@ func TestRelayToTheCallingClient(t *testing.T) {
 		t.Fatalf("roots/list for a client without the capability: %q", got)
 	}
 
-	// Two calls in flight on the shared backend session: the backend's request cannot be attributed, and fails.
+	// Two calls in flight, of two clients: the backend has sent requests to its client, so each of these clients'
+	// calls runs on a backend session of its own, and the backend's request reaches the client whose call it is.
 	c := open(capable, &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"})
 	waiting := make(chan string, 1)
 	go func() { waiting <- call(p, "asker__wait") }()
@@ -176,8 +178,8 @@ func TestRelayToTheCallingClient(t *testing.T) {
 		st, err := r.sys.Status(context.Background(), r.sys.Routes().Servers()[0].ID)
 		return err == nil && st.PendingRequests >= 1
 	})
-	if got := call(c, "asker__ask"); !strings.Contains(got, "cannot tell which client") {
-		t.Fatalf("elicitation during two calls: %q", got)
+	if got := call(c, "asker__ask"); got != "accept:ann" {
+		t.Fatalf("elicitation during two calls of two clients: %q", got)
 	}
 	free()
 	if got := <-waiting; got != "waited" {
@@ -218,5 +220,104 @@ func TestRelayFromStdioBackend(t *testing.T) {
 	res, err = sess.CallTool(ctx, &mcp.CallToolParams{Name: "every__trigger-elicitation-request", Arguments: map[string]any{}})
 	if err != nil || res.IsError || !strings.Contains(strings.ToLower(text(res)), "decline") {
 		t.Fatalf("elicitation through a stdio backend: %v %q", err, text(res))
+	}
+}
+
+// TestRelayEachClientItsOwnSession: server-everything (stdio) asks its client for sampling, elicitation and roots
+// during its trigger tools, and caches the roots it was given per session. Once it has sent a request, each client
+// that can answer gets a backend session of its own: with three clients calling concurrently, none of the backend's
+// requests is refused for want of attribution, each reaches the client whose call caused it, and no client is
+// served another's roots.
+func TestRelayEachClientItsOwnSession(t *testing.T) {
+	r := newRig(t)
+	cmd, args := peertest.EverythingStdio(t)
+	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	waitFor(t, "server-everything's trigger tools", func() bool {
+		_, s := r.sys.Routes().Tool("every.trigger-sampling-request")
+		_, e := r.sys.Routes().Tool("every.trigger-elicitation-request")
+		_, g := r.sys.Routes().Tool("every.get-roots-list")
+		return s && e && g
+	})
+	const clients, rounds = 3, 6 // 54 calls at once: below MCP_AGGREGATOR_MAX_CALLS_PER_SERVER (64)
+	sessions := make([]*mcp.ClientSession, clients)
+	for i := range sessions {
+		me := fmt.Sprintf("client-%d", i)
+		cl := mcp.NewClient(&mcp.Implementation{Name: me, Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "name-of-" + me}}, nil
+			},
+			CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled-by-" + me}}, nil
+			},
+		})
+		cl.AddRoots(&mcp.Root{URI: "file:///roots/" + me, Name: me})
+		s, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"},
+			&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sessions[i] = s
+	}
+	call := func(s *mcp.ClientSession, tool string, args map[string]any) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return "", err
+		}
+		if res.IsError {
+			return "", fmt.Errorf("tool error: %s", text(res))
+		}
+		return text(res), nil
+	}
+	// What each call must show: the answer of the client that made it, and no other client's.
+	checks := []struct {
+		tool string
+		args map[string]any
+		want func(me string) string
+	}{
+		{"every__trigger-sampling-request", map[string]any{"prompt": "hi", "maxTokens": 5}, func(me string) string { return "sampled-by-" + me }},
+		{"every__trigger-elicitation-request", map[string]any{}, func(me string) string { return "- Name: name-of-" + me }},
+		{"every__get-roots-list", map[string]any{}, func(me string) string { return "file:///roots/" + me }},
+	}
+	var mu sync.Mutex
+	var failures []string
+	calls := 0
+	run := func(i int, tool string, args map[string]any, want string) {
+		got, err := call(sessions[i], tool, args)
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		switch {
+		case err != nil:
+			failures = append(failures, fmt.Sprintf("client-%d %s: %v", i, tool, err))
+		case !strings.Contains(got, want):
+			failures = append(failures, fmt.Sprintf("client-%d %s: want %q in %q", i, tool, want, got))
+		default:
+			for j := 0; j < clients; j++ {
+				if other := fmt.Sprintf("client-%d", j); j != i && strings.Contains(got, other) {
+					failures = append(failures, fmt.Sprintf("client-%d %s: another client's answer in %q", i, tool, got))
+				}
+			}
+		}
+	}
+	// The backend shows it sends requests (its roots request 350 ms after initialize, or this lone call's).
+	run(0, "every__get-roots-list", map[string]any{}, "file:///roots/client-0")
+	var wg sync.WaitGroup
+	for i := 0; i < clients; i++ {
+		for round := 0; round < rounds; round++ {
+			for _, c := range checks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					run(i, c.tool, c.args, c.want(fmt.Sprintf("client-%d", i)))
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d calls failed or crossed clients:\n%s", len(failures), calls, strings.Join(failures, "\n"))
 	}
 }

@@ -388,6 +388,10 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 	if p.ConnectionConfig != nil {
 		cfg = []byte(p.ConnectionConfig)
 	}
+	credSet, credMode, credSlot, dropSecrets, err := storeutil.CredentialArgs(p)
+	if err != nil {
+		return persistence.Server{}, err
+	}
 	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		ts := storeutil.Now()
 		v, err := scanServer(tx.QueryRow(ctx, `UPDATE mcp.external_servers SET
@@ -395,11 +399,18 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 				description = COALESCE($3, description),
 				connection_config = COALESCE($4::jsonb, connection_config),
 				health_check_url = CASE WHEN $5::boolean THEN NULL ELSE COALESCE($6, health_check_url) END,
-				updated_at = $7
+				updated_at = $7,
+				credential_mode = CASE WHEN $8::boolean THEN $9::text ELSE credential_mode END,
+				user_credential = CASE WHEN $8::boolean THEN $10::jsonb ELSE user_credential END
 			WHERE id = $1 RETURNING `+serverColumns,
-			uid, p.Name, p.Description, cfg, p.ClearHealthCheckURL, p.HealthCheckURL, ts))
+			uid, p.Name, p.Description, cfg, p.ClearHealthCheckURL, p.HealthCheckURL, ts, credSet, credMode, credSlot))
 		if err != nil {
 			return err
+		}
+		if dropSecrets {
+			if _, err := tx.Exec(ctx, `DELETE FROM mcp.user_credentials WHERE server_id = $1`, uid); err != nil {
+				return fmt.Errorf("drop callers' credentials: %w", err)
+			}
 		}
 		if p.Name != nil {
 			if _, err := tx.Exec(ctx, `UPDATE mcp.tools SET name = $2 || '.' || original_name, updated_at = $3

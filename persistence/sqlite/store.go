@@ -509,6 +509,10 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 	if storeutil.EmptyPatch(p) {
 		return s.getServer(ctx, uid)
 	}
+	credSet, credMode, credSlot, dropSecrets, err := storeutil.CredentialArgs(p)
+	if err != nil {
+		return persistence.Server{}, err
+	}
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		ts := fmtTime(storeutil.Now())
 		v, err := scanServer(tx.QueryRowContext(ctx, `UPDATE external_servers SET
@@ -516,11 +520,19 @@ func (s *Store) UpdateServer(ctx context.Context, id string, p persistence.Serve
 				description = COALESCE(?3, description),
 				connection_config = COALESCE(?4, connection_config),
 				health_check_url = CASE WHEN ?5 THEN NULL ELSE COALESCE(?6, health_check_url) END,
-				updated_at = ?7
+				updated_at = ?7,
+				credential_mode = CASE WHEN ?8 THEN ?9 ELSE credential_mode END,
+				user_credential = CASE WHEN ?8 THEN ?10 ELSE user_credential END
 			WHERE id = ?1 RETURNING `+serverColumns,
-			uid, p.Name, p.Description, jsonArg(p.ConnectionConfig), p.ClearHealthCheckURL, p.HealthCheckURL, ts))
+			uid, p.Name, p.Description, jsonArg(p.ConnectionConfig), p.ClearHealthCheckURL, p.HealthCheckURL, ts,
+			credSet, credMode, jsonArg(credSlot)))
 		if err != nil {
 			return err
+		}
+		if dropSecrets {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM user_credentials WHERE server_id = ?1`, uid); err != nil {
+				return fmt.Errorf("drop callers' credentials: %w", err)
+			}
 		}
 		if p.Name != nil {
 			if _, err := tx.ExecContext(ctx, `UPDATE tools SET name = ?2 || '.' || original_name, updated_at = ?3

@@ -57,6 +57,43 @@ func testCredentialMode(t *testing.T, s persistence.Store) {
 	}
 }
 
+// testCredentialSwitch: PATCH's credential change (issue 28) stores the mode with its slot, refuses an inconsistent
+// one, and a switch to shared drops every caller's secret of that server (only that server's).
+func testCredentialSwitch(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	a, b := mustCreate(t, s, "switch-a"), mustCreate(t, s, "switch-b")
+	slot := &persistence.UserCredentialSlot{Env: "API_KEY"}
+	for _, srv := range []persistence.Server{a, b} {
+		got, err := s.UpdateServer(ctx, srv.ID, persistence.ServerPatch{Credential: &persistence.CredentialChange{
+			Mode: persistence.CredentialPerUser, Slot: slot}})
+		if err != nil || got.CredentialMode != persistence.CredentialPerUser || got.UserCredential == nil || *got.UserCredential != *slot {
+			t.Fatalf("to per_user: %+v %v", got, err)
+		}
+		if _, _, err := s.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: "token:alice", Secret: json.RawMessage(`"s"`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []persistence.CredentialChange{
+		{Mode: persistence.CredentialPerUser},
+		{Mode: persistence.CredentialShared, Slot: slot},
+		{Mode: "everyone"},
+	} {
+		if _, err := s.UpdateServer(ctx, a.ID, persistence.ServerPatch{Credential: &bad}); err == nil {
+			t.Errorf("%+v stored", bad)
+		}
+	}
+	got, err := s.UpdateServer(ctx, a.ID, persistence.ServerPatch{Credential: &persistence.CredentialChange{Mode: persistence.CredentialShared}})
+	if err != nil || got.CredentialMode != persistence.CredentialShared || got.UserCredential != nil {
+		t.Fatalf("to shared: %+v %v", got, err)
+	}
+	if _, err := s.GetUserSecret(ctx, a.ID, "token:alice"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("a caller's secret kept after the switch to shared: %v", err)
+	}
+	if _, err := s.GetUserSecret(ctx, b.ID, "token:alice"); err != nil {
+		t.Fatalf("another server's secret: %v", err)
+	}
+}
+
 // testUserSecrets: one secret per (server, subject), replaced in place, listed without secrets, deleted one by
 // one, gone with the server; one subject's write never touches another's.
 func testUserSecrets(t *testing.T, s persistence.Store) {

@@ -372,6 +372,13 @@ func testUpdateServer(t *testing.T, s persistence.Store) {
 			func(v *persistence.Server) { v.HealthCheckURL = nil }},
 		{"name", persistence.ServerPatch{Name: ptr("renamed")},
 			func(v *persistence.Server) { v.Name = "renamed" }},
+		{"credential per_user", persistence.ServerPatch{Credential: &persistence.CredentialChange{Mode: persistence.CredentialPerUser,
+			Slot: &persistence.UserCredentialSlot{Env: "API_KEY"}}},
+			func(v *persistence.Server) {
+				v.CredentialMode, v.UserCredential = persistence.CredentialPerUser, &persistence.UserCredentialSlot{Env: "API_KEY"}
+			}},
+		{"credential shared", persistence.ServerPatch{Credential: &persistence.CredentialChange{Mode: persistence.CredentialShared}},
+			func(v *persistence.Server) {}},
 		{"everything", persistence.ServerPatch{Name: ptr("all-new"), Description: ptr("d"),
 			ConnectionConfig: json.RawMessage(`{"command":"c"}`), HealthCheckURL: ptr("http://h")},
 			func(v *persistence.Server) {

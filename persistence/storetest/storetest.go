@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"AccessPolicy", testAccessPolicy},
 		{"CredentialMode", testCredentialMode},
 		{"UserSecrets", testUserSecrets},
+		{"CredentialSwitch", testCredentialSwitch},
 		{"Tasks", testTasks},
 		{"TaskLimit", testTaskLimit},
 		{"TaskUpdates", testTaskUpdates},

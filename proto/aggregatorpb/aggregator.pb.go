@@ -515,7 +515,11 @@ type CallTool struct {
 	// task_ttl_ms, when > 0, asks for the call as a task (issue 30): a backend that declared tasks for tools/call
 	// gets a task-augmented call with this TTL, and the server actor follows the backend's task (tasks/result,
 	// tasks/cancel when the call is cancelled) until it ends; another backend is called normally.
-	TaskTtlMs     int64 `protobuf:"varint,12,opt,name=task_ttl_ms,json=taskTtlMs,proto3" json:"task_ttl_ms,omitempty"`
+	TaskTtlMs int64 `protobuf:"varint,12,opt,name=task_ttl_ms,json=taskTtlMs,proto3" json:"task_ttl_ms,omitempty"`
+	// relay_client names the client session relay_to belongs to (its node's address and the session), set with
+	// relay_to: once a backend has sent requests to its client, each relay_client's calls run on a backend session
+	// of that client's own, so that the backend's requests and roots never reach, or come from, another client.
+	RelayClient   string `protobuf:"bytes,13,opt,name=relay_client,json=relayClient,proto3" json:"relay_client,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +636,13 @@ func (x *CallTool) GetTaskTtlMs() int64 {
 		return x.TaskTtlMs
 	}
 	return 0
+}
+
+func (x *CallTool) GetRelayClient() string {
+	if x != nil {
+		return x.RelayClient
+	}
+	return ""
 }
 
 // PID addresses an actor on any node (mirrors protoactor's actor.PID).
@@ -1999,8 +2010,11 @@ type FeatureRequest struct {
 	// deadline_unix_ms bounds the backend request; 0 means the actor's default request timeout.
 	DeadlineUnixMs int64  `protobuf:"varint,3,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
 	RequestId      string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// subject names the caller, as in CallTool: a per_user server reads resources, gets prompts and completes on the
+	// caller's own session.
+	Subject       string `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FeatureRequest) Reset() {
@@ -2057,6 +2071,13 @@ func (x *FeatureRequest) GetDeadlineUnixMs() int64 {
 func (x *FeatureRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *FeatureRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
 	}
 	return ""
 }
@@ -2518,7 +2539,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\x9d\x04\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xc0\x04\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2535,7 +2556,8 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\asubject\x18\n" +
 	" \x01(\tR\asubject\x12$\n" +
 	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12\x1e\n" +
-	"\vtask_ttl_ms\x18\f \x01(\x03R\ttaskTtlMs\x1a?\n" +
+	"\vtask_ttl_ms\x18\f \x01(\x03R\ttaskTtlMs\x12!\n" +
+	"\frelay_client\x18\r \x01(\tR\vrelayClient\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
@@ -2634,14 +2656,15 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x0etemplates_json\x18\x03 \x03(\fR\rtemplatesJson\x12.\n" +
 	"\x05error\x18\x04 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\x12 \n" +
 	"\vcompletions\x18\x05 \x01(\bR\vcompletions\x12\x1c\n" +
-	"\tsubscribe\x18\x06 \x01(\bR\tsubscribe\"\x92\x01\n" +
+	"\tsubscribe\x18\x06 \x01(\bR\tsubscribe\"\xac\x01\n" +
 	"\x0eFeatureRequest\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\fR\n" +
 	"paramsJson\x12(\n" +
 	"\x10deadline_unix_ms\x18\x03 \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"z\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\"z\n" +
 	"\fFeatureReply\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x12.\n" +

@@ -74,7 +74,8 @@ type ImportFile struct {
 
 // entryKeys are the keys of an entry the aggregator reads; everything else is reported in ImportEntry.Ignored.
 var entryKeys = map[string]bool{"type": true, "transport": true, "command": true, "args": true, "env": true,
-	"cwd": true, "url": true, "serverUrl": true, "headers": true, "description": true, "disabled": true}
+	"cwd": true, "url": true, "serverUrl": true, "headers": true, "description": true, "disabled": true,
+	"credential_mode": true, "user_credential": true}
 
 // vscodeEnvRef is VS Code's ${env:NAME}, which means what ${NAME} means to the aggregator.
 var vscodeEnvRef = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -267,6 +268,12 @@ func importEntry(format string, m strictjson.Member, checks connconfig.Checks) I
 	reg := map[string]any{"name": e.Name, "transport_type": e.TransportType, "connection_config": cfg}
 	if raw, ok := fields["description"]; ok {
 		reg["description"] = raw
+	}
+	// The aggregator's own per_user fields (issue 28), as its export writes them: checked by Registration.
+	for _, k := range []string{"credential_mode", "user_credential"} {
+		if raw, ok := fields[k]; ok {
+			reg[k] = raw
+		}
 	}
 	if raw, ok := fields["disabled"]; ok {
 		if b, ok := v.Bool(raw, strictjson.At(base, "disabled")); ok {

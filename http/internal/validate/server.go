@@ -154,6 +154,15 @@ func Registration(body []byte, checks connconfig.Checks) (gateway.RegisterReques
 // null removes the health URL. A body with no field at all is refused. Like Registration it is strict, collects
 // every error and is pure.
 func Patch(body []byte, transportType string, checks connconfig.Checks) (persistence.ServerPatch, []FieldError) {
+	return PatchServer(body, persistence.Server{TransportType: transportType, CredentialMode: persistence.CredentialShared}, checks)
+}
+
+// PatchServer is Patch for the server current, whose credential settings a credential_mode or user_credential in
+// the body changes (issue 28): credential_mode "per_user" needs user_credential (in the body, or the server's own
+// when it is per_user already), "shared" takes none; user_credential alone replaces the slot of a per_user server.
+// The two are checked as at registration, against the server's transport.
+func PatchServer(body []byte, current persistence.Server, checks connconfig.Checks) (persistence.ServerPatch, []FieldError) {
+	transportType := current.TransportType
 	v := newChecker(checks)
 	members, ok := v.Object(body)
 	if !ok {
@@ -195,10 +204,37 @@ func Patch(body []byte, transportType string, checks connconfig.Checks) (persist
 		}
 	}
 
+	_, hasMode := fields["credential_mode"]
+	_, hasSlot := fields["user_credential"]
+	if hasMode && strictjson.KindOf(fields["credential_mode"]) == strictjson.KindNull {
+		v.Add(strictjson.FieldTypeError, "Input should be 'shared' or 'per_user'", v.At("credential_mode"))
+	} else if hasMode || hasSlot {
+		cred := map[string]json.RawMessage{}
+		for k, raw := range fields {
+			if k == "credential_mode" || k == "user_credential" {
+				cred[k] = raw
+			}
+		}
+		if !hasMode {
+			mode, _ := json.Marshal(current.CredentialMode)
+			cred["credential_mode"] = mode
+		}
+		if !hasSlot && hasMode && isPerUser(fields["credential_mode"]) && current.CredentialMode == persistence.CredentialPerUser &&
+			current.UserCredential != nil {
+			slot, _ := json.Marshal(current.UserCredential) // per_user again: the slot it has
+			cred["user_credential"] = slot
+		}
+		n := v.Count()
+		mode, slot := v.credential(cred, transportType)
+		if v.Count() == n && mode != "" {
+			p.Credential = &persistence.CredentialChange{Mode: mode, Slot: slot}
+		}
+	}
+
 	known := 0
 	for _, m := range members {
 		switch m.Key {
-		case "name", "description", "connection_config", "health_check_url":
+		case "name", "description", "connection_config", "health_check_url", "credential_mode", "user_credential":
 			known++
 		case "transport_type":
 			v.Add(strictjson.FieldExtraForbidden, "transport_type cannot be changed; remove the server and register it again",
@@ -208,7 +244,8 @@ func Patch(body []byte, transportType string, checks connconfig.Checks) (persist
 		}
 	}
 	if known == 0 && v.Count() == 0 {
-		v.Add(strictjson.FieldValueError, "At least one of name, description, connection_config, health_check_url is required",
+		v.Add(strictjson.FieldValueError, "At least one of name, description, connection_config, health_check_url, "+
+			"credential_mode, user_credential is required",
 			v.At())
 	}
 
@@ -334,4 +371,10 @@ func (v checker) healthURLTLS(u string, config json.RawMessage) {
 
 func isEmptyString(raw json.RawMessage) bool {
 	return string(bytes.Trim(raw, strictjson.Space)) == `""`
+}
+
+// isPerUser reports whether raw is the JSON string "per_user".
+func isPerUser(raw json.RawMessage) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == persistence.CredentialPerUser
 }

@@ -101,7 +101,22 @@ func PrepareCreate(srv persistence.Server) (persistence.Server, error) {
 // EmptyPatch reports whether p changes nothing; UpdateServer then returns the row untouched, UpdatedAt included.
 func EmptyPatch(p persistence.ServerPatch) bool {
 	return p.Name == nil && p.Description == nil && p.ConnectionConfig == nil && p.HealthCheckURL == nil &&
-		!p.ClearHealthCheckURL
+		!p.ClearHealthCheckURL && p.Credential == nil
+}
+
+// CredentialArgs are the SQL arguments of a patch's credential change: whether there is one, the mode, the slot's
+// JSON (nil: NULL), and whether the callers' secrets go (a switch to shared). A change NormCredential refuses is
+// an error.
+func CredentialArgs(p persistence.ServerPatch) (set bool, mode any, slot []byte, dropSecrets bool, err error) {
+	c := p.Credential
+	if c == nil {
+		return false, nil, nil, false, nil
+	}
+	srv, err := NormCredential(persistence.Server{CredentialMode: c.Mode, UserCredential: c.Slot})
+	if err != nil {
+		return false, nil, nil, false, err
+	}
+	return true, srv.CredentialMode, UserCredentialJSON(srv.UserCredential), srv.CredentialMode != persistence.CredentialPerUser, nil
 }
 
 // PrepareClassification checks a classification's state and returns it with SkillIDs never nil (stored as an
