@@ -324,12 +324,28 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 		}
 		d := &scaleDaemon{b: b, base: strings.TrimSuffix(base, "/api/v1/aggregator")}
 		prefixes := make([]string, scaleServers)
+		// With SCALE_INDEX_CPU_PROFILE=file, a CPU profile from the first registration to every tool searchable.
+		var indexProfile *os.File
+		if path := os.Getenv("SCALE_INDEX_CPU_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			indexProfile = f
+		}
 		start := time.Now()
 		for j := range prefixes {
 			prefixes[j] = string(rune('a' + j))
 			d.register(catalog, fmt.Sprintf("cat%02d", j), prefixes[j], j+1, scaleToolsPerServer)
 		}
 		b.ReportMetric(d.waitSearchable(start, prefixes, scaleToolsPerServer).Seconds(), "s-index-10k")
+		if indexProfile != nil {
+			pprof.StopCPUProfile()
+			_ = indexProfile.Close()
+		}
 		d.waitClassified()
 		runtime.GC()
 		runtime.GC()
