@@ -78,3 +78,25 @@ func TestBuilderKeepsLiveStatusAndRemoves(t *testing.T) {
 		t.Fatal("a server not found was added")
 	}
 }
+
+// TestBuilderStoredTools: the table holds every loaded server's stored rows (what admin reads answer), also while
+// its served tools are staged, and an earlier table keeps the rows it was built with.
+func TestBuilderStoredTools(t *testing.T) {
+	b := NewBuilder("__", NewVersions(), NewPinHashes())
+	b.ApplyStatus(StatusChange{ServerID: "s", ServerName: "files", To: persistence.StatusConnecting})
+	rows := servedRows("s", "files", "read", "write")
+	rows.Stored = rows.Tools
+	b.ApplyServer("s", rows, true)
+	first, _ := b.Build(nil)
+	if got, ok := first.StoredTools("s"); !ok || len(got) != 2 || len(first.ToolsIn(nil)) != 0 {
+		t.Fatalf("staged server: stored %d (known %v), served %d; want 2 stored, none served", len(got), ok, len(first.ToolsIn(nil)))
+	}
+	b.Remove("s")
+	second, _ := b.Build(first)
+	if _, ok := second.StoredTools("s"); ok {
+		t.Fatal("a removed server's stored tools are still in the table")
+	}
+	if got, ok := first.StoredTools("s"); !ok || len(got) != 2 {
+		t.Fatal("building a table changed an earlier one's stored tools")
+	}
+}
