@@ -335,6 +335,12 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 				b.Fatal(err)
 			}
 			indexProfile = f
+			b.Cleanup(func() { // also when the tools never become searchable: where the time went is the question
+				if indexProfile != nil {
+					pprof.StopCPUProfile()
+					_ = f.Close()
+				}
+			})
 		}
 		start := time.Now()
 		for j := range prefixes {
@@ -345,6 +351,7 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 		if indexProfile != nil {
 			pprof.StopCPUProfile()
 			_ = indexProfile.Close()
+			indexProfile = nil
 		}
 		d.waitClassified()
 		runtime.GC()
