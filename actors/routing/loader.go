@@ -70,13 +70,35 @@ func (l *Loader) LoadServer(ctx context.Context, id string, prev, prevStored []p
 }
 
 // StoredTools are a server's stored tools as an admin reads them, in routed, compacted form: the served rows
-// themselves when the curation serves every stored tool as it is (served), else a compacted copy of stored (prev:
-// the stored rows they replace, whose unchanged definitions they share).
+// themselves when the curation serves every stored tool as it is; else each stored tool served as it is (the same
+// definition hash: no held change, no override) is its served row, sharing its text, and only the others get a
+// compacted copy of their own (prev: the stored rows they replace, whose unchanged definitions they share). So a
+// server with pinning on, whose tools are all approved, keeps its tools' text once.
 func StoredTools(id string, c *ServerCuration, stored, served, prev []persistence.Tool) []persistence.Tool {
 	if c.Plain() {
 		return served
 	}
-	return ServedTools(id, stored, prev)
+	byID := make(map[int64]*persistence.Tool, len(served))
+	for i := range served {
+		byID[served[i].ID] = &served[i]
+	}
+	out := make([]persistence.Tool, len(stored))
+	var own []persistence.Tool
+	var at []int
+	for i, t := range stored {
+		if s := byID[t.ID]; s != nil && s.DefinitionHash == t.DefinitionHash {
+			out[i] = *s
+			continue
+		}
+		own, at = append(own, t), append(at, i)
+	}
+	if len(own) > 0 {
+		own = ServedTools(id, own, prev)
+		for k, i := range at {
+			out[i] = own[k]
+		}
+	}
+	return out
 }
 
 // LoadFeatures reads one server's prompts, resources and resource templates; found is false when the server is
