@@ -2,6 +2,7 @@ package routing
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -98,5 +99,28 @@ func TestBuilderStoredTools(t *testing.T) {
 	}
 	if got, ok := first.StoredTools("s"); !ok || len(got) != 2 {
 		t.Fatal("building a table changed an earlier one's stored tools")
+	}
+}
+
+// TestStoredToolsShareServedText: with curation that changes what is served (an override here), a tool served as
+// stored is its served row (its text held once) and a curated one keeps its stored text.
+func TestStoredToolsShareServedText(t *testing.T) {
+	desc := "curated"
+	c := NewServerCuration(persistence.ToolPolicy{}, []persistence.ToolOverride{{ServerID: "s", OriginalName: "b", Description: &desc}})
+	stored := func() []persistence.Tool {
+		var out []persistence.Tool
+		for i, o := range []string{"a", "b"} {
+			out = append(out, persistence.Tool{ID: int64(i + 1), Name: "files." + o, OriginalName: o, Description: "stored " + o,
+				SourceServerID: "s", Definition: []byte(`{"name":"` + o + `"}`), DefinitionHash: o})
+		}
+		return out
+	}
+	served := ServedTools("s", c.Serve(stored(), NewPinHashes(), nil), nil)
+	got := StoredTools("s", c, stored(), served, nil)
+	if len(got) != 2 || got[0].Description != "stored a" || got[1].Description != "stored b" || served[1].Description != "curated" {
+		t.Fatalf("stored %+v, served %+v", got, served)
+	}
+	if unsafe.StringData(got[0].Description) != unsafe.StringData(served[0].Description) {
+		t.Error("a tool served as stored got a copy of its text")
 	}
 }
