@@ -56,6 +56,9 @@ type Control interface {
 
 	// Routes is the current routing table: a lock-free snapshot, kept current from events.
 	Routes() *routing.RouteTable
+	// StoredTools are servers' tools as stored (what an admin reads: hidden and withheld tools too), from the
+	// routing table once it holds every change of their tools announced before the call (read-your-writes).
+	StoredTools(ctx context.Context, ids ...string) (map[string][]persistence.Tool, error)
 	// Call runs a tool on the server the route names; progress, when set, receives the backend's progress
 	// notifications while the call runs. Errors of the call itself come back in the reply's ErrorInfo.
 	Call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)

@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -48,11 +51,17 @@ type stashedMsg struct {
 	sender *actor.PID
 }
 
-// readyWaiter is a readyMsg answered once every load owed before it (seq) has been applied.
+// readyWaiter is a readyMsg answered once every load owed before it (seq) has been applied; with keys, only the
+// loads of those servers (storedReadyMsg).
 type readyWaiter struct {
 	seq    uint64
 	sender *actor.PID
+	keys   []string
 }
+
+// storedReadyMsg asks the router to answer once the loads of these servers owed before the ask have been applied:
+// the table then holds every change of their tools announced before it (admin reads, System.StoredTools).
+type storedReadyMsg struct{ ids []string }
 
 // profilesKey is the loads key of the profiles.
 const profilesKey = "\x00profiles"
@@ -118,6 +127,9 @@ func (r *routerActor) handle(ctx actor.Context, in any, sender *actor.PID) {
 	switch m := in.(type) {
 	case *readyMsg:
 		r.readers = append(r.readers, readyWaiter{seq: r.seq, sender: sender})
+		r.answerReaders(ctx)
+	case *storedReadyMsg:
+		r.readers = append(r.readers, readyWaiter{seq: r.seq, sender: sender, keys: m.ids})
 		r.answerReaders(ctx)
 	case *panicForTest:
 		panic("router: crash injected by a test")
@@ -236,11 +248,11 @@ func (r *routerActor) startRuns(ctx actor.Context, runs []routing.Run) {
 		default:
 			// The rows this run builds on (the served tools it replaces: an unchanged definition keeps its routed
 			// form) are never modified, so the goroutine may read them.
-			prev := r.cat.Tools(run.ID)
+			prev, prevStored := r.cat.Tools(run.ID), r.cat.Stored(run.ID)
 			go func() {
 				sctx, cancel := storeCtx()
 				defer cancel()
-				rows, err := r.load.LoadServer(sctx, run.ID, prev)
+				rows, err := r.load.LoadServer(sctx, run.ID, prev, prevStored)
 				root.Send(self, &serverLoaded{run: run, rows: rows, err: err})
 			}()
 		}
@@ -321,7 +333,14 @@ func (r *routerActor) answerReaders(ctx actor.Context) {
 	oldest := r.loads.Oldest(r.seq + 1)
 	kept := r.readers[:0]
 	for _, w := range r.readers {
-		if w.seq < oldest {
+		ready := w.seq < oldest
+		if !ready && w.keys != nil {
+			ready = true
+			for _, key := range w.keys {
+				ready = ready && w.seq < r.loads.OldestOf(key, r.seq+1)
+			}
+		}
+		if ready {
 			respond(ctx, w.sender, &askReply{})
 		} else {
 			kept = append(kept, w)
@@ -392,4 +411,24 @@ func (s *System) Routes() *routing.RouteTable { return s.routes.Load() }
 // router's goroutine: it must not block.
 func (s *System) OnRoutesChanged(fn func(*routing.RouteTable)) (cancel func()) {
 	return s.hooks.add(fn)
+}
+
+// StoredTools are these servers' tools as stored, as an admin reads them (routing.RouteTable.StoredTools: hidden
+// and withheld tools too, listed definitions, no overrides), from the routing table once the router has applied
+// every change of their tools announced before the call: a read after an acknowledged write (a curation change, a
+// stored discovery, a classification) shows it, and a busy router's loads of other servers are not waited for. A
+// server the router has not loaded (no longer registered) has no tools. The rows must not be modified.
+func (s *System) StoredTools(ctx context.Context, ids ...string) (map[string][]persistence.Tool, error) {
+	out := make(map[string][]persistence.Tool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	if _, err := s.askActor(ctx, s.router, &storedReadyMsg{ids: ids}, 5*time.Second); err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	t := s.routes.Load()
+	for _, id := range ids {
+		out[id], _ = t.StoredTools(id)
+	}
+	return out, nil
 }

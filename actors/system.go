@@ -273,8 +273,8 @@ func (s *System) Shutdown(ctx context.Context) error {
 	s.reconciler.Stop()
 	done := make(chan error, 1)
 	go func() {
-		err := s.sys.Root.StopFuture(s.placement).Wait()
-		done <- errors.Join(err, s.sys.Root.StopFuture(s.registry).Wait())
+		err := s.stopAndWait(ctx, s.placement)
+		done <- errors.Join(err, s.stopAndWait(ctx, s.registry))
 	}()
 	defer s.sys.EventStream.Unsubscribe(s.sub)
 	var err error
@@ -298,6 +298,28 @@ func (s *System) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("release leases: %w", err)
 	}
 	return nil
+}
+
+// stopWaitBound bounds how long Shutdown waits for an actor to stop when its context has no deadline (and how long
+// the waiting goroutine outlives a cancelled context).
+const stopWaitBound = 2 * time.Minute
+
+// stopAndWait stops pid and waits until it has stopped (its children, every server actor, stopped first), until
+// ctx's deadline or, without one, stopWaitBound. It is protoactor's StopFuture without its fixed 10 s timeout,
+// which a busy machine exceeds while sessions close.
+func (s *System) stopAndWait(ctx context.Context, pid *actor.PID) error {
+	timeout := stopWaitBound
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return ctx.Err()
+	}
+	f := actor.NewFuture(s.sys, timeout)
+	proc, _ := s.sys.ProcessRegistry.Get(pid) // a stopped actor: the dead letter process, which answers Terminated
+	proc.SendSystemMessage(pid, &actor.Watch{Watcher: f.PID()})
+	s.sys.Root.Stop(pid)
+	return f.Wait()
 }
 
 // ask sends msg to the registry and waits for the answer within the ask timeout (or ctx's earlier deadline).

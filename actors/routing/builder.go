@@ -26,6 +26,10 @@ type Builder struct {
 	profiles []persistence.Profile
 	feats    FeatureState
 	staged   map[string][]persistence.Tool
+	// stored are each loaded server's stored tools (ServerRows.Stored), staged or not: what admin reads answer.
+	// The tables share the map until it changes (copied then, like vers).
+	stored      map[string][]persistence.Tool
+	storedDirty bool
 	// deltas are the deltas of the table being built, published with it; vers are the versions of the served tools
 	// in the table (copied when one changes: tables share it).
 	deltas    []*ServedDelta
@@ -37,7 +41,8 @@ type Builder struct {
 // forgets a removed server's pin hashes in pins.
 func NewBuilder(sep string, versions *Versions, pins *PinHashes) *Builder {
 	return &Builder{sep: sep, versions: versions, pins: pins, servers: map[string]ServerEntry{}, tools: map[string][]persistence.Tool{},
-		applied: map[string][2]int64{}, curated: map[string]*ServerCuration{}, staged: map[string][]persistence.Tool{}}
+		applied: map[string][2]int64{}, curated: map[string]*ServerCuration{}, staged: map[string][]persistence.Tool{},
+		stored: map[string][]persistence.Tool{}}
 }
 
 // Server is a server's entry as the next table will hold it.
@@ -48,6 +53,24 @@ func (b *Builder) Server(id string) (ServerEntry, bool) {
 
 // Tools are a server's served tools as the next table will hold them (never modified: a load may read them).
 func (b *Builder) Tools(id string) []persistence.Tool { return b.tools[id] }
+
+// Stored are a server's stored tools as the next table will hold them (never modified: a load may read them).
+func (b *Builder) Stored(id string) []persistence.Tool { return b.stored[id] }
+
+// setStored makes tools the server's stored tools in the next table (remove: forget them).
+func (b *Builder) setStored(id string, tools []persistence.Tool, remove bool) {
+	if !b.storedDirty {
+		b.stored, b.storedDirty = maps.Clone(b.stored), true
+	}
+	if b.stored == nil {
+		b.stored = map[string][]persistence.Tool{}
+	}
+	if remove {
+		delete(b.stored, id)
+		return
+	}
+	b.stored[id] = tools
+}
 
 // StatusChange is a server's status change as the router applies it.
 type StatusChange struct {
@@ -88,6 +111,7 @@ func (b *Builder) ApplyServer(id string, rows ServerRows, registration bool) {
 		delete(b.servers, id)
 		delete(b.tools, id)
 		delete(b.staged, id)
+		b.setStored(id, nil, true)
 		return
 	}
 	old, known := b.servers[id]
@@ -100,6 +124,7 @@ func (b *Builder) ApplyServer(id string, rows ServerRows, registration bool) {
 			PerUser: rows.Server.CredentialMode == persistence.CredentialPerUser}
 	}
 	b.curated[id] = rows.Curation
+	b.setStored(id, rows.Stored, false)
 	if b.servers[id].Status == persistence.StatusConnecting {
 		b.staged[id] = rows.Tools
 		return
@@ -152,6 +177,9 @@ func (b *Builder) Remove(id string) {
 	delete(b.tools, id)
 	delete(b.applied, id)
 	delete(b.curated, id)
+	if _, ok := b.stored[id]; ok {
+		b.setStored(id, nil, true)
+	}
 	if _, ok := b.vers[id]; ok {
 		b.vers = maps.Clone(b.vers)
 		delete(b.vers, id)
@@ -164,6 +192,7 @@ func (b *Builder) Remove(id string) {
 // table may have moved while the notices were missed).
 func (b *Builder) Reset(c *Catalogue) {
 	b.servers, b.curated, b.tools, b.profiles = c.Servers, c.Curated, c.Tools, c.Profiles
+	b.stored, b.storedDirty = c.Stored, true // the next table takes the map; a change after it copies
 	b.applied, b.staged = map[string][2]int64{}, map[string][]persistence.Tool{}
 	b.feats.Reset(c.Features)
 	for id, list := range b.tools {
@@ -187,7 +216,8 @@ func (b *Builder) Build(prev *RouteTable) (*RouteTable, []*ServedDelta) {
 	b.version++
 	t := BuildRouteTable(b.servers, b.tools, b.sep, b.version, prev, &Curation{Servers: b.curated, Profiles: b.profiles}, b.feats.Table(b.servers, b.sep))
 	t.SetServedVersions(b.vers)
-	b.versDirty = false
+	t.stored = b.stored
+	b.versDirty, b.storedDirty = false, false
 	deltas := b.deltas
 	b.deltas = nil
 	return t, deltas

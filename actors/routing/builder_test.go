@@ -2,6 +2,7 @@ package routing
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -76,5 +77,50 @@ func TestBuilderKeepsLiveStatusAndRemoves(t *testing.T) {
 	b.ApplyServer("gone", ServerRows{}, false)
 	if _, ok := b.Server("gone"); ok {
 		t.Fatal("a server not found was added")
+	}
+}
+
+// TestBuilderStoredTools: the table holds every loaded server's stored rows (what admin reads answer), also while
+// its served tools are staged, and an earlier table keeps the rows it was built with.
+func TestBuilderStoredTools(t *testing.T) {
+	b := NewBuilder("__", NewVersions(), NewPinHashes())
+	b.ApplyStatus(StatusChange{ServerID: "s", ServerName: "files", To: persistence.StatusConnecting})
+	rows := servedRows("s", "files", "read", "write")
+	rows.Stored = rows.Tools
+	b.ApplyServer("s", rows, true)
+	first, _ := b.Build(nil)
+	if got, ok := first.StoredTools("s"); !ok || len(got) != 2 || len(first.ToolsIn(nil)) != 0 {
+		t.Fatalf("staged server: stored %d (known %v), served %d; want 2 stored, none served", len(got), ok, len(first.ToolsIn(nil)))
+	}
+	b.Remove("s")
+	second, _ := b.Build(first)
+	if _, ok := second.StoredTools("s"); ok {
+		t.Fatal("a removed server's stored tools are still in the table")
+	}
+	if got, ok := first.StoredTools("s"); !ok || len(got) != 2 {
+		t.Fatal("building a table changed an earlier one's stored tools")
+	}
+}
+
+// TestStoredToolsShareServedText: with curation that changes what is served (an override here), a tool served as
+// stored is its served row (its text held once) and a curated one keeps its stored text.
+func TestStoredToolsShareServedText(t *testing.T) {
+	desc := "curated"
+	c := NewServerCuration(persistence.ToolPolicy{}, []persistence.ToolOverride{{ServerID: "s", OriginalName: "b", Description: &desc}})
+	stored := func() []persistence.Tool {
+		var out []persistence.Tool
+		for i, o := range []string{"a", "b"} {
+			out = append(out, persistence.Tool{ID: int64(i + 1), Name: "files." + o, OriginalName: o, Description: "stored " + o,
+				SourceServerID: "s", Definition: []byte(`{"name":"` + o + `"}`), DefinitionHash: o})
+		}
+		return out
+	}
+	served := ServedTools("s", c.Serve(stored(), NewPinHashes(), nil), nil)
+	got := StoredTools("s", c, stored(), served, nil)
+	if len(got) != 2 || got[0].Description != "stored a" || got[1].Description != "stored b" || served[1].Description != "curated" {
+		t.Fatalf("stored %+v, served %+v", got, served)
+	}
+	if unsafe.StringData(got[0].Description) != unsafe.StringData(served[0].Description) {
+		t.Error("a tool served as stored got a copy of its text")
 	}
 }

@@ -38,11 +38,16 @@ type ServerRows struct {
 	Curation *ServerCuration
 	// Tools are the served tools: the stored ones with the curation applied, in their routed, compacted form.
 	Tools []persistence.Tool
+	// Stored are the stored tools as they are listed (what an admin reads: the tools the curation hides or
+	// withholds too, the listed definitions, no overrides), ordered by name like the store lists them, in the same
+	// routed, compacted form. Without curation that changes what is served they are the served rows (one slice).
+	Stored []persistence.Tool
 }
 
-// LoadServer reads one server's registration, curation and stored tools and builds its served tools; prev are the
-// served tools they replace (an unchanged definition keeps its routed form from them; they are not modified).
-func (l *Loader) LoadServer(ctx context.Context, id string, prev []persistence.Tool) (ServerRows, error) {
+// LoadServer reads one server's registration, curation and stored tools and builds its served tools; prev and
+// prevStored are the served and stored tools they replace (an unchanged definition keeps its routed form from
+// them; they are not modified).
+func (l *Loader) LoadServer(ctx context.Context, id string, prev, prevStored []persistence.Tool) (ServerRows, error) {
 	var res ServerRows
 	srv, err := l.Store.GetServer(ctx, id)
 	if errors.Is(err, persistence.ErrNotFound) {
@@ -60,7 +65,40 @@ func (l *Loader) LoadServer(ctx context.Context, id string, prev []persistence.T
 		return res, err
 	}
 	res.Tools = ServedTools(id, res.Curation.Serve(tools, l.Pins, l.Logger), prev)
+	res.Stored = StoredTools(id, res.Curation, tools, res.Tools, prevStored)
 	return res, nil
+}
+
+// StoredTools are a server's stored tools as an admin reads them, in routed, compacted form: the served rows
+// themselves when the curation serves every stored tool as it is; else each stored tool served as it is (the same
+// definition hash: no held change, no override) is its served row, sharing its text, and only the others get a
+// compacted copy of their own (prev: the stored rows they replace, whose unchanged definitions they share). So a
+// server with pinning on, whose tools are all approved, keeps its tools' text once.
+func StoredTools(id string, c *ServerCuration, stored, served, prev []persistence.Tool) []persistence.Tool {
+	if c.Plain() {
+		return served
+	}
+	byID := make(map[int64]*persistence.Tool, len(served))
+	for i := range served {
+		byID[served[i].ID] = &served[i]
+	}
+	out := make([]persistence.Tool, len(stored))
+	var own []persistence.Tool
+	var at []int
+	for i, t := range stored {
+		if s := byID[t.ID]; s != nil && s.DefinitionHash == t.DefinitionHash {
+			out[i] = *s
+			continue
+		}
+		own, at = append(own, t), append(at, i)
+	}
+	if len(own) > 0 {
+		own = ServedTools(id, own, prev)
+		for k, i := range at {
+			out[i] = own[k]
+		}
+	}
+	return out
 }
 
 // LoadFeatures reads one server's prompts, resources and resource templates; found is false when the server is
@@ -119,9 +157,11 @@ func ServedTools(id string, tools, prev []persistence.Tool) []persistence.Tool {
 
 // Catalogue is the whole served catalogue as read at start and after a resync.
 type Catalogue struct {
-	Servers  map[string]ServerEntry
-	Curated  map[string]*ServerCuration
-	Tools    map[string][]persistence.Tool
+	Servers map[string]ServerEntry
+	Curated map[string]*ServerCuration
+	Tools   map[string][]persistence.Tool
+	// Stored are every server's stored tools (ServerRows.Stored).
+	Stored   map[string][]persistence.Tool
 	Profiles []persistence.Profile
 	Features []persistence.Feature
 }
@@ -129,7 +169,8 @@ type Catalogue struct {
 // LoadAll reads the whole catalogue: every server with its curation and served tools, the profiles and the
 // features.
 func (l *Loader) LoadAll(ctx context.Context) (*Catalogue, error) {
-	snap := &Catalogue{Servers: map[string]ServerEntry{}, Curated: map[string]*ServerCuration{}, Tools: map[string][]persistence.Tool{}}
+	snap := &Catalogue{Servers: map[string]ServerEntry{}, Curated: map[string]*ServerCuration{}, Tools: map[string][]persistence.Tool{},
+		Stored: map[string][]persistence.Tool{}}
 	servers, _, err := l.Store.ListServers(ctx, persistence.ListServersFilter{})
 	if err != nil {
 		return nil, err
@@ -163,11 +204,18 @@ func (l *Loader) LoadAll(ctx context.Context) (*Catalogue, error) {
 		byServer[t.SourceServerID] = append(byServer[t.SourceServerID], t)
 	}
 	for id, list := range byServer {
-		served := snap.Curated[id].Serve(list, l.Pins, l.Logger)
+		c := snap.Curated[id]
+		served := c.Serve(list, l.Pins, l.Logger) // list itself when plain, else new rows
 		for i := range served {
 			served[i] = RoutedTool(served[i])
 		}
 		snap.Tools[id] = CompactTools(id, served, nil)
+		snap.Stored[id] = StoredTools(id, c, list, snap.Tools[id], nil)
+	}
+	for id := range snap.Servers {
+		if _, ok := snap.Stored[id]; !ok {
+			snap.Stored[id] = nil // known, with no tools
+		}
 	}
 	if snap.Profiles, err = l.Store.ListProfiles(ctx); err != nil {
 		return nil, err

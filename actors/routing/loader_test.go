@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -53,7 +54,7 @@ func TestLoaderLoadServer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st, srv := storeWith(t, tt.policy)
 			l := &routing.Loader{Store: st, Pins: routing.NewPinHashes()}
-			rows, err := l.LoadServer(context.Background(), srv.ID, nil)
+			rows, err := l.LoadServer(context.Background(), srv.ID, nil, nil)
 			if err != nil || !rows.Found {
 				t.Fatalf("LoadServer = found %v, %v", rows.Found, err)
 			}
@@ -69,10 +70,18 @@ func TestLoaderLoadServer(t *testing.T) {
 					t.Fatalf("served tools %v, want %v", got, tt.wantTools)
 				}
 			}
+			// The stored rows, what an admin reads, keep every tool whatever the curation serves.
+			var stored []string
+			for _, tool := range rows.Stored {
+				stored = append(stored, tool.OriginalName)
+			}
+			if !slices.Equal(stored, []string{"a", "b"}) {
+				t.Fatalf("stored tools %v, want [a b]", stored)
+			}
 			if name := rows.Curation.ExposedName("b"); name != "bee" {
 				t.Fatalf("curation exposes b as %q, want bee (the override)", name)
 			}
-			again, err := l.LoadServer(context.Background(), srv.ID, rows.Tools)
+			again, err := l.LoadServer(context.Background(), srv.ID, rows.Tools, rows.Stored)
 			if err != nil || len(again.Tools) != len(rows.Tools) {
 				t.Fatalf("reload with prev = %d tools, %v", len(again.Tools), err)
 			}
@@ -83,7 +92,7 @@ func TestLoaderLoadServer(t *testing.T) {
 func TestLoaderMissingServerIsNotFound(t *testing.T) {
 	st, _ := storeWith(t, persistence.ToolPolicy{})
 	l := &routing.Loader{Store: st, Pins: routing.NewPinHashes()}
-	rows, err := l.LoadServer(context.Background(), "no-such-server", nil)
+	rows, err := l.LoadServer(context.Background(), "no-such-server", nil, nil)
 	if err != nil || rows.Found {
 		t.Fatalf("LoadServer(missing) = found %v, %v; want not found, no error", rows.Found, err)
 	}
@@ -104,6 +113,9 @@ func TestLoaderLoadAll(t *testing.T) {
 	}
 	if n := len(c.Tools[srv.ID]); n != 2 {
 		t.Fatalf("catalogue has %d tools of the server, want 2", n)
+	}
+	if n := len(c.Stored[srv.ID]); n != 2 {
+		t.Fatalf("catalogue has %d stored tools of the server, want 2", n)
 	}
 	if c.Curated[srv.ID].ExposedName("b") != "bee" {
 		t.Fatal("catalogue lost the override")
@@ -127,7 +139,7 @@ func ExampleLoader() {
 	_, _ = st.ReplaceServerTools(ctx, srv.ID, []persistence.ToolDef{{OriginalName: "read", Definition: []byte(`{"name":"read"}`)}}, nil)
 
 	l := &routing.Loader{Store: st, Pins: routing.NewPinHashes()}
-	rows, err := l.LoadServer(ctx, srv.ID, nil)
+	rows, err := l.LoadServer(ctx, srv.ID, nil, nil)
 	fmt.Println(rows.Found, len(rows.Tools), rows.Tools[0].OriginalName, err)
 	// Output: true 1 read <nil>
 }

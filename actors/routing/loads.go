@@ -135,3 +135,11 @@ func (l *Loads) Oldest(next uint64) uint64 {
 	}
 	return next
 }
+
+// OldestOf is the number of the oldest change of key whose read is not applied yet, or next when none is owed.
+func (l *Loads) OldestOf(key string, next uint64) uint64 {
+	if p, ok := l.pending[key]; ok {
+		return min(next, p.oldest)
+	}
+	return next
+}

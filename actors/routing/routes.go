@@ -112,6 +112,17 @@ type RouteTable struct {
 	features *FeatureTable
 	// served is the version of each server's served tools the table holds (SetServedVersions; nil: none).
 	served map[string]uint64
+	// stored are each loaded server's stored tools, as an admin reads them (Builder; nil: none).
+	stored map[string][]persistence.Tool
+}
+
+// StoredTools are a server's tools as stored, in the store's order (by name): what an admin reads of them, the
+// tools its curation hides or withholds included, with their listed definitions and no overrides applied, in the
+// routed form (Definition without name, description and input schema). ok is false when the router has not
+// loaded the server (not registered, or registered after this table). The rows must not be modified.
+func (t *RouteTable) StoredTools(serverID string) (tools []persistence.Tool, ok bool) {
+	tools, ok = t.stored[serverID]
+	return tools, ok
 }
 
 // Version increases with every rebuild.

@@ -119,24 +119,19 @@ func (d *scaleDaemon) register(bin, name, prefix string, seed, tools int) {
 }
 
 // waitSearchable waits until the first and the last tool of each named server are found by their id (a server's
-// tools are indexed in one batch) and returns the time it took from start.
+// tools are indexed in one batch) and returns the time it took from start. Each round probes the pending servers
+// in order and stops at the first one not searchable yet (they mostly finish in the order they were registered),
+// then waits 50 ms: every probe is a search over all the tools, and probing every pending server every 20 ms took
+// a third of the process's CPU (BENCHMARKS.md, issue 25) from the indexing it waits for, on 2 cores.
 func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools int) time.Duration {
 	d.b.Helper()
 	pending := append([]string(nil), prefixes...)
 	for len(pending) > 0 {
 		var still []string
-		for _, p := range pending {
-			ok := true
-			for _, i := range []int{0, tools - 1} {
-				want := catalogID(p, i)
-				// Ids stem alike ("cqa", "cqas"), so the tool is looked for among the first five, not only first.
-				found := d.search(want, "direct", 5)
-				if !slices.ContainsFunc(found, func(n string) bool { return strings.HasSuffix(n, "_"+want) }) {
-					ok = false
-				}
-			}
-			if !ok {
-				still = append(still, p)
+		for k, p := range pending {
+			if !d.searchable(p, tools) {
+				still = append(still, pending[k:]...)
+				break
 			}
 		}
 		pending = still
@@ -144,10 +139,23 @@ func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools i
 			d.b.Fatalf("servers %v not searchable after 5 minutes", pending)
 		}
 		if len(pending) > 0 {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return time.Since(start)
+}
+
+// searchable reports whether the last and the first tool of the server with this prefix are found by their ids.
+func (d *scaleDaemon) searchable(prefix string, tools int) bool {
+	for _, i := range []int{tools - 1, 0} {
+		want := catalogID(prefix, i)
+		// Ids stem alike ("cqa", "cqas"), so the tool is looked for among the first five, not only first.
+		found := d.search(want, "direct", 5)
+		if !slices.ContainsFunc(found, func(n string) bool { return strings.HasSuffix(n, "_"+want) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // goMetric reads one of the Go runtime's gauges (go_memstats_heap_inuse_bytes, ...) from the daemon's /metrics.
@@ -324,12 +332,35 @@ func BenchmarkSearchAtScaleHeap(b *testing.B) {
 		}
 		d := &scaleDaemon{b: b, base: strings.TrimSuffix(base, "/api/v1/aggregator")}
 		prefixes := make([]string, scaleServers)
+		// With SCALE_INDEX_CPU_PROFILE=file, a CPU profile from the first registration to every tool searchable.
+		var indexProfile *os.File
+		if path := os.Getenv("SCALE_INDEX_CPU_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+			indexProfile = f
+			b.Cleanup(func() { // also when the tools never become searchable: where the time went is the question
+				if indexProfile != nil {
+					pprof.StopCPUProfile()
+					_ = f.Close()
+				}
+			})
+		}
 		start := time.Now()
 		for j := range prefixes {
 			prefixes[j] = string(rune('a' + j))
 			d.register(catalog, fmt.Sprintf("cat%02d", j), prefixes[j], j+1, scaleToolsPerServer)
 		}
 		b.ReportMetric(d.waitSearchable(start, prefixes, scaleToolsPerServer).Seconds(), "s-index-10k")
+		if indexProfile != nil {
+			pprof.StopCPUProfile()
+			_ = indexProfile.Close()
+			indexProfile = nil
+		}
 		d.waitClassified()
 		runtime.GC()
 		runtime.GC()

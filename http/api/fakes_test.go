@@ -319,6 +319,19 @@ func (f *fakeControl) Search(ctx context.Context, r actors.SearchRequest) (actor
 
 func (f *fakeControl) Skills() []actors.SkillInfo { return f.skills }
 
+// StoredTools answers what the real router's table would hold once it has loaded the servers: their stored rows.
+func (f *fakeControl) StoredTools(ctx context.Context, ids ...string) (map[string][]persistence.Tool, error) {
+	out := make(map[string][]persistence.Tool, len(ids))
+	for _, id := range ids {
+		tools, _, err := f.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id})
+		if err != nil {
+			return nil, err
+		}
+		out[id] = tools
+	}
+	return out, nil
+}
+
 func (f *fakeControl) RefreshTools(ctx context.Context, id string) error {
 	if err := f.record(ctx, controlCall{method: "RefreshTools", id: id}); err != nil {
 		return err

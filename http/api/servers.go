@@ -167,13 +167,18 @@ func (s *server) listServers(c *fiber.Ctx) error {
 	}
 	out := serverListView{Total: total, Limit: limit, Offset: offset}
 	if includeTools {
+		ids := make([]string, len(servers))
+		for i, srv := range servers {
+			ids[i] = srv.ID
+		}
+		// The tools as stored, from the routing table (the router's one read of each server's rows).
+		tools, err := s.control.StoredTools(ctx, ids...)
+		if err != nil {
+			return mapError(fmt.Errorf("list tools: %w", err), subject{})
+		}
 		items := make([]serverWithToolsView, 0, len(servers))
 		for _, srv := range servers {
-			tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: srv.ID})
-			if err != nil {
-				return mapError(fmt.Errorf("list tools of %s: %w", srv.ID, err), subject{id: srv.ID})
-			}
-			items = append(items, serverWithToolsView{Server: view.NewServer(srv), Tools: view.NewTools(tools)})
+			items = append(items, serverWithToolsView{Server: view.NewServer(srv), Tools: view.NewTools(tools[srv.ID])})
 		}
 		out.Servers = items
 	} else {
@@ -314,38 +319,35 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if served, restricted, err := s.servedTools(c, id); err != nil {
 		return err
 	} else if restricted {
-		out := toolListView{Tools: []view.Tool{}, Total: len(served)}
-		for _, t := range served {
-			if t.IsClassified {
-				out.Classified++
-			}
-		}
-		out.Unclassified = out.Total - out.Classified
-		if offset < len(served) {
-			out.Tools = view.NewTools(served[offset:min(offset+limit, len(served))])
-		}
-		return c.JSON(out)
+		return c.JSON(newToolListView(served, limit, offset))
 	}
-	tools, _, err := s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id, Limit: limit, Offset: offset})
+	// An admin reads the tools as stored, from the routing table (the router's one read of the server's rows).
+	stored, err := s.control.StoredTools(ctx, id)
 	if err != nil {
 		return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
 	}
-	counts, err := s.store.CountTools(ctx, id)
-	if err != nil {
-		return mapError(fmt.Errorf("count tools of %s: %w", id, err), subject{id: c.Params("id")})
+	return c.JSON(newToolListView(stored[id], limit, offset))
+}
+
+// newToolListView is one page (limit, offset) of tools, with the counts of them all.
+func newToolListView(tools []persistence.Tool, limit, offset int) toolListView {
+	out := toolListView{Tools: []view.Tool{}, Total: len(tools)}
+	for _, t := range tools {
+		if t.IsClassified {
+			out.Classified++
+		}
 	}
-	return c.JSON(toolListView{
-		Tools:        view.NewTools(tools),
-		Total:        counts.Total,
-		Classified:   counts.Classified,
-		Unclassified: counts.Unclassified,
-	})
+	out.Unclassified = out.Total - out.Classified
+	if offset < len(tools) {
+		out.Tools = view.NewTools(tools[offset:min(offset+limit, len(tools))])
+	}
+	return out
 }
 
 // servedTools is what a client token sees of a server's tools: the routing table's rows as clients are served them
 // (hidden and withheld tools left out, held ones with their approved definition, overrides applied), within the
 // token's profiles, by namespaced name. restricted is false for admins (and every caller while auth is off): they
-// see the stored tools as the backend lists them. Without this a client token could read, through the tool
+// see the stored tools as the backend lists them (Control.StoredTools, from the same table). Without this a client token could read, through the tool
 // listings, the names a filter hides and the unapproved text that pinning holds back.
 func (s *server) servedTools(c *fiber.Ctx, serverID string) (tools []persistence.Tool, restricted bool, err error) {
 	if id := identityOf(c); id.Anonymous || id.Allows(auth.ScopeAdmin) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/internal/view"
-	"github.com/mcpgw/aggregator/persistence"
 )
 
 // WhoamiPath answers who the caller is: a client (the console) learns whether its token may change anything
@@ -60,9 +59,11 @@ func (s *server) getServerTool(c *fiber.Ctx) error {
 		return err
 	}
 	if !restricted {
-		if tools, _, err = s.store.ListTools(ctx, persistence.ListToolsFilter{ServerID: id}); err != nil {
+		stored, err := s.control.StoredTools(ctx, id)
+		if err != nil {
 			return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
 		}
+		tools = stored[id]
 	}
 	for i, t := range tools {
 		if t.Name == want || t.OriginalName == want || fmt.Sprint(t.ID) == want {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/freeport"
 )
 
 // Buffer collects a process's output; the process writes while the caller may read.
@@ -69,14 +70,10 @@ func (p *Process) Stop(grace time.Duration) {
 	}
 }
 
-// FreePort asks the kernel for a free loopback TCP port.
+// FreePort returns a loopback TCP port that nothing listens on now, outside the kernel's ephemeral range
+// (freeport.Pick: an outgoing connection cannot take it before the process binds it).
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return freeport.Pick()
 }
 
 // WaitHTTP waits until a GET of url gets any HTTP answer, or the process ends, or timeout passes.

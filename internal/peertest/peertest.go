@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/freeport"
 )
 
 // RepoRoot finds the directory holding go.mod, walking up from the working directory.
@@ -83,15 +85,15 @@ func EverythingStdio(t testing.TB) (string, []string) {
 	return Node(t), []string{EverythingScript(t), "stdio"}
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that nothing listens on now, outside the kernel's ephemeral range
+// (freeport.Pick: an outgoing connection of the busy test machine cannot take it before the process binds it).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick()
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Process is a peer server running in the background; it is killed when the test ends.
