@@ -269,7 +269,7 @@ func pairs(terms []string) []string {
 
 // queryTerms analyses a query into distinct terms and adjacent pairs, weighted by their frequency in it.
 func queryTerms(text string) []queryTerm {
-	terms := analysis.Terms(text)
+	terms := analysis.QueryTerms(text)
 	terms = append(terms, pairs(terms)...)
 	idx := make(map[string]int, len(terms))
 	var out []queryTerm
