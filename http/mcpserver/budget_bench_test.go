@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/rankeval"
 	"github.com/mcpgw/aggregator/persistence"
@@ -51,7 +52,18 @@ func BenchmarkToolsList10k(b *testing.B) {
 	}
 	r := newRig(b, mcpserver.Options{})
 	for s := range servers {
-		r.register(b, fmt.Sprintf("s%02d", s), map[string]any{"base_url": fixtureBackend(b, tools, s*perServer, perServer)}, persistence.TransportHTTP)
+		// One server at a time, and again when a busy machine's ask timed out before the registration was stored.
+		name := fmt.Sprintf("s%02d", s)
+		raw, _ := json.Marshal(map[string]any{"base_url": fixtureBackend(b, tools, s*perServer, perServer)})
+		waitLong(b, name+" registered", func() bool {
+			if _, err := r.sys.Register(context.Background(), actors.RegisterRequest{Name: name, TransportType: persistence.TransportHTTP,
+				ConnectionConfig: raw, AutoConnect: true}); err == nil {
+				return true
+			}
+			_, err := r.store.GetServerByName(context.Background(), name)
+			return err == nil
+		})
+		waitLong(b, name+"'s tools routable", func() bool { total, _ := r.sys.Routes().ToolCounts(); return total == (s+1)*perServer })
 	}
 	waitLong(b, "10,000 tools routable", func() bool { total, _ := r.sys.Routes().ToolCounts(); return total == servers*perServer })
 	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
@@ -101,6 +113,6 @@ func waitLong(b *testing.B, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			b.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(time.Second)
 	}
 }
