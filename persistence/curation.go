@@ -114,13 +114,15 @@ type ProfileBinding struct {
 
 // Profile is a named subset of the tools, served at its own endpoint, and who is bound to it: static client token
 // names (Clients) and OAuth subjects or claim values (Bindings). Selectors, Clients and Bindings are never nil once
-// stored; a selector's empty Tools or Skills is nil.
+// stored; a selector's empty Tools or Skills is nil. TokenBudget bounds what a tools/list answer of the profile's
+// endpoint may cost, in tokens (issue 31): nil leaves the endpoint's budget, 0 serves the whole toolset.
 type Profile struct {
 	Name        string
 	Description *string
 	Selectors   []ProfileSelector
 	Clients     []string
 	Bindings    []ProfileBinding
+	TokenBudget *int
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }

@@ -418,3 +418,19 @@ func TestQueryVectorIsNotEmbeddedAgain(t *testing.T) {
 		t.Errorf("results %+v, want send_email first", first)
 	}
 }
+
+// TestQueryTextDropsAsking: the words of asking that stand alone leave the query's text (what is embedded), a text
+// of nothing else stays, and an identifier holding one is kept whole.
+func TestQueryTextDropsAsking(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"  Please, I need the weather in Paris. Thanks!  ", "I the weather in Paris."},
+		{"like_post for me", "like_post for me"},
+		{"please", "please"},
+		{"Hello", "Hello"},
+		{"send an email", "send an email"},
+	} {
+		if got := QueryText(tc.in); got != tc.want {
+			t.Errorf("QueryText(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

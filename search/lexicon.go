@@ -2,6 +2,7 @@ package search
 
 import (
 	"container/heap"
+	"math"
 	"slices"
 	"strings"
 
@@ -267,9 +268,11 @@ func pairs(terms []string) []string {
 	return out
 }
 
-// queryTerms analyses a query into distinct terms and adjacent pairs, weighted by their frequency in it.
+// queryTerms analyses a query into distinct terms and adjacent pairs, weighted sublinearly by their frequency in it
+// (1 + ln tf, as SMART's "l"): a long request that repeats a word ("the file ... the file") still asks for other
+// things too.
 func queryTerms(text string) []queryTerm {
-	terms := analysis.Terms(text)
+	terms := analysis.QueryTerms(text)
 	terms = append(terms, pairs(terms)...)
 	idx := make(map[string]int, len(terms))
 	var out []queryTerm
@@ -280,6 +283,9 @@ func queryTerms(text string) []queryTerm {
 		}
 		idx[t] = len(out)
 		out = append(out, queryTerm{text: t, weight: 1})
+	}
+	for i := range out {
+		out[i].weight = 1 + math.Log(out[i].weight)
 	}
 	return out
 }

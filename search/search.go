@@ -17,8 +17,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/mcpgw/aggregator/search/embed"
+	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
 // Limits of a query.
@@ -310,7 +312,26 @@ func QueryText(text string) string {
 	if len(text) > maxQueryBytes {
 		text = strings.ToValidUTF8(text[:maxQueryBytes], "")
 	}
-	return text
+	return dropAsking(text)
+}
+
+// dropAsking removes the words of asking (analysis.IsRequestWord: "please", "I need", "thanks") that stand alone
+// between spaces, so that the embedding of a request is that of what it asks for; the lexical side drops them too
+// (analysis.QueryTerms). A text of nothing else is kept as it is.
+func dropAsking(text string) string {
+	fields := strings.Fields(text)
+	kept := fields[:0:0]
+	for _, f := range fields {
+		w := strings.ToLower(strings.TrimFunc(f, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
+		if w != "" && analysis.IsRequestWord(w) {
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if len(kept) == len(fields) || len(kept) == 0 {
+		return text
+	}
+	return strings.Join(kept, " ")
 }
 
 // vectorSearch embeds the query (unless given holds its embedding) and asks the index for its nearest tools.

@@ -387,6 +387,7 @@ type profileView struct {
 	Selectors   []persistence.ProfileSelector `json:"selectors"`
 	Clients     []string                      `json:"clients"`
 	Bindings    []persistence.ProfileBinding  `json:"bindings"`
+	TokenBudget *int                          `json:"token_budget"`
 	ToolCount   int                           `json:"tool_count"`
 	Endpoint    string                        `json:"mcp_endpoint"`
 	CreatedAt   time.Time                     `json:"created_at"`
@@ -395,7 +396,7 @@ type profileView struct {
 
 func (s *server) newProfileView(p persistence.Profile) profileView {
 	v := profileView{Name: p.Name, Description: p.Description, Selectors: p.Selectors, Clients: p.Clients,
-		Bindings: p.Bindings, Endpoint: "/mcp/profiles/" + p.Name, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+		Bindings: p.Bindings, TokenBudget: p.TokenBudget, Endpoint: "/mcp/profiles/" + p.Name, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	if pv, ok := s.control.Routes().Profile(p.Name); ok {
 		v.ToolCount = pv.Count()
 	}
@@ -480,7 +481,7 @@ func (s *server) putProfile(c *fiber.Ctx) error {
 	if created {
 		event, status = audit.ProfileCreated, fiber.StatusCreated
 	}
-	s.audit(c, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients, "bindings": out.Bindings})
+	s.audit(c, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients, "bindings": out.Bindings, "token_budget": out.TokenBudget})
 	return c.Status(status).JSON(s.newProfileView(out))
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/gateway/exposure"
 	"github.com/mcpgw/aggregator/http/auth"
@@ -94,7 +95,8 @@ func (s *Server) recordUse(caller, asked string) {
 	s.budget.usage.Record(caller, name, time.Now())
 }
 
-// budgetOf is the budget of a tools/list request: its _meta's, else its URL's, else the endpoint's (<= 0: none).
+// budgetOf is the budget of a tools/list request (<= 0: none), the first of: its _meta's, its URL's, its profile's
+// (profileBudget), the endpoint's.
 func (s *Server) budgetOf(req mcp.Request) int {
 	if p, ok := req.GetParams().(*mcp.ListToolsParams); ok && p != nil {
 		if v, ok := p.Meta[TokenBudgetMetaKey]; ok {
@@ -110,7 +112,34 @@ func (s *Server) budgetOf(req mcp.Request) int {
 			}
 		}
 	}
+	if s.opts.Scope != nil {
+		return profileBudget(s.gw.Routes(), s.opts.Scope, s.opts.TokenBudget)
+	}
 	return s.opts.TokenBudget
+}
+
+// profileBudget is the budget of a profile endpoint (scope: its profile, or the profiles a client token is bound
+// to), read from the routing table at each request so a profile's change applies at once: a profile's
+// TokenBudget, or the endpoint's (def) where it sets none. A union of profiles gets the largest of theirs, none
+// (<= 0) when one of them has none: its caller may see each profile's whole listing anyway.
+func profileBudget(rt *routing.RouteTable, scope routing.Scope, def int) int {
+	if len(scope) == 0 {
+		return def
+	}
+	out := -1
+	for i, name := range scope {
+		b := def
+		if p, ok := rt.Profile(name); ok && p.TokenBudget != nil {
+			b = *p.TokenBudget
+		}
+		if b <= 0 {
+			return b
+		}
+		if i == 0 || b > out {
+			out = b
+		}
+	}
+	return out
 }
 
 // withBudgetQuery carries the endpoint URL's token_budget into a header the MCP handlers read.

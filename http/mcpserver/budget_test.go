@@ -204,3 +204,110 @@ func TestToolsListWithinTokenBudget(t *testing.T) {
 		t.Errorf("a budget the toolset fits listed %d of %d tools", len(big), len(all))
 	}
 }
+
+// TestProfileTokenBudget: a profile's token budget bounds tools/list on its endpoint (/mcp/profiles/{name}), in place
+// of the daemon's; a profile without one gets the daemon's, one of 0 is served whole; the client's _meta hint and
+// the endpoint URL's token_budget override the profile's; a change of the profile's budget applies at the next
+// tools/list.
+func TestProfileTokenBudget(t *testing.T) {
+	const daemon, profile = 2500, 5000
+	opts := mcpserver.Options{TokenBudget: daemon}
+	r := newRig(t, opts)
+	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, opts)
+	t.Cleanup(views.Close)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.ProfilesPrefix, views.ProfileHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+
+	r.register(t, "alpha", map[string]any{"base_url": wideBackend(t, "alpha", 80)}, persistence.TransportHTTP)
+	ctx := context.Background()
+	put := func(name string, budget *int) {
+		t.Helper()
+		if _, _, err := r.sys.PutProfile(ctx, persistence.Profile{Name: name, TokenBudget: budget,
+			Selectors: []persistence.ProfileSelector{{Server: "alpha"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	budgetIs := func(name string, want *int) func() bool {
+		return func() bool {
+			p, ok := r.sys.Routes().Profile(name)
+			return ok && p.Count() == 80 && (want == nil) == (p.TokenBudget == nil) && (want == nil || *want == *p.TokenBudget)
+		}
+	}
+	capped, whole := profile, 0
+	put("capped", &capped)
+	put("whole", &whole)
+	put("plain", nil)
+	for _, name := range []string{"capped", "whole", "plain"} {
+		waitFor(t, name+" holds alpha's 80 tools", budgetIs(name, map[string]*int{"capped": &capped, "whole": &whole}[name]))
+	}
+	open := func(path string) *mcp.ClientSession {
+		t.Helper()
+		s, err := mcp.NewClient(&mcp.Implementation{Name: "profile-budget", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: hs.URL + path}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	backend := func(tools []*mcp.Tool) int {
+		n := 0
+		for _, tl := range tools {
+			if strings.HasPrefix(tl.Name, "alpha__") {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name, path string
+		meta       mcp.Meta
+		budget     int // the budget the answer says it was chosen for; 0: not budgeted, every tool listed
+	}{
+		{"the profile's budget", "/mcp/profiles/capped", nil, profile},
+		{"the daemon's, where the profile sets none", "/mcp/profiles/plain", nil, daemon},
+		{"no budget: the profile's 0", "/mcp/profiles/whole", nil, 0},
+		{"the client's hint over the profile's", "/mcp/profiles/capped", mcp.Meta{mcpserver.TokenBudgetMetaKey: 0}, 0},
+		{"the client's hint over the profile's, smaller", "/mcp/profiles/whole", mcp.Meta{mcpserver.TokenBudgetMetaKey: daemon}, daemon},
+		{"the URL's over the profile's", "/mcp/profiles/capped?token_budget=0", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(tc.path)
+			waitFor(t, "the profile endpoint exposes alpha's tools", func() bool {
+				all, _ := listAll(t, s, mcp.Meta{mcpserver.TokenBudgetMetaKey: 0})
+				return backend(all) == 80
+			})
+			tools, first := listAll(t, s, tc.meta)
+			got, _ := first.Meta[mcpserver.BudgetMetaKey].(float64)
+			if int(got) != tc.budget {
+				t.Fatalf("answer chosen for a budget of %v, want %d (%d tools)", first.Meta[mcpserver.BudgetMetaKey], tc.budget, len(tools))
+			}
+			n, cost := backend(tools), listedTokens(tools)
+			if tc.budget == 0 {
+				if n != 80 {
+					t.Fatalf("listed %d of alpha's 80 tools without a budget", n)
+				}
+				return
+			}
+			if n == 0 || n >= 80 || cost > tc.budget || cost < tc.budget/2 {
+				t.Fatalf("a budget of %d listed %d of 80 tools, %d tokens", tc.budget, n, cost)
+			}
+		})
+	}
+	// A change of the profile's budget applies at the next tools/list of an open session.
+	s := open("/mcp/profiles/capped")
+	waitFor(t, "the profile endpoint exposes alpha's tools", func() bool {
+		all, _ := listAll(t, s, mcp.Meta{mcpserver.TokenBudgetMetaKey: 0})
+		return backend(all) == 80
+	})
+	if tools, _ := listAll(t, s, nil); backend(tools) >= 80 {
+		t.Fatalf("capped listed all %d tools before its change", backend(tools))
+	}
+	put("capped", &whole)
+	waitFor(t, "capped's budget removed", budgetIs("capped", &whole))
+	if tools, _ := listAll(t, s, nil); backend(tools) != 80 {
+		t.Fatalf("after its budget was set to 0, capped listed %d of 80 tools", backend(tools))
+	}
+}

@@ -36,7 +36,7 @@ func curateSchema() *jsonschema.Schema {
 		"profile":   {Type: "string", Description: "The profile's name (put_profile, delete_profile)"},
 		"settings": {Type: "object", Description: "The REST body of the action: set_filter {mode, patterns}; set_pinning " +
 			"{enabled, pin_new_tools}; set_override {exposed_name, description, annotations}; approve/reject_change " +
-			"{hash}; put_profile {description, selectors, clients, bindings}; put_policy {default, rules: [{name, effect, when}]}"},
+			"{hash}; put_profile {description, selectors, clients, bindings, token_budget}; put_policy {default, rules: [{name, effect, when}]}"},
 	}}
 }
 
@@ -99,7 +99,7 @@ func (s *Server) curate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		if created {
 			event = audit.ProfileCreated
 		}
-		s.audit(ctx, id, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients, "bindings": out.Bindings})
+		s.audit(ctx, id, event, "", "", map[string]any{"profile": out.Name, "selectors": out.Selectors, "clients": out.Clients, "bindings": out.Bindings, "token_budget": out.TokenBudget})
 		return success(map[string]any{"profile": out, "created": created}), nil
 	case "delete_profile":
 		if err := cur.DeleteProfile(c, in.Profile); err != nil {

@@ -96,7 +96,7 @@ const overrideColumns = `server_id::text, original_name, exposed_name, descripti
 const pinColumns = `server_id::text, original_name, approved_hash, approved_def, approved_at, pending_hash,
 	pending_def, pending_since, rejected_hash`
 
-const profileColumns = `name, description, selectors, clients, bindings, created_at, updated_at`
+const profileColumns = `name, description, selectors, clients, bindings, token_budget, created_at, updated_at`
 
 // queries is PostgreSQL's SQL of the shared features.
 func queries() sqlstore.Queries {
@@ -154,10 +154,10 @@ func queries() sqlstore.Queries {
 
 		ListProfiles: `SELECT ` + profileColumns + ` FROM mcp.profiles ORDER BY name COLLATE "C"`,
 		GetProfile:   `SELECT ` + profileColumns + ` FROM mcp.profiles WHERE name = $1`,
-		InsertProfile: `INSERT INTO mcp.profiles (name, description, selectors, clients, bindings, created_at, updated_at)
-		VALUES ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, $6, $6) ON CONFLICT (name) DO NOTHING RETURNING ` + profileColumns,
+		InsertProfile: `INSERT INTO mcp.profiles (name, description, selectors, clients, bindings, token_budget, created_at, updated_at)
+		VALUES ($1, $2, $3::jsonb, $4::jsonb, $5::jsonb, $7, $6, $6) ON CONFLICT (name) DO NOTHING RETURNING ` + profileColumns,
 		UpdateProfile: `UPDATE mcp.profiles SET description = $2, selectors = $3::jsonb, clients = $4::jsonb,
-		bindings = $5::jsonb, updated_at = $6 WHERE name = $1 RETURNING ` + profileColumns,
+		bindings = $5::jsonb, token_budget = $7, updated_at = $6 WHERE name = $1 RETURNING ` + profileColumns,
 		DeleteProfile: `DELETE FROM mcp.profiles WHERE name = $1`,
 
 		DeleteFeatures: `DELETE FROM mcp.server_features WHERE server_id = $1`,

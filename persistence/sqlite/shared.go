@@ -73,7 +73,7 @@ const overrideColumns = `server_id, original_name, exposed_name, description, an
 const pinColumns = `server_id, original_name, approved_hash, approved_def, approved_at, pending_hash, pending_def,
 	pending_since, rejected_hash`
 
-const profileColumns = `name, description, selectors, clients, bindings, created_at, updated_at`
+const profileColumns = `name, description, selectors, clients, bindings, token_budget, created_at, updated_at`
 
 // queries is SQLite's SQL of the shared features.
 func queries() sqlstore.Queries {
@@ -125,9 +125,9 @@ func queries() sqlstore.Queries {
 
 		ListProfiles: `SELECT ` + profileColumns + ` FROM profiles ORDER BY name`,
 		GetProfile:   `SELECT ` + profileColumns + ` FROM profiles WHERE name = ?`,
-		InsertProfile: `INSERT INTO profiles (name, description, selectors, clients, bindings, created_at, updated_at)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (name) DO NOTHING RETURNING ` + profileColumns,
-		UpdateProfile: `UPDATE profiles SET description = ?2, selectors = ?3, clients = ?4, bindings = ?5, updated_at = ?6
+		InsertProfile: `INSERT INTO profiles (name, description, selectors, clients, bindings, token_budget, created_at, updated_at)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?7, ?6, ?6) ON CONFLICT (name) DO NOTHING RETURNING ` + profileColumns,
+		UpdateProfile: `UPDATE profiles SET description = ?2, selectors = ?3, clients = ?4, bindings = ?5, token_budget = ?7, updated_at = ?6
 			WHERE name = ?1 RETURNING ` + profileColumns,
 		DeleteProfile: `DELETE FROM profiles WHERE name = ?`,
 

@@ -225,18 +225,28 @@ func testProfiles(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	p := persistence.Profile{Name: "ops", Description: ptr("operations"),
 		Selectors: []persistence.ProfileSelector{{Server: "github", Tools: []string{"create_*"}}}, Clients: []string{"ci"},
-		Bindings: []persistence.ProfileBinding{{Subject: "alice"}, {Claim: "groups", Value: "eng"}}}
+		Bindings: []persistence.ProfileBinding{{Subject: "alice"}, {Claim: "groups", Value: "eng"}}, TokenBudget: ptr(0)}
 	got, created, err := s.PutProfile(ctx, p)
 	if err != nil || !created {
 		t.Fatalf("PutProfile: created %v, %v", created, err)
 	}
 	if got.Name != "ops" || *got.Description != "operations" || !reflect.DeepEqual(got.Selectors, p.Selectors) ||
-		!reflect.DeepEqual(got.Clients, p.Clients) || !reflect.DeepEqual(got.Bindings, p.Bindings) || got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
+		!reflect.DeepEqual(got.Clients, p.Clients) || !reflect.DeepEqual(got.Bindings, p.Bindings) || got.TokenBudget == nil || *got.TokenBudget != 0 || got.CreatedAt.IsZero() || got.CreatedAt.Location() != time.UTC {
 		t.Fatalf("stored profile %+v", got)
 	}
-	p.Description, p.Clients, p.Bindings = nil, nil, nil
+	if got, err := s.GetProfile(ctx, "ops"); err != nil || got.TokenBudget == nil || *got.TokenBudget != 0 {
+		t.Fatalf("GetProfile: token budget %v, %v; want 0", got.TokenBudget, err)
+	}
+	p.TokenBudget = ptr(12_000)
+	if got, _, err := s.PutProfile(ctx, p); err != nil || got.TokenBudget == nil || *got.TokenBudget != 12_000 {
+		t.Fatalf("replace the token budget: %+v, %v", got, err)
+	}
+	if _, _, err := s.PutProfile(ctx, persistence.Profile{Name: "neg", TokenBudget: ptr(-1)}); err == nil {
+		t.Fatal("a negative token budget was stored")
+	}
+	p.Description, p.Clients, p.Bindings, p.TokenBudget = nil, nil, nil, nil
 	again, created, err := s.PutProfile(ctx, p)
-	if err != nil || created || !again.CreatedAt.Equal(got.CreatedAt) || again.Description != nil ||
+	if err != nil || created || !again.CreatedAt.Equal(got.CreatedAt) || again.Description != nil || again.TokenBudget != nil ||
 		again.Clients == nil || len(again.Clients) != 0 || again.Bindings == nil || len(again.Bindings) != 0 {
 		t.Fatalf("replace: %+v, created %v, %v", again, created, err)
 	}

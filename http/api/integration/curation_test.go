@@ -119,6 +119,20 @@ func TestCurationThroughREST(t *testing.T) {
 	if r.status != http.StatusCreated {
 		t.Fatalf("create profile: %d %s", r.status, r.body)
 	}
+	if v, ok := r.json(t)["token_budget"]; !ok || v != nil {
+		t.Fatalf("a profile without a token budget shows token_budget %v (present %v)", v, ok)
+	}
+	// A token budget (issue 31): validated, stored, shown; the profile endpoint's tools/list uses it.
+	teamBody := `"selectors":[{"server":"go","tools":["whoami"]},{"server":"not-yet"}],"clients":["bot"]`
+	for _, bad := range []string{`-5`, `"8000"`, `1.5`, `1000000001`} {
+		wantError(t, e.authDo(t, curAdmin, "PUT", base+"/profiles/team", `{`+teamBody+`,"token_budget":`+bad+`}`), http.StatusUnprocessableEntity, apierror.CodeValidation)
+	}
+	if r := e.authDo(t, curAdmin, "PUT", base+"/profiles/team", `{`+teamBody+`,"token_budget":8000}`); r.status != http.StatusOK || r.json(t)["token_budget"] != float64(8000) {
+		t.Fatalf("set a token budget: %d %s", r.status, r.body)
+	}
+	if r := e.authDo(t, curAdmin, "GET", base+"/profiles/team", ""); r.status != http.StatusOK || r.json(t)["token_budget"] != float64(8000) {
+		t.Fatalf("get the token budget: %d %s", r.status, r.body)
+	}
 	waitFor("profile built", func() bool { p, ok := sys.Routes().Profile("team"); return ok && p.Count() == 1 })
 	if r := e.authDo(t, curAdmin, "GET", base+"/profiles/team/tools", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"go.whoami"`) {
 		t.Fatalf("profile tools: %d %s", r.status, r.body)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -18,6 +19,9 @@ const FilterNone = "none"
 
 // MaxProfileClients caps the client tokens one profile binds.
 const MaxProfileClients = 1000
+
+// MaxProfileTokenBudget caps a profile's token_budget (the most a client's own budget hint may ask, too).
+const MaxProfileTokenBudget = 1_000_000_000
 
 func profileNameSchema(desc string) *jsonschema.Schema {
 	return &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(curation.MaxNameLength), Pattern: "^[a-zA-Z0-9_-]+$", Description: desc}
@@ -228,7 +232,7 @@ func annotations(c *strictjson.Checker, raw json.RawMessage, loc []any) *persist
 // Profile reads PUT /profiles/{name}: description, selectors (each with server, tools patterns, skills; at least
 // one field each), clients (token names), bindings (OAuth subjects and claim values). The name comes from the path.
 func Profile(name string, body []byte) (persistence.Profile, []FieldError) {
-	c, f, ok := objectChecker(body, "description", "selectors", "clients", "bindings")
+	c, f, ok := objectChecker(body, "description", "selectors", "clients", "bindings", "token_budget")
 	if !ok {
 		return persistence.Profile{}, c.Errors()
 	}
@@ -265,6 +269,16 @@ func Profile(name string, body []byte) (persistence.Profile, []FieldError) {
 	}
 	if raw, has := f["bindings"]; has {
 		p.Bindings = bindings(c, raw, c.At("bindings"))
+	}
+	if raw, has := f["token_budget"]; has {
+		n, err := strconv.Atoi(string(raw))
+		if strictjson.KindOf(raw) != strictjson.KindNumber || err != nil {
+			c.Add(strictjson.FieldTypeError, "token_budget must be an integer", c.At("token_budget"))
+		} else if n < 0 || n > MaxProfileTokenBudget {
+			c.Add(strictjson.FieldValueError, fmt.Sprintf("token_budget must be between 0 and %d", MaxProfileTokenBudget), c.At("token_budget"))
+		} else {
+			p.TokenBudget = &n
+		}
 	}
 	if c.Count() > 0 {
 		return persistence.Profile{}, c.Errors()
@@ -467,6 +481,9 @@ func ProfileSchema() *jsonschema.Schema {
 		prop("clients", &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(128)},
 			MaxItems: ptr(MaxProfileClients), Description: "Client token names bound to the profile"}),
 		prop("bindings", bindingsSchema()),
+		prop("token_budget", &jsonschema.Schema{Type: "integer", Minimum: ptr(0.0), Maximum: ptr(float64(MaxProfileTokenBudget)),
+			Description: "Tokens a tools/list answer of the profile's endpoint may cost when its whole toolset does not fit " +
+				"(absent or null: the daemon's MCP_AGGREGATOR_MCP_TOKEN_BUDGET; 0: no budget). A client's own hint overrides it"}),
 	}, "selectors")
 }
 

@@ -177,3 +177,33 @@ func FuzzCuration(f *testing.F) {
 		_, _ = Decision(body)
 	})
 }
+
+// TestProfileTokenBudgetBody: token_budget is an integer from 0 to MaxProfileTokenBudget; absent or null leaves it
+// unset (the endpoint's budget).
+func TestProfileTokenBudgetBody(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want *int
+		loc  string
+	}{
+		{`{"selectors":[{"server":"x"}],"token_budget":12000}`, ptr(12000), ""},
+		{`{"selectors":[{"server":"x"}],"token_budget":0}`, ptr(0), ""},
+		{`{"selectors":[{"server":"x"}],"token_budget":null}`, nil, ""},
+		{`{"selectors":[{"server":"x"}]}`, nil, ""},
+		{`{"selectors":[{"server":"x"}],"token_budget":-1}`, nil, "body.token_budget"},
+		{`{"selectors":[{"server":"x"}],"token_budget":1000000001}`, nil, "body.token_budget"},
+		{`{"selectors":[{"server":"x"}],"token_budget":1.5}`, nil, "body.token_budget"},
+		{`{"selectors":[{"server":"x"}],"token_budget":"20000"}`, nil, "body.token_budget"},
+	} {
+		p, errs := Profile("team-a", []byte(tc.body))
+		if tc.loc != "" {
+			if !strings.Contains(locs(errs), tc.loc) {
+				t.Errorf("%s: errors %q, want %q", tc.body, locs(errs), tc.loc)
+			}
+			continue
+		}
+		if len(errs) > 0 || (p.TokenBudget == nil) != (tc.want == nil) || tc.want != nil && *p.TokenBudget != *tc.want {
+			t.Errorf("%s: token budget %v, errors %v", tc.body, p.TokenBudget, errs)
+		}
+	}
+}

@@ -289,9 +289,14 @@ func (c Curation) ResolveToolChange(ctx context.Context, serverID, originalName 
 func scanProfile(row Row) (persistence.Profile, error) {
 	var p persistence.Profile
 	var selectors, clients, bindings []byte
-	if err := row.Scan(&p.Name, &p.Description, &selectors, &clients, &bindings, Time(&p.CreatedAt),
+	var budget sql.NullInt64
+	if err := row.Scan(&p.Name, &p.Description, &selectors, &clients, &bindings, &budget, Time(&p.CreatedAt),
 		Time(&p.UpdatedAt)); err != nil {
 		return persistence.Profile{}, err
+	}
+	if budget.Valid {
+		n := int(budget.Int64)
+		p.TokenBudget = &n
 	}
 	if err := storeutil.ParseProfileLists(&p, selectors, clients, bindings); err != nil {
 		return persistence.Profile{}, err
@@ -343,7 +348,7 @@ func (c Curation) PutProfile(ctx context.Context, p persistence.Profile) (out pe
 	err = d.WriteTx(ctx, func(tx Tx) error {
 		ts := d.Time(storeutil.Now())
 		v, err := scanProfile(tx.QueryRow(ctx, d.Q.InsertProfile, r.Name, r.Description, d.JSON(r.Selectors),
-			d.JSON(r.Clients), d.JSON(r.Bindings), ts))
+			d.JSON(r.Clients), d.JSON(r.Bindings), ts, r.TokenBudget))
 		if err == nil {
 			out, created = v, true
 			return nil
@@ -352,7 +357,7 @@ func (c Curation) PutProfile(ctx context.Context, p persistence.Profile) (out pe
 			return err
 		}
 		out, err = scanProfile(tx.QueryRow(ctx, d.Q.UpdateProfile, r.Name, r.Description, d.JSON(r.Selectors),
-			d.JSON(r.Clients), d.JSON(r.Bindings), ts))
+			d.JSON(r.Clients), d.JSON(r.Bindings), ts, r.TokenBudget))
 		return err
 	})
 	if err != nil {

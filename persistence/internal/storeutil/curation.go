@@ -230,6 +230,7 @@ type ProfileRow struct {
 	Selectors   []byte
 	Clients     []byte
 	Bindings    []byte
+	TokenBudget any // nil (NULL) or an int64
 }
 
 // PrepareProfile checks p (a name is required) and encodes its lists; nil lists are stored as empty arrays.
@@ -257,7 +258,14 @@ func PrepareProfile(p persistence.Profile) (ProfileRow, error) {
 	if err != nil {
 		return ProfileRow{}, err
 	}
-	return ProfileRow{Name: p.Name, Description: p.Description, Selectors: sel, Clients: cl, Bindings: bn}, nil
+	r := ProfileRow{Name: p.Name, Description: p.Description, Selectors: sel, Clients: cl, Bindings: bn}
+	if p.TokenBudget != nil {
+		if *p.TokenBudget < 0 {
+			return ProfileRow{}, fmt.Errorf("profile %q: negative token budget %d", p.Name, *p.TokenBudget)
+		}
+		r.TokenBudget = int64(*p.TokenBudget)
+	}
+	return r, nil
 }
 
 // normSelectors copies selectors as they read back: never nil, each empty list nil (omitted in JSON).

@@ -16,11 +16,12 @@ const maxWordLen = 64
 // Word is one word of a text, lower-cased. CJK is true for a CJK ideograph, kana or hangul syllable unigram or
 // bigram: such text has no spaces, so it is cut into characters and character pairs instead of words. Compound is
 // true for the concatenation of the parts of an identifier (getUserName -> getusername), emitted after the parts so
-// that an exact identifier in a query still matches as one rare term.
+// that an exact identifier in a query still matches as one rare term; Part is true for each of those parts.
 type Word struct {
 	Text     string
 	CJK      bool
 	Compound bool
+	Part     bool
 }
 
 // Words splits s into lower-cased words. Identifiers are split on snake_case, camelCase, dots and dashes
@@ -150,8 +151,9 @@ func appendSegment(out []Word, seg string) []Word {
 	flush()
 	if n := len(out) - start; n > 1 {
 		var b strings.Builder
-		for _, w := range out[start:] {
-			b.WriteString(w.Text)
+		for i := range out[start:] {
+			out[start+i].Part = true
+			b.WriteString(out[start+i].Text)
 		}
 		if b.Len() <= maxWordLen {
 			out = append(out, Word{Text: b.String(), Compound: true})
@@ -174,6 +176,22 @@ func Terms(s string) []string {
 	words := Words(s)
 	out := make([]string, 0, len(words))
 	for _, w := range words {
+		if t, ok := Term(w); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// QueryTerms is Terms for a query: the words of asking (IsRequestWord) are dropped too, unless they are part of an
+// identifier (like_post).
+func QueryTerms(s string) []string {
+	words := Words(s)
+	out := make([]string, 0, len(words))
+	for _, w := range words {
+		if !w.CJK && !w.Compound && !w.Part && IsRequestWord(w.Text) {
+			continue
+		}
 		if t, ok := Term(w); ok {
 			out = append(out, t)
 		}

@@ -55,7 +55,7 @@ func TestWords(t *testing.T) {
 
 func TestWordKinds(t *testing.T) {
 	ws := Words("get_user 名字")
-	want := []Word{{Text: "get"}, {Text: "user"}, {Text: "getuser", Compound: true},
+	want := []Word{{Text: "get", Part: true}, {Text: "user", Part: true}, {Text: "getuser", Compound: true},
 		{Text: "名", CJK: true}, {Text: "字", CJK: true}, {Text: "名字", CJK: true}}
 	if !slices.Equal(ws, want) {
 		t.Errorf("Words = %+v, want %+v", ws, want)
@@ -84,6 +84,28 @@ func TestTerms(t *testing.T) {
 		if got := Terms(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("Terms(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestQueryTerms: a query drops the words of asking besides the function words; a tool's text keeps them, and
+// compounds that contain them stay whole.
+func TestQueryTerms(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"Please, I need help to find the parking near me", []string{"find", "park", "near"}},
+		{"Hi! Could you kindly show my unread emails? Thanks", []string{"show", "unread", "email"}},
+		{"like_post", []string{"like", "post", "likepost"}},
+		{"使用必应", []string{"使", "用", "使用", "必", "用必", "应", "必应"}},
+	}
+	for _, tt := range tests {
+		if got := QueryTerms(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("QueryTerms(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := Terms("Please provide the help topic"); !slices.Contains(got, "pleas") || !slices.Contains(got, "help") {
+		t.Errorf("Terms dropped a word of asking from a tool's text: %q", got)
 	}
 }
 

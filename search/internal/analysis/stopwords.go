@@ -27,3 +27,24 @@ func IsStopWord(w string) bool {
 	_, ok := stopWords[w]
 	return ok
 }
+
+// requestWords are the words of general English with which a person asks for something ("please, I need to ...",
+// "could you help me ..."), beyond the function words: in a request they say that something is asked, not what. A
+// tool's description uses them otherwise ("Please provide the id", "returns items like these"), so matching them
+// ranks tools by their phrasing. Only queries drop them (QueryTerms); tools are indexed with them.
+var requestWords = func() map[string]struct{} {
+	m := make(map[string]struct{})
+	for _, w := range []string{
+		"please", "kindly", "want", "wants", "wanted", "wanna", "need", "needs", "needed", "like", "help", "let",
+		"lets", "thank", "thanks", "hi", "hello", "hey", "ok", "okay", "sure", "able", "possible",
+	} {
+		m[w] = struct{}{}
+	}
+	return m
+}()
+
+// IsRequestWord reports whether w (lower case) is a word of asking that a query's search ignores (requestWords).
+func IsRequestWord(w string) bool {
+	_, ok := requestWords[w]
+	return ok
+}
