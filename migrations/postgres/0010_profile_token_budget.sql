@@ -1,4 +1,4 @@
--- 0012: a profile's token budget (issue 31): what a tools/list answer of /mcp/profiles/{name} may cost, in tokens.
+-- 0010: a profile's token budget (issue 31): what a tools/list answer of /mcp/profiles/{name} may cost, in tokens.
 -- NULL leaves the endpoint's budget (MCP_AGGREGATOR_MCP_TOKEN_BUDGET); 0 serves the profile's whole toolset.
 -- Versions 0010 and 0011 belong to other changes; the runner applies whatever versions are missing, in order.
 

@@ -1,3 +1,0 @@
--- 0012: SQLite dialect of migrations/postgres/0012_profile_token_budget.sql (a profile's token budget, issue 31).
-
-ALTER TABLE profiles ADD COLUMN token_budget INTEGER CHECK (token_budget IS NULL OR token_budget >= 0);
