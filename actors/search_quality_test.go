@@ -105,7 +105,8 @@ func serverNames(t *testing.T, servers []string) map[string]string {
 // embedder, built-in classifier whose skill vectors the indexer keeps current) unless classifier is false, serves
 // every fixture server as its own go-sdk MCP backend over streamable HTTP, registers them in the given order, and
 // waits until every tool is routable, indexed and (with the classifier) classified.
-func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order []string, classifier bool) *actors.System {
+// The returned stop shuts the daemon down (once; the test's cleanup calls it too).
+func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order []string, classifier bool) (*actors.System, func()) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
@@ -156,11 +157,13 @@ func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = sys.Shutdown(c)
+		hs.Close()
 	})
+	t.Cleanup(stop)
 	began := time.Now()
 	for _, fx := range order {
 		raw, _ := json.Marshal(map[string]string{"base_url": hs.URL + "/" + names[fx]})
@@ -191,7 +194,7 @@ func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order 
 		}
 		if total == want && len(sys.Routes().Callable()) == want && sys.IndexedTools() == want && sys.IndexedVectors() == want && settledAll {
 			t.Logf("%d servers registered in %v, every tool ready after %v", len(order), registered, time.Since(began))
-			return sys
+			return sys, stop
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("catalogue not ready: %d of %d tools routable, %d indexed, %d classified; warnings:\n%s", total, want,
@@ -298,7 +301,7 @@ func TestSearchQuality(t *testing.T) {
 				t.Fatalf("%s has %d tools and %d queries with gold, want %d and %d", c.set, len(set.tools), len(set.queries), c.tools, c.queries)
 			}
 			names := serverNames(t, set.servers)
-			sys := qualityDaemon(t, set, names, set.servers, true)
+			sys, stopSys := qualityDaemon(t, set, names, set.servers, true)
 			var fallback []bool
 			def := rankings(t, sys, set, actors.StrategyHierarchical, &fallback)
 			dir := rankings(t, sys, set, actors.StrategyDirect)
@@ -330,7 +333,10 @@ func TestSearchQuality(t *testing.T) {
 			}
 			rev := slices.Clone(set.servers)
 			slices.Reverse(rev)
-			other := qualityDaemon(t, set, names, rev, false)
+			// The first daemon's rankings are taken: stop it (and its backends), so that the second does not
+			// register its catalogue beside a live one on a loaded machine.
+			stopSys()
+			other, _ := qualityDaemon(t, set, names, rev, false)
 			for _, strategy := range []string{actors.StrategyHierarchical, actors.StrategyDirect} {
 				a, b := def, rankings(t, other, set, strategy)
 				if strategy == actors.StrategyDirect {
