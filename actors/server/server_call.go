@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/errcode"
@@ -147,14 +148,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			}
 		}
 		if err != nil {
-			var user bool
-			if reply.Error, user = classifyUserError(err, rec, status); !user {
-				reply.Error = classifyCallError(cctx, err, name, status, m.Tool)
-			}
-			if scrub != nil {
-				reply.Error.Message = scrub(reply.Error.Message)
-			}
-			reply.Error.Message = sec.Scrub(reply.Error.Message)
+			reply.Error = backendError(cctx, err, rec, status, m.Tool, scrub, sec)
 			a.deps.Logger.WarnContext(cctx, "tool call failed", "server", name, "tool", m.Tool, "request_id", m.RequestId,
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
@@ -174,6 +168,21 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 }
 
 // classifyCallError maps what went wrong with a call to the contract's codes.
+// backendError is what a reply carries for err from a backend request (a call, a feature request): the caller's own
+// failure (classifyUserError: no credential, a refused one) or the backend's (classifyCallError), its message
+// scrubbed of the caller's secret (scrub, set for a caller's own session) and of the server's (sec).
+func backendError(ctx context.Context, err error, rec persistence.Server, status, what string, scrub func(string) string, sec *backend.Secrets) *pb.ErrorInfo {
+	info, user := classifyUserError(err, rec, status)
+	if !user {
+		info = classifyCallError(ctx, err, rec.Name, status, what)
+	}
+	if scrub != nil {
+		info.Message = scrub(info.Message)
+	}
+	info.Message = sec.Scrub(info.Message)
+	return info
+}
+
 func classifyCallError(ctx context.Context, err error, server, status, tool string) *pb.ErrorInfo {
 	info := &pb.ErrorInfo{ServerName: server, ServerStatus: status}
 	var rpcErr *jsonrpc.Error

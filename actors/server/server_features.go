@@ -176,7 +176,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 	if m.RequestId != "" {
 		cctx = requestid.With(cctx, m.RequestId)
 	}
-	sess, sender, sys, self, name, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.rec.Name, a.status, a.secrets
+	sess, sender, sys, self, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.status, a.secrets
 	// A per_user server reads resources, gets prompts and completes on the caller's own session (the backend may
 	// answer each caller differently); subscriptions stay on the server's own session, whose updates reach every
 	// subscribed client.
@@ -216,14 +216,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 			reply.ResultJson, err = json.Marshal(res)
 		}
 		if err != nil {
-			var user bool
-			if reply.Error, user = classifyUserError(err, rec, status); !user {
-				reply.Error = classifyCallError(cctx, err, name, status, m.Method)
-			}
-			if scrub != nil {
-				reply.Error.Message = scrub(reply.Error.Message)
-			}
-			reply.Error.Message = sec.Scrub(reply.Error.Message)
+			reply.Error = backendError(cctx, err, rec, status, m.Method, scrub, sec)
 			var rpcErr *jsonrpc.Error
 			if reply.Error.Code == errcode.ExecutionFailed && errors.As(err, &rpcErr) {
 				reply.RpcCode = rpcErr.Code
