@@ -30,7 +30,7 @@ func (s *Store) dialect() *sqlstore.Dialect {
 		Time:    func(t time.Time) any { return fmtTime(t) },
 		JSON:    func(raw []byte) any { return jsonArg(raw) },
 		Bulk: func(ctx context.Context, tx sqlstore.Tx, query string, n int, row func(i int) []any) error {
-			return eachPrepared(ctx, tx.(sqlTx).q.(*sql.Tx), query, n, row)
+			return bulkExec(ctx, tx.(sqlTx).q.(*sql.Tx), query, n, row)
 		},
 		CheckFence: func(ctx context.Context, tx sqlstore.Tx, uid string, fence *persistence.Lease) error {
 			return checkFence(ctx, tx.(sqlTx).q.(*sql.Tx), uid, fence)

@@ -716,10 +716,15 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 			return err
 		}
 		ts := fmtTime(storeutil.Now())
-		if err := eachPrepared(ctx, tx, `DELETE FROM tools WHERE id = ?`, len(plan.Remove), func(i int) []any {
-			return []any{plan.Remove[i]}
-		}); err != nil {
-			return fmt.Errorf("delete tools: %w", err)
+		if len(plan.Remove) > 0 {
+			ids, err := json.Marshal(plan.Remove)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM tools WHERE id IN (SELECT value FROM json_each(?))`,
+				string(ids)); err != nil {
+				return fmt.Errorf("delete tools: %w", err)
+			}
 		}
 		if err := eachPrepared(ctx, tx, `UPDATE tools SET name = ?2, description = ?3, input_schema = ?4,
 				definition = ?5, definition_hash = ?6, updated_at = ?7,
@@ -730,7 +735,7 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		}); err != nil {
 			return fmt.Errorf("update tools: %w", err)
 		}
-		if err := eachPrepared(ctx, tx, `INSERT INTO tools (name, original_name, description, input_schema, definition,
+		if err := bulkExec(ctx, tx, `INSERT INTO tools (name, original_name, description, input_schema, definition,
 				source_server_id, definition_hash, discovered_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			len(plan.Insert), func(i int) []any {
 				t := plan.Insert[i]
@@ -753,19 +758,23 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 }
 
 func existingTools(ctx context.Context, tx *sql.Tx, serverID string) (map[string]storeutil.ExistingTool, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, original_name, definition_hash FROM tools
-		WHERE source_server_id = ?`, serverID)
+	rows, err := tx.QueryContext(ctx, `SELECT id, name, original_name, definition_hash, description, input_schema,
+		definition FROM tools WHERE source_server_id = ?`, serverID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	existing := make(map[string]storeutil.ExistingTool)
+	var description string
+	var schema, definition sql.RawBytes
 	for rows.Next() {
 		var e storeutil.ExistingTool
 		var original string
-		if err := rows.Scan(&e.ID, &e.Name, &original, &e.Hash); err != nil {
+		if err := rows.Scan(&e.ID, &e.Name, &original, &e.Hash, &description, &schema, &definition); err != nil {
 			return nil, err
 		}
+		// SQLite keeps the text it was given, so these bytes are what the last discovery wrote.
+		e.Row = storeutil.RowFingerprint(e.Name, description, schema, definition)
 		existing[original] = e
 	}
 	return existing, rows.Err()

@@ -7,6 +7,7 @@ package storeutil
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -105,11 +106,28 @@ func HistoryDetails(t persistence.Transition) ([]byte, error) {
 	return json.Marshal(d)
 }
 
-// ExistingTool is what ReplaceServerTools needs of a stored tool.
+// ExistingTool is what ReplaceServerTools needs of a stored tool. Row, when not zero, is RowFingerprint of the row
+// as stored: a store that keeps the bytes it was given (SQLite) fills it, and a tool whose planned row has the same
+// fingerprint is left alone instead of rewritten. A store that normalises JSON (PostgreSQL's jsonb) leaves it zero
+// and rewrites every kept tool in one set-based statement.
 type ExistingTool struct {
 	ID   int64
 	Name string
 	Hash string
+	Row  [sha256.Size]byte
+}
+
+// RowFingerprint identifies a stored tool row by the columns a rediscovery may change: its namespaced name,
+// description, input schema and definition, as bytes. Equal fingerprints mean writing the row again changes nothing.
+func RowFingerprint(name, description string, schema, definition []byte) [sha256.Size]byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(name), []byte(description), schema, definition} {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(part)))) // length-prefixed: one encoding per row
+		h.Write(part)
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // PlannedTool is one definition of a ReplaceServerTools call, ready to write.
@@ -180,6 +198,10 @@ func PlanTools(serverName string, defs []persistence.ToolDef, existing map[strin
 		t.Changed = old.Hash != t.Hash
 		if t.Changed {
 			p.Diff.Changed = append(p.Diff.Changed, t.Name)
+		}
+		if old.Row != ([sha256.Size]byte{}) && old.Hash == t.Hash &&
+			old.Row == RowFingerprint(t.Name, t.Description, t.InputSchema, t.Definition) {
+			continue // stored exactly as listed: nothing to write
 		}
 		p.Update = append(p.Update, t)
 	}
