@@ -194,11 +194,12 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		d := exec.Command(bin, "serve")
 		d.Env = append(os.Environ(), fmt.Sprintf("MCP_AGGREGATOR_LISTEN=127.0.0.1:%d", port), "MCP_AGGREGATOR_DATA_DIR="+b.TempDir(),
 			fmt.Sprintf("MCP_AGGREGATOR_MCP_LISTEN=127.0.0.1:%d", peertest.FreePort(b)),
-			"MCP_AGGREGATOR_LOG_LEVEL=warn", "DATABASE_URL=")
+			"MCP_AGGREGATOR_LOG_LEVEL=warn", "MCP_AGGREGATOR_METRICS_OPEN=true", "DATABASE_URL=")
 		if err := d.Start(); err != nil {
 			b.Fatal(err)
 		}
 		waitHTTP(b, base+"/health")
+		root := fmt.Sprintf("http://127.0.0.1:%d", port)
 		start := time.Now()
 		for j := 0; j < 50; j++ {
 			body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("s%02d", j), "transport_type": "STDIO",
@@ -228,6 +229,16 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-connected")
 		time.Sleep(2 * time.Second) // let start-up garbage settle
 		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-MiB")
+		// Where it goes (as BenchmarkSearchAtScale reports it): the heap in use, the soft limit in force, and the
+		// binary's file-backed pages against anonymous memory.
+		b.ReportMetric(metricAt(b, root, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(metricAt(b, root, "go_gc_gomemlimit_bytes")/(1<<20), "gomemlimit-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, d.Process.Pid, "RssFile"))/1024, "rss-file-MiB")
+		b.ReportMetric(float64(procStatusKiB(b, d.Process.Pid, "RssAnon"))/1024, "rss-anon-MiB")
+		// And once the daemon has been idle a while longer (classification done, the policy relaxed).
+		time.Sleep(10 * time.Second)
+		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-idle-MiB")
+		b.ReportMetric(metricAt(b, root, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-idle-MiB")
 		_ = d.Process.Signal(syscall.SIGTERM)
 		_ = d.Wait()
 	}

@@ -161,9 +161,15 @@ func (d *scaleDaemon) searchable(prefix string, tools int) bool {
 // goMetric reads one of the Go runtime's gauges (go_memstats_heap_inuse_bytes, ...) from the daemon's /metrics.
 func (d *scaleDaemon) goMetric(name string) float64 {
 	d.b.Helper()
-	resp, err := http.Get(d.base + "/metrics")
+	return metricAt(d.b, d.base, name)
+}
+
+// metricAt reads one unlabelled gauge from the /metrics of the daemon at base (its metrics must be open).
+func metricAt(b *testing.B, base, name string) float64 {
+	b.Helper()
+	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		d.b.Fatal(err)
+		b.Fatal(err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -173,7 +179,7 @@ func (d *scaleDaemon) goMetric(name string) float64 {
 			return f
 		}
 	}
-	d.b.Fatalf("no %s in /metrics", name)
+	b.Fatalf("no %s in /metrics", name)
 	return 0
 }
 
