@@ -34,8 +34,8 @@ func wideTools(t *testing.T, n int) string {
 
 // TestProfileBudgetChangeNotifies: a client connected to /mcp/profiles/{name} with a go-sdk session gets
 // notifications/tools/list_changed when the profile's token_budget is changed through the REST API (PUT
-// /profiles/{name}) so that its listing changes, and its next tools/list follows the new budget; the client of
-// another profile hears nothing of it.
+// /profiles/{name}) so that its listing changes, and its next tools/list follows the new budget; likewise when its
+// selectors change which tools it exposes; the client of another profile hears nothing of either.
 func TestProfileBudgetChangeNotifies(t *testing.T) {
 	const tools, capped, smaller = 60, 6000, 2500
 	st, sys, logger := startSystem(t)
@@ -143,9 +143,13 @@ func TestProfileBudgetChangeNotifies(t *testing.T) {
 			t.Fatalf("after the budget was set to %d: %d of %d tools for a budget of %d", step.budget, n, tools, b)
 		}
 	}
-	if smallN, _ := list(cappedC, nil); smallN >= tools {
-		t.Fatal("the smaller budget listed everything")
+	// A change of its selectors changes which tools the profile exposes: told alike (by the go-sdk, whose tool set
+	// changed), and the next tools/list has only the selected tools.
+	if r := e.do(t, "PUT", base+"/profiles/capped", `{"selectors":[{"server":"wide","tools":["op0*"]}],"token_budget":0}`); r.status != http.StatusOK {
+		t.Fatalf("PUT profile capped: %d %s", r.status, r.body)
 	}
+	await(cappedC, "its selectors were narrowed")
+	waitFor(t, "capped lists op00 to op09 only", func() bool { n, b := list(cappedC, nil); return n == 10 && b == 0 })
 	time.Sleep(300 * time.Millisecond) // a stray notification would have reached the other client by now
 	if n := drain(otherC); n != 0 {
 		t.Fatalf("the other profile's client was told %d times of capped's change", n)
