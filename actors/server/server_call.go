@@ -68,26 +68,15 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	} else if a.clientSession(m) {
 		key = clientSessionKey(m.RelayClient)
 	}
-	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
-	if m.DeadlineUnixMs > 0 {
-		deadline = time.UnixMilli(m.DeadlineUnixMs)
-	}
-	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
-	cctx, cancelCause := context.WithCancelCause(dctx)
-	a.nextCall++
-	id := a.nextCall
-	a.pending[id] = cancelCause
+	// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's transport,
+	// which reads the context) as X-Request-ID.
+	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId)
 	if m.CallId != "" {
 		a.byReq[m.CallId] = id
 	}
 	relay, relayed := &a.relay, m.RelayTo != nil
 	if key == "" {
 		relay.begin(id, m.RelayTo)
-	}
-	if m.RequestId != "" {
-		// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's
-		// transport, which reads the context) as X-Request-ID.
-		cctx = requestid.With(cctx, m.RequestId)
 	}
 	cctx = telemetry.Extract(cctx, m.TraceContext) // the caller's trace goes on to the backend (ClientMiddleware)
 	if m.SentUnixNano > 0 {
@@ -122,8 +111,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
-		defer cancelDeadline()
-		defer cancelCause(nil)
+		defer release()
 		if token != "" {
 			defer progress.Delete(token)
 		}
@@ -165,6 +153,29 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			sys.Root.Send(sender, reply)
 		}
 	}()
+}
+
+// beginRequest counts a backend request (a call, a feature request) among those in flight (a.pending, under the id
+// it returns) and gives it its context: ended at the asker's deadline (deadlineUnixMs; the configured request
+// timeout from now when 0), cancelled with a cause by cancelPending, and carrying requestID. release frees the
+// context once the request is done; the request leaves a.pending with its callDone.
+func (a *serverActor) beginRequest(deadlineUnixMs int64, requestID string) (ctx context.Context, id uint64, deadline time.Time, release func()) {
+	deadline = time.Now().Add(a.deps.Config.RequestTimeout)
+	if deadlineUnixMs > 0 {
+		deadline = time.UnixMilli(deadlineUnixMs)
+	}
+	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
+	ctx, cancelCause := context.WithCancelCause(dctx)
+	a.nextCall++
+	id = a.nextCall
+	a.pending[id] = cancelCause
+	if requestID != "" {
+		ctx = requestid.With(ctx, requestID)
+	}
+	return ctx, id, deadline, func() {
+		cancelCause(nil)
+		cancelDeadline()
+	}
 }
 
 // classifyCallError maps what went wrong with a call to the contract's codes.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/msglimit"
-	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -164,18 +163,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 		ctx.Respond(&pb.FeatureReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new requests (%s on %s)", m.Method, a.rec.Name))})
 		return
 	}
-	deadline := time.Now().Add(a.deps.Config.RequestTimeout)
-	if m.DeadlineUnixMs > 0 {
-		deadline = time.UnixMilli(m.DeadlineUnixMs)
-	}
-	dctx, cancelDeadline := context.WithDeadline(context.Background(), deadline)
-	cctx, cancelCause := context.WithCancelCause(dctx)
-	a.nextCall++
-	id := a.nextCall
-	a.pending[id] = cancelCause
-	if m.RequestId != "" {
-		cctx = requestid.With(cctx, m.RequestId)
-	}
+	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId)
 	sess, sender, sys, self, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.status, a.secrets
 	// A per_user server reads resources, gets prompts and completes on the caller's own session (the backend may
 	// answer each caller differently); subscriptions stay on the server's own session, whose updates reach every
@@ -186,8 +174,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 	if perUser(a.rec) && m.Method != MethodSubscribe && m.Method != MethodUnsubscribe {
 		if info := a.userSessionCheck(m.Subject); info != nil {
 			delete(a.pending, id)
-			cancelCause(nil)
-			cancelDeadline()
+			release()
 			ctx.Respond(&pb.FeatureReply{Error: info})
 			return
 		}
@@ -197,8 +184,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 		}, id, nil)
 	}
 	go func() {
-		defer cancelDeadline()
-		defer cancelCause(nil)
+		defer release()
 		if userRelay != nil {
 			defer userRelay.end(id, false)
 		}

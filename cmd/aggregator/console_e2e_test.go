@@ -29,8 +29,9 @@ import (
 // deletes the server with confirmation; curates a server (a deny filter hides a tool from the server's search box
 // until mode none brings it back, an override's exposed name shows beside the original, the pending changes are
 // empty), sees a backend's changed tool definition held with its diff and approves it; creates a profile through
-// its form (after a field error on an empty selector), sees its tool count and tools, is refused its deletion
-// while a client is bound (409 PROFILE_IN_USE) and deletes it; shows the audit log; a client token gets read-only
+// its form (after field errors on an empty selector and a negative token budget), sees its tool count, token
+// budget and tools, is refused its deletion while a client is bound (409 PROFILE_IN_USE), sees an edit of its
+// clients keep its token budget and another clear it, and deletes it; shows the audit log; a client token gets read-only
 // views without curation controls. No request may leave the daemon's origin and the page may log no error (CSP,
 // exceptions). The live figures (issue 29): calls to a server show in its detail as charts of calls/s, p50/p95 and
 // errors with real numbers and its state changes on the same axis; the Actors tab shows the supervision tree with

@@ -51,6 +51,11 @@ type budgeting struct {
 	gen      uint64 // the exposed set's generation the order was made from
 	at       time.Time
 	remaking bool // a goroutine is making the next order
+
+	// followed is the profile budget (profileBudget) of the last routing table the sync loop saw, once seen; only
+	// the sync loop reads and writes them (followBudget).
+	followed     int
+	followedSeen bool
 }
 
 // addMetaTool adds a meta-tool to the go-sdk server and remembers its definition, which a budgeted tools/list
@@ -140,6 +145,37 @@ func profileBudget(rt *routing.RouteTable, scope routing.Scope, def int) int {
 		}
 	}
 	return out
+}
+
+// followBudget tells the endpoint's sessions their tool list changed when the routing table t changes the budget of
+// the endpoint's profiles (profileBudget) so that their listing changes: when one of the old and the new budget
+// cuts the listing. genBefore is the exposed set's generation before t was synced: when t changed the exposed
+// tools too, the go-sdk has told every session already. A session whose client set its own budget (the URL's
+// token_budget, a _meta hint) is told too: list_changed only asks it to list again. The main endpoint's budget
+// (Options.TokenBudget) does not change while it runs.
+func (s *Server) followBudget(t *routing.RouteTable, genBefore uint64) {
+	if s.opts.Scope == nil || s.searchFirst {
+		return
+	}
+	b := &s.budget
+	now := profileBudget(t, s.opts.Scope, s.opts.TokenBudget)
+	old, seen := b.followed, b.followedSeen
+	b.followed, b.followedSeen = now, true
+	if !seen || now == old {
+		return
+	}
+	s.mu.Lock()
+	gen := s.exposedGen
+	s.mu.Unlock()
+	if gen != genBefore {
+		return
+	}
+	total := s.listingTokens()
+	whole := func(limit int) bool { return limit <= 0 || total <= limit }
+	if whole(old) && whole(now) {
+		return
+	}
+	s.tellAllToolsChanged("a change of its profile's token budget")
 }
 
 // withBudgetQuery carries the endpoint URL's token_budget into a header the MCP handlers read.

@@ -311,3 +311,64 @@ func TestProfileTokenBudget(t *testing.T) {
 		t.Fatalf("after its budget was set to 0, capped listed %d of 80 tools", backend(tools))
 	}
 }
+
+// TestSearchIncludeSchemas: search_aggregated_tools gives each hit's input schema unless include_schemas is false
+// (absent or null: included, unlike REST's search, whose default is false); a non-boolean is a validation error
+// naming the field.
+func TestSearchIncludeSchemas(t *testing.T) {
+	r := newRig(t, mcpserver.Options{TokenBudget: -1})
+	r.register(t, "alpha", map[string]any{"base_url": wideBackend(t, "alpha", 5)}, persistence.TransportHTTP)
+	waitFor(t, "5 tools routable", func() bool { total, _ := r.sys.Routes().ToolCounts(); return total == 5 })
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "schemas", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: r.mux.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	for _, tc := range []struct {
+		name    string
+		include any // absent when nil and !setNull
+		setNull bool
+		schemas bool
+		invalid bool
+	}{
+		{name: "absent", schemas: true},
+		{name: "null", setNull: true, schemas: true},
+		{name: "true", include: true, schemas: true},
+		{name: "false", include: false},
+		{name: "not a boolean", include: "yes", invalid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := map[string]any{"query": "operation records alpha", "limit": 3}
+			if tc.include != nil || tc.setNull {
+				args["include_schemas"] = tc.include
+			}
+			res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_aggregated_tools", Arguments: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := text(res)
+			if tc.invalid {
+				if !res.IsError || !strings.Contains(body, "VALIDATION_ERROR") || !strings.Contains(body, "include_schemas") {
+					t.Fatalf("include_schemas %v: want a validation error naming it, got %s", tc.include, body)
+				}
+				return
+			}
+			var answer struct {
+				Data struct {
+					Tools []struct {
+						InputSchema json.RawMessage `json:"input_schema"`
+					} `json:"tools"`
+				} `json:"data"`
+			}
+			if res.IsError || json.Unmarshal([]byte(body), &answer) != nil || len(answer.Data.Tools) == 0 {
+				t.Fatalf("search: %s", body)
+			}
+			for _, h := range answer.Data.Tools {
+				if got := len(h.InputSchema) > 0 && string(h.InputSchema) != "null"; got != tc.schemas {
+					t.Fatalf("include_schemas %v: a hit's schema %s, want one: %v", tc.include, h.InputSchema, tc.schemas)
+				}
+			}
+		})
+	}
+}

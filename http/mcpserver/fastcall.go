@@ -83,10 +83,14 @@ func newFastCalls(s *Server) *fastCalls {
 	return f
 }
 
-// capture remembers the receiving chain, and the log level each session's client sets.
+// capture remembers the receiving chain, each streamable session once initialised, and the log level each
+// session's client sets.
 func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 	f.chain = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/initialized" {
+			f.initialized(req)
+		}
 		res, err := next(ctx, method, req)
 		if method == "logging/setLevel" && err == nil {
 			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && p != nil {
@@ -123,25 +127,25 @@ func (f *fastCalls) known(sid string) *fastSession {
 	return f.sessions[sid]
 }
 
-// servedBySDK notes that the go-sdk served a POST of the session: its idle timer starts again now. A session seen
-// for the first time is looked up among the go-sdk's live sessions and forgotten when it ends.
+// initialized tracks a streamable session (its POSTs carry its id in Mcp-Session-Id) of a revision with sessions
+// when its client's notifications/initialized arrives: the go-sdk refuses a session's calls before it, and from
+// then on its POSTs find the session's state by id (known), where the go-sdk offers only an iterator over every
+// session. The go-sdk is serving a POST of the session right now: its idle timer starts again.
+func (f *fastCalls) initialized(req mcp.Request) {
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	extra := req.GetExtra()
+	if !ok || ss == nil || extra == nil || extra.Header == nil || ss.ID() == "" ||
+		extra.Header.Get("Mcp-Session-Id") != ss.ID() || !stateful(ss) {
+		return
+	}
+	f.track(ss).sdkAt.Store(time.Now().UnixNano())
+}
+
+// servedBySDK notes that the go-sdk served a POST of a tracked session: its idle timer starts again now.
 func (f *fastCalls) servedBySDK(sid string) {
-	now := time.Now().UnixNano()
 	if fs := f.known(sid); fs != nil {
-		fs.sdkAt.Store(now)
-		return
+		fs.sdkAt.Store(time.Now().UnixNano())
 	}
-	var ss *mcp.ServerSession
-	for s := range f.s.mcp.Sessions() {
-		if s.ID() == sid {
-			ss = s
-			break
-		}
-	}
-	if ss == nil || !stateful(ss) {
-		return
-	}
-	f.track(ss).sdkAt.Store(now)
 }
 
 // track returns the fast path's state of a live session, made the first time (and forgotten when it ends).

@@ -194,22 +194,57 @@ func (s *Server) followPolicy(t *routing.RouteTable) {
 		if !listingChanged(ctx, old, now, g.id, t, names) {
 			continue
 		}
-		for _, ss := range g.sessions {
-			if _, err := c.send(ctx, "notifications/tools/list_changed",
-				&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}); err != nil {
-				s.log.Debug("notify a session of a policy change", "session", ss.ID(), "error", err)
-			}
-		}
-		for ss, l := range g.listens {
-			lctx, lcancel := context.WithTimeout(l.ctx, 10*time.Second)
-			_, err := c.send(lctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss,
-				Params: &mcp.ToolListChangedParams{Meta: mcp.Meta{mcp.MetaKeySubscriptionID: l.sub}}})
-			lcancel()
-			if err != nil {
-				s.log.Debug("notify a listen stream of a policy change", "error", err)
-			}
+		s.tellToolsChanged(ctx, "a policy change", g.sessions, g.listens)
+	}
+}
+
+// tellToolsChanged sends notifications/tools/list_changed to each of sessions (stateful ones) and of listens
+// (subscriptions/listen streams, stamped with their subscription id); why names the change in the debug log of a
+// failed notification.
+func (s *Server) tellToolsChanged(ctx context.Context, why string, sessions []*mcp.ServerSession, listens map[*mcp.ServerSession]listener) {
+	c := s.callers
+	for _, ss := range sessions {
+		if _, err := c.send(ctx, "notifications/tools/list_changed",
+			&mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss, Params: &mcp.ToolListChangedParams{}}); err != nil {
+			s.log.Debug("notify a session of "+why, "session", ss.ID(), "error", err)
 		}
 	}
+	for ss, l := range listens {
+		lctx, lcancel := context.WithTimeout(l.ctx, 10*time.Second)
+		_, err := c.send(lctx, "notifications/tools/list_changed", &mcp.ServerRequest[*mcp.ToolListChangedParams]{Session: ss,
+			Params: &mcp.ToolListChangedParams{Meta: mcp.Meta{mcp.MetaKeySubscriptionID: l.sub}}})
+		lcancel()
+		if err != nil {
+			s.log.Debug("notify a listen stream of "+why, "error", err)
+		}
+	}
+}
+
+// tellAllToolsChanged sends notifications/tools/list_changed to every stateful session of the endpoint and every
+// open subscriptions/listen stream that opted in to it: for a change of the listing that changes no tool of the
+// go-sdk server (which would tell them itself).
+func (s *Server) tellAllToolsChanged(why string) {
+	var sessions []*mcp.ServerSession
+	for ss := range s.mcp.Sessions() {
+		if stateful(ss) {
+			sessions = append(sessions, ss)
+		}
+	}
+	c := s.callers
+	c.mu.Lock()
+	listens := make(map[*mcp.ServerSession]listener, len(c.listens))
+	for ss, l := range c.listens {
+		if l.ctx.Err() == nil {
+			listens[ss] = l
+		}
+	}
+	c.mu.Unlock()
+	if len(sessions) == 0 && len(listens) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.tellToolsChanged(ctx, why, sessions, listens)
 }
 
 // listingChanged reports whether caller may list other tools of names (canonical names in t) under now than

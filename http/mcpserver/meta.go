@@ -350,13 +350,15 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 		return denied, nil
 	}
 	start := time.Now()
-	r, errs := validate.Search(req.Params.Arguments)
-	if len(errs) > 0 {
-		return apierror.Validation(errs).CallToolResult(), nil
-	}
 	// Answers an agent can act on (issue 31): the search looks further than the limit to say how many more tools
 	// matched, and each hit comes with its alias, a one-line description and, unless include_schemas is false,
 	// its input schema while they fit the caller's token budget.
+	def := validate.DefaultSearch()
+	def.IncludeSchemas = true
+	r, errs := validate.SearchOver(def, req.Params.Arguments)
+	if len(errs) > 0 {
+		return apierror.Validation(errs).CallToolResult(), nil
+	}
 	asked := r.Limit
 	r.Limit = min(max(3*asked, asked+10), validate.MaxSearchLimit)
 	r, res, err := s.cases.Search(ctx, id, r, s.opts.Scope)
@@ -367,14 +369,6 @@ func (s *Server) search(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Cal
 	more := max(len(res.Tools)-asked, 0)
 	res.Tools = res.Tools[:min(asked, len(res.Tools))]
 	r.Limit = asked
-	var in struct {
-		IncludeSchemas *bool `json:"include_schemas"`
-	}
-	if json.Unmarshal(req.Params.Arguments, &in) == nil && in.IncludeSchemas != nil {
-		r.IncludeSchemas = *in.IncludeSchemas // validated above
-	} else {
-		r.IncludeSchemas = true
-	}
 	out := view.NewSearch(r, res, time.Since(start))
 	left := s.budgetOf(req)
 	omitted := 0

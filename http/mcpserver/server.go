@@ -312,7 +312,11 @@ func (s *Server) syncLoop() {
 		case <-s.done:
 			return
 		case t := <-s.syncCh:
+			s.mu.Lock()
+			gen := s.exposedGen
+			s.mu.Unlock()
 			s.sync(t)
+			s.followBudget(t, gen)
 			s.followPolicy(t)
 		}
 	}

@@ -261,18 +261,22 @@ try {
   await tid('change-message').filter({ hasText: 'Approved forecast' }).waitFor();
   await tid('no-changes').waitFor();
 
-  // 10. Profiles: a selector with nothing in it is refused next to it; the profile is created with its tool count
-  // and tools; deleting it while a client token is bound is refused (409 PROFILE_IN_USE, shown), then it goes.
+  // 10. Profiles: a selector with nothing in it and a negative token budget are refused next to them; the profile is
+  // created with its tool count, token budget and tools; deleting it while a client token is bound is refused (409
+  // PROFILE_IN_USE, shown); an edit of its clients keeps its budget, another clears it; then it goes.
   await tid('tab-profiles').click();
   await tid('profile-new').click();
   await tid('p-name').fill('ui-profile');
   await tid('p-description').fill('echo and the getters');
   await tid('p-clients').fill('viewer');
+  await tid('p-token-budget').fill('-5');
   await tid('p-submit').click();
   await tid('error-p-selector-0').waitFor();
+  await tid('error-p-token-budget').filter({ hasText: 'token_budget must be between 0 and' }).waitFor();
   await shot('profile-field-error');
   await tid('p-server-0').fill(LISTED);
   await tid('p-tools-0').fill('echo get-*');
+  await tid('p-token-budget').fill('1200');
   await tid('p-submit').click();
   const prow = tid('profile-ui-profile');
   await page.waitForFunction(() => {
@@ -280,6 +284,8 @@ try {
     return c && Number(c.textContent) > 1;
   }, null, { timeout: 30000 });
   if ((await prow.getByTestId('profile-endpoint').inputValue()) !== '/mcp/profiles/ui-profile') problems.push('profile endpoint not shown');
+  if ((await prow.getByTestId('profile-budget').textContent()).trim() !== '1200') problems.push('profile token budget not listed');
+  await tid('profile-token-budget').filter({ hasText: '1200 tokens' }).waitFor();
   await tid('profile-tools').getByText(LISTED + '.echo', { exact: true }).waitFor();
   await shot('profiles');
   await tid('profile-delete').click();
@@ -287,9 +293,17 @@ try {
   await tid('profile-delete-error').filter({ hasText: 'PROFILE_IN_USE' }).filter({ hasText: 'viewer' }).waitFor();
   await shot('profile-in-use');
   await tid('profile-edit').click();
+  if ((await tid('p-token-budget').inputValue()) !== '1200') problems.push('the edit form does not show the token budget');
   await tid('p-clients').fill('');
   await tid('p-submit').click();
   await tid('profile-detail').waitFor();
+  await tid('profile-token-budget').filter({ hasText: '1200 tokens' }).waitFor();
+  await tid('profile-edit').click();
+  await tid('p-token-budget').fill('');
+  await tid('p-submit').click();
+  await tid('profile-token-budget').filter({ hasText: "the daemon's" }).waitFor();
+  await prow.getByTestId('profile-budget').filter({ hasText: 'default' }).waitFor();
+  await shot('profile-budget-cleared');
   await tid('profile-delete').click();
   await tid('confirm-profile-delete-yes').click();
   await prow.waitFor({ state: 'detached' });

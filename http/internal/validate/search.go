@@ -51,11 +51,20 @@ func newSearchSchema() *jsonschema.Schema {
 	}, "query")
 }
 
-// Search reads a search request (SearchSchema); every field but query is optional and null means absent. The
-// REST endpoint and search_aggregated_tools use it alike.
-func Search(body []byte) (gateway.SearchRequest, []FieldError) {
-	r := gateway.SearchRequest{ItemType: "tool", IncludeExternal: true, Limit: DefaultSearchLimit,
+// DefaultSearch is the search request of the schema's defaults (SearchSchema), which Search starts from.
+func DefaultSearch() gateway.SearchRequest {
+	return gateway.SearchRequest{ItemType: "tool", IncludeExternal: true, Limit: DefaultSearchLimit,
 		SkillThreshold: DefaultSkillThreshold, ToolThreshold: DefaultToolThreshold, Strategy: gateway.StrategyHierarchical}
+}
+
+// Search reads a search request (SearchSchema); every field but query is optional and null means absent. The
+// REST endpoint uses it as it is, search_aggregated_tools through SearchOver with defaults of its own.
+func Search(body []byte) (gateway.SearchRequest, []FieldError) {
+	return SearchOver(DefaultSearch(), body)
+}
+
+// SearchOver is Search starting from r: a field the body does not set (or sets to null) keeps r's value.
+func SearchOver(r gateway.SearchRequest, body []byte) (gateway.SearchRequest, []FieldError) {
 	c := strictjson.New("body")
 	at := c.At
 	members, ok := c.Object(body)

@@ -761,10 +761,11 @@ function Profiles() {
       ${err && html`<p class="error">${err}</p>`}
       ${list === null ? html`<p class="muted">Loading…</p>` : list.length === 0 ? html`<p class="muted" data-testid="no-profiles">No profile yet.</p>` : html`
       <table data-testid="profiles">
-        <thead><tr><th>Name</th><th>Tools</th><th>Clients</th><th>MCP endpoint</th></tr></thead>
+        <thead><tr><th>Name</th><th>Tools</th><th>Token budget</th><th>Clients</th><th>MCP endpoint</th></tr></thead>
         <tbody>${list.map((p) => html`<tr class=${'selectable' + (p.name === selected ? ' selected' : '')} data-testid=${'profile-' + p.name} onClick=${() => { setEditing(null); setSelected(p.name); }}>
           <td><strong>${p.name}</strong>${p.description && html`<div class="muted">${p.description}</div>`}</td>
           <td data-testid="profile-tool-count">${p.tool_count}</td>
+          <td data-testid="profile-budget">${p.token_budget == null ? html`<span class="muted">default</span>` : p.token_budget}</td>
           <td>${p.clients.length ? p.clients.join(', ') : html`<span class="muted">none</span>`}</td>
           <td><${Endpoint} path=${p.mcp_endpoint} /></td></tr>`)}</tbody></table>`}
     </div>
@@ -821,6 +822,7 @@ function ProfileDetail({ profile, onEdit, onGone }) {
     <dl class="kv">
       <dt>Description</dt><dd>${profile.description || '—'}</dd>
       <dt>MCP endpoint</dt><dd><code>${profile.mcp_endpoint}</code> (streamable HTTP; <code>/sse/profiles/${profile.name}</code> legacy SSE; <code>aggregator stdio --profile ${profile.name}</code>)</dd>
+      <dt>Token budget</dt><dd data-testid="profile-token-budget">${budgetText(profile.token_budget)}</dd>
       <dt>Clients</dt><dd>${profile.clients.length ? profile.clients.join(', ') : 'none (admins and unbound client tokens may use it)'}</dd>
       <dt>OAuth bindings</dt><dd data-testid="profile-bindings">${profile.bindings && profile.bindings.length ? profile.bindings.map((b) => (b.subject ? 'subject ' + b.subject : b.claim + ' = ' + b.value)).join(', ') : 'none'}</dd>
       <dt>Selectors</dt><dd>${profile.selectors.map((s) => html`<div>${[s.server && 'server ' + s.server, s.tools && s.tools.length && 'tools ' + s.tools.join(' '), s.skills && s.skills.length && 'skills ' + s.skills.join(' ')].filter((x) => x).join(' · ')}</div>`)}</dd>
@@ -834,6 +836,20 @@ function ProfileDetail({ profile, onEdit, onGone }) {
   </div>`;
 }
 
+// budgetText says what a profile's token_budget does to its endpoint's tools/list.
+const budgetText = (b) => (b == null
+  ? "the daemon's (MCP_AGGREGATOR_MCP_TOKEN_BUDGET)"
+  : b === 0 ? '0: none, the whole toolset is listed' : `${b} tokens: when the toolset costs more, tools/list lists the meta-tools and the most useful tools that fit`);
+
+// budgetValue is the token_budget a form field sends: null when empty (the daemon's), a number when it reads as
+// one, else the text as typed, for the API's 422 to say what is wrong next to the field.
+const budgetValue = (v) => {
+  const t = v.trim();
+  if (t === '') return null;
+  const n = Number(t);
+  return Number.isFinite(n) ? n : t;
+};
+
 const emptySelector = () => ({ server: '', tools: '', skills: '' });
 
 function ProfileForm({ existing, onDone, onCancel }) {
@@ -843,6 +859,7 @@ function ProfileForm({ existing, onDone, onCancel }) {
     ? existing.selectors.map((s) => ({ server: s.server || '', tools: (s.tools || []).join(' '), skills: (s.skills || []).join(' ') }))
     : [emptySelector()]);
   const [clients, setClients] = useState(existing ? existing.clients.join('\n') : '');
+  const [budget, setBudget] = useState(existing && existing.token_budget != null ? String(existing.token_budget) : '');
   const [servers, setServers] = useState([]);
   const [errs, setErrs] = useState({});
   const [formError, setFormError] = useState(null);
@@ -864,6 +881,8 @@ function ProfileForm({ existing, onDone, onCancel }) {
       clients: lines(clients),
       // OAuth subject and claim bindings are set through the API; a save here keeps them as they are.
       bindings: (existing && existing.bindings) || [],
+      // PUT replaces the profile: an empty field sends null, the daemon's budget.
+      token_budget: budgetValue(budget),
     };
     if (description.trim()) body.description = description;
     const path = API + '/profiles/' + encodeURIComponent(name.trim());
@@ -913,6 +932,9 @@ function ProfileForm({ existing, onDone, onCancel }) {
     <label for="p-clients">Bound client tokens (token names, one per line)</label>
     <textarea id="p-clients" data-testid="p-clients" class=${cls('clients')} value=${clients} onInput=${(e) => setClients(e.target.value)}></textarea>
     <${FieldErr} errs=${errs} k="clients" id="p-clients" />
+    <label for="p-token-budget">Token budget <span class="muted">(tokens a tools/list answer of the profile's endpoint may cost; empty: the daemon's, 0: none)</span></label>
+    <input id="p-token-budget" data-testid="p-token-budget" type="text" inputmode="numeric" placeholder="default" class=${cls('token_budget')} value=${budget} onInput=${(e) => setBudget(e.target.value)} />
+    <${FieldErr} errs=${errs} k="token_budget" id="p-token-budget" />
     <div class="actions"><button class="btn primary" type="submit" data-testid="p-submit" disabled=${busy}>${existing ? 'Save' : 'Create'}</button>
       <button class="btn" type="button" onClick=${onCancel}>Cancel</button></div>
   </form>`;
