@@ -259,6 +259,9 @@ func TestBackendOAuth(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(m["detail"]), cred+"/me/oauth") {
 		t.Fatalf("CREDENTIAL_REQUIRED says %v", m["detail"])
 	}
+	if c, _ := m["context"].(map[string]any); c["credential_url"] != cred+"/me/oauth" || c["method"] != "POST" || c["body"] != nil {
+		t.Fatalf("CREDENTIAL_REQUIRED context %v must name the route that starts the authorization", m["context"])
+	}
 	// A plain secret is not what this server takes.
 	do(credAliceToken, "PUT", cred+"/me", `{"secret":"typed-key"}`, http.StatusConflict)
 
