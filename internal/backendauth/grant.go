@@ -28,6 +28,9 @@ type Grant struct {
 	TokenURL     string           `json:"token_url"`
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
 	Scopes       []string         `json:"scopes,omitempty"`
+	// RevocationURL is the authorization server's revocation endpoint (RFC 7009), where the tokens are revoked
+	// when the caller's credential is removed ("" none advertised).
+	RevocationURL string `json:"revocation_url,omitempty"`
 }
 
 // storedGrant is the stored form: the kind first, so that a secret of another kind is never mistaken for a grant.

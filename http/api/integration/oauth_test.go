@@ -450,7 +450,7 @@ func TestBackendOAuthOutboundPolicy(t *testing.T) {
 	}
 	wantError(t, start(register("open", open.URL+"/mcp", `{"oauth":{}}`)), http.StatusBadGateway, "SERVER_UNAVAILABLE")
 	wantError(t, start(register("keyed", open.URL+"/mcp", `{"header":"Authorization","prefix":"Bearer "}`)), http.StatusConflict, "CREDENTIAL_NOT_ACCEPTED")
-	if flows.Pending() != 0 {
-		t.Fatalf("%d flows pending after refused starts", flows.Pending())
+	if n, err := flows.Pending(t.Context()); err != nil || n != 0 {
+		t.Fatalf("%d flows pending after refused starts (%v)", n, err)
 	}
 }
