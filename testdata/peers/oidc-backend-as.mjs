@@ -6,6 +6,9 @@
 // request's login_hint (default alice), granting what the client asked for. A headless "browser" only has to
 // follow the redirects.
 //
+// Token revocation (RFC 7009) is on. GET /_test/counts answers how many clients were registered and how many
+// revocation requests succeeded, for the tests that check the aggregator registers once and revokes.
+//
 // Usage: PORT=9000 RESOURCE=http://127.0.0.1:8082/mcp REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
 // Prints "ready <issuer>" once it listens.
 import { generateKeyPairSync } from 'node:crypto';
@@ -36,6 +39,7 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => resource,
@@ -46,6 +50,17 @@ const provider = new Provider(issuer, {
       },
     },
   },
+});
+// Counts of what the tests check, and the route that answers them.
+const counts = { registrations: 0, revocations: 0 };
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/_test/counts') {
+    ctx.body = counts;
+    return;
+  }
+  await next();
+  if (ctx.method === 'POST' && ctx.path === '/reg' && ctx.status === 201) counts.registrations++;
+  if (ctx.method === 'POST' && ctx.path === '/token/revocation' && ctx.status === 200) counts.revocations++;
 });
 // The interaction: log in the user the request hinted at and grant whatever the client asked for, without a page.
 provider.use(async (ctx, next) => {

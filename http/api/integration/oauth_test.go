@@ -154,12 +154,42 @@ func browse(t *testing.T, start, redirect string) *url.URL {
 	return nil
 }
 
+// asCounts reads what testdata/peers/oidc-backend-as.mjs counted: clients registered, revocations answered.
+func asCounts(t *testing.T, issuer string) (c struct{ Registrations, Revocations int }) {
+	t.Helper()
+	res, err := http.Get(issuer + "/_test/counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// refreshStatus redeems g's refresh token at its token endpoint and returns the answer's status (400
+// invalid_grant once revoked).
+func refreshStatus(t *testing.T, g backendauth.Grant, resource string) int {
+	t.Helper()
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.Token.RefreshToken}, "client_id": {g.ClientID},
+		"resource": {resource}}
+	res, err := http.PostForm(g.TokenURL, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
 // TestBackendOAuth: a per_user server whose backend is an OAuth-protected go-sdk server (auth.RequireBearerToken)
 // behind panva's oidc-provider. Two callers each run the authorization code flow with PKCE through the aggregator
 // (dynamic client registration, the provider's login and consent, our callback, our completion) and each sees
 // their own identity in the backend's answers; no caller can complete another's flow, reuse a state, or store a
-// plain secret instead; an expired access token and one the backend refuses (401) are refreshed; revocation ends
-// the session; no answer holds a token.
+// plain secret instead; a flow started on one daemon returns to and completes on another sharing the store; the
+// client registered for the first flow serves the second (one registration); an expired access token and one the
+// backend refuses (401) are refreshed; revocation (by an admin, or the caller's own removal) ends the session and
+// revokes the tokens at the authorization server (RFC 7009); no answer holds a token.
 func TestBackendOAuth(t *testing.T) {
 	st, sys, logger := startSystem(t)
 	toks, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
@@ -180,6 +210,12 @@ func TestBackendOAuth(t *testing.T) {
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
 		EndSession: sys.EndUserSession, Logger: logger, Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks, OAuth: flows,
+		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
+	// A second daemon sharing the store (another node of a cluster): its own flow runner, nothing in common with
+	// the first but the store.
+	other := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks,
+		OAuth: backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+			EndSession: sys.EndUserSession, Logger: logger}),
 		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
 	var bodies []string
 	do := func(token, method, path, body string, want int) response {
@@ -224,12 +260,13 @@ func TestBackendOAuth(t *testing.T) {
 		}
 		return u
 	}
-	// back follows the authorization URL as user and hands the redirect to our callback; it returns the state.
-	back := func(authURL, user string) string {
+	// backTo follows the authorization URL as user and hands the redirect to the callback of daemon at; it returns
+	// the state.
+	backTo := func(at *env, authURL, user string) string {
 		t.Helper()
 		cb := browse(t, authURL+"&login_hint="+user, redirect)
 		req := httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil)
-		res, err := e.app.Test(req, -1)
+		res, err := at.app.Test(req, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,17 +275,20 @@ func TestBackendOAuth(t *testing.T) {
 		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "http://console.example/ui/#oauth="+url.QueryEscape(state) {
 			t.Fatalf("callback: %d to %q", res.StatusCode, res.Header.Get("Location"))
 		}
-		// The same redirect again is refused: a state is taken once.
-		res, err = e.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusNotFound {
-			t.Fatalf("callback replay: %d", res.StatusCode)
+		// The same redirect again is refused, on either daemon: a state is taken once.
+		for _, again := range []*env{e, other} {
+			res, err = again.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil), -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Fatalf("callback replay: %d", res.StatusCode)
+			}
 		}
 		return state
 	}
+	back := func(authURL, user string) string { t.Helper(); return backTo(e, authURL, user) }
 	complete := func(token, state string, want int) response {
 		t.Helper()
 		return do(token, "POST", base+"/oauth/complete", `{"state":"`+state+`"}`, want)
@@ -276,14 +316,26 @@ func TestBackendOAuth(t *testing.T) {
 	}
 	complete(credAliceToken, aliceState, http.StatusNotFound) // single use
 
-	// Bob completes his own; a flow whose callback has not come is not completable yet.
+	// Bob completes his own; a flow whose callback has not come is not completable yet. His flow starts on the
+	// first daemon, and the authorization server's redirect and his completion land on the other one.
 	bobURL := start(credBobToken)
 	bobState := url.Values{}
 	if u, err := url.Parse(bobURL); err == nil {
 		bobState = u.Query()
 	}
 	complete(credBobToken, bobState.Get("state"), http.StatusConflict)
-	complete(credBobToken, back(bobURL, "bob"), http.StatusCreated)
+	bobBack := backTo(other, bobURL, "bob")
+	if r := other.authDo(t, credAliceToken, "POST", base+"/oauth/complete", `{"state":"`+bobBack+`"}`); r.status != http.StatusNotFound {
+		t.Fatalf("alice completed bob's flow on the other daemon: %d %s", r.status, r.body)
+	}
+	if r := other.authDo(t, credBobToken, "POST", base+"/oauth/complete", `{"state":"`+bobBack+`"}`); r.status != http.StatusCreated {
+		t.Fatalf("bob's completion on the other daemon: %d %s", r.status, r.body)
+	}
+	complete(credBobToken, bobBack, http.StatusNotFound) // taken, on every daemon
+	// The client registered for Alice's flow served Bob's: one registration at the authorization server.
+	if n := asCounts(t, issuer).Registrations; n != 1 {
+		t.Fatalf("%d clients registered for two users' flows, want 1", n)
+	}
 
 	for range 2 {
 		wantUser(credAliceToken, "alice")
@@ -368,10 +420,28 @@ func TestBackendOAuth(t *testing.T) {
 	complete(credAdminToken, lateState, http.StatusNotFound)
 	skew.Store(0)
 
-	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched.
+	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched. Her tokens
+	// are revoked at the authorization server: her last refresh token no longer refreshes.
+	revoked := grantOf("token:alice")
 	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
 	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	wantUser(credBobToken, "bob")
+	if n := asCounts(t, issuer).Revocations; n < 1 {
+		t.Fatalf("%d revocations at the authorization server after an admin revoked a grant", n)
+	}
+	if code := refreshStatus(t, revoked, resource); code != http.StatusBadRequest {
+		t.Fatalf("a revoked refresh token refreshed (%d)", code)
+	}
+	// Bob removes his own: revoked too; the still-valid refresh token of his grant is refused afterwards.
+	bobGrant := grantOf("token:bob")
+	before := asCounts(t, issuer).Revocations
+	do(credBobToken, "DELETE", cred+"/me", "", http.StatusNoContent)
+	if n := asCounts(t, issuer).Revocations; n <= before {
+		t.Fatalf("no revocation at the authorization server when bob removed his credential (%d, before %d)", n, before)
+	}
+	if code := refreshStatus(t, bobGrant, resource); code != http.StatusBadRequest {
+		t.Fatalf("bob's revoked refresh token refreshed (%d)", code)
+	}
 
 	for _, b := range bodies {
 		for _, s := range seen {
