@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +11,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,50 +32,7 @@ import (
 // resource, redirecting to redirect, and returns its issuer.
 func startBackendAS(t *testing.T, resource, redirect string) string {
 	t.Helper()
-	peers := filepath.Join(peertest.RepoRoot(t), "testdata", "peers")
-	if _, err := os.Stat(filepath.Join(peers, "node_modules", "oidc-provider", "package.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("oidc-provider is not installed: run `make peers`")
-		}
-		t.Skip("oidc-provider is not installed: run `make peers`")
-	}
-	node := filepath.Join(peers, "node_modules", ".bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		node = peertest.Node(t)
-	}
-	cmd := exec.Command(node, filepath.Join(peers, "oidc-backend-as.mjs"))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", peertest.FreePort(t)), "RESOURCE="+resource, "REDIRECT="+redirect)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start oidc-provider: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if issuer, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- issuer
-			} else {
-				t.Log("oidc-provider: " + sc.Text())
-			}
-		}
-	}()
-	select {
-	case issuer := <-ready:
-		return issuer
-	case <-time.After(60 * time.Second):
-		t.Fatal("oidc-provider did not start")
-	}
-	return ""
+	return peertest.StartOIDCScript(t, "oidc-backend-as.mjs", "RESOURCE="+resource, "REDIRECT="+redirect)
 }
 
 // oauthBackend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
