@@ -504,6 +504,12 @@ func (p *proxyActor) connectOAuth(ctx actor.Context, raw []byte) {
 		p.fail(ctx, fmt.Errorf("%w: %w", ErrCredentialRequired, err))
 		return
 	}
+	if g.Expired(time.Now()) {
+		// Nothing can renew it (no refresh token; an exchanged token has none): the caller authorizes again, or
+		// the front end exchanges their token again.
+		p.fail(ctx, fmt.Errorf("%w: your OAuth token expired", ErrCredentialRequired))
+		return
+	}
 	rec, err := withoutHeader(p.rec, "Authorization")
 	if err != nil {
 		p.fail(ctx, err)

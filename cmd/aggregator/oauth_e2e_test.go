@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -36,26 +35,7 @@ func startOIDCProvider(t *testing.T, resource string) *oidcProvider {
 // token gets an access token for the resource with the client_credentials grant.
 func (p *oidcProvider) token(t *testing.T, client, scope string) string {
 	t.Helper()
-	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.resource}}
-	if scope != "" {
-		form.Set("scope", scope)
-	}
-	req, _ := http.NewRequest(http.MethodPost, p.issuer+"/token", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(client, client+"-secret-0123456789")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		AccessToken string `json:"access_token"`
-		Error       string `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.AccessToken == "" {
-		t.Fatalf("token for %s: %d %+v %v", client, resp.StatusCode, body, err)
-	}
-	return body.AccessToken
+	return peertest.OIDCClientToken(t, p.issuer, p.resource, client, scope)
 }
 
 // oauthAnswer is a response's status, WWW-Authenticate and body.

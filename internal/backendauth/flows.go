@@ -121,6 +121,8 @@ type registration struct {
 	ClientID     string           `json:"client_id"`
 	ClientSecret string           `json:"client_secret,omitempty"`
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
+	// Exchange: the client was registered with the token exchange grant.
+	Exchange bool `json:"token_exchange,omitempty"`
 }
 
 // NewFlows returns the flow runner.
@@ -155,43 +157,25 @@ type Started struct {
 // client registered before for this server and authorization server, or registers one (RFC 7591), stores the flow
 // and returns the authorization URL (PKCE S256, the resource indicator).
 func (f *Flows) Start(ctx context.Context, srv persistence.Server, subject string) (Started, error) {
-	slot, endpoint, allowInsecure, err := f.target(srv)
+	d, err := f.discover(ctx, srv)
 	if err != nil {
 		return Started{}, err
-	}
-	client := Client(f.cfg.Outbound, allowInsecure)
-	challenges, err := challenge(ctx, client, endpoint)
-	if err != nil {
-		return Started{}, err
-	}
-	prm, err := resourceMetadata(ctx, client, challenges, endpoint)
-	if err != nil {
-		return Started{}, fmt.Errorf("%w: %w", ErrAuthorization, err)
-	}
-	asm, err := auth.GetAuthServerMetadata(ctx, prm.AuthorizationServers[0], client)
-	if err != nil {
-		return Started{}, fmt.Errorf("%w: authorization server metadata: %w", ErrAuthorization, err)
-	}
-	if asm == nil { // the 2025-03-26 fallback: the endpoints at their default paths
-		as := strings.TrimRight(prm.AuthorizationServers[0], "/")
-		asm = &oauthex.AuthServerMeta{Issuer: prm.AuthorizationServers[0], AuthorizationEndpoint: as + "/authorize",
-			TokenEndpoint: as + "/token", RegistrationEndpoint: as + "/register"}
 	}
 	// The authorization endpoint comes from the authorization server's metadata: a browser opens it, but it must
 	// still be a URL a browser may be sent to (https, or http to loopback).
-	if p := connconfig.PlainHTTPProblem(asm.AuthorizationEndpoint, false); p != "" || !httpURL(asm.AuthorizationEndpoint) {
+	if p := connconfig.PlainHTTPProblem(d.asm.AuthorizationEndpoint, false); p != "" || !httpURL(d.asm.AuthorizationEndpoint) {
 		return Started{}, fmt.Errorf("%w: authorization endpoint refused: %s", ErrAuthorization, p)
 	}
-	data := flowData{ServerName: srv.Name, Verifier: oauth2.GenerateVerifier(), TokenURL: asm.TokenEndpoint,
-		RevocationURL: asm.RevocationEndpoint, Issuer: asm.Issuer, IssSupported: asm.AuthorizationResponseIssParameterSupported,
-		Resource: prm.Resource, RedirectURL: f.cfg.RedirectURL, AllowInsecure: allowInsecure}
-	if err := f.client(ctx, client, srv, slot, asm, &data); err != nil {
+	data := flowData{ServerName: srv.Name, Verifier: oauth2.GenerateVerifier(), TokenURL: d.asm.TokenEndpoint,
+		RevocationURL: d.asm.RevocationEndpoint, Issuer: d.asm.Issuer, IssSupported: d.asm.AuthorizationResponseIssParameterSupported,
+		Resource: d.prm.Resource, RedirectURL: f.cfg.RedirectURL, AllowInsecure: d.allowInsecure}
+	if err := f.client(ctx, d, srv, &data); err != nil {
 		return Started{}, err
 	}
-	data.Scopes = scopes(slot, challenges, prm, asm)
+	data.Scopes = scopes(d.slot, d.challenges, d.prm, d.asm)
 	state := rand.Text()
 	cfg := oauth2.Config{ClientID: data.ClientID, RedirectURL: data.RedirectURL, Scopes: data.Scopes,
-		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
+		Endpoint: oauth2.Endpoint{AuthURL: d.asm.AuthorizationEndpoint, TokenURL: d.asm.TokenEndpoint}}
 	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(data.Verifier), oauth2.SetAuthURLParam("resource", data.Resource))
 	raw, err := json.Marshal(data)
 	if err != nil {
@@ -208,6 +192,47 @@ func (f *Flows) Start(ctx context.Context, srv persistence.Server, subject strin
 		return Started{}, fmt.Errorf("store the flow: %w", err)
 	}
 	return Started{AuthorizationURL: authURL, ExpiresAt: expires}, nil
+}
+
+// discovery is what a flow or an exchange learns about a server's backend before asking its authorization server.
+type discovery struct {
+	slot          *persistence.OAuthSlot
+	client        *http.Client
+	allowInsecure bool
+	challenges    []oauthex.Challenge
+	prm           *oauthex.ProtectedResourceMetadata
+	asm           *oauthex.AuthServerMeta
+}
+
+// discover asks the backend (without credentials) for its authorization challenge, then discovers the protected
+// resource metadata and the authorization server metadata.
+func (f *Flows) discover(ctx context.Context, srv persistence.Server) (*discovery, error) {
+	slot, endpoint, allowInsecure, err := f.target(srv)
+	if err != nil {
+		return nil, err
+	}
+	d := &discovery{slot: slot, allowInsecure: allowInsecure, client: Client(f.cfg.Outbound, allowInsecure)}
+	if d.challenges, err = challenge(ctx, d.client, endpoint); err != nil {
+		return nil, err
+	}
+	if d.prm, err = resourceMetadata(ctx, d.client, d.challenges, endpoint); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAuthorization, err)
+	}
+	if d.asm, err = auth.GetAuthServerMetadata(ctx, d.prm.AuthorizationServers[0], d.client); err != nil {
+		return nil, fmt.Errorf("%w: authorization server metadata: %w", ErrAuthorization, err)
+	}
+	if d.asm == nil { // the 2025-03-26 fallback: the endpoints at their default paths
+		as := strings.TrimRight(d.prm.AuthorizationServers[0], "/")
+		d.asm = &oauthex.AuthServerMeta{Issuer: d.prm.AuthorizationServers[0], AuthorizationEndpoint: as + "/authorize",
+			TokenEndpoint: as + "/token", RegistrationEndpoint: as + "/register"}
+	}
+	return d, nil
+}
+
+// exchanges reports whether the server's flows may exchange callers' tokens at this authorization server: the
+// registration opts in and the authorization server offers the grant.
+func (d *discovery) exchanges() bool {
+	return d.slot.TokenExchange && slices.Contains(d.asm.GrantTypesSupported, oauthex.GrantTypeTokenExchange)
 }
 
 func httpURL(s string) bool {
@@ -327,7 +352,8 @@ func scopes(slot *persistence.OAuthSlot, cs []oauthex.Challenge, prm *oauthex.Pr
 // client sets data's client: the registration's pre-registered public client, else the client registered before
 // for (server, authorization server) with the same redirect URL, else a new dynamic registration, stored for the
 // next flows.
-func (f *Flows) client(ctx context.Context, hc *http.Client, srv persistence.Server, slot *persistence.OAuthSlot, asm *oauthex.AuthServerMeta, data *flowData) error {
+func (f *Flows) client(ctx context.Context, d *discovery, srv persistence.Server, data *flowData) error {
+	slot, asm, hc := d.slot, d.asm, d.client
 	if slot.ClientID != "" {
 		data.ClientID, data.AuthStyle = slot.ClientID, oauth2.AuthStyleInParams // public: client_id in the body
 		return nil
@@ -336,11 +362,13 @@ func (f *Flows) client(ctx context.Context, hc *http.Client, srv persistence.Ser
 	switch {
 	case err == nil && stored.RedirectURL == f.cfg.RedirectURL:
 		var r registration
-		if err := json.Unmarshal(stored.Data, &r); err == nil && r.ClientID != "" {
+		if err := json.Unmarshal(stored.Data, &r); err == nil && r.ClientID != "" && (r.Exchange || !d.exchanges()) {
 			data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
 			return nil
 		}
-		f.log.Warn("a stored OAuth client is unreadable: registering a new one", "server_id", srv.ID)
+		if r.ClientID == "" {
+			f.log.Warn("a stored OAuth client is unreadable: registering a new one", "server_id", srv.ID)
+		}
 	case err != nil && !errors.Is(err, persistence.ErrNotFound):
 		// Unreadable (a key no longer configured) or the store failing: register anew; storing it may fail too.
 		f.log.Warn("could not read the stored OAuth client: registering a new one", "server_id", srv.ID, "error", err)
@@ -348,14 +376,18 @@ func (f *Flows) client(ctx context.Context, hc *http.Client, srv persistence.Ser
 	if asm.RegistrationEndpoint == "" {
 		return fmt.Errorf("%w: the authorization server offers no dynamic client registration: set user_credential.oauth.client_id", ErrAuthorization)
 	}
+	grants := []string{"authorization_code", "refresh_token"}
+	if d.exchanges() {
+		grants = append(grants, oauthex.GrantTypeTokenExchange)
+	}
 	res, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
 		ClientName: "MCP aggregator", RedirectURIs: []string{f.cfg.RedirectURL}, TokenEndpointAuthMethod: "none",
-		GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"},
-		ApplicationType: applicationType(f.cfg.RedirectURL)}, hc)
+		GrantTypes: grants, ResponseTypes: []string{"code"}, ApplicationType: applicationType(f.cfg.RedirectURL)}, hc)
 	if err != nil {
 		return fmt.Errorf("%w: register a client: %w", ErrAuthorization, err)
 	}
-	r := registration{ClientID: res.ClientID, ClientSecret: res.ClientSecret, AuthStyle: authStyle(res.TokenEndpointAuthMethod)}
+	r := registration{ClientID: res.ClientID, ClientSecret: res.ClientSecret, AuthStyle: authStyle(res.TokenEndpointAuthMethod),
+		Exchange: d.exchanges()}
 	data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
 	raw, err := json.Marshal(r)
 	if err == nil {

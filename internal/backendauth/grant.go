@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/oauth2"
 )
@@ -60,6 +61,12 @@ func DecodeGrant(raw []byte) (Grant, error) {
 		return Grant{}, fmt.Errorf("%w: incomplete", ErrNotGrant)
 	}
 	return s.Grant, nil
+}
+
+// Expired reports whether nothing can renew g at now: its access token expires within RefreshBefore and it has no
+// refresh token.
+func (g Grant) Expired(now time.Time) bool {
+	return g.Token.RefreshToken == "" && !g.Token.Expiry.IsZero() && !g.Token.Expiry.After(now.Add(RefreshBefore))
 }
 
 // config is the oauth2 client the grant's tokens were issued to.

@@ -2,8 +2,11 @@ package peertest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,4 +76,30 @@ func StartOIDCScript(t testing.TB, script string, env ...string) string {
 		t.Fatalf("%s did not start within 60 s", script)
 	}
 	return ""
+}
+
+// OIDCClientToken gets an access token for resource from oidc-provider.mjs at issuer with the client_credentials
+// grant, as client (its secret is the client id + "-secret-0123456789"), asking for scope ("" none).
+func OIDCClientToken(t testing.TB, issuer, resource, client, scope string) string {
+	t.Helper()
+	form := url.Values{"grant_type": {"client_credentials"}, "resource": {resource}}
+	if scope != "" {
+		form.Set("scope", scope)
+	}
+	req, _ := http.NewRequest(http.MethodPost, issuer+"/token", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(client, client+"-secret-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		AccessToken string `json:"access_token"`
+		Error       string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.AccessToken == "" {
+		t.Fatalf("token for %s: %d %+v %v", client, resp.StatusCode, body, err)
+	}
+	return body.AccessToken
 }

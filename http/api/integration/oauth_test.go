@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	httpauth "github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/auth/oauth"
@@ -30,9 +31,9 @@ import (
 
 // startBackendAS runs testdata/peers/oidc-backend-as.mjs (panva's oidc-provider) as the authorization server of
 // resource, redirecting to redirect, and returns its issuer.
-func startBackendAS(t *testing.T, resource, redirect string) string {
+func startBackendAS(t *testing.T, resource, redirect string, env ...string) string {
 	t.Helper()
-	return peertest.StartOIDCScript(t, "oidc-backend-as.mjs", "RESOURCE="+resource, "REDIRECT="+redirect)
+	return peertest.StartOIDCScript(t, "oidc-backend-as.mjs", append([]string{"RESOURCE=" + resource, "REDIRECT=" + redirect}, env...)...)
 }
 
 // oauthBackend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
@@ -107,7 +108,7 @@ func browse(t *testing.T, start, redirect string) *url.URL {
 }
 
 // asCounts reads what testdata/peers/oidc-backend-as.mjs counted: clients registered, revocations answered.
-func asCounts(t *testing.T, issuer string) (c struct{ Registrations, Revocations int }) {
+func asCounts(t *testing.T, issuer string) (c struct{ Registrations, Revocations, Exchanges int }) {
 	t.Helper()
 	res, err := http.Get(issuer + "/_test/counts")
 	if err != nil {
@@ -474,5 +475,109 @@ func TestBackendOAuthOutboundPolicy(t *testing.T) {
 	wantError(t, start(register("keyed", open.URL+"/mcp", `{"header":"Authorization","prefix":"Bearer "}`)), http.StatusConflict, "CREDENTIAL_NOT_ACCEPTED")
 	if n, err := flows.Pending(t.Context()); err != nil || n != 0 {
 		t.Fatalf("%d flows pending after refused starts (%v)", n, err)
+	}
+}
+
+// TestBackendOAuthTokenExchange: a per_user server that allows token exchange (user_credential.oauth.token_exchange)
+// gets a caller who came with an access token of the organisation's issuer (oidc-provider.mjs) their backend grant
+// without asking: the aggregator exchanges that token (RFC 8693) at the backend's authorization server
+// (oidc-backend-as.mjs trusting the organisation's issuer) and the call goes on with the caller's own identity at
+// the backend. The grant is stored and reused; an expired exchanged token is exchanged again; a static-token caller
+// and a server that does not allow it still get CREDENTIAL_REQUIRED, without any exchange.
+func TestBackendOAuthTokenExchange(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	aggResource := "http://aggregator.example/mcp"
+	org := peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+aggResource)
+	v, err := oauth.New(t.Context(), oauth.Config{Issuer: org, Audience: aggResource, Resource: aggResource,
+		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	issuer := startBackendAS(t, resource, redirect, "ORG_ISSUER="+org)
+	oauthBackend(t, ln, resource, issuer)
+
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+		EndSession: sys.EndUserSession, Logger: logger})
+	gw := gateway.New(sys, gateway.Options{ExchangeCredential: flows.CallExchanger(st.GetServer)})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: static.WithOAuth(v), OAuth: flows, Gateway: gw})}
+	register := func(name, slot string) string {
+		t.Helper()
+		r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP",`+
+			`"connection_config":{"base_url":"`+resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
+			`"credential_mode":"per_user","user_credential":`+slot+`}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", name, r.status, r.body)
+		}
+		return r.json(t)["id"].(string)
+	}
+	id := register("xo", `{"oauth":{"token_exchange":true}}`)
+	register("ask", `{"oauth":{}}`)
+	waitFor(t, "xo.whoami and ask.whoami routable", func() bool { return callable(sys, "xo.whoami") && callable(sys, "ask.whoami") })
+	call := func(token, tool string) response {
+		t.Helper()
+		return e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"`+tool+`","arguments":{}}`)
+	}
+	orgToken := peertest.OIDCClientToken(t, org, aggResource, "client-bot", "aggregator:client")
+	wantBot := func() {
+		t.Helper()
+		if r := call(orgToken, "xo.whoami"); r.status != http.StatusOK || !strings.Contains(string(r.body), `user=client-bot"`) {
+			t.Fatalf("call with the organisation's token: %d %s", r.status, r.body)
+		}
+	}
+
+	wantBot()
+	if n := asCounts(t, issuer).Exchanges; n != 1 {
+		t.Fatalf("%d exchanges for the first call, want 1", n)
+	}
+	raw, err := st.GetUserSecret(t.Context(), id, "oauth:client-bot")
+	if err != nil {
+		t.Fatalf("no grant stored for the exchanged token: %v", err)
+	}
+	g, err := backendauth.DecodeGrant(raw.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBot() // the stored grant: no second exchange
+	if n := asCounts(t, issuer).Exchanges; n != 1 {
+		t.Fatalf("%d exchanges after a second call, want 1", n)
+	}
+
+	// An exchanged token that expired (no refresh token renews it) is exchanged again.
+	tok := *g.Token
+	tok.Expiry = time.Now().Add(-time.Minute)
+	g.Token = &tok
+	enc, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PutUserSecret(t.Context(), persistence.UserSecret{ServerID: id, Subject: "oauth:client-bot", Secret: enc}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.EndUserSession(t.Context(), id, "oauth:client-bot"); err != nil {
+		t.Fatal(err)
+	}
+	wantBot()
+	if n := asCounts(t, issuer).Exchanges; n != 2 {
+		t.Fatalf("%d exchanges after the token expired, want 2", n)
+	}
+
+	// No exchange for a static token, nor on a server that does not allow it.
+	m := wantError(t, call(credAliceToken, "xo.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	if c, _ := m["context"].(map[string]any); c["credential_url"] != base+"/servers/"+id+"/credentials/me/oauth" {
+		t.Fatalf("CREDENTIAL_REQUIRED context %v", m["context"])
+	}
+	wantError(t, call(orgToken, "ask.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	if n := asCounts(t, issuer).Exchanges; n != 2 {
+		t.Fatalf("%d exchanges after calls that must not exchange, want 2", n)
 	}
 }
