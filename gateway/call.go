@@ -160,7 +160,7 @@ func (g *Gateway) call(ctx context.Context, req CallRequest) (CallResult, error)
 	}
 	call := Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}
 	res, err := g.run(ctx, call, req)
-	if g.exchanged(ctx, req, route, err) {
+	if err != nil && g.exchange != nil && g.exchanged(ctx, req, route, err) { // (a successful call allocates nothing here)
 		res, err = g.run(ctx, call, req)
 	}
 	return res, err
