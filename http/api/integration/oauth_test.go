@@ -1,13 +1,9 @@
 package integration_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
@@ -16,124 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	httpauth "github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
-
-// startBackendAS runs testdata/peers/oidc-backend-as.mjs (panva's oidc-provider) as the authorization server of
-// resource, redirecting to redirect, and returns its issuer.
-func startBackendAS(t *testing.T, resource, redirect string, env ...string) string {
-	t.Helper()
-	return peertest.StartOIDCScript(t, "oidc-backend-as.mjs", append([]string{"RESOURCE=" + resource, "REDIRECT=" + redirect}, env...)...)
-}
-
-// oauthBackend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
-// of the authorization server issuer for itself (verified against the issuer's keys), and the service token
-// "svc-token" the registration uses for discovery; its whoami tool answers the token's subject. It serves its
-// protected resource metadata (RFC 9728) and challenges with resource_metadata.
-func oauthBackend(t *testing.T, ln net.Listener, resource, issuer string) {
-	t.Helper()
-	v, err := oauth.New(t.Context(), oauth.Config{Issuer: issuer, Audience: resource, Resource: resource,
-		ClientScope: "backend:read", AdminScope: "backend:write"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
-		if tok == "svc-token" {
-			return &auth.TokenInfo{UserID: "service", Expiration: time.Now().Add(time.Hour)}, nil
-		}
-		c, err := v.Verify(ctx, tok)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
-		}
-		return &auth.TokenInfo{UserID: c.Subject, Scopes: c.Scopes, Expiration: c.Expiry}, nil
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			who := ""
-			if r.Extra != nil && r.Extra.TokenInfo != nil {
-				who = r.Extra.TokenInfo.UserID
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user=" + who}}}, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: v.MetadataURL()})(h))
-	mux.Handle(oauth.WellKnownPath+"/", v.MetadataHandler())
-	hs := &http.Server{Handler: mux}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-}
-
-// browse plays the user's browser: it follows the authorization URL's redirects (the provider logs in the hinted
-// user and consents at once) until one points at redirect, and returns that URL.
-func browse(t *testing.T, start, redirect string) *url.URL {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	next, err := url.Parse(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		if strings.HasPrefix(next.String(), redirect) {
-			return next
-		}
-		res, err := client.Get(next.String())
-		if err != nil {
-			t.Fatalf("browse %s: %v", next, err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		loc := res.Header.Get("Location")
-		if loc == "" {
-			t.Fatalf("%s answered %d without a redirect: %.300s", next, res.StatusCode, body)
-		}
-		if next, err = next.Parse(loc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("too many redirects")
-	return nil
-}
-
-// asCounts reads what testdata/peers/oidc-backend-as.mjs counted: clients registered, revocations answered.
-func asCounts(t *testing.T, issuer string) (c struct{ Registrations, Revocations, Exchanges int }) {
-	t.Helper()
-	res, err := http.Get(issuer + "/_test/counts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(&c); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// refreshStatus redeems g's refresh token at its token endpoint and returns the answer's status (400
-// invalid_grant once revoked).
-func refreshStatus(t *testing.T, g backendauth.Grant, resource string) int {
-	t.Helper()
-	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {g.Token.RefreshToken}, "client_id": {g.ClientID},
-		"resource": {resource}}
-	res, err := http.PostForm(g.TokenURL, form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
-}
 
 // TestBackendOAuth: a per_user server whose backend is an OAuth-protected go-sdk server (auth.RequireBearerToken)
 // behind panva's oidc-provider. Two callers each run the authorization code flow with PKCE through the aggregator
@@ -156,8 +44,8 @@ func TestBackendOAuth(t *testing.T) {
 	resource := "http://" + ln.Addr().String() + "/mcp"
 	// The browser never reaches this address: browse stops at it and the test hands the query to the app.
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	issuer := startBackendAS(t, resource, redirect)
-	oauthBackend(t, ln, resource, issuer)
+	issuer := oauthtest.StartAS(t, resource, redirect)
+	oauthtest.Backend(t, ln, resource, issuer)
 
 	var skew atomic.Int64 // the flows' clock runs ahead by this much
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
@@ -217,7 +105,7 @@ func TestBackendOAuth(t *testing.T) {
 	// the state.
 	backTo := func(at *env, authURL, user string) string {
 		t.Helper()
-		cb := browse(t, authURL+"&login_hint="+user, redirect)
+		cb := oauthtest.Browse(t, authURL+"&login_hint="+user, redirect)
 		req := httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil)
 		res, err := at.app.Test(req, -1)
 		if err != nil {
@@ -286,7 +174,7 @@ func TestBackendOAuth(t *testing.T) {
 	}
 	complete(credBobToken, bobBack, http.StatusNotFound) // taken, on every daemon
 	// The client registered for Alice's flow served Bob's: one registration at the authorization server.
-	if n := asCounts(t, issuer).Registrations; n != 1 {
+	if n := oauthtest.ASCounts(t, issuer).Registrations; n != 1 {
 		t.Fatalf("%d clients registered for two users' flows, want 1", n)
 	}
 
@@ -379,20 +267,20 @@ func TestBackendOAuth(t *testing.T) {
 	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
 	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	wantUser(credBobToken, "bob")
-	if n := asCounts(t, issuer).Revocations; n < 1 {
+	if n := oauthtest.ASCounts(t, issuer).Revocations; n < 1 {
 		t.Fatalf("%d revocations at the authorization server after an admin revoked a grant", n)
 	}
-	if code := refreshStatus(t, revoked, resource); code != http.StatusBadRequest {
+	if code := oauthtest.RefreshStatus(t, revoked, resource); code != http.StatusBadRequest {
 		t.Fatalf("a revoked refresh token refreshed (%d)", code)
 	}
 	// Bob removes his own: revoked too; the still-valid refresh token of his grant is refused afterwards.
 	bobGrant := grantOf("token:bob")
-	before := asCounts(t, issuer).Revocations
+	before := oauthtest.ASCounts(t, issuer).Revocations
 	do(credBobToken, "DELETE", cred+"/me", "", http.StatusNoContent)
-	if n := asCounts(t, issuer).Revocations; n <= before {
+	if n := oauthtest.ASCounts(t, issuer).Revocations; n <= before {
 		t.Fatalf("no revocation at the authorization server when bob removed his credential (%d, before %d)", n, before)
 	}
-	if code := refreshStatus(t, bobGrant, resource); code != http.StatusBadRequest {
+	if code := oauthtest.RefreshStatus(t, bobGrant, resource); code != http.StatusBadRequest {
 		t.Fatalf("bob's revoked refresh token refreshed (%d)", code)
 	}
 
@@ -503,8 +391,8 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 	}
 	resource := "http://" + ln.Addr().String() + "/mcp"
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	issuer := startBackendAS(t, resource, redirect, "ORG_ISSUER="+org)
-	oauthBackend(t, ln, resource, issuer)
+	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org)
+	oauthtest.Backend(t, ln, resource, issuer)
 
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
 		EndSession: sys.EndUserSession, Logger: logger})
@@ -536,7 +424,7 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 	}
 
 	wantBot()
-	if n := asCounts(t, issuer).Exchanges; n != 1 {
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 1 {
 		t.Fatalf("%d exchanges for the first call, want 1", n)
 	}
 	raw, err := st.GetUserSecret(t.Context(), id, "oauth:client-bot")
@@ -548,7 +436,7 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBot() // the stored grant: no second exchange
-	if n := asCounts(t, issuer).Exchanges; n != 1 {
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 1 {
 		t.Fatalf("%d exchanges after a second call, want 1", n)
 	}
 
@@ -567,7 +455,7 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBot()
-	if n := asCounts(t, issuer).Exchanges; n != 2 {
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
 		t.Fatalf("%d exchanges after the token expired, want 2", n)
 	}
 
@@ -577,7 +465,7 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 		t.Fatalf("CREDENTIAL_REQUIRED context %v", m["context"])
 	}
 	wantError(t, call(orgToken, "ask.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
-	if n := asCounts(t, issuer).Exchanges; n != 2 {
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
 		t.Fatalf("%d exchanges after calls that must not exchange, want 2", n)
 	}
 }
