@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -157,7 +158,23 @@ func (g *Gateway) call(ctx context.Context, req CallRequest) (CallResult, error)
 			return CallResult{}, err
 		}
 	}
-	return g.run(ctx, Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}, req)
+	call := Call{Route: route, Asked: req.Name, Start: start, Routed: time.Now()}
+	res, err := g.run(ctx, call, req)
+	if err != nil && g.exchange != nil && g.exchanged(ctx, req, route, err) { // (a successful call allocates nothing here)
+		res, err = g.run(ctx, call, req)
+	}
+	return res, err
+}
+
+// exchanged reports whether a call that failed for want of the caller's own OAuth grant got one by exchanging the
+// caller's access token of the organisation's issuer (Options.ExchangeCredential): then the call runs again.
+func (g *Gateway) exchanged(ctx context.Context, req CallRequest, route routing.Route, err error) bool {
+	var ce *CallError
+	if g.exchange == nil || !errors.As(err, &ce) || ce.Info == nil || ce.Info.Code != errcode.CredentialRequired ||
+		!ce.Info.CredentialOauth || !req.Caller.OAuth || req.Caller.AccessToken() == "" {
+		return false
+	}
+	return g.exchange(ctx, route.ServerID, CredentialSubject(req.Caller), req.Caller.AccessToken()) == nil
 }
 
 // traceCall describes a call on its span: the name asked, the route, and how it failed (error.type: the

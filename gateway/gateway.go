@@ -79,20 +79,27 @@ type Options struct {
 	Policy Policy
 	// Metrics records the aggregator's share of each call's time (nil: nothing).
 	Metrics *metrics.Metrics
+	// ExchangeCredential, when set, is tried when a caller who came with an OAuth access token of the
+	// organisation's issuer has no credential of their own for a per_user server that takes OAuth: it exchanges
+	// that token for the caller's backend grant (RFC 8693; internal/backendauth) and stores it, and the call runs
+	// again once. An error (the server does not exchange, the authorization server refuses) leaves the call's
+	// CREDENTIAL_REQUIRED as it was.
+	ExchangeCredential func(ctx context.Context, serverID, subject, accessToken string) error
 }
 
 // Gateway runs the use cases over the actor system. It holds no state of its own beyond its dependencies: one
 // Gateway serves every front end and every request at once.
 type Gateway struct {
-	actors  Actors
-	objects ObjectCaller // actors, when it is one; else nil
-	policy  Policy
-	metrics *metrics.Metrics
+	actors   Actors
+	objects  ObjectCaller // actors, when it is one; else nil
+	policy   Policy
+	metrics  *metrics.Metrics
+	exchange func(ctx context.Context, serverID, subject, accessToken string) error
 }
 
 // New is a Gateway over a.
 func New(a Actors, opts Options) *Gateway {
-	g := &Gateway{actors: a, policy: opts.Policy, metrics: opts.Metrics}
+	g := &Gateway{actors: a, policy: opts.Policy, metrics: opts.Metrics, exchange: opts.ExchangeCredential}
 	g.objects, _ = a.(ObjectCaller)
 	return g
 }

@@ -28,10 +28,14 @@ type UserCredentialSlot struct {
 // OAuthSlot configures the OAuth 2.1 authorization code flow the aggregator runs for each caller of a backend that
 // answers 401 with MCP authorization metadata. ClientID names a client registered beforehand at the backend's
 // authorization server (a public client: PKCE, no secret); empty registers one dynamically (RFC 7591). Scopes
-// replace the scopes the backend's metadata advertises; empty asks for those.
+// replace the scopes the backend's metadata advertises; empty asks for those. TokenExchange lets the aggregator
+// exchange (RFC 8693) a caller's own access token of the organisation's issuer for a backend token at the backend's
+// authorization server, when that server offers the grant, instead of asking the caller to authorize: the caller's
+// token is then sent to that authorization server, which the admin thereby trusts.
 type OAuthSlot struct {
-	ClientID string   `json:"client_id,omitempty"`
-	Scopes   []string `json:"scopes,omitempty"`
+	ClientID      string   `json:"client_id,omitempty"`
+	Scopes        []string `json:"scopes,omitempty"`
+	TokenExchange bool     `json:"token_exchange,omitempty"`
 }
 
 // Value is what the secret becomes where it is injected: Prefix then the secret.

@@ -465,4 +465,5 @@ type Store interface {
 	PutAccessPolicy(ctx context.Context, doc json.RawMessage) (AccessPolicy, error)
 
 	CredentialStore
+	OAuthStore
 }

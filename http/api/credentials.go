@@ -160,6 +160,13 @@ func (s *server) removeCredential(c *fiber.Ctx, sub, event string) error {
 	if err != nil {
 		return err
 	}
+	// An OAuth grant's tokens are revoked at the authorization server once the credential is gone: read it first.
+	var removed []byte
+	if s.oauth != nil && srv.UserCredential != nil && srv.UserCredential.OAuth != nil {
+		if v, err := s.store.GetUserSecret(ctx, srv.ID, sub); err == nil {
+			removed = v.Secret
+		}
+	}
 	if err := s.store.DeleteUserSecret(ctx, srv.ID, sub); err != nil {
 		if errors.Is(err, persistence.ErrNotFound) {
 			return &apierror.Error{Status: fiber.StatusNotFound, Code: apierror.CodeNotFound,
@@ -168,6 +175,9 @@ func (s *server) removeCredential(c *fiber.Ctx, sub, event string) error {
 		return mapError(fmt.Errorf("delete credential: %w", err), subject{id: c.Params("id")})
 	}
 	s.endSession(ctx, srv.ID, sub)
+	if removed != nil {
+		s.oauth.Revoke(ctx, srv, removed) // best effort, bounded (backendauth.RevokeTimeout)
+	}
 	s.audit(c, event, srv.ID, srv.Name, map[string]any{"subject": sub})
 	return c.SendStatus(fiber.StatusNoContent)
 }

@@ -120,7 +120,9 @@ func (s *server) oauthCallback(c *fiber.Ctx) error {
 	if len(state) > 512 {
 		state = ""
 	}
-	if err := flows.Callback(state, c.Query("code"), c.Query("iss"), c.Query("error"), c.Query("error_description")); err != nil {
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	if err := flows.Callback(ctx, state, c.Query("code"), c.Query("iss"), c.Query("error"), c.Query("error_description")); err != nil {
 		return oauthError(err, "", "")
 	}
 	console := s.cfg.ConsoleURL

@@ -379,12 +379,17 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 		return &Error{Status: http.StatusBadGateway, Code: CodeResponseTooLarge, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
 	case errcode.CredentialRequired:
-		// The caller has no credential of their own for a per_user server: 403 with where to store one (on /mcp
-		// the same body is the tool error).
-		return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: e.Message,
-			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID,
-				"credential_url": gateway.CredentialPath(route.ServerID), "method": http.MethodPut,
-				"body": map[string]any{"secret": "..."}}}
+		// The caller has no credential of their own for a per_user server: 403 with where to provide one (on /mcp
+		// the same body is the tool error): the route that stores a secret, or for an OAuth server the one that
+		// starts the caller's authorization (its answer holds the authorization URL to open).
+		ctx := map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID,
+			"credential_url": gateway.CredentialPath(route.ServerID), "method": http.MethodPut,
+			"body": map[string]any{"secret": "..."}}
+		if e.CredentialOauth {
+			ctx["credential_url"], ctx["method"], ctx["oauth"] = gateway.OAuthStartPath(route.ServerID), http.MethodPost, true
+			delete(ctx, "body")
+		}
+		return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: e.Message, Context: ctx}
 	case errcode.LoopDetected:
 		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}

@@ -152,3 +152,30 @@ func TestRetryAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialRequiredURL: CREDENTIAL_REQUIRED names where the caller provides their credential: PUT of a secret,
+// or for a server whose callers authorize with OAuth, the POST that starts the authorization (no secret body).
+func TestCredentialRequiredURL(t *testing.T) {
+	route := routing.Route{Name: "srv.t", ServerID: "sid", ServerName: "srv"}
+	for _, tc := range []struct {
+		name       string
+		oauth      bool
+		url        string
+		method     string
+		secretBody bool
+	}{
+		{"secret", false, "/api/v1/aggregator/servers/sid/credentials/me", http.MethodPut, true},
+		{"oauth", true, "/api/v1/aggregator/servers/sid/credentials/me/oauth", http.MethodPost, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := CallError(Call{Route: route}, &pb.ErrorInfo{Code: errcode.CredentialRequired, Message: "m", CredentialOauth: tc.oauth})
+			if e.Status != http.StatusForbidden || e.Code != CodeCredentialRequired {
+				t.Fatalf("got %d %s", e.Status, e.Code)
+			}
+			_, body := e.Context["body"]
+			if e.Context["credential_url"] != tc.url || e.Context["method"] != tc.method || body != tc.secretBody {
+				t.Fatalf("context %v: want %s %s (secret body %v)", e.Context, tc.method, tc.url, tc.secretBody)
+			}
+		})
+	}
+}

@@ -78,6 +78,18 @@ type Identity struct {
 	// Claims are every claim of the OAuth access token (nil for static tokens and anonymous callers), which the
 	// access policy's rules read. Shared, read only.
 	Claims map[string]any
+	// bearer is the OAuth access token itself (nil for static tokens): a per_user server may exchange it (RFC 8693)
+	// for a backend token. A pointer, so that printing an Identity never prints the token.
+	bearer *string
+}
+
+// AccessToken is the OAuth access token the caller authenticated with ("" for a static token or an anonymous
+// caller). It is a credential: never log or answer it.
+func (id Identity) AccessToken() string {
+	if id.bearer == nil {
+		return ""
+	}
+	return *id.bearer
 }
 
 // Anonymous is the identity of every caller while auth is off.
@@ -223,7 +235,7 @@ func (t *Tokens) Verify(ctx context.Context, presented string) (Identity, bool) 
 	if err != nil {
 		return Identity{}, false
 	}
-	id := Identity{Name: c.Subject, OAuth: true, ClientID: c.ClientID, Email: c.Email, FullName: c.Name, Claims: c.All}
+	id := Identity{Name: c.Subject, OAuth: true, ClientID: c.ClientID, Email: c.Email, FullName: c.Name, Claims: c.All, bearer: &presented}
 	switch {
 	case c.HasScope(v.AdminScope()):
 		id.Scope = ScopeAdmin

@@ -87,9 +87,13 @@ func (s *Server) askCredential(ctx context.Context, err error) bool {
 	elicitation := uuid.NewString()
 	wctx, cancel := context.WithTimeout(ctx, credentialWait)
 	defer cancel()
+	msg := "Server " + serverName + " works with your own credential. Open the page to store it; the call goes on once it is stored."
+	if ce.Info.CredentialOauth {
+		// The same console page starts the caller's OAuth authorization of the backend for such a server.
+		msg = "Server " + serverName + " works with your own authorization of its backend. Open the page to authorize it; the call goes on once you are back."
+	}
 	res, eerr := ask.asker.Elicit(wctx, &mcp.ElicitParams{Mode: "url", ElicitationID: elicitation,
-		URL:     s.credentialURL(serverID, elicitation),
-		Message: "Server " + serverName + " works with your own credential. Open the page to store it; the call goes on once it is stored."})
+		URL: s.credentialURL(serverID, elicitation), Message: msg})
 	if eerr != nil || res == nil || res.Action != "accept" {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 // TestClientFollowsOutboundPolicy: every OAuth request passes the outbound policy and the https rule, whatever
@@ -96,13 +98,38 @@ func TestGrantRoundTrip(t *testing.T) {
 
 // TestCallbackAndCompleteRefuseUnknownStates: without a pending flow, every state is unknown to both steps.
 func TestCallbackAndCompleteRefuseUnknownStates(t *testing.T) {
-	f := NewFlows(FlowsConfig{RedirectURL: "http://127.0.0.1:1" + CallbackPath})
-	for _, state := range []string{"", "nope", "running x y"} {
-		if err := f.Callback(state, "code", "", "", ""); !errors.Is(err, ErrUnknownFlow) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "agg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := NewFlows(FlowsConfig{Store: st, RedirectURL: "http://127.0.0.1:1" + CallbackPath})
+	for _, state := range []string{"", "nope", "running x y", strings.Repeat("s", 200)} {
+		if err := f.Callback(t.Context(), state, "code", "", "", ""); !errors.Is(err, ErrUnknownFlow) {
 			t.Errorf("Callback(%q) = %v", state, err)
 		}
 		if _, err := f.Complete(t.Context(), "token:a", state); !errors.Is(err, ErrUnknownFlow) {
 			t.Errorf("Complete(%q) = %v", state, err)
+		}
+	}
+}
+
+// TestCheckIssuer: the authorization response's iss (RFC 9207) is required and must match when advertised, and
+// refused when present but not advertised.
+func TestCheckIssuer(t *testing.T) {
+	for _, tc := range []struct {
+		iss       string
+		supported bool
+		ok        bool
+	}{
+		{"https://as.example", true, true},
+		{"", true, false},
+		{"https://evil.example", true, false},
+		{"", false, true},
+		{"https://as.example", false, false},
+	} {
+		if err := checkIssuer(tc.iss, "https://as.example", tc.supported); (err == nil) != tc.ok {
+			t.Errorf("checkIssuer(%q, advertised %v) = %v, want ok %v", tc.iss, tc.supported, err, tc.ok)
 		}
 	}
 }

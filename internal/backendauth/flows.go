@@ -1,16 +1,17 @@
 package backendauth
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -27,10 +28,9 @@ const (
 	// DefaultFlowTTL is how long a started flow waits for its caller to come back from the authorization server;
 	// its state and PKCE verifier die with it.
 	DefaultFlowTTL = 10 * time.Minute
-	// DefaultMaxFlows bounds the flows pending at once on one node.
+	// DefaultMaxFlows bounds the flows pending at once in the store (every node together).
 	DefaultMaxFlows = 1024
-	// MaxFlowsPerCaller bounds one caller's pending flows (each holds a goroutine and, with dynamic client
-	// registration, a client registered at the authorization server).
+	// MaxFlowsPerCaller bounds one caller's pending flows.
 	MaxFlowsPerCaller = 4
 	// CallbackPath is the route of the authorization server's redirect (the registered redirect URI's path).
 	CallbackPath = "/api/v1/aggregator/oauth/callback"
@@ -46,7 +46,7 @@ var (
 	ErrUnknownFlow = errors.New("no such authorization in progress")
 	// ErrNotReturned: the flow is pending but the authorization server has not redirected back yet.
 	ErrNotReturned = errors.New("the authorization server has not sent you back yet")
-	// ErrTooManyFlows: the caller, or the node, has too many flows pending.
+	// ErrTooManyFlows: the caller, or the store, has too many flows pending.
 	ErrTooManyFlows = errors.New("too many authorizations in progress")
 	// ErrNoRedirect: the daemon does not know the URL browsers reach it at (MCP_AGGREGATOR_CONSOLE_URL).
 	ErrNoRedirect = errors.New("the console URL is not known: set MCP_AGGREGATOR_CONSOLE_URL")
@@ -55,16 +55,23 @@ var (
 	ErrAuthorization = errors.New("authorization failed")
 )
 
+// Store is what the flows keep in the store: the callers' grants, the pending flows and the registered clients
+// (an encrypting store: persistence/crypt).
+type Store interface {
+	persistence.CredentialStore
+	persistence.OAuthStore
+}
+
 // FlowsConfig configures Flows.
 type FlowsConfig struct {
-	// Store keeps the grants (an encrypting store: persistence/crypt).
-	Store persistence.CredentialStore
+	// Store keeps the grants, the pending flows and the registered clients (an encrypting store: persistence/crypt).
+	Store Store
 	// Outbound is the daemon's outbound policy every OAuth request follows.
 	Outbound *backend.Outbound
 	// Env resolves ${VAR} references of the servers' connection_config (nil: none resolve).
 	Env connconfig.LookupEnv
 	// RedirectURL is the callback URL registered at authorization servers: the daemon's CallbackPath as browsers
-	// reach it ("" refuses to start flows: ErrNoRedirect).
+	// reach it ("" refuses to start flows: ErrNoRedirect). Every node of a cluster has the same.
 	RedirectURL string
 	// TTL is how long a flow waits (DefaultFlowTTL); MaxFlows bounds the pending ones (DefaultMaxFlows).
 	TTL      time.Duration
@@ -77,35 +84,45 @@ type FlowsConfig struct {
 	Now func() time.Time
 }
 
-// Flows runs callers' authorization code flows. A flow is started by its caller (Start: discovery, client
-// registration, the authorization URL), returns through the authorization server's redirect to the daemon
-// (Callback: the code is kept, nothing exchanged yet), and is completed by the same caller (Complete: the code is
-// exchanged with the flow's PKCE verifier and the grant stored as the caller's credential). Splitting the redirect
-// from the completion binds the grant to the caller who started the flow even though the redirect itself carries
-// no identity: a caller who lures someone else through their authorization URL gets nothing, since only the
-// starter can complete it. States are single-use and expire with TTL; flows live on the node that started them.
+// Flows runs callers' authorization code flows. A flow is started by its caller (Start: discovery, the client,
+// the authorization URL with PKCE), returns through the authorization server's redirect to the daemon (Callback:
+// the code is kept, nothing exchanged yet), and is completed by the same caller (Complete: the code is exchanged
+// with the flow's PKCE verifier and the grant stored as the caller's credential). Splitting the redirect from the
+// completion binds the grant to the caller who started the flow even though the redirect itself carries no
+// identity: a caller who lures someone else through their authorization URL gets nothing, since only the starter
+// can complete it. A flow lives in the store (its verifier and code sealed), so each step may be served by any
+// node; its state is returned once and taken once, and the flow expires with TTL. The client the aggregator
+// registers dynamically at an authorization server is kept per (server, authorization server) and reused.
 type Flows struct {
 	cfg FlowsConfig
 	log *slog.Logger
-
-	mu      sync.Mutex
-	pending map[string]*flow // by state
 }
 
-type flow struct {
-	serverID, serverName, subject string
-	expires                       time.Time
-	// returned is what the authorization server sent back (Callback); nil until then.
-	returned *returned
-	// release hands the returned code to the waiting handler (Complete); done answers the exchange's outcome.
-	release chan *auth.AuthorizationResult
-	done    chan error
-	taken   bool
+// flowData is a pending flow's private part, sealed in the store: what the completion needs to exchange the code.
+type flowData struct {
+	ServerName    string           `json:"server_name"`
+	Verifier      string           `json:"verifier"`
+	ClientID      string           `json:"client_id"`
+	ClientSecret  string           `json:"client_secret,omitempty"`
+	AuthStyle     oauth2.AuthStyle `json:"auth_style,omitempty"`
+	Registered    bool             `json:"registered,omitempty"` // the client is the stored dynamic registration
+	TokenURL      string           `json:"token_url"`
+	RevocationURL string           `json:"revocation_url,omitempty"`
+	Issuer        string           `json:"issuer"`
+	IssSupported  bool             `json:"iss_supported,omitempty"`
+	Resource      string           `json:"resource"`
+	Scopes        []string         `json:"scopes,omitempty"`
+	RedirectURL   string           `json:"redirect_url"`
+	AllowInsecure bool             `json:"allow_insecure,omitempty"`
 }
 
-type returned struct {
-	result *auth.AuthorizationResult
-	err    error // the authorization server's error answer
+// registration is a stored dynamically registered client (persistence.OAuthClient's data, sealed).
+type registration struct {
+	ClientID     string           `json:"client_id"`
+	ClientSecret string           `json:"client_secret,omitempty"`
+	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
+	// Exchange: the client was registered with the token exchange grant.
+	Exchange bool `json:"token_exchange,omitempty"`
 }
 
 // NewFlows returns the flow runner.
@@ -126,7 +143,7 @@ func NewFlows(cfg FlowsConfig) *Flows {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Flows{cfg: cfg, log: log, pending: map[string]*flow{}}
+	return &Flows{cfg: cfg, log: log}
 }
 
 // Started is a started flow: the URL the caller's browser opens, and until when the flow waits.
@@ -136,90 +153,91 @@ type Started struct {
 }
 
 // Start begins subject's flow for srv: it asks the backend (without credentials) for its authorization challenge,
-// discovers the authorization server, registers a client (or uses the registration's client_id) and returns the
-// authorization URL (PKCE S256, the resource indicator). The flow then waits, off ctx, up to the TTL.
+// discovers the protected resource and authorization server metadata, takes the registration's client_id, the
+// client registered before for this server and authorization server, or registers one (RFC 7591), stores the flow
+// and returns the authorization URL (PKCE S256, the resource indicator).
 func (f *Flows) Start(ctx context.Context, srv persistence.Server, subject string) (Started, error) {
+	d, err := f.discover(ctx, srv)
+	if err != nil {
+		return Started{}, err
+	}
+	// The authorization endpoint comes from the authorization server's metadata: a browser opens it, but it must
+	// still be a URL a browser may be sent to (https, or http to loopback).
+	if p := connconfig.PlainHTTPProblem(d.asm.AuthorizationEndpoint, false); p != "" || !httpURL(d.asm.AuthorizationEndpoint) {
+		return Started{}, fmt.Errorf("%w: authorization endpoint refused: %s", ErrAuthorization, p)
+	}
+	data := flowData{ServerName: srv.Name, Verifier: oauth2.GenerateVerifier(), TokenURL: d.asm.TokenEndpoint,
+		RevocationURL: d.asm.RevocationEndpoint, Issuer: d.asm.Issuer, IssSupported: d.asm.AuthorizationResponseIssParameterSupported,
+		Resource: d.prm.Resource, RedirectURL: f.cfg.RedirectURL, AllowInsecure: d.allowInsecure}
+	if err := f.client(ctx, d, srv, &data); err != nil {
+		return Started{}, err
+	}
+	data.Scopes = scopes(d.slot, d.challenges, d.prm, d.asm)
+	state := rand.Text()
+	cfg := oauth2.Config{ClientID: data.ClientID, RedirectURL: data.RedirectURL, Scopes: data.Scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: d.asm.AuthorizationEndpoint, TokenURL: d.asm.TokenEndpoint}}
+	authURL := cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(data.Verifier), oauth2.SetAuthURLParam("resource", data.Resource))
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Started{}, err
+	}
+	now := f.cfg.Now()
+	expires := now.Add(f.cfg.TTL)
+	err = f.cfg.Store.CreateOAuthFlow(ctx, persistence.OAuthFlow{State: state, ServerID: srv.ID, Subject: subject,
+		Data: raw, ExpiresAt: expires}, MaxFlowsPerCaller, f.cfg.MaxFlows, now)
+	if errors.Is(err, persistence.ErrOAuthFlowLimit) {
+		return Started{}, ErrTooManyFlows
+	}
+	if err != nil {
+		return Started{}, fmt.Errorf("store the flow: %w", err)
+	}
+	return Started{AuthorizationURL: authURL, ExpiresAt: expires}, nil
+}
+
+// discovery is what a flow or an exchange learns about a server's backend before asking its authorization server.
+type discovery struct {
+	slot          *persistence.OAuthSlot
+	client        *http.Client
+	allowInsecure bool
+	challenges    []oauthex.Challenge
+	prm           *oauthex.ProtectedResourceMetadata
+	asm           *oauthex.AuthServerMeta
+}
+
+// discover asks the backend (without credentials) for its authorization challenge, then discovers the protected
+// resource metadata and the authorization server metadata.
+func (f *Flows) discover(ctx context.Context, srv persistence.Server) (*discovery, error) {
 	slot, endpoint, allowInsecure, err := f.target(srv)
 	if err != nil {
-		return Started{}, err
+		return nil, err
 	}
-	if err := f.room(subject); err != nil {
-		return Started{}, err
+	d := &discovery{slot: slot, allowInsecure: allowInsecure, client: Client(f.cfg.Outbound, allowInsecure)}
+	if d.challenges, err = challenge(ctx, d.client, endpoint); err != nil {
+		return nil, err
 	}
-	client := Client(f.cfg.Outbound, allowInsecure)
-	req, res, err := challenge(ctx, client, endpoint)
-	if err != nil {
-		return Started{}, err
+	if d.prm, err = resourceMetadata(ctx, d.client, d.challenges, endpoint); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAuthorization, err)
 	}
-	var captured *Grant
-	var fl *flow // the flow await records (the fetcher runs inside Authorize, on the goroutine below)
-	urlCh := make(chan Started, 1)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.TTL)
-	hcfg := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL:         f.cfg.RedirectURL,
-		RequestRefreshToken: true,
-		Client:              client,
-		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			return f.await(ctx, srv, subject, args.URL, urlCh, &fl)
-		},
-		NewTokenSource: func(ctx context.Context, c *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
-			g := grantFrom(c, tok)
-			captured = &g
-			return oauth2.StaticTokenSource(tok), nil
-		},
+	if d.asm, err = auth.GetAuthServerMetadata(ctx, d.prm.AuthorizationServers[0], d.client); err != nil {
+		return nil, fmt.Errorf("%w: authorization server metadata: %w", ErrAuthorization, err)
 	}
-	if slot.ClientID != "" {
-		hcfg.PreregisteredClient = &oauthex.ClientCredentials{ClientID: slot.ClientID}
-	} else {
-		hcfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			ClientName: "MCP aggregator", RedirectURIs: []string{f.cfg.RedirectURL}, TokenEndpointAuthMethod: "none",
-			GrantTypes: []string{"authorization_code", "refresh_token"}, ResponseTypes: []string{"code"}}}
+	if d.asm == nil { // the 2025-03-26 fallback: the endpoints at their default paths
+		as := strings.TrimRight(d.prm.AuthorizationServers[0], "/")
+		d.asm = &oauthex.AuthServerMeta{Issuer: d.prm.AuthorizationServers[0], AuthorizationEndpoint: as + "/authorize",
+			TokenEndpoint: as + "/token", RegistrationEndpoint: as + "/register"}
 	}
-	if len(slot.Scopes) > 0 {
-		scopes := append([]string(nil), slot.Scopes...)
-		hcfg.ScopeFilter = func([]string) []string { return scopes }
-	}
-	h, err := auth.NewAuthorizationCodeHandler(hcfg)
-	if err != nil {
-		cancel()
-		return Started{}, fmt.Errorf("%w: %w", ErrAuthorization, err)
-	}
-	failed := make(chan error, 1)
-	go func() {
-		defer cancel()
-		err := h.Authorize(fctx, req, res)
-		if err == nil && captured == nil {
-			err = errors.New("the authorization server issued no token")
-		}
-		if err == nil {
-			err = f.store(fctx, srv, subject, *captured)
-		}
-		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrAuthorization, err)
-		}
-		select {
-		case failed <- err: // before the URL was handed out: Start answers it
-		default:
-		}
-		if fl != nil {
-			fl.done <- err // Complete answers it
-		}
-		if err != nil {
-			f.log.Info("backend OAuth flow failed", "server_id", srv.ID, "error", err)
-		}
-	}()
-	select {
-	case s := <-urlCh:
-		return s, nil
-	case err := <-failed:
-		if err == nil {
-			err = fmt.Errorf("%w: the flow ended before asking the user", ErrAuthorization)
-		}
-		return Started{}, err
-	case <-ctx.Done():
-		cancel()
-		return Started{}, ctx.Err()
-	}
+	return d, nil
+}
+
+// exchanges reports whether the server's flows may exchange callers' tokens at this authorization server: the
+// registration opts in and the authorization server offers the grant.
+func (d *discovery) exchanges() bool {
+	return d.slot.TokenExchange && slices.Contains(d.asm.GrantTypesSupported, oauthex.GrantTypeTokenExchange)
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
 }
 
 // target checks that srv takes OAuth and returns its slot and endpoint.
@@ -242,133 +260,200 @@ func (f *Flows) target(srv persistence.Server) (*persistence.OAuthSlot, string, 
 	return srv.UserCredential.OAuth, endpoint, cfg.AllowInsecureHTTP, nil
 }
 
-// room refuses a flow beyond the caller's or the node's bound.
-func (f *Flows) room(subject string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.pending) >= f.cfg.MaxFlows {
-		return ErrTooManyFlows
-	}
-	n := 0
-	for _, fl := range f.pending {
-		if fl.subject == subject {
-			n++
-		}
-	}
-	if n >= MaxFlowsPerCaller {
-		return ErrTooManyFlows
-	}
-	return nil
-}
-
-// challenge sends the backend an initialize request without credentials and returns it with the answer, which
-// must be 401 (the MCP authorization challenge, WWW-Authenticate with resource_metadata) for a flow to start.
-func challenge(ctx context.Context, client *http.Client, endpoint string) (*http.Request, *http.Response, error) {
+// challenge sends the backend an initialize request without credentials; its answer must be 401 (the MCP
+// authorization challenge, WWW-Authenticate with resource_metadata) for a flow to start. It returns the challenges.
+func challenge(ctx context.Context, client *http.Client, endpoint string) ([]oauthex.Challenge, error) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},` +
 		`"clientInfo":{"name":"mcp-aggregator","version":"1"}}}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: the endpoint URL: %w", ErrAuthorization, err)
+		return nil, fmt.Errorf("%w: the endpoint URL: %w", ErrAuthorization, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	res, err := client.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: reach the backend: %w", ErrAuthorization, err)
+		return nil, fmt.Errorf("%w: reach the backend: %w", ErrAuthorization, err)
 	}
-	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized {
-		return nil, nil, fmt.Errorf("%w (it answered %d)", ErrNotProtected, res.StatusCode)
+		return nil, fmt.Errorf("%w (it answered %d)", ErrNotProtected, res.StatusCode)
 	}
-	res.Body = io.NopCloser(bytes.NewReader(raw))
-	// The handler finds the protected resource metadata from the challenge and from the request's URL.
-	req = req.Clone(context.WithoutCancel(ctx))
-	return req, res, nil
+	cs, err := oauthex.ParseWWWAuthenticate(res.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the backend's WWW-Authenticate: %w", ErrAuthorization, err)
+	}
+	return cs, nil
 }
 
-// await runs in the handler's Authorize: it records the flow under the authorization URL's state, hands the URL to
-// Start, and waits for Complete to release the code the authorization server sent back.
-func (f *Flows) await(ctx context.Context, srv persistence.Server, subject, authURL string, urlCh chan<- Started, current **flow) (*auth.AuthorizationResult, error) {
-	u, err := url.Parse(authURL)
-	if err != nil {
-		return nil, fmt.Errorf("authorization URL: %w", err)
-	}
-	// The authorization endpoint came from the authorization server's metadata: a browser opens it, but it must
-	// still be a URL a browser may be sent to (https, or http to loopback).
-	if p := connconfig.PlainHTTPProblem(authURL, false); p != "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, fmt.Errorf("authorization endpoint refused: %s", p)
-	}
-	state := u.Query().Get("state")
-	if state == "" {
-		return nil, errors.New("authorization URL without state")
-	}
-	fl := &flow{serverID: srv.ID, serverName: srv.Name, subject: subject, expires: f.cfg.Now().Add(f.cfg.TTL),
-		release: make(chan *auth.AuthorizationResult, 1), done: make(chan error, 1)}
-	*current = fl
-	f.mu.Lock()
-	f.pending[state] = fl
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		if f.pending[state] == fl {
-			delete(f.pending, state)
+// challengeParam is the first Bearer challenge's parameter name ("" none).
+func challengeParam(cs []oauthex.Challenge, name string) string {
+	for _, c := range cs {
+		if strings.EqualFold(c.Scheme, "bearer") && c.Params[name] != "" {
+			return c.Params[name]
 		}
-		f.mu.Unlock()
-	}()
-	urlCh <- Started{AuthorizationURL: authURL, ExpiresAt: fl.expires}
-	select {
-	case r := <-fl.release:
-		if r == nil {
-			return nil, errors.New("the authorization server refused")
-		}
-		return r, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no answer from the authorization server in %s", f.cfg.TTL)
 	}
+	return ""
 }
 
-// store keeps the grant as the caller's credential and ends their session (the next one uses it).
-func (f *Flows) store(ctx context.Context, srv persistence.Server, subject string, g Grant) error {
-	raw, err := g.Encode()
+// resourceMetadata discovers the backend's protected resource metadata (RFC 9728) where MCP authorization says to
+// look: the challenge's resource_metadata, then the well-known URL at the endpoint's path, then at the root; a
+// backend without any is its own authorization server (the 2025-03-26 fallback).
+func resourceMetadata(ctx context.Context, client *http.Client, cs []oauthex.Challenge, endpoint string) (*oauthex.ProtectedResourceMetadata, error) {
+	u, err := url.Parse(endpoint)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("the endpoint URL: %w", err)
 	}
-	if _, _, err := f.cfg.Store.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: subject, Secret: raw}); err != nil {
-		return fmt.Errorf("store the grant: %w", err)
+	type candidate struct{ metadata, resource string }
+	var candidates []candidate
+	if m := challengeParam(cs, "resource_metadata"); m != "" {
+		candidates = append(candidates, candidate{m, endpoint})
 	}
-	if f.cfg.EndSession != nil {
-		if err := f.cfg.EndSession(ctx, srv.ID, subject); err != nil {
-			f.log.Warn("could not end a per-user session", "server_id", srv.ID, "error", err)
+	at := *u
+	at.RawQuery, at.Fragment = "", ""
+	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
+	candidates = append(candidates, candidate{at.String(), endpoint})
+	root, origin := at, *u
+	root.Path = "/.well-known/oauth-protected-resource"
+	origin.Path, origin.RawQuery, origin.Fragment = "", "", ""
+	candidates = append(candidates, candidate{root.String(), origin.String()})
+	for _, c := range candidates {
+		prm, err := oauthex.GetProtectedResourceMetadata(ctx, c.metadata, c.resource, client)
+		if err != nil || prm == nil {
+			continue
 		}
+		if len(prm.AuthorizationServers) == 0 {
+			return nil, errors.New("the protected resource metadata names no authorization server")
+		}
+		return prm, nil
 	}
+	return &oauthex.ProtectedResourceMetadata{AuthorizationServers: []string{origin.String()}, Resource: endpoint}, nil
+}
+
+// scopes are the scopes a flow asks for: the registration's, else the challenge's, else the resource metadata's;
+// with offline_access when the authorization server has it (a refresh token).
+func scopes(slot *persistence.OAuthSlot, cs []oauthex.Challenge, prm *oauthex.ProtectedResourceMetadata, asm *oauthex.AuthServerMeta) []string {
+	var out []string
+	switch {
+	case len(slot.Scopes) > 0:
+		out = append(out, slot.Scopes...)
+	case challengeParam(cs, "scope") != "":
+		out = strings.Fields(challengeParam(cs, "scope"))
+	default:
+		out = append(out, prm.ScopesSupported...)
+	}
+	if slices.Contains(asm.ScopesSupported, "offline_access") && !slices.Contains(out, "offline_access") {
+		out = append(out, "offline_access")
+	}
+	return out
+}
+
+// client sets data's client: the registration's pre-registered public client, else the client registered before
+// for (server, authorization server) with the same redirect URL, else a new dynamic registration, stored for the
+// next flows.
+func (f *Flows) client(ctx context.Context, d *discovery, srv persistence.Server, data *flowData) error {
+	slot, asm, hc := d.slot, d.asm, d.client
+	if slot.ClientID != "" {
+		data.ClientID, data.AuthStyle = slot.ClientID, oauth2.AuthStyleInParams // public: client_id in the body
+		return nil
+	}
+	stored, err := f.cfg.Store.GetOAuthClient(ctx, srv.ID, asm.Issuer)
+	switch {
+	case err == nil && stored.RedirectURL == f.cfg.RedirectURL:
+		var r registration
+		if err := json.Unmarshal(stored.Data, &r); err == nil && r.ClientID != "" && (r.Exchange || !d.exchanges()) {
+			data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
+			return nil
+		}
+		if r.ClientID == "" {
+			f.log.Warn("a stored OAuth client is unreadable: registering a new one", "server_id", srv.ID)
+		}
+	case err != nil && !errors.Is(err, persistence.ErrNotFound):
+		// Unreadable (a key no longer configured) or the store failing: register anew; storing it may fail too.
+		f.log.Warn("could not read the stored OAuth client: registering a new one", "server_id", srv.ID, "error", err)
+	}
+	if asm.RegistrationEndpoint == "" {
+		return fmt.Errorf("%w: the authorization server offers no dynamic client registration: set user_credential.oauth.client_id", ErrAuthorization)
+	}
+	grants := []string{"authorization_code", "refresh_token"}
+	if d.exchanges() {
+		grants = append(grants, oauthex.GrantTypeTokenExchange)
+	}
+	res, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
+		ClientName: "MCP aggregator", RedirectURIs: []string{f.cfg.RedirectURL}, TokenEndpointAuthMethod: "none",
+		GrantTypes: grants, ResponseTypes: []string{"code"}, ApplicationType: applicationType(f.cfg.RedirectURL)}, hc)
+	if err != nil {
+		return fmt.Errorf("%w: register a client: %w", ErrAuthorization, err)
+	}
+	r := registration{ClientID: res.ClientID, ClientSecret: res.ClientSecret, AuthStyle: authStyle(res.TokenEndpointAuthMethod),
+		Exchange: d.exchanges()}
+	data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
+	raw, err := json.Marshal(r)
+	if err == nil {
+		err = f.cfg.Store.PutOAuthClient(ctx, persistence.OAuthClient{ServerID: srv.ID, Issuer: asm.Issuer,
+			RedirectURL: f.cfg.RedirectURL, Data: raw})
+	}
+	if err != nil {
+		// This flow goes on with the new client; the next one registers again.
+		f.log.Warn("could not store the registered OAuth client", "server_id", srv.ID, "error", err)
+	}
+	f.log.Info("registered an OAuth client at the backend's authorization server", "server_id", srv.ID, "issuer", asm.Issuer)
 	return nil
+}
+
+// applicationType is RFC 7591's application_type of a client redirected to redirect: native for loopback.
+func applicationType(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err == nil && (u.Hostname() == "localhost" || strings.HasPrefix(u.Hostname(), "127.") || u.Hostname() == "::1") {
+		return "native"
+	}
+	return "web"
+}
+
+// authStyle is how the client authenticates at the token endpoint, from its registered method.
+func authStyle(method string) oauth2.AuthStyle {
+	switch method {
+	case "client_secret_basic":
+		return oauth2.AuthStyleInHeader
+	case "", "none", "client_secret_post":
+		return oauth2.AuthStyleInParams
+	}
+	return oauth2.AuthStyleAutoDetect
 }
 
 // Callback records what the authorization server sent back to the redirect URI (the code and iss, or its error)
 // for the flow of state. It exchanges nothing: the flow's caller completes it. A state is accepted once.
-func (f *Flows) Callback(state, code, iss, errCode, errDescription string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fl := f.pending[state]
-	if state == "" || strings.Contains(state, " ") || fl == nil || fl.returned != nil || f.cfg.Now().After(fl.expires) {
+func (f *Flows) Callback(ctx context.Context, state, code, iss, errCode, errDescription string) error {
+	if !validState(state) {
 		return ErrUnknownFlow
 	}
-	r := &returned{}
+	var codeJSON []byte
+	errText := ""
 	switch {
 	case errCode != "":
-		msg := errCode
+		errText = errCode
 		if errDescription != "" {
-			msg += ": " + errDescription
+			errText += ": " + errDescription
 		}
-		r.err = fmt.Errorf("%w: the authorization server answered %s", ErrAuthorization, clip(msg, 200))
+		errText = clip(errText, 200)
 	case code == "":
-		r.err = fmt.Errorf("%w: the authorization server sent no code", ErrAuthorization)
+		errText = "the authorization server sent no code"
 	default:
-		r.result = &auth.AuthorizationResult{Code: code, State: state, Iss: iss}
+		codeJSON, _ = json.Marshal(code)
 	}
-	fl.returned = r
-	return nil
+	if len(iss) > persistence.MaxOAuthIssuerBytes {
+		iss = ""
+	}
+	err := f.cfg.Store.ReturnOAuthFlow(ctx, state, codeJSON, iss, errText, f.cfg.Now())
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ErrUnknownFlow
+	}
+	return err
+}
+
+func validState(state string) bool {
+	return state != "" && len(state) <= persistence.MaxOAuthStateBytes && !strings.ContainsAny(state, " \t\r\n")
 }
 
 // Completed is a completed flow: the server it was for.
@@ -380,39 +465,101 @@ type Completed struct {
 // expired one, or an unknown one is ErrUnknownFlow (and leaves the flow to its caller); ErrNotReturned when the
 // authorization server has not redirected back yet.
 func (f *Flows) Complete(ctx context.Context, subject, state string) (Completed, error) {
-	f.mu.Lock()
-	fl := f.pending[state]
-	if state == "" || strings.Contains(state, " ") || fl == nil || fl.subject != subject || fl.taken || f.cfg.Now().After(fl.expires) {
-		f.mu.Unlock()
+	if !validState(state) {
 		return Completed{}, ErrUnknownFlow
 	}
-	if fl.returned == nil {
-		f.mu.Unlock()
+	fl, err := f.cfg.Store.TakeOAuthFlow(ctx, state, subject, f.cfg.Now())
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return Completed{}, ErrUnknownFlow
+	case errors.Is(err, persistence.ErrOAuthFlowPending):
 		return Completed{}, ErrNotReturned
+	case err != nil:
+		return Completed{}, fmt.Errorf("read the flow: %w", err)
 	}
-	fl.taken = true
-	delete(f.pending, state)
-	r := fl.returned
-	f.mu.Unlock()
-	out := Completed{ServerID: fl.serverID, ServerName: fl.serverName}
-	if r.err != nil {
-		fl.release <- nil // ends the handler's wait: the flow fails
-		return out, r.err
+	var data flowData
+	if err := json.Unmarshal(fl.Data, &data); err != nil {
+		return Completed{}, fmt.Errorf("%w: the stored flow is unreadable", ErrAuthorization)
 	}
-	fl.release <- r.result
-	select {
-	case err := <-fl.done:
-		return out, err
-	case <-ctx.Done():
-		return out, fmt.Errorf("%w: the code exchange is still running: %w", ErrAuthorization, ctx.Err())
+	out := Completed{ServerID: fl.ServerID, ServerName: data.ServerName}
+	if fl.Error != "" {
+		return out, fmt.Errorf("%w: the authorization server answered %s", ErrAuthorization, fl.Error)
 	}
+	var code string
+	if err := json.Unmarshal(fl.Code, &code); err != nil || code == "" {
+		return out, fmt.Errorf("%w: the authorization server sent no code", ErrAuthorization)
+	}
+	if err := checkIssuer(fl.Iss, data.Issuer, data.IssSupported); err != nil {
+		return out, fmt.Errorf("%w: %w", ErrAuthorization, err)
+	}
+	cfg := &oauth2.Config{ClientID: data.ClientID, ClientSecret: data.ClientSecret, RedirectURL: data.RedirectURL,
+		Scopes: data.Scopes, Endpoint: oauth2.Endpoint{TokenURL: data.TokenURL, AuthStyle: data.AuthStyle}}
+	xctx := context.WithValue(ctx, oauth2.HTTPClient, Client(f.cfg.Outbound, data.AllowInsecure))
+	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(data.Verifier), oauth2.SetAuthURLParam("resource", data.Resource))
+	if err != nil {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.ErrorCode == "invalid_client" && data.Registered {
+			// The authorization server no longer knows the stored client: the next flow registers a new one.
+			if derr := f.cfg.Store.DeleteOAuthClient(ctx, fl.ServerID, data.Issuer); derr != nil && !errors.Is(derr, persistence.ErrNotFound) {
+				f.log.Warn("could not forget a refused OAuth client", "server_id", fl.ServerID, "error", derr)
+			}
+		}
+		return out, fmt.Errorf("%w: the code exchange: %w", ErrAuthorization, scrubExchange(err))
+	}
+	g := grantFrom(cfg, tok)
+	g.RevocationURL = data.RevocationURL
+	if err := f.store(ctx, fl.ServerID, subject, g); err != nil {
+		return out, fmt.Errorf("%w: %w", ErrAuthorization, err)
+	}
+	return out, nil
 }
 
-// Pending counts the flows waiting (for tests and metrics).
-func (f *Flows) Pending() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.pending)
+// scrubExchange is the code exchange's error without the response body (which may echo what was sent).
+func scrubExchange(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		if re.ErrorCode != "" {
+			return fmt.Errorf("the authorization server answered %d %s", re.Response.StatusCode, clip(re.ErrorCode, 100))
+		}
+		return fmt.Errorf("the authorization server answered %d", re.Response.StatusCode)
+	}
+	return err
+}
+
+// checkIssuer checks the iss parameter of the authorization response (RFC 9207): required and equal to the
+// issuer when the authorization server advertises it; when it does not, an iss that is present is refused.
+func checkIssuer(iss, issuer string, supported bool) error {
+	switch {
+	case supported && iss == "":
+		return errors.New("the authorization response has no iss although the authorization server advertises it")
+	case iss != "" && iss != issuer:
+		return fmt.Errorf("the authorization response's issuer %q is not %q", clip(iss, 200), issuer)
+	case iss != "" && !supported:
+		return errors.New("the authorization response has an iss the authorization server does not advertise")
+	}
+	return nil
+}
+
+// store keeps the grant as the caller's credential and ends their session (the next one uses it).
+func (f *Flows) store(ctx context.Context, serverID, subject string, g Grant) error {
+	raw, err := g.Encode()
+	if err != nil {
+		return err
+	}
+	if _, _, err := f.cfg.Store.PutUserSecret(ctx, persistence.UserSecret{ServerID: serverID, Subject: subject, Secret: raw}); err != nil {
+		return fmt.Errorf("store the grant: %w", err)
+	}
+	if f.cfg.EndSession != nil {
+		if err := f.cfg.EndSession(ctx, serverID, subject); err != nil {
+			f.log.Warn("could not end a per-user session", "server_id", serverID, "error", err)
+		}
+	}
+	return nil
+}
+
+// Pending counts the flows waiting in the store (for tests and metrics).
+func (f *Flows) Pending(ctx context.Context) (int, error) {
+	return f.cfg.Store.CountOAuthFlows(ctx, f.cfg.Now())
 }
 
 func clip(s string, n int) string {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"golang.org/x/oauth2"
 )
@@ -28,6 +29,9 @@ type Grant struct {
 	TokenURL     string           `json:"token_url"`
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
 	Scopes       []string         `json:"scopes,omitempty"`
+	// RevocationURL is the authorization server's revocation endpoint (RFC 7009), where the tokens are revoked
+	// when the caller's credential is removed ("" none advertised).
+	RevocationURL string `json:"revocation_url,omitempty"`
 }
 
 // storedGrant is the stored form: the kind first, so that a secret of another kind is never mistaken for a grant.
@@ -57,6 +61,12 @@ func DecodeGrant(raw []byte) (Grant, error) {
 		return Grant{}, fmt.Errorf("%w: incomplete", ErrNotGrant)
 	}
 	return s.Grant, nil
+}
+
+// Expired reports whether nothing can renew g at now: its access token expires within RefreshBefore and it has no
+// refresh token.
+func (g Grant) Expired(now time.Time) bool {
+	return g.Token.RefreshToken == "" && !g.Token.Expiry.IsZero() && !g.Token.Expiry.After(now.Add(RefreshBefore))
 }
 
 // config is the oauth2 client the grant's tokens were issued to.

@@ -46,6 +46,7 @@ type Store struct {
 	sqlstore.Log
 	sqlstore.Credentials
 	sqlstore.Tasks
+	sqlstore.OAuth
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -88,6 +89,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	s.Curation, s.Features, s.Log = sqlstore.NewCuration(d), sqlstore.NewFeatures(d), sqlstore.NewLog(d)
 	s.Credentials = sqlstore.NewCredentials(d)
 	s.Tasks = sqlstore.NewTasks(d, taskQueries())
+	s.OAuth = sqlstore.NewOAuth(d, oauthQueries())
 	return s, nil
 }
 

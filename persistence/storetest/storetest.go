@@ -64,6 +64,8 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"TaskLimit", testTaskLimit},
 		{"TaskUpdates", testTaskUpdates},
 		{"TaskOrphansAndExpiry", testTaskOrphansAndExpiry},
+		{"OAuthFlows", testOAuthFlows},
+		{"OAuthClients", testOAuthClients},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

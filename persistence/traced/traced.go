@@ -272,3 +272,33 @@ func (s *Store) DeleteUserSecret(ctx context.Context, serverID, subject string) 
 	defer func() { end(err) }()
 	return s.Store.DeleteUserSecret(ctx, serverID, subject)
 }
+
+func (s *Store) CreateOAuthFlow(ctx context.Context, f persistence.OAuthFlow, perSubject, total int, now time.Time) (err error) {
+	ctx, end := s.write(ctx, "CreateOAuthFlow", f.ServerID, false)
+	defer func() { end(err) }()
+	return s.Store.CreateOAuthFlow(ctx, f, perSubject, total, now)
+}
+
+func (s *Store) ReturnOAuthFlow(ctx context.Context, state string, code []byte, iss, errText string, now time.Time) (err error) {
+	ctx, end := s.write(ctx, "ReturnOAuthFlow", "", false)
+	defer func() { end(err) }()
+	return s.Store.ReturnOAuthFlow(ctx, state, code, iss, errText, now)
+}
+
+func (s *Store) TakeOAuthFlow(ctx context.Context, state, subject string, now time.Time) (_ persistence.OAuthFlow, err error) {
+	ctx, end := s.write(ctx, "TakeOAuthFlow", "", false)
+	defer func() { end(err) }()
+	return s.Store.TakeOAuthFlow(ctx, state, subject, now)
+}
+
+func (s *Store) PutOAuthClient(ctx context.Context, c persistence.OAuthClient) (err error) {
+	ctx, end := s.write(ctx, "PutOAuthClient", c.ServerID, false)
+	defer func() { end(err) }()
+	return s.Store.PutOAuthClient(ctx, c)
+}
+
+func (s *Store) DeleteOAuthClient(ctx context.Context, serverID, issuer string) (err error) {
+	ctx, end := s.write(ctx, "DeleteOAuthClient", serverID, false)
+	defer func() { end(err) }()
+	return s.Store.DeleteOAuthClient(ctx, serverID, issuer)
+}

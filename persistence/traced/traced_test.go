@@ -94,6 +94,16 @@ func TestWritesMakeSpans(t *testing.T) {
 			return err
 		}},
 		{"DeleteUserSecret", id, func() error { return s.DeleteUserSecret(ctx, id, "token:a") }},
+		{"CreateOAuthFlow", id, func() error {
+			return s.CreateOAuthFlow(ctx, persistence.OAuthFlow{State: "st", ServerID: id, Subject: "token:a",
+				Data: []byte(`{"sealed":"x"}`), ExpiresAt: time.Now().Add(time.Minute)}, 0, 0, time.Now())
+		}},
+		{"ReturnOAuthFlow", "", func() error { return s.ReturnOAuthFlow(ctx, "st", []byte(`"c"`), "", "", time.Now()) }},
+		{"TakeOAuthFlow", "", func() error { _, err := s.TakeOAuthFlow(ctx, "st", "token:a", time.Now()); return err }},
+		{"PutOAuthClient", id, func() error {
+			return s.PutOAuthClient(ctx, persistence.OAuthClient{ServerID: id, Issuer: "https://as.example", Data: []byte(`{"sealed":"x"}`)})
+		}},
+		{"DeleteOAuthClient", id, func() error { return s.DeleteOAuthClient(ctx, id, "https://as.example") }},
 		{"InsertAudit", id, func() error {
 			return s.InsertAudit(ctx, persistence.AuditRecord{Event: "server.updated", ServerID: &id, Actor: "admin", Timestamp: time.Now()})
 		}},

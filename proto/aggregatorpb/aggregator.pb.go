@@ -761,13 +761,17 @@ func (x *CallToolReply) GetExecutionMs() float64 {
 
 // ErrorInfo is an error in the contract's vocabulary (error_code, detail) plus the server's status at the time.
 type ErrorInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	ServerStatus  string                 `protobuf:"bytes,3,opt,name=server_status,json=serverStatus,proto3" json:"server_status,omitempty"`
-	ServerName    string                 `protobuf:"bytes,4,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Code         string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message      string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	ServerStatus string                 `protobuf:"bytes,3,opt,name=server_status,json=serverStatus,proto3" json:"server_status,omitempty"`
+	ServerName   string                 `protobuf:"bytes,4,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	// credential_oauth: a CREDENTIAL_REQUIRED error of a server whose callers authorize with OAuth
+	// (user_credential.oauth): the caller starts the authorization (POST .../credentials/me/oauth) rather than
+	// storing a secret.
+	CredentialOauth bool `protobuf:"varint,5,opt,name=credential_oauth,json=credentialOauth,proto3" json:"credential_oauth,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ErrorInfo) Reset() {
@@ -826,6 +830,13 @@ func (x *ErrorInfo) GetServerName() string {
 		return x.ServerName
 	}
 	return ""
+}
+
+func (x *ErrorInfo) GetCredentialOauth() bool {
+	if x != nil {
+		return x.CredentialOauth
+	}
+	return false
 }
 
 // ListTools pages through the backend's tools/list. Reply: ListToolsReply.
@@ -2568,13 +2579,14 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\vresult_json\x18\x01 \x01(\fR\n" +
 	"resultJson\x12.\n" +
 	"\x05error\x18\x02 \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\x12!\n" +
-	"\fexecution_ms\x18\x03 \x01(\x01R\vexecutionMs\"\x7f\n" +
+	"\fexecution_ms\x18\x03 \x01(\x01R\vexecutionMs\"\xaa\x01\n" +
 	"\tErrorInfo\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12#\n" +
 	"\rserver_status\x18\x03 \x01(\tR\fserverStatus\x12\x1f\n" +
 	"\vserver_name\x18\x04 \x01(\tR\n" +
-	"serverName\"\v\n" +
+	"serverName\x12)\n" +
+	"\x10credential_oauth\x18\x05 \x01(\bR\x0fcredentialOauth\"\v\n" +
 	"\tListTools\"_\n" +
 	"\x0eListToolsReply\x12\x1d\n" +
 	"\n" +

@@ -6,7 +6,14 @@
 // request's login_hint (default alice), granting what the client asked for. A headless "browser" only has to
 // follow the redirects.
 //
-// Usage: PORT=9000 RESOURCE=http://127.0.0.1:8082/mcp REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
+// With ORG_ISSUER set (an organisation's issuer, oidc-provider.mjs), it also offers the token exchange grant (RFC
+// 8693) to clients registered with it: a subject_token that is a JWT access token of ORG_ISSUER (checked against
+// its keys) is exchanged for an access token of RESOURCE for the same subject.
+//
+// Token revocation (RFC 7009) is on. GET /_test/counts answers how many clients were registered and how many
+// revocation requests succeeded, for the tests that check the aggregator registers once and revokes.
+//
+// Usage: PORT=9000 RESOURCE=http://127.0.0.1:8082/mcp [ORG_ISSUER=http://127.0.0.1:9001] REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
 // Prints "ready <issuer>" once it listens.
 import { generateKeyPairSync } from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
@@ -36,6 +43,7 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => resource,
@@ -46,6 +54,17 @@ const provider = new Provider(issuer, {
       },
     },
   },
+});
+// Counts of what the tests check, and the route that answers them.
+const counts = { registrations: 0, revocations: 0, exchanges: 0 };
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/_test/counts') {
+    ctx.body = counts;
+    return;
+  }
+  await next();
+  if (ctx.method === 'POST' && ctx.path === '/reg' && ctx.status === 201) counts.registrations++;
+  if (ctx.method === 'POST' && ctx.path === '/token/revocation' && ctx.status === 200) counts.revocations++;
 });
 // The interaction: log in the user the request hinted at and grant whatever the client asked for, without a page.
 provider.use(async (ctx, next) => {
@@ -67,6 +86,32 @@ provider.use(async (ctx, next) => {
   }
   ctx.redirect(await provider.interactionResult(ctx.req, ctx.res, result, { mergeWithLastSubmission: true }));
 });
+// The token exchange grant (RFC 8693), when there is an organisation's issuer to trust.
+const orgIssuer = process.env.ORG_ISSUER;
+if (orgIssuer) {
+  const { createRemoteJWKSet, jwtVerify } = await import('jose');
+  const orgKeys = createRemoteJWKSet(new URL(`${orgIssuer}/jwks`));
+  const accessTokenType = 'urn:ietf:params:oauth:token-type:access_token';
+  provider.registerGrantType('urn:ietf:params:oauth:grant-type:token-exchange', async (ctx) => {
+    const { params, client } = ctx.oidc;
+    if (params.subject_token_type !== accessTokenType) throw new errors.InvalidRequest('unsupported subject_token_type');
+    if (params.requested_token_type && params.requested_token_type !== accessTokenType) throw new errors.InvalidRequest('unsupported requested_token_type');
+    if (params.resource !== resource) throw new errors.InvalidTarget();
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(params.subject_token, orgKeys, { issuer: orgIssuer }));
+    } catch {
+      throw new errors.InvalidGrant('subject_token is not an access token of the organisation');
+    }
+    const granted = (params.scope || scopes).split(' ').filter((sc) => scopes.split(' ').includes(sc)).join(' ');
+    const token = new provider.AccessToken({ accountId: payload.sub, client, gty: 'token_exchange', scope: granted });
+    token.resourceServer = new provider.ResourceServer(resource,
+      { scope: scopes, audience: resource, accessTokenTTL: 300, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } });
+    const value = await token.save();
+    counts.exchanges++;
+    ctx.body = { access_token: value, issued_token_type: accessTokenType, token_type: 'Bearer', expires_in: token.expiration, scope: granted };
+  }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope'], ['resource']);
+}
 provider.on('server_error', (_ctx, err) => console.error('server_error', err));
 
 const server = provider.listen(port, '127.0.0.1', () => console.log(`ready ${issuer}`));

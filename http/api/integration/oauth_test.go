@@ -1,165 +1,36 @@
 package integration_test
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	httpauth "github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
-
-// startBackendAS runs testdata/peers/oidc-backend-as.mjs (panva's oidc-provider) as the authorization server of
-// resource, redirecting to redirect, and returns its issuer.
-func startBackendAS(t *testing.T, resource, redirect string) string {
-	t.Helper()
-	peers := filepath.Join(peertest.RepoRoot(t), "testdata", "peers")
-	if _, err := os.Stat(filepath.Join(peers, "node_modules", "oidc-provider", "package.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("oidc-provider is not installed: run `make peers`")
-		}
-		t.Skip("oidc-provider is not installed: run `make peers`")
-	}
-	node := filepath.Join(peers, "node_modules", ".bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		node = peertest.Node(t)
-	}
-	cmd := exec.Command(node, filepath.Join(peers, "oidc-backend-as.mjs"))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", peertest.FreePort(t)), "RESOURCE="+resource, "REDIRECT="+redirect)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start oidc-provider: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if issuer, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				ready <- issuer
-			} else {
-				t.Log("oidc-provider: " + sc.Text())
-			}
-		}
-	}()
-	select {
-	case issuer := <-ready:
-		return issuer
-	case <-time.After(60 * time.Second):
-		t.Fatal("oidc-provider did not start")
-	}
-	return ""
-}
-
-// oauthBackend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
-// of the authorization server issuer for itself (verified against the issuer's keys), and the service token
-// "svc-token" the registration uses for discovery; its whoami tool answers the token's subject. It serves its
-// protected resource metadata (RFC 9728) and challenges with resource_metadata.
-func oauthBackend(t *testing.T, ln net.Listener, resource, issuer string) {
-	t.Helper()
-	v, err := oauth.New(t.Context(), oauth.Config{Issuer: issuer, Audience: resource, Resource: resource,
-		ClientScope: "backend:read", AdminScope: "backend:write"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
-		if tok == "svc-token" {
-			return &auth.TokenInfo{UserID: "service", Expiration: time.Now().Add(time.Hour)}, nil
-		}
-		c, err := v.Verify(ctx, tok)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
-		}
-		return &auth.TokenInfo{UserID: c.Subject, Scopes: c.Scopes, Expiration: c.Expiry}, nil
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			who := ""
-			if r.Extra != nil && r.Extra.TokenInfo != nil {
-				who = r.Extra.TokenInfo.UserID
-			}
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user=" + who}}}, nil
-		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: v.MetadataURL()})(h))
-	mux.Handle(oauth.WellKnownPath+"/", v.MetadataHandler())
-	hs := &http.Server{Handler: mux}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-}
-
-// browse plays the user's browser: it follows the authorization URL's redirects (the provider logs in the hinted
-// user and consents at once) until one points at redirect, and returns that URL.
-func browse(t *testing.T, start, redirect string) *url.URL {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	next, err := url.Parse(start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 20 {
-		if strings.HasPrefix(next.String(), redirect) {
-			return next
-		}
-		res, err := client.Get(next.String())
-		if err != nil {
-			t.Fatalf("browse %s: %v", next, err)
-		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		loc := res.Header.Get("Location")
-		if loc == "" {
-			t.Fatalf("%s answered %d without a redirect: %.300s", next, res.StatusCode, body)
-		}
-		if next, err = next.Parse(loc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Fatal("too many redirects")
-	return nil
-}
 
 // TestBackendOAuth: a per_user server whose backend is an OAuth-protected go-sdk server (auth.RequireBearerToken)
 // behind panva's oidc-provider. Two callers each run the authorization code flow with PKCE through the aggregator
 // (dynamic client registration, the provider's login and consent, our callback, our completion) and each sees
 // their own identity in the backend's answers; no caller can complete another's flow, reuse a state, or store a
-// plain secret instead; an expired access token and one the backend refuses (401) are refreshed; revocation ends
-// the session; no answer holds a token.
+// plain secret instead; a flow started on one daemon returns to and completes on another sharing the store; the
+// client registered for the first flow serves the second (one registration); an expired access token and one the
+// backend refuses (401) are refreshed; revocation (by an admin, or the caller's own removal) ends the session and
+// revokes the tokens at the authorization server (RFC 7009); no answer holds a token.
 func TestBackendOAuth(t *testing.T) {
 	st, sys, logger := startSystem(t)
 	toks, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken+",bob:"+credBobToken, "")
@@ -173,13 +44,19 @@ func TestBackendOAuth(t *testing.T) {
 	resource := "http://" + ln.Addr().String() + "/mcp"
 	// The browser never reaches this address: browse stops at it and the test hands the query to the app.
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	issuer := startBackendAS(t, resource, redirect)
-	oauthBackend(t, ln, resource, issuer)
+	issuer := oauthtest.StartAS(t, resource, redirect)
+	oauthtest.Backend(t, ln, resource, issuer)
 
 	var skew atomic.Int64 // the flows' clock runs ahead by this much
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
 		EndSession: sys.EndUserSession, Logger: logger, Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks, OAuth: flows,
+		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
+	// A second daemon sharing the store (another node of a cluster): its own flow runner, nothing in common with
+	// the first but the store.
+	other := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: toks,
+		OAuth: backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+			EndSession: sys.EndUserSession, Logger: logger}),
 		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
 	var bodies []string
 	do := func(token, method, path, body string, want int) response {
@@ -224,12 +101,13 @@ func TestBackendOAuth(t *testing.T) {
 		}
 		return u
 	}
-	// back follows the authorization URL as user and hands the redirect to our callback; it returns the state.
-	back := func(authURL, user string) string {
+	// backTo follows the authorization URL as user and hands the redirect to the callback of daemon at; it returns
+	// the state.
+	backTo := func(at *env, authURL, user string) string {
 		t.Helper()
-		cb := browse(t, authURL+"&login_hint="+user, redirect)
+		cb := oauthtest.Browse(t, authURL+"&login_hint="+user, redirect)
 		req := httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil)
-		res, err := e.app.Test(req, -1)
+		res, err := at.app.Test(req, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,17 +116,20 @@ func TestBackendOAuth(t *testing.T) {
 		if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "http://console.example/ui/#oauth="+url.QueryEscape(state) {
 			t.Fatalf("callback: %d to %q", res.StatusCode, res.Header.Get("Location"))
 		}
-		// The same redirect again is refused: a state is taken once.
-		res, err = e.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil), -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		if res.StatusCode != http.StatusNotFound {
-			t.Fatalf("callback replay: %d", res.StatusCode)
+		// The same redirect again is refused, on either daemon: a state is taken once.
+		for _, again := range []*env{e, other} {
+			res, err = again.app.Test(httptest.NewRequest("GET", backendauth.CallbackPath+"?"+cb.RawQuery, nil), -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Fatalf("callback replay: %d", res.StatusCode)
+			}
 		}
 		return state
 	}
+	back := func(authURL, user string) string { t.Helper(); return backTo(e, authURL, user) }
 	complete := func(token, state string, want int) response {
 		t.Helper()
 		return do(token, "POST", base+"/oauth/complete", `{"state":"`+state+`"}`, want)
@@ -258,6 +139,9 @@ func TestBackendOAuth(t *testing.T) {
 	m := wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	if !strings.Contains(fmt.Sprint(m["detail"]), cred+"/me/oauth") {
 		t.Fatalf("CREDENTIAL_REQUIRED says %v", m["detail"])
+	}
+	if c, _ := m["context"].(map[string]any); c["credential_url"] != cred+"/me/oauth" || c["method"] != "POST" || c["body"] != nil {
+		t.Fatalf("CREDENTIAL_REQUIRED context %v must name the route that starts the authorization", m["context"])
 	}
 	// A plain secret is not what this server takes.
 	do(credAliceToken, "PUT", cred+"/me", `{"secret":"typed-key"}`, http.StatusConflict)
@@ -273,14 +157,26 @@ func TestBackendOAuth(t *testing.T) {
 	}
 	complete(credAliceToken, aliceState, http.StatusNotFound) // single use
 
-	// Bob completes his own; a flow whose callback has not come is not completable yet.
+	// Bob completes his own; a flow whose callback has not come is not completable yet. His flow starts on the
+	// first daemon, and the authorization server's redirect and his completion land on the other one.
 	bobURL := start(credBobToken)
 	bobState := url.Values{}
 	if u, err := url.Parse(bobURL); err == nil {
 		bobState = u.Query()
 	}
 	complete(credBobToken, bobState.Get("state"), http.StatusConflict)
-	complete(credBobToken, back(bobURL, "bob"), http.StatusCreated)
+	bobBack := backTo(other, bobURL, "bob")
+	if r := other.authDo(t, credAliceToken, "POST", base+"/oauth/complete", `{"state":"`+bobBack+`"}`); r.status != http.StatusNotFound {
+		t.Fatalf("alice completed bob's flow on the other daemon: %d %s", r.status, r.body)
+	}
+	if r := other.authDo(t, credBobToken, "POST", base+"/oauth/complete", `{"state":"`+bobBack+`"}`); r.status != http.StatusCreated {
+		t.Fatalf("bob's completion on the other daemon: %d %s", r.status, r.body)
+	}
+	complete(credBobToken, bobBack, http.StatusNotFound) // taken, on every daemon
+	// The client registered for Alice's flow served Bob's: one registration at the authorization server.
+	if n := oauthtest.ASCounts(t, issuer).Registrations; n != 1 {
+		t.Fatalf("%d clients registered for two users' flows, want 1", n)
+	}
 
 	for range 2 {
 		wantUser(credAliceToken, "alice")
@@ -365,10 +261,28 @@ func TestBackendOAuth(t *testing.T) {
 	complete(credAdminToken, lateState, http.StatusNotFound)
 	skew.Store(0)
 
-	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched.
+	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched. Her tokens
+	// are revoked at the authorization server: her last refresh token no longer refreshes.
+	revoked := grantOf("token:alice")
 	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
 	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	wantUser(credBobToken, "bob")
+	if n := oauthtest.ASCounts(t, issuer).Revocations; n < 1 {
+		t.Fatalf("%d revocations at the authorization server after an admin revoked a grant", n)
+	}
+	if code := oauthtest.RefreshStatus(t, revoked, resource); code != http.StatusBadRequest {
+		t.Fatalf("a revoked refresh token refreshed (%d)", code)
+	}
+	// Bob removes his own: revoked too; the still-valid refresh token of his grant is refused afterwards.
+	bobGrant := grantOf("token:bob")
+	before := oauthtest.ASCounts(t, issuer).Revocations
+	do(credBobToken, "DELETE", cred+"/me", "", http.StatusNoContent)
+	if n := oauthtest.ASCounts(t, issuer).Revocations; n <= before {
+		t.Fatalf("no revocation at the authorization server when bob removed his credential (%d, before %d)", n, before)
+	}
+	if code := oauthtest.RefreshStatus(t, bobGrant, resource); code != http.StatusBadRequest {
+		t.Fatalf("bob's revoked refresh token refreshed (%d)", code)
+	}
 
 	for _, b := range bodies {
 		for _, s := range seen {
@@ -447,7 +361,111 @@ func TestBackendOAuthOutboundPolicy(t *testing.T) {
 	}
 	wantError(t, start(register("open", open.URL+"/mcp", `{"oauth":{}}`)), http.StatusBadGateway, "SERVER_UNAVAILABLE")
 	wantError(t, start(register("keyed", open.URL+"/mcp", `{"header":"Authorization","prefix":"Bearer "}`)), http.StatusConflict, "CREDENTIAL_NOT_ACCEPTED")
-	if flows.Pending() != 0 {
-		t.Fatalf("%d flows pending after refused starts", flows.Pending())
+	if n, err := flows.Pending(t.Context()); err != nil || n != 0 {
+		t.Fatalf("%d flows pending after refused starts (%v)", n, err)
+	}
+}
+
+// TestBackendOAuthTokenExchange: a per_user server that allows token exchange (user_credential.oauth.token_exchange)
+// gets a caller who came with an access token of the organisation's issuer (oidc-provider.mjs) their backend grant
+// without asking: the aggregator exchanges that token (RFC 8693) at the backend's authorization server
+// (oidc-backend-as.mjs trusting the organisation's issuer) and the call goes on with the caller's own identity at
+// the backend. The grant is stored and reused; an expired exchanged token is exchanged again; a static-token caller
+// and a server that does not allow it still get CREDENTIAL_REQUIRED, without any exchange.
+func TestBackendOAuthTokenExchange(t *testing.T) {
+	st, sys, logger := startSystem(t)
+	aggResource := "http://aggregator.example/mcp"
+	org := peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+aggResource)
+	v, err := oauth.New(t.Context(), oauth.Config{Issuer: org, Audience: aggResource, Resource: aggResource,
+		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org)
+	oauthtest.Backend(t, ln, resource, issuer)
+
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+		EndSession: sys.EndUserSession, Logger: logger})
+	gw := gateway.New(sys, gateway.Options{ExchangeCredential: flows.CallExchanger(st.GetServer)})
+	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: static.WithOAuth(v), OAuth: flows, Gateway: gw})}
+	register := func(name, slot string) string {
+		t.Helper()
+		r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP",`+
+			`"connection_config":{"base_url":"`+resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
+			`"credential_mode":"per_user","user_credential":`+slot+`}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("register %s: %d %s", name, r.status, r.body)
+		}
+		return r.json(t)["id"].(string)
+	}
+	id := register("xo", `{"oauth":{"token_exchange":true}}`)
+	register("ask", `{"oauth":{}}`)
+	waitFor(t, "xo.whoami and ask.whoami routable", func() bool { return callable(sys, "xo.whoami") && callable(sys, "ask.whoami") })
+	call := func(token, tool string) response {
+		t.Helper()
+		return e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"`+tool+`","arguments":{}}`)
+	}
+	orgToken := peertest.OIDCClientToken(t, org, aggResource, "client-bot", "aggregator:client")
+	wantBot := func() {
+		t.Helper()
+		if r := call(orgToken, "xo.whoami"); r.status != http.StatusOK || !strings.Contains(string(r.body), `user=client-bot"`) {
+			t.Fatalf("call with the organisation's token: %d %s", r.status, r.body)
+		}
+	}
+
+	wantBot()
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 1 {
+		t.Fatalf("%d exchanges for the first call, want 1", n)
+	}
+	raw, err := st.GetUserSecret(t.Context(), id, "oauth:client-bot")
+	if err != nil {
+		t.Fatalf("no grant stored for the exchanged token: %v", err)
+	}
+	g, err := backendauth.DecodeGrant(raw.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBot() // the stored grant: no second exchange
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 1 {
+		t.Fatalf("%d exchanges after a second call, want 1", n)
+	}
+
+	// An exchanged token that expired (no refresh token renews it) is exchanged again.
+	tok := *g.Token
+	tok.Expiry = time.Now().Add(-time.Minute)
+	g.Token = &tok
+	enc, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PutUserSecret(t.Context(), persistence.UserSecret{ServerID: id, Subject: "oauth:client-bot", Secret: enc}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.EndUserSession(t.Context(), id, "oauth:client-bot"); err != nil {
+		t.Fatal(err)
+	}
+	wantBot()
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
+		t.Fatalf("%d exchanges after the token expired, want 2", n)
+	}
+
+	// No exchange for a static token, nor on a server that does not allow it.
+	m := wantError(t, call(credAliceToken, "xo.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	if c, _ := m["context"].(map[string]any); c["credential_url"] != base+"/servers/"+id+"/credentials/me/oauth" {
+		t.Fatalf("CREDENTIAL_REQUIRED context %v", m["context"])
+	}
+	wantError(t, call(orgToken, "ask.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
+	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
+		t.Fatalf("%d exchanges after calls that must not exchange, want 2", n)
 	}
 }

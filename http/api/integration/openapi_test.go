@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -49,7 +50,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 	oauthResource := "http://" + oauthLn.Addr().String() + "/mcp"
 	oauthRedirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	oauthBackend(t, oauthLn, oauthResource, startBackendAS(t, oauthResource, oauthRedirect))
+	oauthtest.Backend(t, oauthLn, oauthResource, oauthtest.StartAS(t, oauthResource, oauthRedirect))
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: oauthRedirect,
 		EndSession: sys.EndUserSession, Logger: logger})
 	app := api.New(api.Deps{Store: st, Control: sys, Curation: sys, Logger: logger, Tokens: toks, Tasks: mgr, OAuth: flows,
@@ -298,7 +299,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	oauthed := b + "/servers/" + r.json(t)["id"].(string)
 	check("POST "+b+"/servers/:id/credentials/me/oauth", cli, "POST", sid+"/credentials/me/oauth", "", 409)
 	authURL, _ := check("POST "+b+"/servers/:id/credentials/me/oauth", cli, "POST", oauthed+"/credentials/me/oauth", "", 200).json(t)["authorization_url"].(string)
-	cb := browse(t, authURL, oauthRedirect)
+	cb := oauthtest.Browse(t, authURL, oauthRedirect)
 	check("GET "+b+"/oauth/callback", "", "GET", b+"/oauth/callback?"+cb.RawQuery, "", 303)
 	exercised["GET "+b+"/oauth/callback"] = true
 	check("GET "+b+"/oauth/callback", "", "GET", b+"/oauth/callback?"+cb.RawQuery, "", 404)

@@ -66,6 +66,8 @@ func oauthSlotSchema() *jsonschema.Schema {
 		prop("scopes", &jsonschema.Schema{Type: "array", MaxItems: ptr(MaxOAuthScopes),
 			Items:       &jsonschema.Schema{Type: "string", MinLength: ptr(1), MaxLength: ptr(MaxOAuthScopeLength)},
 			Description: "The scopes to ask for; absent: those the backend's metadata advertises"}),
+		prop("token_exchange", &jsonschema.Schema{Type: "boolean",
+			Description: "Exchange (RFC 8693) a caller's own access token of the organisation's issuer for a backend token, when the backend's authorization server offers it, instead of asking the caller to authorize (the caller's token is sent to that authorization server)"}),
 	})
 }
 
@@ -104,6 +106,8 @@ func (v checker) oauthSlot(raw json.RawMessage, loc []any) *persistence.OAuthSlo
 				}
 				slot.Scopes = append(slot.Scopes, s)
 			}
+		case "token_exchange":
+			slot.TokenExchange, _ = v.Bool(m.Value, at)
 		default:
 			v.Add(strictjson.FieldExtraForbidden, "Extra inputs are not permitted", at)
 		}

@@ -22,6 +22,8 @@ func TestRegistrationOAuthCredential(t *testing.T) {
 		{"empty", http + `{"oauth":{}}}`, persistence.OAuthSlot{}},
 		{"client and scopes", http + `{"oauth":{"client_id":"agg","scopes":["crm.read","offline_access"]}}}`,
 			persistence.OAuthSlot{ClientID: "agg", Scopes: []string{"crm.read", "offline_access"}}},
+		{"token exchange", http + `{"oauth":{"token_exchange":true}}}`, persistence.OAuthSlot{TokenExchange: true}},
+		{"no token exchange", http + `{"oauth":{"token_exchange":false}}}`, persistence.OAuthSlot{}},
 	}
 	for _, tc := range valid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,6 +43,7 @@ func TestRegistrationOAuthCredential(t *testing.T) {
 		{"with header", http + `{"oauth":{},"header":"Authorization"}}`, "body.user_credential.header", apierror.FieldExtraForbidden},
 		{"with prefix", http + `{"oauth":{},"prefix":"Bearer "}}`, "body.user_credential.prefix", apierror.FieldExtraForbidden},
 		{"not an object", http + `{"oauth":true}}`, "body.user_credential.oauth", apierror.FieldTypeError},
+		{"token_exchange not a boolean", http + `{"oauth":{"token_exchange":"yes"}}}`, "body.user_credential.oauth.token_exchange", apierror.FieldTypeError},
 		{"extra member", http + `{"oauth":{"client_secret":"s"}}}`, "body.user_credential.oauth.client_secret", apierror.FieldExtraForbidden},
 		{"empty client_id", http + `{"oauth":{"client_id":""}}}`, "body.user_credential.oauth.client_id", apierror.FieldValueError},
 		{"client_id with CRLF", http + `{"oauth":{"client_id":"a\r\nb"}}}`, "body.user_credential.oauth.client_id", apierror.FieldValueError},

@@ -1,0 +1,147 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/backendauth"
+	"github.com/mcpgw/aggregator/internal/oauthtest"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/crypt"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
+)
+
+// TestPerUserOAuthAskedInBand: on /mcp, a caller without a grant for a per_user server of an OAuth-protected
+// backend (go-sdk, auth.RequireBearerToken, behind oidc-provider) whose client cannot be asked gets a tool error
+// whose CREDENTIAL_REQUIRED names the route that starts the authorization (POST .../credentials/me/oauth); a
+// client that supports URL-mode elicitation is sent to the console's page for the server, which starts the
+// authorization, with a message saying to authorize. Once the user has gone through the authorization server and
+// the flow is complete (here by the test, as the page would), the waiting call goes on as that user.
+func TestPerUserOAuthAskedInBand(t *testing.T) {
+	ctx := context.Background()
+	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := crypt.NewKeyring(crypt.NewKey(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := crypt.Wrap(inner, ring)
+	t.Cleanup(st.Close)
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = sys.Shutdown(c)
+	})
+	toks, err := auth.Parse("ops:"+adminToken, "ci:"+clientToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := mcpserver.New(sys, st, mcpserver.Options{RequireIdentity: true, ConsoleURL: "https://agg.example/ui/"})
+	t.Cleanup(ep.Close)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", ep.StreamableHandler())
+	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
+	t.Cleanup(hs.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource := "http://" + ln.Addr().String() + "/mcp"
+	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	oauthtest.Backend(t, ln, resource, oauthtest.StartAS(t, resource, redirect))
+	raw, _ := json.Marshal(map[string]any{"base_url": resource, "headers": map[string]any{"Authorization": "Bearer svc-token"}})
+	srv, err := sys.Register(ctx, actors.RegisterRequest{Name: "ob", TransportType: persistence.TransportHTTP, ConnectionConfig: raw,
+		AutoConnect: true, CredentialMode: persistence.CredentialPerUser,
+		UserCredential: &persistence.UserCredentialSlot{OAuth: &persistence.OAuthSlot{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ob.whoami routable", func() bool { return len(sys.Routes().Callable()) == 1 })
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
+		EndSession: sys.EndUserSession})
+
+	// A client that cannot be asked: the tool error names the route that starts the authorization.
+	ci := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{clientToken}}})
+	res := callTool(t, ci, "ob__whoami", map[string]any{})
+	var body struct {
+		Code    string         `json:"error_code"`
+		Context map[string]any `json:"context"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &body); err != nil || !res.IsError || body.Code != "CREDENTIAL_REQUIRED" ||
+		body.Context["credential_url"] != "/api/v1/aggregator/servers/"+srv.ID+"/credentials/me/oauth" || body.Context["method"] != "POST" {
+		t.Fatalf("the call of a client that cannot be asked: %v %s", res.IsError, b)
+	}
+
+	// A client that can be asked: the console's page, then the authorization, then the call goes on.
+	var mu sync.Mutex
+	var asked *mcp.ElicitParams
+	flowDone := make(chan error, 1)
+	cl := mcp.NewClient(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = req.Params
+			mu.Unlock()
+			// The user opens the page, which starts the flow; the authorization server sends them back; the page
+			// completes it.
+			go func() {
+				fctx := context.Background()
+				started, err := flows.Start(fctx, srv, "token:ops")
+				if err != nil {
+					flowDone <- err
+					return
+				}
+				cb := oauthtest.Browse(t, started.AuthorizationURL+"&login_hint=alice", redirect)
+				q := cb.Query()
+				if err := flows.Callback(fctx, q.Get("state"), q.Get("code"), q.Get("iss"), q.Get("error"), q.Get("error_description")); err != nil {
+					flowDone <- err
+					return
+				}
+				_, err = flows.Complete(fctx, "token:ops", q.Get("state"))
+				flowDone <- err
+			}()
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	s, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{adminToken}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	res = callTool(t, &client{sess: s}, "ob__whoami", map[string]any{})
+	if err := <-flowDone; err != nil {
+		t.Fatalf("the authorization: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked == nil || asked.Mode != "url" || asked.URL != "https://agg.example/ui/#credential="+srv.ID+"&elicitation="+asked.ElicitationID ||
+		!strings.Contains(asked.Message, "authorize") {
+		t.Fatalf("elicitation asked: %+v", asked)
+	}
+	if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "user=alice" {
+		t.Fatalf("the call after the authorization: %v %+v", res.IsError, res.Content)
+	}
+}
