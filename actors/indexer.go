@@ -70,9 +70,12 @@ func (a *indexerActor) apply(ctx actor.Context, d *routing.ServedDelta) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	have := a.index.Version(d.ServerID)
+	start := time.Now()
 	switch a.index.Apply(sctx, d) {
 	case served.Applied:
 		a.served.Ack(d.ServerID, d.Version)
+		a.deps.Logger.Debug("search index updated", "server_id", d.ServerID, "version", d.Version,
+			"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed), "took", time.Since(start).String())
 	case served.Gap:
 		a.deps.Logger.Warn("indexer: served tools missed; asking the router for all of them", "server_id", d.ServerID, "have", have, "got", d.Version)
 		ctx.Request(a.router, &servedSnapshotAsk{})
