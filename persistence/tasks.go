@@ -78,6 +78,11 @@ type Task struct {
 	// JSON-RPC error object or the shared error body) when failed.
 	Result json.RawMessage
 	Error  json.RawMessage
+	// BackendTaskID is the backend's own task the call follows (a backend that runs tools as tasks), and
+	// BackendServer the id of the server it runs on; both empty while the task is held around a plain call. A task
+	// whose node stopped is resumed elsewhere from them (ClaimOrphanedTasks).
+	BackendTaskID string
+	BackendServer string
 }
 
 // TaskUpdate changes an open task: its status (empty: unchanged), status message, result and error (nil:
@@ -114,6 +119,12 @@ type TaskStore interface {
 	// FailOrphanedTasks marks failed, with message, every open task whose node is not in live (the daemons known
 	// to be running), and returns how many.
 	FailOrphanedTasks(ctx context.Context, live []string, message string) (int, error)
+	// SetTaskBackend records on an open task the backend's task its call follows (backendTaskID, on server
+	// serverID); a task already final or unknown is left as it is (no error).
+	SetTaskBackend(ctx context.Context, id, backendTaskID, serverID string) error
+	// ClaimOrphanedTasks moves to node every open task that follows a backend's task (BackendTaskID set) and whose
+	// node is not in live, and returns them as stored: of nodes claiming at the same time, each task goes to one.
+	ClaimOrphanedTasks(ctx context.Context, live []string, node string) ([]Task, error)
 	// DeleteExpiredTasks removes up to limit tasks whose ExpiresAt is at or before now and returns how many.
 	DeleteExpiredTasks(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -14,10 +14,10 @@ import (
 const taskLockClass int32 = 0x7461736b
 
 const taskColumns = `id, owner, status, status_message, tool_name, server_name, node, ttl_ms, poll_interval_ms,
-	created_at, updated_at, expires_at, result::text, error::text`
+	created_at, updated_at, expires_at, result::text, error::text, backend_task_id, backend_server`
 
 const taskInsertColumns = `id, owner, status, status_message, tool_name, server_name, node, ttl_ms,
-	poll_interval_ms, created_at, updated_at, expires_at, result, error`
+	poll_interval_ms, created_at, updated_at, expires_at, result, error, backend_task_id, backend_server`
 
 func taskQueries() sqlstore.TaskQueries {
 	return sqlstore.TaskQueries{
@@ -25,7 +25,7 @@ func taskQueries() sqlstore.TaskQueries {
 		LockOwner:   `SELECT pg_advisory_xact_lock(` + strconv.Itoa(int(taskLockClass)) + `, hashtext($1))`,
 		CountOpen:   `SELECT count(*) FROM mcp.tasks WHERE owner = $1 AND status IN ('working', 'input_required')`,
 		InsertTask: `INSERT INTO mcp.tasks (` + taskInsertColumns + `)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		GetTask:  `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE id = $1`,
 		LockTask: `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE id = $1 FOR UPDATE`,
 		ListTasks: `SELECT ` + taskColumns + ` FROM mcp.tasks WHERE ($1::text IS NULL OR owner = $1)
@@ -36,5 +36,11 @@ func taskQueries() sqlstore.TaskQueries {
 			WHERE status IN ('working', 'input_required')
 				AND node NOT IN (SELECT json_array_elements_text($1::json))`,
 		DeleteExpired: `DELETE FROM mcp.tasks WHERE id IN (SELECT id FROM mcp.tasks WHERE expires_at <= $1 LIMIT $2)`,
+		SetBackend: `UPDATE mcp.tasks SET backend_task_id = $2, backend_server = $3, updated_at = $4
+			WHERE id = $1 AND status IN ('working', 'input_required')`,
+		ClaimOrphans: `UPDATE mcp.tasks SET node = $2, updated_at = $3
+			WHERE status IN ('working', 'input_required') AND backend_task_id <> ''
+				AND node NOT IN (SELECT json_array_elements_text($1::json))
+			RETURNING ` + taskColumns,
 	}
 }

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"TaskLimit", testTaskLimit},
 		{"TaskUpdates", testTaskUpdates},
 		{"TaskOrphansAndExpiry", testTaskOrphansAndExpiry},
+		{"TaskBackendClaim", testTaskBackendClaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -260,3 +260,72 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 		t.Errorf("a task within its TTL was deleted: %v", err)
 	}
 }
+
+// testTaskBackendClaim: the backend's task is recorded on an open task (not on a final one); claiming the orphans
+// moves to the claimer only the open tasks of dead nodes that follow a backend's task, each to one claimer of
+// several racing, and the claimed tasks are then no orphans of FailOrphanedTasks.
+func testTaskBackendClaim(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	follows := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	plain := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	alive := mustCreateTask(t, s, newTask("sub:alice", "n-live", time.Hour), 0)
+	done := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	for _, id := range []string{follows.ID, alive.ID} {
+		if err := s.SetTaskBackend(ctx, id, "backend-"+id, "srv-1"); err != nil {
+			t.Fatalf("SetTaskBackend: %v", err)
+		}
+	}
+	if _, err := s.UpdateTask(ctx, done.ID, persistence.TaskUpdate{Status: persistence.TaskCompleted, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTaskBackend(ctx, done.ID, "late", "srv-1"); err != nil {
+		t.Fatalf("SetTaskBackend(final task): %v", err)
+	}
+	if err := s.SetTaskBackend(ctx, "0123456789abcdef0123456789abcdef", "x", "srv-1"); err != nil {
+		t.Fatalf("SetTaskBackend(unknown task): %v", err)
+	}
+	if got, err := s.GetTask(ctx, follows.ID); err != nil || got.BackendTaskID != "backend-"+follows.ID || got.BackendServer != "srv-1" {
+		t.Fatalf("task after SetTaskBackend = %+v, %v", got, err)
+	}
+	if got, _ := s.GetTask(ctx, done.ID); got.BackendTaskID != "" {
+		t.Errorf("a final task got a backend task: %+v", got)
+	}
+
+	// Three claimers race; exactly one gets the orphan.
+	var mu sync.Mutex
+	claimed := map[string][]string{}
+	var wg sync.WaitGroup
+	for _, node := range []string{"n-a", "n-b", "n-c"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.ClaimOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, node)
+			if err != nil {
+				t.Errorf("ClaimOrphanedTasks(%s): %v", node, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, task := range got {
+				claimed[task.ID] = append(claimed[task.ID], node)
+				if task.Node != node || task.BackendTaskID != "backend-"+follows.ID || task.Status != persistence.TaskWorking {
+					t.Errorf("claimed task = %+v", task)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(claimed) != 1 || len(claimed[follows.ID]) != 1 {
+		t.Fatalf("claimed = %v, want %s claimed once", claimed, follows.ID)
+	}
+	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "gone"); err != nil || n != 1 {
+		t.Errorf("FailOrphanedTasks after the claim = %d, %v; want 1 (the plain task)", n, err)
+	}
+	for id, want := range map[string]string{follows.ID: persistence.TaskWorking, plain.ID: persistence.TaskFailed, alive.ID: persistence.TaskWorking} {
+		if got, err := s.GetTask(ctx, id); err != nil || got.Status != want {
+			t.Errorf("task %s = %s, %v; want %s", id, got.Status, err, want)
+		}
+	}
+	if again, err := s.ClaimOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "n-a"); err != nil || len(again) != 0 {
+		t.Errorf("a second claim = %v, %v; want none", again, err)
+	}
+}

@@ -17,7 +17,7 @@ import (
 // TaskQueries is a dialect's SQL of the durable tasks. Every query selecting a task selects TaskColumns.
 type TaskQueries struct {
 	// TaskColumns: id, owner, status, status message, tool, server, node, ttl (ms), poll interval (ms),
-	// created_at, updated_at, expires_at, result, error.
+	// created_at, updated_at, expires_at, result, error, backend task id, backend server.
 	TaskColumns string
 	// LockOwner (owner) serialises the creations of one owner's tasks until the transaction ends; empty when the
 	// dialect's write transactions are serial already.
@@ -36,6 +36,11 @@ type TaskQueries struct {
 	FailOrphans string
 	// DeleteExpired (now, limit).
 	DeleteExpired string
+	// SetBackend (id, backend task id, backend server, now) on an open task.
+	SetBackend string
+	// ClaimOrphans (JSON array of live node ids, node, now) moves to node the open tasks of other nodes that follow
+	// a backend's task, RETURNING TaskColumns.
+	ClaimOrphans string
 }
 
 // Tasks implements persistence.TaskStore over a Dialect.
@@ -62,7 +67,8 @@ func checkTask(t *persistence.Task) error {
 		return fmt.Errorf("task owner must be 1-%d bytes, not %d", persistence.MaxTaskOwnerBytes, len(t.Owner))
 	case t.Tool == "" || len(t.Tool) > persistence.MaxTaskNameBytes:
 		return fmt.Errorf("task tool must be 1-%d bytes, not %d", persistence.MaxTaskNameBytes, len(t.Tool))
-	case len(t.Server) > persistence.MaxTaskNameBytes || len(t.Node) > persistence.MaxTaskNameBytes:
+	case len(t.Server) > persistence.MaxTaskNameBytes || len(t.Node) > persistence.MaxTaskNameBytes ||
+		len(t.BackendTaskID) > persistence.MaxTaskNameBytes || len(t.BackendServer) > persistence.MaxTaskNameBytes:
 		return fmt.Errorf("task server and node must be at most %d bytes", persistence.MaxTaskNameBytes)
 	case len(t.ID) > 64:
 		return fmt.Errorf("task id must be at most 64 bytes, not %d", len(t.ID))
@@ -137,7 +143,7 @@ func (k Tasks) CreateTask(ctx context.Context, t *persistence.Task, maxOpen int)
 		}
 		_, err := tx.Exec(ctx, k.q.InsertTask, row.ID, row.Owner, row.Status, row.StatusMessage, row.Tool, row.Server,
 			row.Node, row.TTL.Milliseconds(), row.PollInterval.Milliseconds(), d.Time(row.CreatedAt), d.Time(row.UpdatedAt),
-			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error))
+			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error), row.BackendTaskID, row.BackendServer)
 		return err
 	})
 	if err != nil {
@@ -152,7 +158,7 @@ func scanTask(row Row) (persistence.Task, error) {
 	var ttl, poll int64
 	var result, errDoc []byte
 	err := row.Scan(&t.ID, &t.Owner, &t.Status, &t.StatusMessage, &t.Tool, &t.Server, &t.Node, &ttl, &poll,
-		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc)
+		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc, &t.BackendTaskID, &t.BackendServer)
 	t.TTL, t.PollInterval = time.Duration(ttl)*time.Millisecond, time.Duration(poll)*time.Millisecond
 	if result != nil {
 		t.Result = json.RawMessage(result)
@@ -280,6 +286,43 @@ func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message str
 	}
 	c, err := d.Writer.Exec(ctx, k.q.FailOrphans, string(nodes), message, d.Time(storeutil.Now()))
 	return int(c), err
+}
+
+// SetTaskBackend implements persistence.TaskStore: one statement.
+func (k Tasks) SetTaskBackend(ctx context.Context, id, backendTaskID, serverID string) (err error) {
+	d := k.d
+	defer d.wrap(&err, "set task backend")
+	if len(backendTaskID) > persistence.MaxTaskNameBytes || len(serverID) > persistence.MaxTaskNameBytes {
+		return fmt.Errorf("backend task id and server must be at most %d bytes", persistence.MaxTaskNameBytes)
+	}
+	_, err = d.Writer.Exec(ctx, k.q.SetBackend, id, backendTaskID, serverID, d.Time(storeutil.Now()))
+	return err
+}
+
+// ClaimOrphanedTasks implements persistence.TaskStore: one statement, whose row locks (PostgreSQL) or write lock
+// (SQLite) give each task to one claimer.
+func (k Tasks) ClaimOrphanedTasks(ctx context.Context, live []string, node string) (out []persistence.Task, err error) {
+	d := k.d
+	defer d.wrap(&err, "claim orphaned tasks")
+	if node == "" || len(node) > persistence.MaxTaskNameBytes {
+		return nil, fmt.Errorf("claiming node must be 1-%d bytes", persistence.MaxTaskNameBytes)
+	}
+	if live == nil {
+		live = []string{}
+	}
+	nodes, err := json.Marshal(live)
+	if err != nil {
+		return nil, err
+	}
+	err = d.WriteTx(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, k.q.ClaimOrphans, string(nodes), node, d.Time(storeutil.Now()))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanTask)
+		return err
+	})
+	return out, err
 }
 
 // DeleteExpiredTasks implements persistence.TaskStore: one statement, a bounded batch.
