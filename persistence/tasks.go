@@ -117,8 +117,9 @@ type TaskStore interface {
 	// most once: of racing updates, one wins.
 	UpdateTask(ctx context.Context, id string, u TaskUpdate) (Task, error)
 	// FailOrphanedTasks marks failed, with message, every open task whose node is not in live (the daemons known
-	// to be running), and returns how many.
-	FailOrphanedTasks(ctx context.Context, live []string, message string) (int, error)
+	// to be running), and returns how many. With spareFollowed, the tasks that follow a backend's task
+	// (BackendTaskID set) are left for ClaimOrphanedTasks.
+	FailOrphanedTasks(ctx context.Context, live []string, message string, spareFollowed bool) (int, error)
 	// SetTaskBackend records on an open task the backend's task its call follows (backendTaskID, on server
 	// serverID); a task already final or unknown is left as it is (no error).
 	SetTaskBackend(ctx context.Context, id, backendTaskID, serverID string) error

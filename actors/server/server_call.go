@@ -119,6 +119,19 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo)
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
+	stdio := a.sess.b != nil && a.sess.b.Stdio()
+	var recordTask func(string)
+	if m.TaskId != "" && a.deps.Store != nil {
+		// The backend's task is recorded on ours at once: when this node dies, another resumes following it.
+		store, log, taskID, serverID := a.deps.Store, a.deps.Logger, m.TaskId, a.rec.ID
+		recordTask = func(backendTaskID string) {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), 10*time.Second)
+			defer cancel()
+			if err := store.SetTaskBackend(wctx, taskID, backendTaskID, serverID); err != nil {
+				log.WarnContext(wctx, "backend task not recorded on its task", "task", taskID, "server", name, "error", err)
+			}
+		}
+	}
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)
@@ -132,10 +145,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		var scrub func(string) string
 		var err error
 		switch {
+		case m.ResumeBackendTask != "": // a task whose node died, followed again here (tasks_backend.go)
+			res, err = resumeBackendTask(cctx, tw, sess, m.Tool, m.ResumeBackendTask, name, stdio)
 		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
 		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
-			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond)
+			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond, recordTask)
 		default:
 			res, err = sess.CallTool(cctx, params)
 		}

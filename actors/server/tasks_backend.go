@@ -428,9 +428,11 @@ type backendTask struct {
 
 // followBackendTask runs params as a task of ttl on a backend that supports tasks: a task-augmented tools/call,
 // then tasks/result, which answers the call's CallToolResult once the backend's task ends (the backend's requests
-// meanwhile reach the task's client through the session's relay). When ctx ends first, the backend's task is
-// cancelled (tasks/cancel). A backend that answers the call at once (no task) is answered with that result.
-func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration) (*mcp.CallToolResult, error) {
+// meanwhile reach the task's client through the session's relay). onTask, when set, is told the backend's task id
+// as soon as the backend answers with it (the server actor records it on our task, for a resumption elsewhere).
+// When ctx ends first, the backend's task is cancelled (tasks/cancel). A backend that answers the call at once (no
+// task) is answered with that result.
+func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration, onTask func(id string)) (*mcp.CallToolResult, error) {
 	ctx = withWireWatch(ctx)
 	defer w.forget(ctx)
 	call := map[string]any{"name": params.Name, "arguments": params.Arguments, "task": map[string]any{"ttl": ttl.Milliseconds()}}
@@ -454,12 +456,20 @@ func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession
 		}
 		return &res, nil
 	}
-	id := created.Task.TaskID
-	res, err := sess.CallTool(ctx, markedCall(params.Name, "tasks/result", map[string]string{"taskId": id}, false))
+	if onTask != nil {
+		onTask(created.Task.TaskID)
+	}
+	return awaitBackendTask(ctx, sess, params.Name, created.Task.TaskID)
+}
+
+// awaitBackendTask waits for the backend's task id with tasks/result (ctx is a wire-watched context) and
+// cancels it (tasks/cancel) when ctx ends first.
+func awaitBackendTask(ctx context.Context, sess *mcp.ClientSession, tool, id string) (*mcp.CallToolResult, error) {
+	res, err := sess.CallTool(ctx, markedCall(tool, "tasks/result", map[string]string{"taskId": id}, false))
 	if ctx.Err() != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelTimeout)
 		defer cancel()
-		_, _ = backendRPC(cctx, sess, params.Name, "tasks/cancel", map[string]string{"taskId": id})
+		_, _ = backendRPC(cctx, sess, tool, "tasks/cancel", map[string]string{"taskId": id})
 	}
 	if err != nil {
 		return nil, err
@@ -468,6 +478,32 @@ func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession
 		delete(res.Meta, "io.modelcontextprotocol/related-task") // the backend's task id is not the caller's
 	}
 	return res, nil
+}
+
+// resumeBackendTask follows, on this session, a backend's task another session started (the task's node died):
+// tasks/get tells whether the backend still knows it, then tasks/result waits for its end as followBackendTask
+// does. A backend that no longer knows the task answers a JSON-RPC error, returned with the reason: over stdio,
+// the child that ran it stopped with the node that followed it (server names the server, for the message). A
+// session without a task wire (SSE) cannot follow it.
+func resumeBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, tool, id, server string, stdio bool) (*mcp.CallToolResult, error) {
+	if w == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("the task's backend task %s cannot be followed again: server %s's transport (SSE) carries no tasks", id, server)}
+	}
+	ctx = withWireWatch(ctx)
+	defer w.forget(ctx)
+	if _, err := backendRPC(ctx, sess, tool, "tasks/get", map[string]string{"taskId": id}); err != nil {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || localTransportError(err) {
+			return nil, err
+		}
+		why := "the backend no longer knows it"
+		if stdio {
+			why = "the server runs as a stdio child process, which stopped with the node that followed the task"
+		}
+		return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: fmt.Sprintf("the backend's task %s is gone (%s): %s", id, why, rpcErr.Message)}
+	}
+	return awaitBackendTask(ctx, sess, tool, id)
 }
 
 // taskWire puts a task wire on the attempt's transport and returns the transport to connect: around a stdio

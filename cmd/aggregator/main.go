@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	// through it, where the access policy is checked (the stored CEL rules, gateway.Rules).
 	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger}})
 	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
-	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
+	taskMgr := startTasks(ctx, cfg, store, nodeID, system, logger)
 	defer taskMgr.Close()
 	// Callers' OAuth flows for per_user servers of OAuth-protected backends (issue 28).
 	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: store, Outbound: system.Outbound(), Env: os.LookupEnv,

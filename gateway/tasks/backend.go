@@ -21,3 +21,32 @@ func BackendTaskTTL(ctx context.Context) time.Duration {
 	ttl, _ := ctx.Value(backendTaskKey{}).(time.Duration)
 	return ttl
 }
+
+// taskIDKey carries the id of the task a call runs for (pb.CallTool.task_id): the server actor records on it the
+// backend's own task, when the backend answers with one.
+type taskIDKey struct{}
+
+func withTaskID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, taskIDKey{}, id)
+}
+
+// TaskID is the id of the task ctx's calls run for; empty when they are not a task's.
+func TaskID(ctx context.Context) string {
+	id, _ := ctx.Value(taskIDKey{}).(string)
+	return id
+}
+
+// resumeKey carries the backend's task a resumed task follows (pb.CallTool.resume_backend_task).
+type resumeKey struct{}
+
+// WithResumeBackendTask marks the calls made with ctx as the resumption of a task whose node stopped: instead of
+// calling the tool, the server actor follows the backend's task backendTaskID to its end.
+func WithResumeBackendTask(ctx context.Context, backendTaskID string) context.Context {
+	return context.WithValue(ctx, resumeKey{}, backendTaskID)
+}
+
+// ResumeBackendTask is the backend task WithResumeBackendTask put in ctx; empty when ctx's calls resume none.
+func ResumeBackendTask(ctx context.Context) string {
+	id, _ := ctx.Value(resumeKey{}).(string)
+	return id
+}

@@ -66,7 +66,13 @@ type Config struct {
 	// LiveNodes lists the daemons known to be running (their heartbeats), for failing the open tasks of those
 	// that stopped (nil: only RecoverAtStart's and Close's own).
 	LiveNodes func(ctx context.Context) ([]string, error)
-	Logger    *slog.Logger
+	// Resume, when set, follows again the backend's task of a task whose node stopped (persistence.Task's
+	// BackendTaskID on BackendServer): the Manager claims such tasks instead of failing them (RecoverAtStart, Run)
+	// and runs Resume for each, bounded by the task's TTL, as it runs a call. Nil: they fail like the others.
+	Resume func(ctx context.Context, t persistence.Task) Outcome
+	// OrphanInterval is how often Run looks for the open tasks of nodes that stopped (SweepInterval when 0).
+	OrphanInterval time.Duration
+	Logger         *slog.Logger
 }
 
 // Outcome is how a task's call ended: Result (a CallToolResult as JSON) when it completed, else Error (a JSON-RPC
@@ -113,6 +119,9 @@ func New(cfg Config) *Manager {
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweepInterval
 	}
+	if cfg.OrphanInterval <= 0 {
+		cfg.OrphanInterval = cfg.SweepInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,7 +162,14 @@ func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server 
 	if err := m.cfg.Store.CreateTask(ctx, &t, maxOpen); err != nil {
 		return persistence.Task{}, fmt.Errorf("tasks: start: %w", err)
 	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), t.ExpiresAt)
+	m.launch(ctx, t, call)
+	return t, nil
+}
+
+// launch runs call for the task t (created, or claimed from a stopped node) in the background, with ctx's values
+// but not its cancellation, bounded by the task's TTL, and stores how it ended.
+func (m *Manager) launch(ctx context.Context, t persistence.Task, call func(ctx context.Context) Outcome) {
+	rctx, cancel := context.WithDeadline(withTaskID(context.WithoutCancel(ctx), t.ID), t.ExpiresAt)
 	stopWith := context.AfterFunc(m.base, cancel)
 	r := &run{cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
@@ -171,7 +187,6 @@ func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server 
 		delete(m.running, t.ID)
 		m.mu.Unlock()
 	}()
-	return t, nil
 }
 
 // finish stores how the task's call ended. A task cancelled meanwhile stays cancelled (the store keeps the first
@@ -322,14 +337,37 @@ func (m *Manager) reread(ctx context.Context, caller auth.Identity, id string, l
 // started: its own tasks of a previous run are orphans too, unless its id is the same, in which case the caller
 // passes an empty live). It returns how many.
 func (m *Manager) Recover(ctx context.Context, live []string) (int, error) {
-	n, err := m.cfg.Store.FailOrphanedTasks(ctx, live, MsgStopped)
+	// The tasks that follow a backend's task are spared when this Manager resumes them: failing first, then
+	// claiming, the tasks this node claims at start (its own of a previous run, under the same id) stay open.
+	resume := m.cfg.Resume != nil
+	n, err := m.cfg.Store.FailOrphanedTasks(ctx, live, MsgStopped, resume)
 	if err != nil {
 		return 0, fmt.Errorf("tasks: recover: %w", err)
 	}
+	m.resumeOrphans(ctx, live)
 	if n > 0 {
 		m.log.Warn("tasks left open by a stopped daemon marked failed", "tasks", n)
 	}
 	return n, nil
+}
+
+// resumeOrphans claims, when the Manager resumes backend tasks (Config.Resume), the open tasks of nodes not in
+// live that follow a backend's task, and resumes following each on this node. A task the claim could not read
+// is left to FailOrphanedTasks.
+func (m *Manager) resumeOrphans(ctx context.Context, live []string) {
+	if m.cfg.Resume == nil || m.base.Err() != nil {
+		return
+	}
+	claimed, err := m.cfg.Store.ClaimOrphanedTasks(ctx, live, m.cfg.Node)
+	if err != nil {
+		m.log.Warn("tasks of stopped daemons not claimed", "error", err)
+		return
+	}
+	for _, t := range claimed {
+		m.log.Info("following again the backend task of a task whose daemon stopped", "task", t.ID,
+			"backend_task", t.BackendTaskID, "server", t.Server)
+		m.launch(context.Background(), t, func(ctx context.Context) Outcome { return m.cfg.Resume(ctx, t) })
+	}
 }
 
 // Sweep deletes the expired tasks and returns how many.
@@ -366,11 +404,13 @@ func (m *Manager) RecoverAtStart(ctx context.Context) error {
 	return err
 }
 
-// Run sweeps expired tasks, and fails the open tasks of nodes that stopped (LiveNodes), every SweepInterval until
-// ctx ends.
+// Run sweeps expired tasks every SweepInterval, and resumes or fails the open tasks of nodes that stopped
+// (LiveNodes) every OrphanInterval, until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.SweepInterval)
 	defer tick.Stop()
+	orphans := time.NewTicker(m.cfg.OrphanInterval)
+	defer orphans.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -379,6 +419,7 @@ func (m *Manager) Run(ctx context.Context) {
 			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("sweeping expired tasks failed", "error", err)
 			}
+		case <-orphans.C:
 			if m.cfg.LiveNodes == nil {
 				continue
 			}

@@ -34,7 +34,8 @@ func taskQueries() sqlstore.TaskQueries {
 			WHERE id = $1`,
 		FailOrphans: `UPDATE mcp.tasks SET status = 'failed', status_message = $2, updated_at = $3
 			WHERE status IN ('working', 'input_required')
-				AND node NOT IN (SELECT json_array_elements_text($1::json))`,
+				AND node NOT IN (SELECT json_array_elements_text($1::json))
+				AND ($4::int = 0 OR backend_task_id = '')`,
 		DeleteExpired: `DELETE FROM mcp.tasks WHERE id IN (SELECT id FROM mcp.tasks WHERE expires_at <= $1 LIMIT $2)`,
 		SetBackend: `UPDATE mcp.tasks SET backend_task_id = $2, backend_server = $3, updated_at = $4
 			WHERE id = $1 AND status IN ('working', 'input_required')`,

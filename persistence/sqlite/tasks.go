@@ -21,7 +21,8 @@ func taskQueries() sqlstore.TaskQueries {
 		UpdateTask: `UPDATE tasks SET status = ?2, status_message = ?3, result = ?4, error = ?5, updated_at = ?6
 			WHERE id = ?1`,
 		FailOrphans: `UPDATE tasks SET status = 'failed', status_message = ?2, updated_at = ?3
-			WHERE status IN ('working', 'input_required') AND node NOT IN (SELECT value FROM json_each(?1))`,
+			WHERE status IN ('working', 'input_required') AND node NOT IN (SELECT value FROM json_each(?1))
+				AND (?4 = 0 OR backend_task_id = '')`,
 		DeleteExpired: `DELETE FROM tasks WHERE rowid IN (SELECT rowid FROM tasks WHERE expires_at <= ? LIMIT ?)`,
 		SetBackend: `UPDATE tasks SET backend_task_id = ?2, backend_server = ?3, updated_at = ?4
 			WHERE id = ?1 AND status IN ('working', 'input_required')`,

@@ -216,7 +216,7 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 	if _, err := s.UpdateTask(ctx, doneDead.ID, persistence.TaskUpdate{Status: persistence.TaskCompleted, Result: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "the node running the task stopped")
+	n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "the node running the task stopped", false)
 	if err != nil || n != 1 {
 		t.Fatalf("FailOrphanedTasks = %d, %v; want 1", n, err)
 	}
@@ -232,7 +232,7 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 			t.Errorf("task %s = %s %q, %v; want %s %q", tc.id, got.Status, got.StatusMessage, err, tc.status, tc.msg)
 		}
 	}
-	if n, err := s.FailOrphanedTasks(ctx, nil, "all gone"); err != nil || n != 1 {
+	if n, err := s.FailOrphanedTasks(ctx, nil, "all gone", false); err != nil || n != 1 {
 		t.Errorf("FailOrphanedTasks(none live) = %d, %v; want 1", n, err)
 	}
 
@@ -291,6 +291,10 @@ func testTaskBackendClaim(t *testing.T, s persistence.Store) {
 		t.Errorf("a final task got a backend task: %+v", got)
 	}
 
+	// Sparing the followed tasks fails only the plain orphan.
+	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "gone", true); err != nil || n != 1 {
+		t.Errorf("FailOrphanedTasks(spare followed) = %d, %v; want 1 (the plain task)", n, err)
+	}
 	// Three claimers race; exactly one gets the orphan.
 	var mu sync.Mutex
 	claimed := map[string][]string{}
@@ -317,8 +321,8 @@ func testTaskBackendClaim(t *testing.T, s persistence.Store) {
 	if len(claimed) != 1 || len(claimed[follows.ID]) != 1 {
 		t.Fatalf("claimed = %v, want %s claimed once", claimed, follows.ID)
 	}
-	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "gone"); err != nil || n != 1 {
-		t.Errorf("FailOrphanedTasks after the claim = %d, %v; want 1 (the plain task)", n, err)
+	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "gone", false); err != nil || n != 0 {
+		t.Errorf("FailOrphanedTasks after the claim = %d, %v; want none left", n, err)
 	}
 	for id, want := range map[string]string{follows.ID: persistence.TaskWorking, plain.ID: persistence.TaskFailed, alive.ID: persistence.TaskWorking} {
 		if got, err := s.GetTask(ctx, id); err != nil || got.Status != want {

@@ -32,7 +32,8 @@ type TaskQueries struct {
 	ListTasks string
 	// UpdateTask (id, status, status message, result, error, updated_at).
 	UpdateTask string
-	// FailOrphans (JSON array of live node ids, message, now) fails the open tasks of other nodes.
+	// FailOrphans (JSON array of live node ids, message, now, spare followed: 1 or 0) fails the open tasks of
+	// other nodes (but those following a backend's task when sparing them).
 	FailOrphans string
 	// DeleteExpired (now, limit).
 	DeleteExpired string
@@ -271,7 +272,7 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 }
 
 // FailOrphanedTasks implements persistence.TaskStore: one statement.
-func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message string) (n int, err error) {
+func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message string, spareFollowed bool) (n int, err error) {
 	d := k.d
 	defer d.wrap(&err, "fail orphaned tasks")
 	if err := checkTaskMessage(message); err != nil {
@@ -284,7 +285,11 @@ func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message str
 	if err != nil {
 		return 0, err
 	}
-	c, err := d.Writer.Exec(ctx, k.q.FailOrphans, string(nodes), message, d.Time(storeutil.Now()))
+	spare := 0
+	if spareFollowed {
+		spare = 1
+	}
+	c, err := d.Writer.Exec(ctx, k.q.FailOrphans, string(nodes), message, d.Time(storeutil.Now()), spare)
 	return int(c), err
 }
 
