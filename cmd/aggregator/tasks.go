@@ -61,7 +61,9 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 	alive := 3 * cfg.Actors.LeaseTTL // a node writes its heartbeat every third of a lease TTL
 	m := tasks.New(tasks.Config{Store: store, Node: nodeID, MaxOpenPerOwner: maxOpen, DefaultTTL: cfg.Tasks.TTL,
 		MaxTTL: cfg.Tasks.MaxTTL, Logger: logger, OrphanInterval: cfg.Actors.LeaseTTL,
-		Resume: func(ctx context.Context, t persistence.Task) tasks.Outcome { return resumeTask(ctx, calls, t, time.Second) },
+		Resume: func(ctx context.Context, t persistence.Task) tasks.Outcome {
+			return resumeTask(ctx, calls, t, time.Second)
+		},
 		LiveNodes: func(ctx context.Context) ([]string, error) {
 			nodes, err := store.ListNodes(ctx, alive)
 			ids := make([]string, 0, len(nodes))

@@ -181,3 +181,93 @@ func TestClusterTaskResumedAfterOwnerKilledE2E(t *testing.T) {
 		t.Errorf("tasks/result through %s: %s %v", b.name, res, rerr)
 	}
 }
+
+// TestTasksResumedAfterRestart, on both stores: a daemon follows two backend tasks, one on an HTTP server (the
+// TypeScript SDK task backend, which outlives the daemon) and one on a stdio server (server-everything's
+// simulate-research-query, whose child dies with the daemon); each backend task's id is on its task row. The daemon
+// is killed (SIGKILL) and started again: it claims its own open tasks, the HTTP one completes with the backend
+// task's result, and the stdio one fails with the reason (the child that ran it stopped with the daemon).
+func TestTasksResumedAfterRestart(t *testing.T) {
+	backend := peertest.StartTaskBackend(t)
+	cmd, args := peertest.EverythingStdio(t)
+	for name, dbURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			url := dbURL()
+			d := newDaemon(t, url)
+			d.start()
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("daemon logs:\n%s", tail(d.logs.String(), 6000))
+				}
+			})
+			api := strings.TrimSuffix(d.base, "/aggregator")
+			ids := map[string]string{}
+			for _, srv := range []map[string]any{
+				{"name": "tb", "transport_type": "HTTP", "connection_config": map[string]any{"base_url": backend.URL(), "allow_insecure_http": true}},
+				{"name": "every", "transport_type": "STDIO", "connection_config": map[string]any{"command": cmd, "args": args}},
+			} {
+				code, s := d.do("POST", "/servers", srv)
+				if code != 201 {
+					t.Fatalf("register %v: %d %v", srv["name"], code, s)
+				}
+				d.waitStatus(s["id"].(string), "CONNECTED", 30*time.Second)
+				ids[srv["name"].(string)] = s["id"].(string)
+			}
+			rows := openTaskRows(t, url, envValue(d.env, "MCP_AGGREGATOR_DATA_DIR"))
+			start := func(tool string, args map[string]any) string {
+				t.Helper()
+				var id string
+				waitFor(t, 20*time.Second, "the backend's task of "+tool+" recorded", func() bool {
+					if id == "" {
+						code, got := taskREST(t, api, "POST", "/tools/call", map[string]any{"name": tool, "arguments": args, "task": map[string]any{}})
+						if code != 202 {
+							t.Fatalf("task call %s: %d %v", tool, code, got)
+						}
+						id = got["task_id"].(string)
+					}
+					backendTask, _ := rows.backend(id)
+					if backendTask == "" {
+						// Not a backend task (the tool's taskSupport not yet listed): wait for it to end, then again.
+						if _, got := taskREST(t, api, "GET", "/tasks/"+id, nil); got["status"] != "working" {
+							id = ""
+						}
+						return false
+					}
+					return true
+				})
+				return id
+			}
+			httpTask := start("tb.countdown", map[string]any{"ms": 6000, "text": "after the restart"})
+			stdioTask := start("every.simulate-research-query", map[string]any{"topic": "restarts"})
+			if _, server := rows.backend(httpTask); server != ids["tb"] {
+				t.Errorf("backend server of the HTTP task = %q, want %s", server, ids["tb"])
+			}
+
+			d.signal(syscall.SIGKILL, 5*time.Second)
+			d.start()
+
+			got := waitTask(t, api, httpTask, 60*time.Second)
+			if got["status"] != "completed" || !strings.Contains(jsonString(got["result"]), "countdown done: after the restart") {
+				t.Errorf("HTTP backend task after the restart: %v", got)
+			}
+			got = waitTask(t, api, stdioTask, 60*time.Second)
+			if msg, _ := got["status_message"].(string); got["status"] != "failed" || !strings.Contains(msg, "stdio child process") {
+				t.Errorf("stdio backend task after the restart: %v, want failed with the stdio reason", got)
+			} else {
+				t.Logf("stdio task after the restart: %s", msg)
+			}
+			d.signal(syscall.SIGTERM, 15*time.Second)
+		})
+	}
+}
+
+// envValue is the value of name in env ("NAME=value" entries; the last wins).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, e := range env {
+		if rest, ok := strings.CutPrefix(e, name+"="); ok {
+			v = rest
+		}
+	}
+	return v
+}

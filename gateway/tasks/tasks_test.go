@@ -216,3 +216,58 @@ func TestWaitTimesOutAndRecover(t *testing.T) {
 		t.Errorf("expired task after Sweep: %v", err)
 	}
 }
+
+// TestRecoverResumesFollowedTasks: at start, with Resume set, this node's own open tasks of a previous run and
+// those of a stopped node that follow a backend's task are claimed and resumed (the task id reaches the resumed
+// call's context, the outcome is stored); the plain ones fail; a live node's task is left alone. Without Resume,
+// every orphan fails.
+func TestRecoverResumesFollowedTasks(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(map[bool]string{true: "resume", false: "no resume"}[resume], func(t *testing.T) {
+			resumed := make(chan string, 4)
+			cfg := Config{Node: "node-a", LiveNodes: func(context.Context) ([]string, error) { return []string{"node-a", "node-live"}, nil }}
+			if resume {
+				cfg.Resume = func(ctx context.Context, task persistence.Task) Outcome {
+					resumed <- TaskID(ctx) + "/" + task.BackendTaskID
+					return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+				}
+			}
+			m, s := newManager(t, cfg)
+			ctx := t.Context()
+			mk := func(node, backendTask string) string {
+				task := persistence.Task{Owner: "token:alice", Tool: "tb.countdown", Server: "tb", Node: node, TTL: time.Hour}
+				if err := s.CreateTask(ctx, &task, 0); err != nil {
+					t.Fatal(err)
+				}
+				if backendTask != "" {
+					if err := s.SetTaskBackend(ctx, task.ID, backendTask, "srv-1"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return task.ID
+			}
+			own, dead, plain, live := mk("node-a", "b-own"), mk("node-dead", "b-dead"), mk("node-a", ""), mk("node-live", "b-live")
+			if err := m.RecoverAtStart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{own: persistence.TaskFailed, dead: persistence.TaskFailed, plain: persistence.TaskFailed, live: persistence.TaskWorking}
+			if resume {
+				got := map[string]bool{<-resumed: true, <-resumed: true}
+				if !got[own+"/b-own"] || !got[dead+"/b-dead"] {
+					t.Errorf("resumed %v, want %s/b-own and %s/b-dead", got, own, dead)
+				}
+				for _, id := range []string{own, dead} {
+					if task, err := m.Wait(ctx, alice, id, 10*time.Second, true); err != nil || task.Status != persistence.TaskCompleted {
+						t.Errorf("resumed task %s = %+v, %v", id, task, err)
+					}
+				}
+				want[own], want[dead] = persistence.TaskCompleted, persistence.TaskCompleted
+			}
+			for id, status := range want {
+				if task, err := s.GetTask(ctx, id); err != nil || task.Status != status {
+					t.Errorf("task %s = %s, %v; want %s", id, task.Status, err, status)
+				}
+			}
+		})
+	}
+}
