@@ -247,7 +247,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		return
 	}
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
-	gen, self := a.sess.gen, a.self
+	gen, self, tw := a.sess.gen, a.self, a.sess.tasks
 	go func() {
 		lctx, cancel := context.WithTimeout(withWireWatch(context.Background()), timeout) // tasks_backend.go
 		defer cancel()
@@ -270,7 +270,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: err.Error()}
 				break
 			}
-			reply.ToolsJson = append(reply.ToolsJson, b)
+			reply.ToolsJson = append(reply.ToolsJson, tw.withExecution(tool.Name, b)) // tasks_backend.go
 		}
 		if sender != nil {
 			sys.Root.Send(sender, reply)

@@ -65,13 +65,13 @@ type taskWire struct {
 	wrapped map[jsonrpc.ID]bool // marked requests in flight -> whether the answer is wrapped
 	lists   map[jsonrpc.ID]bool // tools/list requests in flight
 	initID  *jsonrpc.ID
-	// taskTools are the tools whose execution.taskSupport is "optional" or "required", as the backend's tools/list
-	// said (the go-sdk's Tool has no execution: the answer is read on the wire).
-	taskTools map[string]bool
+	// taskSupport is each tool's execution.taskSupport ("optional", "required", "forbidden") as the backend's
+	// tools/list said (the go-sdk's Tool has no execution: the answer is read on the wire); absent: none declared.
+	taskSupport map[string]string
 }
 
 func newTaskWire() *taskWire {
-	return &taskWire{wrapped: map[jsonrpc.ID]bool{}, lists: map[jsonrpc.ID]bool{}, taskTools: map[string]bool{}}
+	return &taskWire{wrapped: map[jsonrpc.ID]bool{}, lists: map[jsonrpc.ID]bool{}, taskSupport: map[string]string{}}
 }
 
 // supported reports whether the backend declared tasks for tools/call and tool may run as a task (nil: no wire, no
@@ -82,7 +82,34 @@ func (w *taskWire) supported(tool string) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.taskTools[tool]
+	ts := w.taskSupport[tool]
+	return ts == "optional" || ts == "required"
+}
+
+// withExecution is a tool's definition (the go-sdk's Tool as JSON, def) with the execution the backend's
+// tools/list gave it, which the go-sdk dropped: so the tool's taskSupport is stored with its definition and shown
+// to the aggregator's clients (http/mcpserver's taskTools) and enforced ("required" is refused without a task).
+// def is returned unchanged when the backend declared no tasks, or nothing for the tool (nil w: no wire).
+func (w *taskWire) withExecution(name string, def []byte) []byte {
+	if w == nil || !w.tasks.Load() {
+		return def
+	}
+	w.mu.Lock()
+	ts := w.taskSupport[name]
+	w.mu.Unlock()
+	if ts == "" {
+		return def
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(def, &doc) != nil || doc == nil {
+		return def
+	}
+	doc["execution"], _ = json.Marshal(map[string]string{"taskSupport": ts})
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return def
+	}
+	return out
 }
 
 // outgoing is req as sent: a marked tools/call becomes the request it carries; initialize is noted (its answer
@@ -167,11 +194,11 @@ func (w *taskWire) incoming(res *jsonrpc.Response) {
 		if json.Unmarshal(res.Result, &page) == nil {
 			w.mu.Lock()
 			for _, t := range page.Tools {
-				ts := t.Execution.TaskSupport
-				if ts == "optional" || ts == "required" {
-					w.taskTools[t.Name] = true
-				} else {
-					delete(w.taskTools, t.Name)
+				switch ts := t.Execution.TaskSupport; ts {
+				case "optional", "required", "forbidden":
+					w.taskSupport[t.Name] = ts
+				default:
+					delete(w.taskSupport, t.Name)
 				}
 			}
 			w.mu.Unlock()

@@ -29,9 +29,9 @@ func TestBackendTaskFollowed(t *testing.T) {
 			r := newBackendTaskRig(t, transport)
 			s := openElicitingRaw(t, r.mux.URL+"/mcp")
 
-			// Without a task, the backend refuses the tool.
-			if a := s.post("tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, false); !strings.Contains(string(a.Result), "requires task augmentation") {
-				t.Fatalf("plain call = %s %+v, want the backend's refusal", a.Result, a.Error)
+			// Without a task, the tool is refused (-32601), as its backend requires a task.
+			if a := s.post("tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, false); a.Error == nil || a.Error.Code != -32601 {
+				t.Fatalf("plain call = %s %+v, want -32601", a.Result, a.Error)
 			}
 
 			// An ambiguous query: the backend asks which interpretation; the client answers "snake".
@@ -178,5 +178,91 @@ func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, as
 		case <-done:
 		case <-time.After(10 * time.Second):
 		}
+	}
+}
+
+// TestTaskSupportOverMCP: the backend's execution.taskSupport of each tool (the TypeScript SDK task backend:
+// countdown "required", quick "optional", plain "forbidden") reaches tools/list on /mcp, which the go-sdk alone
+// would drop: "required" and "optional" as the backend said, "forbidden" as "optional" (the aggregator holds the
+// task around the plain call). A plain call of the required tool is refused with -32601 (the 2025-11-25 tasks
+// revision: servers MUST); as a task, it runs as the backend's task; the forbidden one runs as a task held by the
+// aggregator.
+func TestTaskSupportOverMCP(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	t.Cleanup(mgr.Close)
+	r := newRig(t, mcpserver.Options{Tasks: mgr})
+	r.store = st
+	backend := peertest.StartTaskBackend(t)
+	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
+	waitFor(t, "tb's tools routable", func() bool {
+		_, ok := r.sys.Routes().Tool("tb.countdown")
+		return ok
+	})
+	s := openElicitingRaw(t, r.mux.URL+"/mcp")
+
+	var listed struct {
+		Tools []struct {
+			Name      string         `json:"name"`
+			Execution map[string]any `json:"execution"`
+		} `json:"tools"`
+	}
+	waitFor(t, "tb's tools listed", func() bool {
+		a := s.post("tools/list", map[string]any{}, false)
+		return a.Error == nil && json.Unmarshal(a.Result, &listed) == nil && strings.Contains(string(a.Result), "tb__plain")
+	})
+	want := map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional"}
+	for _, tool := range listed.Tools {
+		if w, ok := want[tool.Name]; ok {
+			if got, _ := tool.Execution["taskSupport"].(string); got != w {
+				t.Errorf("tool %s: execution %v, want taskSupport %q", tool.Name, tool.Execution, w)
+			}
+			delete(want, tool.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("tools not listed: %v", want)
+	}
+
+	tests := []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		asTask   bool
+		wantCode int64
+		wantText string
+	}{
+		{"required without a task", "tb__countdown", map[string]any{"ms": 10, "text": "a"}, false, -32601, ""},
+		{"required as a task", "tb__countdown", map[string]any{"ms": 10, "text": "a"}, true, 0, "countdown done: a"},
+		{"optional without a task", "tb__quick", map[string]any{"text": "b"}, false, 0, "quick: b"},
+		{"optional as a task", "tb__quick", map[string]any{"text": "b"}, true, 0, "quick: b"},
+		{"forbidden without a task", "tb__plain", map[string]any{"text": "c"}, false, 0, "plain: c"},
+		{"forbidden as a task held here", "tb__plain", map[string]any{"text": "c"}, true, 0, "plain: c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := s.post("tools/call", map[string]any{"name": tc.tool, "arguments": tc.args}, false)
+			if tc.asTask {
+				created, ca := s.start(tc.tool, tc.args)
+				if ca.Error != nil || created.TaskID == "" {
+					t.Fatalf("task-augmented call = %s %+v", ca.Result, ca.Error)
+				}
+				a = s.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+			}
+			if tc.wantCode != 0 {
+				// The go-sdk writes its own message for -32601 ("method not found: \"tools/call\"").
+				if a.Error == nil || a.Error.Code != tc.wantCode {
+					t.Fatalf("answer = %s %+v, want error %d", a.Result, a.Error, tc.wantCode)
+				}
+				return
+			}
+			if a.Error != nil || !strings.Contains(string(a.Result), tc.wantText) || strings.Contains(string(a.Result), `"isError":true`) {
+				t.Errorf("answer = %s %+v, want %q", a.Result, a.Error, tc.wantText)
+			}
+		})
 	}
 }
