@@ -111,14 +111,6 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
-	if key != "" {
-		subject := ""
-		if perUser(a.rec) {
-			subject = m.Subject
-		}
-		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo)
-	}
-	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	stdio := a.sess.b != nil && a.sess.b.Stdio()
 	var recordTask func(string)
 	if m.TaskId != "" && a.deps.Store != nil {
@@ -132,6 +124,18 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			}
 		}
 	}
+	if key != "" {
+		subject := ""
+		if perUser(a.rec) {
+			subject = m.Subject
+		}
+		var task *taskCall
+		if m.TaskTtlMs > 0 && tw.supported(m.Tool) { // the server's own session knows the tool's taskSupport
+			task = &taskCall{ttl: time.Duration(m.TaskTtlMs) * time.Millisecond, onTask: recordTask}
+		}
+		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo, task)
+	}
+	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
 	go func() {
 		defer mx.InFlight(name, -1)

@@ -446,6 +446,13 @@ func markedCall(tool, method string, params any, wrap bool) *mcp.CallToolParams 
 		Meta: mcp.Meta{rpcMetaKey: rpcMark{Method: method, Params: raw, Wrap: wrap}}}
 }
 
+// taskCall is a task's call of a tool its backend runs as a task, on a caller's own session: the TTL asked of the
+// backend, and what is told the backend's task id.
+type taskCall struct {
+	ttl    time.Duration
+	onTask func(id string)
+}
+
 // backendTask is a backend's task as CreateTaskResult and tasks/get show it.
 type backendTask struct {
 	TaskID        string `json:"taskId"`
