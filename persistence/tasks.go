@@ -83,15 +83,20 @@ type Task struct {
 	// whose node stopped is resumed elsewhere from them (ClaimOrphanedTasks).
 	BackendTaskID string
 	BackendServer string
+	// InputRequest is the request the task waits on while input_required (a backend's elicitation or sampling
+	// request relayed to the task's client: {"method", "params"}); nil otherwise. Any update that moves the task
+	// to another status clears it.
+	InputRequest json.RawMessage
 }
 
-// TaskUpdate changes an open task: its status (empty: unchanged), status message, result and error (nil:
-// unchanged).
+// TaskUpdate changes an open task: its status (empty: unchanged), status message, result, error and input
+// request (nil: unchanged; the input request is cleared when the status becomes other than input_required).
 type TaskUpdate struct {
 	Status        string
 	StatusMessage *string
 	Result        json.RawMessage
 	Error         json.RawMessage
+	InputRequest  json.RawMessage
 }
 
 // ListTasksFilter selects and pages tasks, newest first (by creation, then id).

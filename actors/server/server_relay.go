@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -288,7 +289,13 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 			case *pb.RelayRequest:
 				sender, root := c.Sender(), c.ActorSystem().Root
 				go func() {
+					// A task's backend asking for input makes the task input_required until answered (issue 30).
+					answered := func() {}
+					if watch := tasks.InputWatch(rctx); watch != nil && (m.Method == "elicitation/create" || m.Method == "sampling/createMessage") {
+						answered = watch(rctx, m.Method, m.ParamsJson)
+					}
 					reply := runRelay(rctx, r, m)
+					answered() // before the backend hears the answer: the task works again
 					if sender != nil {
 						root.Send(sender, reply)
 					}

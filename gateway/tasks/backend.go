@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -49,4 +50,22 @@ func WithResumeBackendTask(ctx context.Context, backendTaskID string) context.Co
 func ResumeBackendTask(ctx context.Context) string {
 	id, _ := ctx.Value(resumeKey{}).(string)
 	return id
+}
+
+// inputKey carries the input watcher of a task's call (Manager.launch puts it in the call's context).
+type inputKey struct{}
+
+// InputWatcher is told when the backend of a task's call asks the task's client for input (an elicitation or
+// sampling request relayed to it) and returns the function to call once the client answered: meanwhile the task
+// is input_required, with the pending request stored on it.
+type InputWatcher func(ctx context.Context, method string, params json.RawMessage) (answered func())
+
+func withInputWatcher(ctx context.Context, w InputWatcher) context.Context {
+	return context.WithValue(ctx, inputKey{}, w)
+}
+
+// InputWatch is the input watcher of the task whose call ctx carries; nil when ctx's calls are not a task's.
+func InputWatch(ctx context.Context) InputWatcher {
+	w, _ := ctx.Value(inputKey{}).(InputWatcher)
+	return w
 }

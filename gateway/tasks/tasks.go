@@ -169,7 +169,7 @@ func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server 
 // launch runs call for the task t (created, or claimed from a stopped node) in the background, with ctx's values
 // but not its cancellation, bounded by the task's TTL, and stores how it ended.
 func (m *Manager) launch(ctx context.Context, t persistence.Task, call func(ctx context.Context) Outcome) {
-	rctx, cancel := context.WithDeadline(withTaskID(context.WithoutCancel(ctx), t.ID), t.ExpiresAt)
+	rctx, cancel := context.WithDeadline(withInputWatcher(withTaskID(context.WithoutCancel(ctx), t.ID), m.watchInput(t.ID)), t.ExpiresAt)
 	stopWith := context.AfterFunc(m.base, cancel)
 	r := &run{cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
@@ -187,6 +187,61 @@ func (m *Manager) launch(ctx context.Context, t persistence.Task, call func(ctx 
 		delete(m.running, t.ID)
 		m.mu.Unlock()
 	}()
+}
+
+// maxInputMessage bounds the part of an elicitation's message a task's status message quotes.
+const maxInputMessage = 1000
+
+// watchInput is the input watcher of task id's call: while the backend waits on its client's answer to one or
+// more relayed requests, the task is input_required with the last request stored on it (so that a client reading
+// the task from another session sees it), then working again. The store writes are serialised, so the last one
+// says what is pending; an update of a task that ended meanwhile changes nothing.
+func (m *Manager) watchInput(id string) InputWatcher {
+	var mu sync.Mutex
+	pending := 0
+	update := func(u persistence.TaskUpdate) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := m.cfg.Store.UpdateTask(ctx, id, u); err != nil && !errors.Is(err, persistence.ErrTaskFinished) {
+			m.log.Warn("task input status not stored", "task", id, "error", err)
+		}
+	}
+	return func(_ context.Context, method string, params json.RawMessage) func() {
+		doc, err := json.Marshal(map[string]any{"method": method, "params": params})
+		if err != nil || len(doc) > persistence.MaxTaskPayloadBytes {
+			doc = nil // the status alone says the task waits
+		}
+		msg := inputMessage(method, params)
+		mu.Lock()
+		pending++
+		update(persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: doc})
+		mu.Unlock()
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if pending--; pending == 0 {
+					working := ""
+					update(persistence.TaskUpdate{Status: persistence.TaskWorking, StatusMessage: &working})
+				}
+			})
+		}
+	}
+}
+
+// inputMessage is the status message of a task waiting on its client's answer to a request of method.
+func inputMessage(method string, params json.RawMessage) string {
+	var p struct {
+		Message string `json:"message"`
+	}
+	if method == "elicitation/create" && json.Unmarshal(params, &p) == nil && p.Message != "" {
+		if len(p.Message) > maxInputMessage {
+			p.Message = p.Message[:maxInputMessage] + "..."
+		}
+		return "Waiting for the client's answer: " + p.Message
+	}
+	return "Waiting for the client's answer to " + method
 }
 
 // finish stores how the task's call ended. A task cancelled meanwhile stays cancelled (the store keeps the first

@@ -126,6 +126,12 @@ func openElicitingRaw(t *testing.T, url string) *rawSession {
 // answerElicitations opens the session's GET stream and answers every elicitation/create on it with accept and
 // content, sending each request's message to asked; stop closes the stream.
 func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, asked chan<- string) (stop func()) {
+	return s.answerElicitationsAfter(t, content, asked, nil)
+}
+
+// answerElicitationsAfter is answerElicitations that answers each request only once release is closed (nil: at
+// once).
+func (s *rawSession) answerElicitationsAfter(t *testing.T, content map[string]any, asked chan<- string, release <-chan struct{}) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -160,6 +166,13 @@ func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, as
 			select {
 			case asked <- m.Params.Message:
 			default:
+			}
+			if release != nil {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return
+				}
 			}
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"action": "accept", "content": content}})
 			r, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
@@ -262,6 +275,57 @@ func TestTaskSupportOverMCP(t *testing.T) {
 			}
 			if a.Error != nil || !strings.Contains(string(a.Result), tc.wantText) || strings.Contains(string(a.Result), `"isError":true`) {
 				t.Errorf("answer = %s %+v, want %q", a.Result, a.Error, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestTaskInputRequiredOverMCP: while the backend's task waits on the client's answer to its elicitation (server-
+// everything's ambiguous simulate-research-query), our task is input_required, with the backend's request stored on
+// it: another session of the same caller sees the status and the question through tasks/get; once the client that
+// started the task answers, the task works again and completes with the answer in its result, the stored request
+// cleared. Over stdio and streamable HTTP.
+func TestTaskInputRequiredOverMCP(t *testing.T) {
+	for _, transport := range []string{persistence.TransportSTDIO, persistence.TransportHTTP} {
+		t.Run(transport, func(t *testing.T) {
+			r := newBackendTaskRig(t, transport)
+			s := openElicitingRaw(t, r.mux.URL+"/mcp")
+			asked, release := make(chan string, 1), make(chan struct{})
+			stop := s.answerElicitationsAfter(t, map[string]any{"interpretation": "snake"}, asked, release)
+			defer stop()
+			created, a := s.start("every__simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})
+			if a.Error != nil || created.TaskID == "" {
+				t.Fatalf("task-augmented call = %s %+v", a.Result, a.Error)
+			}
+			select {
+			case <-asked:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the client never saw the backend's elicitation")
+			}
+
+			// Another session of the same caller sees the task waiting on its input.
+			other := openElicitingRaw(t, r.mux.URL+"/mcp")
+			var got tasks.Wire
+			waitFor(t, "the task input_required", func() bool {
+				got, _ = other.task("tasks/get", created.TaskID)
+				return got.Status == persistence.TaskInputRequired
+			})
+			if !strings.Contains(got.StatusMessage, "python") {
+				t.Errorf("status message = %q, want the backend's question", got.StatusMessage)
+			}
+			stored, err := r.store.GetTask(context.Background(), created.TaskID)
+			if err != nil || !strings.Contains(string(stored.InputRequest), `"elicitation/create"`) || !strings.Contains(string(stored.InputRequest), "python") {
+				t.Errorf("stored input request = %s, %v", stored.InputRequest, err)
+			}
+
+			close(release) // the client answers
+			res := other.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+			if res.Error != nil || !strings.Contains(string(res.Result), "python (snake)") {
+				t.Fatalf("tasks/result = %s %+v", res.Result, res.Error)
+			}
+			stored, err = r.store.GetTask(context.Background(), created.TaskID)
+			if err != nil || stored.Status != persistence.TaskCompleted || stored.InputRequest != nil {
+				t.Errorf("stored task after the answer = %s %s, %v", stored.Status, stored.InputRequest, err)
 			}
 		})
 	}

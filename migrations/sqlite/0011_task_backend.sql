@@ -2,3 +2,4 @@
 
 ALTER TABLE tasks ADD COLUMN backend_task_id TEXT NOT NULL DEFAULT '' CHECK (length(backend_task_id) <= 512);
 ALTER TABLE tasks ADD COLUMN backend_server TEXT NOT NULL DEFAULT '' CHECK (length(backend_server) <= 512);
+ALTER TABLE tasks ADD COLUMN input_request TEXT;

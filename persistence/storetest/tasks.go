@@ -152,9 +152,20 @@ func testTaskUpdates(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	task := mustCreateTask(t, s, newTask("sub:alice", "n1", time.Hour), 0)
 	msg := "waiting for the user"
-	got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg})
+	input := json.RawMessage(`{"method":"elicitation/create","params":{"message":"Which one?"}}`)
+	got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: input})
 	if err != nil || got.Status != persistence.TaskInputRequired || got.StatusMessage != msg || got.UpdatedAt.Before(task.UpdatedAt) {
 		t.Fatalf("UpdateTask(input_required) = %+v, %v", got, err)
+	}
+	// The pending input request is kept while input_required, and cleared when the task works again.
+	if stored, err := s.GetTask(ctx, task.ID); err != nil || !jsonEqual(stored.InputRequest, input) {
+		t.Errorf("stored input request = %s, %v; want %s", stored.InputRequest, err, input)
+	}
+	if got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskWorking, StatusMessage: ptr("")}); err != nil || got.InputRequest != nil {
+		t.Errorf("UpdateTask(working) = %+v, %v; want the input request cleared", got, err)
+	}
+	if stored, err := s.GetTask(ctx, task.ID); err != nil || stored.InputRequest != nil || stored.Status != persistence.TaskWorking {
+		t.Errorf("stored after working again = %+v, %v", stored, err)
 	}
 	result := json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)
 	big := json.RawMessage(`"` + strings.Repeat("x", persistence.MaxTaskPayloadBytes) + `"`)

@@ -17,7 +17,7 @@ import (
 // TaskQueries is a dialect's SQL of the durable tasks. Every query selecting a task selects TaskColumns.
 type TaskQueries struct {
 	// TaskColumns: id, owner, status, status message, tool, server, node, ttl (ms), poll interval (ms),
-	// created_at, updated_at, expires_at, result, error, backend task id, backend server.
+	// created_at, updated_at, expires_at, result, error, backend task id, backend server, input request.
 	TaskColumns string
 	// LockOwner (owner) serialises the creations of one owner's tasks until the transaction ends; empty when the
 	// dialect's write transactions are serial already.
@@ -30,7 +30,7 @@ type TaskQueries struct {
 	GetTask, LockTask string
 	// ListTasks (owner or NULL, limit, offset) newest first, by created_at then id.
 	ListTasks string
-	// UpdateTask (id, status, status message, result, error, updated_at).
+	// UpdateTask (id, status, status message, result, error, updated_at, input request).
 	UpdateTask string
 	// FailOrphans (JSON array of live node ids, message, now, spare followed: 1 or 0) fails the open tasks of
 	// other nodes (but those following a backend's task when sparing them).
@@ -83,7 +83,7 @@ func checkTask(t *persistence.Task) error {
 	if err := checkTaskMessage(t.StatusMessage); err != nil {
 		return err
 	}
-	return checkPayloads(t.Result, t.Error)
+	return checkPayloads(t.Result, t.Error, t.InputRequest)
 }
 
 func checkTaskMessage(m string) error {
@@ -144,7 +144,8 @@ func (k Tasks) CreateTask(ctx context.Context, t *persistence.Task, maxOpen int)
 		}
 		_, err := tx.Exec(ctx, k.q.InsertTask, row.ID, row.Owner, row.Status, row.StatusMessage, row.Tool, row.Server,
 			row.Node, row.TTL.Milliseconds(), row.PollInterval.Milliseconds(), d.Time(row.CreatedAt), d.Time(row.UpdatedAt),
-			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error), row.BackendTaskID, row.BackendServer)
+			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error), row.BackendTaskID, row.BackendServer,
+			d.JSON(row.InputRequest))
 		return err
 	})
 	if err != nil {
@@ -157,9 +158,12 @@ func (k Tasks) CreateTask(ctx context.Context, t *persistence.Task, maxOpen int)
 func scanTask(row Row) (persistence.Task, error) {
 	var t persistence.Task
 	var ttl, poll int64
-	var result, errDoc []byte
+	var result, errDoc, input []byte
 	err := row.Scan(&t.ID, &t.Owner, &t.Status, &t.StatusMessage, &t.Tool, &t.Server, &t.Node, &ttl, &poll,
-		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc, &t.BackendTaskID, &t.BackendServer)
+		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc, &t.BackendTaskID, &t.BackendServer, &input)
+	if input != nil {
+		t.InputRequest = json.RawMessage(input)
+	}
 	t.TTL, t.PollInterval = time.Duration(ttl)*time.Millisecond, time.Duration(poll)*time.Millisecond
 	if result != nil {
 		t.Result = json.RawMessage(result)
@@ -226,7 +230,7 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 			return out, err
 		}
 	}
-	if err := checkPayloads(u.Result, u.Error); err != nil {
+	if err := checkPayloads(u.Result, u.Error, u.InputRequest); err != nil {
 		return out, err
 	}
 	if id == "" || len(id) > 64 {
@@ -257,9 +261,15 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 		if u.Error != nil {
 			t.Error = u.Error
 		}
+		if u.InputRequest != nil {
+			t.InputRequest = u.InputRequest
+		}
+		if t.Status != persistence.TaskInputRequired {
+			t.InputRequest = nil // only an input_required task waits on a request
+		}
 		t.UpdatedAt = storeutil.Now()
 		if _, err := tx.Exec(ctx, k.q.UpdateTask, t.ID, t.Status, t.StatusMessage, d.JSON(t.Result), d.JSON(t.Error),
-			d.Time(t.UpdatedAt)); err != nil {
+			d.Time(t.UpdatedAt), d.JSON(t.InputRequest)); err != nil {
 			return err
 		}
 		out = t
