@@ -271,3 +271,57 @@ func TestRecoverResumesFollowedTasks(t *testing.T) {
 		})
 	}
 }
+
+// TestInputWatcher: a task's call sees an input watcher in its context; while one or more of its backend's
+// requests wait on the client, the task is input_required with the last request stored and the elicitation's
+// question in its status message; once all are answered it works again, the request cleared.
+func TestInputWatcher(t *testing.T) {
+	m, s := newManager(t, Config{})
+	ctx := t.Context()
+	type step struct{ want, msg string }
+	seen := make(chan []step, 1)
+	started, err := m.Start(ctx, alice, "every.research", "every", nil, func(ctx context.Context) Outcome {
+		watch := InputWatch(ctx)
+		if watch == nil {
+			return Outcome{Message: "no input watcher in the call's context"}
+		}
+		id := TaskID(ctx)
+		var steps []step
+		look := func() {
+			task, _ := s.GetTask(ctx, id)
+			steps = append(steps, step{task.Status + " " + string(task.InputRequest), task.StatusMessage})
+		}
+		first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		look()
+		second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		look()
+		first()
+		first() // answering twice counts once
+		look()
+		second()
+		look()
+		seen <- steps
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := <-seen
+	want := []step{
+		{`input_required {"method":"elicitation/create","params":{"message":"Which python?"}}`, "Waiting for the client's answer: Which python?"},
+		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
+		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
+		{"working ", ""},
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("steps = %v", steps)
+	}
+	for i := range want {
+		if steps[i] != want[i] {
+			t.Errorf("step %d = %+v, want %+v", i, steps[i], want[i])
+		}
+	}
+	if got, err := m.Wait(ctx, alice, started.ID, 10*time.Second, true); err != nil || got.Status != persistence.TaskCompleted {
+		t.Errorf("task = %+v, %v", got, err)
+	}
+}
