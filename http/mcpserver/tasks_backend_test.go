@@ -158,13 +158,20 @@ func (s *rawSession) answerElicitationsAfter(t *testing.T, content map[string]an
 				Method string          `json:"method"`
 				Params struct {
 					Message string `json:"message"`
+					Meta    map[string]struct {
+						TaskID string `json:"taskId"`
+					} `json:"_meta"`
 				} `json:"params"`
 			}
 			if json.Unmarshal([]byte(line), &m) != nil || m.Method != "elicitation/create" {
 				continue
 			}
+			msg := m.Params.Message
+			if rel, ok := m.Params.Meta[tasks.RelatedTaskMetaKey]; ok {
+				msg += " [task " + rel.TaskID + "]" // the task the request is tied to
+			}
 			select {
-			case asked <- m.Params.Message:
+			case asked <- msg:
 			default:
 			}
 			if release != nil {
@@ -284,7 +291,8 @@ func TestTaskSupportOverMCP(t *testing.T) {
 // everything's ambiguous simulate-research-query), our task is input_required, with the backend's request stored on
 // it: another session of the same caller sees the status and the question through tasks/get; once the client that
 // started the task answers, the task works again and completes with the answer in its result, the stored request
-// cleared. Over stdio and streamable HTTP.
+// cleared. The relayed request is tied to our task (related-task _meta), not the backend's. Over stdio and
+// streamable HTTP.
 func TestTaskInputRequiredOverMCP(t *testing.T) {
 	for _, transport := range []string{persistence.TransportSTDIO, persistence.TransportHTTP} {
 		t.Run(transport, func(t *testing.T) {
@@ -298,7 +306,10 @@ func TestTaskInputRequiredOverMCP(t *testing.T) {
 				t.Fatalf("task-augmented call = %s %+v", a.Result, a.Error)
 			}
 			select {
-			case <-asked:
+			case msg := <-asked:
+				if !strings.Contains(msg, "[task "+created.TaskID+"]") {
+					t.Errorf("elicitation %q: want it tied to our task %s (related-task _meta)", msg, created.TaskID)
+				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("the client never saw the backend's elicitation")
 			}
