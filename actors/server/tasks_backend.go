@@ -497,10 +497,11 @@ func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession
 }
 
 // awaitBackendTask waits for the backend's task id with tasks/result (ctx is a wire-watched context) and
-// cancels it (tasks/cancel) when ctx ends first.
+// cancels it (tasks/cancel) when ctx ends first, but for the daemon shutting down (ErrShuttingDown).
 func awaitBackendTask(ctx context.Context, sess *mcp.ClientSession, tool, id string) (*mcp.CallToolResult, error) {
 	res, err := sess.CallTool(ctx, markedCall(tool, "tasks/result", map[string]string{"taskId": id}, false))
-	if ctx.Err() != nil {
+	// A daemon that stops leaves the backend's task running: the task is resumed elsewhere (or after the restart).
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelTimeout)
 		defer cancel()
 		_, _ = backendRPC(cctx, sess, tool, "tasks/cancel", map[string]string{"taskId": id})

@@ -330,6 +330,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	// A cluster node hands its servers over to the other nodes while its own listeners drain (the load balancer
 	// sends new requests elsewhere; calls to its servers from other nodes wait for the successor).
+	// Tasks that follow a backend's task are left for another node (or the restart) to resume, before the drain
+	// cancels their calls.
+	taskMgr.HandOver()
 	handedOver := make(chan struct{})
 	go func() {
 		defer close(handedOver)

@@ -69,6 +69,17 @@ func (r taskRows) backend(id string) (string, string) {
 	return task, server
 }
 
+// status is the stored status of task id ("" when it cannot be read).
+func (r taskRows) status(id string) string {
+	table := "tasks"
+	if _, err := r.db.Exec(`SELECT 1 FROM mcp.tasks LIMIT 0`); err == nil {
+		table = "mcp.tasks"
+	}
+	var status string
+	_ = r.db.QueryRowContext(context.Background(), `SELECT status FROM `+table+` WHERE id = $1`, id).Scan(&status)
+	return status
+}
+
 // waitTask long-polls a task through REST until it is final (or within passes) and returns it.
 func waitTask(t *testing.T, api, id string, within time.Duration) map[string]any {
 	t.Helper()
@@ -186,7 +197,8 @@ func TestClusterTaskResumedAfterOwnerKilledE2E(t *testing.T) {
 // TypeScript SDK task backend, which outlives the daemon) and one on a stdio server (server-everything's
 // simulate-research-query, whose child dies with the daemon); each backend task's id is on its task row. The daemon
 // is killed (SIGKILL) and started again: it claims its own open tasks, the HTTP one completes with the backend
-// task's result, and the stdio one fails with the reason (the child that ran it stopped with the daemon).
+// task's result, and the stdio one fails with the reason (the child that ran it stopped with the daemon). A clean
+// stop (SIGTERM) leaves a task that follows an HTTP backend's task open, and the restarted daemon completes it.
 func TestTasksResumedAfterRestart(t *testing.T) {
 	backend := peertest.StartTaskBackend(t)
 	cmd, args := peertest.EverythingStdio(t)
@@ -194,6 +206,8 @@ func TestTasksResumedAfterRestart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			url := dbURL()
 			d := newDaemon(t, url)
+			// A short drain: the clean stop below must end before the backend's task does.
+			d.env = setEnv(d.env, "MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", "1")
 			d.start()
 			t.Cleanup(func() {
 				if t.Failed() {
@@ -256,9 +270,33 @@ func TestTasksResumedAfterRestart(t *testing.T) {
 			} else {
 				t.Logf("stdio task after the restart: %s", msg)
 			}
+
+			// A clean stop hands the task over too: the backend's task is left running (no tasks/cancel), the row
+			// stays open, and the restarted daemon follows it to its end.
+			handed := start("tb.countdown", map[string]any{"ms": 5000, "text": "after a clean stop"})
+			d.signal(syscall.SIGTERM, 15*time.Second)
+			if status := rows.status(handed); status != "working" {
+				t.Errorf("task following a backend's task after SIGTERM = %q, want working (left for a resumption)", status)
+			}
+			d.start()
+			got = waitTask(t, api, handed, 60*time.Second)
+			if got["status"] != "completed" || !strings.Contains(jsonString(got["result"]), "countdown done: after a clean stop") {
+				t.Errorf("HTTP backend task after a clean stop and restart: %v", got)
+			}
 			d.signal(syscall.SIGTERM, 15*time.Second)
 		})
 	}
+}
+
+// setEnv is env with name set to value (replacing its entries).
+func setEnv(env []string, name, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, name+"="+value)
 }
 
 // envValue is the value of name in env ("NAME=value" entries; the last wins).

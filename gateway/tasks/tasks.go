@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/aggregator/http/auth"
@@ -92,14 +93,23 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
-	wg      sync.WaitGroup
 }
 
 // run is a task running on this node.
 type run struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the task's final status is stored (or could not be)
+	// state is runRunning, then runEnding (its call returned: the outcome is stored) or runHandover (the daemon is
+	// stopping and the task follows a backend's task, left running for another node, or this one restarted, to
+	// resume: the run is not cancelled, and its end stores nothing). Whichever comes first wins.
+	state atomic.Int32
 }
+
+const (
+	runRunning int32 = iota
+	runEnding
+	runHandover
+)
 
 // New returns a Manager over cfg.
 func New(cfg Config) *Manager {
@@ -170,19 +180,23 @@ func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server 
 // but not its cancellation, bounded by the task's TTL, and stores how it ended.
 func (m *Manager) launch(ctx context.Context, t persistence.Task, call func(ctx context.Context) Outcome) {
 	rctx, cancel := context.WithDeadline(withInputWatcher(withTaskID(context.WithoutCancel(ctx), t.ID), m.watchInput(t.ID)), t.ExpiresAt)
-	stopWith := context.AfterFunc(m.base, cancel)
 	r := &run{cancel: cancel, done: make(chan struct{})}
+	stopWith := context.AfterFunc(m.base, func() {
+		if r.state.Load() != runHandover {
+			cancel()
+		}
+	})
 	m.mu.Lock()
 	m.running[t.ID] = r
 	m.mu.Unlock()
-	m.wg.Add(1)
 	go func() {
-		defer m.wg.Done()
 		defer close(r.done)
 		defer stopWith()
 		defer cancel()
 		out := call(rctx)
-		m.finish(t.ID, rctx, out)
+		if r.state.CompareAndSwap(runRunning, runEnding) { // else left open for a resumption (Close)
+			m.finish(t.ID, rctx, out)
+		}
 		m.mu.Lock()
 		delete(m.running, t.ID)
 		m.mu.Unlock()
@@ -486,9 +500,49 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 // Close stops every task running on this node (each is marked failed: the daemon stopped) and waits for them.
+//
+// A task that follows a backend's task (and the Manager resumes such tasks, Config.Resume) is handed over
+// instead: its call is not cancelled here (the daemon's actors stop it when they shut down, without cancelling the
+// backend's task), its row stays open, and another node, or this daemon restarted, resumes following the backend's
+// task. Close does not wait for those.
 func (m *Manager) Close() {
+	m.HandOver()
 	m.stop()
-	m.wg.Wait()
+	m.mu.Lock()
+	var wait []chan struct{}
+	for _, r := range m.running {
+		if r.state.Load() != runHandover {
+			wait = append(wait, r.done)
+		}
+	}
+	m.mu.Unlock()
+	for _, done := range wait {
+		<-done
+	}
+}
+
+// HandOver marks, when the Manager resumes backend tasks (Config.Resume), the runs whose task follows a backend's
+// task (read from the store) for a hand-over: however their call ends from now on (the daemon's drain cancels it),
+// nothing is stored and the task stays open for a resumption. The daemon calls it as its shutdown begins, before
+// it drains its calls; Close does too.
+func (m *Manager) HandOver() {
+	if m.cfg.Resume == nil {
+		return
+	}
+	m.mu.Lock()
+	runs := make(map[string]*run, len(m.running))
+	for id, r := range m.running {
+		runs[id] = r
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for id, r := range runs {
+		if t, err := m.cfg.Store.GetTask(ctx, id); err == nil && t.BackendTaskID != "" && persistence.TaskOpen(t.Status) &&
+			r.state.CompareAndSwap(runRunning, runHandover) {
+			m.log.Info("task left to be resumed: it follows a backend's task", "task", id, "backend_task", t.BackendTaskID)
+		}
+	}
 }
 
 // Running is how many tasks run on this node.

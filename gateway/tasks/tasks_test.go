@@ -325,3 +325,47 @@ func TestInputWatcher(t *testing.T) {
 		t.Errorf("task = %+v, %v", got, err)
 	}
 }
+
+// TestHandOverLeavesFollowedTasksOpen: when the daemon begins to stop, a task that follows a backend's task is
+// handed over: however its call then ends (the drain cancels it), nothing is stored and it stays open, and Close
+// neither cancels nor waits for it; a task held around a plain call is still failed as stopped.
+func TestHandOverLeavesFollowedTasksOpen(t *testing.T) {
+	m, s := newManager(t, Config{Resume: func(context.Context, persistence.Task) Outcome { return Outcome{} }})
+	ctx := t.Context()
+	release := make(chan struct{})
+	callEnded := make(chan struct{})
+	followed, err := m.Start(ctx, alice, "tb.countdown", "tb", nil, func(ctx context.Context) Outcome {
+		if err := s.SetTaskBackend(ctx, TaskID(ctx), "backend-1", "srv-1"); err != nil {
+			return Outcome{Message: err.Error()}
+		}
+		<-release // the daemon's drain ends the call
+		defer close(callEnded)
+		return Outcome{Error: json.RawMessage(`{"code":-32603,"message":"shutting down"}`), Message: "shutting down"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := m.Start(ctx, alice, "back.slow", "back", nil, func(ctx context.Context) Outcome {
+		<-ctx.Done()
+		return Outcome{Message: "cancelled"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if task, _ := s.GetTask(ctx, followed.ID); task.BackendTaskID != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.HandOver()
+	close(release)
+	<-callEnded
+	m.Close() // returns without the followed run
+	for id, want := range map[string]string{followed.ID: persistence.TaskWorking, plain.ID: persistence.TaskFailed} {
+		task, err := s.GetTask(ctx, id)
+		if err != nil || task.Status != want {
+			t.Errorf("task %s = %s %q, %v; want %s", id, task.Status, task.StatusMessage, err, want)
+		}
+	}
+}
