@@ -57,7 +57,8 @@ func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, pro
 	}
 	msg := &pb.CallTool{Tool: r.Tool, ArgumentsJson: argsJSON, DeadlineUnixMs: deadline.UnixMilli(), WantObject: object,
 		TraceContext: telemetry.Inject(ctx), Subject: gateway.CallerSubject(ctx),
-		TaskTtlMs: tasks.BackendTaskTTL(ctx).Milliseconds()} // a task's call (issue 30): see server/tasks_backend.go
+		TaskTtlMs: tasks.BackendTaskTTL(ctx).Milliseconds(), // a task's call (issue 30): see server/tasks_backend.go
+		TaskId:    tasks.TaskID(ctx), ResumeBackendTask: tasks.ResumeBackendTask(ctx)}
 	if msg.TraceContext != nil {
 		msg.SentUnixNano = time.Now().UnixNano() // the server actor's mailbox span starts here
 	}

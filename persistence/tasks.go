@@ -78,15 +78,25 @@ type Task struct {
 	// JSON-RPC error object or the shared error body) when failed.
 	Result json.RawMessage
 	Error  json.RawMessage
+	// BackendTaskID is the backend's own task the call follows (a backend that runs tools as tasks), and
+	// BackendServer the id of the server it runs on; both empty while the task is held around a plain call. A task
+	// whose node stopped is resumed elsewhere from them (ClaimOrphanedTasks).
+	BackendTaskID string
+	BackendServer string
+	// InputRequest is the request the task waits on while input_required (a backend's elicitation or sampling
+	// request relayed to the task's client: {"method", "params"}); nil otherwise. Any update that moves the task
+	// to another status clears it.
+	InputRequest json.RawMessage
 }
 
-// TaskUpdate changes an open task: its status (empty: unchanged), status message, result and error (nil:
-// unchanged).
+// TaskUpdate changes an open task: its status (empty: unchanged), status message, result, error and input
+// request (nil: unchanged; the input request is cleared when the status becomes other than input_required).
 type TaskUpdate struct {
 	Status        string
 	StatusMessage *string
 	Result        json.RawMessage
 	Error         json.RawMessage
+	InputRequest  json.RawMessage
 }
 
 // ListTasksFilter selects and pages tasks, newest first (by creation, then id).
@@ -112,8 +122,15 @@ type TaskStore interface {
 	// most once: of racing updates, one wins.
 	UpdateTask(ctx context.Context, id string, u TaskUpdate) (Task, error)
 	// FailOrphanedTasks marks failed, with message, every open task whose node is not in live (the daemons known
-	// to be running), and returns how many.
-	FailOrphanedTasks(ctx context.Context, live []string, message string) (int, error)
+	// to be running), and returns how many. With spareFollowed, the tasks that follow a backend's task
+	// (BackendTaskID set) are left for ClaimOrphanedTasks.
+	FailOrphanedTasks(ctx context.Context, live []string, message string, spareFollowed bool) (int, error)
+	// SetTaskBackend records on an open task the backend's task its call follows (backendTaskID, on server
+	// serverID); a task already final or unknown is left as it is (no error).
+	SetTaskBackend(ctx context.Context, id, backendTaskID, serverID string) error
+	// ClaimOrphanedTasks moves to node every open task that follows a backend's task (BackendTaskID set) and whose
+	// node is not in live, and returns them as stored: of nodes claiming at the same time, each task goes to one.
+	ClaimOrphanedTasks(ctx context.Context, live []string, node string) ([]Task, error)
 	// DeleteExpiredTasks removes up to limit tasks whose ExpiresAt is at or before now and returns how many.
 	DeleteExpiredTasks(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -25,6 +25,7 @@ import (
 type proxyUpstream struct {
 	client *mcp.Client
 	sess   *mcp.ClientSession
+	tasks  *taskWire // nil: the session's transport has no task wire (SSE)
 }
 
 // Local messages of the proxy machinery.
@@ -322,6 +323,15 @@ func (p *proxyActor) connect(ctx actor.Context, rec persistence.Server, o backen
 	gate := notifyorder.New(p.stopping)
 	sys, self := p.sys, p.self
 	transport := b.Gate(gate)
+	// A task wire, as on the server's own session (tasks_backend.go): a task's call on a caller's session follows
+	// the backend's task there (its requests go to that caller).
+	w := newTaskWire()
+	switch {
+	case b.Stdio():
+		transport, attempt.tasks = w.transport(transport), w
+	case b.WrapStreamable(w.roundTripper):
+		attempt.tasks = w
+	}
 	client := mcp.NewClient(impl, p.clientOptions())
 	if p.relay != nil {
 		client.AddReceivingMiddleware(relayMiddleware(p.relay, sys))
@@ -362,7 +372,7 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 		p.fail(ctx, err)
 		return
 	}
-	live := &liveSession{session: sess, b: attempt.b, cancel: attempt.cancel}
+	live := &liveSession{session: sess, b: attempt.b, cancel: attempt.cancel, tasks: attempt.tasks}
 	p.live, p.client = live, m.client
 	sys, self := p.sys, p.self
 	go func() {
@@ -436,7 +446,7 @@ func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.P
 	p.next++
 	id := p.next
 	p.pending[id] = cancel
-	up := proxyUpstream{client: p.client, sess: p.live.session}
+	up := proxyUpstream{client: p.client, sess: p.live.session, tasks: p.live.tasks}
 	sys, self := p.sys, p.self
 	scrub := p.scrubFunc()
 	go func() {

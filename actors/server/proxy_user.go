@@ -204,8 +204,13 @@ func (a *serverActor) clientSession(m *pb.CallTool) bool {
 // it can run; the returned relay is where it is uncounted. The returned function waits for the answer, or for the
 // session's end; its scrub removes the caller's secret from error texts.
 func (a *serverActor) callerCall(ctx actor.Context, key, subject string, cctx context.Context, deadline time.Time,
-	params *mcp.CallToolParams, id uint64, relayTo *pb.PID) (func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error), *relayState) {
+	params *mcp.CallToolParams, id uint64, relayTo *pb.PID, task *taskCall) (func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error), *relayState) {
 	wait, relay := a.callerRequest(ctx, key, subject, cctx, deadline, func(ctx context.Context, up proxyUpstream) (any, error) {
+		// A task's call of a tool the backend runs as a task follows the backend's task on this session
+		// (tasks_backend.go), when the backend declared tasks to it too.
+		if task != nil && up.tasks != nil && up.tasks.tasks.Load() {
+			return followBackendTask(ctx, up.tasks, up.sess, params, task.ttl, task.onTask)
+		}
 		return up.sess.CallTool(ctx, params)
 	}, id, relayTo)
 	return func(context.Context, *mcp.CallToolParams) (*mcp.CallToolResult, func(string) string, error) {

@@ -100,12 +100,29 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		params.SetProgressToken(token)
 		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
 	}
+	stdio := a.sess.b != nil && a.sess.b.Stdio()
+	var recordTask func(string)
+	if m.TaskId != "" && a.deps.Store != nil {
+		// The backend's task is recorded on ours at once: when this node dies, another resumes following it.
+		store, log, taskID, serverID := a.deps.Store, a.deps.Logger, m.TaskId, a.rec.ID
+		recordTask = func(backendTaskID string) {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), 10*time.Second)
+			defer cancel()
+			if err := store.SetTaskBackend(wctx, taskID, backendTaskID, serverID); err != nil {
+				log.WarnContext(wctx, "backend task not recorded on its task", "task", taskID, "server", name, "error", err)
+			}
+		}
+	}
 	if key != "" {
 		subject := ""
 		if perUser(a.rec) {
 			subject = m.Subject
 		}
-		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo)
+		var task *taskCall
+		if m.TaskTtlMs > 0 && tw.supported(m.Tool) { // the server's own session knows the tool's taskSupport
+			task = &taskCall{ttl: time.Duration(m.TaskTtlMs) * time.Millisecond, onTask: recordTask}
+		}
+		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo, task)
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
@@ -120,10 +137,12 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		var scrub func(string) string
 		var err error
 		switch {
+		case m.ResumeBackendTask != "": // a task whose node died, followed again here (tasks_backend.go)
+			res, err = resumeBackendTask(cctx, tw, sess, m.Tool, m.ResumeBackendTask, name, stdio)
 		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
 		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
-			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond)
+			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond, recordTask)
 		default:
 			res, err = sess.CallTool(cctx, params)
 		}
@@ -243,7 +262,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		return
 	}
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
-	gen, self := a.sess.gen, a.self
+	gen, self, tw := a.sess.gen, a.self, a.sess.tasks
 	go func() {
 		lctx, cancel := context.WithTimeout(withWireWatch(context.Background()), timeout) // tasks_backend.go
 		defer cancel()
@@ -266,7 +285,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: err.Error()}
 				break
 			}
-			reply.ToolsJson = append(reply.ToolsJson, b)
+			reply.ToolsJson = append(reply.ToolsJson, tw.withExecution(tool.Name, b)) // tasks_backend.go
 		}
 		if sender != nil {
 			sys.Root.Send(sender, reply)

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
+	"github.com/mcpgw/aggregator/gateway/tasks"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -288,7 +289,14 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 			case *pb.RelayRequest:
 				sender, root := c.Sender(), c.ActorSystem().Root
 				go func() {
+					// A task's backend asking for input makes the task input_required until answered (issue 30).
+					answered := func() {}
+					if watch := tasks.InputWatch(rctx); watch != nil && (m.Method == "elicitation/create" || m.Method == "sampling/createMessage") {
+						m.ParamsJson = relatedToTask(m.ParamsJson, tasks.TaskID(rctx))
+						answered = watch(rctx, m.Method, m.ParamsJson)
+					}
 					reply := runRelay(rctx, r, m)
+					answered() // before the backend hears the answer: the task works again
 					if sender != nil {
 						root.Send(sender, reply)
 					}
@@ -326,6 +334,35 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 			}
 		})
 	}
+}
+
+// relatedToTask is a relayed request's params tied to the caller's task id (its
+// _meta["io.modelcontextprotocol/related-task"], which the 2025-11-25 tasks revision asks of a task's requests):
+// the backend tied them to its own task, whose id the client does not know. params is returned unchanged when it
+// is not a JSON object or id is empty.
+func relatedToTask(params json.RawMessage, id string) json.RawMessage {
+	if id == "" {
+		return params
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(params, &doc) != nil || doc == nil {
+		return params
+	}
+	var meta map[string]json.RawMessage
+	_ = json.Unmarshal(doc["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]json.RawMessage{}
+	}
+	meta[tasks.RelatedTaskMetaKey], _ = json.Marshal(map[string]string{"taskId": id})
+	var err error
+	if doc["_meta"], err = json.Marshal(meta); err != nil {
+		return params
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return params
+	}
+	return out
 }
 
 // lazyRelay is the process a call's relay PID names: it spawns the call's relay actor on the first message and

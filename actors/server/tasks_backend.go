@@ -65,13 +65,13 @@ type taskWire struct {
 	wrapped map[jsonrpc.ID]bool // marked requests in flight -> whether the answer is wrapped
 	lists   map[jsonrpc.ID]bool // tools/list requests in flight
 	initID  *jsonrpc.ID
-	// taskTools are the tools whose execution.taskSupport is "optional" or "required", as the backend's tools/list
-	// said (the go-sdk's Tool has no execution: the answer is read on the wire).
-	taskTools map[string]bool
+	// taskSupport is each tool's execution.taskSupport ("optional", "required", "forbidden") as the backend's
+	// tools/list said (the go-sdk's Tool has no execution: the answer is read on the wire); absent: none declared.
+	taskSupport map[string]string
 }
 
 func newTaskWire() *taskWire {
-	return &taskWire{wrapped: map[jsonrpc.ID]bool{}, lists: map[jsonrpc.ID]bool{}, taskTools: map[string]bool{}}
+	return &taskWire{wrapped: map[jsonrpc.ID]bool{}, lists: map[jsonrpc.ID]bool{}, taskSupport: map[string]string{}}
 }
 
 // supported reports whether the backend declared tasks for tools/call and tool may run as a task (nil: no wire, no
@@ -82,7 +82,34 @@ func (w *taskWire) supported(tool string) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.taskTools[tool]
+	ts := w.taskSupport[tool]
+	return ts == "optional" || ts == "required"
+}
+
+// withExecution is a tool's definition (the go-sdk's Tool as JSON, def) with the execution the backend's
+// tools/list gave it, which the go-sdk dropped: so the tool's taskSupport is stored with its definition and shown
+// to the aggregator's clients (http/mcpserver's taskTools) and enforced ("required" is refused without a task).
+// def is returned unchanged when the backend declared no tasks, or nothing for the tool (nil w: no wire).
+func (w *taskWire) withExecution(name string, def []byte) []byte {
+	if w == nil || !w.tasks.Load() {
+		return def
+	}
+	w.mu.Lock()
+	ts := w.taskSupport[name]
+	w.mu.Unlock()
+	if ts == "" {
+		return def
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(def, &doc) != nil || doc == nil {
+		return def
+	}
+	doc["execution"], _ = json.Marshal(map[string]string{"taskSupport": ts})
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return def
+	}
+	return out
 }
 
 // outgoing is req as sent: a marked tools/call becomes the request it carries; initialize is noted (its answer
@@ -167,11 +194,11 @@ func (w *taskWire) incoming(res *jsonrpc.Response) {
 		if json.Unmarshal(res.Result, &page) == nil {
 			w.mu.Lock()
 			for _, t := range page.Tools {
-				ts := t.Execution.TaskSupport
-				if ts == "optional" || ts == "required" {
-					w.taskTools[t.Name] = true
-				} else {
-					delete(w.taskTools, t.Name)
+				switch ts := t.Execution.TaskSupport; ts {
+				case "optional", "required", "forbidden":
+					w.taskSupport[t.Name] = ts
+				default:
+					delete(w.taskSupport, t.Name)
 				}
 			}
 			w.mu.Unlock()
@@ -419,6 +446,13 @@ func markedCall(tool, method string, params any, wrap bool) *mcp.CallToolParams 
 		Meta: mcp.Meta{rpcMetaKey: rpcMark{Method: method, Params: raw, Wrap: wrap}}}
 }
 
+// taskCall is a task's call of a tool its backend runs as a task, on a caller's own session: the TTL asked of the
+// backend, and what is told the backend's task id.
+type taskCall struct {
+	ttl    time.Duration
+	onTask func(id string)
+}
+
 // backendTask is a backend's task as CreateTaskResult and tasks/get show it.
 type backendTask struct {
 	TaskID        string `json:"taskId"`
@@ -428,9 +462,11 @@ type backendTask struct {
 
 // followBackendTask runs params as a task of ttl on a backend that supports tasks: a task-augmented tools/call,
 // then tasks/result, which answers the call's CallToolResult once the backend's task ends (the backend's requests
-// meanwhile reach the task's client through the session's relay). When ctx ends first, the backend's task is
-// cancelled (tasks/cancel). A backend that answers the call at once (no task) is answered with that result.
-func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration) (*mcp.CallToolResult, error) {
+// meanwhile reach the task's client through the session's relay). onTask, when set, is told the backend's task id
+// as soon as the backend answers with it (the server actor records it on our task, for a resumption elsewhere).
+// When ctx ends first, the backend's task is cancelled (tasks/cancel). A backend that answers the call at once (no
+// task) is answered with that result.
+func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, params *mcp.CallToolParams, ttl time.Duration, onTask func(id string)) (*mcp.CallToolResult, error) {
 	ctx = withWireWatch(ctx)
 	defer w.forget(ctx)
 	call := map[string]any{"name": params.Name, "arguments": params.Arguments, "task": map[string]any{"ttl": ttl.Milliseconds()}}
@@ -454,12 +490,21 @@ func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession
 		}
 		return &res, nil
 	}
-	id := created.Task.TaskID
-	res, err := sess.CallTool(ctx, markedCall(params.Name, "tasks/result", map[string]string{"taskId": id}, false))
-	if ctx.Err() != nil {
+	if onTask != nil {
+		onTask(created.Task.TaskID)
+	}
+	return awaitBackendTask(ctx, sess, params.Name, created.Task.TaskID)
+}
+
+// awaitBackendTask waits for the backend's task id with tasks/result (ctx is a wire-watched context) and
+// cancels it (tasks/cancel) when ctx ends first, but for the daemon shutting down (ErrShuttingDown).
+func awaitBackendTask(ctx context.Context, sess *mcp.ClientSession, tool, id string) (*mcp.CallToolResult, error) {
+	res, err := sess.CallTool(ctx, markedCall(tool, "tasks/result", map[string]string{"taskId": id}, false))
+	// A daemon that stops leaves the backend's task running: the task is resumed elsewhere (or after the restart).
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskCancelTimeout)
 		defer cancel()
-		_, _ = backendRPC(cctx, sess, params.Name, "tasks/cancel", map[string]string{"taskId": id})
+		_, _ = backendRPC(cctx, sess, tool, "tasks/cancel", map[string]string{"taskId": id})
 	}
 	if err != nil {
 		return nil, err
@@ -468,6 +513,32 @@ func followBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession
 		delete(res.Meta, "io.modelcontextprotocol/related-task") // the backend's task id is not the caller's
 	}
 	return res, nil
+}
+
+// resumeBackendTask follows, on this session, a backend's task another session started (the task's node died):
+// tasks/get tells whether the backend still knows it, then tasks/result waits for its end as followBackendTask
+// does. A backend that no longer knows the task answers a JSON-RPC error, returned with the reason: over stdio,
+// the child that ran it stopped with the node that followed it (server names the server, for the message). A
+// session without a task wire (SSE) cannot follow it.
+func resumeBackendTask(ctx context.Context, w *taskWire, sess *mcp.ClientSession, tool, id, server string, stdio bool) (*mcp.CallToolResult, error) {
+	if w == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+			Message: fmt.Sprintf("the task's backend task %s cannot be followed again: server %s's transport (SSE) carries no tasks", id, server)}
+	}
+	ctx = withWireWatch(ctx)
+	defer w.forget(ctx)
+	if _, err := backendRPC(ctx, sess, tool, "tasks/get", map[string]string{"taskId": id}); err != nil {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || localTransportError(err) {
+			return nil, err
+		}
+		why := "the backend no longer knows it"
+		if stdio {
+			why = "the server runs as a stdio child process, which stopped with the node that followed the task"
+		}
+		return nil, &jsonrpc.Error{Code: rpcErr.Code, Message: fmt.Sprintf("the backend's task %s is gone (%s): %s", id, why, rpcErr.Message)}
+	}
+	return awaitBackendTask(ctx, sess, tool, id)
 }
 
 // taskWire puts a task wire on the attempt's transport and returns the transport to connect: around a stdio

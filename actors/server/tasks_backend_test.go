@@ -86,7 +86,7 @@ func TestFollowBackendTaskCancel(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := followBackendTask(cctx, w, sess, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"topic": "x"}}, 90*time.Second)
+		_, err := followBackendTask(cctx, w, sess, &mcp.CallToolParams{Name: "research", Arguments: map[string]any{"topic": "x"}}, 90*time.Second, nil)
 		done <- err
 	}()
 	call := next("tools/call")

@@ -271,7 +271,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	cases := gateway.New(system, gateway.Options{Metrics: mx, Policy: &gateway.Rules{Source: system, Logger: logger},
 		ExchangeCredential: flows.CallExchanger(store.GetServer)})
 	// Durable tasks (REST and /mcp share them); Close, before the actors stop, fails the tasks still running.
-	taskMgr := startTasks(ctx, cfg, store, nodeID, logger)
+	taskMgr := startTasks(ctx, cfg, store, nodeID, system, logger)
 	defer taskMgr.Close()
 	app := api.New(api.Deps{Store: store, Control: system, OAuth: flows, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
 		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
@@ -332,6 +332,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	// A cluster node hands its servers over to the other nodes while its own listeners drain (the load balancer
 	// sends new requests elsewhere; calls to its servers from other nodes wait for the successor).
+	// Tasks that follow a backend's task are left for another node (or the restart) to resume, before the drain
+	// cancels their calls.
+	taskMgr.HandOver()
 	handedOver := make(chan struct{})
 	go func() {
 		defer close(handedOver)

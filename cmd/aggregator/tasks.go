@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // taskConfig is the durable tasks' part of the configuration (issue 30).
@@ -48,14 +53,18 @@ func loadTaskConfig(get func(string) string, errs []string) (taskConfig, []strin
 
 // startTasks makes the daemon's task manager: tasks its previous run left open are marked failed (it is not
 // running them), and expired tasks are swept, and the open tasks of nodes that stopped failed, until ctx ends.
-func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID string, logger *slog.Logger) *tasks.Manager {
+func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID string, calls taskCaller, logger *slog.Logger) *tasks.Manager {
 	maxOpen := cfg.Tasks.MaxOpen
 	if maxOpen == 0 {
 		maxOpen = -1 // tasks.Config: negative is no cap
 	}
 	alive := 3 * cfg.Actors.LeaseTTL // a node writes its heartbeat every third of a lease TTL
 	m := tasks.New(tasks.Config{Store: store, Node: nodeID, MaxOpenPerOwner: maxOpen, DefaultTTL: cfg.Tasks.TTL,
-		MaxTTL: cfg.Tasks.MaxTTL, Logger: logger, LiveNodes: func(ctx context.Context) ([]string, error) {
+		MaxTTL: cfg.Tasks.MaxTTL, Logger: logger, OrphanInterval: cfg.Actors.LeaseTTL,
+		Resume: func(ctx context.Context, t persistence.Task) tasks.Outcome {
+			return resumeTask(ctx, calls, t, time.Second)
+		},
+		LiveNodes: func(ctx context.Context) ([]string, error) {
 			nodes, err := store.ListNodes(ctx, alive)
 			ids := make([]string, 0, len(nodes))
 			for _, n := range nodes {
@@ -68,4 +77,54 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 	}
 	go m.Run(ctx)
 	return m
+}
+
+// taskCaller runs a call through a server's actor (actors.System.Call).
+type taskCaller interface {
+	Call(ctx context.Context, r routing.Route, argsJSON []byte, progress func(*pb.Progress)) (*pb.CallToolReply, error)
+}
+
+// resumeRetryFor bounds how long a resumed task waits for its server to be callable again (its node died: the
+// server is taken over by another node, which reconnects it).
+const resumeRetryFor = 2 * time.Minute
+
+// resumeTask follows again the backend's task of t, whose node stopped (tasks.Config.Resume): a call to t's
+// server's actor, wherever it lives now, that follows the backend's task instead of calling the tool. While the
+// server is unavailable (being taken over, reconnecting) the call is retried every retry, within resumeRetryFor;
+// another failure fails the task with its reason.
+func resumeTask(ctx context.Context, calls taskCaller, t persistence.Task, retry time.Duration) tasks.Outcome {
+	ctx = tasks.WithResumeBackendTask(ctx, t.BackendTaskID)
+	if dl, ok := ctx.Deadline(); ok {
+		ctx = tasks.WithBackendTask(ctx, time.Until(dl)) // the call lasts as long as the task
+	}
+	route := routing.Route{ServerID: t.BackendServer, ServerName: t.Server, Tool: t.Tool, Name: t.Tool}
+	giveUp := time.Now().Add(resumeRetryFor)
+	for {
+		reply, err := calls.Call(ctx, route, nil, nil)
+		var msg string
+		switch {
+		case err == nil && reply.Error == nil:
+			return tasks.Outcome{Result: reply.ResultJson}
+		case errors.Is(err, persistence.ErrNotFound):
+			return resumeFailed(fmt.Sprintf("The task's server %s was removed while its node was down", t.Server))
+		case err != nil:
+			msg = err.Error()
+		case reply.Error.Code != errcode.ServerUnavailable && reply.Error.Code != errcode.ServerBusy && reply.Error.Code != errcode.ServerMoved:
+			return resumeFailed(fmt.Sprintf("The task's node stopped; following the backend's task again failed: %s", reply.Error.Message))
+		default:
+			msg = reply.Error.Message
+		}
+		if ctx.Err() != nil || time.Now().After(giveUp) {
+			return resumeFailed(fmt.Sprintf("The task's node stopped and its server %s did not become callable again: %s", t.Server, msg))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(retry):
+		}
+	}
+}
+
+func resumeFailed(msg string) tasks.Outcome {
+	doc, _ := json.Marshal(map[string]any{"code": -32603, "message": msg})
+	return tasks.Outcome{Error: doc, Message: msg}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/aggregator/http/auth"
@@ -66,7 +67,13 @@ type Config struct {
 	// LiveNodes lists the daemons known to be running (their heartbeats), for failing the open tasks of those
 	// that stopped (nil: only RecoverAtStart's and Close's own).
 	LiveNodes func(ctx context.Context) ([]string, error)
-	Logger    *slog.Logger
+	// Resume, when set, follows again the backend's task of a task whose node stopped (persistence.Task's
+	// BackendTaskID on BackendServer): the Manager claims such tasks instead of failing them (RecoverAtStart, Run)
+	// and runs Resume for each, bounded by the task's TTL, as it runs a call. Nil: they fail like the others.
+	Resume func(ctx context.Context, t persistence.Task) Outcome
+	// OrphanInterval is how often Run looks for the open tasks of nodes that stopped (SweepInterval when 0).
+	OrphanInterval time.Duration
+	Logger         *slog.Logger
 }
 
 // Outcome is how a task's call ended: Result (a CallToolResult as JSON) when it completed, else Error (a JSON-RPC
@@ -86,14 +93,23 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
-	wg      sync.WaitGroup
 }
 
 // run is a task running on this node.
 type run struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the task's final status is stored (or could not be)
+	// state is runRunning, then runEnding (its call returned: the outcome is stored) or runHandover (the daemon is
+	// stopping and the task follows a backend's task, left running for another node, or this one restarted, to
+	// resume: the run is not cancelled, and its end stores nothing). Whichever comes first wins.
+	state atomic.Int32
 }
+
+const (
+	runRunning int32 = iota
+	runEnding
+	runHandover
+)
 
 // New returns a Manager over cfg.
 func New(cfg Config) *Manager {
@@ -112,6 +128,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.SweepInterval <= 0 {
 		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.OrphanInterval <= 0 {
+		cfg.OrphanInterval = cfg.SweepInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -153,25 +172,90 @@ func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server 
 	if err := m.cfg.Store.CreateTask(ctx, &t, maxOpen); err != nil {
 		return persistence.Task{}, fmt.Errorf("tasks: start: %w", err)
 	}
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), t.ExpiresAt)
-	stopWith := context.AfterFunc(m.base, cancel)
+	m.launch(ctx, t, call)
+	return t, nil
+}
+
+// launch runs call for the task t (created, or claimed from a stopped node) in the background, with ctx's values
+// but not its cancellation, bounded by the task's TTL, and stores how it ended.
+func (m *Manager) launch(ctx context.Context, t persistence.Task, call func(ctx context.Context) Outcome) {
+	rctx, cancel := context.WithDeadline(withInputWatcher(withTaskID(context.WithoutCancel(ctx), t.ID), m.watchInput(t.ID)), t.ExpiresAt)
 	r := &run{cancel: cancel, done: make(chan struct{})}
+	stopWith := context.AfterFunc(m.base, func() {
+		if r.state.Load() != runHandover {
+			cancel()
+		}
+	})
 	m.mu.Lock()
 	m.running[t.ID] = r
 	m.mu.Unlock()
-	m.wg.Add(1)
 	go func() {
-		defer m.wg.Done()
 		defer close(r.done)
 		defer stopWith()
 		defer cancel()
 		out := call(rctx)
-		m.finish(t.ID, rctx, out)
+		if r.state.CompareAndSwap(runRunning, runEnding) { // else left open for a resumption (Close)
+			m.finish(t.ID, rctx, out)
+		}
 		m.mu.Lock()
 		delete(m.running, t.ID)
 		m.mu.Unlock()
 	}()
-	return t, nil
+}
+
+// maxInputMessage bounds the part of an elicitation's message a task's status message quotes.
+const maxInputMessage = 1000
+
+// watchInput is the input watcher of task id's call: while the backend waits on its client's answer to one or
+// more relayed requests, the task is input_required with the last request stored on it (so that a client reading
+// the task from another session sees it), then working again. The store writes are serialised, so the last one
+// says what is pending; an update of a task that ended meanwhile changes nothing.
+func (m *Manager) watchInput(id string) InputWatcher {
+	var mu sync.Mutex
+	pending := 0
+	update := func(u persistence.TaskUpdate) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := m.cfg.Store.UpdateTask(ctx, id, u); err != nil && !errors.Is(err, persistence.ErrTaskFinished) {
+			m.log.Warn("task input status not stored", "task", id, "error", err)
+		}
+	}
+	return func(_ context.Context, method string, params json.RawMessage) func() {
+		doc, err := json.Marshal(map[string]any{"method": method, "params": params})
+		if err != nil || len(doc) > persistence.MaxTaskPayloadBytes {
+			doc = nil // the status alone says the task waits
+		}
+		msg := inputMessage(method, params)
+		mu.Lock()
+		pending++
+		update(persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: doc})
+		mu.Unlock()
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if pending--; pending == 0 {
+					working := ""
+					update(persistence.TaskUpdate{Status: persistence.TaskWorking, StatusMessage: &working})
+				}
+			})
+		}
+	}
+}
+
+// inputMessage is the status message of a task waiting on its client's answer to a request of method.
+func inputMessage(method string, params json.RawMessage) string {
+	var p struct {
+		Message string `json:"message"`
+	}
+	if method == "elicitation/create" && json.Unmarshal(params, &p) == nil && p.Message != "" {
+		if len(p.Message) > maxInputMessage {
+			p.Message = p.Message[:maxInputMessage] + "..."
+		}
+		return "Waiting for the client's answer: " + p.Message
+	}
+	return "Waiting for the client's answer to " + method
 }
 
 // finish stores how the task's call ended. A task cancelled meanwhile stays cancelled (the store keeps the first
@@ -322,14 +406,37 @@ func (m *Manager) reread(ctx context.Context, caller auth.Identity, id string, l
 // started: its own tasks of a previous run are orphans too, unless its id is the same, in which case the caller
 // passes an empty live). It returns how many.
 func (m *Manager) Recover(ctx context.Context, live []string) (int, error) {
-	n, err := m.cfg.Store.FailOrphanedTasks(ctx, live, MsgStopped)
+	// The tasks that follow a backend's task are spared when this Manager resumes them: failing first, then
+	// claiming, the tasks this node claims at start (its own of a previous run, under the same id) stay open.
+	resume := m.cfg.Resume != nil
+	n, err := m.cfg.Store.FailOrphanedTasks(ctx, live, MsgStopped, resume)
 	if err != nil {
 		return 0, fmt.Errorf("tasks: recover: %w", err)
 	}
+	m.resumeOrphans(ctx, live)
 	if n > 0 {
 		m.log.Warn("tasks left open by a stopped daemon marked failed", "tasks", n)
 	}
 	return n, nil
+}
+
+// resumeOrphans claims, when the Manager resumes backend tasks (Config.Resume), the open tasks of nodes not in
+// live that follow a backend's task, and resumes following each on this node. A task the claim could not read
+// is left to FailOrphanedTasks.
+func (m *Manager) resumeOrphans(ctx context.Context, live []string) {
+	if m.cfg.Resume == nil || m.base.Err() != nil {
+		return
+	}
+	claimed, err := m.cfg.Store.ClaimOrphanedTasks(ctx, live, m.cfg.Node)
+	if err != nil {
+		m.log.Warn("tasks of stopped daemons not claimed", "error", err)
+		return
+	}
+	for _, t := range claimed {
+		m.log.Info("following again the backend task of a task whose daemon stopped", "task", t.ID,
+			"backend_task", t.BackendTaskID, "server", t.Server)
+		m.launch(context.Background(), t, func(ctx context.Context) Outcome { return m.cfg.Resume(ctx, t) })
+	}
 }
 
 // Sweep deletes the expired tasks and returns how many.
@@ -366,11 +473,13 @@ func (m *Manager) RecoverAtStart(ctx context.Context) error {
 	return err
 }
 
-// Run sweeps expired tasks, and fails the open tasks of nodes that stopped (LiveNodes), every SweepInterval until
-// ctx ends.
+// Run sweeps expired tasks every SweepInterval, and resumes or fails the open tasks of nodes that stopped
+// (LiveNodes) every OrphanInterval, until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.SweepInterval)
 	defer tick.Stop()
+	orphans := time.NewTicker(m.cfg.OrphanInterval)
+	defer orphans.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -379,6 +488,7 @@ func (m *Manager) Run(ctx context.Context) {
 			if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 				m.log.Warn("sweeping expired tasks failed", "error", err)
 			}
+		case <-orphans.C:
 			if m.cfg.LiveNodes == nil {
 				continue
 			}
@@ -390,9 +500,49 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 // Close stops every task running on this node (each is marked failed: the daemon stopped) and waits for them.
+//
+// A task that follows a backend's task (and the Manager resumes such tasks, Config.Resume) is handed over
+// instead: its call is not cancelled here (the daemon's actors stop it when they shut down, without cancelling the
+// backend's task), its row stays open, and another node, or this daemon restarted, resumes following the backend's
+// task. Close does not wait for those.
 func (m *Manager) Close() {
+	m.HandOver()
 	m.stop()
-	m.wg.Wait()
+	m.mu.Lock()
+	var wait []chan struct{}
+	for _, r := range m.running {
+		if r.state.Load() != runHandover {
+			wait = append(wait, r.done)
+		}
+	}
+	m.mu.Unlock()
+	for _, done := range wait {
+		<-done
+	}
+}
+
+// HandOver marks, when the Manager resumes backend tasks (Config.Resume), the runs whose task follows a backend's
+// task (read from the store) for a hand-over: however their call ends from now on (the daemon's drain cancels it),
+// nothing is stored and the task stays open for a resumption. The daemon calls it as its shutdown begins, before
+// it drains its calls; Close does too.
+func (m *Manager) HandOver() {
+	if m.cfg.Resume == nil {
+		return
+	}
+	m.mu.Lock()
+	runs := make(map[string]*run, len(m.running))
+	for id, r := range m.running {
+		runs[id] = r
+	}
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for id, r := range runs {
+		if t, err := m.cfg.Store.GetTask(ctx, id); err == nil && t.BackendTaskID != "" && persistence.TaskOpen(t.Status) &&
+			r.state.CompareAndSwap(runRunning, runHandover) {
+			m.log.Info("task left to be resumed: it follows a backend's task", "task", id, "backend_task", t.BackendTaskID)
+		}
+	}
 }
 
 // Running is how many tasks run on this node.

@@ -216,3 +216,156 @@ func TestWaitTimesOutAndRecover(t *testing.T) {
 		t.Errorf("expired task after Sweep: %v", err)
 	}
 }
+
+// TestRecoverResumesFollowedTasks: at start, with Resume set, this node's own open tasks of a previous run and
+// those of a stopped node that follow a backend's task are claimed and resumed (the task id reaches the resumed
+// call's context, the outcome is stored); the plain ones fail; a live node's task is left alone. Without Resume,
+// every orphan fails.
+func TestRecoverResumesFollowedTasks(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(map[bool]string{true: "resume", false: "no resume"}[resume], func(t *testing.T) {
+			resumed := make(chan string, 4)
+			cfg := Config{Node: "node-a", LiveNodes: func(context.Context) ([]string, error) { return []string{"node-a", "node-live"}, nil }}
+			if resume {
+				cfg.Resume = func(ctx context.Context, task persistence.Task) Outcome {
+					resumed <- TaskID(ctx) + "/" + task.BackendTaskID
+					return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+				}
+			}
+			m, s := newManager(t, cfg)
+			ctx := t.Context()
+			mk := func(node, backendTask string) string {
+				task := persistence.Task{Owner: "token:alice", Tool: "tb.countdown", Server: "tb", Node: node, TTL: time.Hour}
+				if err := s.CreateTask(ctx, &task, 0); err != nil {
+					t.Fatal(err)
+				}
+				if backendTask != "" {
+					if err := s.SetTaskBackend(ctx, task.ID, backendTask, "srv-1"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return task.ID
+			}
+			own, dead, plain, live := mk("node-a", "b-own"), mk("node-dead", "b-dead"), mk("node-a", ""), mk("node-live", "b-live")
+			if err := m.RecoverAtStart(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{own: persistence.TaskFailed, dead: persistence.TaskFailed, plain: persistence.TaskFailed, live: persistence.TaskWorking}
+			if resume {
+				got := map[string]bool{<-resumed: true, <-resumed: true}
+				if !got[own+"/b-own"] || !got[dead+"/b-dead"] {
+					t.Errorf("resumed %v, want %s/b-own and %s/b-dead", got, own, dead)
+				}
+				for _, id := range []string{own, dead} {
+					if task, err := m.Wait(ctx, alice, id, 10*time.Second, true); err != nil || task.Status != persistence.TaskCompleted {
+						t.Errorf("resumed task %s = %+v, %v", id, task, err)
+					}
+				}
+				want[own], want[dead] = persistence.TaskCompleted, persistence.TaskCompleted
+			}
+			for id, status := range want {
+				if task, err := s.GetTask(ctx, id); err != nil || task.Status != status {
+					t.Errorf("task %s = %s, %v; want %s", id, task.Status, err, status)
+				}
+			}
+		})
+	}
+}
+
+// TestInputWatcher: a task's call sees an input watcher in its context; while one or more of its backend's
+// requests wait on the client, the task is input_required with the last request stored and the elicitation's
+// question in its status message; once all are answered it works again, the request cleared.
+func TestInputWatcher(t *testing.T) {
+	m, s := newManager(t, Config{})
+	ctx := t.Context()
+	type step struct{ want, msg string }
+	seen := make(chan []step, 1)
+	started, err := m.Start(ctx, alice, "every.research", "every", nil, func(ctx context.Context) Outcome {
+		watch := InputWatch(ctx)
+		if watch == nil {
+			return Outcome{Message: "no input watcher in the call's context"}
+		}
+		id := TaskID(ctx)
+		var steps []step
+		look := func() {
+			task, _ := s.GetTask(ctx, id)
+			steps = append(steps, step{task.Status + " " + string(task.InputRequest), task.StatusMessage})
+		}
+		first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		look()
+		second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		look()
+		first()
+		first() // answering twice counts once
+		look()
+		second()
+		look()
+		seen <- steps
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := <-seen
+	want := []step{
+		{`input_required {"method":"elicitation/create","params":{"message":"Which python?"}}`, "Waiting for the client's answer: Which python?"},
+		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
+		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
+		{"working ", ""},
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("steps = %v", steps)
+	}
+	for i := range want {
+		if steps[i] != want[i] {
+			t.Errorf("step %d = %+v, want %+v", i, steps[i], want[i])
+		}
+	}
+	if got, err := m.Wait(ctx, alice, started.ID, 10*time.Second, true); err != nil || got.Status != persistence.TaskCompleted {
+		t.Errorf("task = %+v, %v", got, err)
+	}
+}
+
+// TestHandOverLeavesFollowedTasksOpen: when the daemon begins to stop, a task that follows a backend's task is
+// handed over: however its call then ends (the drain cancels it), nothing is stored and it stays open, and Close
+// neither cancels nor waits for it; a task held around a plain call is still failed as stopped.
+func TestHandOverLeavesFollowedTasksOpen(t *testing.T) {
+	m, s := newManager(t, Config{Resume: func(context.Context, persistence.Task) Outcome { return Outcome{} }})
+	ctx := t.Context()
+	release := make(chan struct{})
+	callEnded := make(chan struct{})
+	followed, err := m.Start(ctx, alice, "tb.countdown", "tb", nil, func(ctx context.Context) Outcome {
+		if err := s.SetTaskBackend(ctx, TaskID(ctx), "backend-1", "srv-1"); err != nil {
+			return Outcome{Message: err.Error()}
+		}
+		<-release // the daemon's drain ends the call
+		defer close(callEnded)
+		return Outcome{Error: json.RawMessage(`{"code":-32603,"message":"shutting down"}`), Message: "shutting down"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := m.Start(ctx, alice, "back.slow", "back", nil, func(ctx context.Context) Outcome {
+		<-ctx.Done()
+		return Outcome{Message: "cancelled"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if task, _ := s.GetTask(ctx, followed.ID); task.BackendTaskID != "" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.HandOver()
+	close(release)
+	<-callEnded
+	m.Close() // returns without the followed run
+	for id, want := range map[string]string{followed.ID: persistence.TaskWorking, plain.ID: persistence.TaskFailed} {
+		task, err := s.GetTask(ctx, id)
+		if err != nil || task.Status != want {
+			t.Errorf("task %s = %s %q, %v; want %s", id, task.Status, task.StatusMessage, err, want)
+		}
+	}
+}

@@ -43,12 +43,18 @@ type taskView struct {
 	PollIntervalMs int64           `json:"poll_interval_ms"`
 	Result         json.RawMessage `json:"result"`
 	Error          json.RawMessage `json:"error"`
+	// InputRequest is the request the task waits on while input_required (the backend's elicitation or sampling
+	// request relayed to the task's client: method and params); null otherwise.
+	InputRequest json.RawMessage `json:"input_request"`
 }
 
 func newTaskView(t persistence.Task) taskView {
 	v := taskView{TaskID: t.ID, Status: t.Status, Tool: t.Tool, CreatedAt: view.Time(t.CreatedAt),
 		UpdatedAt: view.Time(t.UpdatedAt), ExpiresAt: view.Time(t.ExpiresAt), TTLMs: t.TTL.Milliseconds(),
-		PollIntervalMs: t.PollInterval.Milliseconds(), Result: t.Result, Error: t.Error}
+		PollIntervalMs: t.PollInterval.Milliseconds(), Result: t.Result, Error: t.Error, InputRequest: t.InputRequest}
+	if v.InputRequest == nil {
+		v.InputRequest = json.RawMessage("null")
+	}
 	if t.StatusMessage != "" {
 		v.StatusMessage = &t.StatusMessage
 	}

@@ -495,6 +495,12 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, asked s
 	if len(ferrs) > 0 {
 		return apierror.Validation(ferrs).CallToolResult(), nil
 	}
+	if s.opts.Tasks != nil {
+		// A tool its backend runs only as a task is refused without one, as the tasks revision says (tasks.go).
+		if e := s.requiresTaskError(asked); e != nil {
+			return nil, e
+		}
+	}
 	s.recordUse(actorName(id), asked)
 	return s.relayedCall(ctx, req, id, gateway.CallRequest{Caller: id, Name: asked, Within: s.opts.Scope, Arguments: args, Start: start})
 }

@@ -127,9 +127,52 @@ func (r *tasksInitResult) MarshalJSON() ([]byte, error) {
 // optionalTask is the execution of a tool that may be called as a task (its backend declared nothing).
 var optionalTask = json.RawMessage(`{"taskSupport":"optional"}`)
 
+// taskSupportOf is the execution.taskSupport its backend declared for the tool asked names (an alias, a
+// namespaced or an original name), as stored with its definition; "" when it declared none (or the name does not
+// resolve).
+func (s *Server) taskSupportOf(asked string) string {
+	s.mu.Lock()
+	e, ok := s.exposed[asked]
+	s.mu.Unlock()
+	name := asked
+	if ok {
+		name = e.name
+	}
+	rt := s.gw.Routes()
+	entry, found := rt.Tool(name)
+	if !found {
+		if route, err := rt.ResolveIn(s.opts.Scope, asked, ""); err == nil {
+			entry, found = rt.Tool(route.Name)
+		}
+	}
+	if !found || !bytes.Contains(entry.Definition, []byte(`"taskSupport"`)) {
+		return ""
+	}
+	var def struct {
+		Execution struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	_ = json.Unmarshal(entry.Definition, &def)
+	return def.Execution.TaskSupport
+}
+
+// requiresTaskError is the refusal of a plain call (no task) of a tool whose backend runs it only as a task
+// (execution.taskSupport "required"): the tasks revision says servers MUST answer -32601 then. nil: the call may go
+// on. (The go-sdk sends every -32601 with a message of its own, "method not found: \"tools/call\"".)
+func (s *Server) requiresTaskError(asked string) *jsonrpc.Error {
+	if s.taskSupportOf(asked) != "required" {
+		return nil
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+		Message: "Tool " + asked + ` requires task augmentation (execution.taskSupport "required"): call it as a task`}
+}
+
 // taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a streamable 2025-11-25
 // session, which clients read to decide whether to call a tool as a task: the backend's own declaration when its
-// definition has one, else "optional" (the aggregator holds the task around a plain call). The go-sdk's Tool has
+// definition has one ("required", "optional"; the server actor keeps it with the definition, the go-sdk drops it),
+// else "optional" (the aggregator holds the task around a plain call, also of a tool whose backend says
+// "forbidden"). The go-sdk's Tool has
 // no execution field, so the answer is rewritten as it is encoded (tasksToolsResult).
 func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -159,7 +202,10 @@ func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 				var def struct {
 					Execution json.RawMessage `json:"execution"`
 				}
-				if json.Unmarshal(e.Definition, &def) == nil && len(def.Execution) > 0 && def.Execution[0] == '{' {
+				// The backend's execution is passed on, but for "forbidden": the aggregator holds a task around
+				// the backend's plain call, so the tool may run as a task here all the same ("optional").
+				if json.Unmarshal(e.Definition, &def) == nil && len(def.Execution) > 0 && def.Execution[0] == '{' &&
+					!bytes.Contains(def.Execution, []byte(`"forbidden"`)) {
 					exec[alias] = def.Execution
 				}
 			}

@@ -29,9 +29,9 @@ func TestBackendTaskFollowed(t *testing.T) {
 			r := newBackendTaskRig(t, transport)
 			s := openElicitingRaw(t, r.mux.URL+"/mcp")
 
-			// Without a task, the backend refuses the tool.
-			if a := s.post("tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, false); !strings.Contains(string(a.Result), "requires task augmentation") {
-				t.Fatalf("plain call = %s %+v, want the backend's refusal", a.Result, a.Error)
+			// Without a task, the tool is refused (-32601), as its backend requires a task.
+			if a := s.post("tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, false); a.Error == nil || a.Error.Code != -32601 {
+				t.Fatalf("plain call = %s %+v, want -32601", a.Result, a.Error)
 			}
 
 			// An ambiguous query: the backend asks which interpretation; the client answers "snake".
@@ -126,6 +126,12 @@ func openElicitingRaw(t *testing.T, url string) *rawSession {
 // answerElicitations opens the session's GET stream and answers every elicitation/create on it with accept and
 // content, sending each request's message to asked; stop closes the stream.
 func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, asked chan<- string) (stop func()) {
+	return s.answerElicitationsAfter(t, content, asked, nil)
+}
+
+// answerElicitationsAfter is answerElicitations that answers each request only once release is closed (nil: at
+// once).
+func (s *rawSession) answerElicitationsAfter(t *testing.T, content map[string]any, asked chan<- string, release <-chan struct{}) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -152,14 +158,28 @@ func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, as
 				Method string          `json:"method"`
 				Params struct {
 					Message string `json:"message"`
+					Meta    map[string]struct {
+						TaskID string `json:"taskId"`
+					} `json:"_meta"`
 				} `json:"params"`
 			}
 			if json.Unmarshal([]byte(line), &m) != nil || m.Method != "elicitation/create" {
 				continue
 			}
+			msg := m.Params.Message
+			if rel, ok := m.Params.Meta[tasks.RelatedTaskMetaKey]; ok {
+				msg += " [task " + rel.TaskID + "]" // the task the request is tied to
+			}
 			select {
-			case asked <- m.Params.Message:
+			case asked <- msg:
 			default:
+			}
+			if release != nil {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return
+				}
 			}
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"action": "accept", "content": content}})
 			r, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
@@ -178,5 +198,146 @@ func (s *rawSession) answerElicitations(t *testing.T, content map[string]any, as
 		case <-done:
 		case <-time.After(10 * time.Second):
 		}
+	}
+}
+
+// TestTaskSupportOverMCP: the backend's execution.taskSupport of each tool (the TypeScript SDK task backend:
+// countdown "required", quick "optional", plain "forbidden") reaches tools/list on /mcp, which the go-sdk alone
+// would drop: "required" and "optional" as the backend said, "forbidden" as "optional" (the aggregator holds the
+// task around the plain call). A plain call of the required tool is refused with -32601 (the 2025-11-25 tasks
+// revision: servers MUST); as a task, it runs as the backend's task; the forbidden one runs as a task held by the
+// aggregator.
+func TestTaskSupportOverMCP(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	t.Cleanup(mgr.Close)
+	r := newRig(t, mcpserver.Options{Tasks: mgr})
+	r.store = st
+	backend := peertest.StartTaskBackend(t)
+	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
+	waitFor(t, "tb's tools routable", func() bool {
+		_, ok := r.sys.Routes().Tool("tb.countdown")
+		return ok
+	})
+	s := openElicitingRaw(t, r.mux.URL+"/mcp")
+
+	var listed struct {
+		Tools []struct {
+			Name      string         `json:"name"`
+			Execution map[string]any `json:"execution"`
+		} `json:"tools"`
+	}
+	waitFor(t, "tb's tools listed", func() bool {
+		a := s.post("tools/list", map[string]any{}, false)
+		return a.Error == nil && json.Unmarshal(a.Result, &listed) == nil && strings.Contains(string(a.Result), "tb__plain")
+	})
+	want := map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional"}
+	for _, tool := range listed.Tools {
+		if w, ok := want[tool.Name]; ok {
+			if got, _ := tool.Execution["taskSupport"].(string); got != w {
+				t.Errorf("tool %s: execution %v, want taskSupport %q", tool.Name, tool.Execution, w)
+			}
+			delete(want, tool.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("tools not listed: %v", want)
+	}
+
+	tests := []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		asTask   bool
+		wantCode int64
+		wantText string
+	}{
+		{"required without a task", "tb__countdown", map[string]any{"ms": 10, "text": "a"}, false, -32601, ""},
+		{"required as a task", "tb__countdown", map[string]any{"ms": 10, "text": "a"}, true, 0, "countdown done: a"},
+		{"optional without a task", "tb__quick", map[string]any{"text": "b"}, false, 0, "quick: b"},
+		{"optional as a task", "tb__quick", map[string]any{"text": "b"}, true, 0, "quick: b"},
+		{"forbidden without a task", "tb__plain", map[string]any{"text": "c"}, false, 0, "plain: c"},
+		{"forbidden as a task held here", "tb__plain", map[string]any{"text": "c"}, true, 0, "plain: c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := s.post("tools/call", map[string]any{"name": tc.tool, "arguments": tc.args}, false)
+			if tc.asTask {
+				created, ca := s.start(tc.tool, tc.args)
+				if ca.Error != nil || created.TaskID == "" {
+					t.Fatalf("task-augmented call = %s %+v", ca.Result, ca.Error)
+				}
+				a = s.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+			}
+			if tc.wantCode != 0 {
+				// The go-sdk writes its own message for -32601 ("method not found: \"tools/call\"").
+				if a.Error == nil || a.Error.Code != tc.wantCode {
+					t.Fatalf("answer = %s %+v, want error %d", a.Result, a.Error, tc.wantCode)
+				}
+				return
+			}
+			if a.Error != nil || !strings.Contains(string(a.Result), tc.wantText) || strings.Contains(string(a.Result), `"isError":true`) {
+				t.Errorf("answer = %s %+v, want %q", a.Result, a.Error, tc.wantText)
+			}
+		})
+	}
+}
+
+// TestTaskInputRequiredOverMCP: while the backend's task waits on the client's answer to its elicitation (server-
+// everything's ambiguous simulate-research-query), our task is input_required, with the backend's request stored on
+// it: another session of the same caller sees the status and the question through tasks/get; once the client that
+// started the task answers, the task works again and completes with the answer in its result, the stored request
+// cleared. The relayed request is tied to our task (related-task _meta), not the backend's. Over stdio and
+// streamable HTTP.
+func TestTaskInputRequiredOverMCP(t *testing.T) {
+	for _, transport := range []string{persistence.TransportSTDIO, persistence.TransportHTTP} {
+		t.Run(transport, func(t *testing.T) {
+			r := newBackendTaskRig(t, transport)
+			s := openElicitingRaw(t, r.mux.URL+"/mcp")
+			asked, release := make(chan string, 1), make(chan struct{})
+			stop := s.answerElicitationsAfter(t, map[string]any{"interpretation": "snake"}, asked, release)
+			defer stop()
+			created, a := s.start("every__simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})
+			if a.Error != nil || created.TaskID == "" {
+				t.Fatalf("task-augmented call = %s %+v", a.Result, a.Error)
+			}
+			select {
+			case msg := <-asked:
+				if !strings.Contains(msg, "[task "+created.TaskID+"]") {
+					t.Errorf("elicitation %q: want it tied to our task %s (related-task _meta)", msg, created.TaskID)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the client never saw the backend's elicitation")
+			}
+
+			// Another session of the same caller sees the task waiting on its input.
+			other := openElicitingRaw(t, r.mux.URL+"/mcp")
+			var got tasks.Wire
+			waitFor(t, "the task input_required", func() bool {
+				got, _ = other.task("tasks/get", created.TaskID)
+				return got.Status == persistence.TaskInputRequired
+			})
+			if !strings.Contains(got.StatusMessage, "python") {
+				t.Errorf("status message = %q, want the backend's question", got.StatusMessage)
+			}
+			stored, err := r.store.GetTask(context.Background(), created.TaskID)
+			if err != nil || !strings.Contains(string(stored.InputRequest), `"elicitation/create"`) || !strings.Contains(string(stored.InputRequest), "python") {
+				t.Errorf("stored input request = %s, %v", stored.InputRequest, err)
+			}
+
+			close(release) // the client answers
+			res := other.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+			if res.Error != nil || !strings.Contains(string(res.Result), "python (snake)") {
+				t.Fatalf("tasks/result = %s %+v", res.Result, res.Error)
+			}
+			stored, err = r.store.GetTask(context.Background(), created.TaskID)
+			if err != nil || stored.Status != persistence.TaskCompleted || stored.InputRequest != nil {
+				t.Errorf("stored task after the answer = %s %s, %v", stored.Status, stored.InputRequest, err)
+			}
+		})
 	}
 }

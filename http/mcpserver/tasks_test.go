@@ -385,6 +385,38 @@ func TestExtTasksClient(t *testing.T) {
 	}
 }
 
+// TestExtTasksClientInput: the ext-tasks client (2025-11-25) runs server-everything's ambiguous
+// simulate-research-query as a task through /mcp; the backend's elicitation, tied to our task, reaches the client's
+// input handler, and while the client has not answered, a second connection of the same caller sees the task
+// input_required with the backend's question; the answer reaches the backend (the report names it) and the task
+// completes.
+func TestExtTasksClientInput(t *testing.T) {
+	script := peertest.ExtTasksInputClientScript(t)
+	node := peertest.Node(t)
+	r := newTaskEverythingRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, script, r.mux.URL+"/mcp", "every__simulate-research-query",
+		`{"topic":"python","ambiguous":true}`, `{"action":"accept","content":{"interpretation":"snake"}}`).Output()
+	var got struct {
+		Kind, TaskID, Asked, AskedTaskID string
+		SeenStatus, SeenMessage          string
+		Status, Text, AfterStatus, Error string
+	}
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("ext-tasks client: %v %v\n%s", err, jerr, out)
+	}
+	if got.Kind != "task" || len(got.TaskID) != 32 || got.AskedTaskID != got.TaskID || !strings.Contains(got.Asked, "python") {
+		t.Errorf("task and its elicitation = %+v", got)
+	}
+	if got.SeenStatus != persistence.TaskInputRequired || !strings.Contains(got.SeenMessage, "python") {
+		t.Errorf("task seen from another connection while waiting = %q %q, want input_required with the question", got.SeenStatus, got.SeenMessage)
+	}
+	if got.Status != persistence.TaskCompleted || !strings.Contains(got.Text, "python (snake)") || got.AfterStatus != persistence.TaskCompleted {
+		t.Errorf("settled task = %+v", got)
+	}
+}
+
 // newTaskEverythingRig is the endpoint with tasks (auth off) and server-everything connected over stdio; the tasks
 // live in a store of their own (the rig makes its actors' store after the options).
 func newTaskEverythingRig(t *testing.T) *rig {

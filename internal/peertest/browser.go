@@ -52,3 +52,10 @@ func ExtTasksClientScript(t testing.TB) string {
 	}
 	return filepath.Join(root, "ext-tasks-client.mjs")
 }
+
+// ExtTasksInputClientScript is testdata/peers/ext-tasks-input-client.mjs: the ext-tasks client answering a task's
+// elicitation while it reads the task from a second connection.
+func ExtTasksInputClientScript(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(ExtTasksClientScript(t)), "ext-tasks-input-client.mjs")
+}

@@ -98,12 +98,13 @@ func FreePort(t testing.TB) int {
 
 // Process is a peer server running in the background; it is killed when the test ends.
 type Process struct {
-	t     testing.TB
-	mode  string
-	port  int
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	alive bool
+	t      testing.TB
+	script string // the entry point (server-everything's when empty)
+	mode   string
+	port   int
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	alive  bool
 }
 
 // StartEverything runs server-everything in mode "sse" or "streamableHttp" on a free loopback port and waits until
@@ -111,6 +112,19 @@ type Process struct {
 func StartEverything(t testing.TB, mode string) *Process {
 	t.Helper()
 	p := &Process{t: t, mode: mode, port: FreePort(t)}
+	p.Start()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// StartTaskBackend runs testdata/peers/task-backend.mjs, a streamable HTTP server on the TypeScript SDK whose
+// tasks (tools countdown, quick, plain) any session may follow, on a free loopback port, and waits until it
+// listens. Its URL is /mcp.
+func StartTaskBackend(t testing.TB) *Process {
+	t.Helper()
+	EverythingScript(t) // the SDK it runs on comes with server-everything
+	p := &Process{t: t, script: filepath.Join(RepoRoot(t), "testdata", "peers", "task-backend.mjs"), mode: "streamableHttp",
+		port: FreePort(t)}
 	p.Start()
 	t.Cleanup(p.Kill)
 	return p
@@ -133,7 +147,11 @@ func (p *Process) Start() {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cmd := exec.Command(Node(t), EverythingScript(t), p.mode)
+	script := p.script
+	if script == "" {
+		script = EverythingScript(t)
+	}
+	cmd := exec.Command(Node(t), script, p.mode)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", p.port))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
@@ -142,7 +160,7 @@ func (p *Process) Start() {
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start server-everything %s: %v", p.mode, err)
+		t.Fatalf("start %s %s: %v", filepath.Base(script), p.mode, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, bufio.NewReader(out)) }()
 	p.cmd, p.alive = cmd, true
@@ -154,7 +172,7 @@ func (p *Process) Start() {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server-everything %s did not listen on %d: %v", p.mode, p.port, err)
+			t.Fatalf("%s %s did not listen on %d: %v", filepath.Base(script), p.mode, p.port, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

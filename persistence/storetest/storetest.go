@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Store) {
 		{"TaskOrphansAndExpiry", testTaskOrphansAndExpiry},
 		{"OAuthFlows", testOAuthFlows},
 		{"OAuthClients", testOAuthClients},
+		{"TaskBackendClaim", testTaskBackendClaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -152,9 +152,20 @@ func testTaskUpdates(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	task := mustCreateTask(t, s, newTask("sub:alice", "n1", time.Hour), 0)
 	msg := "waiting for the user"
-	got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg})
+	input := json.RawMessage(`{"method":"elicitation/create","params":{"message":"Which one?"}}`)
+	got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: input})
 	if err != nil || got.Status != persistence.TaskInputRequired || got.StatusMessage != msg || got.UpdatedAt.Before(task.UpdatedAt) {
 		t.Fatalf("UpdateTask(input_required) = %+v, %v", got, err)
+	}
+	// The pending input request is kept while input_required, and cleared when the task works again.
+	if stored, err := s.GetTask(ctx, task.ID); err != nil || !jsonEqual(stored.InputRequest, input) {
+		t.Errorf("stored input request = %s, %v; want %s", stored.InputRequest, err, input)
+	}
+	if got, err := s.UpdateTask(ctx, task.ID, persistence.TaskUpdate{Status: persistence.TaskWorking, StatusMessage: ptr("")}); err != nil || got.InputRequest != nil {
+		t.Errorf("UpdateTask(working) = %+v, %v; want the input request cleared", got, err)
+	}
+	if stored, err := s.GetTask(ctx, task.ID); err != nil || stored.InputRequest != nil || stored.Status != persistence.TaskWorking {
+		t.Errorf("stored after working again = %+v, %v", stored, err)
 	}
 	result := json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)
 	big := json.RawMessage(`"` + strings.Repeat("x", persistence.MaxTaskPayloadBytes) + `"`)
@@ -216,7 +227,7 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 	if _, err := s.UpdateTask(ctx, doneDead.ID, persistence.TaskUpdate{Status: persistence.TaskCompleted, Result: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "the node running the task stopped")
+	n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "the node running the task stopped", false)
 	if err != nil || n != 1 {
 		t.Fatalf("FailOrphanedTasks = %d, %v; want 1", n, err)
 	}
@@ -232,7 +243,7 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 			t.Errorf("task %s = %s %q, %v; want %s %q", tc.id, got.Status, got.StatusMessage, err, tc.status, tc.msg)
 		}
 	}
-	if n, err := s.FailOrphanedTasks(ctx, nil, "all gone"); err != nil || n != 1 {
+	if n, err := s.FailOrphanedTasks(ctx, nil, "all gone", false); err != nil || n != 1 {
 		t.Errorf("FailOrphanedTasks(none live) = %d, %v; want 1", n, err)
 	}
 
@@ -258,5 +269,78 @@ func testTaskOrphansAndExpiry(t *testing.T, s persistence.Store) {
 	}
 	if _, err := s.GetTask(ctx, live.ID); err != nil {
 		t.Errorf("a task within its TTL was deleted: %v", err)
+	}
+}
+
+// testTaskBackendClaim: the backend's task is recorded on an open task (not on a final one); claiming the orphans
+// moves to the claimer only the open tasks of dead nodes that follow a backend's task, each to one claimer of
+// several racing, and the claimed tasks are then no orphans of FailOrphanedTasks.
+func testTaskBackendClaim(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	follows := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	plain := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	alive := mustCreateTask(t, s, newTask("sub:alice", "n-live", time.Hour), 0)
+	done := mustCreateTask(t, s, newTask("sub:alice", "n-dead", time.Hour), 0)
+	for _, id := range []string{follows.ID, alive.ID} {
+		if err := s.SetTaskBackend(ctx, id, "backend-"+id, "srv-1"); err != nil {
+			t.Fatalf("SetTaskBackend: %v", err)
+		}
+	}
+	if _, err := s.UpdateTask(ctx, done.ID, persistence.TaskUpdate{Status: persistence.TaskCompleted, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTaskBackend(ctx, done.ID, "late", "srv-1"); err != nil {
+		t.Fatalf("SetTaskBackend(final task): %v", err)
+	}
+	if err := s.SetTaskBackend(ctx, "0123456789abcdef0123456789abcdef", "x", "srv-1"); err != nil {
+		t.Fatalf("SetTaskBackend(unknown task): %v", err)
+	}
+	if got, err := s.GetTask(ctx, follows.ID); err != nil || got.BackendTaskID != "backend-"+follows.ID || got.BackendServer != "srv-1" {
+		t.Fatalf("task after SetTaskBackend = %+v, %v", got, err)
+	}
+	if got, _ := s.GetTask(ctx, done.ID); got.BackendTaskID != "" {
+		t.Errorf("a final task got a backend task: %+v", got)
+	}
+
+	// Sparing the followed tasks fails only the plain orphan.
+	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live"}, "gone", true); err != nil || n != 1 {
+		t.Errorf("FailOrphanedTasks(spare followed) = %d, %v; want 1 (the plain task)", n, err)
+	}
+	// Three claimers race; exactly one gets the orphan.
+	var mu sync.Mutex
+	claimed := map[string][]string{}
+	var wg sync.WaitGroup
+	for _, node := range []string{"n-a", "n-b", "n-c"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := s.ClaimOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, node)
+			if err != nil {
+				t.Errorf("ClaimOrphanedTasks(%s): %v", node, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, task := range got {
+				claimed[task.ID] = append(claimed[task.ID], node)
+				if task.Node != node || task.BackendTaskID != "backend-"+follows.ID || task.Status != persistence.TaskWorking {
+					t.Errorf("claimed task = %+v", task)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(claimed) != 1 || len(claimed[follows.ID]) != 1 {
+		t.Fatalf("claimed = %v, want %s claimed once", claimed, follows.ID)
+	}
+	if n, err := s.FailOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "gone", false); err != nil || n != 0 {
+		t.Errorf("FailOrphanedTasks after the claim = %d, %v; want none left", n, err)
+	}
+	for id, want := range map[string]string{follows.ID: persistence.TaskWorking, plain.ID: persistence.TaskFailed, alive.ID: persistence.TaskWorking} {
+		if got, err := s.GetTask(ctx, id); err != nil || got.Status != want {
+			t.Errorf("task %s = %s, %v; want %s", id, got.Status, err, want)
+		}
+	}
+	if again, err := s.ClaimOrphanedTasks(ctx, []string{"n-live", "n-a", "n-b", "n-c"}, "n-a"); err != nil || len(again) != 0 {
+		t.Errorf("a second claim = %v, %v; want none", again, err)
 	}
 }

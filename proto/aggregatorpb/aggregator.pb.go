@@ -519,9 +519,16 @@ type CallTool struct {
 	// relay_client names the client session relay_to belongs to (its node's address and the session), set with
 	// relay_to: once a backend has sent requests to its client, each relay_client's calls run on a backend session
 	// of that client's own, so that the backend's requests and roots never reach, or come from, another client.
-	RelayClient   string `protobuf:"bytes,13,opt,name=relay_client,json=relayClient,proto3" json:"relay_client,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RelayClient string `protobuf:"bytes,13,opt,name=relay_client,json=relayClient,proto3" json:"relay_client,omitempty"`
+	// task_id names the durable task this call runs for (issue 30), set with task_ttl_ms: when the backend answers
+	// with a task of its own, the server actor records it on this task (persistence.SetTaskBackend), so that another
+	// node can resume following it when the node following it dies.
+	TaskId string `protobuf:"bytes,14,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// resume_backend_task, when set, follows this backend task (tasks/result on the server's session) instead of
+	// calling the tool: the resumption of a task whose node died (tool names it only for logs and metrics).
+	ResumeBackendTask string `protobuf:"bytes,15,opt,name=resume_backend_task,json=resumeBackendTask,proto3" json:"resume_backend_task,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CallTool) Reset() {
@@ -641,6 +648,20 @@ func (x *CallTool) GetTaskTtlMs() int64 {
 func (x *CallTool) GetRelayClient() string {
 	if x != nil {
 		return x.RelayClient
+	}
+	return ""
+}
+
+func (x *CallTool) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CallTool) GetResumeBackendTask() string {
+	if x != nil {
+		return x.ResumeBackendTask
 	}
 	return ""
 }
@@ -2550,7 +2571,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\x14consecutive_failures\x18\x05 \x01(\x05R\x13consecutiveFailures\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x06 \x01(\tR\tlastError\x12.\n" +
-	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\xc0\x04\n" +
+	"\x05error\x18\a \x01(\v2\x18.aggregator.v1.ErrorInfoR\x05error\"\x89\x05\n" +
 	"\bCallTool\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x02 \x01(\fR\rargumentsJson\x12(\n" +
@@ -2568,7 +2589,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	" \x01(\tR\asubject\x12$\n" +
 	"\x0esent_unix_nano\x18\v \x01(\x03R\fsentUnixNano\x12\x1e\n" +
 	"\vtask_ttl_ms\x18\f \x01(\x03R\ttaskTtlMs\x12!\n" +
-	"\frelay_client\x18\r \x01(\tR\vrelayClient\x1a?\n" +
+	"\frelay_client\x18\r \x01(\tR\vrelayClient\x12\x17\n" +
+	"\atask_id\x18\x0e \x01(\tR\x06taskId\x12.\n" +
+	"\x13resume_backend_task\x18\x0f \x01(\tR\x11resumeBackendTask\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +

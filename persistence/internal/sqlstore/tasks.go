@@ -17,7 +17,7 @@ import (
 // TaskQueries is a dialect's SQL of the durable tasks. Every query selecting a task selects TaskColumns.
 type TaskQueries struct {
 	// TaskColumns: id, owner, status, status message, tool, server, node, ttl (ms), poll interval (ms),
-	// created_at, updated_at, expires_at, result, error.
+	// created_at, updated_at, expires_at, result, error, backend task id, backend server, input request.
 	TaskColumns string
 	// LockOwner (owner) serialises the creations of one owner's tasks until the transaction ends; empty when the
 	// dialect's write transactions are serial already.
@@ -30,12 +30,18 @@ type TaskQueries struct {
 	GetTask, LockTask string
 	// ListTasks (owner or NULL, limit, offset) newest first, by created_at then id.
 	ListTasks string
-	// UpdateTask (id, status, status message, result, error, updated_at).
+	// UpdateTask (id, status, status message, result, error, updated_at, input request).
 	UpdateTask string
-	// FailOrphans (JSON array of live node ids, message, now) fails the open tasks of other nodes.
+	// FailOrphans (JSON array of live node ids, message, now, spare followed: 1 or 0) fails the open tasks of
+	// other nodes (but those following a backend's task when sparing them).
 	FailOrphans string
 	// DeleteExpired (now, limit).
 	DeleteExpired string
+	// SetBackend (id, backend task id, backend server, now) on an open task.
+	SetBackend string
+	// ClaimOrphans (JSON array of live node ids, node, now) moves to node the open tasks of other nodes that follow
+	// a backend's task, RETURNING TaskColumns.
+	ClaimOrphans string
 }
 
 // Tasks implements persistence.TaskStore over a Dialect.
@@ -62,7 +68,8 @@ func checkTask(t *persistence.Task) error {
 		return fmt.Errorf("task owner must be 1-%d bytes, not %d", persistence.MaxTaskOwnerBytes, len(t.Owner))
 	case t.Tool == "" || len(t.Tool) > persistence.MaxTaskNameBytes:
 		return fmt.Errorf("task tool must be 1-%d bytes, not %d", persistence.MaxTaskNameBytes, len(t.Tool))
-	case len(t.Server) > persistence.MaxTaskNameBytes || len(t.Node) > persistence.MaxTaskNameBytes:
+	case len(t.Server) > persistence.MaxTaskNameBytes || len(t.Node) > persistence.MaxTaskNameBytes ||
+		len(t.BackendTaskID) > persistence.MaxTaskNameBytes || len(t.BackendServer) > persistence.MaxTaskNameBytes:
 		return fmt.Errorf("task server and node must be at most %d bytes", persistence.MaxTaskNameBytes)
 	case len(t.ID) > 64:
 		return fmt.Errorf("task id must be at most 64 bytes, not %d", len(t.ID))
@@ -76,7 +83,7 @@ func checkTask(t *persistence.Task) error {
 	if err := checkTaskMessage(t.StatusMessage); err != nil {
 		return err
 	}
-	return checkPayloads(t.Result, t.Error)
+	return checkPayloads(t.Result, t.Error, t.InputRequest)
 }
 
 func checkTaskMessage(m string) error {
@@ -137,7 +144,8 @@ func (k Tasks) CreateTask(ctx context.Context, t *persistence.Task, maxOpen int)
 		}
 		_, err := tx.Exec(ctx, k.q.InsertTask, row.ID, row.Owner, row.Status, row.StatusMessage, row.Tool, row.Server,
 			row.Node, row.TTL.Milliseconds(), row.PollInterval.Milliseconds(), d.Time(row.CreatedAt), d.Time(row.UpdatedAt),
-			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error))
+			d.Time(row.ExpiresAt), d.JSON(row.Result), d.JSON(row.Error), row.BackendTaskID, row.BackendServer,
+			d.JSON(row.InputRequest))
 		return err
 	})
 	if err != nil {
@@ -150,9 +158,12 @@ func (k Tasks) CreateTask(ctx context.Context, t *persistence.Task, maxOpen int)
 func scanTask(row Row) (persistence.Task, error) {
 	var t persistence.Task
 	var ttl, poll int64
-	var result, errDoc []byte
+	var result, errDoc, input []byte
 	err := row.Scan(&t.ID, &t.Owner, &t.Status, &t.StatusMessage, &t.Tool, &t.Server, &t.Node, &ttl, &poll,
-		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc)
+		Time(&t.CreatedAt), Time(&t.UpdatedAt), Time(&t.ExpiresAt), &result, &errDoc, &t.BackendTaskID, &t.BackendServer, &input)
+	if input != nil {
+		t.InputRequest = json.RawMessage(input)
+	}
 	t.TTL, t.PollInterval = time.Duration(ttl)*time.Millisecond, time.Duration(poll)*time.Millisecond
 	if result != nil {
 		t.Result = json.RawMessage(result)
@@ -219,7 +230,7 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 			return out, err
 		}
 	}
-	if err := checkPayloads(u.Result, u.Error); err != nil {
+	if err := checkPayloads(u.Result, u.Error, u.InputRequest); err != nil {
 		return out, err
 	}
 	if id == "" || len(id) > 64 {
@@ -250,9 +261,15 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 		if u.Error != nil {
 			t.Error = u.Error
 		}
+		if u.InputRequest != nil {
+			t.InputRequest = u.InputRequest
+		}
+		if t.Status != persistence.TaskInputRequired {
+			t.InputRequest = nil // only an input_required task waits on a request
+		}
 		t.UpdatedAt = storeutil.Now()
 		if _, err := tx.Exec(ctx, k.q.UpdateTask, t.ID, t.Status, t.StatusMessage, d.JSON(t.Result), d.JSON(t.Error),
-			d.Time(t.UpdatedAt)); err != nil {
+			d.Time(t.UpdatedAt), d.JSON(t.InputRequest)); err != nil {
 			return err
 		}
 		out = t
@@ -265,7 +282,7 @@ func (k Tasks) UpdateTask(ctx context.Context, id string, u persistence.TaskUpda
 }
 
 // FailOrphanedTasks implements persistence.TaskStore: one statement.
-func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message string) (n int, err error) {
+func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message string, spareFollowed bool) (n int, err error) {
 	d := k.d
 	defer d.wrap(&err, "fail orphaned tasks")
 	if err := checkTaskMessage(message); err != nil {
@@ -278,8 +295,49 @@ func (k Tasks) FailOrphanedTasks(ctx context.Context, live []string, message str
 	if err != nil {
 		return 0, err
 	}
-	c, err := d.Writer.Exec(ctx, k.q.FailOrphans, string(nodes), message, d.Time(storeutil.Now()))
+	spare := 0
+	if spareFollowed {
+		spare = 1
+	}
+	c, err := d.Writer.Exec(ctx, k.q.FailOrphans, string(nodes), message, d.Time(storeutil.Now()), spare)
 	return int(c), err
+}
+
+// SetTaskBackend implements persistence.TaskStore: one statement.
+func (k Tasks) SetTaskBackend(ctx context.Context, id, backendTaskID, serverID string) (err error) {
+	d := k.d
+	defer d.wrap(&err, "set task backend")
+	if len(backendTaskID) > persistence.MaxTaskNameBytes || len(serverID) > persistence.MaxTaskNameBytes {
+		return fmt.Errorf("backend task id and server must be at most %d bytes", persistence.MaxTaskNameBytes)
+	}
+	_, err = d.Writer.Exec(ctx, k.q.SetBackend, id, backendTaskID, serverID, d.Time(storeutil.Now()))
+	return err
+}
+
+// ClaimOrphanedTasks implements persistence.TaskStore: one statement, whose row locks (PostgreSQL) or write lock
+// (SQLite) give each task to one claimer.
+func (k Tasks) ClaimOrphanedTasks(ctx context.Context, live []string, node string) (out []persistence.Task, err error) {
+	d := k.d
+	defer d.wrap(&err, "claim orphaned tasks")
+	if node == "" || len(node) > persistence.MaxTaskNameBytes {
+		return nil, fmt.Errorf("claiming node must be 1-%d bytes", persistence.MaxTaskNameBytes)
+	}
+	if live == nil {
+		live = []string{}
+	}
+	nodes, err := json.Marshal(live)
+	if err != nil {
+		return nil, err
+	}
+	err = d.WriteTx(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, k.q.ClaimOrphans, string(nodes), node, d.Time(storeutil.Now()))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanTask)
+		return err
+	})
+	return out, err
 }
 
 // DeleteExpiredTasks implements persistence.TaskStore: one statement, a bounded batch.
