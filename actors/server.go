@@ -39,7 +39,6 @@ var (
 	ErrProxyLimit         = server.ErrProxyLimit
 	ErrProxyConnect       = server.ErrProxyConnect
 	ErrProxyClosed        = server.ErrProxyClosed
-	ErrProxyPerUser       = server.ErrProxyPerUser
 	ErrCredentialRequired = server.ErrCredentialRequired
 )
 

@@ -381,16 +381,24 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 	case errcode.CredentialRequired:
 		// The caller has no credential of their own for a per_user server: 403 with where to store one (on /mcp
 		// the same body is the tool error).
-		return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: e.Message,
-			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID,
-				"credential_url": gateway.CredentialPath(route.ServerID), "method": http.MethodPut,
-				"body": map[string]any{"secret": "..."}}}
+		ce := CredentialRequired(route.ServerID, route.ServerName, e.Message)
+		ce.Context["tool"] = route.Name
+		return ce
 	case errcode.LoopDetected:
 		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
 	default:
 		return Unavailable(route.ServerID, route.ServerName, status, e.Message, map[string]any{"in_progress": inProgress})
 	}
+}
+
+// CredentialRequired is the 403 CREDENTIAL_REQUIRED of a caller without a credential of their own for a per_user
+// server: detail (the actors' text) and where to store one.
+func CredentialRequired(serverID, serverName, detail string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: detail,
+		Context: map[string]any{"server": serverName, "server_id": serverID,
+			"credential_url": gateway.CredentialPath(serverID), "method": http.MethodPut,
+			"body": map[string]any{"secret": "..."}}}
 }
 
 // Metadata is the routing metadata of a successful call (gateway.Call.Metadata).
