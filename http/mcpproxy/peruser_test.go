@@ -214,7 +214,7 @@ func TestProxyPerUser(t *testing.T) {
 			alice := sessions["alice"]
 			call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"whoami","arguments":{}}}`
 			status, body = rawPost(t, url, bobToken, alice.ID(), call)
-			if status == http.StatusOK || strings.Contains(body, "alice-secret-1") {
+			if status != http.StatusForbidden || strings.Contains(body, "alice-secret-1") {
 				t.Fatalf("bob through alice's session: %d %s", status, body)
 			}
 			req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -226,7 +226,7 @@ func TestProxyPerUser(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode != http.StatusForbidden {
 				t.Fatalf("bob opened alice's stream: %d", resp.StatusCode)
 			}
 			if got, err := whoami(ctx, alice); err != nil || !strings.HasPrefix(got, tc.seen("alice-secret-1")) {
@@ -241,8 +241,8 @@ func TestProxyPerUser(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitClosed(t, alice, 20*time.Second)
-			if got, err := whoami(ctx, alice); err == nil {
-				t.Fatalf("alice's session still answers after her credential was deleted: %q", got)
+			if status, body := rawPost(t, url, aliceToken, alice.ID(), call); status != http.StatusNotFound {
+				t.Fatalf("alice's ended session still answers after her credential was deleted: %d %s", status, body)
 			}
 			if got, err := whoami(ctx, sessions["bob"]); err != nil || !strings.HasPrefix(got, tc.seen("bob-secret-2")) {
 				t.Fatalf("bob after alice's credential was deleted: %q %v", got, err)
