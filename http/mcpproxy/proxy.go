@@ -13,6 +13,10 @@
 // client on the stream of the request it belongs to. It is streamable HTTP (stateful) on net/http, not Fiber,
 // because Fiber buffers responses.
 //
+// A per_user server's sessions run on the credential of the caller that opened them (credential.go): the upstream
+// session is opened with that caller's own secret or OAuth grant injected, and a session is never its caller's to
+// share.
+//
 // Transparent does not mean uncurated: the tools are served as /mcp serves them (the routing table's curation:
 // filters, pinning, overrides' descriptions), and a client token bound to profiles reaches only its profiles'
 // servers and tools (README, issue 24).
