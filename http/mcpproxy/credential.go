@@ -40,7 +40,7 @@ func (h *Handler) credentialRequired(w http.ResponseWriter, srv routing.ServerEn
 		Message: "Server " + srv.Name + " works with your own credential. Open the page to store it, then connect again."}}).(*jsonrpc.Error)
 	// The data keeps the elicitations the revision defines, with the shared error body's code and where to store
 	// the credential beside them, for a client that reads those.
-	var data map[string]any
+	data := map[string]any{}
 	_ = json.Unmarshal(rpcErr.Data, &data)
 	data["error_code"] = e.Code
 	data["detail"] = detail
