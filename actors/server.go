@@ -39,11 +39,13 @@ var (
 	ErrProxyLimit         = server.ErrProxyLimit
 	ErrProxyConnect       = server.ErrProxyConnect
 	ErrProxyClosed        = server.ErrProxyClosed
-	ErrProxyPerUser       = server.ErrProxyPerUser
 	ErrCredentialRequired = server.ErrCredentialRequired
 )
 
 type (
+	// CredentialRequiredError is ErrCredentialRequired with where to provide the credential
+	// (server.CredentialRequiredError).
+	CredentialRequiredError = server.CredentialRequiredError
 	// ProxyHandlers receive what the backend sends on a proxy session (server.ProxyHandlers).
 	ProxyHandlers = server.ProxyHandlers
 	// ProxyOptions describe the downstream client a proxy session stands for (server.ProxyOptions).

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/mcpgw/aggregator/http/auth"
 )
@@ -35,6 +36,12 @@ func CredentialPath(serverID string) string {
 // user_credential is oauth (POST; the answer holds the authorization URL to open).
 func OAuthStartPath(serverID string) string {
 	return CredentialPath(serverID) + "/oauth"
+}
+
+// CredentialPageURL is the web console's page (console: its address, as MCP_AGGREGATOR_CONSOLE_URL) where the
+// caller stores their credential for a server, naming the URL-mode elicitation that sent them there.
+func CredentialPageURL(console, serverID, elicitation string) string {
+	return console + "#credential=" + url.QueryEscape(serverID) + "&elicitation=" + url.QueryEscape(elicitation)
 }
 
 type subjectKey struct{}

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -31,9 +33,6 @@ var (
 	ErrProxyConnect = errors.New("proxy session could not connect to the server")
 	// ErrProxyClosed means the proxy session has ended (closed, server disconnected or removed, backend gone).
 	ErrProxyClosed = errors.New("proxy session closed")
-	// ErrProxyPerUser means the server is per_user: its callers' calls run on their own sessions through /mcp and
-	// REST, and the per-server endpoint (which would use the registration's own credential) is refused.
-	ErrProxyPerUser = errors.New("per_user server: no per-server proxy sessions")
 )
 
 // ProxyHandlers receive what the backend sends on a proxy session. They are called on the go-sdk's goroutines, not
@@ -73,7 +72,12 @@ type ProxyOptions struct {
 	ProtocolVersion string
 	// MaxSessions caps the proxy sessions of the server (DefaultMaxProxySessions when 0).
 	MaxSessions int
-	Handlers    ProxyHandlers
+	// Subject is the caller the session stands for (gateway.CredentialSubject of the request's identity). For a
+	// per_user server the session is opened with that caller's own stored credential injected, as their sessions
+	// of /mcp are (proxy_user.go), and ends when it is revoked or replaced; a caller without one gets
+	// ErrCredentialRequired. Ignored for a shared server.
+	Subject  string
+	Handlers ProxyHandlers
 }
 
 // ProxySession is one upstream session to a backend, owned by a proxy actor. Its methods ask that actor, which runs
@@ -111,7 +115,9 @@ type Node interface {
 
 // OpenProxy asks the server actor pid (on this node) for a new proxy session to srv for one downstream client,
 // waiting up to timeout for the backend's initialize, or until ctx ends. It fails with ErrProxyLimit at the cap,
-// ErrProxyConnect when the backend refuses the session, and ErrShuttingDown when the server actor is gone.
+// ErrProxyConnect when the backend refuses the session, ErrCredentialRequired when the server is per_user and
+// opts.Subject has no credential of their own (the error's text says where to store one), and ErrShuttingDown when
+// the server actor is gone.
 func OpenProxy(ctx context.Context, n Node, pid *actor.PID, srv routing.ServerEntry, opts ProxyOptions, timeout time.Duration) (*ProxySession, error) {
 	claim := &proxyClaim{}
 	type answer struct {
@@ -173,7 +179,34 @@ func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUps
 	if !ok {
 		return nil, fmt.Errorf("unexpected reply %T to proxy request", res)
 	}
-	return r.res, r.err
+	return r.res, scrubbed(r.err, r.scrub)
+}
+
+// scrubbed is err with the session's own secrets (a caller's credential) removed from its text: a backend's
+// JSON-RPC error keeps its code and data, anything else keeps ErrProxyClosed or ErrProxyConnect when it wraps them.
+func scrubbed(err error, scrub func(string) string) error {
+	if err == nil || scrub == nil {
+		return err
+	}
+	text := err.Error()
+	clean := scrub(text)
+	if clean == text {
+		return err
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		out := &jsonrpc.Error{Code: je.Code, Message: scrub(je.Message)}
+		if d := scrub(string(je.Data)); len(je.Data) > 0 && json.Valid([]byte(d)) {
+			out.Data = json.RawMessage(d)
+		}
+		return out
+	}
+	for _, sentinel := range []error{ErrProxyClosed, ErrProxyConnect} {
+		if errors.Is(err, sentinel) {
+			return fmt.Errorf("%w: %s", sentinel, clean)
+		}
+	}
+	return errors.New(clean)
 }
 
 // proxyCall runs one typed request on the session.

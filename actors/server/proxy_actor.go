@@ -148,10 +148,14 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		ctx.Respond(&msg.Reply{Err: &routing.UnavailableError{Server: routing.ServerEntry{ID: a.id, Name: a.rec.Name, Status: a.status}}})
 		return
 	}
+	// A per_user server's proxy session runs on its caller's own credential, never on the registration's.
+	subject, prefix := "", proxyPrefix
 	if perUser(a.rec) {
-		// The per-server endpoint would run the caller on the registration's own credential.
-		ctx.Respond(&msg.Reply{Err: fmt.Errorf("server %s: %w", a.rec.Name, ErrProxyPerUser)})
-		return
+		if subject = m.opts.Subject; subject == "" {
+			ctx.Respond(&msg.Reply{Err: credentialRequiredError(a.rec)})
+			return
+		}
+		prefix = proxyUserPrefix(subject)
 	}
 	max := m.opts.MaxSessions
 	if max <= 0 {
@@ -159,7 +163,7 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 	}
 	n := 0
 	for _, c := range ctx.Children() {
-		if strings.Contains(c.Id, "/proxy-") {
+		if strings.Contains(c.Id, "/"+proxyPrefix) {
 			n++
 		}
 	}
@@ -168,12 +172,12 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		return
 	}
 	shared := &proxyShared{}
-	p := &proxyActor{deps: a.deps, rec: a.rec, opts: m.opts, replyTo: ctx.Sender(), shared: shared}
+	p := &proxyActor{deps: a.deps, rec: a.rec, opts: m.opts, replyTo: ctx.Sender(), shared: shared, subject: subject}
 	pid := ctx.SpawnPrefix(actor.PropsFromProducer(func() actor.Actor {
 		c := *p
 		c.pending = map[uint64]context.CancelFunc{}
 		return &c
-	}), "proxy-")
+	}), prefix)
 	a.watchForProxy(pid, shared)
 	if !m.claim.spawned(pid) {
 		ctx.Stop(pid)
@@ -280,9 +284,12 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 		delete(p.pending, m.id)
 	case *proxyLost:
 		if p.live != nil && !p.live.closing.Load() {
-			if m.err != nil {
+			switch {
+			case m.err != nil && p.secrets != nil:
+				p.why = fmt.Errorf("upstream session ended: %s", p.scrub(m.err.Error()))
+			case m.err != nil:
 				p.why = fmt.Errorf("upstream session ended: %w", m.err)
-			} else {
+			default:
 				p.why = errors.New("upstream session closed by the server")
 			}
 			ctx.Stop(p.self)
@@ -393,16 +400,25 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 	}
 }
 
-// fail answers the asker with the connect error and stops.
+// fail answers the asker with the connect error and stops. The error's text never holds the caller's secret.
 func (p *proxyActor) fail(ctx actor.Context, err error) {
-	if !errors.Is(err, ErrCredentialRequired) {
+	switch {
+	case errors.Is(err, ErrCredentialRequired):
+		err = credentialRequiredError(p.rec)
+	case p.secrets != nil:
+		err = fmt.Errorf("%w: %s", ErrProxyConnect, p.scrub(err.Error()))
+	default:
 		err = fmt.Errorf("%w: %w", ErrProxyConnect, err)
 	}
 	p.why = err
 	if p.shared.reply() && p.replyTo != nil {
 		ctx.Send(p.replyTo, &msg.Reply{Err: p.why})
 	}
-	p.logger().Warn("proxy session connect failed", "error", p.scrub(err.Error()))
+	if errors.Is(err, ErrCredentialRequired) {
+		p.logger().Info("caller's session not opened: no credential of their own")
+	} else {
+		p.logger().Warn("proxy session connect failed", "error", p.scrub(err.Error()))
+	}
 	ctx.Stop(p.self)
 }
 

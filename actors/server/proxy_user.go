@@ -335,8 +335,9 @@ func (a *serverActor) userProgress() func(context.Context, *mcp.ProgressNotifica
 	}
 }
 
-// endUserSession stops the subject's session, if it runs.
+// endUserSession stops the subject's session, if it runs, and the subject's sessions of the per-server endpoint.
 func (a *serverActor) endUserSession(ctx actor.Context, subject string) {
+	a.endUserProxies(ctx, subject)
 	r := a.users.bySubject[subject]
 	if r == nil {
 		return
@@ -344,6 +345,53 @@ func (a *serverActor) endUserSession(ctx actor.Context, subject string) {
 	a.users.retire(subject, r)
 	a.log().Info("per-user session ended: its credential changed", "proxy", r.pid.Id)
 	ctx.Stop(r.pid)
+}
+
+// proxyPrefix starts the names of the per-server endpoint's proxy actors (ProxyOptions; proxy_actor.go).
+const proxyPrefix = "proxy-"
+
+// proxyUserPrefix is the name prefix of the subject's proxy sessions of a per_user server (a hash of the subject,
+// as userSessionName, then protoactor's sequence): so that the ones to end when the subject's credential changes are
+// found among the server actor's children, and still count against the per-server cap.
+func proxyUserPrefix(subject string) string {
+	return proxyPrefix + userSessionName(subject) + "-"
+}
+
+// endUserProxies ends the subject's sessions of the per-server endpoint (/mcp/servers/{name}): they were opened
+// with the credential that was just revoked or replaced; the client's next session is opened with the new one, or
+// answered CREDENTIAL_REQUIRED.
+func (a *serverActor) endUserProxies(ctx actor.Context, subject string) {
+	mark := "/" + proxyUserPrefix(subject)
+	n := 0
+	for _, c := range ctx.Children() {
+		if strings.Contains(c.Id, mark) {
+			ctx.Send(c, &proxyServerGone{reason: "your credential for server " + a.rec.Name + " was revoked or replaced"})
+			n++
+		}
+	}
+	if n > 0 {
+		a.log().Info("per-user proxy sessions ended: their credential changed", "proxy_sessions", n)
+	}
+}
+
+// CredentialRequiredError is ErrCredentialRequired with what credentialRequired says: where to store the
+// credential, or, for a server whose callers authorize through OAuth, where to start the authorization.
+type CredentialRequiredError struct {
+	Message string
+	OAuth   bool
+}
+
+func (e *CredentialRequiredError) Error() string {
+	return e.Message + ": " + ErrCredentialRequired.Error()
+}
+
+// Unwrap makes the error ErrCredentialRequired.
+func (e *CredentialRequiredError) Unwrap() error { return ErrCredentialRequired }
+
+// credentialRequiredError is the CredentialRequiredError of a caller without a credential for rec.
+func credentialRequiredError(rec persistence.Server) error {
+	info := credentialRequired(rec, "")
+	return &CredentialRequiredError{Message: info.Message, OAuth: info.CredentialOauth}
 }
 
 // credentialChanged reports whether rec's credential settings differ from old's.

@@ -2,8 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -60,5 +64,53 @@ func TestCallerSecretsScrub(t *testing.T) {
 	out := s.Scrub(`backend said: invalid token "sk-live-1234" (header Bearer sk-live-1234)`)
 	if strings.Contains(out, "sk-live-1234") {
 		t.Fatalf("secret left in %q", out)
+	}
+}
+
+// TestScrubbedProxyErrors: what a caller's proxy session answers never holds the caller's secret: a backend's
+// JSON-RPC error keeps its code (and its data when still JSON), a closed or unconnected session keeps its sentinel,
+// and an error without the secret is the very same error.
+func TestScrubbedProxyErrors(t *testing.T) {
+	const secret = "sk-live-5678"
+	scrub := callerSecrets(&persistence.UserCredentialSlot{Header: "Authorization", Prefix: "Bearer "}, secret).Scrub
+	plain := errors.New("nothing secret here")
+	tests := []struct {
+		name     string
+		err      error
+		sentinel error
+		code     int64
+		same     bool
+	}{
+		{"backend's JSON-RPC error", &jsonrpc.Error{Code: -32001, Message: "bad key " + secret, Data: json.RawMessage(`{"key":"` + secret + `"}`)}, nil, -32001, false},
+		{"session closed", fmt.Errorf("%w: backend said Bearer %s", ErrProxyClosed, secret), ErrProxyClosed, 0, false},
+		{"session could not connect", fmt.Errorf("%w: 401 for %s", ErrProxyConnect, secret), ErrProxyConnect, 0, false},
+		{"other", fmt.Errorf("wrapped: %s", secret), nil, 0, false},
+		{"no secret", plain, nil, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := scrubbed(tc.err, scrub)
+			if tc.same {
+				if got != tc.err {
+					t.Fatalf("an error without the secret was replaced: %v", got)
+				}
+				return
+			}
+			if strings.Contains(got.Error(), secret) {
+				t.Fatalf("secret left in %q", got)
+			}
+			if tc.sentinel != nil && !errors.Is(got, tc.sentinel) {
+				t.Fatalf("%v lost %v", got, tc.sentinel)
+			}
+			if tc.code != 0 {
+				var je *jsonrpc.Error
+				if !errors.As(got, &je) || je.Code != tc.code || strings.Contains(string(je.Data), secret) || !json.Valid(je.Data) {
+					t.Fatalf("JSON-RPC error became %#v", got)
+				}
+			}
+		})
+	}
+	if scrubbed(plain, nil) != plain || scrubbed(nil, scrub) != nil {
+		t.Fatal("nothing to scrub changed the error")
 	}
 }

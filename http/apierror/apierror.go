@@ -380,22 +380,30 @@ func CallError(c Call, e *pb.ErrorInfo) *Error {
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
 	case errcode.CredentialRequired:
 		// The caller has no credential of their own for a per_user server: 403 with where to provide one (on /mcp
-		// the same body is the tool error): the route that stores a secret, or for an OAuth server the one that
-		// starts the caller's authorization (its answer holds the authorization URL to open).
-		ctx := map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID,
-			"credential_url": gateway.CredentialPath(route.ServerID), "method": http.MethodPut,
-			"body": map[string]any{"secret": "..."}}
-		if e.CredentialOauth {
-			ctx["credential_url"], ctx["method"], ctx["oauth"] = gateway.OAuthStartPath(route.ServerID), http.MethodPost, true
-			delete(ctx, "body")
-		}
-		return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: e.Message, Context: ctx}
+		// the same body is the tool error).
+		ce := CredentialRequired(route.ServerID, route.ServerName, e.Message, e.CredentialOauth)
+		ce.Context["tool"] = route.Name
+		return ce
 	case errcode.LoopDetected:
 		return &Error{Status: StatusLoopDetected, Code: CodeLoopDetected, Detail: e.Message,
 			Context: map[string]any{"tool": route.Name, "server": route.ServerName, "server_id": route.ServerID}}
 	default:
 		return Unavailable(route.ServerID, route.ServerName, status, e.Message, map[string]any{"in_progress": inProgress})
 	}
+}
+
+// CredentialRequired is the 403 CREDENTIAL_REQUIRED of a caller without a credential of their own for a per_user
+// server: detail (the actors' text) and where to store one, or for an OAuth server (oauth) where to start the
+// caller's authorization.
+func CredentialRequired(serverID, serverName, detail string, oauth bool) *Error {
+	ctx := map[string]any{"server": serverName, "server_id": serverID,
+		"credential_url": gateway.CredentialPath(serverID), "method": http.MethodPut,
+		"body": map[string]any{"secret": "..."}}
+	if oauth { // the route that starts the caller's authorization (its answer holds the URL to open)
+		ctx["credential_url"], ctx["method"], ctx["oauth"] = gateway.OAuthStartPath(serverID), http.MethodPost, true
+		delete(ctx, "body")
+	}
+	return &Error{Status: http.StatusForbidden, Code: CodeCredentialRequired, Detail: detail, Context: ctx}
 }
 
 // Metadata is the routing metadata of a successful call (gateway.Call.Metadata).

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/crypt"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
@@ -28,10 +29,16 @@ type rig struct {
 
 func newRig(t *testing.T, opts mcpproxy.Options) *rig {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	inner, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
+	// Sealed as the daemon's store is (MCP_CREDENTIAL_KEY): callers' own credentials are stored only sealed.
+	ring, err := crypt.NewKeyring(crypt.NewKey(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := crypt.Wrap(inner, ring)
 	cfg := actors.DefaultConfig()
 	cfg.ConnectionTimeout = 20 * time.Second
 	cfg.RequestTimeout = 30 * time.Second

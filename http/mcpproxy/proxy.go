@@ -13,6 +13,10 @@
 // client on the stream of the request it belongs to. It is streamable HTTP (stateful) on net/http, not Fiber,
 // because Fiber buffers responses.
 //
+// A per_user server's sessions run on the credential of the caller that opened them (credential.go): the upstream
+// session is opened with that caller's own secret or OAuth grant injected, and a session is never its caller's to
+// share.
+//
 // Transparent does not mean uncurated: the tools are served as /mcp serves them (the routing table's curation:
 // filters, pinning, overrides' descriptions), and a client token bound to profiles reaches only its profiles'
 // servers and tools (README, issue 24).
@@ -73,6 +77,10 @@ type Options struct {
 	// HostGuarded says the listener already checks Host and Origin (auth.HostGuard, with its allowed hosts), so
 	// the built-in loopback Host check is skipped and every MCP route decides alike.
 	HostGuarded bool
+	// ConsoleURL is the web console's address (MCP_AGGREGATOR_CONSOLE_URL): a client that supports URL-mode
+	// elicitation and opens a session to a per_user server without a credential of its own is sent to the
+	// console's page for that server (credential.go). "": every such client is answered CREDENTIAL_REQUIRED.
+	ConsoleURL string
 }
 
 // Defaults of Options.
@@ -190,7 +198,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sdk := h.handlerFor(srv.ID)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid != "" {
-		if s := h.session(sid); s != nil {
+		// Only the caller that opened a session keeps it alive; the go-sdk handler refuses anyone else (403).
+		if s := h.session(sid); s != nil && s.ownedBy(caller) {
 			s.touch()
 		}
 	}
@@ -199,7 +208,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveNew(w, r, srv, sdk)
 	case r.Method == http.MethodGet && sid != "":
 		// The standalone stream: server->client messages unrelated to a request wait for it (see session.detached).
-		if s := h.session(sid); s != nil {
+		if s := h.session(sid); s != nil && s.ownedBy(caller) {
 			done := s.streamOpened()
 			defer done()
 		}
@@ -315,6 +324,10 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv routing.S
 	r.Header.Del("Mcp-Protocol-Version")
 	caller, _ := auth.FromContext(r.Context())
 	s, err := h.open(r.Context(), srv, init, caller)
+	if errors.Is(err, actors.ErrCredentialRequired) {
+		h.credentialRequired(w, srv, init, err)
+		return
+	}
 	if err != nil {
 		apierror.Write(w, h.openError(srv, err))
 		return
@@ -325,6 +338,7 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv routing.S
 
 // initRequest is what the proxy needs of the downstream client's initialize.
 type initRequest struct {
+	ID              json.RawMessage // the request's JSON-RPC id
 	ProtocolVersion string
 	ClientInfo      *mcp.Implementation
 	Capabilities    *mcp.ClientCapabilities
@@ -333,6 +347,7 @@ type initRequest struct {
 // parseInitialize recognises a single initialize request and reads the client's identity and capabilities.
 func parseInitialize(body []byte) (initRequest, bool) {
 	var msg struct {
+		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
@@ -362,7 +377,7 @@ func parseInitialize(body []byte) (initRequest, bool) {
 			}
 		}
 	}
-	return initRequest{ProtocolVersion: p.ProtocolVersion, ClientInfo: p.ClientInfo, Capabilities: caps}, true
+	return initRequest{ID: msg.ID, ProtocolVersion: p.ProtocolVersion, ClientInfo: p.ClientInfo, Capabilities: caps}, true
 }
 
 // openError is the answer to a session that could not be opened: the proxy's own failures (its session cap,
@@ -378,9 +393,6 @@ func (h *Handler) openError(srv routing.ServerEntry, err error) *apierror.Error 
 		return &apierror.Error{Status: http.StatusServiceUnavailable, Code: apierror.CodeServiceBusy,
 			Detail: "Too many proxy sessions for server " + srv.Name, Context: map[string]any{"max_sessions": limit, "retryable": true},
 			RetryAfter: 1}
-	case errors.Is(err, actors.ErrProxyPerUser):
-		return &apierror.Error{Status: http.StatusForbidden, Code: apierror.CodeForbidden,
-			Detail: "Server " + srv.Name + " runs each caller on their own credential: call its tools through /mcp or POST /api/v1/tools/call"}
 	case errors.Is(err, actors.ErrProxyConnect), errors.Is(err, errMirror):
 		h.log.Warn("proxy session failed", "server", srv.Name, "error", err)
 		return unavailable(srv, fmt.Sprintf("Server %s did not accept a proxy session: %v", srv.Name, err))

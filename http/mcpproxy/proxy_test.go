@@ -352,7 +352,7 @@ func TestProxyErrors(t *testing.T) {
 		t.Fatalf("register: %v", err)
 	}
 	r.waitStatus(off.ID, persistence.StatusDisconnected, 5*time.Second)
-	// A per_user server: the endpoint would run its sessions on the registration's own credential.
+	// A per_user server: a caller without a credential of their own (here the one anonymous caller) is refused.
 	per, err := r.sys.Register(context.Background(), actors.RegisterRequest{
 		Name: "per", TransportType: persistence.TransportHTTP, ConnectionConfig: raw, AutoConnect: true,
 		CredentialMode: persistence.CredentialPerUser, UserCredential: &persistence.UserCredentialSlot{Header: "Authorization"},
@@ -375,7 +375,7 @@ func TestProxyErrors(t *testing.T) {
 		{"path below a server", r.url("every") + "/extra", nil, http.StatusNotFound, "NOT_FOUND"},
 		{"server not connected", r.url("off"), nil, http.StatusServiceUnavailable, "SERVER_UNAVAILABLE"},
 		{"session cap", r.url("every"), nil, http.StatusServiceUnavailable, "SERVICE_BUSY"},
-		{"per_user server", r.url("per"), nil, http.StatusForbidden, "FORBIDDEN"},
+		{"per_user server without the caller's credential", r.url("per"), nil, http.StatusForbidden, "CREDENTIAL_REQUIRED"},
 		{"dns rebinding", r.url("every"), map[string]string{"Host": "evil.example:80"}, http.StatusForbidden, "FORBIDDEN"},
 	}
 	for _, tc := range tests {

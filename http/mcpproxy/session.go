@@ -119,6 +119,8 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 	up, err := h.sys.OpenProxySession(ctx, srv.Name, actors.ProxyOptions{
 		ClientInfo: init.ClientInfo, Capabilities: init.Capabilities, ProtocolVersion: init.ProtocolVersion,
 		MaxSessions: h.opts.MaxSessionsPerServer, Handlers: s.handlers(),
+		// A per_user server's session runs on this caller's own credential (and ends when it is revoked).
+		Subject: gateway.CredentialSubject(caller),
 	})
 	if err != nil {
 		cancel()
@@ -514,6 +516,11 @@ func (s *session) streamOpened() func() {
 			}
 		}
 	}
+}
+
+// ownedBy reports whether caller is the client that opened the session (the same credential subject).
+func (s *session) ownedBy(caller auth.Identity) bool {
+	return gateway.CredentialSubject(caller) == gateway.CredentialSubject(s.caller)
 }
 
 // touch records a request of the client.

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,7 +67,7 @@ func (r *roundTripRelay) elicitationComplete(context.Context, string) {}
 
 // credentialURL is the console page where the caller stores their credential for a server, naming the elicitation.
 func (s *Server) credentialURL(serverID, elicitation string) string {
-	return s.opts.ConsoleURL + "#credential=" + url.QueryEscape(serverID) + "&elicitation=" + url.QueryEscape(elicitation)
+	return gateway.CredentialPageURL(s.opts.ConsoleURL, serverID, elicitation)
 }
 
 // askCredential handles a call that failed: when it failed for want of the caller's credential and the caller can

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,11 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
 	httpauth "github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/auth/oauth"
+	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/internal/peertest"
@@ -261,12 +266,34 @@ func TestBackendOAuth(t *testing.T) {
 	complete(credAdminToken, lateState, http.StatusNotFound)
 	skew.Store(0)
 
-	// Revocation ends Alice's session: her next call needs an authorization again; Bob is untouched. Her tokens
-	// are revoked at the authorization server: her last refresh token no longer refreshes.
+	// The per-server endpoint (/mcp/servers/ob) runs each caller on their own grant too.
+	proxyURL := proxyEndpoint(t, sys, toks) + "ob"
+	aliceProxy := proxySession(t, proxyURL, credAliceToken)
+	bobProxy := proxySession(t, proxyURL, credBobToken)
+	wantProxyUser(t, aliceProxy, "alice")
+	wantProxyUser(t, bobProxy, "bob")
+	// Revocation ends Alice's session (on both endpoints): her next call needs an authorization again; Bob is
+	// untouched. Her tokens are revoked at the authorization server: her last refresh token no longer refreshes.
 	revoked := grantOf("token:alice")
 	do(credAdminToken, "DELETE", cred+"/token:alice", "", http.StatusNoContent)
 	wantError(t, call(credAliceToken), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	wantUser(credBobToken, "bob")
+	waitSessionEnd(t, aliceProxy)
+	wantProxyUser(t, bobProxy, "bob")
+	req, _ := http.NewRequest(http.MethodPost, proxyURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize",`+
+		`"params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	res, err = (&http.Client{Transport: bearerTransport{credAliceToken}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(again), `"error_code":"CREDENTIAL_REQUIRED"`) ||
+		!strings.Contains(string(again), cred+"/me/oauth") {
+		t.Fatalf("alice's new proxy session after the revocation: %d %s", res.StatusCode, again)
+	}
 	if n := oauthtest.ASCounts(t, issuer).Revocations; n < 1 {
 		t.Fatalf("%d revocations at the authorization server after an admin revoked a grant", n)
 	}
@@ -467,5 +494,65 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 	wantError(t, call(orgToken, "ask.whoami"), http.StatusForbidden, "CREDENTIAL_REQUIRED")
 	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
 		t.Fatalf("%d exchanges after calls that must not exchange, want 2", n)
+	}
+}
+
+// proxyEndpoint serves sys's per-server endpoint behind toks; it returns its prefix URL (append a server's name).
+func proxyEndpoint(t *testing.T, sys *actors.System, toks *httpauth.Tokens) string {
+	t.Helper()
+	proxy := mcpproxy.New(sys, mcpproxy.Options{})
+	t.Cleanup(proxy.Close)
+	mux := http.NewServeMux()
+	mux.Handle(mcpproxy.Prefix, proxy)
+	hs := httptest.NewServer(httpauth.Middleware(toks, httpauth.Policy{}, mux))
+	t.Cleanup(hs.Close)
+	return hs.URL + mcpproxy.Prefix
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// proxySession opens a session of the per-server endpoint url as token.
+func proxySession(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "proxied", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerTransport{token}}, MaxRetries: 1},
+		&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+	if err != nil {
+		t.Fatalf("open a proxy session: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// wantProxyUser calls whoami on a proxy session and wants the backend to have seen user.
+func wantProxyUser(t *testing.T, cs *mcp.ClientSession, user string) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
+	if err != nil || res.IsError || len(res.Content) != 1 {
+		t.Fatalf("whoami through the proxy: %v %+v", err, res)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != "user="+user {
+		t.Fatalf("whoami through the proxy: %q, want user=%s", got, user)
+	}
+}
+
+// waitSessionEnd waits until the proxy ends the client's session.
+func waitSessionEnd(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy session is still open after its credential was revoked")
 	}
 }

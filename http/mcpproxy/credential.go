@@ -1,0 +1,63 @@
+package mcpproxy
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/gateway"
+	"github.com/mcpgw/aggregator/http/apierror"
+)
+
+// Per-user credentials on the per-server endpoint (issue 28): a session to a per_user server is opened with the
+// caller's own stored credential injected (ProxyOptions.Subject), so it can only start once the caller has one.
+// A caller without one is answered at initialize, before any session exists:
+//   - a client that supports URL-mode elicitation (2025-11-25), when the console's address is known, gets the
+//     initialize's JSON-RPC error URLElicitationRequired (-32042) whose one elicitation points to the console's
+//     page for the server, as /mcp's in-band question does (http/mcpserver/credential_ask.go); the client opens it,
+//     the user stores the credential, and the client initializes again;
+//   - any other client gets 403 CREDENTIAL_REQUIRED in the error shape, with where to store the credential, as REST
+//     and /mcp answer a call without one.
+
+// credentialRequired answers an initialize whose caller has no credential of their own for the per_user server srv;
+// err is the actors' ErrCredentialRequired, whose text says where to store one.
+func (h *Handler) credentialRequired(w http.ResponseWriter, srv routing.ServerEntry, init initRequest, err error) {
+	detail, oauth := strings.TrimSuffix(err.Error(), ": "+actors.ErrCredentialRequired.Error()), false
+	if ce, ok := errors.AsType[*actors.CredentialRequiredError](err); ok {
+		detail, oauth = ce.Message, ce.OAuth
+	}
+	e := apierror.CredentialRequired(srv.ID, srv.Name, detail, oauth)
+	if h.opts.ConsoleURL == "" || !canOpenURL(init.Capabilities) || len(init.ID) == 0 {
+		apierror.Write(w, e)
+		return
+	}
+	elicitation := uuid.NewString()
+	rpcErr, _ := mcp.URLElicitationRequiredError([]*mcp.ElicitParams{{Mode: "url", ElicitationID: elicitation,
+		URL:     gateway.CredentialPageURL(h.opts.ConsoleURL, srv.ID, elicitation),
+		Message: "Server " + srv.Name + " works with your own credential. Open the page to store it, then connect again."}}).(*jsonrpc.Error)
+	// The data keeps the elicitations the revision defines, with the shared error body's code and where to store
+	// the credential beside them, for a client that reads those.
+	data := map[string]any{}
+	_ = json.Unmarshal(rpcErr.Data, &data)
+	data["error_code"] = e.Code
+	data["detail"] = detail
+	data["context"] = e.Context
+	raw, _ := json.Marshal(data)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": init.ID,
+		"error": map[string]any{"code": rpcErr.Code, "message": rpcErr.Message, "data": json.RawMessage(raw)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// canOpenURL reports whether the client declared URL-mode elicitation.
+func canOpenURL(c *mcp.ClientCapabilities) bool {
+	return c != nil && c.Elicitation != nil && c.Elicitation.URL != nil
+}
