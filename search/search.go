@@ -181,14 +181,29 @@ func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("search: upsert: %w", err)
 	}
-	texts := make([]string, len(docs))
-	fields := make([]fieldTerms, len(docs))
-	for i, d := range docs {
-		texts[i] = embed.ToolText(d.Name, d.Description, d.InputSchema)
-		fields[i] = docFields(d)
-	}
 	e.wmu.Lock()
 	defer e.wmu.Unlock()
+	// The vectors are computed while the lexical index takes the same tools (the two share nothing until the
+	// vectors are stored, after the lexical commit as before): indexing a server's catalogue is the embedder's work
+	// on every core beside the lexicon's on one, instead of one after the other.
+	side := e.vec.Load()
+	var points []VectorPoint
+	embedded := make(chan error, 1)
+	if side != nil {
+		points = make([]VectorPoint, len(docs))
+		go func() {
+			texts := make([]string, len(docs))
+			for i, d := range docs {
+				texts[i] = embed.ToolText(d.Name, d.Description, d.InputSchema)
+				points[i] = VectorPoint{ID: d.ID, ServerID: d.ServerID, Name: d.Name, OriginalName: d.OriginalName, Payload: d.Payload}
+			}
+			embedded <- embedPoints(ctx, side.emb, texts, points)
+		}()
+	}
+	fields := make([]fieldTerms, len(docs))
+	for i, d := range docs {
+		fields[i] = docFields(d)
+	}
 	e.mu.Lock()
 	for i, d := range docs {
 		e.lex.add(d, fields[i])
@@ -196,15 +211,10 @@ func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 	e.lex.commit()
 	e.mu.Unlock()
 
-	side := e.vec.Load()
 	if side == nil {
 		return nil
 	}
-	points := make([]VectorPoint, len(docs))
-	for i, d := range docs {
-		points[i] = VectorPoint{ID: d.ID, ServerID: d.ServerID, Name: d.Name, OriginalName: d.OriginalName, Payload: d.Payload}
-	}
-	if err := embedPoints(ctx, side.emb, texts, points); err != nil {
+	if err := <-embedded; err != nil {
 		return errors.Join(err, dropVectors(ctx, side, docs))
 	}
 	if err := side.idx.Upsert(ctx, points); err != nil {
