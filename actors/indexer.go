@@ -24,22 +24,37 @@ type indexerActor struct {
 	// router answers the served tools at start; served is told each version applied (searchable).
 	router *actor.PID
 	served *routing.Versions
+	// queued are the deltas received since the last flush (indexFlush, sent to itself when the first arrives):
+	// deltas that pile up while the index is busy are applied together (served.Index.ApplyAll).
+	queued []*routing.ServedDelta
 }
+
+// indexFlush tells the indexer to apply the deltas it has queued.
+type indexFlush struct{}
 
 // Receive implements actor.Actor.
 func (a *indexerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *routing.ServedDelta:
+		if len(a.queued) == 0 {
+			ctx.Send(ctx.Self(), &indexFlush{})
+		}
+		a.queued = append(a.queued, m)
+		return
+	case *indexFlush:
+		a.flush(ctx)
+		return
+	}
+	// Anything else sees the deltas received before it applied (a readiness answer, a removal).
+	a.flush(ctx)
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.index = a.newIndex()
 		a.indexAll(ctx)
 	case *readyMsg:
 		ctx.Respond(&askReply{})
-	case *routing.ServedDelta:
-		a.apply(ctx, m)
 	case *servedSnapshotReply:
-		for _, d := range m.deltas {
-			a.apply(ctx, d)
-		}
+		a.apply(ctx, m.deltas)
 	case *pb.ServerRemoved:
 		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		a.index.RemoveServer(sctx, m.ServerId)
@@ -58,26 +73,45 @@ func (a *indexerActor) indexAll(ctx actor.Context) {
 		panic(fmt.Errorf("indexer: unexpected reply %T from the router", res))
 	}
 	start := time.Now()
-	for _, d := range snap.deltas {
-		a.apply(ctx, d)
-	}
+	a.apply(ctx, snap.deltas)
 	a.deps.Logger.Info("search index built", "tools", a.index.Len(), "servers", len(snap.deltas), "took", time.Since(start).String())
 }
 
-// apply hands a delta to the index and acknowledges the version applied (the tools are searchable); a gap (a
+// flush applies the queued deltas.
+func (a *indexerActor) flush(ctx actor.Context) {
+	if len(a.queued) == 0 {
+		return
+	}
+	q := a.queued
+	a.queued = nil
+	a.apply(ctx, q)
+}
+
+// apply hands deltas to the index and acknowledges each version applied (the tools are searchable); a gap (a
 // delta missed) is filled by asking the router for every server's tools again.
-func (a *indexerActor) apply(ctx actor.Context, d *routing.ServedDelta) {
+func (a *indexerActor) apply(ctx actor.Context, deltas []*routing.ServedDelta) {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	have := a.index.Version(d.ServerID)
+	have := make([]uint64, len(deltas))
+	for i, d := range deltas {
+		have[i] = a.index.Version(d.ServerID)
+	}
 	start := time.Now()
-	switch a.index.Apply(sctx, d) {
-	case served.Applied:
-		a.served.Ack(d.ServerID, d.Version)
-		a.deps.Logger.Debug("search index updated", "server_id", d.ServerID, "version", d.Version,
-			"added", len(d.Added), "changed", len(d.Changed), "removed", len(d.Removed), "took", time.Since(start).String())
-	case served.Gap:
-		a.deps.Logger.Warn("indexer: served tools missed; asking the router for all of them", "server_id", d.ServerID, "have", have, "got", d.Version)
+	outcomes := a.index.ApplyAll(sctx, deltas)
+	took := time.Since(start).String()
+	gap := false
+	for i, d := range deltas {
+		switch outcomes[i] {
+		case served.Applied:
+			a.served.Ack(d.ServerID, d.Version)
+			a.deps.Logger.Debug("search index updated", "server_id", d.ServerID, "version", d.Version, "added", len(d.Added),
+				"changed", len(d.Changed), "removed", len(d.Removed), "batch", len(deltas), "took", took)
+		case served.Gap:
+			a.deps.Logger.Warn("indexer: served tools missed; asking the router for all of them", "server_id", d.ServerID, "have", have[i], "got", d.Version)
+			gap = true
+		}
+	}
+	if gap {
 		ctx.Request(a.router, &servedSnapshotAsk{})
 	}
 }

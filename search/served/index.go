@@ -75,16 +75,46 @@ func (x *Index) Version(serverID string) uint64 { return x.versions[serverID] }
 // Apply makes the engine hold a server's served tools as of the delta's version. An older delta than the one
 // applied is Stale; a delta after a missed one is a Gap (a Full delta is never a gap).
 func (x *Index) Apply(ctx context.Context, d *routing.ServedDelta) Outcome {
-	have := x.versions[d.ServerID]
-	if d.Version <= have {
-		return Stale
+	return x.ApplyAll(ctx, []*routing.ServedDelta{d})[0]
+}
+
+// ApplyAll applies deltas in order, with the outcome of each as Apply would give it, but hands the engine the
+// tools of a run of deltas of distinct servers in one upsert: the embedder gets one batch and the lexicon commits
+// once (a commit rewrites the whole posting list, so ten servers' catalogues arriving together are ten times the
+// work one at a time). A second delta of a server already in the run starts a new run, so every server's deltas
+// still apply one after the other.
+func (x *Index) ApplyAll(ctx context.Context, deltas []*routing.ServedDelta) []Outcome {
+	out := make([]Outcome, len(deltas))
+	var b batch
+	for i, d := range deltas {
+		have := x.versions[d.ServerID]
+		if d.Version <= have {
+			out[i] = Stale
+			continue
+		}
+		if !d.Full && have > 0 && d.Version != have+1 {
+			out[i] = Gap
+			continue
+		}
+		if b.servers[d.ServerID] {
+			x.flush(ctx, &b)
+		}
+		x.versions[d.ServerID] = d.Version
+		x.stage(ctx, d, &b)
+		out[i] = Applied
 	}
-	if !d.Full && have > 0 && d.Version != have+1 {
-		return Gap
-	}
-	x.versions[d.ServerID] = d.Version
-	x.indexServer(ctx, d)
-	return Applied
+	x.flush(ctx, &b)
+	return out
+}
+
+// batch is what a run of deltas of distinct servers leaves to do once: the tools to embed and index, the tools
+// gone, and the skills whose vectors move.
+type batch struct {
+	servers  map[string]bool
+	docs     []search.Doc
+	embedIDs []int64
+	gone     []int64
+	touched  map[string]bool
 }
 
 // hash is tool.hash of a stored tool (never 0).
@@ -114,15 +144,17 @@ func (x *Index) skillSet(ids []string) []string {
 	return set
 }
 
-// indexServer applies one delta of a server's served tools to the engine. The index holds what clients are
-// served: hidden and withheld tools left out, held ones with their approved text, overridden ones with the admin's
-// description and exposed name (the router applied the curation).
-func (x *Index) indexServer(ctx context.Context, d *routing.ServedDelta) {
+// stage takes one delta of a server's served tools into b (flush hands b to the engine). The index holds what
+// clients are served: hidden and withheld tools left out, held ones with their approved text, overridden ones with
+// the admin's description and exposed name (the router applied the curation).
+func (x *Index) stage(ctx context.Context, d *routing.ServedDelta, b *batch) {
 	id := d.ServerID
+	if b.servers == nil {
+		b.servers, b.touched = map[string]bool{}, map[string]bool{}
+	}
+	b.servers[id] = true
 	present := map[int64]bool{}
-	var docs []search.Doc
-	var embedIDs []int64
-	touched := map[string]bool{}
+	docs, embedIDs, touched := b.docs, b.embedIDs, b.touched
 	for _, list := range [][]routing.ServedTool{d.Added, d.Changed} {
 		for _, st := range list {
 			t := st.Tool
@@ -157,14 +189,36 @@ func (x *Index) indexServer(ctx context.Context, d *routing.ServedDelta) {
 			x.tools[t.ID] = old
 		}
 	}
-	if len(docs) > 0 {
-		// The engine embeds the tools; their vectors also feed the skill centroids. The in-process index gives them
-		// back when a centroid is computed; with another index they come back from this call and are kept.
-		vecs, err := x.engine.Upsert(ctx, docs)
-		if err != nil {
-			x.logger.Error("indexer: index tools", "server_id", id, "error", err)
+	b.docs, b.embedIDs = docs, embedIDs
+	if d.Full {
+		for tid, t := range x.tools {
+			if t.server == id && !present[tid] {
+				b.gone = append(b.gone, tid)
+			}
 		}
-		for _, tid := range embedIDs {
+	} else {
+		for _, tid := range d.Removed {
+			if t := x.tools[tid]; t != nil && t.server == id {
+				b.gone = append(b.gone, tid)
+			}
+		}
+	}
+}
+
+// flush hands the engine what b staged, and empties it: the tools to index first (their vectors also feed the
+// skill centroids), then the tools gone, then the skills' vectors.
+func (x *Index) flush(ctx context.Context, b *batch) {
+	if len(b.servers) == 0 {
+		return
+	}
+	if len(b.docs) > 0 {
+		// The engine embeds the tools. The in-process index gives their vectors back when a centroid is computed;
+		// with another index they come back from this call and are kept.
+		vecs, err := x.engine.Upsert(ctx, b.docs)
+		if err != nil {
+			x.logger.Error("indexer: index tools", "servers", len(b.servers), "tools", len(b.docs), "error", err)
+		}
+		for _, tid := range b.embedIDs {
 			x.tools[tid].vec = vecs[tid]
 			if err != nil {
 				// Not indexed: forget the hash so that the next change of this server tries the tool again, and
@@ -173,27 +227,14 @@ func (x *Index) indexServer(ctx context.Context, d *routing.ServedDelta) {
 			}
 		}
 	}
-	var gone []int64
-	if d.Full {
-		for tid, t := range x.tools {
-			if t.server == id && !present[tid] {
-				gone = append(gone, tid)
-			}
-		}
-	} else {
-		for _, tid := range d.Removed {
-			if t := x.tools[tid]; t != nil && t.server == id {
-				gone = append(gone, tid)
-			}
-		}
-	}
-	for _, tid := range gone {
+	for _, tid := range b.gone {
 		for _, s := range x.tools[tid].skills {
-			touched[s] = true
+			b.touched[s] = true
 		}
 	}
-	x.drop(ctx, gone)
-	x.recomputeSkills(touched)
+	x.drop(ctx, b.gone)
+	x.recomputeSkills(b.touched)
+	*b = batch{}
 }
 
 // Doc is the search document of a served tool of a server: the served text, with the override's exposed name as

@@ -134,3 +134,85 @@ func TestIndexHealth(t *testing.T) {
 		t.Errorf("IndexHealth(memory) = %q, %v", got, err)
 	}
 }
+
+// TestIndexApplyAllMatchesOneByOne: deltas applied together (the indexer's batches) leave the index as applying them
+// one by one does: the same outcomes, versions, tools, vectors and skill vectors, with several servers in a run,
+// a second delta of a server in the same call, a removal, a reclassification, a full delta and a gap.
+func TestIndexApplyAllMatchesOneByOne(t *testing.T) {
+	ctx := context.Background()
+	skills := classify.DefaultTaxonomy().Skills
+	on := func(server string, d *routing.ServedDelta) *routing.ServedDelta {
+		d.ServerID, d.ServerName = server, server
+		for _, list := range [][]routing.ServedTool{d.Added, d.Changed} {
+			for _, st := range list {
+				st.Tool.SourceServerID = server
+			}
+		}
+		return d
+	}
+	deltas := func() []*routing.ServedDelta {
+		return []*routing.ServedDelta{
+			on("s1", delta(1, false, []routing.ServedTool{row(1, "alpha", "h1", skills[0].ID), row(2, "beta", "h2")}, nil)),
+			on("s2", delta(1, false, []routing.ServedTool{row(3, "gamma", "h3", skills[1].ID)}, nil)),
+			on("s1", delta(2, false, nil, []routing.ServedTool{row(2, "beta", "h9", skills[1].ID)}, 1)),
+			on("s2", delta(2, true, []routing.ServedTool{row(4, "delta", "h4", skills[0].ID)}, nil)),
+			on("s3", delta(1, false, []routing.ServedTool{row(5, "epsilon", "h5")}, nil)),
+			on("s1", delta(4, false, []routing.ServedTool{row(6, "zeta", "h6")}, nil)), // a gap
+			on("s3", delta(1, false, []routing.ServedTool{row(7, "eta", "h7")}, nil)),  // stale
+		}
+	}
+	build := func(apply func(x *served.Index, ds []*routing.ServedDelta) []served.Outcome) (*served.Index, *toolsearch.Searcher, []served.Outcome) {
+		engine, err := toolsearch.New(ctx, toolsearch.Config{Embedder: embed.NewHashed(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := served.NewIndex(engine, nil, nil)
+		return x, engine, apply(x, deltas())
+	}
+	one, oneEngine, oneOut := build(func(x *served.Index, ds []*routing.ServedDelta) []served.Outcome {
+		var out []served.Outcome
+		for _, d := range ds {
+			out = append(out, x.Apply(ctx, d))
+		}
+		return out
+	})
+	all, allEngine, allOut := build(func(x *served.Index, ds []*routing.ServedDelta) []served.Outcome {
+		return x.ApplyAll(ctx, ds)
+	})
+	want := []served.Outcome{served.Applied, served.Applied, served.Applied, served.Applied, served.Applied, served.Gap, served.Stale}
+	if !slices.Equal(oneOut, want) || !slices.Equal(allOut, want) {
+		t.Fatalf("outcomes one by one %v, together %v, want %v", oneOut, allOut, want)
+	}
+	if one.Len() != 3 || all.Len() != 3 || oneEngine.Len() != 3 || allEngine.Len() != 3 {
+		t.Fatalf("tools held: %d/%d (engines %d/%d), want 3", one.Len(), all.Len(), oneEngine.Len(), allEngine.Len())
+	}
+	for _, s := range []string{"s1", "s2", "s3"} {
+		if one.Version(s) != all.Version(s) {
+			t.Errorf("version of %s: %d one by one, %d together", s, one.Version(s), all.Version(s))
+		}
+	}
+	vectors := func(e *toolsearch.Searcher) map[uint64][]float32 {
+		got := map[uint64][]float32{}
+		src := e.Index().(vector.VectorSource)
+		if err := src.EachVector([]uint64{1, 2, 3, 4, 5, 6, 7}, func(id uint64, v []float32) { got[id] = slices.Clone(v) }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	vo, va := vectors(oneEngine), vectors(allEngine)
+	if len(vo) != 3 || len(va) != len(vo) {
+		t.Fatalf("vectors held: %d one by one, %d together, want 3", len(vo), len(va))
+	}
+	for id, v := range vo {
+		if !slices.Equal(v, va[id]) {
+			t.Errorf("vector of tool %d differs", id)
+		}
+	}
+	for _, s := range skills {
+		a, _ := oneEngine.SkillSpace().SkillVector(s.ID)
+		b, _ := allEngine.SkillSpace().SkillVector(s.ID)
+		if !slices.Equal(a, b) {
+			t.Errorf("skill %s: vector differs", s.ID)
+		}
+	}
+}
