@@ -131,25 +131,35 @@ func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32
 }
 
 // Vector embeds one text. A text without any word gets a fixed unit vector rather than a zero vector, so every
-// text has a valid embedding.
+// text has a valid embedding. Each line is split into words once: the hashed features and the word vectors take
+// the same words and terms.
 func (h *Hashed) Vector(text string) []float32 {
 	vec := make([]float32, h.dim)
-	h.hashed(vec[:h.hashDim], text)
-	if h.wv == nil {
-		return vec
+	var acc []float64
+	if h.wv != nil {
+		acc = make([]float64, h.wv.dim)
 	}
-	acc := make([]float64, h.wv.dim)
 	found := false
+	feats := make([]feature, 0, 2*len(text)+1)
 	for line, weight := range fieldLines(text) {
 		for _, w := range analysis.Words(line) {
+			term, ok := analysis.Term(w)
+			if !ok {
+				continue // a stop word
+			}
+			feats = append(feats, feature{hashFeature('w', term), weight * hashWordWeight})
 			if w.CJK || w.Compound {
 				continue
 			}
-			if _, ok := analysis.Term(w); !ok {
-				continue // a stop word
+			feats = addGrams(feats, w.Text, weight*hashCharWeight)
+			if acc != nil {
+				found = h.wv.add(acc, w.Text, weight) || found
 			}
-			found = h.wv.add(acc, w.Text, weight) || found
 		}
+	}
+	fold(vec[:h.hashDim], feats)
+	if acc == nil {
+		return vec
 	}
 	var sum float64
 	for _, x := range acc {
@@ -188,12 +198,8 @@ func fieldLines(text string) func(yield func(string, float64) bool) {
 	}
 }
 
-// hashed writes the unit vector of hashed features of text into vec.
-func (h *Hashed) hashed(vec []float32, text string) {
-	feats := make([]feature, 0, 2*len(text)+1)
-	for line, weight := range fieldLines(text) {
-		feats = addFeatures(feats, line, weight)
-	}
+// fold writes the unit vector of the hashed features feats into vec (feats is reordered).
+func fold(vec []float32, feats []feature) {
 	if len(feats) == 0 {
 		feats = append(feats, feature{hashFeature('e', ""), 1})
 	}
@@ -266,21 +272,6 @@ func sortFeatures(feats []feature) {
 type feature struct {
 	hash   uint64
 	weight float64
-}
-
-// addFeatures appends the features of one field of text with the field's weight.
-func addFeatures(feats []feature, text string, weight float64) []feature {
-	for _, w := range analysis.Words(text) {
-		term, ok := analysis.Term(w)
-		if !ok {
-			continue
-		}
-		feats = append(feats, feature{hashFeature('w', term), weight * hashWordWeight})
-		if !w.CJK && !w.Compound {
-			feats = addGrams(feats, w.Text, weight*hashCharWeight)
-		}
-	}
-	return feats
 }
 
 // addGrams appends the character n-grams of word (with boundary marks), sharing weight between them so that a
