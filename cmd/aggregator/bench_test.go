@@ -201,31 +201,7 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		waitHTTP(b, base+"/health")
 		root := fmt.Sprintf("http://127.0.0.1:%d", port)
 		start := time.Now()
-		for j := 0; j < 50; j++ {
-			body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("s%02d", j), "transport_type": "STDIO",
-				"connection_config": map[string]any{"command": cmdPath, "args": args}})
-			resp, err := http.Post(base+"/servers", "application/json", bytes.NewReader(body))
-			if err != nil || resp.StatusCode != 201 {
-				b.Fatalf("register %d: %v %v", j, err, resp)
-			}
-			resp.Body.Close()
-		}
-		for {
-			resp, err := http.Get(base + "/servers?status=CONNECTED")
-			if err != nil {
-				b.Fatal(err)
-			}
-			var list struct{ Total int }
-			_ = json.NewDecoder(resp.Body).Decode(&list)
-			resp.Body.Close()
-			if list.Total == 50 {
-				break
-			}
-			if time.Since(start) > 3*time.Minute {
-				b.Fatalf("only %d of 50 connected", list.Total)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		connectStdio50(b, base, cmdPath, args)
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-connected")
 		time.Sleep(2 * time.Second) // let start-up garbage settle
 		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-MiB")
@@ -241,6 +217,38 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		b.ReportMetric(metricAt(b, root, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-idle-MiB")
 		_ = d.Process.Signal(syscall.SIGTERM)
 		_ = d.Wait()
+	}
+}
+
+// connectStdio50 registers 50 stdio servers running cmdPath args through the REST API at base and waits until all
+// are CONNECTED (at most 3 minutes).
+func connectStdio50(b *testing.B, base, cmdPath string, args []string) {
+	b.Helper()
+	for j := 0; j < 50; j++ {
+		body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("s%02d", j), "transport_type": "STDIO",
+			"connection_config": map[string]any{"command": cmdPath, "args": args}})
+		resp, err := http.Post(base+"/servers", "application/json", bytes.NewReader(body))
+		if err != nil || resp.StatusCode != 201 {
+			b.Fatalf("register %d: %v %v", j, err, resp)
+		}
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		resp, err := http.Get(base + "/servers?status=CONNECTED")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var list struct{ Total int }
+		_ = json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if list.Total == 50 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of 50 connected", list.Total)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

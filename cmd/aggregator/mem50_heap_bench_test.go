@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -24,32 +20,7 @@ func BenchmarkDaemonMemory50StdioHeap(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		st := openBenchStore(b, "sqlite")
 		_, base := inProcess(b, st, actors.DefaultConfig())
-		for j := 0; j < 50; j++ {
-			body, _ := json.Marshal(map[string]any{"name": fmt.Sprintf("s%02d", j), "transport_type": "STDIO",
-				"connection_config": map[string]any{"command": cmdPath, "args": args}})
-			resp, err := http.Post(base+"/servers", "application/json", bytes.NewReader(body))
-			if err != nil || resp.StatusCode != 201 {
-				b.Fatalf("register %d: %v %v", j, err, resp)
-			}
-			resp.Body.Close()
-		}
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			resp, err := http.Get(base + "/servers?status=CONNECTED")
-			if err != nil {
-				b.Fatal(err)
-			}
-			var list struct{ Total int }
-			_ = json.NewDecoder(resp.Body).Decode(&list)
-			resp.Body.Close()
-			if list.Total == 50 {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("only %d of 50 connected", list.Total)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		connectStdio50(b, base, cmdPath, args)
 		time.Sleep(10 * time.Second) // discovery, indexing and classification settle
 		runtime.GC()
 		runtime.GC()
