@@ -523,6 +523,9 @@ func (s *Server) sessionByID(sid string) *mcp.ServerSession {
 	if sid == "" {
 		return nil
 	}
+	if fs := s.fast.known(sid); fs != nil { // a streamable session the fast path tracks since its initialize
+		return fs.ss
+	}
 	for ss := range s.mcp.Sessions() {
 		if ss.ID() == sid {
 			return ss
