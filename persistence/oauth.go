@@ -78,4 +78,18 @@ type OAuthStore interface {
 	PutOAuthClient(ctx context.Context, c OAuthClient) error
 	// DeleteOAuthClient removes the client of (server, issuer); ErrNotFound when none.
 	DeleteOAuthClient(ctx context.Context, serverID, issuer string) error
+
+	// The key rotation (persistence/crypt, `aggregator rotate-key`) re-seals the stored flows and clients with
+	// these: it reads and writes Data and Code as they are stored.
+
+	// ListOAuthFlows returns every flow pending at now (returned or not), oldest first.
+	ListOAuthFlows(ctx context.Context, now time.Time) ([]OAuthFlow, error)
+	// ResealOAuthFlow replaces the data and the code of the flow of state pending at now, each only when given
+	// (nil keeps the stored one); ErrNotFound when no such flow is pending.
+	ResealOAuthFlow(ctx context.Context, state string, data, code []byte, now time.Time) error
+	// ListOAuthClients returns every registered client.
+	ListOAuthClients(ctx context.Context) ([]OAuthClient, error)
+	// ResealOAuthClient replaces the data of the client of (server, issuer), keeping the rest; ErrNotFound when
+	// none.
+	ResealOAuthClient(ctx context.Context, serverID, issuer string, data []byte) error
 }

@@ -90,11 +90,15 @@ func openSealedStore(ctx context.Context, cfg config, logger *slog.Logger, liste
 		logger.Warn("some callers' credentials are not encrypted under MCP_CREDENTIAL_KEY yet; run `aggregator rotate-key`",
 			"credentials", n, "key_id", ring.PrimaryID())
 	}
+	if flows, clients, err := crypt.PendingOAuth(ctx, store); err == nil && flows+clients > 0 {
+		logger.Warn("some pending OAuth flows or registered OAuth clients are not encrypted under MCP_CREDENTIAL_KEY yet; "+
+			"run `aggregator rotate-key`", "oauth_flows", flows, "oauth_clients", clients, "key_id", ring.PrimaryID())
+	}
 	return store, nil
 }
 
-// rotateKey is `aggregator rotate-key`: it re-encrypts every server's connection_config and every caller's own
-// credential (per_user servers) under MCP_CREDENTIAL_KEY
+// rotateKey is `aggregator rotate-key`: it re-encrypts every server's connection_config, every caller's own
+// credential (per_user servers), the pending OAuth flows and the registered OAuth clients under MCP_CREDENTIAL_KEY
 // (reading old rows with MCP_CREDENTIAL_KEY_PREVIOUS, and rows from before encryption as they are) and prints how
 // many it re-encrypted. Safe to run again; run it with the daemon stopped.
 func rotateKey(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) int {
@@ -122,13 +126,21 @@ func rotateKey(ctx context.Context, cfg config, logger *slog.Logger, stdout io.W
 			"again once fixed", "error", err, "reencrypted_credentials", secrets)
 		return 1
 	}
+	flows, clients, err := crypt.RotateOAuth(ctx, store)
+	if err != nil {
+		logger.Error("rotate-key failed on the OAuth flows and clients; those re-encrypted so far stay readable, run it "+
+			"again once fixed", "error", err, "reencrypted_oauth_flows", flows, "reencrypted_oauth_clients", clients)
+		return 1
+	}
 	_, total, err := inner.ListServers(ctx, persistence.ListServersFilter{Limit: 1})
 	if err != nil {
 		total = n
 	}
 	fmt.Fprintf(stdout, "re-encrypted %d of %d servers' connection_config under key %s\n", n, total, ring.PrimaryID())
 	fmt.Fprintf(stdout, "re-encrypted %d callers' credentials under key %s\n", secrets, ring.PrimaryID())
+	fmt.Fprintf(stdout, "re-encrypted %d pending OAuth flows and %d registered OAuth clients under key %s\n", flows,
+		clients, ring.PrimaryID())
 	logger.Info("credential key rotated", "reencrypted", n, "servers", total, "reencrypted_credentials", secrets,
-		"key_id", ring.PrimaryID())
+		"reencrypted_oauth_flows", flows, "reencrypted_oauth_clients", clients, "key_id", ring.PrimaryID())
 	return 0
 }

@@ -95,7 +95,8 @@ func runBinary(t *testing.T, d *daemon, timeout time.Duration, extra []string, a
 	return code, string(out)
 }
 
-// TestRotateKeyEndToEnd: servers registered under one key are re-encrypted by `aggregator rotate-key`, and the
+// TestRotateKeyEndToEnd: servers registered under one key (with a caller's credential, a pending OAuth flow and a
+// registered OAuth client) are re-encrypted by `aggregator rotate-key`, and the
 // daemon started with the new key alone connects every one of them again, on both stores. A daemon started with
 // the old key alone refuses to start, naming the key it needs.
 func TestRotateKeyEndToEnd(t *testing.T) {
@@ -148,14 +149,31 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 				strings.Contains(string(v.Secret), "rotate-user-secret") {
 				t.Fatalf("credential not sealed at rest: %s (%v)", v.Secret, err)
 			}
+			// A pending OAuth flow and a registered OAuth client, sealed under the old key as the daemon seals them.
+			oldBytes, _ := crypt.ParseKey(oldKey)
+			oldRing, err := crypt.NewKeyring(oldBytes, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sealedOld, now := crypt.Wrap(inner, oldRing), time.Now()
+			if err := sealedOld.CreateOAuthFlow(context.Background(), persistence.OAuthFlow{State: "rotate-state", ServerID: ids["per-user"],
+				Subject: "anonymous", Data: []byte(`{"verifier":"v"}`), ExpiresAt: now.Add(time.Hour)}, 0, 0, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := sealedOld.PutOAuthClient(context.Background(), persistence.OAuthClient{ServerID: ids["per-user"],
+				Issuer: "https://as.example", Data: []byte(`{"client_id":"c"}`)}); err != nil {
+				t.Fatal(err)
+			}
 			inner.Close()
 
 			code, out := runBinary(t, d, time.Minute, []string{"MCP_CREDENTIAL_KEY=" + newKey, "MCP_CREDENTIAL_KEY_PREVIOUS=" + oldKey}, "rotate-key")
-			if code != 0 || !strings.Contains(out, "re-encrypted 3 of 3") || !strings.Contains(out, "re-encrypted 1 callers' credentials") {
+			if code != 0 || !strings.Contains(out, "re-encrypted 3 of 3") || !strings.Contains(out, "re-encrypted 1 callers' credentials") ||
+				!strings.Contains(out, "re-encrypted 1 pending OAuth flows and 1 registered OAuth clients") {
 				t.Fatalf("rotate-key: exit %d\n%s", code, out)
 			}
 			code, out = runBinary(t, d, time.Minute, []string{"MCP_CREDENTIAL_KEY=" + newKey, "MCP_CREDENTIAL_KEY_PREVIOUS=" + oldKey}, "rotate-key")
-			if code != 0 || !strings.Contains(out, "re-encrypted 0 of 3") || !strings.Contains(out, "re-encrypted 0 callers' credentials") {
+			if code != 0 || !strings.Contains(out, "re-encrypted 0 of 3") || !strings.Contains(out, "re-encrypted 0 callers' credentials") ||
+				!strings.Contains(out, "re-encrypted 0 pending OAuth flows and 0 registered OAuth clients") {
 				t.Fatalf("second rotate-key: exit %d\n%s", code, out)
 			}
 			inner = openInner(t, d)
@@ -169,6 +187,11 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			} else if kid, _ := crypt.SealedKeyID(v.Secret); kid != crypt.KeyID(newBytes) {
 				t.Fatalf("credential under key %s after rotation, want %s", kid, crypt.KeyID(newBytes))
+			}
+			if c, err := inner.GetOAuthClient(context.Background(), ids["per-user"], "https://as.example"); err != nil {
+				t.Fatal(err)
+			} else if kid, _ := crypt.SealedKeyID(c.Data); kid != crypt.KeyID(newBytes) {
+				t.Fatalf("OAuth client under key %s after rotation, want %s", kid, crypt.KeyID(newBytes))
 			}
 			inner.Close()
 

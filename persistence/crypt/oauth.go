@@ -11,8 +11,8 @@ import (
 // The callers' pending OAuth flows (their PKCE verifier and client) and the authorization codes that come back are
 // sealed like the callers' secrets, bound to the flow's state (a sealed value copied onto another flow does not
 // open); the clients registered at authorization servers are bound to their server and issuer. None is ever
-// stored plain. A flow lives minutes, so a key rotation does not re-seal flows: they open under the previous key
-// until they expire.
+// stored plain. RotateOAuth re-seals the pending flows and the clients under the current key with the other rows
+// (rotate.go), so that dropping the previous key breaks neither a flow in progress nor a registered client.
 
 func flowAAD(part, state string) []byte {
 	return []byte("mcpgw/oauth_flows/" + part + "/v1\x00" + state)

@@ -32,5 +32,13 @@ func oauthQueries() sqlstore.OAuthQueries {
 			ON CONFLICT (server_id, issuer) DO UPDATE SET redirect_url = EXCLUDED.redirect_url, data = EXCLUDED.data,
 				created_at = EXCLUDED.created_at`,
 		DeleteClient: `DELETE FROM mcp.oauth_clients WHERE server_id = $1 AND issuer = $2`,
+
+		ListFlows: `SELECT state, server_id::text, subject, data::text, created_at, expires_at, returned, code::text, iss, error
+			FROM mcp.oauth_flows WHERE expires_at > $1 ORDER BY created_at, state`,
+		ResealFlow: `UPDATE mcp.oauth_flows SET data = coalesce($2::jsonb, data), code = coalesce($3::jsonb, code)
+			WHERE state = $1 AND expires_at > $4`,
+		ListClients: `SELECT server_id::text, issuer, redirect_url, data::text, created_at FROM mcp.oauth_clients
+			ORDER BY server_id, issuer`,
+		ResealClient: `UPDATE mcp.oauth_clients SET data = $3::jsonb WHERE server_id = $1 AND issuer = $2`,
 	}
 }

@@ -24,5 +24,12 @@ func oauthQueries() sqlstore.OAuthQueries {
 			ON CONFLICT (server_id, issuer) DO UPDATE SET redirect_url = excluded.redirect_url, data = excluded.data,
 				created_at = excluded.created_at`,
 		DeleteClient: `DELETE FROM oauth_clients WHERE server_id = ? AND issuer = ?`,
+
+		ListFlows: `SELECT state, server_id, subject, data, created_at, expires_at, returned = 1, code, iss, error
+			FROM oauth_flows WHERE expires_at > ? ORDER BY created_at, state`,
+		ResealFlow: `UPDATE oauth_flows SET data = coalesce(?2, data), code = coalesce(?3, code)
+			WHERE state = ?1 AND expires_at > ?4`,
+		ListClients:  `SELECT server_id, issuer, redirect_url, data, created_at FROM oauth_clients ORDER BY server_id, issuer`,
+		ResealClient: `UPDATE oauth_clients SET data = ?3 WHERE server_id = ?1 AND issuer = ?2`,
 	}
 }

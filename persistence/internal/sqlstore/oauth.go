@@ -36,6 +36,16 @@ type OAuthQueries struct {
 	UpsertClient string
 	// DeleteClient (server id, issuer).
 	DeleteClient string
+
+	// ListFlows (now) selects the pending flows' state, server id, subject, data, created_at, expires_at,
+	// returned, code, iss and error, oldest first.
+	ListFlows string
+	// ResealFlow (state, data or NULL, code or NULL, now) replaces the given data and code of a pending flow.
+	ResealFlow string
+	// ListClients selects every client's server id, issuer, redirect url, data and created_at.
+	ListClients string
+	// ResealClient (server id, issuer, data) replaces a client's data.
+	ResealClient string
 }
 
 // OAuth implements persistence.OAuthStore over a Dialect, storing data and codes as given (the encrypting store
@@ -235,5 +245,89 @@ func (o OAuth) DeleteOAuthClient(ctx context.Context, serverID, issuer string) (
 	}
 	return d.WriteTx(ctx, func(tx Tx) error {
 		return execOne(ctx, tx, "OAuth client", issuer, o.q.DeleteClient, uid, issuer)
+	})
+}
+
+// ListOAuthFlows returns the pending flows as stored.
+func (o OAuth) ListOAuthFlows(ctx context.Context, now time.Time) (out []persistence.OAuthFlow, err error) {
+	d := o.d
+	defer d.wrap(&err, "list OAuth flows")
+	err = d.ReadTx(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, o.q.ListFlows, d.Time(storeutil.NormTime(now)))
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row Row) (persistence.OAuthFlow, error) {
+			var f persistence.OAuthFlow
+			var data, code []byte
+			err := row.Scan(&f.State, &f.ServerID, &f.Subject, &data, Time(&f.CreatedAt), Time(&f.ExpiresAt),
+				&f.Returned, &code, &f.Iss, &f.Error)
+			f.Data, f.Code = data, code
+			return f, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResealOAuthFlow replaces the stored data and code (those given) of a pending flow.
+func (o OAuth) ResealOAuthFlow(ctx context.Context, state string, data, code []byte, now time.Time) (err error) {
+	d := o.d
+	defer d.wrap(&err, "reseal OAuth flow")
+	if err := checkState(state); err != nil {
+		return err
+	}
+	var dataArg, codeArg any
+	if len(data) > 0 {
+		dataArg = d.JSON(data)
+	}
+	if len(code) > 0 {
+		codeArg = d.JSON(code)
+	}
+	return d.WriteTx(ctx, func(tx Tx) error {
+		return execOne(ctx, tx, "OAuth flow", "", o.q.ResealFlow, state, dataArg, codeArg, d.Time(storeutil.NormTime(now)))
+	})
+}
+
+// ListOAuthClients returns every registered client as stored.
+func (o OAuth) ListOAuthClients(ctx context.Context) (out []persistence.OAuthClient, err error) {
+	d := o.d
+	defer d.wrap(&err, "list OAuth clients")
+	err = d.ReadTx(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, o.q.ListClients)
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, func(row Row) (persistence.OAuthClient, error) {
+			var c persistence.OAuthClient
+			var data []byte
+			err := row.Scan(&c.ServerID, &c.Issuer, &c.RedirectURL, &data, Time(&c.CreatedAt))
+			c.Data = data
+			return c, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ResealOAuthClient replaces the stored data of a client.
+func (o OAuth) ResealOAuthClient(ctx context.Context, serverID, issuer string, data []byte) (err error) {
+	d := o.d
+	defer d.wrap(&err, "reseal OAuth client of server %q", serverID)
+	uid, err := storeutil.ServerID(serverID)
+	if err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return errors.New("empty client data")
+	}
+	return d.WriteTx(ctx, func(tx Tx) error {
+		return execOne(ctx, tx, "OAuth client", issuer, o.q.ResealClient, uid, issuer, d.JSON(data))
 	})
 }
