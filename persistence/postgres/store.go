@@ -569,10 +569,6 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 	if err != nil {
 		return persistence.ToolDiff{}, err
 	}
-	prepared, err := storeutil.PrepareTools(defs) // outside the transaction: it needs nothing of the store
-	if err != nil {
-		return persistence.ToolDiff{}, err
-	}
 	err = s.writeTx(ctx, func(tx pgx.Tx) error {
 		var serverName string
 		if err := tx.QueryRow(ctx, `SELECT name FROM mcp.external_servers WHERE id = $1 FOR UPDATE`, uid).
@@ -596,7 +592,10 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		}); err != nil {
 			return err
 		}
-		plan := prepared.Plan(serverName, existing)
+		plan, err := storeutil.PlanTools(serverName, defs, existing)
+		if err != nil {
+			return err
+		}
 		ts := storeutil.Now()
 		if len(plan.Remove) > 0 {
 			if _, err := tx.Exec(ctx, `DELETE FROM mcp.tools WHERE id = ANY($1::bigint[])`, plan.Remove); err != nil {

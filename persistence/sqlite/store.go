@@ -700,10 +700,6 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 	if err != nil {
 		return persistence.ToolDiff{}, err
 	}
-	prepared, err := storeutil.PrepareTools(defs) // outside the transaction: it needs nothing of the store
-	if err != nil {
-		return persistence.ToolDiff{}, err
-	}
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		var serverName string
 		if err := tx.QueryRowContext(ctx, `SELECT name FROM external_servers WHERE id = ?`, uid).
@@ -717,7 +713,10 @@ func (s *Store) ReplaceServerTools(ctx context.Context, serverID string, defs []
 		if err != nil {
 			return err
 		}
-		plan := prepared.Plan(serverName, existing)
+		plan, err := storeutil.PlanTools(serverName, defs, existing)
+		if err != nil {
+			return err
+		}
 		ts := fmtTime(storeutil.Now())
 		if len(plan.Remove) > 0 {
 			ids, err := json.Marshal(plan.Remove)

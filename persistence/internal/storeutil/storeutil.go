@@ -150,45 +150,30 @@ type ToolPlan struct {
 	Diff   persistence.ToolDiff
 }
 
-// PlanTools compares defs with the stored tools of server serverName: PrepareTools, then Plan.
+// PlanTools compares defs with the stored tools of server serverName. A later definition with the same original
+// name replaces an earlier one (a backend listing a tool twice updates it).
 func PlanTools(serverName string, defs []persistence.ToolDef, existing map[string]ExistingTool) (ToolPlan, error) {
-	prepared, err := PrepareTools(defs)
-	if err != nil {
-		return ToolPlan{}, err
-	}
-	return prepared.Plan(serverName, existing), nil
-}
-
-// PreparedTools are a discovery's definitions checked, canonicalised and hashed: the work of a ReplaceServerTools
-// that needs nothing of the store, done before its transaction so that the store's writer is held only for the
-// comparison and the writes.
-type PreparedTools struct {
-	tools []PlannedTool // Name is set by Plan
-	index map[string]int
-}
-
-// PrepareTools checks and hashes defs. A later definition with the same original name replaces an earlier one (a
-// backend listing a tool twice updates it).
-func PrepareTools(defs []persistence.ToolDef) (PreparedTools, error) {
+	var p ToolPlan
 	index := make(map[string]int, len(defs))
 	var planned []PlannedTool
 	for _, d := range defs {
 		if d.OriginalName == "" {
-			return PreparedTools{}, errors.New("tool without a name")
+			return p, errors.New("tool without a name")
 		}
 		schema, err := JsonOrEmpty(d.InputSchema)
 		if err != nil {
-			return PreparedTools{}, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
+			return p, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
 		}
 		canon, err := CanonicalJSON(schema)
 		if err != nil {
-			return PreparedTools{}, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
+			return p, fmt.Errorf("tool %q: input schema: %w", d.OriginalName, err)
 		}
 		def, err := JsonOrEmpty(d.Definition)
 		if err != nil {
-			return PreparedTools{}, fmt.Errorf("tool %q: definition: %w", d.OriginalName, err)
+			return p, fmt.Errorf("tool %q: definition: %w", d.OriginalName, err)
 		}
 		t := PlannedTool{
+			Name:         serverName + "." + d.OriginalName,
 			OriginalName: d.OriginalName,
 			Description:  d.Description,
 			InputSchema:  schema,
@@ -202,15 +187,7 @@ func PrepareTools(defs []persistence.ToolDef) (PreparedTools, error) {
 		index[d.OriginalName] = len(planned)
 		planned = append(planned, t)
 	}
-	return PreparedTools{tools: planned, index: index}, nil
-}
-
-// Plan compares the prepared tools with the stored tools of server serverName (read in the transaction that writes
-// the plan).
-func (pt PreparedTools) Plan(serverName string, existing map[string]ExistingTool) ToolPlan {
-	var p ToolPlan
-	for _, t := range pt.tools {
-		t.Name = serverName + "." + t.OriginalName
+	for _, t := range planned {
 		old, ok := existing[t.OriginalName]
 		if !ok {
 			p.Insert = append(p.Insert, t)
@@ -229,7 +206,7 @@ func (pt PreparedTools) Plan(serverName string, existing map[string]ExistingTool
 		p.Update = append(p.Update, t)
 	}
 	for original, old := range existing {
-		if _, keep := pt.index[original]; !keep {
+		if _, keep := index[original]; !keep {
 			p.Remove = append(p.Remove, old.ID)
 			p.Diff.Removed = append(p.Diff.Removed, old.Name)
 		}
@@ -237,8 +214,8 @@ func (pt PreparedTools) Plan(serverName string, existing map[string]ExistingTool
 	sort.Strings(p.Diff.Added)
 	sort.Strings(p.Diff.Changed)
 	sort.Strings(p.Diff.Removed)
-	p.Diff.Total = len(pt.tools)
-	return p
+	p.Diff.Total = len(planned)
+	return p, nil
 }
 
 // ValidClassificationState reports whether s is one of the states of the tool classification state machine.
