@@ -28,8 +28,9 @@ const (
 	defaultGOGC = 400
 	// defaultBudget is the soft limit while the live heap leaves enough room under it. RSS is about the limit plus
 	// the 42-45 MiB of the binary's own pages the daemon touches (file-backed, measured with no server at all), so
-	// the budget is what a 100 MB daemon can spend: 48 MiB keeps one with 50 stdio servers (15 MiB live) at 92 MiB of
-	// RSS where 96 MiB gave 139, and is about what GOGC=400 asks for with the call path's 9 MiB live heap anyway.
+	// the budget is what a 100 MB daemon can spend: 48 MiB keeps one with 50 stdio servers (15 MiB live) at 91-101
+	// MiB of RSS once idle where 96 MiB gave 126-147, and is about what GOGC=400 asks for with the call path's 9 MiB
+	// live heap anyway.
 	// Larger live heaps get the limit above it (10,000 tools indexed, about 50 MiB live: live + runtime + headroom).
 	defaultBudget = 48 << 20
 	// defaultHeadroom is the least room the heap gets to grow between two collections: below it the collector
