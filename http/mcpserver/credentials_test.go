@@ -30,8 +30,9 @@ func perUserRig(t testing.TB, opts mcpserver.Options) (persistence.Store, *httpt
 	return st, hs, srv
 }
 
-// perUserSystem is perUserRig with its actor system.
-func perUserSystem(t testing.TB, opts mcpserver.Options, tweak ...func(*actors.Config)) (persistence.Store, *httptest.Server, persistence.Server, *actors.System) {
+// encryptedSystem starts an actor system on an encrypted embedded store (callers' secrets need one), both closed
+// when the test ends.
+func encryptedSystem(t testing.TB, tweak ...func(*actors.Config)) (persistence.Store, *actors.System) {
 	t.Helper()
 	ctx := context.Background()
 	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
@@ -57,6 +58,14 @@ func perUserSystem(t testing.TB, opts mcpserver.Options, tweak ...func(*actors.C
 		defer cancel()
 		_ = sys.Shutdown(c)
 	})
+	return st, sys
+}
+
+// perUserSystem is perUserRig with its actor system.
+func perUserSystem(t testing.TB, opts mcpserver.Options, tweak ...func(*actors.Config)) (persistence.Store, *httptest.Server, persistence.Server, *actors.System) {
+	t.Helper()
+	ctx := context.Background()
+	st, sys := encryptedSystem(t, tweak...)
 	toks, err := auth.Parse("ops:"+adminToken, "ci:"+clientToken, "")
 	if err != nil {
 		t.Fatal(err)

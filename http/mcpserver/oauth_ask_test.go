@@ -3,15 +3,12 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,8 +18,6 @@ import (
 	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/crypt"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 // TestPerUserOAuthAskedInBand: on /mcp, a caller without a grant for a per_user server of an OAuth-protected
@@ -33,25 +28,7 @@ import (
 // the flow is complete (here by the test, as the page would), the waiting call goes on as that user.
 func TestPerUserOAuthAskedInBand(t *testing.T) {
 	ctx := context.Background()
-	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := crypt.NewKeyring(crypt.NewKey(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := crypt.Wrap(inner, ring)
-	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys := encryptedSystem(t)
 	toks, err := auth.Parse("ops:"+adminToken, "ci:"+clientToken, "")
 	if err != nil {
 		t.Fatal(err)
