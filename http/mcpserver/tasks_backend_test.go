@@ -88,15 +88,7 @@ type backendTaskRig struct {
 }
 
 func newBackendTaskRig(t *testing.T, transport string) backendTaskRig {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
-	t.Cleanup(mgr.Close)
-	r := newRig(t, mcpserver.Options{Tasks: mgr})
-	r.store = st
+	r, mgr := newTasksEndpointRig(t)
 	if transport == persistence.TransportSTDIO {
 		cmd, args := peertest.EverythingStdio(t)
 		r.register(t, "every", map[string]any{"command": cmd, "args": args}, transport)

@@ -417,9 +417,9 @@ func TestExtTasksClientInput(t *testing.T) {
 	}
 }
 
-// newTaskEverythingRig is the endpoint with tasks (auth off) and server-everything connected over stdio; the tasks
-// live in a store of their own (the rig makes its actors' store after the options).
-func newTaskEverythingRig(t *testing.T) *rig {
+// newTasksEndpointRig is the endpoint with tasks (auth off), the tasks in a store of their own (the rig makes its actors'
+// store after the options).
+func newTasksEndpointRig(t *testing.T) (*rig, *tasks.Manager) {
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -429,6 +429,13 @@ func newTaskEverythingRig(t *testing.T) *rig {
 	t.Cleanup(mgr.Close)
 	r := newRig(t, mcpserver.Options{Tasks: mgr})
 	r.store = st
+	return r, mgr
+}
+
+// newTaskEverythingRig is the endpoint with tasks (auth off) and server-everything connected over stdio; the tasks
+// live in a store of their own (the rig makes its actors' store after the options).
+func newTaskEverythingRig(t *testing.T) *rig {
+	r, _ := newTasksEndpointRig(t)
 	cmd, args := peertest.EverythingStdio(t)
 	r.register(t, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
 	waitFor(t, "every.echo routable", func() bool {
