@@ -198,6 +198,7 @@ func (s *System) newDiscoveryWorker() *discovery.Worker {
 			return reply.PromptsJson, reply.ResourcesJson, reply.TemplatesJson, nil
 		},
 		Fence:             func(id string) *persistence.Lease { return d.owners.fence(id) },
+		LeaseLost:         s.leaseLost,
 		Store:             d.Store,
 		Publish:           s.sys.EventStream.Publish,
 		PinHash:           s.pinHashes.Def,

@@ -142,3 +142,104 @@ func TestDiscoveryStoreFailureIsRunAgain(t *testing.T) {
 		t.Fatalf("server connected at %v, then at %v: the tools came with a reconnect", connected.ConnectedAt, s.ConnectedAt)
 	}
 }
+
+// flakyTransitionStore fails the first writes of a server's state changes to CONNECTED, as a store busy past a
+// write's deadline would.
+type flakyTransitionStore struct {
+	persistence.Store
+	fail  atomic.Int64 // writes left to fail
+	tries atomic.Int64
+}
+
+func (s *flakyTransitionStore) RecordTransition(ctx context.Context, t persistence.Transition) error {
+	if t.To == persistence.StatusConnected {
+		s.tries.Add(1)
+		if s.fail.Add(-1) >= 0 {
+			return fmt.Errorf("record transition: %w", context.DeadlineExceeded)
+		}
+	}
+	return s.Store.RecordTransition(ctx, t)
+}
+
+// TestTransitionWriteIsTriedAgain: a state change whose write fails (not for the lease) is written again, so the
+// stored row does not stay in the state before (seen under load: a server serving calls, its row CONNECTING).
+func TestTransitionWriteIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fs := &flakyTransitionStore{Store: st}
+	fs.fail.Store(2)
+	cfg := testConfig()
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	defer r.stop()
+	cmd, args := peertest.EverythingStdio(t)
+	srv := r.register("busy-store", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	r.waitServer(srv.ID, persistence.StatusConnected, 30*time.Second)
+	if n := fs.tries.Load(); n != 3 {
+		t.Fatalf("%d writes of CONNECTED, want the 2 failed ones and one that worked", n)
+	}
+}
+
+// leaseLostToolsStore refuses every write of a server's tools under the first lease the process took, as fenced
+// writes that find the lease gone would (it lapsed while the process's renewals waited behind the store's writer):
+// only a lease asked for again makes them succeed.
+type leaseLostToolsStore struct {
+	persistence.Store
+	takes atomic.Int64
+	tries atomic.Int64
+}
+
+func (s *leaseLostToolsStore) TakeOverLease(ctx context.Context, id, owner, from string, ttl time.Duration) (persistence.Lease, error) {
+	s.takes.Add(1)
+	return s.Store.TakeOverLease(ctx, id, owner, from, ttl)
+}
+
+func (s *leaseLostToolsStore) ReplaceServerTools(ctx context.Context, id string, defs []persistence.ToolDef, fence *persistence.Lease) (persistence.ToolDiff, error) {
+	s.tries.Add(1)
+	if s.takes.Load() < 2 {
+		return persistence.ToolDiff{}, fmt.Errorf("replace tools: %w", persistence.ErrLeaseLost)
+	}
+	return s.Store.ReplaceServerTools(ctx, id, defs, fence)
+}
+
+// TestDiscoveryLeaseLostRestartsTheSession: a discovery whose tool write finds the server's lease gone gives the
+// session up (the actor is told, as when the keeper cannot renew), and the new session under the lease taken again
+// lists and stores the tools. Before, the server stayed CONNECTED with no tools for good.
+func TestDiscoveryLeaseLostRestartsTheSession(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fs := &leaseLostToolsStore{Store: st}
+	cfg := testConfig()
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	defer r.stop()
+	cmd, args := peertest.EverythingStdio(t)
+	srv := r.register("lapsed", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		total, _ := sys.Routes().ToolCountsWhere(func(id string) bool { return id == srv.ID })
+		if total > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tool routable 30 s after registration (%d tool writes tried, lease taken %d times)", fs.tries.Load(), fs.takes.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.waitServer(srv.ID, persistence.StatusConnected, 10*time.Second)
+	mustEcho(t, r, srv.ID, "after the lease came back")
+}

@@ -210,16 +210,20 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	s.stopKeeper, s.keeperDone = stop, make(chan struct{})
 	go func() {
 		defer close(s.keeperDone)
-		d.owners.Keep(kctx, d.NodeAddress, func(id string, epoch int64, why string) {
-			if pid, ok := s.hostedPID(id); ok {
-				sys.Root.Send(pid, &server.LeaseLost{Epoch: epoch, Why: why})
-			}
-		}, d.Logger)
+		d.owners.Keep(kctx, d.NodeAddress, s.leaseLost, d.Logger)
 	}()
 	if err := s.startReconciler(ctx); err != nil {
 		return fail(err)
 	}
 	return s, nil
+}
+
+// leaseLost tells the actor of server id, if this process hosts it, that its lease of that epoch is gone (the keeper
+// could not renew it, or a fenced write found it lapsed or taken): the actor closes its session and asks again.
+func (s *System) leaseLost(id string, epoch int64, why string) {
+	if pid, ok := s.hostedPID(id); ok {
+		s.sys.Root.Send(pid, &server.LeaseLost{Epoch: epoch, Why: why})
+	}
 }
 
 // deliver hands an event to the actors that follow it. local: published on this process's event stream by its own

@@ -57,6 +57,9 @@ type Ports struct {
 	Store Store
 	// Publish puts an event on the event stream (ToolsChanged, FeaturesChanged).
 	Publish func(evt any)
+	// LeaseLost tells the server's actor that a fenced write found its lease of that epoch gone (lapsed or taken):
+	// the listing was not stored, and only a new session under a new lease lists the tools again.
+	LeaseLost func(id string, epoch int64, why string)
 	// PinHash is a tool definition's pin hash (routing.PinHashes.Def, shared with the router).
 	PinHash func(server, name string, def []byte) (string, error)
 	Metrics Metrics
@@ -138,7 +141,7 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 	if before, err := w.p.Store.GetServer(sctx, id); err == nil {
 		if err := w.pin(sctx, before, l.Defs, fence); err != nil {
 			if errors.Is(err, persistence.ErrLeaseLost) {
-				log.Info("tools not stored: the server's lease moved on", "server_id", id)
+				w.leaseLost(id, fence, "tools not stored", err)
 				return nil
 			}
 			return storeError{fmt.Errorf("definition pinning: %w", err)}
@@ -153,7 +156,7 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 		return nil // removed meanwhile
 	}
 	if errors.Is(err, persistence.ErrLeaseLost) {
-		log.Info("tools not stored: the server's lease moved on", "server_id", id)
+		w.leaseLost(id, fence, "tools not stored", err)
 		return nil
 	}
 	if err != nil {
@@ -173,6 +176,15 @@ func (w *Worker) tools(ctx context.Context, id string, forced bool) error {
 		ServerId: id, ServerName: srv.Name, Added: diff.Added, Removed: diff.Removed, Changed: diff.Changed, Total: int32(diff.Total),
 	})
 	return nil
+}
+
+// leaseLost reports a listing that was not stored because the server's lease is gone, and tells the server's actor:
+// a session left running without its lease would stay connected without the tools it listed.
+func (w *Worker) leaseLost(id string, fence *persistence.Lease, what string, err error) {
+	w.p.Logger.Info(what+": the server's lease moved on", "server_id", id)
+	if w.p.LeaseLost != nil {
+		w.p.LeaseLost(id, fence.Epoch, what+": "+err.Error())
+	}
 }
 
 // pin applies definition pinning to what a server listed, before the tools are stored: the pins record which
@@ -239,7 +251,7 @@ func (w *Worker) features(ctx context.Context, id, key string, forced bool) erro
 		return nil // removed meanwhile
 	}
 	if errors.Is(err, persistence.ErrLeaseLost) {
-		log.Info("prompts and resources not stored: the server's lease moved on", "server_id", id)
+		w.leaseLost(id, fence, "prompts and resources not stored", err)
 		return nil
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ type fakeStore struct {
 	writes   int
 	readErr  error // GetServer fails with it
 	writeErr error // ReplaceServerTools and ReplaceServerFeatures fail with it
+	pinErr   error // SaveToolPins fails with it
 }
 
 func (f *fakeStore) GetServer(_ context.Context, id string) (persistence.Server, error) {
@@ -91,6 +93,9 @@ func (f *fakeStore) ListToolPins(context.Context, string) (persistence.PinSet, e
 func (f *fakeStore) SaveToolPins(_ context.Context, _ string, expect int64, pins []persistence.ToolPin, _ *persistence.Lease) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.pinErr != nil {
+		return f.pinErr
+	}
 	if expect != f.pins.Version {
 		return persistence.ErrChanged
 	}
@@ -194,6 +199,32 @@ func TestWorkerWritesNothingItDoesNotOwn(t *testing.T) {
 				t.Fatalf("events %v, writes %d, pins %+v", h.events, h.store.writes, h.store.pins)
 			}
 		})
+	}
+}
+
+// TestWorkerTellsTheActorOfALostLease: a listing whose fenced write finds the lease gone (lapsed or taken) is not
+// stored, and the server's actor is told, with the lease's epoch: a session left running without its lease would
+// stay connected without the tools it listed (seen on one process whose lease renewals waited behind SQLite's writer).
+func TestWorkerTellsTheActorOfALostLease(t *testing.T) {
+	for _, pinning := range []bool{false, true} {
+		for _, key := range []string{"s1", FeaturesKey("s1")} {
+			t.Run(fmt.Sprintf("%s pinning=%v", key, pinning), func(t *testing.T) {
+				h := newHarness(pinning)
+				h.store.writeErr = fmt.Errorf("epoch 1: %w", persistence.ErrLeaseLost)
+				h.store.pinErr = h.store.writeErr
+				var lost []string
+				h.w.p.LeaseLost = func(id string, epoch int64, why string) {
+					lost = append(lost, fmt.Sprintf("%s@%d", id, epoch))
+				}
+				h.listed = raws(`{"name":"a"}`)
+				if _, err := h.w.Run(context.Background(), key, true); err != nil {
+					t.Fatalf("Run: %v (a lost lease is not a store failure to retry)", err)
+				}
+				if !slices.Equal(lost, []string{"s1@1"}) || len(h.events) != 0 {
+					t.Fatalf("LeaseLost calls %v, events %v", lost, h.events)
+				}
+			})
+		}
 	}
 }
 

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -321,6 +323,9 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 	return true
 }
 
+// transitionTries bounds the attempts to persist a state change (setStatus), 0.5 s, 1 s and 2 s apart.
+const transitionTries = 4
+
 // setStatus moves the actor to the new state at once, and persists the change with its history row (fenced by the
 // lease) and then publishes it on the event stream, in order, off the mailbox. Without the lease this process is
 // not the owner: the change is only published, for this process's routing table; the owner's row is left alone.
@@ -348,13 +353,21 @@ func (a *serverActor) setStatus(to, reason string, errMsg *string) {
 			log.Warn("router slow to apply a status change", "server_id", evt.ServerId, "to", to, "error", err)
 		}
 		if fence != nil {
-			sctx, cancel := a.storeCtx()
 			// The store writes from, reason and error_message into the row's details itself: Details is only for
-			// extra fields (setting it to from+reason nested a copy of the row in itself).
-			err := store.RecordTransition(sctx, persistence.Transition{
-				ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now, Fence: fence,
+			// extra fields (setting it to from+reason nested a copy of the row in itself). A write that fails for
+			// another reason than the lease is tried again a few times (the writes after it wait, in order): a
+			// store busy for longer than one write's deadline must not leave the row in the state before.
+			_, err := retry.Do(context.Background(), retry.Backoff{Initial: 500 * time.Millisecond, Multiplier: 2, Jitter: 0.2}.Schedule(), retry.Options{MaxTries: transitionTries}, func() (struct{}, error) {
+				sctx, cancel := a.storeCtx()
+				defer cancel()
+				err := store.RecordTransition(sctx, persistence.Transition{
+					ServerID: a.id, From: from, To: to, Reason: reason, ErrorMessage: errMsg, At: now, Fence: fence,
+				})
+				if errors.Is(err, persistence.ErrLeaseLost) || errors.Is(err, persistence.ErrNotFound) {
+					return struct{}{}, backoff.Permanent(err)
+				}
+				return struct{}{}, err
 			})
-			cancel()
 			check(err, fence, "persist state transition", "from", from, "to", to)
 		}
 		sys.EventStream.Publish(evt)

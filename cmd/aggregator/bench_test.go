@@ -60,6 +60,14 @@ func openBenchStore(b *testing.B, kind string) persistence.Store {
 // inProcess runs the store, the actors and the REST API in this process on a loopback port.
 func inProcess(b *testing.B, st persistence.Store, cfg actors.Config) (*actors.System, string) {
 	quiet := slog.New(slog.DiscardHandler)
+	if path := os.Getenv("BENCH_DAEMON_LOG"); path != "" { // the in-process daemon's debug log, for a failed run
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = f.Close() })
+		quiet = slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: cfg, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)

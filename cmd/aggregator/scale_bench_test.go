@@ -136,13 +136,38 @@ func (d *scaleDaemon) waitSearchable(start time.Time, prefixes []string, tools i
 		}
 		pending = still
 		if time.Since(start) > 5*time.Minute {
-			d.b.Fatalf("servers %v not searchable after 5 minutes", pending)
+			d.b.Fatalf("servers %v not searchable after 5 minutes; the servers: %s", pending, d.serverStates())
 		}
 		if len(pending) > 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	return time.Since(start)
+}
+
+// serverStates describes every registered server (name, status, tool count, error) for a failure message.
+func (d *scaleDaemon) serverStates() string {
+	resp, err := http.Get(d.base + "/api/v1/aggregator/servers?limit=100")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Servers []struct {
+			Name      string `json:"name"`
+			Status    string `json:"status"`
+			ToolCount int    `json:"tool_count"`
+			Error     string `json:"error_message"`
+		} `json:"servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, s := range out.Servers {
+		fmt.Fprintf(&b, "\n  %s %s tools=%d %s", s.Name, s.Status, s.ToolCount, s.Error)
+	}
+	return b.String()
 }
 
 // searchable reports whether the last and the first tool of the server with this prefix are found by their ids.
