@@ -1,0 +1,200 @@
+package embed
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcpgw/aggregator/search/internal/analysis"
+)
+
+// referenceFold is fold as it was first written: every feature sorted by (hash, weight), then added bucket by
+// bucket in that order. fold must give the very same bits (stored vectors and the HashedModel version rely on it).
+func referenceFold(vec []float32, feats []feature) {
+	if len(feats) == 0 {
+		feats = append(feats, feature{hashFeature('e', ""), 1})
+	}
+	slices.SortFunc(feats, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
+	dim := uint64(len(vec))
+	for i := 0; i < len(feats); {
+		f, w := feats[i].hash, 0.0
+		for ; i < len(feats) && feats[i].hash == f; i++ {
+			w += feats[i].weight
+		}
+		v := math.Log1p(w)
+		if f>>63 == 1 {
+			v = -v
+		}
+		vec[(f&(1<<63-1))%dim] += float32(v)
+	}
+	Normalize(vec)
+	if Validate(vec, len(vec)) != nil {
+		clear(vec)
+		vec[0] = 1
+	}
+}
+
+// TestFoldMatchesFullSort: fold gives referenceFold's vector bit for bit, for short and long feature lists, equal
+// hashes (one word repeated), hashes that share a bucket, and no feature at all.
+func TestFoldMatchesFullSort(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name string
+		n    int
+		hash func() uint64
+	}{
+		{"none", 0, rnd.Uint64},
+		{"short", 20, rnd.Uint64},
+		{"long", 5000, rnd.Uint64},
+		{"many equal hashes", 3000, func() uint64 { return uint64(rnd.IntN(50)) << 40 }},
+		{"one bucket", 1000, func() uint64 { return uint64(rnd.IntN(1000)) * 412 }},
+		{"all equal", 500, func() uint64 { return 42 }},
+	} {
+		feats := make([]feature, tc.n)
+		for i := range feats {
+			feats[i] = feature{hash: tc.hash(), weight: float64(rnd.IntN(7))/3 + rnd.Float64()/1e3}
+		}
+		want, got := make([]float32, 412), make([]float32, 412)
+		referenceFold(want, slices.Clone(feats))
+		fold(got, feats)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: fold differs from the full sort's fold", tc.name)
+		}
+	}
+}
+
+// TestVectorsUnchangedOnFixtures: every tool text of both search fixtures embeds to the vector the full sort gives.
+func TestVectorsUnchangedOnFixtures(t *testing.T) {
+	h := NewHashed(0)
+	n := 0
+	for _, name := range []string{"livemcpbench", "bfcl"} {
+		f, err := os.Open("../../../shared/fixtures/" + name + "/tools.jsonl")
+		if err != nil {
+			t.Skipf("fixtures not present: %v", err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			var row struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				InputSchema json.RawMessage `json:"input_schema"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+				t.Fatal(err)
+			}
+			text := "name: " + row.Name + "\ndescription: " + row.Description + "\nparameters: " + string(row.InputSchema)
+			got := h.Vector(text)
+			want := referenceVector(h, text)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: the vector of %q changed", name, row.Name)
+			}
+			n++
+		}
+		f.Close()
+	}
+	if n < 500 {
+		t.Fatalf("only %d texts checked", n)
+	}
+}
+
+// referenceVector is Hashed.Vector with referenceFold.
+func referenceVector(h *Hashed, text string) []float32 {
+	fold := referenceFold
+	vec := make([]float32, h.dim)
+	var acc []float64
+	if h.wv != nil {
+		acc = make([]float64, h.wv.dim)
+	}
+	found := false
+	var feats []feature
+	for line, weight := range fieldLines(text) {
+		for _, w := range analysis.Words(line) {
+			term, ok := analysis.Term(w)
+			if !ok {
+				continue
+			}
+			feats = append(feats, feature{hashFeature('w', term), weight * hashWordWeight})
+			if w.CJK || w.Compound {
+				continue
+			}
+			feats = addGrams(feats, w.Text, weight*hashCharWeight)
+			if acc != nil {
+				found = h.wv.add(acc, w.Text, weight) || found
+			}
+		}
+	}
+	fold(vec[:h.hashDim], feats)
+	if acc == nil {
+		return vec
+	}
+	var sum float64
+	for _, x := range acc {
+		sum += x * x
+	}
+	if !found || sum == 0 {
+		return vec
+	}
+	hs, ws := math.Sqrt(1-h.wordShare), math.Sqrt(h.wordShare)/math.Sqrt(sum)
+	for i := range vec[:h.hashDim] {
+		vec[i] *= float32(hs)
+	}
+	for i, x := range acc {
+		vec[h.hashDim+i] = float32(x * ws)
+	}
+	return Normalize(vec)
+}
+
+func BenchmarkFold(b *testing.B) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	base := make([]feature, 2500)
+	for i := range base {
+		base[i] = feature{hash: rnd.Uint64(), weight: rnd.Float64()}
+	}
+	feats := make([]feature, len(base))
+	vec := make([]float32, 412)
+	for _, impl := range []struct {
+		name string
+		fold func([]float32, []feature)
+	}{{"buckets", fold}, {"full sort", referenceFold}} {
+		b.Run(impl.name, func(b *testing.B) {
+			for b.Loop() {
+				copy(feats, base)
+				clear(vec)
+				impl.fold(vec, feats)
+			}
+		})
+	}
+}
+
+// TestEmbedBatchOnEveryCore: a batch embedded on several goroutines gives each text the vector Vector gives it
+// alone, in order; a cancelled context fails the batch.
+func TestEmbedBatchOnEveryCore(t *testing.T) {
+	h := NewHashed(0)
+	texts := make([]string, 300)
+	for i := range texts {
+		texts[i] = "Name: tool_" + string(rune('a'+i%26)) + "\nDescription: reads record number " + strings.Repeat("x", i%17) + " and reports it"
+	}
+	got, err := h.Embed(context.Background(), texts)
+	if err != nil || len(got) != len(texts) {
+		t.Fatalf("Embed: %d vectors, %v", len(got), err)
+	}
+	for i, text := range texts {
+		if !slices.Equal(got[i], h.Vector(text)) {
+			t.Fatalf("text %d: the batch's vector differs from Vector's", i)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.Embed(ctx, texts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled batch: %v", err)
+	}
+}
