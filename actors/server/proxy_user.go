@@ -420,6 +420,11 @@ func classifyUserError(err error, rec persistence.Server, status string) (*pb.Er
 	switch {
 	case errors.Is(err, ErrCredentialRequired):
 		return credentialRequired(rec, status), true
+	case errors.Is(err, backendauth.ErrReauthorize):
+		// The caller's OAuth grant could not give a token the backend takes (an exchanged token that expired, a
+		// refused refresh): the request was not run (never sent, or refused with 401), so the caller is asked as
+		// one without a grant, and the front end may exchange their token again and run the call once more.
+		return credentialRequired(rec, status), true
 	case errors.Is(err, ErrProxyConnect):
 		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
 			Message: fmt.Sprintf("Your session of server %s could not connect (is your credential right? %s): %v",
