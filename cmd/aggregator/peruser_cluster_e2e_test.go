@@ -165,6 +165,24 @@ func TestPerUserClusterE2E(t *testing.T) {
 		t.Fatalf("after the replacement: %d %s, want key=alice-key-2", code, out)
 	}
 	wantAnswer("keyed", pucBob, "key=bob-key-1")
+	// The same on /mcp of the non-owner: bob's own key; carol's tool error names where to store hers.
+	for token, want := range map[string]string{pucBob: `key=bob-key-1`, pucCarol: `"error_code":"CREDENTIAL_REQUIRED"`} {
+		cl := mcp.NewClient(&mcp.Implementation{Name: "puc", Version: "1"}, nil)
+		sess, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: via["keyed"].mcp + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerRT{token}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "keyed__whoami", Arguments: map[string]any{}})
+		sess.Close()
+		if err != nil {
+			t.Fatalf("/mcp call: %v", err)
+		}
+		b, _ := json.Marshal(res)
+		if !strings.Contains(string(b), want) || res.IsError != (token == pucCarol) {
+			t.Fatalf("/mcp keyed__whoami through %s: %s, want %s", via["keyed"].name, b, want)
+		}
+	}
 	// Revoked by the admin through the non-owner: alice is asked again.
 	if code, out := via["keyed"].doAs(pucAdmin, "DELETE", "/servers/"+keyedID+"/credentials/token%3Aalice", nil); code != http.StatusNoContent {
 		t.Fatalf("revoke: %d %v", code, out)
