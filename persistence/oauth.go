@@ -27,8 +27,9 @@ type OAuthFlow struct {
 }
 
 // OAuthClient is a client the aggregator registered dynamically (RFC 7591) at a backend's authorization server for
-// a server, reused by every caller's flow while RedirectURL stays the daemon's. Data (client id, secret, token
-// endpoint auth method) is plaintext above the encrypting store and sealed below it.
+// a server, reused by every caller's flow of a daemon whose redirect URI it was registered with. RedirectURL is the
+// registering daemon's; Data (client id, secret, token endpoint auth method, and every redirect URI it lists: the
+// nodes of a cluster with per-node console URLs) is plaintext above the encrypting store and sealed below it.
 type OAuthClient struct {
 	ServerID    string
 	Issuer      string

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/actors/notifyorder"
 	"github.com/mcpgw/aggregator/actors/routing"
+	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
@@ -403,7 +404,9 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 // fail answers the asker with the connect error and stops. The error's text never holds the caller's secret.
 func (p *proxyActor) fail(ctx actor.Context, err error) {
 	switch {
-	case errors.Is(err, ErrCredentialRequired):
+	case errors.Is(err, ErrCredentialRequired), errors.Is(err, backendauth.ErrReauthorize):
+		// No credential, or an OAuth grant that cannot give a token (its refresh refused, an exchanged token
+		// expired): the caller is asked as one without a credential.
 		err = credentialRequiredError(p.rec)
 	case p.secrets != nil:
 		err = fmt.Errorf("%w: %s", ErrProxyConnect, p.scrub(err.Error()))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors/backend"
@@ -420,6 +421,12 @@ func classifyUserError(err error, rec persistence.Server, status string) (*pb.Er
 	switch {
 	case errors.Is(err, ErrCredentialRequired):
 		return credentialRequired(rec, status), true
+	case errors.Is(err, backendauth.ErrReauthorize) && rejectedByTransport(err):
+		// The caller's OAuth grant could not give a token the backend takes (an exchanged token that expired, a
+		// refused refresh): the request was not run (never sent, or refused with 401; the transport says so), so
+		// the caller is asked as one without a grant, and the front end may exchange their token again and run the
+		// call once more.
+		return credentialRequired(rec, status), true
 	case errors.Is(err, ErrProxyConnect):
 		return &pb.ErrorInfo{Code: errcode.ServerUnavailable, ServerName: rec.Name, ServerStatus: status,
 			Message: fmt.Sprintf("Your session of server %s could not connect (is your credential right? %s): %v",
@@ -616,4 +623,12 @@ func replaceHint(rec persistence.Server) string {
 		return "authorize again with POST " + gateway.OAuthStartPath(rec.ID)
 	}
 	return "replace it with PUT " + gateway.CredentialPath(rec.ID)
+}
+
+// rejectedByTransport reports whether err says the transport did not deliver the request (codeRejected, the
+// go-sdk's jsonrpc2.ErrRejected, in its chain: its headers could not be set, or the backend refused it before
+// running it), so it did not run.
+func rejectedByTransport(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we) && we.Code == codeRejected
 }

@@ -86,6 +86,12 @@ func (s *Server) askCredential(ctx context.Context, err error) bool {
 	elicitation := uuid.NewString()
 	wctx, cancel := context.WithTimeout(ctx, credentialWait)
 	defer cancel()
+	// A caller may have a credential stored that no longer works (an OAuth grant whose refresh was refused, an
+	// exchanged token that expired): the call goes on once one is stored after this one, not at once.
+	stale, known := s.storedAt(wctx, serverID, subject)
+	if !known {
+		return false
+	}
 	msg := "Server " + serverName + " works with your own credential. Open the page to store it; the call goes on once it is stored."
 	if ce.Info.CredentialOauth {
 		// The same console page starts the caller's OAuth authorization of the backend for such a server.
@@ -99,13 +105,9 @@ func (s *Server) askCredential(ctx context.Context, err error) bool {
 	tick := time.NewTicker(credentialPoll)
 	defer tick.Stop()
 	for {
-		if list, lerr := s.store.ListUserSecrets(wctx, serverID); lerr == nil {
-			for _, u := range list {
-				if u.Subject == subject {
-					ask.asker.elicitationComplete(wctx, elicitation)
-					return true
-				}
-			}
+		if at, ok := s.storedAt(wctx, serverID, subject); ok && !at.IsZero() && !at.Equal(stale) {
+			ask.asker.elicitationComplete(wctx, elicitation)
+			return true
 		}
 		select {
 		case <-wctx.Done():
@@ -113,4 +115,19 @@ func (s *Server) askCredential(ctx context.Context, err error) bool {
 		case <-tick.C:
 		}
 	}
+}
+
+// storedAt is when subject's credential for serverID was last stored (zero: none is); false when the store did not
+// answer.
+func (s *Server) storedAt(ctx context.Context, serverID, subject string) (time.Time, bool) {
+	list, err := s.store.ListUserSecrets(ctx, serverID)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, u := range list {
+		if u.Subject == subject {
+			return u.UpdatedAt, true
+		}
+	}
+	return time.Time{}, true
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -25,7 +26,9 @@ import (
 // whose CREDENTIAL_REQUIRED names the route that starts the authorization (POST .../credentials/me/oauth); a
 // client that supports URL-mode elicitation is sent to the console's page for the server, which starts the
 // authorization, with a message saying to authorize. Once the user has gone through the authorization server and
-// the flow is complete (here by the test, as the page would), the waiting call goes on as that user.
+// the flow is complete (here by the test, as the page would), the waiting call goes on as that user. A grant that
+// no longer works (its refresh refused) asks again, and the call waits for the new authorization rather than
+// running at once on the stored one.
 func TestPerUserOAuthAskedInBand(t *testing.T) {
 	ctx := context.Background()
 	st, sys := encryptedSystem(t)
@@ -74,12 +77,14 @@ func TestPerUserOAuthAskedInBand(t *testing.T) {
 	// A client that can be asked: the console's page, then the authorization, then the call goes on.
 	var mu sync.Mutex
 	var asked *mcp.ElicitParams
+	hint := "alice"
 	flowDone := make(chan error, 1)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "asker", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			mu.Lock()
 			asked = req.Params
+			user := hint
 			mu.Unlock()
 			// The user opens the page, which starts the flow; the authorization server sends them back; the page
 			// completes it.
@@ -90,7 +95,7 @@ func TestPerUserOAuthAskedInBand(t *testing.T) {
 					flowDone <- err
 					return
 				}
-				cb := oauthtest.Browse(t, started.AuthorizationURL+"&login_hint=alice", redirect)
+				cb := oauthtest.Browse(t, started.AuthorizationURL+"&login_hint="+user, redirect)
 				q := cb.Query()
 				if err := flows.Callback(fctx, q.Get("state"), q.Get("code"), q.Get("iss"), q.Get("error"), q.Get("error_description")); err != nil {
 					flowDone <- err
@@ -113,12 +118,59 @@ func TestPerUserOAuthAskedInBand(t *testing.T) {
 		t.Fatalf("the authorization: %v", err)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if asked == nil || asked.Mode != "url" || asked.URL != "https://agg.example/ui/#credential="+srv.ID+"&elicitation="+asked.ElicitationID ||
-		!strings.Contains(asked.Message, "authorize") {
-		t.Fatalf("elicitation asked: %+v", asked)
+	first := asked
+	asked = nil
+	mu.Unlock()
+	if first == nil || first.Mode != "url" || first.URL != "https://agg.example/ui/#credential="+srv.ID+"&elicitation="+first.ElicitationID ||
+		!strings.Contains(first.Message, "authorize") {
+		t.Fatalf("elicitation asked: %+v", first)
 	}
 	if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "user=alice" {
 		t.Fatalf("the call after the authorization: %v %+v", res.IsError, res.Content)
+	}
+
+	// The grant stops working: its token expired and the authorization server refuses its refresh token.
+	stored, err := st.GetUserSecret(ctx, srv.ID, "token:ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := backendauth.DecodeGrant(stored.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := *g.Token
+	tok.Expiry, tok.RefreshToken = time.Now().Add(-time.Minute), "refresh-token-the-server-refuses"
+	g.Token = &tok
+	dead, err := g.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.PutUserSecret(ctx, persistence.UserSecret{ServerID: srv.ID, Subject: "token:ops", Secret: dead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.EndUserSession(ctx, srv.ID, "token:ops"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	hint = "carol"
+	mu.Unlock()
+	res = callTool(t, &client{sess: s}, "ob__whoami", map[string]any{})
+	select {
+	case err := <-flowDone:
+		if err != nil {
+			t.Fatalf("the second authorization: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		b, _ := json.Marshal(res)
+		t.Fatalf("no second authorization; the call answered %s", b)
+	}
+	mu.Lock()
+	second := asked
+	mu.Unlock()
+	if second == nil || second.Mode != "url" {
+		t.Fatalf("a caller whose grant no longer works was not asked: %+v", second)
+	}
+	if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "user=carol" {
+		t.Fatalf("the call after the new authorization: %v %+v", res.IsError, res.Content)
 	}
 }

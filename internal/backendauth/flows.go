@@ -123,7 +123,14 @@ type registration struct {
 	AuthStyle    oauth2.AuthStyle `json:"auth_style,omitempty"`
 	// Exchange: the client was registered with the token exchange grant.
 	Exchange bool `json:"token_exchange,omitempty"`
+	// RedirectURIs are the redirect URIs the client was registered with: the daemons' of a cluster whose console
+	// URLs differ (MCP_AGGREGATOR_CONSOLE_URL per node), at most MaxRedirectURIs. A client stored before they were
+	// recorded has none: it was registered with its row's RedirectURL alone.
+	RedirectURIs []string `json:"redirect_uris,omitempty"`
 }
+
+// MaxRedirectURIs bounds the redirect URIs one registered client lists (the most recent daemons' kept).
+const MaxRedirectURIs = 16
 
 // NewFlows returns the flow runner.
 func NewFlows(cfg FlowsConfig) *Flows {
@@ -350,44 +357,58 @@ func scopes(slot *persistence.OAuthSlot, cs []oauthex.Challenge, prm *oauthex.Pr
 }
 
 // client sets data's client: the registration's pre-registered public client, else the client registered before
-// for (server, authorization server) with the same redirect URL, else a new dynamic registration, stored for the
-// next flows.
+// for (server, authorization server) whose redirect URIs include this daemon's, else a new dynamic registration,
+// stored for the next flows. Decision (per-node console URLs): one client per (server, authorization server),
+// registered with every redirect URI the daemons sharing the store have used: a daemon whose redirect URI the
+// stored client lacks registers a new one listing the stored client's URIs and its own (the most recent
+// MaxRedirectURIs), which replaces it, so the nodes of a cluster converge on one client after one flow each rather
+// than registering again whenever flows alternate between them. A replaced client is not deleted at the
+// authorization server (RFC 7591 gives no way): the grants and flows issued to it keep its client id and keep
+// working.
 func (f *Flows) client(ctx context.Context, d *discovery, srv persistence.Server, data *flowData) error {
 	slot, asm, hc := d.slot, d.asm, d.client
 	if slot.ClientID != "" {
 		data.ClientID, data.AuthStyle = slot.ClientID, oauth2.AuthStyleInParams // public: client_id in the body
 		return nil
 	}
+	var prior []string // the redirect URIs of the client this registration replaces
 	stored, err := f.cfg.Store.GetOAuthClient(ctx, srv.ID, asm.Issuer)
 	switch {
-	case err == nil && stored.RedirectURL == f.cfg.RedirectURL:
+	case err == nil:
 		var r registration
-		if err := json.Unmarshal(stored.Data, &r); err == nil && r.ClientID != "" && (r.Exchange || !d.exchanges()) {
+		if err := json.Unmarshal(stored.Data, &r); err != nil || r.ClientID == "" {
+			f.log.Warn("a stored OAuth client is unreadable: registering a new one", "server_id", srv.ID)
+			break
+		}
+		uris := r.RedirectURIs
+		if len(uris) == 0 {
+			uris = []string{stored.RedirectURL}
+		}
+		if slices.Contains(uris, f.cfg.RedirectURL) && (r.Exchange || !d.exchanges()) {
 			data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
 			return nil
 		}
-		if r.ClientID == "" {
-			f.log.Warn("a stored OAuth client is unreadable: registering a new one", "server_id", srv.ID)
-		}
-	case err != nil && !errors.Is(err, persistence.ErrNotFound):
+		prior = uris
+	case !errors.Is(err, persistence.ErrNotFound):
 		// Unreadable (a key no longer configured) or the store failing: register anew; storing it may fail too.
 		f.log.Warn("could not read the stored OAuth client: registering a new one", "server_id", srv.ID, "error", err)
 	}
 	if asm.RegistrationEndpoint == "" {
 		return fmt.Errorf("%w: the authorization server offers no dynamic client registration: set user_credential.oauth.client_id", ErrAuthorization)
 	}
+	uris := redirectURIs(prior, f.cfg.RedirectURL)
 	grants := []string{"authorization_code", "refresh_token"}
 	if d.exchanges() {
 		grants = append(grants, oauthex.GrantTypeTokenExchange)
 	}
 	res, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
-		ClientName: "MCP aggregator", RedirectURIs: []string{f.cfg.RedirectURL}, TokenEndpointAuthMethod: "none",
-		GrantTypes: grants, ResponseTypes: []string{"code"}, ApplicationType: applicationType(f.cfg.RedirectURL)}, hc)
+		ClientName: "MCP aggregator", RedirectURIs: uris, TokenEndpointAuthMethod: "none",
+		GrantTypes: grants, ResponseTypes: []string{"code"}, ApplicationType: applicationType(uris)}, hc)
 	if err != nil {
 		return fmt.Errorf("%w: register a client: %w", ErrAuthorization, err)
 	}
 	r := registration{ClientID: res.ClientID, ClientSecret: res.ClientSecret, AuthStyle: authStyle(res.TokenEndpointAuthMethod),
-		Exchange: d.exchanges()}
+		Exchange: d.exchanges(), RedirectURIs: uris}
 	data.ClientID, data.ClientSecret, data.AuthStyle, data.Registered = r.ClientID, r.ClientSecret, r.AuthStyle, true
 	raw, err := json.Marshal(r)
 	if err == nil {
@@ -402,13 +423,32 @@ func (f *Flows) client(ctx context.Context, d *discovery, srv persistence.Server
 	return nil
 }
 
-// applicationType is RFC 7591's application_type of a client redirected to redirect: native for loopback.
-func applicationType(redirect string) string {
-	u, err := url.Parse(redirect)
-	if err == nil && (u.Hostname() == "localhost" || strings.HasPrefix(u.Hostname(), "127.") || u.Hostname() == "::1") {
-		return "native"
+// redirectURIs is prior (a stored client's redirect URIs) with own added last, the most recent MaxRedirectURIs
+// kept.
+func redirectURIs(prior []string, own string) []string {
+	out := make([]string, 0, len(prior)+1)
+	for _, u := range prior {
+		if u != "" && u != own && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
 	}
-	return "web"
+	out = append(out, own)
+	if len(out) > MaxRedirectURIs {
+		out = out[len(out)-MaxRedirectURIs:]
+	}
+	return out
+}
+
+// applicationType is RFC 7591's application_type of a client redirected to redirects: native when all are
+// loopback.
+func applicationType(redirects []string) string {
+	for _, r := range redirects {
+		u, err := url.Parse(r)
+		if err != nil || !(u.Hostname() == "localhost" || strings.HasPrefix(u.Hostname(), "127.") || u.Hostname() == "::1") {
+			return "web"
+		}
+	}
+	return "native"
 }
 
 // authStyle is how the client authenticates at the token endpoint, from its registered method.

@@ -63,10 +63,24 @@ func DecodeGrant(raw []byte) (Grant, error) {
 	return s.Grant, nil
 }
 
-// Expired reports whether nothing can renew g at now: its access token expires within RefreshBefore and it has no
-// refresh token.
+// Expired reports whether nothing can renew g at now: its access token is Stale and it has no refresh token.
 func (g Grant) Expired(now time.Time) bool {
-	return g.Token.RefreshToken == "" && !g.Token.Expiry.IsZero() && !g.Token.Expiry.After(now.Add(RefreshBefore))
+	return g.Token.RefreshToken == "" && g.Stale(now)
+}
+
+// Stale reports whether g's access token is no longer to be sent at now: it expires within its margin
+// (RefreshBefore, or a quarter of the token's lifetime when that is shorter, so that a token of a few seconds is
+// not renewed on every request). A token without an expiry is never stale: the backend's 401 says when it is.
+func (g Grant) Stale(now time.Time) bool {
+	return !g.Token.Expiry.IsZero() && !g.Token.Expiry.After(now.Add(g.margin()))
+}
+
+// margin is how long before its expiry g's access token is renewed.
+func (g Grant) margin() time.Duration {
+	if life := time.Duration(g.Token.ExpiresIn) * time.Second; life > 0 && life/4 < RefreshBefore {
+		return life / 4
+	}
+	return RefreshBefore
 }
 
 // config is the oauth2 client the grant's tokens were issued to.

@@ -16,10 +16,13 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// RefreshBefore is how long before its expiry an access token is refreshed.
+// RefreshBefore is how long before its expiry an access token is refreshed (a quarter of its lifetime when that
+// is shorter: Grant.Stale).
 const RefreshBefore = time.Minute
 
-// ErrReauthorize means the caller's grant no longer works (the refresh was refused): they must authorize again.
+// ErrReauthorize means the caller's grant no longer works (the refresh was refused, or an exchanged token expired
+// and nothing here can renew it): they must authorize again, or the front end exchanges their token again. The
+// request that met it was not run: either it was never sent (no token to send), or the backend refused it (401).
 var ErrReauthorize = errors.New("your OAuth authorization of the backend expired or was revoked: authorize again")
 
 // SessionHandler is the go-sdk auth.OAuthHandler of one caller's own backend session: the transport asks it for
@@ -54,13 +57,14 @@ func NewSessionHandler(store persistence.CredentialStore, client *http.Client, s
 // TokenSource is the handler itself.
 func (h *SessionHandler) TokenSource(context.Context) (oauth2.TokenSource, error) { return h, nil }
 
-// Token returns the access token to send, refreshing it first when it expires within RefreshBefore (or after a
-// 401).
+// Token returns the access token to send, refreshing it first when it is stale (Grant.Stale) or after a 401. A
+// grant that cannot be refreshed (no refresh token: an exchanged token) is never sent stale: Token answers
+// ErrReauthorize and the request is not sent.
 func (h *SessionHandler) Token() (*oauth2.Token, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.grant.Token
-	if !h.forced && (t.Expiry.IsZero() || t.Expiry.After(h.now().Add(RefreshBefore))) {
+	if !h.forced && !h.grant.Stale(h.now()) {
 		return t, nil
 	}
 	if err := h.refresh(); err != nil {

@@ -157,11 +157,16 @@ func (r *Keyring) SealSecret(serverID, subject string, plain []byte) (json.RawMe
 // OpenSecret opens a caller's sealed secret. Unlike connection_config, a secret is never read plain: a value that is
 // not an envelope is refused (ErrMalformed).
 func (r *Keyring) OpenSecret(serverID, subject string, stored []byte) ([]byte, error) {
-	what := fmt.Sprintf("credential of %q on server %s", subject, serverID)
+	return r.openSealed(secretAAD(serverID, subject), fmt.Sprintf("credential of %q on server %s", subject, serverID), stored)
+}
+
+// openSealed is open for a value that is never stored plain (callers' secrets, OAuth flows and clients): a value
+// that is not an envelope is refused (ErrMalformed).
+func (r *Keyring) openSealed(ad []byte, what string, stored []byte) ([]byte, error) {
 	if _, sealed, err := parseEnvelope(stored); err != nil || !sealed {
 		return nil, fmt.Errorf("crypt: %s: %w: not an encrypted envelope", what, ErrMalformed)
 	}
-	return r.open(secretAAD(serverID, subject), what, stored)
+	return r.open(ad, what, stored)
 }
 
 func (r *Keyring) seal(ad, plain []byte) (json.RawMessage, error) {

@@ -2,7 +2,6 @@ package crypt
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/mcpgw/aggregator/persistence"
@@ -20,13 +19,6 @@ func flowAAD(part, state string) []byte {
 
 func clientAAD(serverID, issuer string) []byte {
 	return []byte("mcpgw/oauth_clients/data/v1\x00" + serverID + "\x00" + issuer)
-}
-
-func (s *Store) openSealed(ad []byte, what string, stored []byte) ([]byte, error) {
-	if _, sealed, err := parseEnvelope(stored); err != nil || !sealed {
-		return nil, fmt.Errorf("crypt: %s: %w: not an encrypted envelope", what, ErrMalformed)
-	}
-	return s.ring.open(ad, what, stored)
 }
 
 // CreateOAuthFlow seals f.Data under the flow's state before it reaches the inner store.
@@ -57,11 +49,11 @@ func (s *Store) TakeOAuthFlow(ctx context.Context, state, subject string, now ti
 	if err != nil {
 		return f, err
 	}
-	if f.Data, err = s.openSealed(flowAAD("data", f.State), "OAuth flow data", f.Data); err != nil {
+	if f.Data, err = s.ring.openSealed(flowAAD("data", f.State), "OAuth flow data", f.Data); err != nil {
 		return persistence.OAuthFlow{}, err
 	}
 	if len(f.Code) > 0 {
-		if f.Code, err = s.openSealed(flowAAD("code", f.State), "OAuth flow code", f.Code); err != nil {
+		if f.Code, err = s.ring.openSealed(flowAAD("code", f.State), "OAuth flow code", f.Code); err != nil {
 			return persistence.OAuthFlow{}, err
 		}
 	}
@@ -85,7 +77,7 @@ func (s *Store) GetOAuthClient(ctx context.Context, serverID, issuer string) (pe
 	if err != nil {
 		return c, err
 	}
-	if c.Data, err = s.openSealed(clientAAD(c.ServerID, c.Issuer), "OAuth client", c.Data); err != nil {
+	if c.Data, err = s.ring.openSealed(clientAAD(c.ServerID, c.Issuer), "OAuth client", c.Data); err != nil {
 		return persistence.OAuthClient{}, err
 	}
 	return c, nil

@@ -44,9 +44,7 @@ func (r *Keyring) current(row sealedRow) bool {
 // openValue opens one stored value of row.
 func (r *Keyring) openValue(row sealedRow, v sealedValue) ([]byte, error) {
 	if !row.plainOK {
-		if _, sealed, err := parseEnvelope(v.stored); err != nil || !sealed {
-			return nil, fmt.Errorf("crypt: %s: %w: not an encrypted envelope", row.what, ErrMalformed)
-		}
+		return r.openSealed(v.ad, row.what, v.stored)
 	}
 	return r.open(v.ad, row.what, v.stored)
 }

@@ -10,10 +10,13 @@
 // 8693) to clients registered with it: a subject_token that is a JWT access token of ORG_ISSUER (checked against
 // its keys) is exchanged for an access token of RESOURCE for the same subject.
 //
+// ACCESS_TTL sets the access tokens' lifetime in seconds (default 300), for the tests of tokens that expire while a
+// session runs.
+//
 // Token revocation (RFC 7009) is on. GET /_test/counts answers how many clients were registered and how many
 // revocation requests succeeded, for the tests that check the aggregator registers once and revokes.
 //
-// Usage: PORT=9000 RESOURCE=http://127.0.0.1:8082/mcp [ORG_ISSUER=http://127.0.0.1:9001] REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
+// Usage: PORT=9000 [ACCESS_TTL=300] RESOURCE=http://127.0.0.1:8082/mcp [ORG_ISSUER=http://127.0.0.1:9001] REDIRECT=http://127.0.0.1:8081/api/v1/aggregator/oauth/callback node oidc-backend-as.mjs
 // Prints "ready <issuer>" once it listens.
 import { generateKeyPairSync } from 'node:crypto';
 import Provider, { errors } from 'oidc-provider';
@@ -27,6 +30,7 @@ if (!port || !resource) {
 }
 const issuer = `http://127.0.0.1:${port}`;
 const scopes = 'backend:read backend:write';
+const accessTokenTTL = Number(process.env.ACCESS_TTL || 300);
 
 function key(type, options, alg, kid) {
   const { privateKey } = generateKeyPairSync(type, options);
@@ -50,7 +54,7 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo(_ctx, indicator) {
         if (indicator !== resource) throw new errors.InvalidTarget();
-        return { scope: scopes, audience: resource, accessTokenTTL: 300, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } };
+        return { scope: scopes, audience: resource, accessTokenTTL, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } };
       },
     },
   },
@@ -106,7 +110,7 @@ if (orgIssuer) {
     const granted = (params.scope || scopes).split(' ').filter((sc) => scopes.split(' ').includes(sc)).join(' ');
     const token = new provider.AccessToken({ accountId: payload.sub, client, gty: 'token_exchange', scope: granted });
     token.resourceServer = new provider.ResourceServer(resource,
-      { scope: scopes, audience: resource, accessTokenTTL: 300, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } });
+      { scope: scopes, audience: resource, accessTokenTTL, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } });
     const value = await token.save();
     counts.exchanges++;
     ctx.body = { access_token: value, issued_token_type: accessTokenType, token_type: 'Bearer', expires_in: token.expiration, scope: granted };
