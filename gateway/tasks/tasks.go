@@ -7,6 +7,8 @@ package tasks
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,8 +222,12 @@ func (m *Manager) watchInput(id string) InputWatcher {
 			m.log.Warn("task input status not stored", "task", id, "error", err)
 		}
 	}
-	return func(_ context.Context, method string, params json.RawMessage) func() {
-		doc, err := json.Marshal(map[string]any{"method": method, "params": params})
+	return func(ctx context.Context, method string, params json.RawMessage) (context.Context, func()) {
+		var raw [8]byte
+		_, _ = rand.Read(raw[:])
+		key := "in-" + hex.EncodeToString(raw[:]) // unique over the task's life (resumptions included)
+		ctx = context.WithValue(ctx, inputReqKey{}, key)
+		doc, err := json.Marshal(map[string]any{"key": key, "method": method, "params": params})
 		if err != nil || len(doc) > persistence.MaxTaskPayloadBytes {
 			doc = nil // the status alone says the task waits
 		}
@@ -231,7 +237,7 @@ func (m *Manager) watchInput(id string) InputWatcher {
 		update(persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: doc})
 		mu.Unlock()
 		var once sync.Once
-		return func() {
+		return ctx, func() {
 			once.Do(func() {
 				mu.Lock()
 				defer mu.Unlock()
@@ -543,6 +549,16 @@ func (m *Manager) HandOver() {
 			m.log.Info("task left to be resumed: it follows a backend's task", "task", id, "backend_task", t.BackendTaskID)
 		}
 	}
+}
+
+// Done is closed once the task id, running on this node, has ended; nil when it does not run here.
+func (m *Manager) Done(id string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.running[id]; r != nil {
+		return r.done
+	}
+	return nil
 }
 
 // Running is how many tasks run on this node.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,13 +289,23 @@ func TestInputWatcher(t *testing.T) {
 		}
 		id := TaskID(ctx)
 		var steps []step
+		keys := map[string]string{} // input key -> its name in the steps
 		look := func() {
 			task, _ := s.GetTask(ctx, id)
-			steps = append(steps, step{task.Status + " " + string(task.InputRequest), task.StatusMessage})
+			pending := ""
+			if key, method, params, ok := PendingInput(task); ok {
+				pending = keys[key] + " " + method + " " + string(params)
+			}
+			steps = append(steps, step{strings.TrimSpace(task.Status + " " + pending), task.StatusMessage})
 		}
-		first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		fctx, first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		keys[InputKey(fctx)] = "k1"
 		look()
-		second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		sctx, second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		keys[InputKey(sctx)] = "k2"
+		if len(keys) != 2 || keys[""] != "" {
+			return Outcome{Message: fmt.Sprintf("input keys %v: want two distinct ones", keys)}
+		}
 		look()
 		first()
 		first() // answering twice counts once
@@ -308,10 +320,10 @@ func TestInputWatcher(t *testing.T) {
 	}
 	steps := <-seen
 	want := []step{
-		{`input_required {"method":"elicitation/create","params":{"message":"Which python?"}}`, "Waiting for the client's answer: Which python?"},
-		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
-		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
-		{"working ", ""},
+		{`input_required k1 elicitation/create {"message":"Which python?"}`, "Waiting for the client's answer: Which python?"},
+		{`input_required k2 sampling/createMessage {"maxTokens":5}`, "Waiting for the client's answer to sampling/createMessage"},
+		{`input_required k2 sampling/createMessage {"maxTokens":5}`, "Waiting for the client's answer to sampling/createMessage"},
+		{"working", ""},
 	}
 	if len(steps) != len(want) {
 		t.Fatalf("steps = %v", steps)
