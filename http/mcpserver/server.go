@@ -136,10 +136,11 @@ type Server struct {
 	// instanceID: see Options.InstanceID.
 	instanceID string
 
-	backendTool mcp.ToolHandler   // s.callBackend, made once
-	held        *heldCalls        // calls of 2026-07-28 clients waiting for their input
-	taskInputs  *taskInputWaiters // backend requests of 2026-07-28 clients' tasks waiting for tasks/update (tasks_v2.go)
-	fast        *fastCalls        // the fast path of tools/call (fastcall.go)
+	backendTool  mcp.ToolHandler   // s.callBackend, made once
+	held         *heldCalls        // calls of 2026-07-28 clients waiting for their input
+	taskInputs   *taskInputWaiters // backend requests of 2026-07-28 clients' tasks waiting for tasks/update (tasks_v2.go)
+	taskSessions *ownerSessions    // the sessions of each task owner (tasks_relay.go)
+	fast         *fastCalls        // the fast path of tools/call (fastcall.go)
 
 	mu      sync.Mutex
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
@@ -199,7 +200,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
 	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskInputs: newTaskInputWaiters(),
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskInputs: newTaskInputWaiters(), taskSessions: newOwnerSessions(),
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
@@ -356,14 +355,16 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Tasks need a token with the client scope"}
 	}
 	m := s.opts.Tasks
+	sid := r.Header.Get("Mcp-Session-Id")
+	s.taskSessions.note(sid, tasks.Owner(id)) // a session of the owner, for its tasks' requests (tasks_relay.go)
 	switch method {
 	case "tools/call":
-		relayTo := s.sessionByID(r.Header.Get("Mcp-Session-Id"))
-		t, rerr := s.startTask(r, id, p, func(ctx context.Context) context.Context {
+		relayTo := s.sessionByID(sid)
+		t, rerr := s.startTask(r, id, p, func(ctx context.Context, ttl time.Duration) context.Context {
 			// The backend's requests meanwhile (input_required: elicitation, sampling) go to the session that
-			// started the task.
+			// started the task, or, when it went away, to another session of the task's owner.
 			if relayTo != nil {
-				ctx = withSessionRelay(ctx, relayTo)
+				ctx = s.withOwnerRelay(ctx, relayTo, tasks.Owner(id), ttl)
 			}
 			return ctx
 		})
@@ -461,7 +462,7 @@ func taskPayload(t persistence.Task) (any, *jsonrpc.Error) {
 // context given the relay of the backend's requests by relay (which may see the task's id: tasks.TaskID). A
 // name that does not resolve, bad arguments, a meta-tool, the rate limit and the open-task cap are answered at
 // once, with no task.
-func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams, relay func(context.Context) context.Context) (persistence.Task, *jsonrpc.Error) {
+func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams, relay func(ctx context.Context, ttl time.Duration) context.Context) (persistence.Task, *jsonrpc.Error) {
 	fail := func(e *jsonrpc.Error) (persistence.Task, *jsonrpc.Error) { return persistence.Task{}, e }
 	var meta taskMeta
 	if err := json.Unmarshal(p.Task, &meta); err != nil || (meta.TTL != nil && *meta.TTL < 0) {
@@ -513,7 +514,7 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams, rela
 	t, err := s.opts.Tasks.Start(r.Context(), id, p.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
 		// A backend that supports tasks is called with one and its task followed (actors/server/tasks_backend.go).
 		ctx = tasks.WithBackendTask(requestid.With(ctx, rid), granted)
-		return s.taskCall(relay(ctx), c)
+		return s.taskCall(relay(ctx, granted), c)
 	})
 	if err != nil {
 		return fail(s.taskFailure(err, ""))
@@ -561,14 +562,4 @@ func (s *Server) sessionByID(sid string) *mcp.ServerSession {
 		}
 	}
 	return nil
-}
-
-// withSessionRelay relays the backend's requests during a task's call to ss, the session that started the task,
-// when its client declared elicitation, sampling or roots (as withRelay does for a plain call).
-func withSessionRelay(ctx context.Context, ss *mcp.ServerSession) context.Context {
-	r := sessionRelay{ss}
-	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") && !r.Supports("roots/list") {
-		return ctx
-	}
-	return actors.WithRelay(ctx, r)
 }

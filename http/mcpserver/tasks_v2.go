@@ -138,11 +138,11 @@ func (s *Server) serveModernTask(r *http.Request, method string, p *modernParams
 		var caps mcp.ClientCapabilities
 		_ = json.Unmarshal(p.Meta.Caps, &caps)
 		p.Task = json.RawMessage(`{}`) // the server's choice: the default TTL
-		t, rerr := s.startTask(r, id, p.taskParams, func(ctx context.Context) context.Context {
+		t, rerr := s.startTask(r, id, p.taskParams, func(ctx context.Context, ttl time.Duration) context.Context {
 			if caps.Elicitation == nil && caps.Sampling == nil {
 				return ctx // nothing to ask it: the backend's requests are refused
 			}
-			return actors.WithRelay(ctx, &taskInputRelay{s: s, caps: caps, task: tasks.TaskID(ctx), ttl: m.TTL(nil)})
+			return actors.WithRelay(ctx, &taskInputRelay{s: s, caps: caps, task: tasks.TaskID(ctx), ttl: ttl})
 		})
 		if rerr != nil {
 			return nil, rerr
