@@ -381,3 +381,60 @@ func TestHandOverLeavesFollowedTasksOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusHook: the hooks registered with OnStatus hear each status this node stores (input_required and back,
+// completed, cancelled), as stored; once removed, a hook hears nothing more.
+func TestStatusHook(t *testing.T) {
+	m, _ := newManager(t, Config{})
+	ctx := t.Context()
+	heard := make(chan string, 16)
+	remove := m.OnStatus(func(task persistence.Task) { heard <- task.ID + " " + task.Status })
+	release := make(chan struct{})
+	done, err := m.Start(ctx, alice, "every.echo", "every", nil, func(ctx context.Context) Outcome {
+		_, answered := InputWatch(ctx)(ctx, "elicitation/create", json.RawMessage(`{"message":"?"}`))
+		answered()
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{done.ID + " input_required", done.ID + " working", done.ID + " completed"}
+	for _, w := range want {
+		select {
+		case got := <-heard:
+			if got != w {
+				t.Errorf("heard %q, want %q", got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("never heard %q", w)
+		}
+	}
+	slow, err := m.Start(ctx, alice, "every.slow", "every", nil, func(ctx context.Context) Outcome {
+		<-release
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Cancel(ctx, alice, slow.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-heard; got != slow.ID+" cancelled" {
+		t.Errorf("heard %q, want the cancellation", got)
+	}
+	close(release)
+	remove()
+	last, err := m.Start(ctx, alice, "every.echo", "every", nil, func(context.Context) Outcome { return Outcome{Result: json.RawMessage(`{}`)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hooks run before the run ends: once Wait sees the task final, a registered hook would have heard it.
+	if got, err := m.Wait(ctx, alice, last.ID, 10*time.Second, true); err != nil || got.Status != persistence.TaskCompleted {
+		t.Fatalf("last task = %+v, %v", got, err)
+	}
+	select {
+	case got := <-heard:
+		t.Errorf("removed hook heard %q", got)
+	default:
+	}
+}

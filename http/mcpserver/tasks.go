@@ -272,6 +272,10 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(tasksMarker)
+		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			s.streams.serve(next, w, r, sid) // the session's stream, for notifications/tasks/status (tasks_notify.go)
+			return
+		}
 		if r.Method == http.MethodPost && isModern(r) {
 			s.modernTasks(w, r, next) // the tasks extension of 2026-07-28 (tasks_v2.go)
 			return
