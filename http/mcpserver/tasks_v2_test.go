@@ -1,8 +1,11 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -66,5 +69,70 @@ func TestExtTasksClientV2(t *testing.T) {
 	stored, err := r.store.GetTask(context.Background(), got.AskedTaskID)
 	if err != nil || stored.Status != persistence.TaskCompleted || stored.InputRequest != nil {
 		t.Errorf("stored input task = %+v, %v", stored, err)
+	}
+}
+
+// modernPost sends one 2026-07-28 request (no session; the revision's headers and per-request _meta) declaring
+// the client capabilities caps, and reads its answer.
+func modernPost(t *testing.T, url, method string, params map[string]any, caps map[string]any) rpcAnswer {
+	t.Helper()
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": caps}
+	params["_meta"] = meta
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", name)
+	} else if id, ok := params["taskId"].(string); ok {
+		req.Header.Set("Mcp-Name", id)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"id"`) {
+				raw = []byte(data)
+			}
+		}
+	}
+	var a rpcAnswer
+	if err := json.Unmarshal(raw, &a); err != nil {
+		t.Fatalf("%s: status %d, answer %q: %v", method, resp.StatusCode, raw, err)
+	}
+	return a
+}
+
+// TestModernTaskRequests: over 2026-07-28, a tool its backend runs only as a task, called without the tasks
+// extension, is refused with -32021 naming the extension; the task methods need the extension too, and an unknown
+// task is -32602; a tool without task support is a plain call even when the extension is declared.
+func TestModernTaskRequests(t *testing.T) {
+	r := newBackendTaskRig(t, persistence.TransportSTDIO)
+	url := r.mux.URL + "/mcp"
+	withTasks := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	needsExtension := func(what string, a rpcAnswer) {
+		t.Helper()
+		if a.Error == nil || a.Error.Code != -32021 || !strings.Contains(string(a.Error.Data), `"io.modelcontextprotocol/tasks"`) {
+			t.Errorf("%s = %s %+v, want -32021 naming the tasks extension", what, a.Result, a.Error)
+		}
+	}
+	needsExtension("a required tool called without the extension",
+		modernPost(t, url, "tools/call", map[string]any{"name": "every__simulate-research-query", "arguments": map[string]any{"topic": "go"}}, map[string]any{}))
+	needsExtension("tasks/get without the extension",
+		modernPost(t, url, "tasks/get", map[string]any{"taskId": "0123456789abcdef0123456789abcdef"}, map[string]any{}))
+	if a := modernPost(t, url, "tasks/get", map[string]any{"taskId": "0123456789abcdef0123456789abcdef"}, withTasks); a.Error == nil || a.Error.Code != -32602 {
+		t.Errorf("tasks/get of an unknown task = %s %+v, want -32602", a.Result, a.Error)
+	}
+	a := modernPost(t, url, "tools/call", map[string]any{"name": "every__echo", "arguments": map[string]any{"message": "plain"}}, withTasks)
+	if a.Error != nil || strings.Contains(string(a.Result), `"resultType":"task"`) || !strings.Contains(string(a.Result), "plain") {
+		t.Errorf("call of a tool without task support = %s %+v, want its plain result", a.Result, a.Error)
 	}
 }
