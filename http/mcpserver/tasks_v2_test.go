@@ -136,3 +136,39 @@ func TestModernTaskRequests(t *testing.T) {
 		t.Errorf("call of a tool without task support = %s %+v, want its plain result", a.Result, a.Error)
 	}
 }
+
+// TestExtTasksClientV2TaskBackend: the ext-tasks client over 2026-07-28 through /mcp against the TypeScript SDK
+// task backend over streamable HTTP (countdown, taskSupport "required"): the call is a task that follows the
+// backend's own task to its result, a handed-over one is resumed on a new connection, and one is cancelled.
+func TestExtTasksClientV2TaskBackend(t *testing.T) {
+	script := peertest.ExtTasksV2ClientScript(t)
+	node := peertest.Node(t)
+	r, _ := newTasksEndpointRig(t)
+	backend := peertest.StartTaskBackend(t)
+	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
+	waitFor(t, "tb's tools routable", func() bool {
+		_, ok := r.sys.Routes().Tool("tb.countdown")
+		return ok && len(r.sys.Routes().Callable()) > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, script, r.mux.URL+"/mcp", "tb__countdown", `{"ms":1500,"text":"v2"}`, "-", "{}", "{}").Output()
+	var got struct {
+		Kind, TaskID, Status, Text string
+		ResumedStatus, ResumedText string
+		CancelledStatus, Error     string
+	}
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("ext-tasks client: %v %v\n%s", err, jerr, out)
+	}
+	if got.Kind != "task" || got.Status != persistence.TaskCompleted || !strings.Contains(got.Text, "countdown done: v2") {
+		t.Errorf("task call = %+v", got)
+	}
+	if got.ResumedStatus != persistence.TaskCompleted || !strings.Contains(got.ResumedText, "countdown done: v2") {
+		t.Errorf("resumed task = %q %q", got.ResumedStatus, got.ResumedText)
+	}
+	if got.CancelledStatus != persistence.TaskCancelled {
+		t.Errorf("cancelled task = %q", got.CancelledStatus)
+	}
+	// countdown runs only as the backend's task: its text in the result says that task was followed to its end.
+}

@@ -96,6 +96,7 @@ try {
   out.resumedText = resumed.outcome.status === 'completed' ? textOf(resultFromTaskOutcome(resumed.outcome)) : null;
 
   // (3) the backend asks for input while the task runs: tasks/get's inputRequests, answered by tasks/update
+  // (skipped when INPUT_TOOL is "-")
   let observer;
   const onInputRequest = createApplicationInputHandler({
     elicitation: async (request, context) => {
@@ -108,13 +109,15 @@ try {
     },
     sampling: async () => { throw new Error('this client does not sample'); },
   });
-  const asking = await connect({ elicitation: {} }, onInputRequest);
-  observer = await connect({});
-  const inputExecution = await asking.session.callTool(inputTool, JSON.parse(inputArgsJSON), { task: { preference: 'require' } });
-  const inputSettled = await inputExecution.settle();
-  out.inputStatus = inputSettled.outcome.status;
-  out.inputText = inputSettled.outcome.status === 'completed' ? textOf(resultFromTaskOutcome(inputSettled.outcome)) : String(inputSettled.outcome.error?.stack ?? inputSettled.outcome.status);
-  await closeAll(asking, observer);
+  if (inputTool !== '-') {
+    const asking = await connect({ elicitation: {} }, onInputRequest);
+    observer = await connect({});
+    const inputExecution = await asking.session.callTool(inputTool, JSON.parse(inputArgsJSON), { task: { preference: 'require' } });
+    const inputSettled = await inputExecution.settle();
+    out.inputStatus = inputSettled.outcome.status;
+    out.inputText = inputSettled.outcome.status === 'completed' ? textOf(resultFromTaskOutcome(inputSettled.outcome)) : String(inputSettled.outcome.error?.stack ?? inputSettled.outcome.status);
+    await closeAll(asking, observer);
+  }
 
   // (4) cancelled
   const slow = await main.session.callTool(tool, JSON.parse(argsJSON), { task: { preference: 'require' } });
