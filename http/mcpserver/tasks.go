@@ -360,7 +360,7 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 	}
 	m := s.opts.Tasks
 	sid := r.Header.Get("Mcp-Session-Id")
-	s.taskSessions.note(sid, tasks.Owner(id)) // a session of the owner, for its tasks' requests (tasks_relay.go)
+	s.noteTaskSession(sid, tasks.Owner(id)) // a session of the owner, for its tasks' requests (tasks_relay.go)
 	switch method {
 	case "tools/call":
 		relayTo := s.sessionByID(sid)

@@ -25,20 +25,42 @@ const ownerRetry = 250 * time.Millisecond
 type ownerSessions struct {
 	mu    sync.Mutex
 	owner map[string]string // session id -> owner (tasks.Owner)
+	prune int               // the size past which note forgets the sessions that ended
 }
 
-func newOwnerSessions() *ownerSessions { return &ownerSessions{owner: map[string]string{}} }
+// minOwnerPrune is the smallest size of ownerSessions at which note looks for sessions that ended.
+const minOwnerPrune = 64
 
-// note records that session sid served a task request of owner.
-func (o *ownerSessions) note(sid, owner string) {
+func newOwnerSessions() *ownerSessions {
+	return &ownerSessions{owner: map[string]string{}, prune: minOwnerPrune}
+}
+
+// noteTaskSession records that session sid served a task request of owner. Past a size (twice what was live at
+// the last look), the sessions that ended are forgotten.
+func (s *Server) noteTaskSession(sid, owner string) {
 	if sid == "" {
 		return
 	}
+	o := s.taskSessions
 	o.mu.Lock()
-	if o.owner[sid] != owner {
-		o.owner[sid] = owner
+	defer o.mu.Unlock()
+	if o.owner[sid] == owner {
+		return
 	}
-	o.mu.Unlock()
+	o.owner[sid] = owner
+	if len(o.owner) <= o.prune {
+		return
+	}
+	live := map[string]bool{}
+	for ss := range s.mcp.Sessions() {
+		live[ss.ID()] = true
+	}
+	for id := range o.owner {
+		if !live[id] {
+			delete(o.owner, id)
+		}
+	}
+	o.prune = max(2*len(o.owner), minOwnerPrune)
 }
 
 // sessionOf is a live session of owner, other than those in skip, whose client declared what method needs; nil
