@@ -290,12 +290,12 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 				sender, root := c.Sender(), c.ActorSystem().Root
 				go func() {
 					// A task's backend asking for input makes the task input_required until answered (issue 30).
-					answered := func() {}
+					answered, qctx := func() {}, rctx
 					if watch := tasks.InputWatch(rctx); watch != nil && (m.Method == "elicitation/create" || m.Method == "sampling/createMessage") {
 						m.ParamsJson = relatedToTask(m.ParamsJson, tasks.TaskID(rctx))
-						answered = watch(rctx, m.Method, m.ParamsJson)
+						qctx, answered = watch(rctx, m.Method, m.ParamsJson)
 					}
-					reply := runRelay(rctx, r, m)
+					reply := runRelay(qctx, r, m)
 					answered() // before the backend hears the answer: the task works again
 					if sender != nil {
 						root.Send(sender, reply)

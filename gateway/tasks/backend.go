@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/mcpgw/aggregator/persistence"
 )
 
 // backendTaskKey carries the TTL of a call that runs as a task, down the call path to the server actor
@@ -56,9 +58,10 @@ func ResumeBackendTask(ctx context.Context) string {
 type inputKey struct{}
 
 // InputWatcher is told when the backend of a task's call asks the task's client for input (an elicitation or
-// sampling request relayed to it) and returns the function to call once the client answered: meanwhile the task
-// is input_required, with the pending request stored on it.
-type InputWatcher func(ctx context.Context, method string, params json.RawMessage) (answered func())
+// sampling request relayed to it) and returns the context to relay the request with (it names the request's input
+// key, InputKey) and the function to call once the client answered: meanwhile the task is input_required, with the
+// pending request stored on it under its key (PendingInput).
+type InputWatcher func(ctx context.Context, method string, params json.RawMessage) (relayCtx context.Context, answered func())
 
 func withInputWatcher(ctx context.Context, w InputWatcher) context.Context {
 	return context.WithValue(ctx, inputKey{}, w)
@@ -68,4 +71,31 @@ func withInputWatcher(ctx context.Context, w InputWatcher) context.Context {
 func InputWatch(ctx context.Context) InputWatcher {
 	w, _ := ctx.Value(inputKey{}).(InputWatcher)
 	return w
+}
+
+// inputReqKey carries the input key of a request relayed for a task (InputWatcher's context).
+type inputReqKey struct{}
+
+// InputKey is the key of the task's input request being relayed with ctx: the key a 2026-07-28 client sees it
+// under in the task's inputRequests and answers it with in tasks/update. Empty when ctx relays none.
+func InputKey(ctx context.Context) string {
+	k, _ := ctx.Value(inputReqKey{}).(string)
+	return k
+}
+
+// PendingInput is the input request an input_required task waits on, as stored (persistence.Task's
+// InputRequest): its key, method and params. ok is false when the task stores none (or not in this shape).
+func PendingInput(t persistence.Task) (key, method string, params json.RawMessage, ok bool) {
+	if len(t.InputRequest) == 0 {
+		return "", "", nil, false
+	}
+	var doc struct {
+		Key    string          `json:"key"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(t.InputRequest, &doc) != nil || doc.Key == "" || doc.Method == "" {
+		return "", "", nil, false
+	}
+	return doc.Key, doc.Method, doc.Params, true
 }

@@ -7,6 +7,8 @@ package tasks
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -93,6 +95,37 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
+	hooks   map[*StatusHook]struct{} // told of each status change this node makes (OnStatus)
+}
+
+// StatusHook is told of a task's new status, as stored, when this node changed it (input_required and back,
+// completed, failed, cancelled); it must not block for long.
+type StatusHook func(t persistence.Task)
+
+// OnStatus registers h until the returned function is called.
+func (m *Manager) OnStatus(h StatusHook) (remove func()) {
+	p := &h
+	m.mu.Lock()
+	m.hooks[p] = struct{}{}
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.hooks, p)
+		m.mu.Unlock()
+	}
+}
+
+// changed tells the hooks of t's new status.
+func (m *Manager) changed(t persistence.Task) {
+	m.mu.Lock()
+	hooks := make([]StatusHook, 0, len(m.hooks))
+	for h := range m.hooks {
+		hooks = append(hooks, *h)
+	}
+	m.mu.Unlock()
+	for _, h := range hooks {
+		h(t)
+	}
 }
 
 // run is a task running on this node.
@@ -136,7 +169,7 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}, hooks: map[*StatusHook]struct{}{}}
 }
 
 // Owner is the subject a task belongs to: the OAuth subject, the static token's name, or "anonymous" while auth
@@ -216,12 +249,20 @@ func (m *Manager) watchInput(id string) InputWatcher {
 	update := func(u persistence.TaskUpdate) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := m.cfg.Store.UpdateTask(ctx, id, u); err != nil && !errors.Is(err, persistence.ErrTaskFinished) {
+		t, err := m.cfg.Store.UpdateTask(ctx, id, u)
+		if err != nil && !errors.Is(err, persistence.ErrTaskFinished) {
 			m.log.Warn("task input status not stored", "task", id, "error", err)
 		}
+		if err == nil {
+			m.changed(t)
+		}
 	}
-	return func(_ context.Context, method string, params json.RawMessage) func() {
-		doc, err := json.Marshal(map[string]any{"method": method, "params": params})
+	return func(ctx context.Context, method string, params json.RawMessage) (context.Context, func()) {
+		var raw [8]byte
+		_, _ = rand.Read(raw[:])
+		key := "in-" + hex.EncodeToString(raw[:]) // unique over the task's life (resumptions included)
+		ctx = context.WithValue(ctx, inputReqKey{}, key)
+		doc, err := json.Marshal(map[string]any{"key": key, "method": method, "params": params})
 		if err != nil || len(doc) > persistence.MaxTaskPayloadBytes {
 			doc = nil // the status alone says the task waits
 		}
@@ -231,7 +272,7 @@ func (m *Manager) watchInput(id string) InputWatcher {
 		update(persistence.TaskUpdate{Status: persistence.TaskInputRequired, StatusMessage: &msg, InputRequest: doc})
 		mu.Unlock()
 		var once sync.Once
-		return func() {
+		return ctx, func() {
 			once.Do(func() {
 				mu.Lock()
 				defer mu.Unlock()
@@ -273,10 +314,13 @@ func (m *Manager) finish(id string, rctx context.Context, out Outcome) {
 	// The store write outlives the run's context (cancelled, or past its deadline) and the Manager's.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := m.cfg.Store.UpdateTask(ctx, id, u)
+	t, err := m.cfg.Store.UpdateTask(ctx, id, u)
 	if errors.Is(err, persistence.ErrTaskTooLarge) {
-		_, err = m.cfg.Store.UpdateTask(ctx, id, failed(fmt.Sprintf("The call's result (%d bytes) is larger than a task keeps (%d bytes)",
+		t, err = m.cfg.Store.UpdateTask(ctx, id, failed(fmt.Sprintf("The call's result (%d bytes) is larger than a task keeps (%d bytes)",
 			len(out.Result), persistence.MaxTaskPayloadBytes), nil))
+	}
+	if err == nil {
+		m.changed(t)
 	}
 	if err != nil && !errors.Is(err, persistence.ErrTaskFinished) && !errors.Is(err, persistence.ErrNotFound) {
 		m.log.Warn("task outcome not stored", "task", id, "error", err)
@@ -343,6 +387,7 @@ func (m *Manager) Cancel(ctx context.Context, caller auth.Identity, id string, o
 	if err != nil {
 		return t, fmt.Errorf("tasks: cancel: %w", err)
 	}
+	m.changed(t)
 	m.mu.Lock()
 	r := m.running[id]
 	m.mu.Unlock()
@@ -543,6 +588,16 @@ func (m *Manager) HandOver() {
 			m.log.Info("task left to be resumed: it follows a backend's task", "task", id, "backend_task", t.BackendTaskID)
 		}
 	}
+}
+
+// Done is closed once the task id, running on this node, has ended; nil when it does not run here.
+func (m *Manager) Done(id string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.running[id]; r != nil {
+		return r.done
+	}
+	return nil
 }
 
 // Running is how many tasks run on this node.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,13 +289,23 @@ func TestInputWatcher(t *testing.T) {
 		}
 		id := TaskID(ctx)
 		var steps []step
+		keys := map[string]string{} // input key -> its name in the steps
 		look := func() {
 			task, _ := s.GetTask(ctx, id)
-			steps = append(steps, step{task.Status + " " + string(task.InputRequest), task.StatusMessage})
+			pending := ""
+			if key, method, params, ok := PendingInput(task); ok {
+				pending = keys[key] + " " + method + " " + string(params)
+			}
+			steps = append(steps, step{strings.TrimSpace(task.Status + " " + pending), task.StatusMessage})
 		}
-		first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		fctx, first := watch(ctx, "elicitation/create", json.RawMessage(`{"message":"Which python?"}`))
+		keys[InputKey(fctx)] = "k1"
 		look()
-		second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		sctx, second := watch(ctx, "sampling/createMessage", json.RawMessage(`{"maxTokens":5}`))
+		keys[InputKey(sctx)] = "k2"
+		if len(keys) != 2 || keys[""] != "" {
+			return Outcome{Message: fmt.Sprintf("input keys %v: want two distinct ones", keys)}
+		}
 		look()
 		first()
 		first() // answering twice counts once
@@ -308,10 +320,10 @@ func TestInputWatcher(t *testing.T) {
 	}
 	steps := <-seen
 	want := []step{
-		{`input_required {"method":"elicitation/create","params":{"message":"Which python?"}}`, "Waiting for the client's answer: Which python?"},
-		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
-		{`input_required {"method":"sampling/createMessage","params":{"maxTokens":5}}`, "Waiting for the client's answer to sampling/createMessage"},
-		{"working ", ""},
+		{`input_required k1 elicitation/create {"message":"Which python?"}`, "Waiting for the client's answer: Which python?"},
+		{`input_required k2 sampling/createMessage {"maxTokens":5}`, "Waiting for the client's answer to sampling/createMessage"},
+		{`input_required k2 sampling/createMessage {"maxTokens":5}`, "Waiting for the client's answer to sampling/createMessage"},
+		{"working", ""},
 	}
 	if len(steps) != len(want) {
 		t.Fatalf("steps = %v", steps)
@@ -367,5 +379,62 @@ func TestHandOverLeavesFollowedTasksOpen(t *testing.T) {
 		if err != nil || task.Status != want {
 			t.Errorf("task %s = %s %q, %v; want %s", id, task.Status, task.StatusMessage, err, want)
 		}
+	}
+}
+
+// TestStatusHook: the hooks registered with OnStatus hear each status this node stores (input_required and back,
+// completed, cancelled), as stored; once removed, a hook hears nothing more.
+func TestStatusHook(t *testing.T) {
+	m, _ := newManager(t, Config{})
+	ctx := t.Context()
+	heard := make(chan string, 16)
+	remove := m.OnStatus(func(task persistence.Task) { heard <- task.ID + " " + task.Status })
+	release := make(chan struct{})
+	done, err := m.Start(ctx, alice, "every.echo", "every", nil, func(ctx context.Context) Outcome {
+		_, answered := InputWatch(ctx)(ctx, "elicitation/create", json.RawMessage(`{"message":"?"}`))
+		answered()
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{done.ID + " input_required", done.ID + " working", done.ID + " completed"}
+	for _, w := range want {
+		select {
+		case got := <-heard:
+			if got != w {
+				t.Errorf("heard %q, want %q", got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("never heard %q", w)
+		}
+	}
+	slow, err := m.Start(ctx, alice, "every.slow", "every", nil, func(ctx context.Context) Outcome {
+		<-release
+		return Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Cancel(ctx, alice, slow.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-heard; got != slow.ID+" cancelled" {
+		t.Errorf("heard %q, want the cancellation", got)
+	}
+	close(release)
+	remove()
+	last, err := m.Start(ctx, alice, "every.echo", "every", nil, func(context.Context) Outcome { return Outcome{Result: json.RawMessage(`{}`)} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hooks run before the run ends: once Wait sees the task final, a registered hook would have heard it.
+	if got, err := m.Wait(ctx, alice, last.ID, 10*time.Second, true); err != nil || got.Status != persistence.TaskCompleted {
+		t.Fatalf("last task = %+v, %v", got, err)
+	}
+	select {
+	case got := <-heard:
+		t.Errorf("removed hook heard %q", got)
+	default:
 	}
 }

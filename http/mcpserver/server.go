@@ -136,9 +136,13 @@ type Server struct {
 	// instanceID: see Options.InstanceID.
 	instanceID string
 
-	backendTool mcp.ToolHandler // s.callBackend, made once
-	held        *heldCalls      // calls of 2026-07-28 clients waiting for their input
-	fast        *fastCalls      // the fast path of tools/call (fastcall.go)
+	backendTool  mcp.ToolHandler   // s.callBackend, made once
+	held         *heldCalls        // calls of 2026-07-28 clients waiting for their input
+	taskInputs   *taskInputWaiters // backend requests of 2026-07-28 clients' tasks waiting for tasks/update (tasks_v2.go)
+	taskSessions *ownerSessions    // the sessions of each task owner (tasks_relay.go)
+	streams      *streamTaps       // the sessions' open standalone streams, for task notifications (tasks_notify.go)
+	stopNotify   func()
+	fast         *fastCalls // the fast path of tools/call (fastcall.go)
 
 	mu      sync.Mutex
 	exposed map[string]exposedEntry // by alias: the backend tools added to the go-sdk server
@@ -198,7 +202,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
 	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(),
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskInputs: newTaskInputWaiters(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), stopNotify: func() {},
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
@@ -221,6 +225,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	if opts.Tasks != nil {
 		s.mcp.AddReceivingMiddleware(s.taskCapability, s.taskTools)
+		s.stopNotify = opts.Tasks.OnStatus(s.notifyTaskStatus)
 	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
@@ -242,6 +247,7 @@ func instructions(sep string) string {
 
 // Close stops following the routing table.
 func (s *Server) Close() {
+	s.stopNotify()
 	s.stop()
 	s.stopFeatures()
 	close(s.done)
@@ -498,6 +504,10 @@ func (s *Server) directAt(ctx context.Context, req *mcp.CallToolRequest, asked s
 	if s.opts.Tasks != nil {
 		// A tool its backend runs only as a task is refused without one, as the tasks revision says (tasks.go).
 		if e := s.requiresTaskError(asked); e != nil {
+			if modernClient(req) {
+				// A 2026-07-28 client gets a task only when its request declares the extension (tasks_v2.go).
+				return nil, missingTasksCapability("tool " + asked + " runs only as a task")
+			}
 			return nil, e
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/gateway"
@@ -86,6 +86,21 @@ type taskMeta struct {
 func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
+		if method == "server/discover" && err == nil {
+			// A 2026-07-28 client learns of the tasks extension here (tasks_v2.go), on the streamable endpoint.
+			if d, ok := res.(*mcp.DiscoverResult); ok && d != nil && d.Capabilities != nil && req.GetExtra() != nil &&
+				req.GetExtra().Header.Get(tasksMarker) != "" {
+				cp := *d
+				caps := *d.Capabilities
+				caps.Extensions = maps.Clone(caps.Extensions)
+				if caps.Extensions == nil {
+					caps.Extensions = map[string]any{}
+				}
+				caps.Extensions[tasksExtension] = struct{}{}
+				cp.Capabilities = &caps
+				return &cp, nil
+			}
+		}
 		if method != "initialize" || err != nil {
 			return res, err
 		}
@@ -257,7 +272,15 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(tasksMarker)
-		if r.Method != http.MethodPost || isModern(r) || r.ContentLength > maxTaskRequestBytes {
+		if sid := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && sid != "" {
+			s.streams.serve(next, w, r, sid) // the session's stream, for notifications/tasks/status (tasks_notify.go)
+			return
+		}
+		if r.Method == http.MethodPost && isModern(r) {
+			s.modernTasks(w, r, next) // the tasks extension of 2026-07-28 (tasks_v2.go)
+			return
+		}
+		if r.Method != http.MethodPost || r.ContentLength > maxTaskRequestBytes {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -336,9 +359,23 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "Tasks need a token with the client scope"}
 	}
 	m := s.opts.Tasks
+	sid := r.Header.Get("Mcp-Session-Id")
+	s.noteTaskSession(sid, tasks.Owner(id)) // a session of the owner, for its tasks' requests (tasks_relay.go)
 	switch method {
 	case "tools/call":
-		return s.startTask(r, id, p)
+		relayTo := s.sessionByID(sid)
+		t, rerr := s.startTask(r, id, p, func(ctx context.Context, ttl time.Duration) context.Context {
+			// The backend's requests meanwhile (input_required: elicitation, sampling) go to the session that
+			// started the task, or, when it went away, to another session of the task's owner.
+			if relayTo != nil {
+				ctx = s.withOwnerRelay(ctx, relayTo, tasks.Owner(id), ttl)
+			}
+			return ctx
+		})
+		if rerr != nil {
+			return nil, rerr
+		}
+		return map[string]any{"task": tasks.ToWire(t)}, nil
 	case methodTasksList:
 		offset := 0
 		if p.Cursor != "" {
@@ -425,24 +462,26 @@ func taskPayload(t persistence.Task) (any, *jsonrpc.Error) {
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: msg}
 }
 
-// startTask creates the caller's task for a tools/call of a backend tool and runs the call in the background. A
+// startTask creates the caller's task for a tools/call of a backend tool and runs the call in the background, its
+// context given the relay of the backend's requests by relay (which may see the task's id: tasks.TaskID). A
 // name that does not resolve, bad arguments, a meta-tool, the rate limit and the open-task cap are answered at
 // once, with no task.
-func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any, *jsonrpc.Error) {
+func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams, relay func(ctx context.Context, ttl time.Duration) context.Context) (persistence.Task, *jsonrpc.Error) {
+	fail := func(e *jsonrpc.Error) (persistence.Task, *jsonrpc.Error) { return persistence.Task{}, e }
 	var meta taskMeta
 	if err := json.Unmarshal(p.Task, &meta); err != nil || (meta.TTL != nil && *meta.TTL < 0) {
-		return nil, invalidParams("task must be an object whose ttl is a number of milliseconds >= 0")
+		return fail(invalidParams("task must be an object whose ttl is a number of milliseconds >= 0"))
 	}
 	if fe := validate.ToolName(p.Name); fe != "" {
-		return nil, invalidParams("name: " + fe)
+		return fail(invalidParams("name: " + fe))
 	}
 	if isMetaTool(p.Name) {
-		return nil, invalidParams("Tool " + p.Name + " does not support task-augmented calls")
+		return fail(invalidParams("Tool " + p.Name + " does not support task-augmented calls"))
 	}
 	args, ferrs := validate.Arguments(p.Arguments)
 	if len(ferrs) > 0 {
 		e := apierror.Validation(ferrs)
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
+		return fail(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())})
 	}
 	c := gateway.CallRequest{Caller: id, Name: p.Name, Within: s.opts.Scope, Arguments: args, Object: true}
 	route, err := s.cases.Resolve(r.Context(), c)
@@ -451,18 +490,18 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any
 	switch {
 	case errors.As(err, &amb) && errors.As(err, &re):
 		e := apierror.RouteError(err, apierror.Resolution{Name: p.Name, Candidates: re.Candidates()})
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())}
+		return fail(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.ToolResult())})
 	case errors.As(err, &re):
-		return nil, invalidParams("Unknown tool " + strconv.Quote(p.Name))
+		return fail(invalidParams("Unknown tool " + strconv.Quote(p.Name)))
 	case err != nil: // denied by the access policy, or the store could not say
 		e := apierror.FromError(err, apierror.Subject{})
 		if e == nil {
 			e = apierror.Internal()
 		}
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())}
+		return fail(&jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: e.Message(), Data: mustJSON(e.Body())})
 	}
 	if e := apierror.RateLimit(s.limiter, id); e != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message(), Data: mustJSON(e.Body())}
+		return fail(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: e.Message(), Data: mustJSON(e.Body())})
 	}
 	var ttl *time.Duration
 	if meta.TTL != nil {
@@ -476,20 +515,15 @@ func (s *Server) startTask(r *http.Request, id auth.Identity, p taskParams) (any
 	c.Start = time.Now()
 	s.recordUse(actorName(id), p.Name)
 	granted := s.opts.Tasks.TTL(ttl)
-	relayTo := s.sessionByID(r.Header.Get("Mcp-Session-Id"))
 	t, err := s.opts.Tasks.Start(r.Context(), id, p.Name, route.ServerName, ttl, func(ctx context.Context) tasks.Outcome {
-		// A backend that supports tasks is called with one and its task followed (actors/server/tasks_backend.go);
-		// its requests meanwhile (input_required: elicitation, sampling) go to the session that started the task.
+		// A backend that supports tasks is called with one and its task followed (actors/server/tasks_backend.go).
 		ctx = tasks.WithBackendTask(requestid.With(ctx, rid), granted)
-		if relayTo != nil {
-			ctx = withSessionRelay(ctx, relayTo)
-		}
-		return s.taskCall(ctx, c)
+		return s.taskCall(relay(ctx, granted), c)
 	})
 	if err != nil {
-		return nil, s.taskFailure(err, "")
+		return fail(s.taskFailure(err, ""))
 	}
-	return map[string]any{"task": tasks.ToWire(t)}, nil
+	return t, nil
 }
 
 // taskCall runs a task's call through the gateway as a direct call of the tool runs (call), and keeps its answer:
@@ -532,14 +566,4 @@ func (s *Server) sessionByID(sid string) *mcp.ServerSession {
 		}
 	}
 	return nil
-}
-
-// withSessionRelay relays the backend's requests during a task's call to ss, the session that started the task,
-// when its client declared elicitation, sampling or roots (as withRelay does for a plain call).
-func withSessionRelay(ctx context.Context, ss *mcp.ServerSession) context.Context {
-	r := sessionRelay{ss}
-	if !r.Supports("elicitation/create") && !r.Supports("sampling/createMessage") && !r.Supports("roots/list") {
-		return ctx
-	}
-	return actors.WithRelay(ctx, r)
 }

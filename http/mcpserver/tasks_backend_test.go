@@ -333,3 +333,59 @@ func TestTaskInputRequiredOverMCP(t *testing.T) {
 		})
 	}
 }
+
+// end ends the session (DELETE), as a client that closes it.
+func (s *rawSession) end() {
+	req, _ := http.NewRequest(http.MethodDelete, s.url, nil)
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// TestTaskInputResentToOwnerSession: the backend's elicitation of a task (server-everything's ambiguous
+// simulate-research-query) goes to the session that started the task; that session goes away (DELETE) without
+// answering; the request is sent again to another session of the same caller (one that read the task), whose
+// answer reaches the backend: the task completes with it.
+func TestTaskInputResentToOwnerSession(t *testing.T) {
+	r := newBackendTaskRig(t, persistence.TransportSTDIO)
+	first := openElicitingRaw(t, r.mux.URL+"/mcp")
+	askedFirst, never := make(chan string, 1), make(chan struct{})
+	stopFirst := first.answerElicitationsAfter(t, map[string]any{"interpretation": "snake"}, askedFirst, never)
+	created, a := first.start("every__simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})
+	if a.Error != nil || created.TaskID == "" {
+		t.Fatalf("task-augmented call = %s %+v", a.Result, a.Error)
+	}
+	select {
+	case <-askedFirst:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the starting session never saw the backend's elicitation")
+	}
+
+	second := openElicitingRaw(t, r.mux.URL+"/mcp")
+	if got, _ := second.task("tasks/get", created.TaskID); got.Status != persistence.TaskInputRequired {
+		t.Errorf("task seen from the second session = %+v, want input_required", got)
+	}
+	askedSecond := make(chan string, 1)
+	stopSecond := second.answerElicitations(t, map[string]any{"interpretation": "comedy"}, askedSecond)
+	defer stopSecond()
+
+	first.end() // the session that got the request goes away without answering
+	stopFirst()
+	select {
+	case msg := <-askedSecond:
+		if !strings.Contains(msg, "python") || !strings.Contains(msg, "[task "+created.TaskID+"]") {
+			t.Errorf("request re-sent to the second session = %q, want the backend's question tied to our task", msg)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pending request never reached the owner's other session")
+	}
+	res := second.post("tasks/result", map[string]any{"taskId": created.TaskID}, false)
+	if res.Error != nil || !strings.Contains(string(res.Result), "python (comedy)") {
+		t.Fatalf("tasks/result = %s %+v, want the second session's answer in the result", res.Result, res.Error)
+	}
+}

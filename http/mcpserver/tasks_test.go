@@ -365,6 +365,7 @@ func TestExtTasksClient(t *testing.T) {
 		Listed                     []string
 		ResumedStatus, ResumedText string
 		CancelledStatus, Error     string
+		Notified                   []string
 	}
 	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
 		t.Fatalf("ext-tasks client: %v %v\n%s", err, jerr, out)
@@ -378,6 +379,10 @@ func TestExtTasksClient(t *testing.T) {
 	}
 	if got.CancelledStatus != "cancelled" {
 		t.Errorf("cancelled task = %+v", got)
+	}
+	// notifications/tasks/status reached the client on its session's stream as its tasks ended.
+	if !slices.Contains(got.Notified, got.TaskID+" completed") {
+		t.Errorf("status notifications heard = %v, want %s completed", got.Notified, got.TaskID)
 	}
 	list, _, _ := r.store.ListTasks(context.Background(), persistence.ListTasksFilter{})
 	if len(list) != 3 {

@@ -59,3 +59,10 @@ func ExtTasksInputClientScript(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(filepath.Dir(ExtTasksClientScript(t)), "ext-tasks-input-client.mjs")
 }
+
+// ExtTasksV2ClientScript is testdata/peers/ext-tasks-v2-client.mjs: the ext-tasks client over revision 2026-07-28
+// (the tasks extension), with a raw request path of its own.
+func ExtTasksV2ClientScript(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(ExtTasksClientScript(t)), "ext-tasks-v2-client.mjs")
+}

@@ -2,7 +2,8 @@
 // for the Go tests: it calls TOOL as a task (preference "require": it fails unless the server offers tasks and the
 // tool may run as one), settles it, then starts it again, hands the task over, disconnects, and resumes it on a new
 // connection, and finally starts SLOW_TOOL as a task and cancels it. Prints one JSON line:
-// {"kind", "taskId", "status", "text", "listed", "resumedStatus", "resumedText", "cancelledStatus"}
+// {"kind", "taskId", "status", "text", "listed", "resumedStatus", "resumedText", "cancelledStatus", "notified"}
+// (notified: "taskId status" of each notifications/tasks/status the client heard)
 // or {"error": ...}.
 // Usage: node ext-tasks-client.mjs URL TOOL ARGS_JSON SLOW_TOOL SLOW_ARGS_JSON
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -10,9 +11,14 @@ import { createTaskSessionFromClient, resultFromTaskOutcome } from '@modelcontex
 
 const [url, tool, argsJSON, slowTool, slowArgsJSON] = process.argv.slice(2);
 
+const notified = []; // "taskId status" of each notifications/tasks/status heard, on any connection
+
 async function connect() {
   const client = new Client({ name: 'ext-tasks-client', version: '1.0.0' },
     { capabilities: {}, versionNegotiation: { mode: 'legacy' } });
+  client.fallbackNotificationHandler = async (n) => {
+    if (n.method === 'notifications/tasks/status') notified.push(`${n.params?.taskId} ${n.params?.status}`);
+  };
   await client.connect(new StreamableHTTPClientTransport(new URL(url)));
   const session = createTaskSessionFromClient(client, { endpointId: 'aggregator-under-test' });
   return { client, session };
@@ -49,6 +55,7 @@ try {
 
   await session.close();
   await client.close();
+  out.notified = notified;
   console.log(JSON.stringify(out));
 } catch (err) {
   console.log(JSON.stringify({ error: String(err && err.stack || err) }));

@@ -1,0 +1,202 @@
+package mcpserver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/gateway/tasks"
+)
+
+// A task's backend requests (input_required: elicitation, sampling, roots) go to the client session that started
+// the task (2025-11-25). That session may go away while the task runs (its client closed it, it idled out): the
+// task's owner may have other sessions, and the request is then sent again to one of them (ownerRelay). The
+// sessions of an owner are those that served one of its task requests on this node (ownerSessions): the session
+// that started a task, and those that read a task (tasks/get, tasks/result, tasks/list) or cancelled one.
+
+// ownerRetry is how often a request whose sessions all went away looks again for a session of the task's owner.
+const ownerRetry = 250 * time.Millisecond
+
+// ownerSessions are the streamable sessions, by id, that served task requests of each owner on this node.
+type ownerSessions struct {
+	mu    sync.Mutex
+	owner map[string]string // session id -> owner (tasks.Owner)
+	prune int               // the size past which note forgets the sessions that ended
+}
+
+// minOwnerPrune is the smallest size of ownerSessions at which note looks for sessions that ended.
+const minOwnerPrune = 64
+
+func newOwnerSessions() *ownerSessions {
+	return &ownerSessions{owner: map[string]string{}, prune: minOwnerPrune}
+}
+
+// noteTaskSession records that session sid served a task request of owner. Past a size (twice what was live at
+// the last look), the sessions that ended are forgotten.
+func (s *Server) noteTaskSession(sid, owner string) {
+	if sid == "" {
+		return
+	}
+	o := s.taskSessions
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.owner[sid] == owner {
+		return
+	}
+	o.owner[sid] = owner
+	if len(o.owner) <= o.prune {
+		return
+	}
+	live := map[string]bool{}
+	for ss := range s.mcp.Sessions() {
+		live[ss.ID()] = true
+	}
+	for id := range o.owner {
+		if !live[id] {
+			delete(o.owner, id)
+		}
+	}
+	o.prune = max(2*len(o.owner), minOwnerPrune)
+}
+
+// sessionOf is a live session of owner, other than those in skip, whose client declared what method needs; nil
+// when there is none. Sessions that ended are forgotten on the way.
+func (s *Server) sessionOf(owner, method string, skip map[*mcp.ServerSession]bool) *mcp.ServerSession {
+	live := map[string]*mcp.ServerSession{}
+	for ss := range s.mcp.Sessions() {
+		if id := ss.ID(); id != "" {
+			live[id] = ss
+		}
+	}
+	o := s.taskSessions
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var pick *mcp.ServerSession
+	for sid, who := range o.owner {
+		ss, ok := live[sid]
+		if !ok {
+			delete(o.owner, sid)
+			continue
+		}
+		if pick == nil && who == owner && !skip[ss] && (sessionRelay{ss}).Supports(method) {
+			pick = ss
+		}
+	}
+	return pick
+}
+
+// alive reports whether the go-sdk still serves ss.
+func (s *Server) alive(ss *mcp.ServerSession) bool {
+	for live := range s.mcp.Sessions() {
+		if live == ss {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerRelay is the actors.Relay of a 2025-11-25 task's call: the session that started the task, then, when it
+// went away with a request pending or before the backend asked, another session of the task's owner (the same
+// request sent again; the backend waits for one answer). With no such session, the request waits for one while
+// the task runs (its row says input_required with the request, so a client that comes back sees why).
+type ownerRelay struct {
+	s     *Server
+	first sessionRelay
+	owner string
+	task  string
+	ttl   time.Duration
+}
+
+func (r *ownerRelay) Supports(method string) bool { return r.first.Supports(method) }
+func (r *ownerRelay) ClientKey() string           { return r.first.ClientKey() }
+
+// Log goes to the session that started the task while it lives.
+func (r *ownerRelay) Log(ctx context.Context, p *mcp.LoggingMessageParams) { r.first.Log(ctx, p) }
+
+func (r *ownerRelay) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return sendToOwner(ctx, r, "elicitation/create", func(ctx context.Context, sr sessionRelay) (*mcp.ElicitResult, error) {
+		return sr.Elicit(ctx, p)
+	})
+}
+
+func (r *ownerRelay) CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return sendToOwner(ctx, r, "sampling/createMessage", func(ctx context.Context, sr sessionRelay) (*mcp.CreateMessageResult, error) {
+		return sr.CreateMessage(ctx, p)
+	})
+}
+
+func (r *ownerRelay) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return sendToOwner(ctx, r, "roots/list", func(ctx context.Context, sr sessionRelay) (*mcp.ListRootsResult, error) {
+		return sr.ListRoots(ctx, p)
+	})
+}
+
+// sendOn sends a request on ss with a context its session's DELETE cancels (as it cancels the session's calls):
+// the go-sdk's session close waits for its requests in flight. gone reports that the session ended first.
+func sendOn[T any](ctx context.Context, s *Server, ss *mcp.ServerSession, send func(context.Context, sessionRelay) (T, error)) (res T, err error, gone bool) {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &inflightCall{session: ss.ID(), cancel: cancel}
+	t := s.sessions
+	t.mu.Lock()
+	t.calls[c] = struct{}{}
+	t.mu.Unlock()
+	defer t.untrack(c)
+	res, err = send(cctx, sessionRelay{ss})
+	if err != nil && ((cctx.Err() != nil && ctx.Err() == nil) || !s.alive(ss)) {
+		return res, err, true
+	}
+	return res, err, false
+}
+
+// sendToOwner sends a request to the session that started the task and, each time the session it went to ends
+// without an answer, to another live session of the owner that declared what method needs; for as long as the
+// task runs here (at most its TTL).
+func sendToOwner[T any](ctx context.Context, r *ownerRelay, method string, send func(context.Context, sessionRelay) (T, error)) (T, error) {
+	var zero T
+	tried := map[*mcp.ServerSession]bool{}
+	ss := r.first.ss
+	deadline := time.Now().Add(r.ttl)
+	var done <-chan struct{}
+	if r.task != "" {
+		done = r.s.opts.Tasks.Done(r.task)
+	}
+	for {
+		if ss != nil && !tried[ss] && r.s.alive(ss) {
+			res, err, gone := sendOn(ctx, r.s, ss, send)
+			if !gone {
+				return res, err // the client's answer (or its error: a live session answered)
+			}
+			r.s.log.Info("a task's session went away with a request pending; sending it to another session of the owner",
+				"task", r.task, "method", method, "session", ss.ID())
+		}
+		tried[ss] = true
+		if ss = r.s.sessionOf(r.owner, method, tried); ss != nil {
+			continue
+		}
+		if !time.Now().Before(deadline) {
+			return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "no session of the task's owner to answer " + method}
+		}
+		select {
+		case <-done:
+			return zero, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task ended"}
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		case <-time.After(ownerRetry):
+		}
+	}
+}
+
+// withOwnerRelay relays the backend's requests during a task's call to ss, the session that started the task, or
+// another session of the task's owner (ownerRelay), when ss's client declared elicitation, sampling or roots.
+func (s *Server) withOwnerRelay(ctx context.Context, ss *mcp.ServerSession, owner string, ttl time.Duration) context.Context {
+	first := sessionRelay{ss}
+	if !first.Supports("elicitation/create") && !first.Supports("sampling/createMessage") && !first.Supports("roots/list") {
+		return ctx
+	}
+	return actors.WithRelay(ctx, &ownerRelay{s: s, first: first, owner: owner, task: tasks.TaskID(ctx), ttl: ttl})
+}
