@@ -252,7 +252,8 @@ func (h *fastHop) check(sess *mcp.ClientSession, sid, summary string, resp *http
 	}
 	defer resp.Body.Close()
 	switch code {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+		http.StatusTooManyRequests: // the go-sdk's isTransientHTTPStatus
 		return fmt.Errorf("%w: %s: %v", errRejected, summary, http.StatusText(code))
 	}
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, hopMaxErrorBody))
@@ -614,13 +615,11 @@ type hopContent struct {
 func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	var r hopResult
 	if hopDecode(raw, &r) == nil && textOnly(&r) {
-		res := &mcp.CallToolResult{Meta: r.Meta, IsError: r.IsError}
-		if r.Content != nil {
-			res.Content = make([]mcp.Content, len(r.Content))
-			for i := range r.Content {
-				c := &r.Content[i]
-				res.Content[i] = &mcp.TextContent{Text: c.Text, Meta: c.Meta, Annotations: c.Annotations}
-			}
+		// Never nil content: the go-sdk's decode makes an empty list of a missing one.
+		res := &mcp.CallToolResult{Meta: r.Meta, IsError: r.IsError, Content: make([]mcp.Content, len(r.Content))}
+		for i := range r.Content {
+			c := &r.Content[i]
+			res.Content[i] = &mcp.TextContent{Text: c.Text, Meta: c.Meta, Annotations: c.Annotations}
 		}
 		return res, nil
 	}
