@@ -8,9 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,7 @@ type fastHop struct {
 	off    atomic.Bool
 	nextID atomic.Uint64
 	taken  atomic.Uint64 // calls sent by the hop (tests)
+	lines  sync.Pool     // of *bufio.Reader: the stream readers of finished calls
 }
 
 // newFastHop returns the hop of a session over b, nil for stdio and SSE.
@@ -173,27 +175,51 @@ func decodeMessage(data []byte) (*hopMessage, error) {
 	return &m, nil
 }
 
-// jsonString is s as a JSON string.
-func jsonString(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
+// appendJSONString appends s as a JSON string: as it is between quotes when it is printable ASCII without quotes
+// or backslashes (tool names, request ids), else as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// mediaType is a Content-Type's media type, lower case, without parameters.
+func mediaType(ct string) string {
+	base, _, _ := strings.Cut(ct, ";")
+	base = strings.TrimSpace(base)
+	switch {
+	case strings.EqualFold(base, "application/json"):
+		return "application/json"
+	case strings.EqualFold(base, "text/event-stream"):
+		return "text/event-stream"
+	}
+	return strings.ToLower(base)
 }
 
 // call sends tools/call of tool with args (raw JSON) on sess and returns the raw result.
 func (h *fastHop) call(ctx context.Context, sess *mcp.ClientSession, tool string, args json.RawMessage, requestID string) (json.RawMessage, error) {
 	h.taken.Add(1)
-	id := []byte(`"` + hopIDPrefix + strconv.FormatUint(h.nextID.Add(1), 10) + `"`)
-	body := make([]byte, 0, 96+len(tool)+len(args)+len(requestID))
+	body := make([]byte, 0, 128+len(tool)+len(args)+len(requestID))
 	body = append(body, `{"jsonrpc":"2.0","id":`...)
-	body = append(body, id...)
+	start := len(body)
+	body = append(body, `"`+hopIDPrefix...)
+	body = strconv.AppendUint(body, h.nextID.Add(1), 10)
+	body = append(body, '"')
+	id := body[start:len(body):len(body)] // the id's JSON text, within body
 	body = append(body, `,"method":"tools/call","params":{`...)
 	if requestID != "" {
 		body = append(body, `"_meta":{"`+RequestIDMetaKey+`":`...)
-		body = append(body, jsonString(requestID)...)
+		body = appendJSONString(body, requestID)
 		body = append(body, "},"...)
 	}
 	body = append(body, `"name":`...)
-	body = append(body, jsonString(tool)...)
+	body = appendJSONString(body, tool)
 	body = append(body, `,"arguments":`...)
 	body = append(body, args...)
 	body = append(body, "}}"...)
@@ -231,7 +257,7 @@ func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, versio
 	if err := h.check(sess, sid, summary, resp); err != nil {
 		return nil, err
 	}
-	switch ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct {
+	switch ct := mediaType(resp.Header.Get("Content-Type")); ct {
 	case "application/json":
 		return h.readJSON(ctx, sess, sid, version, resp, id)
 	case "text/event-stream":
@@ -368,11 +394,18 @@ func (h *fastHop) readStream(ctx context.Context, sess *mcp.ClientSession, sid, 
 // processStream reads one SSE response. done: the call's answer (res or err) was read; otherwise the stream ended
 // without it, after event lastID (retry delay as the stream said).
 func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
+	br, _ := h.lines.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(resp.Body, 4096)
+	} else {
+		br.Reset(resp.Body)
+	}
 	defer func() {
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
+		br.Reset(nil)
+		h.lines.Put(br)
 	}()
-	br := bufio.NewReaderSize(resp.Body, 4096)
 	var data []byte
 	var name string
 	hasData := false
@@ -580,7 +613,7 @@ func (h *fastHop) cancelled(sess *mcp.ClientSession, sid, version string, id []b
 	body = append(body, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`...)
 	body = append(body, id...)
 	body = append(body, `,"reason":`...)
-	body = append(body, jsonString(cause.Error())...)
+	body = appendJSONString(body, cause.Error())
 	body = append(body, "}}"...)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), taskCancelTimeout)

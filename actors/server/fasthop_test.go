@@ -429,3 +429,22 @@ func TestDecodeResultMatchesGoSDK(t *testing.T) {
 }
 
 var _ = jsonrpc.CodeMethodNotFound
+
+// TestAppendJSONString: the hop's request writes names and ids as JSON strings that decode to what was given.
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "echo", "a b", `q"uote`, `back\slash`, "tab\there", "é ü", "<&>", "\x00", "\xff"} {
+		b := appendJSONString([]byte("x"), s)
+		var got string
+		if err := json.Unmarshal(b[1:], &got); err != nil {
+			t.Errorf("%q: %s does not decode: %v", s, b[1:], err)
+			continue
+		}
+		want := s
+		if s == "\xff" {
+			want = "\ufffd" // as encoding/json writes invalid UTF-8
+		}
+		if got != want {
+			t.Errorf("%q: decodes to %q", s, got)
+		}
+	}
+}
