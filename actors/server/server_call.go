@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/msglimit"
@@ -124,6 +125,16 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		}
 		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo, task)
 	}
+	// The fast hop (fasthop.go) takes a plain call on the server's own streamable HTTP session, decided here, before
+	// anything is sent: the go-sdk session serves everything else.
+	var hop *fastHop
+	var hopSess *mcp.ClientSession
+	if key == "" && m.ResumeBackendTask == "" && m.ProgressTo == nil && !(m.TaskTtlMs > 0 && tw.supported(m.Tool)) &&
+		!a.relay.asked.Load() && !trace.SpanContextFromContext(cctx).IsValid() && json.Valid(args) {
+		if s, ok := a.sess.hop.ready(); ok && s == sess {
+			hop, hopSess = a.sess.hop, s
+		}
+	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
 	go func() {
@@ -141,6 +152,11 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			res, err = resumeBackendTask(cctx, tw, sess, m.Tool, m.ResumeBackendTask, name, stdio)
 		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
+		case hop != nil:
+			var raw json.RawMessage
+			if raw, err = hop.call(cctx, hopSess, m.Tool, args, m.RequestId); err == nil {
+				res, err = decodeResult(raw)
+			}
 		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
 			res, err = followBackendTask(cctx, tw, sess, params, time.Duration(m.TaskTtlMs)*time.Millisecond, recordTask)
 		default:

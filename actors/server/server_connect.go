@@ -34,6 +34,7 @@ type connectAttempt struct {
 	abandoned bool
 	sess      *mcp.ClientSession
 	tasks     *taskWire // set by taskWire
+	hop       *fastHop  // nil: not a streamable HTTP session (fasthop.go)
 }
 
 // take returns the session handOver left for the owner (nil when connect failed), once.
@@ -104,6 +105,7 @@ type liveSession struct {
 	cancel  context.CancelFunc
 	closing atomic.Bool
 	tasks   *taskWire // nil: the transport has no task wire (SSE)
+	hop     *fastHop  // nil: not a streamable HTTP session (fasthop.go)
 }
 
 // close ends the session, the stdio child's whole process group and pooled HTTP connections.
@@ -191,6 +193,11 @@ func (a *serverActor) startConnect(reason string) {
 	client.AddSendingMiddleware(telemetry.ClientMiddleware(a.rec.Name, a.id))
 	sys, self := a.sys, a.self
 	transport := attempt.taskWire(b) // tasks_backend.go: the backend's own tasks (issue 30)
+	if attempt.hop = newFastHop(b); attempt.hop != nil && !a.deps.Config.NoFastHop {
+		client.AddReceivingMiddleware(attempt.hop.capture) // last: the outermost, the whole chain (fasthop.go)
+	} else {
+		attempt.hop = nil
+	}
 	go func() {
 		ok, err := attempt.handOver(sctx, a.deps.Config.ConnectionTimeout, func() (*mcp.ClientSession, error) {
 			return client.Connect(sctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
@@ -228,7 +235,10 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		a.connectFailed(err, "")
 		return
 	}
-	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel, tasks: attempt.tasks}
+	live := &liveSession{gen: attempt.gen, session: sess, b: attempt.b, cancel: attempt.cancel, tasks: attempt.tasks, hop: attempt.hop}
+	if live.hop != nil {
+		live.hop.sess.Store(sess)
+	}
 	a.sess = live
 	a.deps.Metrics.BackendSession(a.rec.Name, true)
 	// retryN is kept: it is reset only once the session has proved stable (see resetBackoffIfStable).

@@ -65,6 +65,9 @@ type Config struct {
 	// runs at most MaxUserSessions of them (MCP_AGGREGATOR_MAX_USER_SESSIONS, 64; 0: the default).
 	UserSessionIdle time.Duration
 	MaxUserSessions int
+	// NoFastHop sends every tool call through the go-sdk client session, never the fast backend hop of streamable
+	// HTTP sessions (actors/server/fasthop.go): for tests and comparisons (false: the hop serves the calls it can).
+	NoFastHop bool
 }
 
 // Default is the contract's defaults.
