@@ -8,6 +8,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // Fast failover. A member that dies (SIGKILL, a crash) leaves the membership only when its provider notices: etcd
@@ -19,6 +23,13 @@ import (
 // take it out of the membership at once (Evictor: etcd revokes its lease, which every node sees through its
 // watch), and every node goes through the ordinary departure (the reconciler takes the member's servers over,
 // through their leases in the store, which stay the authority).
+//
+// A node's connections with the dead member need not have broken, though (nothing may have been in flight between
+// them, or the break reached only one side), and with a provider whose membership is each node's own view
+// (automanaged) an eviction is only the evicting node's: the other nodes would wait for their own next round of
+// health checks. So the node that found the member dead tells the others (Tell: a MemberDead message to each
+// member's suspicion actor), and each of them takes the word as a suspicion of its own (Told): it dials the member
+// itself and evicts it only when its own dial is refused too. A peer's word alone never evicts anything.
 //
 // A frozen (SIGSTOP) or partitioned member is never evicted this way: the kernel of a stopped process still accepts
 // connections on its port, and a partition drops the dial (no answer), so both fall back to the provider's own
@@ -69,6 +80,9 @@ type Suspicion struct {
 	Probe func(ctx context.Context, addr string) ProbeResult
 	// Logger receives what the suspicion decides (nil: discarded).
 	Logger *slog.Logger
+	// Tell, when set, is told of each member this node found dead upon a broken connection of its own (its address
+	// and member id), to have the other members probe it too (Told on each of them); it must not block.
+	Tell func(addr, member string)
 
 	mu      sync.Mutex
 	probing map[string]bool
@@ -90,7 +104,15 @@ const (
 
 // Suspect is called when a connection with the node at addr broke: it probes that node in the background, once at a
 // time per address, and evicts it if it is a member and is dead.
-func (s *Suspicion) Suspect(addr string) {
+func (s *Suspicion) Suspect(addr string) { s.suspect(addr, "") }
+
+// Told is another member's word (from: its address) that the member at addr is dead: this node probes it as if its
+// own connection with it had broken, and evicts it only when its own dial is refused (it does not tell the others
+// again: the member that found it dead told them all).
+func (s *Suspicion) Told(addr, from string) { s.suspect(addr, from) }
+
+// suspect probes addr in the background; from is the member whose word it is ("": a connection of this node broke).
+func (s *Suspicion) suspect(addr, from string) {
 	if id := s.Members.IDAt(addr); id == "" || id == s.Members.self {
 		return
 	}
@@ -116,13 +138,14 @@ func (s *Suspicion) Suspect(addr string) {
 			delete(s.probing, addr)
 			s.mu.Unlock()
 		}()
-		s.confirm(ctx, addr)
+		s.confirm(ctx, addr, from)
 	}()
 }
 
 // confirm probes addr until it is refused (evict), gives no answer (leave it to the provider), or answered for
-// probeAttempts in a row (churn), or is no longer a member.
-func (s *Suspicion) confirm(ctx context.Context, addr string) {
+// probeAttempts in a row (churn), or is no longer a member. from is the member that told this node so ("": a
+// connection of this node broke).
+func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 	log := s.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -147,10 +170,13 @@ func (s *Suspicion) confirm(ctx context.Context, addr string) {
 		case ProbeAnswered:
 			continue
 		case ProbeNoAnswer:
-			log.Info("cluster: a member's connection broke and its remoting port does not answer; leaving it to the membership's own detection",
-				"member", id, "address", addr)
+			log.Info("cluster: a member's remoting port does not answer; leaving it to the membership's own detection",
+				"member", id, "address", addr, "told_by", from)
 			return
 		case ProbeRefused:
+			if from == "" && s.Tell != nil {
+				s.Tell(addr, id)
+			}
 			ectx, cancel := context.WithTimeout(ctx, evictTimeout)
 			evicted, err := s.Evictor.Evict(ectx, addr)
 			cancel()
@@ -158,9 +184,12 @@ func (s *Suspicion) confirm(ctx context.Context, addr string) {
 			case err != nil:
 				log.Warn("cluster: a member confirmed dead could not be evicted; leaving it to the membership's own detection",
 					"member", id, "address", addr, "error", err)
-			case evicted:
+			case evicted && from == "":
 				log.Info("cluster: member confirmed dead (its connection broke and its remoting port refuses connections): evicted from the membership",
 					"member", id, "address", addr)
+			case evicted:
+				log.Info("cluster: member confirmed dead (another member found it dead, and its remoting port refuses connections here too): evicted from the membership",
+					"member", id, "address", addr, "told_by", from)
 			}
 			return
 		}
@@ -176,4 +205,34 @@ func (s *Suspicion) Close() {
 	s.cancel()
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// SuspicionActor is the name of each node's suspicion actor (Suspicion.Props), to which a node that found a member
+// dead sends MemberDead (TellOthers).
+const SuspicionActor = "cluster-suspicion"
+
+// Props is the suspicion actor: each MemberDead another member sends is its word (Told), on which this node probes
+// the member itself.
+func (s *Suspicion) Props() *actor.Props {
+	return actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*pb.MemberDead); ok {
+			from := m.GetFrom()
+			if from == "" {
+				from = "another member"
+			}
+			s.Told(m.GetAddress(), from)
+		}
+	})
+}
+
+// TellOthers is a Tell that sends MemberDead, from this node (at self), to the suspicion actor of every other
+// member in m's view but the dead one.
+func TellOthers(root *actor.RootContext, m *Members, self string) func(addr, member string) {
+	return func(addr, member string) {
+		for _, other := range m.Others() {
+			if other != addr {
+				root.Send(actor.NewPID(other, SuspicionActor), &pb.MemberDead{Address: addr, Member: member, From: self})
+			}
+		}
+	}
 }

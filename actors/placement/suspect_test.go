@@ -96,10 +96,11 @@ func (e *evictions) Evict(_ context.Context, addr string) (bool, error) {
 	return true, nil
 }
 
-// TestSuspicionEvictsOnlyTheDead: a broken link makes the node probe the other end; it is evicted only when it is a
-// member, not this node, and its port refuses connections (a closed listener here); a member whose port answers
-// (churn between live nodes, or a frozen process) or gives no answer (a partition) is left to the membership's own
-// detection.
+// TestSuspicionEvictsOnlyTheDead: a broken link (Suspect), or another member's word (Told), makes the node probe
+// the other end; it is evicted only when it is a member, not this node, and its port refuses connections (a closed
+// listener here); a member whose port answers (churn between live nodes, or a frozen process) or gives no answer (a
+// partition) is left to the membership's own detection, whatever a peer said. A member found dead upon a broken
+// link of this node's own is told to the others (Tell); one found dead upon a peer's word is not told again.
 func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 	live, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -124,29 +125,53 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 		{"this node", "127.0.0.1:7000", false},
 		{"an address no member has", "127.0.0.1:7999", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := NewMembers("self", "127.0.0.1:7000")
-			m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned})
-			ev := &evictions{}
-			s := &Suspicion{Members: m, Evictor: ev, Probe: func(ctx context.Context, addr string) ProbeResult {
-				if addr == partitioned {
-					return ProbeNoAnswer
+		for _, told := range []bool{false, true} {
+			name := tc.name + ", its link broke"
+			if told {
+				name = tc.name + ", a peer's word"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := NewMembers("self", "127.0.0.1:7000")
+				m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned})
+				ev := &evictions{}
+				var tellMu sync.Mutex
+				var tells []string
+				s := &Suspicion{Members: m, Evictor: ev, Probe: func(ctx context.Context, addr string) ProbeResult {
+					if addr == partitioned {
+						return ProbeNoAnswer
+					}
+					return DialProbe(ctx, addr, ProbeTimeout)
+				}, Tell: func(addr, member string) {
+					tellMu.Lock()
+					defer tellMu.Unlock()
+					tells = append(tells, member+"@"+addr)
+				}}
+				for range 2 { // a second break or word while the first is probed: one probe
+					if told {
+						s.Told(tc.suspect, "127.0.0.1:7001")
+					} else {
+						s.Suspect(tc.suspect)
+					}
 				}
-				return DialProbe(ctx, addr, ProbeTimeout)
-			}}
-			s.Suspect(tc.suspect)
-			s.Suspect(tc.suspect) // a second break while the first is probed: one probe
-			s.wg.Wait()
-			ev.mu.Lock()
-			defer ev.mu.Unlock()
-			want := 0
-			if tc.evicted {
-				want = 1
-			}
-			if len(ev.addrs) != want {
-				t.Fatalf("evicted %v, want %d eviction(s)", ev.addrs, want)
-			}
-		})
+				s.wg.Wait()
+				ev.mu.Lock()
+				defer ev.mu.Unlock()
+				want := 0
+				if tc.evicted {
+					want = 1
+				}
+				if len(ev.addrs) != want {
+					t.Fatalf("evicted %v, want %d eviction(s)", ev.addrs, want)
+				}
+				wantTells := ""
+				if tc.evicted && !told {
+					wantTells = "dead@" + deadAddr
+				}
+				if got := strings.Join(tells, ","); got != wantTells {
+					t.Errorf("told the others %q, want %q", got, wantTells)
+				}
+			})
+		}
 	}
 }
 
