@@ -104,7 +104,7 @@ func BenchmarkFailover(b *testing.B) {
 				took := ms(time.Since(killed))
 				back = append(back, took)
 				first, last := time.Time{}, time.Time{}
-				ev, evictors, seenBy := false, 0, 0
+				ev, evictors, told, seenBy := false, 0, 0, 0
 				for _, n := range survivors {
 					logs := n.logs.String()
 					if t, ok := leftSeenAt(logs, victimID); ok {
@@ -120,6 +120,9 @@ func BenchmarkFailover(b *testing.B) {
 						if strings.Contains(l, "member confirmed dead") && strings.Contains(l, victimID) {
 							ev = true
 							evictors++
+							if strings.Contains(l, "another member found it dead") {
+								told++ // upon a peer's word (MemberDead), not a broken link of its own
+							}
 							break
 						}
 					}
@@ -136,8 +139,8 @@ func BenchmarkFailover(b *testing.B) {
 					leaveAll = ms(last.Sub(killed))
 					seenAll = append(seenAll, leaveAll)
 				}
-				b.Logf("kill %d: %d servers moved, every server answering through both survivors %.0f ms after the kill; leave seen after %.0f ms (by every survivor: %.0f ms); evicted %v (survivors that evicted it: %d)",
-					kill, owned, took, leave, leaveAll, ev, evictors)
+				b.Logf("kill %d: %d servers moved, every server answering through both survivors %.0f ms after the kill; leave seen after %.0f ms (by every survivor: %.0f ms); evicted %v (survivors that evicted it: %d, of which upon a peer's word: %d)",
+					kill, owned, took, leave, leaveAll, ev, evictors, told)
 				if kill < failoverKills {
 					// A new node (a new member) takes the dead one's place; new servers are not moved to it
 					// (placement is sticky), so the next kill takes the survivor that owns the most.
