@@ -139,6 +139,16 @@ func BenchmarkFailover(b *testing.B) {
 					leaveAll = ms(last.Sub(killed))
 					seenAll = append(seenAll, leaveAll)
 				}
+				if leaveAll < 0 || leaveAll-leave > 300 {
+					// A survivor learnt of the death late: what each survivor logged about the dead node.
+					for i, n := range survivors {
+						for _, l := range strings.Split(n.logs.String(), "\n") {
+							if strings.Contains(l, victimID) {
+								b.Logf("  survivor %d: %.400s", i+1, l)
+							}
+						}
+					}
+				}
 				b.Logf("kill %d: %d servers moved, every server answering through both survivors %.0f ms after the kill; leave seen after %.0f ms (by every survivor: %.0f ms); evicted %v (survivors that evicted it: %d, of which upon a peer's word: %d)",
 					kill, owned, took, leave, leaveAll, ev, evictors, told)
 				if kill < failoverKills {
