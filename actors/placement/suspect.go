@@ -94,11 +94,12 @@ type Suspicion struct {
 const (
 	// ProbeTimeout bounds one dial of a suspect's remoting port.
 	ProbeTimeout = 300 * time.Millisecond
-	// probeAttempts and probeInterval: a suspect whose port still answers is dialled again for about a second (a
-	// process being killed may accept a connection in the instant before its listener closes); one that stays
-	// reachable was only churn.
-	probeAttempts = 10
-	probeInterval = 100 * time.Millisecond
+	// probeAttempts and probeDelay: a suspect whose port still answers is dialled again for about a second (a
+	// process being killed may accept a connection in the instant before its listener closes: its connections
+	// close before its listener does); one that stays reachable was only churn. The first retries come soon (20,
+	// 40, 80 ms after the one before), since a dead process's listener is gone within milliseconds, then every
+	// 100 ms.
+	probeAttempts = 13
 	evictTimeout  = 2 * time.Second
 )
 
@@ -159,7 +160,7 @@ func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(probeInterval):
+			case <-time.After(probeDelay(i)):
 			}
 		}
 		id := s.Members.IDAt(addr)
@@ -235,4 +236,13 @@ func TellOthers(root *actor.RootContext, m *Members, self string) func(addr, mem
 			}
 		}
 	}
+}
+
+// probeDelay is the wait before probe attempt i (i >= 1): 20 ms doubling up to 100 ms.
+func probeDelay(i int) time.Duration {
+	d := 20 * time.Millisecond << (i - 1)
+	if i > 4 || d > 100*time.Millisecond {
+		return 100 * time.Millisecond
+	}
+	return d
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDialProbeTellsDeadFromFrozen: the premise of the fast failover, on a real process listening on a port: while
@@ -187,5 +188,24 @@ func TestLinksTellSuspicionOfABreak(t *testing.T) {
 	l.Down("127.0.0.1:2")
 	if strings.Join(got, ",") != "127.0.0.1:1" {
 		t.Errorf("OnDown was told %v, want only 127.0.0.1:1", got)
+	}
+}
+
+// TestProbeSchedule: a suspect whose port still answers is dialled again soon at first (a dead process's listener
+// is gone within milliseconds of its connections), and for about a second in all before it is taken for churn.
+func TestProbeSchedule(t *testing.T) {
+	var total time.Duration
+	for i := 1; i < probeAttempts; i++ {
+		d := probeDelay(i)
+		if d <= 0 || d > 100*time.Millisecond {
+			t.Errorf("delay before attempt %d: %v, want within (0, 100 ms]", i, d)
+		}
+		total += d
+	}
+	if first := probeDelay(1); first > 25*time.Millisecond {
+		t.Errorf("first retry after %v, want soon (at most 25 ms)", first)
+	}
+	if total < time.Second || total > 1200*time.Millisecond {
+		t.Errorf("a port that keeps answering is dialled over %v, want about a second", total)
 	}
 }
