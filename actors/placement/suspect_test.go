@@ -84,16 +84,29 @@ func TestProbeListenerProcess(t *testing.T) {
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 }
 
-// evictions records what Suspicion asked the provider to evict.
+// evictions records what Suspicion asked the provider to evict; with members set, the evicted member leaves that
+// view, as the provider's topology change does (onTopology).
 type evictions struct {
-	mu    sync.Mutex
-	addrs []string
+	mu      sync.Mutex
+	addrs   []string
+	members *Members
 }
 
 func (e *evictions) Evict(_ context.Context, addr string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.addrs = append(e.addrs, addr)
+	if e.members != nil {
+		e.members.mu.RLock()
+		keep := map[string]string{}
+		for id, a := range e.members.addrs {
+			if a != addr {
+				keep[id] = a
+			}
+		}
+		e.members.mu.RUnlock()
+		e.members.Update(keep)
+	}
 	return true, nil
 }
 
@@ -134,7 +147,7 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				m := NewMembers("self", "127.0.0.1:7000")
 				m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned})
-				ev := &evictions{}
+				ev := &evictions{members: m}
 				var tellMu sync.Mutex
 				var tells []string
 				s := &Suspicion{Members: m, Evictor: ev, Probe: func(ctx context.Context, addr string) ProbeResult {
@@ -147,7 +160,7 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 					defer tellMu.Unlock()
 					tells = append(tells, member+"@"+addr)
 				}}
-				for range 2 { // a second break or word while the first is probed: one probe
+				for range 2 { // a second break or word, while the first is probed or after the eviction: one probe
 					if told {
 						s.Told(tc.suspect, "127.0.0.1:7001")
 					} else {
