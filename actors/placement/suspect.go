@@ -51,22 +51,29 @@ const (
 	ProbeAnswered ProbeResult = iota
 	// ProbeRefused: nothing listens there; the process is gone.
 	ProbeRefused
-	// ProbeNoAnswer: the dial timed out or failed otherwise (a partition, an unreachable host): nothing is known.
+	// ProbeNoAnswer: the dial timed out or failed otherwise (a partition, an unreachable host, a handshake reset by a
+	// process being torn down): nothing is known yet.
 	ProbeNoAnswer
 )
 
 // DialProbe dials addr over TCP within timeout and closes the connection at once.
 func DialProbe(ctx context.Context, addr string, timeout time.Duration) ProbeResult {
+	r, _ := dialProbe(ctx, addr, timeout)
+	return r
+}
+
+// dialProbe is DialProbe with the dial's error (nil when answered).
+func dialProbe(ctx context.Context, addr string, timeout time.Duration) (ProbeResult, error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {
 		_ = conn.Close()
-		return ProbeAnswered
+		return ProbeAnswered, nil
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return ProbeRefused
+		return ProbeRefused, err
 	}
-	return ProbeNoAnswer
+	return ProbeNoAnswer, err
 }
 
 // Suspicion confirms the members whose links broke and evicts the dead ones (see above). Its zero value is not
@@ -143,18 +150,27 @@ func (s *Suspicion) suspect(addr, from string) {
 	}()
 }
 
-// confirm probes addr until it is refused (evict), gives no answer (leave it to the provider), or answered for
-// probeAttempts in a row (churn), or is no longer a member. from is the member that told this node so ("": a
+// confirm probes addr until it is refused (evict), or is no longer a member, or probeAttempts dials were answered or
+// failed otherwise (churn, or a partition: left to the provider). from is the member that told this node so ("": a
 // connection of this node broke).
 func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 	log := s.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var lastErr error // (the default probe's: for the log)
 	probe := s.Probe
 	if probe == nil {
-		probe = func(ctx context.Context, addr string) ProbeResult { return DialProbe(ctx, addr, ProbeTimeout) }
+		probe = func(ctx context.Context, addr string) ProbeResult {
+			r, err := dialProbe(ctx, addr, ProbeTimeout)
+			lastErr = err
+			return r
+		}
 	}
+	// A dial that fails otherwise than refused (no answer within the timeout, or another error: a dying process's
+	// kernel may reset the handshake) is dialled again like an answered one, for the whole schedule; only a refusal
+	// evicts, and a member that never refuses is left to the membership's own detection.
+	last := ProbeAnswered
 	for i := 0; i < probeAttempts; i++ {
 		if i > 0 {
 			select {
@@ -167,13 +183,9 @@ func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 		if id == "" || ctx.Err() != nil {
 			return // it left meanwhile
 		}
-		switch probe(ctx, addr) {
-		case ProbeAnswered:
+		switch last = probe(ctx, addr); last {
+		case ProbeAnswered, ProbeNoAnswer:
 			continue
-		case ProbeNoAnswer:
-			log.Info("cluster: a member's remoting port does not answer; leaving it to the membership's own detection",
-				"member", id, "address", addr, "told_by", from)
-			return
 		case ProbeRefused:
 			if from == "" && s.Tell != nil {
 				s.Tell(addr, id)
@@ -194,6 +206,10 @@ func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 			}
 			return
 		}
+	}
+	if last == ProbeNoAnswer {
+		log.Info("cluster: a member's remoting port does not answer; leaving it to the membership's own detection",
+			"member", s.Members.IDAt(addr), "address", addr, "told_by", from, "error", lastErr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -128,6 +129,7 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 	deadAddr := closed.Addr().String()
 	closed.Close()
 	const partitioned = "127.0.0.1:1" // answered by the probe below with no answer
+	const flaky = "127.0.0.1:2"       // no answer to the first two dials, refused after
 	for _, tc := range []struct {
 		name    string
 		suspect string
@@ -136,6 +138,7 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 		{"a member whose port refuses connections", deadAddr, true},
 		{"a member whose port answers", live.Addr().String(), false},
 		{"a member whose port gives no answer", partitioned, false},
+		{"a member whose port fails to answer, then refuses (a dying process)", flaky, true},
 		{"this node", "127.0.0.1:7000", false},
 		{"an address no member has", "127.0.0.1:7999", false},
 	} {
@@ -146,13 +149,20 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m := NewMembers("self", "127.0.0.1:7000")
-				m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned})
+				m.Update(map[string]string{"self": "127.0.0.1:7000", "dead": deadAddr, "live": live.Addr().String(), "part": partitioned,
+					"flaky": flaky})
 				ev := &evictions{members: m}
+				var flakyDials atomic.Int32
 				var tellMu sync.Mutex
 				var tells []string
 				s := &Suspicion{Members: m, Evictor: ev, Probe: func(ctx context.Context, addr string) ProbeResult {
-					if addr == partitioned {
+					switch {
+					case addr == partitioned:
 						return ProbeNoAnswer
+					case addr == flaky && flakyDials.Add(1) <= 2:
+						return ProbeNoAnswer
+					case addr == flaky:
+						return ProbeRefused
 					}
 					return DialProbe(ctx, addr, ProbeTimeout)
 				}, Tell: func(addr, member string) {
@@ -179,7 +189,7 @@ func TestSuspicionEvictsOnlyTheDead(t *testing.T) {
 				}
 				wantTells := ""
 				if tc.evicted && !told {
-					wantTells = "dead@" + deadAddr
+					wantTells = evictedID(tc.suspect, deadAddr) + "@" + tc.suspect
 				}
 				if got := strings.Join(tells, ","); got != wantTells {
 					t.Errorf("told the others %q, want %q", got, wantTells)
@@ -221,4 +231,12 @@ func TestProbeSchedule(t *testing.T) {
 	if total < time.Second || total > 1200*time.Millisecond {
 		t.Errorf("a port that keeps answering is dialled over %v, want about a second", total)
 	}
+}
+
+// evictedID is the member id of the suspects of TestSuspicionEvictsOnlyTheDead that are evicted.
+func evictedID(addr, deadAddr string) string {
+	if addr == deadAddr {
+		return "dead"
+	}
+	return "flaky"
 }
