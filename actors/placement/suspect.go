@@ -24,12 +24,13 @@ import (
 // watch), and every node goes through the ordinary departure (the reconciler takes the member's servers over,
 // through their leases in the store, which stay the authority).
 //
-// A node's connections with the dead member need not have broken, though (nothing may have been in flight between
-// them, or the break reached only one side), and with a provider whose membership is each node's own view
-// (automanaged) an eviction is only the evicting node's: the other nodes would wait for their own next round of
-// health checks. So the node that found the member dead tells the others (Tell: a MemberDead message to each
-// member's suspicion actor), and each of them takes the word as a suspicion of its own (Told): it dials the member
-// itself and evicts it only when its own dial is refused too. A peer's word alone never evicts anything.
+// Another node need not have confirmed the death itself, though (none of its connections with the member broke, or
+// its dial failed at once, otherwise than refused, while the process was torn down), and with a provider whose
+// membership is each node's own view (automanaged) an eviction is only the evicting node's: the other nodes would
+// wait for their own next round of health checks. So the node that found the member dead tells the others (Tell: a
+// MemberDead message to each member's suspicion actor), and each of them takes the word as a suspicion of its own
+// (Told): it dials the member itself and evicts it only when its own dial is refused too. A peer's word alone never
+// evicts anything.
 //
 // A frozen (SIGSTOP) or partitioned member is never evicted this way: the kernel of a stopped process still accepts
 // connections on its port, and a partition drops the dial (no answer), so both fall back to the provider's own
