@@ -30,6 +30,12 @@ func (s *System) prepareCluster() error {
 		// A member whose connection with this node breaks is probed, and evicted from the membership when it is
 		// dead, rather than waiting for the provider to notice (placement.Suspicion: failover within a second).
 		sus := &placement.Suspicion{Members: s.members, Evictor: ev, Logger: s.deps.Logger}
+		// The other members' connections with a dead member need not have broken, and an automanaged eviction is
+		// only this node's: the node that finds a member dead tells the others, which probe it themselves.
+		sus.Tell = placement.TellOthers(s.sys.Root, s.members, cc.Address())
+		if _, err := s.sys.Root.SpawnNamed(sus.Props(), placement.SuspicionActor); err != nil {
+			return fmt.Errorf("cluster: spawn the suspicion actor: %w", err)
+		}
 		s.links.OnDown(sus.Suspect)
 	}
 	s.links.Follow(s.sys.EventStream)

@@ -1,7 +1,8 @@
 // Package placement decides where each server's actor lives when several processes share one store: the leases
 // that make a server's session exist once (Leases, with the keeper that renews them), this node's view of the
 // cluster's membership (Members: who is a member, who left, who hands its servers over, the rendezvous choice),
-// the remoting connections a request to another node depends on (Links), the cluster's identity lookup (Lookup, in
+// the remoting connections a request to another node depends on (Links), the fast failover that probes a member
+// whose connection broke, evicts it when it is dead and tells the others (Suspicion), the cluster's identity lookup (Lookup, in
 // the shape of protoactor's cluster.IdentityLookup), which follows the lease to the member that holds it and
 // otherwise asks the chosen member's placement actor to host the server, what a reconciliation pass activates
 // (PlanPass, Plan), and the cross-process feed that carries each process's events to the others through the store

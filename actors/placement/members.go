@@ -181,6 +181,20 @@ func (v *Members) IDAt(addr string) string {
 	return ""
 }
 
+// Others are the addresses of the members other than this node, sorted.
+func (v *Members) Others() []string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	others := make([]string, 0, len(v.addrs))
+	for id, a := range v.addrs {
+		if id != v.self && a != "" {
+			others = append(others, a)
+		}
+	}
+	slices.Sort(others)
+	return others
+}
+
 // Status is this node's view: how many members, and whether it is one of them (it has joined).
 func (v *Members) Status() (members int, joined bool) {
 	v.mu.RLock()

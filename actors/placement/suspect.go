@@ -8,6 +8,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
 // Fast failover. A member that dies (SIGKILL, a crash) leaves the membership only when its provider notices: etcd
@@ -19,6 +23,14 @@ import (
 // take it out of the membership at once (Evictor: etcd revokes its lease, which every node sees through its
 // watch), and every node goes through the ordinary departure (the reconciler takes the member's servers over,
 // through their leases in the store, which stay the authority).
+//
+// Another node need not have confirmed the death itself, though (none of its connections with the member broke, or
+// its dial failed at once, otherwise than refused, while the process was torn down), and with a provider whose
+// membership is each node's own view (automanaged) an eviction is only the evicting node's: the other nodes would
+// wait for their own next round of health checks. So the node that found the member dead tells the others (Tell: a
+// MemberDead message to each member's suspicion actor), and each of them takes the word as a suspicion of its own
+// (Told): it dials the member itself and evicts it only when its own dial is refused too. A peer's word alone never
+// evicts anything.
 //
 // A frozen (SIGSTOP) or partitioned member is never evicted this way: the kernel of a stopped process still accepts
 // connections on its port, and a partition drops the dial (no answer), so both fall back to the provider's own
@@ -40,22 +52,29 @@ const (
 	ProbeAnswered ProbeResult = iota
 	// ProbeRefused: nothing listens there; the process is gone.
 	ProbeRefused
-	// ProbeNoAnswer: the dial timed out or failed otherwise (a partition, an unreachable host): nothing is known.
+	// ProbeNoAnswer: the dial timed out or failed otherwise (a partition, an unreachable host, a handshake reset by a
+	// process being torn down): nothing is known yet.
 	ProbeNoAnswer
 )
 
 // DialProbe dials addr over TCP within timeout and closes the connection at once.
 func DialProbe(ctx context.Context, addr string, timeout time.Duration) ProbeResult {
+	r, _ := dialProbe(ctx, addr, timeout)
+	return r
+}
+
+// dialProbe is DialProbe with the dial's error (nil when answered).
+func dialProbe(ctx context.Context, addr string, timeout time.Duration) (ProbeResult, error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {
 		_ = conn.Close()
-		return ProbeAnswered
+		return ProbeAnswered, nil
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		return ProbeRefused
+		return ProbeRefused, err
 	}
-	return ProbeNoAnswer
+	return ProbeNoAnswer, err
 }
 
 // Suspicion confirms the members whose links broke and evicts the dead ones (see above). Its zero value is not
@@ -69,6 +88,9 @@ type Suspicion struct {
 	Probe func(ctx context.Context, addr string) ProbeResult
 	// Logger receives what the suspicion decides (nil: discarded).
 	Logger *slog.Logger
+	// Tell, when set, is told of each member this node found dead upon a broken connection of its own (its address
+	// and member id), to have the other members probe it too (Told on each of them); it must not block.
+	Tell func(addr, member string)
 
 	mu      sync.Mutex
 	probing map[string]bool
@@ -80,17 +102,26 @@ type Suspicion struct {
 const (
 	// ProbeTimeout bounds one dial of a suspect's remoting port.
 	ProbeTimeout = 300 * time.Millisecond
-	// probeAttempts and probeInterval: a suspect whose port still answers is dialled again for about a second (a
-	// process being killed may accept a connection in the instant before its listener closes); one that stays
-	// reachable was only churn.
-	probeAttempts = 10
-	probeInterval = 100 * time.Millisecond
+	// probeAttempts and probeDelay: a suspect whose port still answers is dialled again for about a second (a
+	// process being killed may accept a connection in the instant before its listener closes: its connections
+	// close before its listener does); one that stays reachable was only churn. The first retries come soon (20,
+	// 40, 80 ms after the one before), since a dead process's listener is gone within milliseconds, then every
+	// 100 ms.
+	probeAttempts = 13
 	evictTimeout  = 2 * time.Second
 )
 
 // Suspect is called when a connection with the node at addr broke: it probes that node in the background, once at a
 // time per address, and evicts it if it is a member and is dead.
-func (s *Suspicion) Suspect(addr string) {
+func (s *Suspicion) Suspect(addr string) { s.suspect(addr, "") }
+
+// Told is another member's word (from: its address) that the member at addr is dead: this node probes it as if its
+// own connection with it had broken, and evicts it only when its own dial is refused (it does not tell the others
+// again: the member that found it dead told them all).
+func (s *Suspicion) Told(addr, from string) { s.suspect(addr, from) }
+
+// suspect probes addr in the background; from is the member whose word it is ("": a connection of this node broke).
+func (s *Suspicion) suspect(addr, from string) {
 	if id := s.Members.IDAt(addr); id == "" || id == s.Members.self {
 		return
 	}
@@ -116,41 +147,50 @@ func (s *Suspicion) Suspect(addr string) {
 			delete(s.probing, addr)
 			s.mu.Unlock()
 		}()
-		s.confirm(ctx, addr)
+		s.confirm(ctx, addr, from)
 	}()
 }
 
-// confirm probes addr until it is refused (evict), gives no answer (leave it to the provider), or answered for
-// probeAttempts in a row (churn), or is no longer a member.
-func (s *Suspicion) confirm(ctx context.Context, addr string) {
+// confirm probes addr until it is refused (evict), or is no longer a member, or probeAttempts dials were answered or
+// failed otherwise (churn, or a partition: left to the provider). from is the member that told this node so ("": a
+// connection of this node broke).
+func (s *Suspicion) confirm(ctx context.Context, addr, from string) {
 	log := s.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	var lastErr error // (the default probe's: for the log)
 	probe := s.Probe
 	if probe == nil {
-		probe = func(ctx context.Context, addr string) ProbeResult { return DialProbe(ctx, addr, ProbeTimeout) }
+		probe = func(ctx context.Context, addr string) ProbeResult {
+			r, err := dialProbe(ctx, addr, ProbeTimeout)
+			lastErr = err
+			return r
+		}
 	}
+	// A dial that fails otherwise than refused (no answer within the timeout, or another error: a dying process's
+	// kernel may reset the handshake) is dialled again like an answered one, for the whole schedule; only a refusal
+	// evicts, and a member that never refuses is left to the membership's own detection.
+	last := ProbeAnswered
 	for i := 0; i < probeAttempts; i++ {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(probeInterval):
+			case <-time.After(probeDelay(i)):
 			}
 		}
 		id := s.Members.IDAt(addr)
 		if id == "" || ctx.Err() != nil {
 			return // it left meanwhile
 		}
-		switch probe(ctx, addr) {
-		case ProbeAnswered:
+		switch last = probe(ctx, addr); last {
+		case ProbeAnswered, ProbeNoAnswer:
 			continue
-		case ProbeNoAnswer:
-			log.Info("cluster: a member's connection broke and its remoting port does not answer; leaving it to the membership's own detection",
-				"member", id, "address", addr)
-			return
 		case ProbeRefused:
+			if from == "" && s.Tell != nil {
+				s.Tell(addr, id)
+			}
 			ectx, cancel := context.WithTimeout(ctx, evictTimeout)
 			evicted, err := s.Evictor.Evict(ectx, addr)
 			cancel()
@@ -158,12 +198,19 @@ func (s *Suspicion) confirm(ctx context.Context, addr string) {
 			case err != nil:
 				log.Warn("cluster: a member confirmed dead could not be evicted; leaving it to the membership's own detection",
 					"member", id, "address", addr, "error", err)
-			case evicted:
+			case evicted && from == "":
 				log.Info("cluster: member confirmed dead (its connection broke and its remoting port refuses connections): evicted from the membership",
 					"member", id, "address", addr)
+			case evicted:
+				log.Info("cluster: member confirmed dead (another member found it dead, and its remoting port refuses connections here too): evicted from the membership",
+					"member", id, "address", addr, "told_by", from)
 			}
 			return
 		}
+	}
+	if last == ProbeNoAnswer {
+		log.Info("cluster: a member's remoting port does not answer; leaving it to the membership's own detection",
+			"member", s.Members.IDAt(addr), "address", addr, "told_by", from, "error", lastErr)
 	}
 }
 
@@ -176,4 +223,43 @@ func (s *Suspicion) Close() {
 	s.cancel()
 	s.mu.Unlock()
 	s.wg.Wait()
+}
+
+// SuspicionActor is the name of each node's suspicion actor (Suspicion.Props), to which a node that found a member
+// dead sends MemberDead (TellOthers).
+const SuspicionActor = "cluster-suspicion"
+
+// Props is the suspicion actor: each MemberDead another member sends is its word (Told), on which this node probes
+// the member itself.
+func (s *Suspicion) Props() *actor.Props {
+	return actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*pb.MemberDead); ok {
+			from := m.GetFrom()
+			if from == "" {
+				from = "another member"
+			}
+			s.Told(m.GetAddress(), from)
+		}
+	})
+}
+
+// TellOthers is a Tell that sends MemberDead, from this node (at self), to the suspicion actor of every other
+// member in m's view but the dead one.
+func TellOthers(root *actor.RootContext, m *Members, self string) func(addr, member string) {
+	return func(addr, member string) {
+		for _, other := range m.Others() {
+			if other != addr {
+				root.Send(actor.NewPID(other, SuspicionActor), &pb.MemberDead{Address: addr, Member: member, From: self})
+			}
+		}
+	}
+}
+
+// probeDelay is the wait before probe attempt i (i >= 1): 20 ms doubling up to 100 ms.
+func probeDelay(i int) time.Duration {
+	d := 20 * time.Millisecond << (i - 1)
+	if i > 4 || d > 100*time.Millisecond {
+		return 100 * time.Millisecond
+	}
+	return d
 }

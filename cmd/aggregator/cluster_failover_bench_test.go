@@ -27,7 +27,8 @@ const failoverKills = 5
 
 // BenchmarkFailover reports, per provider, over failoverKills kills: back-after-kill-ms (median and max), from the
 // SIGKILL until every server has answered a call through each survivor; leave-seen-after-kill-ms (median), until
-// the first survivor logged the node leaving the membership; evicted, how many kills a survivor confirmed dead and
+// the first survivor logged the node leaving the membership; leave-seen-by-all-ms (median and max), until every
+// survivor had; evicted, how many kills a survivor confirmed dead and
 // evicted (the rest were seen by the membership's own detection first); servers-moved (mean). Each kill is logged.
 func BenchmarkFailover(b *testing.B) {
 	bins := buildBenchBinaries(b)
@@ -71,7 +72,7 @@ func BenchmarkFailover(b *testing.B) {
 				id := registerHTTPServer(b, nodes[0].benchDaemon, client, names[i], startEchoBackend(b, bins.echo, 0))
 				waitTools(b, nodes[0].benchDaemon, client, id, 1)
 			}
-			var back, seen []float64
+			var back, seen, seenAll []float64
 			evicted, moved := 0, 0
 			for kill := 1; kill <= failoverKills; kill++ {
 				for _, n := range nodes {
@@ -102,29 +103,54 @@ func BenchmarkFailover(b *testing.B) {
 				}
 				took := ms(time.Since(killed))
 				back = append(back, took)
-				first := time.Time{}
-				ev := false
+				first, last := time.Time{}, time.Time{}
+				ev, evictors, told, seenBy := false, 0, 0, 0
 				for _, n := range survivors {
 					logs := n.logs.String()
-					if t, ok := leftSeenAt(logs, victimID); ok && (first.IsZero() || t.Before(first)) {
-						first = t
+					if t, ok := leftSeenAt(logs, victimID); ok {
+						seenBy++
+						if first.IsZero() || t.Before(first) {
+							first = t
+						}
+						if t.After(last) {
+							last = t
+						}
 					}
 					for _, l := range strings.Split(logs, "\n") {
 						if strings.Contains(l, "member confirmed dead") && strings.Contains(l, victimID) {
 							ev = true
+							evictors++
+							if strings.Contains(l, "another member found it dead") {
+								told++ // upon a peer's word (MemberDead), not a broken link of its own
+							}
+							break
 						}
 					}
 				}
 				if ev {
 					evicted++
 				}
-				leave := -1.0
+				leave, leaveAll := -1.0, -1.0
 				if !first.IsZero() {
 					leave = ms(first.Sub(killed))
 					seen = append(seen, leave)
 				}
-				b.Logf("kill %d: %d servers moved, every server answering through both survivors %.0f ms after the kill; leave seen after %.0f ms; evicted %v",
-					kill, owned, took, leave, ev)
+				if seenBy == len(survivors) {
+					leaveAll = ms(last.Sub(killed))
+					seenAll = append(seenAll, leaveAll)
+				}
+				if leaveAll < 0 || leaveAll-leave > 300 {
+					// A survivor learnt of the death late: what each survivor logged about the dead node.
+					for i, n := range survivors {
+						for _, l := range strings.Split(n.logs.String(), "\n") {
+							if strings.Contains(l, victimID) {
+								b.Logf("  survivor %d: %.400s", i+1, l)
+							}
+						}
+					}
+				}
+				b.Logf("kill %d: %d servers moved, every server answering through both survivors %.0f ms after the kill; leave seen after %.0f ms (by every survivor: %.0f ms); evicted %v (survivors that evicted it: %d, of which upon a peer's word: %d)",
+					kill, owned, took, leave, leaveAll, ev, evictors, told)
 				if kill < failoverKills {
 					// A new node (a new member) takes the dead one's place; new servers are not moved to it
 					// (placement is sticky), so the next kill takes the survivor that owns the most.
@@ -138,6 +164,10 @@ func BenchmarkFailover(b *testing.B) {
 			b.ReportMetric(slices.Max(back), "back-after-kill-ms-max")
 			if len(seen) > 0 {
 				b.ReportMetric(median(seen), "leave-seen-after-kill-ms-median")
+			}
+			if len(seenAll) > 0 {
+				b.ReportMetric(median(seenAll), "leave-seen-by-all-ms-median")
+				b.ReportMetric(slices.Max(seenAll), "leave-seen-by-all-ms-max")
 			}
 			b.ReportMetric(float64(evicted), "evicted")
 			b.ReportMetric(float64(moved)/failoverKills, "servers-moved")

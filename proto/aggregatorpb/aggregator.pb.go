@@ -2537,6 +2537,72 @@ func (x *RelayLog) GetParamsJson() []byte {
 	return nil
 }
 
+// MemberDead is sent by a cluster node that found a member dead (a connection with it broke and its remoting port
+// refused a connection) to the suspicion actor of each other member, since their own connections with it may not
+// have broken (placement.Suspicion). It is a suspicion, not a verdict: the receiver probes the member's port itself
+// and evicts it from its own membership only when that refuses too.
+type MemberDead struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the dead member's remoting address (host:port).
+	Address string `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	// member is its member id, and from the sender's remoting address (both for the logs).
+	Member        string `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	From          string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberDead) Reset() {
+	*x = MemberDead{}
+	mi := &file_proto_aggregator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberDead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberDead) ProtoMessage() {}
+
+func (x *MemberDead) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberDead.ProtoReflect.Descriptor instead.
+func (*MemberDead) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MemberDead) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *MemberDead) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *MemberDead) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -2734,7 +2800,12 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\brpc_code\x18\x03 \x01(\x03R\arpcCode\"+\n" +
 	"\bRelayLog\x12\x1f\n" +
 	"\vparams_json\x18\x01 \x01(\fR\n" +
-	"paramsJsonB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"paramsJson\"R\n" +
+	"\n" +
+	"MemberDead\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\tR\x06member\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04fromB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -2748,7 +2819,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -2788,7 +2859,8 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*RelayRequest)(nil),        // 35: aggregator.v1.RelayRequest
 	(*RelayReply)(nil),          // 36: aggregator.v1.RelayReply
 	(*RelayLog)(nil),            // 37: aggregator.v1.RelayLog
-	nil,                         // 38: aggregator.v1.CallTool.TraceContextEntry
+	(*MemberDead)(nil),          // 38: aggregator.v1.MemberDead
+	nil,                         // 39: aggregator.v1.CallTool.TraceContextEntry
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -2796,7 +2868,7 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
 	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
 	9,  // 4: aggregator.v1.CallTool.relay_to:type_name -> aggregator.v1.PID
-	38, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
+	39, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
 	11, // 6: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 7: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
 	14, // 8: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
@@ -2838,7 +2910,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
