@@ -506,8 +506,9 @@ func (h *fastHop) handle(ctx context.Context, sess *mcp.ClientSession, sid, vers
 			return &mcp.ListRootsRequest{Session: s, Params: p}
 		})
 	case "sampling/createMessage":
-		req, err = clientRequest[mcp.CreateMessageParams](sess, m.Params, func(s *mcp.ClientSession, p *mcp.CreateMessageParams) mcp.Request {
-			return &mcp.CreateMessageRequest{Session: s, Params: p}
+		// The go-sdk's client takes sampling as the with-tools request whichever handler it was given.
+		req, err = clientRequest[mcp.CreateMessageWithToolsParams](sess, m.Params, func(s *mcp.ClientSession, p *mcp.CreateMessageWithToolsParams) mcp.Request {
+			return &mcp.CreateMessageWithToolsRequest{Session: s, Params: p}
 		})
 	case "elicitation/create":
 		req, err = clientRequest[mcp.ElicitParams](sess, m.Params, func(s *mcp.ClientSession, p *mcp.ElicitParams) mcp.Request {
@@ -552,7 +553,7 @@ func (h *fastHop) handle(ctx context.Context, sess *mcp.ClientSession, sid, vers
 	case err != nil:
 	case req != nil:
 		var r mcp.Result
-		r, err = h.chain(ctx, m.Method, req)
+		r, err = h.runChain(ctx, m.Method, req)
 		if r != nil {
 			res = r
 		}
@@ -581,6 +582,17 @@ func (h *fastHop) handle(ctx context.Context, sess *mcp.ClientSession, sid, vers
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
 	}
+}
+
+// runChain runs the client's receiving chain for one message of the call's stream; a panic in it (a handler, or
+// the go-sdk's own type assertions) is the message's error, not the daemon's end.
+func (h *fastHop) runChain(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("handling %s failed", method)}
+		}
+	}()
+	return h.chain(ctx, method, req)
 }
 
 // clientRequest decodes a request's params into a new P and makes the go-sdk's request of it.

@@ -131,6 +131,22 @@ func (h *hostileHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(5 * time.Second):
 			sse(w, result("no roots answer"))
 		}
+	case "sampling":
+		ch := make(chan json.RawMessage, 1)
+		h.mu.Lock()
+		h.answers[`"s1"`] = ch
+		h.mu.Unlock()
+		sse(w, `{"jsonrpc":"2.0","id":"s1","method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":5}}`)
+		select {
+		case res := <-ch:
+			if strings.Contains(string(res), "sampled") {
+				sse(w, result("sampling answered"))
+			} else {
+				sse(w, result("sampling refused"))
+			}
+		case <-time.After(5 * time.Second):
+			sse(w, result("no sampling answer"))
+		}
 	case "big":
 		sse(w, result(strings.Repeat("x", 200<<10)))
 	case "endless":
@@ -208,6 +224,11 @@ func newHopRig(t *testing.T) *hopRig {
 		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			r.logs <- fmt.Sprint(req.Params.Data)
+		},
+		// The go-sdk's own handler answers sampling (a relay would, for the calling client): the request reaches
+		// the end of the receiving chain, which takes only the go-sdk's request type for the method.
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: "sampled"}}, nil
 		},
 	})
 	// What relayMiddleware does for roots/list: the test's answer stands for the calling client's.
@@ -314,6 +335,7 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				t.Errorf("roots/list reached the chain %d times, want 1", r.roots.Load())
 			}
 		}},
+		{tool: "sampling", want: outcome{text: "sampling answered"}},
 		{tool: "big", want: outcome{code: errcode.ResponseTooLarge}},
 		{tool: "endless", timeout: time.Second, want: outcome{code: errcode.RequestTimeout}, check: func(t *testing.T, r *hopRig) {
 			deadline := time.Now().Add(5 * time.Second)
