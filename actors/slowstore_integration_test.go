@@ -13,6 +13,24 @@ import (
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
+// storeRig starts a system on a fresh SQLite store seen through wrap (a store in trouble); the rig reads the store
+// itself. Both stop when the test ends.
+func storeRig(t *testing.T, cfg actors.Config, wrap func(persistence.Store) persistence.Store) *rig {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: wrap(st), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
+	t.Cleanup(r.stop)
+	return r
+}
+
 // slowStore answers every status and health write about one server after a delay, the way a database in trouble
 // would.
 type slowStore struct {
@@ -43,20 +61,13 @@ func (s *slowStore) RecordTransition(ctx context.Context, t persistence.Transiti
 // and to another one still answer at once: the server actors write the store off their mailboxes.
 func TestSlowStoreStallsNoCall(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	ss := &slowStore{Store: st, delay: 2 * time.Second}
+	var ss *slowStore
 	cfg := testConfig()
 	cfg.HealthInterval = 100 * time.Millisecond // a health record to write every 100 ms
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: ss, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
-	defer r.stop()
+	r := storeRig(t, cfg, func(st persistence.Store) persistence.Store {
+		ss = &slowStore{Store: st, delay: 2 * time.Second}
+		return ss
+	})
 	cmd, args := peertest.EverythingStdio(t)
 	slow := r.register("slow", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
 	other := r.register("other", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
@@ -106,20 +117,14 @@ func (s *failingToolsStore) ReplaceServerTools(ctx context.Context, id string, d
 // become routable without a reconnect or a list_changed.
 func TestDiscoveryStoreFailureIsRunAgain(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	fs := &failingToolsStore{Store: st}
-	fs.fail.Store(2)
+	var fs *failingToolsStore
 	cfg := testConfig()
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
-	defer r.stop()
+	r := storeRig(t, cfg, func(st persistence.Store) persistence.Store {
+		fs = &failingToolsStore{Store: st}
+		fs.fail.Store(2)
+		return fs
+	})
+	sys := r.sys
 	cmd, args := peertest.EverythingStdio(t)
 	srv := r.register("flaky", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
 	connected := r.waitServer(srv.ID, persistence.StatusConnected, 30*time.Second)
@@ -165,20 +170,13 @@ func (s *flakyTransitionStore) RecordTransition(ctx context.Context, t persisten
 // stored row does not stay in the state before (seen under load: a server serving calls, its row CONNECTING).
 func TestTransitionWriteIsTriedAgain(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	fs := &flakyTransitionStore{Store: st}
-	fs.fail.Store(2)
+	var fs *flakyTransitionStore
 	cfg := testConfig()
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
-	defer r.stop()
+	r := storeRig(t, cfg, func(st persistence.Store) persistence.Store {
+		fs = &flakyTransitionStore{Store: st}
+		fs.fail.Store(2)
+		return fs
+	})
 	cmd, args := peertest.EverythingStdio(t)
 	srv := r.register("busy-store", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
 	r.waitServer(srv.ID, persistence.StatusConnected, 30*time.Second)
@@ -214,19 +212,13 @@ func (s *leaseLostToolsStore) ReplaceServerTools(ctx context.Context, id string,
 // lists and stores the tools. Before, the server stayed CONNECTED with no tools for good.
 func TestDiscoveryLeaseLostRestartsTheSession(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	fs := &leaseLostToolsStore{Store: st}
+	var fs *leaseLostToolsStore
 	cfg := testConfig()
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: fs, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &rig{t: t, store: st, sys: sys, cfg: cfg}
-	defer r.stop()
+	r := storeRig(t, cfg, func(st persistence.Store) persistence.Store {
+		fs = &leaseLostToolsStore{Store: st}
+		return fs
+	})
+	sys := r.sys
 	cmd, args := peertest.EverythingStdio(t)
 	srv := r.register("lapsed", persistence.TransportSTDIO, map[string]any{"command": cmd, "args": args}, nil, true)
 	deadline := time.Now().Add(30 * time.Second)

@@ -20,6 +20,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
 // The fast backend hop (issue 26). The go-sdk client costs a call to a streamable HTTP backend five decodes of its
@@ -125,7 +126,7 @@ const hopMaxDepth = 1000
 // hopDecode decodes data into v as the go-sdk's internal/json does (segmentio, exact keys, bounded nesting), but
 // from the bytes in place: no 32 KiB reading buffer.
 func hopDecode(data []byte, v any) error {
-	if !nestedAtMost(data, hopMaxDepth) {
+	if !strictjson.NestedAtMost(data, hopMaxDepth) {
 		return fmt.Errorf("json: exceeded maximum nesting depth of %d", hopMaxDepth)
 	}
 	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
@@ -133,31 +134,6 @@ func hopDecode(data []byte, v any) error {
 		err = errors.New("json: data after the value")
 	}
 	return err
-}
-
-// nestedAtMost reports whether data nests objects and arrays at most max deep (strings skipped).
-func nestedAtMost(data []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, b := range data {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && b == '\\':
-			escaped = true
-		case inString && b == '"':
-			inString = false
-		case inString:
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			if depth++; depth > max {
-				return false
-			}
-		case b == '}' || b == ']':
-			depth--
-		}
-	}
-	return true
 }
 
 // decodeMessage decodes one JSON-RPC message; an error for anything the go-sdk's DecodeMessage refuses.

@@ -21,6 +21,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 )
 
@@ -207,36 +208,11 @@ const fastMaxDepth = 1000
 // fastDecode decodes data into v with exact keys; false when data is not one JSON value, nests too deep, or does
 // not fit v.
 func fastDecode(data []byte, v any) bool {
-	if !withinDepth(data, fastMaxDepth) {
+	if !strictjson.NestedAtMost(data, fastMaxDepth) {
 		return false
 	}
 	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
 	return err == nil && len(rest) == 0
-}
-
-// withinDepth reports whether data nests objects and arrays at most max deep (strings skipped).
-func withinDepth(data []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, b := range data {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && b == '\\':
-			escaped = true
-		case inString && b == '"':
-			inString = false
-		case inString:
-		case b == '"':
-			inString = true
-		case b == '{' || b == '[':
-			if depth++; depth > max {
-				return false
-			}
-		case b == '}' || b == ']':
-			depth--
-		}
-	}
-	return true
 }
 
 // present reports whether a field was in the message with a value other than null.

@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/mcpgw/aggregator/search/internal/analysis"
 )
 
 // referenceFold is fold as it was first written: every feature sorted by (hash, weight), then added bucket by
@@ -93,7 +91,7 @@ func TestVectorsUnchangedOnFixtures(t *testing.T) {
 			}
 			text := "name: " + row.Name + "\ndescription: " + row.Description + "\nparameters: " + string(row.InputSchema)
 			got := h.Vector(text)
-			want := referenceVector(h, text)
+			want := h.vectorWith(text, referenceFold)
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s: the vector of %q changed", name, row.Name)
 			}
@@ -104,53 +102,6 @@ func TestVectorsUnchangedOnFixtures(t *testing.T) {
 	if n < 500 {
 		t.Fatalf("only %d texts checked", n)
 	}
-}
-
-// referenceVector is Hashed.Vector with referenceFold.
-func referenceVector(h *Hashed, text string) []float32 {
-	fold := referenceFold
-	vec := make([]float32, h.dim)
-	var acc []float64
-	if h.wv != nil {
-		acc = make([]float64, h.wv.dim)
-	}
-	found := false
-	var feats []feature
-	for line, weight := range fieldLines(text) {
-		for _, w := range analysis.Words(line) {
-			term, ok := analysis.Term(w)
-			if !ok {
-				continue
-			}
-			feats = append(feats, feature{hashFeature('w', term), weight * hashWordWeight})
-			if w.CJK || w.Compound {
-				continue
-			}
-			feats = addGrams(feats, w.Text, weight*hashCharWeight)
-			if acc != nil {
-				found = h.wv.add(acc, w.Text, weight) || found
-			}
-		}
-	}
-	fold(vec[:h.hashDim], feats)
-	if acc == nil {
-		return vec
-	}
-	var sum float64
-	for _, x := range acc {
-		sum += x * x
-	}
-	if !found || sum == 0 {
-		return vec
-	}
-	hs, ws := math.Sqrt(1-h.wordShare), math.Sqrt(h.wordShare)/math.Sqrt(sum)
-	for i := range vec[:h.hashDim] {
-		vec[i] *= float32(hs)
-	}
-	for i, x := range acc {
-		vec[h.hashDim+i] = float32(x * ws)
-	}
-	return Normalize(vec)
 }
 
 func BenchmarkFold(b *testing.B) {

@@ -133,7 +133,10 @@ func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32
 // Vector embeds one text. A text without any word gets a fixed unit vector rather than a zero vector, so every
 // text has a valid embedding. Each line is split into words once: the hashed features and the word vectors take
 // the same words and terms.
-func (h *Hashed) Vector(text string) []float32 {
+func (h *Hashed) Vector(text string) []float32 { return h.vectorWith(text, fold) }
+
+// vectorWith is Vector with the hashed features folded by foldFeatures (tests compare folds on it).
+func (h *Hashed) vectorWith(text string, foldFeatures func([]float32, []feature)) []float32 {
 	vec := make([]float32, h.dim)
 	var acc []float64
 	if h.wv != nil {
@@ -157,7 +160,7 @@ func (h *Hashed) Vector(text string) []float32 {
 			}
 		}
 	}
-	fold(vec[:h.hashDim], feats)
+	foldFeatures(vec[:h.hashDim], feats)
 	if acc == nil {
 		return vec
 	}
