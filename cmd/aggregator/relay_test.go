@@ -269,14 +269,23 @@ func callText(t *testing.T, ctx context.Context, cs *mcp.ClientSession, params *
 	if err != nil {
 		t.Fatalf("call: %v", err)
 	}
-	if res.IsError || len(res.Content) == 0 {
-		t.Fatalf("call result: %+v", res)
+	tc, ok := mcpTextOf(res)
+	if res.IsError || !ok {
+		t.Fatalf("call result: %+v (text %q)", res, tc)
 	}
-	tc, _ := res.Content[0].(*mcp.TextContent)
-	if tc == nil {
-		t.Fatalf("call result: %+v", res)
+	return tc
+}
+
+// mcpTextOf is the text of a result's first content, if it is text.
+func mcpTextOf(res *mcp.CallToolResult) (string, bool) {
+	if len(res.Content) == 0 {
+		return "", false
 	}
-	return tc.Text
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return "", false
+	}
+	return tc.Text, true
 }
 
 // TestRelayPassesMessagesBothWays: through the relay a client calls tools, answers the server's own requests
