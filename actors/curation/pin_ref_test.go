@@ -1,14 +1,14 @@
 package curation
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
+
+	"github.com/mcpgw/aggregator/internal/rankeval"
 )
 
 // referencePinHash is PinHash as first written, on encoding/json alone. Stored pins carry hashes it computed, so
@@ -50,37 +50,18 @@ func referencePinHash(def json.RawMessage) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// fixtureDefinitions reads the tool definitions of both search fixtures (../shared/fixtures) as an MCP server
-// would list them; the test is skipped where the fixtures are not present.
+// fixtureDefinitions is every tool of both search fixtures as an MCP server would list it (internal/rankeval).
 func fixtureDefinitions(tb testing.TB) []json.RawMessage {
 	tb.Helper()
 	var defs []json.RawMessage
 	for _, name := range []string{"livemcpbench", "bfcl"} {
-		f, err := os.Open("../../../shared/fixtures/" + name + "/tools.jsonl")
-		if err != nil {
-			tb.Skipf("fixtures not present: %v", err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			var row struct {
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				InputSchema json.RawMessage `json:"input_schema"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-				tb.Fatal(err)
-			}
-			def, err := json.Marshal(map[string]any{"name": row.Name, "description": row.Description,
-				"inputSchema": row.InputSchema, "_meta": map[string]any{"x": 1}})
+		for _, tool := range rankeval.Load(tb, name).Tools {
+			def, err := json.Marshal(map[string]any{"name": tool.Name, "description": tool.Description,
+				"inputSchema": tool.InputSchema, "_meta": map[string]any{"x": 1}})
 			if err != nil {
 				tb.Fatal(err)
 			}
 			defs = append(defs, def)
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			tb.Fatal(err)
 		}
 	}
 	return defs

@@ -1,17 +1,16 @@
 package embed
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/aggregator/internal/rankeval"
 )
 
 // referenceFold is fold as it was first written: every feature sorted by (hash, weight), then added bucket by
@@ -74,30 +73,13 @@ func TestVectorsUnchangedOnFixtures(t *testing.T) {
 	h := NewHashed(0)
 	n := 0
 	for _, name := range []string{"livemcpbench", "bfcl"} {
-		f, err := os.Open("../../../shared/fixtures/" + name + "/tools.jsonl")
-		if err != nil {
-			t.Skipf("fixtures not present: %v", err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			var row struct {
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				InputSchema json.RawMessage `json:"input_schema"`
-			}
-			if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-				t.Fatal(err)
-			}
-			text := "name: " + row.Name + "\ndescription: " + row.Description + "\nparameters: " + string(row.InputSchema)
-			got := h.Vector(text)
-			want := h.vectorWith(text, referenceFold)
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s: the vector of %q changed", name, row.Name)
+		for _, tool := range rankeval.Load(t, name).Tools {
+			text := "name: " + tool.Name + "\ndescription: " + tool.Description + "\nparameters: " + string(tool.InputSchema)
+			if got, want := h.Vector(text), h.vectorWith(text, referenceFold); !slices.Equal(got, want) {
+				t.Fatalf("%s: the vector of %q changed", name, tool.Name)
 			}
 			n++
 		}
-		f.Close()
 	}
 	if n < 500 {
 		t.Fatalf("only %d texts checked", n)
