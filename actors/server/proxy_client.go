@@ -22,6 +22,12 @@ func proxyProtocolVersion(want string) string {
 	return ProtocolVersion
 }
 
+// keepAliveMisses is how many keepalive pings in a row must go unanswered (each within half the interval) before a
+// session is given up: one ping missed by a busy but live backend, or on a loaded host, must not end a session and
+// its calls in flight (the MCP spec: "multiple failed pings MAY trigger a connection reset"). A dead backend is
+// noticed within two intervals.
+const keepAliveMisses = 2
+
 // clientOptions advertise exactly the downstream client's capabilities and route what the backend sends to the
 // handlers.
 func (p *proxyActor) clientOptions() *mcp.ClientOptions {
@@ -33,7 +39,7 @@ func (p *proxyActor) clientOptions() *mcp.ClientOptions {
 	}
 	o := &mcp.ClientOptions{Capabilities: caps}
 	if p.rec.TransportType != persistence.TransportSTDIO {
-		o.KeepAlive = p.deps.Config.KeepAlive
+		o.KeepAlive, o.KeepAliveFailureThreshold = p.deps.Config.KeepAlive, keepAliveMisses
 	}
 	if f := h.ToolListChanged; f != nil {
 		o.ToolListChangedHandler = func(ctx context.Context, _ *mcp.ToolListChangedRequest) { f(ctx) }

@@ -186,7 +186,7 @@ func (a *serverActor) startConnect(reason string) {
 	a.relay.timeout = a.deps.Config.RequestTimeout
 	relayHandlers(opts, &a.relay, a.sys, limit)
 	if a.rec.TransportType != persistence.TransportSTDIO {
-		opts.KeepAlive = a.deps.Config.KeepAlive
+		opts.KeepAlive, opts.KeepAliveFailureThreshold = a.deps.Config.KeepAlive, keepAliveMisses
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-aggregator", Version: Version}, opts)
 	client.AddReceivingMiddleware(relayMiddleware(&a.relay, a.sys))
