@@ -167,14 +167,29 @@ func (g *Gateway) call(ctx context.Context, req CallRequest) (CallResult, error)
 }
 
 // exchanged reports whether a call that failed for want of the caller's own OAuth grant got one by exchanging the
-// caller's access token of the organisation's issuer (Options.ExchangeCredential): then the call runs again.
+// caller's access token of the organisation's issuer (ExchangeCredential): then the call runs again.
 func (g *Gateway) exchanged(ctx context.Context, req CallRequest, route routing.Route, err error) bool {
 	var ce *CallError
 	if g.exchange == nil || !errors.As(err, &ce) || ce.Info == nil || ce.Info.Code != errcode.CredentialRequired ||
-		!ce.Info.CredentialOauth || !req.Caller.OAuth || req.Caller.AccessToken() == "" {
+		!ce.Info.CredentialOauth {
 		return false
 	}
-	return g.exchange(ctx, route.ServerID, CredentialSubject(req.Caller), req.Caller.AccessToken()) == nil
+	return g.ExchangeCredential(ctx, route.ServerID, req.Caller) == nil
+}
+
+// errNoExchange: the gateway has no exchanger, or the caller came without an OAuth access token to exchange.
+var errNoExchange = errors.New("no OAuth access token to exchange")
+
+// ExchangeCredential gets caller a grant of their own for the per_user server serverID by exchanging the OAuth
+// access token they came with (Options.ExchangeCredential), and stores it. The calls of this package use it on
+// CREDENTIAL_REQUIRED; the per-server endpoint (http/mcpproxy) when a session opens and when the grant its
+// session holds can give no more tokens. An error when there is nothing to exchange (a static token, no
+// exchanger) or the exchange failed (the server does not exchange, its authorization server refused).
+func (g *Gateway) ExchangeCredential(ctx context.Context, serverID string, caller auth.Identity) error {
+	if g.exchange == nil || !caller.OAuth || caller.AccessToken() == "" {
+		return errNoExchange
+	}
+	return g.exchange(ctx, serverID, CredentialSubject(caller), caller.AccessToken())
 }
 
 // traceCall describes a call on its span: the name asked, the route, and how it failed (error.type: the

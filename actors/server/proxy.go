@@ -76,7 +76,12 @@ type ProxyOptions struct {
 	// per_user server the session is opened with that caller's own stored credential injected, as their sessions
 	// of /mcp are (proxy_user.go), and ends when it is revoked or replaced; a caller without one gets
 	// ErrCredentialRequired. Ignored for a shared server.
-	Subject  string
+	Subject string
+	// Renew, for a per_user server whose callers authorize through OAuth, gets Subject a new grant when theirs can
+	// give no more tokens (an exchanged token that expired: it has no refresh token) and stores it; the session then
+	// goes on with it (backendauth.SessionHandler.Renew). The per-server endpoint exchanges the caller's OAuth
+	// token again. Nil: such a session can only take a grant stored meanwhile, else its requests are not sent.
+	Renew    func(ctx context.Context) error
 	Handlers ProxyHandlers
 }
 

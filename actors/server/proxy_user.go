@@ -578,6 +578,7 @@ func (p *proxyActor) connectOAuth(ctx actor.Context, raw []byte) {
 	o := p.deps.Backend()
 	client := backendauth.Client(o.Outbound, connconfig.AllowsInsecureHTTP(rec.ConnectionConfig))
 	h := backendauth.NewSessionHandler(p.deps.Store, client, p.rec.ID, p.subject, g, p.logger())
+	h.Renew = p.opts.Renew
 	o.OAuth = h
 	p.secrets = tokenSecrets(h.Secrets())
 	p.connect(ctx, rec, o)

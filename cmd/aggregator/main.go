@@ -306,7 +306,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	mux.Handle("/sse", mx.WrapHTTP("mcp", "/sse", views.SSEHandler()))
 	mux.Handle(mcpserver.ProfilesPrefix, mx.WrapHTTP("mcp", mcpserver.ProfilesPrefix+"{name}", views.ProfileHandler()))
 	mux.Handle(mcpserver.SSEProfilesPrefix, mx.WrapHTTP("mcp", mcpserver.SSEProfilesPrefix+"{name}", views.ProfileSSEHandler()))
-	proxy := mcpproxy.New(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle), HostGuarded: true, ConsoleURL: cfg.ConsoleURL})
+	proxy := mcpproxy.New(system, mcpproxy.Options{Logger: logger, Limiter: limiter, MaxSessionsPerServer: cfg.ProxyMaxSessions, IdleTimeout: never(cfg.ProxyIdle), HostGuarded: true, ConsoleURL: cfg.ConsoleURL, Gateway: cases})
 	defer proxy.Close()
 	mux.Handle(mcpproxy.Prefix, mx.WrapHTTP("mcp", mcpproxy.Prefix+"{name}", proxy))
 	probes := mx.WrapHTTP("mcp", "probe", api.ProbeHandler(store, settled.Load, clusterProbe, 0, logger))

@@ -25,6 +25,11 @@ import (
 //     the user stores the credential, and the client initializes again;
 //   - any other client gets 403 CREDENTIAL_REQUIRED in the error shape, with where to store the credential, as REST
 //     and /mcp answer a call without one.
+//
+// Unless the server takes OAuth with token exchange and the caller came with an OAuth token of the organisation's
+// issuer: then the token is exchanged for the caller's grant and the session opens (Handler.exchanged), and while it
+// runs, its upstream session exchanges the token of the client's latest request again whenever the exchanged one
+// expires (session.renew), so the client's session never has to start over for it.
 
 // credentialRequired answers an initialize whose caller has no credential of their own for the per_user server srv;
 // err is the actors' ErrCredentialRequired, whose text says where to store one.

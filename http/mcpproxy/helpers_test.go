@@ -25,9 +25,16 @@ type rig struct {
 	store persistence.Store
 	sys   *actors.System
 	ts    *httptest.Server
+	log   *slog.Logger
 }
 
 func newRig(t *testing.T, opts mcpproxy.Options) *rig {
+	t.Helper()
+	return newRigWith(t, opts, nil)
+}
+
+// newRigWith is newRig with the actors' configuration changed by tune (nil: the defaults the rig uses).
+func newRigWith(t *testing.T, opts mcpproxy.Options, tune func(*actors.Config)) *rig {
 	t.Helper()
 	inner, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
 	if err != nil {
@@ -42,6 +49,9 @@ func newRig(t *testing.T, opts mcpproxy.Options) *rig {
 	cfg := actors.DefaultConfig()
 	cfg.ConnectionTimeout = 20 * time.Second
 	cfg.RequestTimeout = 30 * time.Second
+	if tune != nil {
+		tune(&cfg)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("PROXY_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -56,7 +66,7 @@ func newRig(t *testing.T, opts mcpproxy.Options) *rig {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(mcpproxy.Prefix, mcpproxy.New(sys, opts))
-	r := &rig{t: t, store: st, sys: sys, ts: httptest.NewServer(mux)}
+	r := &rig{t: t, store: st, sys: sys, ts: httptest.NewServer(mux), log: logger}
 	t.Cleanup(func() {
 		r.ts.Close()
 		r.stop()

@@ -81,6 +81,11 @@ type Options struct {
 	// elicitation and opens a session to a per_user server without a credential of its own is sent to the
 	// console's page for that server (credential.go). "": every such client is answered CREDENTIAL_REQUIRED.
 	ConsoleURL string
+	// Gateway exchanges a caller's OAuth access token of the organisation's issuer for their own backend grant of a
+	// per_user server that allows it (gateway.Options.ExchangeCredential), as /mcp does for a call: when a
+	// session cannot open, or a request could not be sent, for want of a grant that gives a token (none yet, or an
+	// exchanged token that expired). nil: never; such a caller is answered CREDENTIAL_REQUIRED.
+	Gateway *gateway.Gateway
 }
 
 // Defaults of Options.
@@ -200,7 +205,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sid != "" {
 		// Only the caller that opened a session keeps it alive; the go-sdk handler refuses anyone else (403).
 		if s := h.session(sid); s != nil && s.ownedBy(caller) {
-			s.touch()
+			s.touch(caller)
 		}
 	}
 	switch {
@@ -324,6 +329,9 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv routing.S
 	r.Header.Del("Mcp-Protocol-Version")
 	caller, _ := auth.FromContext(r.Context())
 	s, err := h.open(r.Context(), srv, init, caller)
+	if h.exchanged(r.Context(), srv, caller, err) {
+		s, err = h.open(r.Context(), srv, init, caller)
+	}
 	if errors.Is(err, actors.ErrCredentialRequired) {
 		h.credentialRequired(w, srv, init, err)
 		return
@@ -334,6 +342,14 @@ func (h *Handler) serveNew(w http.ResponseWriter, r *http.Request, srv routing.S
 	}
 	sdk.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverKey{}, s.server)))
 	s.attach()
+}
+
+// exchanged reports whether a session that could not open for want of the caller's own OAuth grant (none yet, or
+// an exchanged token that expired) got one by exchanging the caller's OAuth token (the gateway's exchange, as /mcp
+// does for a call): then it is opened again, once.
+func (h *Handler) exchanged(ctx context.Context, srv routing.ServerEntry, caller auth.Identity, err error) bool {
+	ce, ok := errors.AsType[*actors.CredentialRequiredError](err)
+	return ok && ce.OAuth && h.opts.Gateway != nil && h.opts.Gateway.ExchangeCredential(ctx, srv.ID, caller) == nil
 }
 
 // initRequest is what the proxy needs of the downstream client's initialize.

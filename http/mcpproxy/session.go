@@ -73,6 +73,9 @@ type session struct {
 	// out of the mirror last time.
 	caller   auth.Identity
 	filtered bool
+	// latest is the caller's identity as its last request came (under mu): the OAuth access token a renewal
+	// exchanges, the newest one the client has (its own token expires too).
+	latest auth.Identity
 
 	mu       sync.Mutex
 	up       *actors.ProxySession
@@ -110,7 +113,7 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 		h: h, srv: srv, log: h.log.With("server", srv.Name), life: life, cancel: cancel,
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
 		streamCh: make(chan struct{}), tmpls: map[string]string{}, recurate: make(chan struct{}, 1),
-		client: gateway.CallerOf(caller), restricted: bindable(caller), caller: caller,
+		client: gateway.CallerOf(caller), restricted: bindable(caller), caller: caller, latest: caller,
 	}
 	for i := range s.kicks {
 		s.kicks[i] = make(chan struct{}, 1)
@@ -119,8 +122,9 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 	up, err := h.sys.OpenProxySession(ctx, srv.Name, actors.ProxyOptions{
 		ClientInfo: init.ClientInfo, Capabilities: init.Capabilities, ProtocolVersion: init.ProtocolVersion,
 		MaxSessions: h.opts.MaxSessionsPerServer, Handlers: s.handlers(),
-		// A per_user server's session runs on this caller's own credential (and ends when it is revoked).
-		Subject: gateway.CredentialSubject(caller),
+		// A per_user server's session runs on this caller's own credential (and ends when it is revoked); an
+		// exchanged OAuth grant is renewed by exchanging the caller's token again, as /mcp does for a call.
+		Subject: gateway.CredentialSubject(caller), Renew: s.renew,
 	})
 	if err != nil {
 		cancel()
@@ -523,12 +527,32 @@ func (s *session) ownedBy(caller auth.Identity) bool {
 	return gateway.CredentialSubject(caller) == gateway.CredentialSubject(s.caller)
 }
 
-// touch records a request of the client.
-func (s *session) touch() {
+// touch records a request of the client, which came as caller (its owner).
+func (s *session) touch(caller auth.Identity) {
 	s.mu.Lock()
 	s.lastSeen = time.Now()
+	s.latest = caller
 	s.mu.Unlock()
 }
+
+// renew is the upstream session's ProxyOptions.Renew: the grant it holds can give no more tokens (an exchanged
+// token that expired), so the caller's latest OAuth token is exchanged again (the gateway's exchange, /mcp's), and
+// the session takes the stored grant. It runs before the request that needs the token is sent, whichever it is (a
+// client's request, or the upstream session's own keep-alive ping, whose failure would end the session): no
+// request is sent twice. An error (a static-token caller, a server that does not exchange, a refusal) leaves the
+// request unsent and answered CREDENTIAL_REQUIRED.
+func (s *session) renew(ctx context.Context) error {
+	if s.h.opts.Gateway == nil {
+		return errNoGateway
+	}
+	s.mu.Lock()
+	caller := s.latest
+	s.mu.Unlock()
+	return s.h.opts.Gateway.ExchangeCredential(ctx, s.srv.ID, caller)
+}
+
+// errNoGateway: the handler has no gateway to exchange a caller's token with (Options.Gateway).
+var errNoGateway = errors.New("no gateway to exchange the caller's token")
 
 // reap ends a session whose client left: its standalone stream closed and, for the grace period, no stream
 // reopened, no request arrived and none is running. Otherwise it looks again later.

@@ -22,10 +22,11 @@ var ErrNoExchange = errors.New("token exchange is not available for this server"
 // Exchange gets subject a backend grant for srv without asking them (RFC 8693): the caller's own access token of
 // the organisation's issuer (subjectToken, which authenticated them to the aggregator) is exchanged at the
 // backend's authorization server, as the server's client, for an access token of the backend's resource; the grant
-// is stored as the caller's credential like a completed flow's. ErrNoExchange when the server does not exchange;
-// ErrAuthorization when the authorization server refuses (the caller is then asked as before). The subject token
-// is sent only to the token endpoint of the authorization server the backend names, through the outbound policy,
-// and never logged.
+// is stored as the caller's credential like a completed flow's, without ending the caller's sessions (they take
+// it from the store when the token they hold can no longer be sent: SessionHandler). ErrNoExchange when the
+// server does not exchange; ErrAuthorization when the authorization server refuses (the caller is then asked as
+// before). The subject token is sent only to the token endpoint of the authorization server the backend names,
+// through the outbound policy, and never logged.
 func (f *Flows) Exchange(ctx context.Context, srv persistence.Server, subject, subjectToken string) error {
 	if subjectToken == "" || srv.UserCredential == nil || srv.UserCredential.OAuth == nil || !srv.UserCredential.OAuth.TokenExchange {
 		return ErrNoExchange
@@ -63,7 +64,7 @@ func (f *Flows) Exchange(ctx context.Context, srv persistence.Server, subject, s
 	}
 	g := Grant{Token: tok, ClientID: data.ClientID, ClientSecret: data.ClientSecret, TokenURL: data.TokenURL,
 		AuthStyle: data.AuthStyle, Scopes: sc, RevocationURL: data.RevocationURL}
-	if err := f.store(ctx, srv.ID, subject, g); err != nil {
+	if err := f.store(ctx, srv.ID, subject, g, false); err != nil {
 		return fmt.Errorf("%w: %w", ErrAuthorization, err)
 	}
 	f.log.Info("exchanged a caller's token for a backend token", "server_id", srv.ID)

@@ -76,7 +76,8 @@ type FlowsConfig struct {
 	// TTL is how long a flow waits (DefaultFlowTTL); MaxFlows bounds the pending ones (DefaultMaxFlows).
 	TTL      time.Duration
 	MaxFlows int
-	// EndSession ends the caller's backend session once a new grant is stored (nil: nothing to end).
+	// EndSession ends the caller's backend sessions once a completed flow's grant is stored (nil: nothing to end);
+	// an exchange's grant ends none (store).
 	EndSession func(ctx context.Context, serverID, subject string) error
 	// Logger (nil: slog.Default()).
 	Logger *slog.Logger
@@ -548,7 +549,7 @@ func (f *Flows) Complete(ctx context.Context, subject, state string) (Completed,
 	}
 	g := grantFrom(cfg, tok)
 	g.RevocationURL = data.RevocationURL
-	if err := f.store(ctx, fl.ServerID, subject, g); err != nil {
+	if err := f.store(ctx, fl.ServerID, subject, g, true); err != nil {
 		return out, fmt.Errorf("%w: %w", ErrAuthorization, err)
 	}
 	return out, nil
@@ -580,8 +581,12 @@ func checkIssuer(iss, issuer string, supported bool) error {
 	return nil
 }
 
-// store keeps the grant as the caller's credential and ends their session (the next one uses it).
-func (f *Flows) store(ctx context.Context, serverID, subject string, g Grant) error {
+// store keeps the grant as the caller's credential; with end, it ends their sessions too (the next ones use it).
+// A completed flow ends them: it may authorize another account of the backend. An exchange does not: it renews
+// the caller's own token for the same subject, as a refresh does, and their sessions take it from the store
+// (SessionHandler), so that a session of the per-server endpoint, whose client would otherwise have to start a new
+// one, goes on.
+func (f *Flows) store(ctx context.Context, serverID, subject string, g Grant, end bool) error {
 	raw, err := g.Encode()
 	if err != nil {
 		return err
@@ -589,7 +594,7 @@ func (f *Flows) store(ctx context.Context, serverID, subject string, g Grant) er
 	if _, _, err := f.cfg.Store.PutUserSecret(ctx, persistence.UserSecret{ServerID: serverID, Subject: subject, Secret: raw}); err != nil {
 		return fmt.Errorf("store the grant: %w", err)
 	}
-	if f.cfg.EndSession != nil {
+	if end && f.cfg.EndSession != nil {
 		if err := f.cfg.EndSession(ctx, serverID, subject); err != nil {
 			f.log.Warn("could not end a per-user session", "server_id", serverID, "error", err)
 		}

@@ -26,10 +26,16 @@ const RefreshBefore = time.Minute
 var ErrReauthorize = errors.New("your OAuth authorization of the backend expired or was revoked: authorize again")
 
 // SessionHandler is the go-sdk auth.OAuthHandler of one caller's own backend session: the transport asks it for
-// the token of every request (Authorization: Bearer), refreshed RefreshBefore its expiry with the refresh token
-// (golang.org/x/oauth2), and on a 401 it refreshes at once and lets the transport retry. A refreshed grant is
-// stored again (sealed) so that the next session, on any node, starts from it. It never runs the interactive
-// flow: a caller whose refresh is refused gets ErrReauthorize.
+// the token of every request (Authorization: Bearer), renewed RefreshBefore its expiry, and on a 401 it renews at
+// once and lets the transport retry. Renewing takes, in order: the caller's grant as stored, when it holds another
+// token (another session of the caller refreshed it, or a front end exchanged the caller's token again); the
+// refresh token (golang.org/x/oauth2); Renew, when set. A refreshed grant is stored again (sealed) so that the
+// next session, on any node, starts from it. It never runs the interactive flow: a caller whose grant cannot be
+// renewed gets ErrReauthorize.
+//
+// The session renews by itself, not only the request a front end retries: every request of the session needs a
+// token, the go-sdk's keep-alive pings and the standalone stream's reconnects included, and a keep-alive ping that
+// cannot be sent closes the session (the go-sdk's rule).
 type SessionHandler struct {
 	store             persistence.CredentialStore
 	client            *http.Client
@@ -39,8 +45,14 @@ type SessionHandler struct {
 
 	mu    sync.Mutex
 	grant Grant
-	// forced makes the next Token refresh whatever the expiry says (after a 401).
+	// forced makes the next Token renew whatever the expiry says (after a 401).
 	forced bool
+
+	// Renew, when set (before the session uses the handler), gets the caller a new grant when theirs can give no
+	// more tokens (no refresh token, as an exchanged token has none, or a refused refresh) and stores it: the
+	// per-server endpoint exchanges the caller's OAuth token again (gateway.Gateway.ExchangeCredential). The
+	// handler then takes the stored grant. It is never asked for a grant that was removed (revoked).
+	Renew func(ctx context.Context) error
 }
 
 var _ auth.OAuthHandler = (*SessionHandler)(nil)
@@ -57,9 +69,9 @@ func NewSessionHandler(store persistence.CredentialStore, client *http.Client, s
 // TokenSource is the handler itself.
 func (h *SessionHandler) TokenSource(context.Context) (oauth2.TokenSource, error) { return h, nil }
 
-// Token returns the access token to send, refreshing it first when it is stale (Grant.Stale) or after a 401. A
-// grant that cannot be refreshed (no refresh token: an exchanged token) is never sent stale: Token answers
-// ErrReauthorize and the request is not sent.
+// Token returns the access token to send, renewing it first when it is stale (Grant.Stale) or after a 401. A
+// grant that cannot be renewed (no refresh token, as an exchanged token has none, and no newer grant) is never
+// sent stale: Token answers ErrReauthorize and the request is not sent.
 func (h *SessionHandler) Token() (*oauth2.Token, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -67,10 +79,60 @@ func (h *SessionHandler) Token() (*oauth2.Token, error) {
 	if !h.forced && !h.grant.Stale(h.now()) {
 		return t, nil
 	}
-	if err := h.refresh(); err != nil {
+	if err := h.renew(); err != nil {
 		return nil, err
 	}
 	return h.grant.Token, nil
+}
+
+// renew gives the session a token it can send (h.mu held): the stored grant when it is newer, else a refresh,
+// else Renew and the grant it stored.
+func (h *SessionHandler) renew() error {
+	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	if fresh, err := h.takeStored(ctx); fresh || err != nil {
+		return err
+	}
+	err := h.refresh()
+	if err == nil || !errors.Is(err, ErrReauthorize) || h.Renew == nil {
+		return err
+	}
+	if rerr := h.Renew(ctx); rerr != nil {
+		return err // the renewal's own failure is logged where it is known (never a token)
+	}
+	if fresh, serr := h.takeStored(ctx); fresh || serr != nil {
+		return serr
+	}
+	return err
+}
+
+// takeStored takes the caller's stored grant (h.mu held) when it holds a newer token than the session's, and
+// reports whether that token can be sent as it is. A grant removed from the store (revoked) is ErrReauthorize: the
+// session ends with it. A store that cannot be read leaves the session's grant as it was.
+func (h *SessionHandler) takeStored(ctx context.Context) (fresh bool, _ error) {
+	if h.store == nil {
+		return false, nil
+	}
+	v, err := h.store.GetUserSecret(ctx, h.serverID, h.subject)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, fmt.Errorf("%w: your credential was removed", ErrReauthorize)
+	}
+	if err != nil {
+		h.log.Warn("could not read a stored OAuth grant", "server_id", h.serverID, "error", err)
+		return false, nil
+	}
+	g, err := DecodeGrant(v.Secret)
+	// Only a newer grant: one that expires before the session's is an older one (a refresh of this session that
+	// could not be stored).
+	if err != nil || g.Token.AccessToken == h.grant.Token.AccessToken || g.Token.Expiry.Before(h.grant.Token.Expiry) {
+		return false, nil
+	}
+	h.grant = g
+	if g.Stale(h.now()) {
+		return false, nil // refreshed with its own refresh token, the newest one
+	}
+	h.forced = false
+	return true, nil
 }
 
 // refresh redeems the refresh token (h.mu held) and stores the new grant.
@@ -111,7 +173,7 @@ func (h *SessionHandler) refresh() error {
 	return nil
 }
 
-// Authorize is called by the transport on a 401 or 403: a 401 refreshes the token at once (the backend no longer
+// Authorize is called by the transport on a 401 or 403: a 401 renews the token at once (the backend no longer
 // takes the one sent) and the transport retries; anything else is the backend's answer.
 func (h *SessionHandler) Authorize(_ context.Context, _ *http.Request, res *http.Response) error {
 	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))

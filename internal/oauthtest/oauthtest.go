@@ -13,6 +13,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,14 @@ func StartAS(t testing.TB, resource, redirect string, env ...string) string {
 // protected resource metadata (RFC 9728) and challenges with resource_metadata.
 func Backend(t testing.TB, ln net.Listener, resource, issuer string) {
 	t.Helper()
+	CountingBackend(t, ln, resource, issuer)
+}
+
+// CountingBackend is Backend, and returns how many times its whoami tool ran (a request the backend refused with
+// 401 never reaches it): what a test of "never run twice" counts.
+func CountingBackend(t testing.TB, ln net.Listener, resource, issuer string) *atomic.Int64 {
+	t.Helper()
+	calls := &atomic.Int64{}
 	v, err := oauth.New(t.Context(), oauth.Config{Issuer: issuer, Audience: resource, Resource: resource,
 		ClientScope: "backend:read", AdminScope: "backend:write"})
 	if err != nil {
@@ -55,6 +64,7 @@ func Backend(t testing.TB, ln net.Listener, resource, issuer string) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			calls.Add(1)
 			who := ""
 			if r.Extra != nil && r.Extra.TokenInfo != nil {
 				who = r.Extra.TokenInfo.UserID
@@ -68,6 +78,7 @@ func Backend(t testing.TB, ln net.Listener, resource, issuer string) {
 	hs := &http.Server{Handler: mux}
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
+	return calls
 }
 
 // Browse plays the user's browser: it follows the authorization URL's redirects (the provider logs in the hinted
