@@ -85,6 +85,8 @@ func (b *Feed) Publish(evt any) {
 		fe.Event = &pb.FeedEvent_Features{Features: e}
 	case *pb.ResourceUpdated:
 		fe.Event = &pb.FeedEvent_ResourceUpdated{ResourceUpdated: e}
+	case *pb.TaskStatusChanged:
+		fe.Event = &pb.FeedEvent_TaskStatus{TaskStatus: e}
 	default:
 		return
 	}
@@ -147,6 +149,8 @@ func (b *Feed) decode(payload string) (any, bool) {
 		evt = e.Features
 	case *pb.FeedEvent_ResourceUpdated:
 		evt = e.ResourceUpdated
+	case *pb.FeedEvent_TaskStatus:
+		evt = e.TaskStatus
 	default:
 		return nil, false
 	}
