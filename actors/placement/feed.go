@@ -16,7 +16,7 @@ import (
 // The cross-process feed. Processes that share a store (several `serve` nodes, or a standby beside the process that
 // serves) each keep a routing table, an MCP endpoint and a search index of every server, but only the owner of a
 // server sees its status and tool changes happen. So each process sends the events its own actors publish
-// (registrations, renames, deletes, status changes, stored tools, classifications) through the store's Feed
+// (registrations, renames, deletes, status changes, stored tools, classifications, durable tasks' status changes) through the store's Feed
 // (PostgreSQL NOTIFY), and hands the events of the others to its router (which derives the served catalogue and
 // hands the indexer its deltas), as if its own actors had published them. Discovery and classification react only to their own process's events: they run once per
 // change, on the owner. A listener that reconnects has missed notices and reloads the routing table from the store

@@ -129,6 +129,7 @@ func (l *statusListener) statuses(id string) []string {
 // the backend's request waiting on A once: the task completes with exactly one of them. Bob, through B, cannot read
 // or answer her task (-32602, as an unknown task), and his tasks/update leaves it waiting. Alice's 2025-11-25 session
 // on B hears the task's status changes (input_required, completed) on its stream; Bob's session on B hears none.
+// A second task, cancelled through B while it waits on A, has its call on A stopped.
 func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
@@ -250,6 +251,35 @@ func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
 	if heard := bobHears.statuses(id); len(heard) > 0 {
 		t.Errorf("bob's stream on %s heard alice's task: %v", b.name, heard)
 	}
+
+	// A task cancelled through B while it waits on A for alice's answer: A stops its call (the backend's request
+	// stops waiting and the backend's task is cancelled), so no call of the tool stays in flight on either node.
+	inFlight := func() int {
+		return a.gauge(t, "mcp_aggregator_tool_calls_in_flight") + b.gauge(t, "mcp_aggregator_tool_calls_in_flight")
+	}
+	if n := inFlight(); n != 0 {
+		t.Fatalf("%d calls in flight before the second task", n)
+	}
+	res, rerr := v2Post(t, urlA, tcAlice, "tools/call", map[string]any{"name": tool,
+		"arguments": map[string]any{"topic": "python", "ambiguous": true}})
+	var second struct{ ResultType, TaskID string }
+	if rerr != nil || json.Unmarshal(res, &second) != nil || second.ResultType != "task" {
+		t.Fatalf("second task through %s: %s %v", a.name, res, rerr)
+	}
+	id = second.TaskID
+	waitFor(t, 60*time.Second, "the second task input_required through "+b.name, func() bool {
+		w, _ := get(urlB, tcAlice)
+		return w["status"] == "input_required"
+	})
+	if res, rerr := v2Post(t, urlB, tcAlice, "tasks/cancel", map[string]any{"taskId": id}); rerr != nil {
+		t.Fatalf("tasks/cancel through %s: %s %v", b.name, res, rerr)
+	}
+	if w, _ := get(urlB, tcAlice); w["status"] != "cancelled" {
+		t.Errorf("cancelled task = %v", w["status"])
+	}
+	waitFor(t, 15*time.Second, "no call in flight once the task was cancelled through "+b.name, func() bool {
+		return inFlight() == 0
+	})
 }
 
 // openMCPAs is openMCP as the caller of token.

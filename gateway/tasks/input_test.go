@@ -139,3 +139,30 @@ func TestAnnounce(t *testing.T) {
 	default:
 	}
 }
+
+// TestAnnouncedEndStopsTheRun: a task running here that another node announces final (cancelled through it) has
+// its call stopped; an announced status change of a task still open does not stop it.
+func TestAnnouncedEndStopsTheRun(t *testing.T) {
+	m, _ := newManager(t, Config{})
+	stopped := make(chan struct{})
+	task, err := m.Start(t.Context(), alice, "every.slow", "every", nil, func(ctx context.Context) Outcome {
+		<-ctx.Done()
+		close(stopped)
+		return Outcome{Message: "stopped"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Announced(persistence.Task{ID: task.ID, Owner: task.Owner, Status: persistence.TaskInputRequired})
+	select {
+	case <-stopped:
+		t.Fatal("an open status stopped the run")
+	case <-time.After(200 * time.Millisecond):
+	}
+	m.Announced(persistence.Task{ID: task.ID, Owner: task.Owner, Status: persistence.TaskCancelled})
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run was not stopped by another node's cancellation")
+	}
+}

@@ -132,8 +132,21 @@ func (m *Manager) changed(t persistence.Task) {
 	}
 }
 
-// Announced tells the hooks of a status change another node made (Config.Announce there).
-func (m *Manager) Announced(t persistence.Task) { m.tell(t) }
+// Announced tells the hooks of a status change another node made (Config.Announce there). A task that ended
+// there (cancelled through that node, or failed by it) while it runs here has its call stopped: its outcome could
+// no longer be stored, and the backend's work (a backend task, a request waiting for its client) is cancelled.
+func (m *Manager) Announced(t persistence.Task) {
+	if !persistence.TaskOpen(t.Status) {
+		m.mu.Lock()
+		r := m.running[t.ID]
+		m.mu.Unlock()
+		if r != nil {
+			m.log.Info("a task that ended on another node stops here", "task", t.ID, "status", t.Status)
+			r.cancel()
+		}
+	}
+	m.tell(t)
+}
 
 func (m *Manager) tell(t persistence.Task) {
 	m.mu.Lock()
