@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -129,7 +131,8 @@ func (l *statusListener) statuses(id string) []string {
 // the backend's request waiting on A once: the task completes with exactly one of them. Bob, through B, cannot read
 // or answer her task (-32602, as an unknown task), and his tasks/update leaves it waiting. Alice's 2025-11-25 session
 // on B hears the task's status changes (input_required, completed) on its stream; Bob's session on B hears none.
-// A second task, cancelled through B while it waits on A, has its call on A stopped.
+// A second task, cancelled through B while it waits on A, has its call on A stopped. Last, the ext-tasks client
+// does all of this through B while its calls land on A.
 func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
@@ -280,6 +283,33 @@ func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
 	waitFor(t, 15*time.Second, "no call in flight once the task was cancelled through "+b.name, func() bool {
 		return inFlight() == 0
 	})
+
+	// The ext-tasks client as alice, on B, its calls landing on A: its tasks run on A, and it follows them to
+	// their results, resumes one on a new connection, answers a backend's question and cancels one, through B.
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	ext := exec.CommandContext(ctx, peertest.Node(t), peertest.ExtTasksV2ClientScript(t), urlB,
+		tool, `{"topic":"golang"}`, tool, `{"topic":"python","ambiguous":true}`,
+		`{"action":"accept","content":{"interpretation":"snake"}}`)
+	ext.Env = append(os.Environ(), "EXT_TASKS_TOKEN="+tcAlice, "EXT_TASKS_CALL_URL="+urlA)
+	out, err := ext.Output()
+	var got struct {
+		Kind, TaskID, Status, Text string
+		ResumedStatus, ResumedText string
+		SeenStatus                 string
+		InputStatus, InputText     string
+		CancelledStatus, Error     string
+	}
+	if jerr := json.Unmarshal(out, &got); jerr != nil || err != nil {
+		t.Fatalf("ext-tasks client: %v %v\n%s", err, jerr, out)
+	}
+	if got.Kind != "task" || got.Status != "completed" || !strings.Contains(got.Text, "golang") {
+		t.Errorf("ext-tasks client's task = %+v", got)
+	}
+	if got.ResumedStatus != "completed" || got.SeenStatus != "input_required" || got.InputStatus != "completed" ||
+		!strings.Contains(got.InputText, "python (snake)") || got.CancelledStatus != "cancelled" {
+		t.Errorf("ext-tasks client through %s = %+v", b.name, got)
+	}
 }
 
 // openMCPAs is openMCP as the caller of token.
