@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,8 +20,8 @@ import (
 // TaskInputsActor is the name of each cluster node's actor that takes the answers to its tasks' pending requests.
 const TaskInputsActor = "task-inputs"
 
-// ServeTaskInputs makes take the taker of the answers other nodes send to this node's tasks (SendTaskInput): it
-// reports whether a request took the answer. Until it is called, no answer is taken.
+// ServeTaskInputs sets take as the taker of the answers other nodes send to this node's tasks (SendTaskInput):
+// it reports whether a request took the answer. Until it is called, no answer is taken.
 func (s *System) ServeTaskInputs(take func(*pb.TaskInput) bool) {
 	s.taskInputs.Store(&take)
 }
@@ -72,7 +71,7 @@ func (s *System) SendTaskInput(ctx context.Context, node string, in *pb.TaskInpu
 	case *actor.DeadLetterResponse:
 		return false, nil
 	default:
-		return false, errors.New("send a task's input: unexpected reply " + fmt.Sprintf("%T", res))
+		return false, fmt.Errorf("send a task's input to node %s: unexpected reply %T", node, res)
 	}
 }
 

@@ -54,7 +54,7 @@ func loadTaskConfig(get func(string) string, errs []string) (taskConfig, []strin
 // startTasks makes the daemon's task manager: tasks its previous run left open are marked failed (it is not
 // running them), and expired tasks are swept, and the open tasks of nodes that stopped failed, until ctx ends.
 // Through the cluster, a client's answer to a task's pending request goes to the node running the task, and
-// status changes reach the other nodes' endpoints (taskPeers).
+// status changes reach the other nodes' endpoints (taskSystem).
 func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID string, sys taskSystem, logger *slog.Logger) *tasks.Manager {
 	maxOpen := cfg.Tasks.MaxOpen
 	if maxOpen == 0 {
