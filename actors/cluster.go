@@ -38,6 +38,9 @@ func (s *System) prepareCluster() error {
 		}
 		s.links.OnDown(sus.Suspect)
 	}
+	if _, err := s.sys.Root.SpawnNamed(s.taskInputsProps(), TaskInputsActor); err != nil {
+		return fmt.Errorf("cluster: spawn the task-inputs actor: %w", err)
+	}
 	s.links.Follow(s.sys.EventStream)
 	s.deps.members = s.members
 	// While the store is unreachable, this node gives its sessions up only once the others may take them over

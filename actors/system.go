@@ -81,7 +81,11 @@ type System struct {
 	keeperDone chan struct{}
 	// resourceHooks are told about every backend's notifications/resources/updated (features.go).
 	resourceHooks hooks.Set[*pb.ResourceUpdated]
-	restarts      *restartCounter // restarts by actor, for the actor view (inspect.go)
+	// taskHooks are told of the task status changes other processes announce, and taskInputs takes the answers
+	// other nodes send to this node's tasks (tasks.go).
+	taskHooks  hooks.Set[*pb.TaskStatusChanged]
+	taskInputs atomic.Pointer[func(*pb.TaskInput) bool]
+	restarts   *restartCounter // restarts by actor, for the actor view (inspect.go)
 }
 
 // DrainCalls is the first step of a shutdown: tool calls are no longer accepted (new ones answer SERVER_UNAVAILABLE
@@ -257,6 +261,10 @@ func (s *System) deliver(evt any, local bool) {
 		}
 	case *pb.ResourceUpdated:
 		s.deliverResourceUpdated(evt.(*pb.ResourceUpdated), local)
+	case *pb.TaskStatusChanged:
+		if !local { // this node's own changes reach its endpoints from its task manager
+			s.taskHooks.Call(evt.(*pb.TaskStatusChanged))
+		}
 	}
 	if !local {
 		return

@@ -16,8 +16,8 @@ import (
 // The cross-process feed. Processes that share a store (several `serve` nodes, or a standby beside the process that
 // serves) each keep a routing table, an MCP endpoint and a search index of every server, but only the owner of a
 // server sees its status and tool changes happen. So each process sends the events its own actors publish
-// (registrations, renames, deletes, status changes, stored tools, classifications) through the store's Feed
-// (PostgreSQL NOTIFY), and hands the events of the others to its router (which derives the served catalogue and
+// (registrations, renames, deletes, status changes, stored tools, classifications; and durable tasks' status
+// changes, which go to the task manager) through the store's Feed (PostgreSQL NOTIFY), and hands the events of the others to its router (which derives the served catalogue and
 // hands the indexer its deltas), as if its own actors had published them. Discovery and classification react only to their own process's events: they run once per
 // change, on the owner. A listener that reconnects has missed notices and reloads the routing table from the store
 // (and the index through the router's deltas). Status events carry the owner's lease epoch and a sequence, so that a late notice from an earlier
@@ -85,6 +85,8 @@ func (b *Feed) Publish(evt any) {
 		fe.Event = &pb.FeedEvent_Features{Features: e}
 	case *pb.ResourceUpdated:
 		fe.Event = &pb.FeedEvent_ResourceUpdated{ResourceUpdated: e}
+	case *pb.TaskStatusChanged:
+		fe.Event = &pb.FeedEvent_TaskStatus{TaskStatus: e}
 	default:
 		return
 	}
@@ -147,6 +149,8 @@ func (b *Feed) decode(payload string) (any, bool) {
 		evt = e.Features
 	case *pb.FeedEvent_ResourceUpdated:
 		evt = e.ResourceUpdated
+	case *pb.FeedEvent_TaskStatus:
+		evt = e.TaskStatus
 	default:
 		return nil, false
 	}

@@ -53,7 +53,9 @@ func loadTaskConfig(get func(string) string, errs []string) (taskConfig, []strin
 
 // startTasks makes the daemon's task manager: tasks its previous run left open are marked failed (it is not
 // running them), and expired tasks are swept, and the open tasks of nodes that stopped failed, until ctx ends.
-func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID string, calls taskCaller, logger *slog.Logger) *tasks.Manager {
+// Through the cluster, a client's answer to a task's pending request goes to the node running the task, and
+// status changes reach the other nodes' endpoints (taskSystem).
+func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID string, sys taskSystem, logger *slog.Logger) *tasks.Manager {
 	maxOpen := cfg.Tasks.MaxOpen
 	if maxOpen == 0 {
 		maxOpen = -1 // tasks.Config: negative is no cap
@@ -62,8 +64,12 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 	m := tasks.New(tasks.Config{Store: store, Node: nodeID, MaxOpenPerOwner: maxOpen, DefaultTTL: cfg.Tasks.TTL,
 		MaxTTL: cfg.Tasks.MaxTTL, Logger: logger, OrphanInterval: cfg.Actors.LeaseTTL,
 		Resume: func(ctx context.Context, t persistence.Task) tasks.Outcome {
-			return resumeTask(ctx, calls, t, time.Second)
+			return resumeTask(ctx, sys, t, time.Second)
 		},
+		SendInput: func(ctx context.Context, node string, in tasks.Input) (bool, error) {
+			return sys.SendTaskInput(ctx, node, &pb.TaskInput{TaskId: in.Task, Key: in.Key, Owner: in.Owner, AnswerJson: in.Answer})
+		},
+		Announce: sys.PublishTaskStatus,
 		LiveNodes: func(ctx context.Context) ([]string, error) {
 			nodes, err := store.ListNodes(ctx, alive)
 			ids := make([]string, 0, len(nodes))
@@ -76,7 +82,44 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 		logger.Warn("tasks of a previous run not checked", "error", err)
 	}
 	go m.Run(ctx)
+	sys.ServeTaskInputs(func(in *pb.TaskInput) bool {
+		return m.TakeInput(tasks.Input{Task: in.GetTaskId(), Key: in.GetKey(), Owner: in.GetOwner(), Answer: in.GetAnswerJson()})
+	})
+	// The other nodes' announcements arrive on the feed's goroutine: they are told to the endpoints (which write
+	// into clients' streams) from a queue of their own; beyond it they are dropped (clients poll too).
+	announced := make(chan persistence.Task, announceQueue)
+	stop := sys.OnTaskStatus(func(t persistence.Task) {
+		select {
+		case announced <- t:
+		default:
+			logger.Debug("a task status change of another node not told: the queue is full", "task", t.ID)
+		}
+	})
+	go func() {
+		defer stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case t := <-announced:
+				m.Announced(t)
+			}
+		}
+	}()
 	return m
+}
+
+// announceQueue bounds the other nodes' task status changes waiting to be told to this node's endpoints.
+const announceQueue = 1024
+
+// taskSystem is what the task manager needs of the actor system (actors.System): calls to resume backend tasks,
+// and the cluster's ways to the other nodes.
+type taskSystem interface {
+	taskCaller
+	SendTaskInput(ctx context.Context, node string, in *pb.TaskInput) (bool, error)
+	ServeTaskInputs(take func(*pb.TaskInput) bool)
+	PublishTaskStatus(t persistence.Task)
+	OnTaskStatus(fn func(persistence.Task)) (cancel func())
 }
 
 // taskCaller runs a call through a server's actor (actors.System.Call).

@@ -38,10 +38,11 @@ func taskBackend(t *testing.T) string {
 
 // mcpSession speaks JSON-RPC to the daemon's /mcp by hand (the go-sdk client has no task methods).
 type mcpSession struct {
-	t    *testing.T
-	url  string
-	sid  string
-	next int
+	t     *testing.T
+	url   string
+	sid   string
+	token string // sent as a bearer token when set
+	next  int
 }
 
 func (s *mcpSession) post(method string, params any) (json.RawMessage, map[string]any) {
@@ -56,6 +57,9 @@ func (s *mcpSession) post(method string, params any) (json.RawMessage, map[strin
 	req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	if s.sid != "" {
 		req.Header.Set("Mcp-Session-Id", s.sid)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")

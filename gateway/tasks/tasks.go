@@ -75,7 +75,14 @@ type Config struct {
 	Resume func(ctx context.Context, t persistence.Task) Outcome
 	// OrphanInterval is how often Run looks for the open tasks of nodes that stopped (SweepInterval when 0).
 	OrphanInterval time.Duration
-	Logger         *slog.Logger
+	// SendInput, when set, hands a client's answer to a task's pending request to node, the one running the task
+	// (Answer), and reports whether a request there took it (its Manager's TakeInput). Nil: answers reach only
+	// this node's requests.
+	SendInput func(ctx context.Context, node string, in Input) (taken bool, err error)
+	// Announce, when set, tells the other nodes of each status change this node makes (as the hooks are told);
+	// they pass it to their hooks with Announced.
+	Announce func(t persistence.Task)
+	Logger   *slog.Logger
 }
 
 // Outcome is how a task's call ended: Result (a CallToolResult as JSON) when it completed, else Error (a JSON-RPC
@@ -95,11 +102,13 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
-	hooks   map[*StatusHook]struct{} // told of each status change this node makes (OnStatus)
+	hooks   map[*StatusHook]struct{} // told of each status change this node makes or hears of (OnStatus)
+	inputs  inputWaiters             // requests of this node's tasks waiting for their client's answer (input.go)
 }
 
 // StatusHook is told of a task's new status, as stored, when this node changed it (input_required and back,
-// completed, failed, cancelled); it must not block for long.
+// completed, failed, cancelled), or another node did and announced it (Announced: the task then carries no
+// result, error or pending request); it must not block for long.
 type StatusHook func(t persistence.Task)
 
 // OnStatus registers h until the returned function is called.
@@ -115,8 +124,31 @@ func (m *Manager) OnStatus(h StatusHook) (remove func()) {
 	}
 }
 
-// changed tells the hooks of t's new status.
+// changed tells the hooks, and the other nodes (Config.Announce), of t's new status.
 func (m *Manager) changed(t persistence.Task) {
+	m.tell(t)
+	if m.cfg.Announce != nil {
+		m.cfg.Announce(t)
+	}
+}
+
+// Announced tells the hooks of a status change another node made (Config.Announce there). A task that ended
+// there (cancelled through that node, or failed by it) while it runs here has its call stopped: its outcome could
+// no longer be stored, and the backend's work (a backend task, a request waiting for its client) is cancelled.
+func (m *Manager) Announced(t persistence.Task) {
+	if !persistence.TaskOpen(t.Status) {
+		m.mu.Lock()
+		r := m.running[t.ID]
+		m.mu.Unlock()
+		if r != nil {
+			m.log.Info("a task that ended on another node stops here", "task", t.ID, "status", t.Status)
+			r.cancel()
+		}
+	}
+	m.tell(t)
+}
+
+func (m *Manager) tell(t persistence.Task) {
 	m.mu.Lock()
 	hooks := make([]StatusHook, 0, len(m.hooks))
 	for h := range m.hooks {
@@ -169,7 +201,8 @@ func New(cfg Config) *Manager {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}, hooks: map[*StatusHook]struct{}{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}, hooks: map[*StatusHook]struct{}{},
+		inputs: inputWaiters{m: map[string]inputWaiter{}}}
 }
 
 // Owner is the subject a task belongs to: the OAuth subject, the static token's name, or "anonymous" while auth

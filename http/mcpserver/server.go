@@ -136,11 +136,10 @@ type Server struct {
 	// instanceID: see Options.InstanceID.
 	instanceID string
 
-	backendTool  mcp.ToolHandler   // s.callBackend, made once
-	held         *heldCalls        // calls of 2026-07-28 clients waiting for their input
-	taskInputs   *taskInputWaiters // backend requests of 2026-07-28 clients' tasks waiting for tasks/update (tasks_v2.go)
-	taskSessions *ownerSessions    // the sessions of each task owner (tasks_relay.go)
-	streams      *streamTaps       // the sessions' open standalone streams, for task notifications (tasks_notify.go)
+	backendTool  mcp.ToolHandler // s.callBackend, made once
+	held         *heldCalls      // calls of 2026-07-28 clients waiting for their input
+	taskSessions *ownerSessions  // the sessions of each task owner (tasks_relay.go)
+	streams      *streamTaps     // the sessions' open standalone streams, for task notifications (tasks_notify.go)
 	stopNotify   func()
 	fast         *fastCalls // the fast path of tools/call (fastcall.go)
 
@@ -202,7 +201,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
 	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskInputs: newTaskInputWaiters(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), stopNotify: func() {},
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), stopNotify: func() {},
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.

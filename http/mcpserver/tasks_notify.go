@@ -10,10 +10,10 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// notifications/tasks/status (2025-11-25 tasks): when a task changes status on this node (input_required and
-// back, completed, failed, cancelled), the sessions of its owner (ownerSessions: those that served one of its
-// task requests here) that have their standalone stream open (the GET of a streamable session) are told, with
-// the task as tasks/get shows it.
+// notifications/tasks/status (2025-11-25 tasks): when a task changes status (input_required and back,
+// completed, failed, cancelled) on this node, or on another that announced it (tasks.Manager.Announced), the
+// sessions of its owner here (ownerSessions: those that served one of its task requests here) that have their
+// standalone stream open (the GET of a streamable session) are told, with the task as tasks/get shows it.
 //
 // The go-sdk cannot send it: ServerSession has no way to send a notification it does not know (its sending
 // method handler, go-sdk v1.8.0 mcp/shared.go defaultSendingMethodHandler, looks the method up in the session's

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,8 +33,9 @@ import (
 //     calls; a "required" tool called without the extension is refused with -32021 (missing client capability);
 //   - tasks/get answers the task with its result, its JSON-RPC error, or its pending input requests inlined
 //     (inputRequests, keyed by the input key the task's store row keeps: tasks.PendingInput); tasks/update hands
-//     the client's inputResponses to the backend's requests waiting on this node; tasks/cancel cancels. All three
-//     need the extension declared, and find only the caller's own tasks.
+//     the client's inputResponses to the backend's requests waiting for them, on this node or, through the
+//     cluster, on the node running the task (tasks.Manager.Answer); tasks/cancel cancels. All three need the
+//     extension declared, and find only the caller's own tasks.
 //
 // The backend's requests during such a task (elicitation, sampling) cannot be sent to a client that has no session:
 // they wait, stored on the task (input_required), for a tasks/update (taskInputRelay).
@@ -142,7 +142,7 @@ func (s *Server) serveModernTask(r *http.Request, method string, p *modernParams
 			if caps.Elicitation == nil && caps.Sampling == nil {
 				return ctx // nothing to ask it: the backend's requests are refused
 			}
-			return actors.WithRelay(ctx, &taskInputRelay{s: s, caps: caps, task: tasks.TaskID(ctx), ttl: ttl})
+			return actors.WithRelay(ctx, &taskInputRelay{s: s, caps: caps, task: tasks.TaskID(ctx), owner: tasks.Owner(id), ttl: ttl})
 		})
 		if rerr != nil {
 			return nil, rerr
@@ -164,10 +164,14 @@ func (s *Server) serveModernTask(r *http.Request, method string, p *modernParams
 		w.ResultType = "complete"
 		return w, nil
 	case methodTasksUpdate:
-		// Answers to requests not pending (unknown, answered, or waiting on another node) are ignored, as the
+		// Each answer goes to the backend's request waiting for it, on this node or the one running the task
+		// (tasks.Manager.Answer); answers to requests not pending (unknown, answered already) are ignored, as the
 		// extension allows.
 		for key, answer := range p.InputResponses {
-			s.taskInputs.answer(t.ID, key, answer)
+			if _, err := m.Answer(ctx, t, key, answer); err != nil {
+				s.log.Warn("a task's input answer did not reach the node running the task", "task", t.ID, "node", t.Node, "error", err)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "The answer could not be handed to the node running the task; send it again"}
+			}
 		}
 		return map[string]string{"resultType": "complete"}, nil
 	default: // tasks/cancel: acknowledged, also for a task that had ended (cancellation is cooperative)
@@ -234,52 +238,15 @@ func modernWire(t persistence.Task) wireV2 {
 	return w
 }
 
-// taskInputWaiters are the backend requests of this node's tasks of 2026-07-28 clients that wait for the
-// client's tasks/update, by task id and input key.
-type taskInputWaiters struct {
-	mu sync.Mutex
-	m  map[string]chan json.RawMessage
-}
-
-func newTaskInputWaiters() *taskInputWaiters {
-	return &taskInputWaiters{m: map[string]chan json.RawMessage{}}
-}
-
-func (w *taskInputWaiters) wait(task, key string) (<-chan json.RawMessage, func()) {
-	ch := make(chan json.RawMessage, 1)
-	k := task + "/" + key
-	w.mu.Lock()
-	w.m[k] = ch
-	w.mu.Unlock()
-	return ch, func() {
-		w.mu.Lock()
-		if w.m[k] == ch {
-			delete(w.m, k)
-		}
-		w.mu.Unlock()
-	}
-}
-
-// answer hands answer to the request waiting under task and key, if one does (the first answer wins).
-func (w *taskInputWaiters) answer(task, key string, answer json.RawMessage) {
-	k := task + "/" + key
-	w.mu.Lock()
-	ch := w.m[k]
-	delete(w.m, k)
-	w.mu.Unlock()
-	if ch != nil {
-		ch <- answer
-	}
-}
-
 // taskInputRelay is the actors.Relay of a 2026-07-28 client's task: the backend's elicitation and sampling
 // requests wait, stored on the task under their input key (the task's input watcher, tasks.InputKey), for the
 // client's tasks/update; for at most the task's TTL, and no longer than the task runs.
 type taskInputRelay struct {
-	s    *Server
-	caps mcp.ClientCapabilities
-	task string
-	ttl  time.Duration
+	s     *Server
+	caps  mcp.ClientCapabilities
+	task  string
+	owner string // the task's: only its answers are taken
+	ttl   time.Duration
 }
 
 func (r *taskInputRelay) Supports(method string) bool {
@@ -323,7 +290,7 @@ func (r *taskInputRelay) await(ctx context.Context, out any) error {
 	if key == "" || r.task == "" {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the request has no input key"}
 	}
-	ch, stop := r.s.taskInputs.wait(r.task, key)
+	ch, stop := r.s.opts.Tasks.AwaitInput(r.owner, r.task, key)
 	defer stop()
 	timer := time.NewTimer(r.ttl)
 	defer timer.Stop()

@@ -1526,6 +1526,7 @@ type FeedEvent struct {
 	//	*FeedEvent_Profiles
 	//	*FeedEvent_Features
 	//	*FeedEvent_ResourceUpdated
+	//	*FeedEvent_TaskStatus
 	Event         isFeedEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1647,6 +1648,15 @@ func (x *FeedEvent) GetResourceUpdated() *ResourceUpdated {
 	return nil
 }
 
+func (x *FeedEvent) GetTaskStatus() *TaskStatusChanged {
+	if x != nil {
+		if x, ok := x.Event.(*FeedEvent_TaskStatus); ok {
+			return x.TaskStatus
+		}
+	}
+	return nil
+}
+
 type isFeedEvent_Event interface {
 	isFeedEvent_Event()
 }
@@ -1683,6 +1693,10 @@ type FeedEvent_ResourceUpdated struct {
 	ResourceUpdated *ResourceUpdated `protobuf:"bytes,8,opt,name=resource_updated,json=resourceUpdated,proto3,oneof"`
 }
 
+type FeedEvent_TaskStatus struct {
+	TaskStatus *TaskStatusChanged `protobuf:"bytes,9,opt,name=task_status,json=taskStatus,proto3,oneof"`
+}
+
 func (*FeedEvent_Status) isFeedEvent_Event() {}
 
 func (*FeedEvent_Updated) isFeedEvent_Event() {}
@@ -1698,6 +1712,8 @@ func (*FeedEvent_Profiles) isFeedEvent_Event() {}
 func (*FeedEvent_Features) isFeedEvent_Event() {}
 
 func (*FeedEvent_ResourceUpdated) isFeedEvent_Event() {}
+
+func (*FeedEvent_TaskStatus) isFeedEvent_Event() {}
 
 // ProfilesChanged tells the routers that a profile was created, changed or deleted: they reload the profiles from
 // the store (a profile is small and few, the whole set is read again).
@@ -2603,6 +2619,226 @@ func (x *MemberDead) GetFrom() string {
 	return ""
 }
 
+// TaskStatusChanged is published (through the feed) when a node changed a durable task's status (issue 30), so
+// that the other nodes tell their sessions of the task's owner (notifications/tasks/status). It carries the task as
+// the notification shows it (no result, no pending request); owner selects the sessions told.
+type TaskStatusChanged struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TaskId         string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Owner          string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Status         string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	StatusMessage  string                 `protobuf:"bytes,4,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	CreatedUnixMs  int64                  `protobuf:"varint,5,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	UpdatedUnixMs  int64                  `protobuf:"varint,6,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	TtlMs          int64                  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	PollIntervalMs int64                  `protobuf:"varint,8,opt,name=poll_interval_ms,json=pollIntervalMs,proto3" json:"poll_interval_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TaskStatusChanged) Reset() {
+	*x = TaskStatusChanged{}
+	mi := &file_proto_aggregator_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStatusChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStatusChanged) ProtoMessage() {}
+
+func (x *TaskStatusChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStatusChanged.ProtoReflect.Descriptor instead.
+func (*TaskStatusChanged) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TaskStatusChanged) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskStatusChanged) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *TaskStatusChanged) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *TaskStatusChanged) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *TaskStatusChanged) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *TaskStatusChanged) GetUpdatedUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedUnixMs
+	}
+	return 0
+}
+
+func (x *TaskStatusChanged) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *TaskStatusChanged) GetPollIntervalMs() int64 {
+	if x != nil {
+		return x.PollIntervalMs
+	}
+	return 0
+}
+
+// TaskInput is a client's answer to a request a task's backend waits on (a 2026-07-28 client's tasks/update), sent
+// by the node that received it to the task's actor of task inputs on the node running the task. owner is the
+// task's owner as the sender checked it: the runner hands the answer only to a request of that owner's task.
+// Reply: TaskInputReply.
+type TaskInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Owner         string                 `protobuf:"bytes,3,opt,name=owner,proto3" json:"owner,omitempty"`
+	AnswerJson    []byte                 `protobuf:"bytes,4,opt,name=answer_json,json=answerJson,proto3" json:"answer_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInput) Reset() {
+	*x = TaskInput{}
+	mi := &file_proto_aggregator_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInput) ProtoMessage() {}
+
+func (x *TaskInput) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInput.ProtoReflect.Descriptor instead.
+func (*TaskInput) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TaskInput) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskInput) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TaskInput) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *TaskInput) GetAnswerJson() []byte {
+	if x != nil {
+		return x.AnswerJson
+	}
+	return nil
+}
+
+// TaskInputReply says whether a request waiting under the task and key took the answer (the first answer does).
+type TaskInputReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Taken         bool                   `protobuf:"varint,1,opt,name=taken,proto3" json:"taken,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInputReply) Reset() {
+	*x = TaskInputReply{}
+	mi := &file_proto_aggregator_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInputReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInputReply) ProtoMessage() {}
+
+func (x *TaskInputReply) ProtoReflect() protoreflect.Message {
+	mi := &file_proto_aggregator_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInputReply.ProtoReflect.Descriptor instead.
+func (*TaskInputReply) Descriptor() ([]byte, []int) {
+	return file_proto_aggregator_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *TaskInputReply) GetTaken() bool {
+	if x != nil {
+		return x.Taken
+	}
+	return false
+}
+
 var File_proto_aggregator_proto protoreflect.FileDescriptor
 
 const file_proto_aggregator_proto_rawDesc = "" +
@@ -2723,7 +2959,7 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"\asubject\x18\x01 \x01(\tR\asubject\"L\n" +
 	"\x12ClassificationDone\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x19\n" +
-	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\x9d\x04\n" +
+	"\btool_ids\x18\x02 \x03(\x03R\atoolIds\"\xe2\x04\n" +
 	"\tFeedEvent\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12<\n" +
 	"\x06status\x18\x02 \x01(\v2\".aggregator.v1.ServerStatusChangedH\x00R\x06status\x128\n" +
@@ -2735,7 +2971,9 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"classified\x12<\n" +
 	"\bprofiles\x18\x14 \x01(\v2\x1e.aggregator.v1.ProfilesChangedH\x00R\bprofiles\x12<\n" +
 	"\bfeatures\x18\a \x01(\v2\x1e.aggregator.v1.FeaturesChangedH\x00R\bfeatures\x12K\n" +
-	"\x10resource_updated\x18\b \x01(\v2\x1e.aggregator.v1.ResourceUpdatedH\x00R\x0fresourceUpdatedB\a\n" +
+	"\x10resource_updated\x18\b \x01(\v2\x1e.aggregator.v1.ResourceUpdatedH\x00R\x0fresourceUpdated\x12C\n" +
+	"\vtask_status\x18\t \x01(\v2 .aggregator.v1.TaskStatusChangedH\x00R\n" +
+	"taskStatusB\a\n" +
 	"\x05event\"\x11\n" +
 	"\x0fProfilesChanged\"F\n" +
 	"\bActivate\x12\x1b\n" +
@@ -2805,7 +3043,24 @@ const file_proto_aggregator_proto_rawDesc = "" +
 	"MemberDead\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\tR\x06member\x12\x12\n" +
-	"\x04from\x18\x03 \x01(\tR\x04fromB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
+	"\x04from\x18\x03 \x01(\tR\x04from\"\x92\x02\n" +
+	"\x11TaskStatusChanged\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12%\n" +
+	"\x0estatus_message\x18\x04 \x01(\tR\rstatusMessage\x12&\n" +
+	"\x0fcreated_unix_ms\x18\x05 \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fupdated_unix_ms\x18\x06 \x01(\x03R\rupdatedUnixMs\x12\x15\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12(\n" +
+	"\x10poll_interval_ms\x18\b \x01(\x03R\x0epollIntervalMs\"m\n" +
+	"\tTaskInput\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05owner\x18\x03 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vanswer_json\x18\x04 \x01(\fR\n" +
+	"answerJson\"&\n" +
+	"\x0eTaskInputReply\x12\x14\n" +
+	"\x05taken\x18\x01 \x01(\bR\x05takenB0Z.github.com/mcpgw/aggregator/proto/aggregatorpbb\x06proto3"
 
 var (
 	file_proto_aggregator_proto_rawDescOnce sync.Once
@@ -2819,7 +3074,7 @@ func file_proto_aggregator_proto_rawDescGZIP() []byte {
 	return file_proto_aggregator_proto_rawDescData
 }
 
-var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_proto_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_proto_aggregator_proto_goTypes = []any{
 	(*Connect)(nil),             // 0: aggregator.v1.Connect
 	(*ConnectReply)(nil),        // 1: aggregator.v1.ConnectReply
@@ -2860,7 +3115,10 @@ var file_proto_aggregator_proto_goTypes = []any{
 	(*RelayReply)(nil),          // 36: aggregator.v1.RelayReply
 	(*RelayLog)(nil),            // 37: aggregator.v1.RelayLog
 	(*MemberDead)(nil),          // 38: aggregator.v1.MemberDead
-	nil,                         // 39: aggregator.v1.CallTool.TraceContextEntry
+	(*TaskStatusChanged)(nil),   // 39: aggregator.v1.TaskStatusChanged
+	(*TaskInput)(nil),           // 40: aggregator.v1.TaskInput
+	(*TaskInputReply)(nil),      // 41: aggregator.v1.TaskInputReply
+	nil,                         // 42: aggregator.v1.CallTool.TraceContextEntry
 }
 var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 0: aggregator.v1.ConnectReply.error:type_name -> aggregator.v1.ErrorInfo
@@ -2868,7 +3126,7 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	11, // 2: aggregator.v1.StatusReply.error:type_name -> aggregator.v1.ErrorInfo
 	9,  // 3: aggregator.v1.CallTool.progress_to:type_name -> aggregator.v1.PID
 	9,  // 4: aggregator.v1.CallTool.relay_to:type_name -> aggregator.v1.PID
-	39, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
+	42, // 5: aggregator.v1.CallTool.trace_context:type_name -> aggregator.v1.CallTool.TraceContextEntry
 	11, // 6: aggregator.v1.CallToolReply.error:type_name -> aggregator.v1.ErrorInfo
 	11, // 7: aggregator.v1.ListToolsReply.error:type_name -> aggregator.v1.ErrorInfo
 	14, // 8: aggregator.v1.FeedEvent.status:type_name -> aggregator.v1.ServerStatusChanged
@@ -2879,14 +3137,15 @@ var file_proto_aggregator_proto_depIdxs = []int32{
 	24, // 13: aggregator.v1.FeedEvent.profiles:type_name -> aggregator.v1.ProfilesChanged
 	33, // 14: aggregator.v1.FeedEvent.features:type_name -> aggregator.v1.FeaturesChanged
 	34, // 15: aggregator.v1.FeedEvent.resource_updated:type_name -> aggregator.v1.ResourceUpdated
-	9,  // 16: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
-	11, // 17: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
-	11, // 18: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	39, // 16: aggregator.v1.FeedEvent.task_status:type_name -> aggregator.v1.TaskStatusChanged
+	9,  // 17: aggregator.v1.Activated.pid:type_name -> aggregator.v1.PID
+	11, // 18: aggregator.v1.ListFeaturesReply.error:type_name -> aggregator.v1.ErrorInfo
+	11, // 19: aggregator.v1.FeatureReply.error:type_name -> aggregator.v1.ErrorInfo
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_proto_aggregator_proto_init() }
@@ -2903,6 +3162,7 @@ func file_proto_aggregator_proto_init() {
 		(*FeedEvent_Profiles)(nil),
 		(*FeedEvent_Features)(nil),
 		(*FeedEvent_ResourceUpdated)(nil),
+		(*FeedEvent_TaskStatus)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2910,7 +3170,7 @@ func file_proto_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_aggregator_proto_rawDesc), len(file_proto_aggregator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -12,6 +12,9 @@
 // {"discovered", "kind", "taskId", "status", "text", "resumedStatus", "resumedText", "asked", "askedTaskId",
 //  "seenStatus", "seenMessage", "inputStatus", "inputText", "cancelledStatus"} or {"error": ...}.
 // Usage: node ext-tasks-v2-client.mjs URL TOOL ARGS_JSON INPUT_TOOL INPUT_ARGS_JSON ANSWER_JSON
+// Optional environment: EXT_TASKS_TOKEN, a bearer token sent on every request; EXT_TASKS_CALL_URL, where the
+// tools/call requests go instead of URL (another node of a cluster: the tasks then run there, while the client
+// reads, answers and cancels them through URL).
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import {
   createApplicationInputHandler, createTaskSessionFromClient, resultFromTaskOutcome,
@@ -20,6 +23,8 @@ import {
 const [url, tool, argsJSON, inputTool, inputArgsJSON, answerJSON] = process.argv.slice(2);
 const protocolVersion = '2026-07-28';
 const clientInfo = { name: 'ext-tasks-v2-client', version: '1.0.0' };
+const auth = process.env.EXT_TASKS_TOKEN ? { authorization: `Bearer ${process.env.EXT_TASKS_TOKEN}` } : {};
+const callURL = process.env.EXT_TASKS_CALL_URL || url;
 
 let nextId = 1;
 // rawDispatch sends one framed request and answers {kind: "result", result} or {kind: "error", error}.
@@ -31,9 +36,10 @@ async function rawDispatch(request, options = {}) {
     'mcp-protocol-version': protocolVersion,
     'mcp-method': request.method,
     ...(options.context?.headers ?? {}),
+    ...auth,
   };
   if (request.method === 'tools/call') headers['mcp-name'] = request.params.name;
-  const res = await fetch(url, {
+  const res = await fetch(request.method === 'tools/call' ? callURL : url, {
     method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, ...request }), signal: options.signal,
   });
   const text = await res.text();
@@ -55,7 +61,7 @@ async function rawDispatch(request, options = {}) {
 
 async function connect(clientCapabilities, onInputRequest) {
   const client = new Client(clientInfo, { capabilities: clientCapabilities, versionNegotiation: { mode: { pin: protocolVersion } } });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth } }));
   const session = createTaskSessionFromClient(client, {
     endpointId: 'aggregator-under-test', onInputRequest, rawDispatch,
     v2RequestFraming: { protocolVersion, clientInfo, clientCapabilities },
