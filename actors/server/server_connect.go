@@ -249,14 +249,15 @@ func (a *serverActor) onConnectDone(m *connectDone) {
 		err := sess.Wait()
 		a.sys.Root.Send(a.self, &sessionLost{gen: live.gen, err: err})
 	}()
-	a.awaitFirstDiscovery(live.gen)
+	a.awaitFirstDiscovery(live.gen, a.backendLogging(sess))
 }
 
 // awaitFirstDiscovery has the new session's tools discovered before the server enters CONNECTED: the actor stays
 // CONNECTING (with the session, which answers tools/list but takes no calls yet) until the discovery actor says the
 // tools are stored. The router (package actors) holds them until the CONNECTED that follows, and the status reaches
-// the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once.
-func (a *serverActor) awaitFirstDiscovery(gen uint64) {
+// the router before anyone else (setStatus), so that whoever reads CONNECTED can call them at once. The backend's
+// logging level, asked for at the same time (logged), is set by then too: a call made at once has its log messages.
+func (a *serverActor) awaitFirstDiscovery(gen uint64, logged <-chan struct{}) {
 	sys, self, id := a.sys, a.self, a.id
 	discovery := actor.NewPID(sys.Address(), msg.DiscoveryName)
 	// A discovery of the server already running finishes first; each lists once within RequestTimeout and writes
@@ -267,9 +268,16 @@ func (a *serverActor) awaitFirstDiscovery(gen uint64) {
 		if r, ok := res.(*msg.Reply); ok && err == nil {
 			err = r.Err
 		}
+		select { // a backend slow to answer logging/setLevel delays CONNECTED by loggingWait at most
+		case <-logged:
+		case <-time.After(loggingWait):
+		}
 		sys.Root.Send(self, &firstDiscovered{gen: gen, err: err})
 	}()
 }
+
+// loggingWait bounds how long a new session's CONNECTED waits for the backend's answer to logging/setLevel.
+const loggingWait = 5 * time.Second
 
 // onFirstDiscovered enters CONNECTED once the session's first discovery is applied. A discovery that failed without
 // breaking the session (the backend answered tools/list with an error, the store was slow) does not keep the server
@@ -287,7 +295,6 @@ func (a *serverActor) onFirstDiscovered(m *firstDiscovered) {
 	}
 	a.transition(persistence.StatusConnected, "connection success", nil)
 	a.scheduleHealth()
-	a.backendLogging(a.sess.session)
 }
 
 func (a *serverActor) connectFailed(err error, stderrTail string) {

@@ -450,20 +450,27 @@ func runRelay(ctx context.Context, r Relay, m *pb.RelayRequest) *pb.RelayReply {
 
 // backendLogging asks a backend that declares logging for every level, so that its log messages during a call can
 // reach the caller (whose session then applies the level its client set); off the mailbox.
-func (a *serverActor) backendLogging(sess *mcp.ClientSession) {
-	backendLogging(sess, a.deps.Config.RequestTimeout, a.log())
+func (a *serverActor) backendLogging(sess *mcp.ClientSession) <-chan struct{} {
+	return backendLogging(sess, a.deps.Config.RequestTimeout, a.log())
 }
 
-func backendLogging(sess *mcp.ClientSession, timeout time.Duration, log interface{ Info(string, ...any) }) {
+// backendLogging asks a backend that logs to send every level (its messages are relayed to the clients whose calls
+// they belong to, and a go-sdk backend sends none before a level is set), off the caller's goroutine. The channel
+// closes once the backend answered (or refused, or timeout passed).
+func backendLogging(sess *mcp.ClientSession, timeout time.Duration, log interface{ Info(string, ...any) }) <-chan struct{} {
+	done := make(chan struct{})
 	init := sess.InitializeResult()
 	if init == nil || init.Capabilities == nil || init.Capabilities.Logging == nil {
-		return
+		close(done)
+		return done
 	}
 	go func() {
+		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if err := sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			log.Info("backend refused logging/setLevel; its log messages are not relayed", "error", err)
 		}
 	}()
+	return done
 }
