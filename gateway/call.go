@@ -167,14 +167,22 @@ func (g *Gateway) call(ctx context.Context, req CallRequest) (CallResult, error)
 }
 
 // exchanged reports whether a call that failed for want of the caller's own OAuth grant got one by exchanging the
-// caller's access token of the organisation's issuer (ExchangeCredential): then the call runs again.
+// caller's access token of the organisation's issuer (ExchangedFor): then the call runs again.
 func (g *Gateway) exchanged(ctx context.Context, req CallRequest, route routing.Route, err error) bool {
 	var ce *CallError
-	if g.exchange == nil || !errors.As(err, &ce) || ce.Info == nil || ce.Info.Code != errcode.CredentialRequired ||
-		!ce.Info.CredentialOauth {
+	return errors.As(err, &ce) && g.ExchangedFor(ctx, route.ServerID, req.Caller, ce.Info)
+}
+
+// ExchangedFor reports whether a request to serverID the server's actor answered with info (a tool call, a
+// resource read, a prompt: any request of a per_user server) failed for want of the caller's own OAuth grant and
+// got one by exchanging the caller's access token of the organisation's issuer (ExchangeCredential): then the
+// front end runs the request again, once. A request that was answered otherwise, or a caller with nothing to
+// exchange, is not retried.
+func (g *Gateway) ExchangedFor(ctx context.Context, serverID string, caller auth.Identity, info *pb.ErrorInfo) bool {
+	if g.exchange == nil || info == nil || info.Code != errcode.CredentialRequired || !info.CredentialOauth {
 		return false
 	}
-	return g.ExchangeCredential(ctx, route.ServerID, req.Caller) == nil
+	return g.ExchangeCredential(ctx, serverID, caller) == nil
 }
 
 // errNoExchange: the gateway has no exchanger, or the caller came without an OAuth access token to exchange.

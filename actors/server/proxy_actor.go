@@ -232,7 +232,7 @@ type proxyActor struct {
 	subject string
 	idle    time.Duration
 	queued  []queuedRequest
-	secrets *backend.Secrets
+	secrets scrubber
 	// relay, on a caller's session (per_user, or a client's own), passes the backend's requests and log messages to
 	// the client of the call in flight, as the server's own session does (server_relay.go); nil: ProxyOptions'
 	// handlers answer them (the per-server endpoint).
@@ -466,12 +466,18 @@ func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.P
 	id := p.next
 	p.pending[id] = cancel
 	up := proxyUpstream{client: p.client, sess: p.live.session, tasks: p.live.tasks}
-	sys, self := p.sys, p.self
+	sys, self, rec := p.sys, p.self, p.rec
 	scrub := p.scrubFunc()
 	go func() {
 		defer cancel()
 		defer stop()
 		res, err := m.do(rctx, up)
+		if errors.Is(err, backendauth.ErrReauthorize) && rejectedByTransport(err) {
+			// The caller's OAuth grant could not give a token the backend takes, and renewing it failed: the
+			// request was not run (never sent, or refused with 401), so it is the caller's CREDENTIAL_REQUIRED, as
+			// for a session that could not open, not the transport's rejection.
+			err = credentialRequiredError(rec)
+		}
 		sys.Root.Send(self, &proxyRequestDone{id: id})
 		if sender != nil {
 			sys.Root.Send(sender, &proxyReply{res: res, err: err, scrub: scrub})

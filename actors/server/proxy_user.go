@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -580,7 +581,9 @@ func (p *proxyActor) connectOAuth(ctx actor.Context, raw []byte) {
 	h := backendauth.NewSessionHandler(p.deps.Store, client, p.rec.ID, p.subject, g, p.logger())
 	h.Renew = p.opts.Renew
 	o.OAuth = h
-	p.secrets = tokenSecrets(h.Secrets())
+	// The tokens change as the session renews them (refresh, the stored grant, a new exchange): the scrubber asks
+	// the handler for them every time, or a backend echoing a renewed token would get it to the caller and the log.
+	p.secrets = &grantSecrets{tokens: h.Secrets}
 	p.connect(ctx, rec, o)
 }
 
@@ -615,6 +618,31 @@ func tokenSecrets(tokens []string) *backend.Secrets {
 	cfg, _ := json.Marshal(map[string]any{"command": "x", "env": env})
 	return backend.NewSecrets(persistence.Server{TransportType: persistence.TransportSTDIO, ConnectionConfig: cfg},
 		func(string) (string, bool) { return "", false })
+}
+
+// scrubber removes a session's own secrets from an error text (*backend.Secrets, grantSecrets).
+type scrubber interface{ Scrub(text string) string }
+
+// grantSecrets scrubs the tokens of a caller's OAuth session, as they are when it scrubs: the session's handler
+// renews them while the session runs. Safe for concurrent use (requests scrub from their own goroutines).
+type grantSecrets struct {
+	tokens func() []string
+
+	mu   sync.Mutex
+	key  string // the tokens last seen, joined
+	last *backend.Secrets
+}
+
+func (g *grantSecrets) Scrub(text string) string {
+	toks := g.tokens()
+	key := strings.Join(toks, "\x00")
+	g.mu.Lock()
+	if g.last == nil || key != g.key {
+		g.key, g.last = key, tokenSecrets(toks)
+	}
+	s := g.last
+	g.mu.Unlock()
+	return s.Scrub(text)
 }
 
 // replaceHint says how a caller replaces their credential: a new authorization for an OAuth server, else a new

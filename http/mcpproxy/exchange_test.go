@@ -3,6 +3,7 @@ package mcpproxy_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -123,7 +124,20 @@ type exchangeRig struct {
 
 func startExchangeRig(t *testing.T, keepAlive time.Duration) *exchangeRig {
 	t.Helper()
-	r := newRigWith(t, mcpproxy.Options{}, func(c *actors.Config) { c.KeepAlive = keepAlive })
+	return startExchangeRigLogged(t, keepAlive, nil)
+}
+
+// exchangeConsole is the console's address the rig's proxy sends a caller to.
+const exchangeConsole = "https://agg.example/ui/"
+
+// exchangeStatic is the static client token (subject token:ci) the rig also takes: a caller with no OAuth token of
+// the organisation to exchange.
+const exchangeStatic = "ci-static-client-token"
+
+// startExchangeRigLogged is startExchangeRig whose every log line also goes to logs (nil: none).
+func startExchangeRigLogged(t *testing.T, keepAlive time.Duration, logs io.Writer) *exchangeRig {
+	t.Helper()
+	r := newRigLogged(t, mcpproxy.Options{}, func(c *actors.Config) { c.KeepAlive = keepAlive }, logs)
 	x := &exchangeRig{aggResource: "http://aggregator.example/mcp", ttl: 6 * time.Second, store: r.store}
 	x.org = peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+x.aggResource)
 	v, err := oauth.New(t.Context(), oauth.Config{Issuer: x.org, Audience: x.aggResource, Resource: x.aggResource,
@@ -138,14 +152,14 @@ func startExchangeRig(t *testing.T, keepAlive time.Duration) *exchangeRig {
 	resource := "http://" + ln.Addr().String() + "/mcp"
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	x.issuer = oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+x.org, "ACCESS_TTL=6")
-	x.calls = oauthtest.CountingBackend(t, ln, resource, x.issuer)
+	x.calls = oauthtest.HostileBackend(t, ln, resource, x.issuer)
 
 	x.flows = backendauth.NewFlows(backendauth.FlowsConfig{Store: r.store, Outbound: r.sys.Outbound(), RedirectURL: redirect,
 		EndSession: r.sys.EndUserSession, Logger: r.log})
 	gw := gateway.New(r.sys, gateway.Options{ExchangeCredential: x.flows.CallExchanger(r.store.GetServer)})
-	proxy := mcpproxy.New(r.sys, mcpproxy.Options{Gateway: gw, Logger: r.log})
+	proxy := mcpproxy.New(r.sys, mcpproxy.Options{Gateway: gw, Logger: r.log, ConsoleURL: exchangeConsole})
 	t.Cleanup(proxy.Close)
-	toks, err := auth.Parse("", "", "")
+	toks, err := auth.Parse("", "ci:"+exchangeStatic, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package mcpproxy_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +38,12 @@ func newRig(t *testing.T, opts mcpproxy.Options) *rig {
 // newRigWith is newRig with the actors' configuration changed by tune (nil: the defaults the rig uses).
 func newRigWith(t *testing.T, opts mcpproxy.Options, tune func(*actors.Config)) *rig {
 	t.Helper()
+	return newRigLogged(t, opts, tune, nil)
+}
+
+// newRigLogged is newRigWith whose log, every level of it, goes to logs too (nil: none).
+func newRigLogged(t *testing.T, opts mcpproxy.Options, tune func(*actors.Config), logs io.Writer) *rig {
+	t.Helper()
 	inner, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
 	if err != nil {
 		t.Fatalf("open store: %v", err)
@@ -56,7 +64,11 @@ func newRigWith(t *testing.T, opts mcpproxy.Options, tune func(*actors.Config)) 
 	if os.Getenv("PROXY_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	var out io.Writer = os.Stderr
+	if logs != nil {
+		level, out = slog.LevelDebug, io.MultiWriter(logs, levelWriter{os.Stderr})
+	}
+	logger := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level}))
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: cfg, Logger: logger})
 	if err != nil {
 		t.Fatalf("start actors: %v", err)
@@ -143,4 +155,14 @@ func missing(t testing.TB, what string) {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+}
+
+// levelWriter passes on the warnings and errors of a text log (level=WARN, level=ERROR) only.
+type levelWriter struct{ w io.Writer }
+
+func (l levelWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("level=WARN")) || bytes.Contains(p, []byte("level=ERROR")) {
+		return l.w.Write(p)
+	}
+	return len(p), nil
 }

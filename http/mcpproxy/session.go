@@ -216,37 +216,46 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		defer s.inflight(ctx, method, req.GetParams())()
-		switch method {
-		case "tools/call":
-			return s.callTool(ctx, req.(*mcp.CallToolRequest))
-		case "prompts/get":
-			p := req.(*mcp.GetPromptRequest).Params
-			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.GetPromptResult, error) {
-				return s.up.GetPrompt(ctx, p)
-			}))
-		case "resources/read":
-			p := req.(*mcp.ReadResourceRequest).Params
-			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.ReadResourceResult, error) {
-				return s.up.ReadResource(ctx, p)
-			}))
-		case "completion/complete":
-			p := req.(*mcp.CompleteRequest).Params
-			return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.CompleteResult, error) {
-				return s.up.Complete(ctx, p)
-			}))
-		case "logging/setLevel":
-			// The backend filters what it sends; the go-sdk session filters what it forwards: both get the level.
-			p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
-			if err := s.up.SetLoggingLevel(ctx, p); err != nil {
-				return nil, rpcError(err)
-			}
-		case "ping":
-			if err := s.up.Ping(ctx); err != nil {
-				return nil, rpcError(err)
-			}
+		res, err := s.upstream(ctx, next, method, req)
+		if ce, ok := errors.AsType[*actors.CredentialRequiredError](err); ok {
+			return s.credentialLost(req, ce)
 		}
-		return next(ctx, method, req)
+		return res, err
 	}
+}
+
+// upstream answers one of the client's requests from the backend (forward).
+func (s *session) upstream(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+	switch method {
+	case "tools/call":
+		return s.callTool(ctx, req.(*mcp.CallToolRequest))
+	case "prompts/get":
+		p := req.(*mcp.GetPromptRequest).Params
+		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.GetPromptResult, error) {
+			return s.up.GetPrompt(ctx, p)
+		}))
+	case "resources/read":
+		p := req.(*mcp.ReadResourceRequest).Params
+		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.ReadResourceResult, error) {
+			return s.up.ReadResource(ctx, p)
+		}))
+	case "completion/complete":
+		p := req.(*mcp.CompleteRequest).Params
+		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.CompleteResult, error) {
+			return s.up.Complete(ctx, p)
+		}))
+	case "logging/setLevel":
+		// The backend filters what it sends; the go-sdk session filters what it forwards: both get the level.
+		p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
+		if err := s.up.SetLoggingLevel(ctx, p); err != nil {
+			return nil, rpcError(err)
+		}
+	case "ping":
+		if err := s.up.Ping(ctx); err != nil {
+			return nil, rpcError(err)
+		}
+	}
+	return next(ctx, method, req)
 }
 
 func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -304,6 +313,9 @@ func rpcError(err error) error {
 	var je *jsonrpc.Error
 	if errors.As(err, &je) {
 		return je
+	}
+	if _, ok := errors.AsType[*actors.CredentialRequiredError](err); ok {
+		return err // forward answers it (credentialLost)
 	}
 	if errors.Is(err, context.Canceled) {
 		return err

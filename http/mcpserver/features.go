@@ -449,6 +449,11 @@ func (s *Server) feature(ctx context.Context, extra *mcp.RequestExtra, serverID,
 	// A per_user server answers on the caller's own session: the subject goes along (the actor ignores it otherwise).
 	ctx = gateway.WithCallerSubject(ctx, gateway.CredentialSubject(id))
 	reply, err := s.feat.gw.Feature(withRequestID(ctx, nil), serverID, method, params)
+	if err == nil && s.cases.ExchangedFor(ctx, serverID, id, reply.Error) {
+		// A per_user server whose caller had no grant (or an exchanged one that expired) and came with an OAuth
+		// token that could be exchanged for one: the request runs once more, as a tool call does (it did not run).
+		reply, err = s.feat.gw.Feature(withRequestID(ctx, nil), serverID, method, params)
+	}
 	if err != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("%s on server %s failed: %v", method, serverName, err)}
 	}

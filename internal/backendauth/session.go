@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type SessionHandler struct {
 	grant Grant
 	// forced makes the next Token renew whatever the expiry says (after a 401).
 	forced bool
+	// held are the tokens the session held before its current grant, newest last (at most maxHeld), so that a
+	// backend echoing one it was sent earlier is scrubbed too (Secrets).
+	held []string
 
 	// Renew, when set (before the session uses the handler), gets the caller a new grant when theirs can give no
 	// more tokens (no refresh token, as an exchanged token has none, or a refused refresh) and stores it: the
@@ -56,6 +60,10 @@ type SessionHandler struct {
 }
 
 var _ auth.OAuthHandler = (*SessionHandler)(nil)
+
+// maxHeld bounds the earlier tokens a session keeps to scrub (a long session renews often; the oldest have long
+// expired, and a backend echoes the token of the request it answers).
+const maxHeld = 8
 
 // NewSessionHandler returns the handler of subject's session on serverID, starting from the stored grant g; client
 // is Client's.
@@ -127,7 +135,7 @@ func (h *SessionHandler) takeStored(ctx context.Context) (fresh bool, _ error) {
 	if err != nil || g.Token.AccessToken == h.grant.Token.AccessToken || g.Token.Expiry.Before(h.grant.Token.Expiry) {
 		return false, nil
 	}
-	h.grant = g
+	h.setGrant(g)
 	if g.Stale(h.now()) {
 		return false, nil // refreshed with its own refresh token, the newest one
 	}
@@ -156,7 +164,9 @@ func (h *SessionHandler) refresh() error {
 		tok.RefreshToken = old.RefreshToken // kept unless the authorization server rotates it
 	}
 	h.forced = false
-	h.grant.Token = tok
+	g := h.grant
+	g.Token = tok
+	h.setGrant(g)
 	// A grant revoked meanwhile (the row is gone) is not written back: the revocation also ends this session.
 	if _, err := h.store.GetUserSecret(ctx, h.serverID, h.subject); err != nil {
 		return fmt.Errorf("%w: your credential was removed", ErrReauthorize)
@@ -188,9 +198,29 @@ func (h *SessionHandler) Authorize(_ context.Context, _ *http.Request, res *http
 	return err
 }
 
-// Secrets are the current tokens (to scrub from error texts).
+// setGrant makes g the session's grant (h.mu held), keeping the tokens of the one it replaces for Secrets.
+func (h *SessionHandler) setGrant(g Grant) {
+	for _, t := range []string{h.grant.Token.AccessToken, h.grant.Token.RefreshToken} {
+		if t != "" && t != g.Token.AccessToken && t != g.Token.RefreshToken && !slices.Contains(h.held, t) {
+			h.held = append(h.held, t)
+		}
+	}
+	if n := len(h.held) - maxHeld; n > 0 {
+		h.held = slices.Delete(h.held, 0, n)
+	}
+	h.grant = g
+}
+
+// Secrets are the tokens to scrub from error texts: the current ones and the last ones the session renewed away
+// from. It changes with every renewal, so a scrubber asks again each time (never a copy taken at connect).
 func (h *SessionHandler) Secrets() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return []string{h.grant.Token.AccessToken, h.grant.Token.RefreshToken}
+	out := make([]string, 0, len(h.held)+2)
+	for _, t := range append([]string{h.grant.Token.AccessToken, h.grant.Token.RefreshToken}, h.held...) {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,6 +159,10 @@ func TestSessionTokenRenewed(t *testing.T) {
 				// The taken grant is the session's now: sent as it is, nothing renewed again.
 				if again, err := h.Token(); err != nil || again.AccessToken != tc.want || renewed != tc.renewed {
 					t.Fatalf("next Token = %v, %v (Renew asked %d times)", again, err, renewed)
+				}
+				// The secrets to scrub follow the renewal: the token sent now, and the one it replaced.
+				if got := h.Secrets(); !slices.Contains(got, tc.want) || !slices.Contains(got, "held") {
+					t.Fatalf("Secrets = %q; want %q and the replaced %q", got, tc.want, "held")
 				}
 			}
 		})

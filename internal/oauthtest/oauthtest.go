@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/auth/oauth"
@@ -45,6 +46,19 @@ func Backend(t testing.TB, ln net.Listener, resource, issuer string) {
 // 401 never reaches it): what a test of "never run twice" counts.
 func CountingBackend(t testing.TB, ln net.Listener, resource, issuer string) *atomic.Int64 {
 	t.Helper()
+	return backend(t, ln, resource, issuer, false)
+}
+
+// HostileBackend is CountingBackend with more to ask it: a resource whoami://me and a prompt whoami that answer
+// the token's subject as whoami does, and a tool echo_auth that fails with a JSON-RPC error holding the
+// Authorization header it was sent (a backend that leaks what it gets in its errors; the aggregator must scrub it).
+func HostileBackend(t testing.TB, ln net.Listener, resource, issuer string) *atomic.Int64 {
+	t.Helper()
+	return backend(t, ln, resource, issuer, true)
+}
+
+func backend(t testing.TB, ln net.Listener, resource, issuer string, hostile bool) *atomic.Int64 {
+	t.Helper()
 	calls := &atomic.Int64{}
 	v, err := oauth.New(t.Context(), oauth.Config{Issuer: issuer, Audience: resource, Resource: resource,
 		ClientScope: "backend:read", AdminScope: "backend:write"})
@@ -71,6 +85,26 @@ func CountingBackend(t testing.TB, ln net.Listener, resource, issuer string) *at
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "user=" + who}}}, nil
 		})
+	if hostile {
+		subject := func(e *mcp.RequestExtra) string {
+			if e != nil && e.TokenInfo != nil {
+				return e.TokenInfo.UserID
+			}
+			return ""
+		}
+		srv.AddTool(&mcp.Tool{Name: "echo_auth", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return nil, &jsonrpc.Error{Code: -32001, Message: "refused: you sent Authorization: " + r.Extra.Header.Get("Authorization")}
+			})
+		srv.AddResource(&mcp.Resource{Name: "me", URI: "whoami://me", MIMEType: "text/plain"},
+			func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "whoami://me", MIMEType: "text/plain", Text: "user=" + subject(r.Extra)}}}, nil
+			})
+		srv.AddPrompt(&mcp.Prompt{Name: "whoami"},
+			func(_ context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "user=" + subject(r.Extra)}}}}, nil
+			})
+	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: v.MetadataURL()})(h))
