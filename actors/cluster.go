@@ -128,6 +128,15 @@ func (s *System) ClusterStatus() (node string, members int, joined, ok bool) {
 	return s.deps.NodeID, members, joined, true
 }
 
+// NodeAddress is, in a cluster, the base URL of this node's MCP listener as recorded with its heartbeat (the one
+// OwnerURL gives the other nodes for this node); "" on a single node.
+func (s *System) NodeAddress() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.deps.NodeAddress
+}
+
 // OwnerURL is, in a cluster, the base URL of the MCP listener of the node whose actor serves the server now (as
 // recorded with that node's heartbeat), when that node is another one: the per-server endpoint forwards a
 // client's session there, since a session lives with the server's actor. ok is false on a single node and when
