@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/mcpproxy"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence/pgtest"
+)
+
+// TestClusterOwnerRoutingE2E is owner routing with real parts: three nodes on etcd and PostgreSQL behind a real
+// HAProxy running deploy/haproxy.cfg (its node addresses mapped to loopback). Every node names a server's owner in
+// the Mcp-Aggregator-Owner header of /mcp/servers/{name} (the owner itself, or a node that forwards there). Through
+// the balancer the header never reaches the client, and once a path has been answered, a new session on it and all
+// of that session's requests land on the owner: the other nodes see none of them (their count of per-server
+// requests does not move), so nothing is forwarded between nodes. Without the owner routing, each session would
+// stay on whichever node round robin gave its initialize, two times in three another node than the owner.
+func TestClusterOwnerRoutingE2E(t *testing.T) {
+	etcd := peertest.StartEtcd(t)
+	db := pgtest.NewDatabase(t)
+	nodes := newCluster(t, 3, db, func(int) []string {
+		return []string{"MCP_AGGREGATOR_CLUSTER=etcd", "MCP_AGGREGATOR_CLUSTER_ETCD=" + etcd}
+	})
+	echoBin := peertest.GoBinary(t, "./cmd/mcp-echo-backend")
+	var names []string
+	for i := 0; i < 6; i++ {
+		name := fmt.Sprintf("echo%d", i)
+		code, body := nodes[0].do("POST", "/servers", map[string]any{"name": name, "transport_type": "HTTP",
+			"connection_config": map[string]any{"base_url": startEchoBackend(t, echoBin, 0), "allow_insecure_http": true}})
+		if code != 201 {
+			t.Fatalf("register %s: %d %v", name, code, body)
+		}
+		names = append(names, name)
+	}
+	waitFor(t, 60*time.Second, "every server CONNECTED", func() bool {
+		st := nodes[2].statuses(t)
+		for _, name := range names {
+			if st[name] != "CONNECTED" {
+				return false
+			}
+		}
+		return true
+	})
+	// The owner of each server: the node that holds its backend session.
+	owner := map[string]*clusterNode{}
+	waitFor(t, 30*time.Second, "each server's session held by one node", func() bool {
+		clear(owner)
+		for _, n := range nodes {
+			held, _ := n.backendSessions(t)
+			for name := range held {
+				owner[name] = n
+			}
+		}
+		return len(owner) == len(names)
+	})
+	ownersSeen := map[*clusterNode]bool{}
+	for _, n := range owner {
+		ownersSeen[n] = true
+	}
+	t.Logf("owners: %d nodes own the %d servers", len(ownersSeen), len(names))
+
+	// Straight to each node: the answer names the owner (its MCP listener's host:port), whoever answered.
+	for _, name := range names {
+		want := hostOf(t, owner[name].mcp)
+		for _, n := range nodes {
+			resp, err := http.Get(n.mcp + "/mcp/servers/" + name) // no session: the go-sdk refuses it, named all the same
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get(mcpproxy.OwnerHeader); got != want {
+				t.Errorf("%s answered %s for %s (status %d), want the owner %s (%s)", n.name, got, name, resp.StatusCode, want, owner[name].name)
+			}
+		}
+	}
+
+	// The balancer, from deploy/haproxy.cfg.
+	var rest, mcpAddrs []string
+	for _, n := range nodes {
+		rest = append(rest, hostOf(t, n.rest))
+		mcpAddrs = append(mcpAddrs, hostOf(t, n.mcp))
+	}
+	restBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t))
+	mcpBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t))
+	lb := peertest.StartHAProxy(t, peertest.LoopbackHAProxyConfig(t, rest, mcpAddrs, restBind, mcpBind), restBind, mcpBind)
+	defer func() {
+		if t.Failed() {
+			t.Logf("haproxy:\n%s", tail(lb.Logs(), 6000))
+		}
+	}()
+	seen := &headerLog{}
+	client := &http.Client{Transport: seen}
+	session := func(name string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: "owner-routing", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + mcpBind + "/mcp/servers/" + name, HTTPClient: client},
+			&mcp.ClientSessionOptions{ProtocolVersion: actors.ProtocolVersion})
+		if err != nil {
+			t.Fatalf("session on %s through haproxy: %v", name, err)
+		}
+		return s
+	}
+	callN := func(s *mcp.ClientSession, name string, n int) {
+		t.Helper()
+		for i := range n {
+			res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": fmt.Sprintf("%s %d", name, i)}})
+			if err != nil || res.IsError {
+				t.Fatalf("call %d on %s through haproxy: %v %+v", i, name, err, res)
+			}
+		}
+	}
+	for _, name := range names {
+		// The first session on a path goes where round robin (or the session's stickiness) sends it; its answers
+		// teach the balancer the owner.
+		s := session(name)
+		callN(s, name, 2)
+		s.Close()
+
+		before := settledPerServerRequests(t, nodes)
+		s = session(name)
+		callN(s, name, 10)
+		s.Close()
+		after := settledPerServerRequests(t, nodes)
+		for i, n := range nodes {
+			grew := after[i] - before[i]
+			switch {
+			case n == owner[name] && grew < 11:
+				t.Errorf("%s: the owner %s served %d requests of the session (initialize and 10 calls at least): not routed to the owner", name, n.name, grew)
+			case n != owner[name] && grew != 0:
+				t.Errorf("%s: %s, which does not own it, received %d of the session's requests: forwarded to the owner %s (a hop)", name, n.name, grew, owner[name].name)
+			}
+		}
+	}
+	if h := seen.owners(); len(h) > 0 {
+		t.Errorf("the %s header reached the client through the balancer: %v", mcpproxy.OwnerHeader, h)
+	}
+	if seen.count() == 0 {
+		t.Fatal("no answer went through the balancer")
+	}
+}
+
+// hostOf is the host:port of a URL.
+func hostOf(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// settledPerServerRequests is perServerRequests once it stopped moving (a session's standalone GET stream is
+// counted when it ends, a moment after the session closed).
+func settledPerServerRequests(t *testing.T, nodes []*clusterNode) []int {
+	t.Helper()
+	last := perServerRequests(t, nodes)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		now := perServerRequests(t, nodes)
+		if slices.Equal(now, last) {
+			return now
+		}
+		last = now
+	}
+	return last
+}
+
+// perServerRequests is, for each node, how many /mcp/servers/{name} requests it has answered
+// (mcp_aggregator_http_requests_total of that route, every method and status).
+func perServerRequests(t *testing.T, nodes []*clusterNode) []int {
+	t.Helper()
+	out := make([]int, len(nodes))
+	for i, n := range nodes {
+		resp, err := http.Get(n.rest + "/metrics")
+		if err != nil {
+			t.Fatalf("%s metrics: %v", n.name, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "mcp_aggregator_http_requests_total{") && strings.Contains(line, `route="`+mcpproxy.Prefix+`{name}"`) {
+				var v float64
+				if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+					out[i] += int(v)
+				}
+			}
+		}
+		resp.Body.Close()
+	}
+	return out
+}
+
+// headerLog is a transport that keeps every Mcp-Aggregator-Owner value its answers carried.
+type headerLog struct {
+	mu      sync.Mutex
+	n       int
+	carried []string
+}
+
+func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		h.mu.Lock()
+		h.n++
+		h.carried = append(h.carried, resp.Header.Values(mcpproxy.OwnerHeader)...)
+		h.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (h *headerLog) owners() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.carried...)
+}
+
+func (h *headerLog) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
