@@ -87,14 +87,14 @@ func TestClusterOwnerRoutingE2E(t *testing.T) {
 	}
 
 	// The balancer, from deploy/haproxy.cfg.
-	var rest, mcpAddrs []string
+	var restAddrs, mcpAddrs []string
 	for _, n := range nodes {
-		rest = append(rest, hostOf(t, n.rest))
+		restAddrs = append(restAddrs, hostOf(t, n.rest))
 		mcpAddrs = append(mcpAddrs, hostOf(t, n.mcp))
 	}
 	restBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t))
 	mcpBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(t))
-	lb := peertest.StartHAProxy(t, peertest.LoopbackHAProxyConfig(t, rest, mcpAddrs, restBind, mcpBind), restBind, mcpBind)
+	lb := peertest.StartHAProxy(t, peertest.LoopbackHAProxyConfig(t, restAddrs, mcpAddrs, restBind, mcpBind), restBind, mcpBind)
 	defer func() {
 		if t.Failed() {
 			t.Logf("haproxy:\n%s", tail(lb.Logs(), 6000))
@@ -123,6 +123,10 @@ func TestClusterOwnerRoutingE2E(t *testing.T) {
 			}
 		}
 	}
+	var rests []string
+	for _, n := range nodes {
+		rests = append(rests, n.rest)
+	}
 	for _, name := range names {
 		// The first session on a path goes where round robin (or the session's stickiness) sends it; its answers
 		// teach the balancer the owner.
@@ -130,11 +134,11 @@ func TestClusterOwnerRoutingE2E(t *testing.T) {
 		callN(s, name, 2)
 		s.Close()
 
-		before := settledPerServerRequests(t, nodes)
+		before := settledPerServerRequests(t, rests)
 		s = session(name)
 		callN(s, name, 10)
 		s.Close()
-		after := settledPerServerRequests(t, nodes)
+		after := settledPerServerRequests(t, rests)
 		for i, n := range nodes {
 			grew := after[i] - before[i]
 			switch {
@@ -165,12 +169,12 @@ func hostOf(t *testing.T, raw string) string {
 
 // settledPerServerRequests is perServerRequests once it stopped moving (a session's standalone GET stream is
 // counted when it ends, a moment after the session closed).
-func settledPerServerRequests(t *testing.T, nodes []*clusterNode) []int {
+func settledPerServerRequests(t testing.TB, rests []string) []int {
 	t.Helper()
-	last := perServerRequests(t, nodes)
+	last := perServerRequests(t, rests)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(300 * time.Millisecond)
-		now := perServerRequests(t, nodes)
+		now := perServerRequests(t, rests)
 		if slices.Equal(now, last) {
 			return now
 		}
@@ -179,15 +183,15 @@ func settledPerServerRequests(t *testing.T, nodes []*clusterNode) []int {
 	return last
 }
 
-// perServerRequests is, for each node, how many /mcp/servers/{name} requests it has answered
-// (mcp_aggregator_http_requests_total of that route, every method and status).
-func perServerRequests(t *testing.T, nodes []*clusterNode) []int {
+// perServerRequests is, for each node (its REST listener's root URL), how many /mcp/servers/{name} requests it
+// has answered (mcp_aggregator_http_requests_total of that route, every method and status).
+func perServerRequests(t testing.TB, rests []string) []int {
 	t.Helper()
-	out := make([]int, len(nodes))
-	for i, n := range nodes {
-		resp, err := http.Get(n.rest + "/metrics")
+	out := make([]int, len(rests))
+	for i, rest := range rests {
+		resp, err := http.Get(rest + "/metrics")
 		if err != nil {
-			t.Fatalf("%s metrics: %v", n.name, err)
+			t.Fatalf("%s metrics: %v", rest, err)
 		}
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
