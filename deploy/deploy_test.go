@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/http/mcpproxy"
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
@@ -541,7 +541,7 @@ func TestCompose(t *testing.T) {
 }
 
 // checkHAProxy checks the load balancer's configuration against the nodes of the compose file.
-// owners is the owner header value (mcpproxy.OwnerHeader) each node answers with.
+// owners is the owner header value (actors.OwnerHeader) each node answers with.
 func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports func(string) (rest, mcp int), owners map[string]string) {
 	t.Helper()
 	s := c.Services[lb]
@@ -593,7 +593,7 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 		}
 	}
 	sawListener := map[string]bool{}
-	ownerRouted := false
+	ownerRouted, restOwnerRouted := false, false
 	for _, f := range frontends {
 		var used []string
 		for _, d := range f.directive("default_backend") {
@@ -641,6 +641,13 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				t.Errorf("haproxy.cfg: backend %s has %d servers for %d nodes", bname, len(servers), len(nodes))
 			}
 			sawListener[listener] = true
+			// The REST backend sends a tool call to the owner of the server that answered the last call of its name.
+			if listener == "rest" {
+				for _, p := range checkOwnerRouting(b, backends, lines, owners, byToolName) {
+					t.Error(p)
+				}
+				restOwnerRouted = true
+			}
 			// Only ready nodes get traffic.
 			check := strings.Join(flattenDirectives(b.directive("http-check send")), " ")
 			if len(b.directive("option httpchk")) == 0 || !strings.Contains(check, "uri /readyz") {
@@ -659,7 +666,7 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				// The backend of the streamable HTTP endpoints (not the legacy SSE one) sends a per-server path to
 				// its owner.
 				if sticky {
-					for _, p := range checkOwnerRouting(b, backends, lines, owners) {
+					for _, p := range checkOwnerRouting(b, backends, lines, owners, byServerPath) {
 						t.Error(p)
 					}
 					ownerRouted = true
@@ -670,24 +677,48 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 	if !sawListener["rest"] || !sawListener["mcp"] {
 		t.Errorf("haproxy.cfg: want backends for both the REST and the MCP listener, got %v", sawListener)
 	}
+	if !restOwnerRouted {
+		t.Errorf("haproxy.cfg: no REST backend, so no owner routing of tool calls")
+	}
 	if !ownerRouted {
 		t.Errorf("haproxy.cfg: no MCP backend sticks on Mcp-Session-Id, so none routes /mcp/servers/{name} to its owner")
 	}
 }
 
-// Owner routing in an MCP backend (haproxy.cfg's header comment): the backend tracks each per-server path in a
-// table whose gpt0 is the number of the path's owner, learnt from the owner header of the answers, and a
-// use-server rule per number sends the path to that node's server line.
+// Owner routing in a backend (haproxy.cfg's header comment): the backend tracks each key (the MCP backend: a
+// per-server path; the REST backend: a tool call's name) in a table whose gpt0 is the number of the key's owner,
+// learnt from the owner header of the answers, and a use-server rule per number sends the key to that node's server
+// line.
 var (
-	ownerTrack = regexp.MustCompile(`^http-request track-sc(\d) path table (\S+) if \{ path_beg /mcp/servers/ \}$`)
+	ownerTrack = regexp.MustCompile(`^http-request track-sc(\d) (\S+) table (\S+) if (.+)$`)
 	ownerUse   = regexp.MustCompile(`^use-server (\S+) if \{ sc_get_gpt0\((\d)\) eq (\d+) \}$`)
 	ownerLearn = regexp.MustCompile(`^http-response sc-set-gpt0\((\d)\) (\d+) if \{ res\.hdr\(([^)]+)\) -m str (\S+) \}$`)
 	ownerStrip = regexp.MustCompile(`^http-response del-header (\S+)$`)
 )
 
+// ownerKey says what a backend's owner routing must be keyed by.
+type ownerKey struct {
+	what string
+	ok   func(b haproxySection, key, cond string) bool
+}
+
+var (
+	// The MCP backend: the path of the per-server endpoint.
+	byServerPath = ownerKey{"/mcp/servers/ paths", func(_ haproxySection, key, cond string) bool {
+		return key == "path" && cond == "{ path_beg /mcp/servers/ }"
+	}}
+	// The REST backend: the "name" of a tool call's body, which needs the body buffered.
+	byToolName = ownerKey{"the name of POST /api/v1/tools/call", func(b haproxySection, key, cond string) bool {
+		v, ok := strings.CutPrefix(key, "var(")
+		v, ok2 := strings.CutSuffix(v, ")")
+		return ok && ok2 && cond == "{ "+key+" -m found }" && len(b.directive("option http-buffer-request")) > 0 &&
+			slices.Contains(b.Lines, "http-request set-var("+v+") req.body,json_query('$.name') if { method POST } { path /api/v1/tools/call }")
+	}}
+)
+
 // checkOwnerRouting checks the owner routing of MCP backend b, whose server lines are lines (name -> node), against
 // the owner header value each node answers with (owners); it returns what is wrong.
-func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lines map[string]string, owners map[string]string) []string {
+func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lines map[string]string, owners map[string]string, keyed ownerKey) []string {
 	var problems []string
 	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	sc, table := "", ""
@@ -695,22 +726,22 @@ func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lin
 	learn := map[string]string{} // owner header value -> number
 	learnAt, stripAt := -1, -1   // positions of the last learning rule and of the header's removal
 	for i, l := range b.Lines {
-		if m := ownerTrack.FindStringSubmatch(l); m != nil {
-			sc, table = m[1], m[2]
+		if m := ownerTrack.FindStringSubmatch(l); m != nil && keyed.ok(b, m[2], m[4]) {
+			sc, table = m[1], m[3]
 		}
 		if m := ownerUse.FindStringSubmatch(l); m != nil && m[2] == sc {
 			use[m[3]] = m[1]
 		}
-		if m := ownerLearn.FindStringSubmatch(l); m != nil && m[1] == sc && strings.EqualFold(m[3], mcpproxy.OwnerHeader) {
+		if m := ownerLearn.FindStringSubmatch(l); m != nil && m[1] == sc && strings.EqualFold(m[3], actors.OwnerHeader) {
 			learn[m[4]] = m[2]
 			learnAt = i
 		}
-		if m := ownerStrip.FindStringSubmatch(l); m != nil && strings.EqualFold(m[1], mcpproxy.OwnerHeader) {
+		if m := ownerStrip.FindStringSubmatch(l); m != nil && strings.EqualFold(m[1], actors.OwnerHeader) {
 			stripAt = i
 		}
 	}
 	if sc == "" {
-		report("haproxy.cfg: backend %s does not track /mcp/servers/ paths (http-request track-scN path table T if { path_beg /mcp/servers/ }): no owner routing", b.Name)
+		report("haproxy.cfg: backend %s does not track %s (http-request track-scN <key> table T if <condition>): no owner routing", b.Name, keyed.what)
 		return problems
 	}
 	if tb, ok := backends[table]; !ok || !slices.ContainsFunc(tb.directive("stick-table"), func(a []string) bool {
@@ -723,7 +754,7 @@ func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lin
 		k, ok := learn[owner]
 		switch {
 		case !ok:
-			report("haproxy.cfg: backend %s never learns owner %s (node %s) from the %s header (sc-set-gpt0(%s) K if { res.hdr(...) -m str %s })", b.Name, owner, node, mcpproxy.OwnerHeader, sc, owner)
+			report("haproxy.cfg: backend %s never learns owner %s (node %s) from the %s header (sc-set-gpt0(%s) K if { res.hdr(...) -m str %s })", b.Name, owner, node, actors.OwnerHeader, sc, owner)
 			continue
 		case k == "0":
 			report("haproxy.cfg: backend %s: owner %s is number 0, which means unknown", b.Name, owner)
@@ -732,11 +763,11 @@ func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lin
 		}
 		numbers[k] = node
 		if line := use[k]; lines[line] != node {
-			report("haproxy.cfg: backend %s sends the paths of owner %s (number %s) to server line %q (node %q), not to node %s", b.Name, owner, k, line, lines[line], node)
+			report("haproxy.cfg: backend %s sends the requests of owner %s (number %s) to server line %q (node %q), not to node %s", b.Name, owner, k, line, lines[line], node)
 		}
 	}
 	if stripAt < 0 || stripAt < learnAt {
-		report("haproxy.cfg: backend %s does not remove the %s header after learning from it: clients would see node addresses", b.Name, mcpproxy.OwnerHeader)
+		report("haproxy.cfg: backend %s does not remove the %s header after learning from it: clients would see node addresses", b.Name, actors.OwnerHeader)
 	}
 	return problems
 }
@@ -1199,7 +1230,12 @@ func TestHAProxyOwnerRoutingCheck(t *testing.T) {
 		if len(owners) == 0 {
 			return []string{"backend mcp has no servers"}
 		}
-		return checkOwnerRouting(b, backends, lines, owners)
+		problems := checkOwnerRouting(b, backends, lines, owners, byServerPath)
+		rest, ok := backends["rest"]
+		if !ok {
+			return append(problems, "no backend rest")
+		}
+		return append(problems, checkOwnerRouting(rest, backends, lines, owners, byToolName)...)
 	}
 	if p := check(text); len(p) > 0 {
 		t.Fatalf("deploy/haproxy.cfg: %v", p)
@@ -1227,6 +1263,13 @@ func TestHAProxyOwnerRoutingCheck(t *testing.T) {
 		{"two owners share a number", replace("sc-set-gpt0(1) 3 if", "sc-set-gpt0(1) 2 if")},
 		{"owner numbered 0 (unknown)", replace("sc-set-gpt0(1) 1 if", "sc-set-gpt0(1) 0 if")},
 		{"header reaches the client", replace("http-response del-header mcp-aggregator-owner", "")},
+		{"REST: tool names not tracked", replace("http-request track-sc1 var(txn.tool) table rest_owners", "http-request track-sc1 var(txn.other) table rest_owners")},
+		{"REST: body not buffered", replace("option http-buffer-request", "")},
+		{"REST: key not the tool name", replace("json_query('$.name')", "json_query('$.arguments')")},
+		{"REST: table missing", replace("backend rest_owners", "backend rest_owners_old")},
+		{"REST: owner sent to another node", replace("use-server aggregator-3 if { sc_get_gpt0(1) eq 3 }", "use-server aggregator-1 if { sc_get_gpt0(1) eq 3 }")},
+		{"REST: owner learnt under a wrong address", replace("res.hdr(mcp-aggregator-owner) -m str aggregator-1:8082", "res.hdr(mcp-aggregator-owner) -m str aggregator-1:8081")},
+		{"REST: header reaches the client", replace("    http-response del-header mcp-aggregator-owner\n", "")},
 		{"header removed before learning", func(s string) string {
 			s = replace("    http-response del-header mcp-aggregator-owner\n", "")(s)
 			return replace("    http-response sc-set-gpt0(1) 1", "    http-response del-header mcp-aggregator-owner\n    http-response sc-set-gpt0(1) 1")(s)

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
@@ -256,10 +257,13 @@ func BenchmarkCluster(b *testing.B) {
 	// took its initialize, and that node forwards each request to the owner) and with it (every session on the
 	// owner). forwarded-share is the share of the nodes' per-server requests that arrived at a node that does not
 	// own the server (each forwarded once more to the owner, which counts it too).
+	// The REST variants: 32 callers over the 6 servers' echo through the balancer's REST frontend, round robin over
+	// the nodes (two calls in three take the hop) or sent to each tool name's owner.
 	for _, variant := range []struct {
-		name  string
-		owner bool
-	}{{"throughput/haproxy-perserver", false}, {"throughput/haproxy-perserver-owner", true}} {
+		name       string
+		owner, api bool
+	}{{"throughput/haproxy-perserver", false, false}, {"throughput/haproxy-perserver-owner", true, false},
+		{"throughput/haproxy-rest", false, true}, {"throughput/haproxy-rest-owner", true, true}} {
 		b.Run(variant.name, func(b *testing.B) {
 			var rests, restAddrs, mcpAddrs []string
 			for _, n := range nodes {
@@ -267,8 +271,8 @@ func BenchmarkCluster(b *testing.B) {
 				restAddrs = append(restAddrs, strings.TrimPrefix(n.rest, "http://"))
 				mcpAddrs = append(mcpAddrs, strings.TrimSuffix(strings.TrimPrefix(n.mcp, "http://"), "/mcp"))
 			}
-			mcpBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b))
-			cfg := peertest.LoopbackHAProxyConfig(b, restAddrs, mcpAddrs, fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b)), mcpBind)
+			mcpBind, restBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b)), fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b))
+			cfg := peertest.LoopbackHAProxyConfig(b, restAddrs, mcpAddrs, restBind, mcpBind)
 			if !variant.owner {
 				var kept []string
 				for _, l := range strings.Split(cfg, "\n") {
@@ -279,26 +283,39 @@ func BenchmarkCluster(b *testing.B) {
 				cfg = strings.Join(kept, "\n")
 			}
 			cfg = strings.Replace(cfg, "log stdout format raw local0 info", "", 1) // no request log under load
-			peertest.StartHAProxy(b, cfg, mcpBind)
-			if variant.owner {
-				// One request per path teaches the balancer its owner.
-				for _, name := range names {
-					resp, err := client.Get("http://" + mcpBind + "/mcp/servers/" + name)
-					if err != nil {
-						b.Fatal(err)
-					}
-					resp.Body.Close()
-				}
-			}
+			peertest.StartHAProxy(b, cfg, mcpBind, restBind)
 			var callers []caller
-			for _, name := range names {
-				for range 4 {
-					sess := connectMCP(b, "http://"+mcpBind+"/mcp/servers/"+name, nil)
-					checkEcho(b, sess, "echo")
-					callers = append(callers, mcpCaller(sess, "echo"))
+			if variant.api {
+				for _, name := range names {
+					// One call per name, which teaches the balancer its owner when it learns.
+					checkRESTEcho(b, client, "http://"+restBind+"/api/v1/tools/call", name+".echo")
+					callers = append(callers, restCaller(client, "http://"+restBind+"/api/v1/tools/call", name+".echo"))
 				}
 			}
-			reqBefore := settledPerServerRequests(b, rests)
+			if !variant.api {
+				if variant.owner {
+					// One request per path teaches the balancer its owner.
+					for _, name := range names {
+						resp, err := client.Get("http://" + mcpBind + "/mcp/servers/" + name)
+						if err != nil {
+							b.Fatal(err)
+						}
+						resp.Body.Close()
+					}
+				}
+				for _, name := range names {
+					for range 4 {
+						sess := connectMCP(b, "http://"+mcpBind+"/mcp/servers/"+name, nil)
+						checkEcho(b, sess, "echo")
+						callers = append(callers, mcpCaller(sess, "echo"))
+					}
+				}
+			}
+			route := mcpproxy.Prefix + "{name}"
+			if variant.api {
+				route = "/api/v1/tools/call"
+			}
+			reqBefore := settledRequests(b, rests, route)
 			var before time.Duration
 			for _, n := range nodes {
 				before += cpuOf(n.cmd.Process.Pid)
@@ -311,14 +328,17 @@ func BenchmarkCluster(b *testing.B) {
 			for _, n := range nodes {
 				after += cpuOf(n.cmd.Process.Pid)
 			}
-			reqAfter := settledPerServerRequests(b, rests)
+			reqAfter := settledRequests(b, rests, route)
 			total := 0
 			for i := range nodes {
 				total += reqAfter[i] - reqBefore[i]
 			}
-			// A call is one request at the node that receives it, and one more at the owner when it was forwarded.
 			calls := int(made.Load())
-			b.ReportMetric(float64(total-calls)/float64(calls), "forwarded-share")
+			if !variant.api {
+				// A call is one request at the node that receives it, and one more at the owner when it was
+				// forwarded. (A REST call's hop is not an HTTP request: not counted here.)
+				b.ReportMetric(float64(total-calls)/float64(calls), "forwarded-share")
+			}
 			perCall := float64(after-before) / float64(calls)
 			b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
 		})

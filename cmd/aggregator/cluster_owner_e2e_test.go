@@ -22,11 +22,12 @@ import (
 
 // TestClusterOwnerRoutingE2E is owner routing with real parts: three nodes on etcd and PostgreSQL behind a real
 // HAProxy running deploy/haproxy.cfg (its node addresses mapped to loopback). Every node names a server's owner in
-// the Mcp-Aggregator-Owner header of /mcp/servers/{name} (the owner itself, or a node that forwards there). Through
-// the balancer the header never reaches the client, and once a path has been answered, a new session on it and all
-// of that session's requests land on the owner: the other nodes see none of them (their count of per-server
-// requests does not move), so nothing is forwarded between nodes. Without the owner routing, each session would
-// stay on whichever node round robin gave its initialize, two times in three another node than the owner.
+// the Mcp-Aggregator-Owner header of /mcp/servers/{name} (the owner itself, or a node that forwards there) and of a
+// REST tool call. Through the balancer the header never reaches the client, and once a path (a tool name) has been
+// answered, a new session on it and all of that session's requests (the calls of that name) land on the owner: the
+// other nodes see none of them (their count of requests of that route does not move), so nothing goes between
+// nodes. Without the owner routing, each session would stay on whichever node round robin gave its initialize, and
+// REST calls would go round robin: two times in three another node than the owner.
 func TestClusterOwnerRoutingE2E(t *testing.T) {
 	etcd := peertest.StartEtcd(t)
 	db := pgtest.NewDatabase(t)
@@ -80,7 +81,7 @@ func TestClusterOwnerRoutingE2E(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if got := resp.Header.Get(mcpproxy.OwnerHeader); got != want {
+			if got := resp.Header.Get(actors.OwnerHeader); got != want {
 				t.Errorf("%s answered %s for %s (status %d), want the owner %s (%s)", n.name, got, name, resp.StatusCode, want, owner[name].name)
 			}
 		}
@@ -149,8 +150,62 @@ func TestClusterOwnerRoutingE2E(t *testing.T) {
 			}
 		}
 	}
+
+	// REST tool calls: straight to each node, the answer names the owner of the server that ran the call; through
+	// the balancer, after the first call of a name, the calls of that name reach only the owner's REST listener (a
+	// call elsewhere would go to the owner's actor over the cluster port).
+	const callRoute = "/api/v1/tools/call"
+	restCall := func(base, tool string) (int, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+callRoute, strings.NewReader(`{"name":"`+tool+`","arguments":{"message":"hi"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	direct := &http.Client{}
+	for _, name := range names {
+		want := hostOf(t, owner[name].mcp)
+		for _, n := range nodes {
+			req, _ := http.NewRequest("POST", n.rest+callRoute, strings.NewReader(`{"name":"`+name+`.echo","arguments":{"message":"hi"}}`))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := direct.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get(actors.OwnerHeader); resp.StatusCode != 200 || got != want {
+				t.Errorf("REST call of %s.echo on %s: %d, owner %q, want 200 naming the owner %s (%s)", name, n.name, resp.StatusCode, got, want, owner[name].name)
+			}
+		}
+	}
+	for _, name := range names {
+		if code, _ := restCall("http://"+restBind, name+".echo"); code != 200 {
+			t.Fatalf("REST call of %s.echo through haproxy: %d", name, code)
+		}
+		before := settledRequests(t, rests, callRoute)
+		for range 10 {
+			if code, _ := restCall("http://"+restBind, name+".echo"); code != 200 {
+				t.Fatalf("REST call of %s.echo through haproxy: %d", name, code)
+			}
+		}
+		after := settledRequests(t, rests, callRoute)
+		for i, n := range nodes {
+			grew := after[i] - before[i]
+			switch {
+			case n == owner[name] && grew != 10:
+				t.Errorf("REST %s.echo: the owner %s received %d of the 10 calls: not routed to the owner", name, n.name, grew)
+			case n != owner[name] && grew != 0:
+				t.Errorf("REST %s.echo: %s, which does not own it, received %d of the 10 calls (each a hop to the owner %s)", name, n.name, grew, owner[name].name)
+			}
+		}
+	}
+
 	if h := seen.owners(); len(h) > 0 {
-		t.Errorf("the %s header reached the client through the balancer: %v", mcpproxy.OwnerHeader, h)
+		t.Errorf("the %s header reached the client through the balancer: %v", actors.OwnerHeader, h)
 	}
 	if seen.count() == 0 {
 		t.Fatal("no answer went through the balancer")
@@ -171,10 +226,16 @@ func hostOf(t *testing.T, raw string) string {
 // counted when it ends, a moment after the session closed).
 func settledPerServerRequests(t testing.TB, rests []string) []int {
 	t.Helper()
-	last := perServerRequests(t, rests)
+	return settledRequests(t, rests, mcpproxy.Prefix+"{name}")
+}
+
+// settledRequests is requestsOn once it stopped moving.
+func settledRequests(t testing.TB, rests []string, route string) []int {
+	t.Helper()
+	last := requestsOn(t, rests, route)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(300 * time.Millisecond)
-		now := perServerRequests(t, rests)
+		now := requestsOn(t, rests, route)
 		if slices.Equal(now, last) {
 			return now
 		}
@@ -184,8 +245,15 @@ func settledPerServerRequests(t testing.TB, rests []string) []int {
 }
 
 // perServerRequests is, for each node (its REST listener's root URL), how many /mcp/servers/{name} requests it
-// has answered (mcp_aggregator_http_requests_total of that route, every method and status).
+// has answered.
 func perServerRequests(t testing.TB, rests []string) []int {
+	t.Helper()
+	return requestsOn(t, rests, mcpproxy.Prefix+"{name}")
+}
+
+// requestsOn is, for each node (its REST listener's root URL), how many requests of a route it has answered
+// (mcp_aggregator_http_requests_total of that route pattern, every listener, method and status).
+func requestsOn(t testing.TB, rests []string, route string) []int {
 	t.Helper()
 	out := make([]int, len(rests))
 	for i, rest := range rests {
@@ -197,7 +265,7 @@ func perServerRequests(t testing.TB, rests []string) []int {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			if strings.HasPrefix(line, "mcp_aggregator_http_requests_total{") && strings.Contains(line, `route="`+mcpproxy.Prefix+`{name}"`) {
+			if strings.HasPrefix(line, "mcp_aggregator_http_requests_total{") && strings.Contains(line, `route="`+route+`"`) {
 				var v float64
 				if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
 					out[i] += int(v)
@@ -221,7 +289,7 @@ func (h *headerLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err == nil {
 		h.mu.Lock()
 		h.n++
-		h.carried = append(h.carried, resp.Header.Values(mcpproxy.OwnerHeader)...)
+		h.carried = append(h.carried, resp.Header.Values(actors.OwnerHeader)...)
 		h.mu.Unlock()
 	}
 	return resp, err

@@ -83,14 +83,6 @@ type Options struct {
 	ConsoleURL string
 }
 
-// OwnerHeader names, on every answer of /mcp/servers/{name} in a cluster, the node whose actor serves the server:
-// the host:port of its MCP listener as the node advertises it to the others (MCP_AGGREGATOR_CLUSTER_ADVERTISE, or
-// its listen host, and the port of MCP_AGGREGATOR_MCP_LISTEN), which is what the balancer's server line for that
-// node says. A balancer learns path -> owner from it and sends the next requests of that path to the owner, which
-// saves the hop through the node that received them (deploy/haproxy.cfg). A node that forwards the request names the
-// node it forwarded to. Nothing else is named, and only what the operator configured.
-const OwnerHeader = "Mcp-Aggregator-Owner"
-
 // Defaults of Options.
 const (
 	DefaultIdleTimeout = 10 * time.Minute
@@ -107,7 +99,7 @@ type Handler struct {
 	bare *mcp.Server
 
 	stop func() // stops following the routing table
-	// self is this node's OwnerHeader value ("" on a single node: no header).
+	// self is this node's actors.OwnerHeader value ("" on a single node: no header).
 	self string
 
 	mu       sync.Mutex
@@ -243,7 +235,7 @@ func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv routing.
 		return true
 	case !remote:
 		if h.self != "" {
-			w.Header().Set(OwnerHeader, h.self)
+			w.Header().Set(actors.OwnerHeader, h.self)
 		}
 		return false
 	}
@@ -262,7 +254,7 @@ func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv routing.
 		FlushInterval: -1, // SSE and streamable responses stream through
 		// The owner names itself; whatever it says, the node it was reached at is the one to name.
 		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Set(OwnerHeader, u.Host)
+			resp.Header.Set(actors.OwnerHeader, u.Host)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
