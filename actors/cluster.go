@@ -3,7 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -164,11 +164,20 @@ func (s *System) OwnerAddress(serverID string) string {
 			return ""
 		}
 	}
-	u, err := url.Parse(base)
-	if err != nil {
+	return urlHost(base)
+}
+
+// urlHost is the host:port of a base URL as nodeURL writes them (scheme://host:port[/path]), without the allocation
+// of url.Parse: OwnerAddress runs on every REST call of a cluster node.
+func urlHost(base string) string {
+	_, rest, ok := strings.Cut(base, "://")
+	if !ok {
 		return ""
 	}
-	return u.Host
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 // OwnerURL is, in a cluster, the base URL of the MCP listener of the node whose actor serves the server now (as
