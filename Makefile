@@ -6,7 +6,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1x
 
-.PHONY: run build test bench compare lint fuzz proto peers pg promtool etcd chromium jaeger ui-vendor clean
+.PHONY: run build test bench compare lint fuzz proto peers pg promtool etcd haproxy chromium jaeger ui-vendor clean
 
 ## run: start the daemon on :8081 with the embedded store in ./data
 run:
@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL
-test: $(PEERS) pg promtool etcd chromium jaeger
+test: $(PEERS) pg promtool etcd haproxy chromium jaeger
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
@@ -82,6 +82,11 @@ promtool:
 ## etcd: Debian's etcd-server, for the cluster tests (each starts its own etcd on loopback; none runs as a service)
 etcd:
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null && (systemctl stop etcd 2>/dev/null || pkill -x etcd || true))
+
+## haproxy: Debian's haproxy (2.6), the balancer of deploy/haproxy.cfg, which the owner routing test runs in front of
+## three nodes (it starts its own on loopback; none runs as a service)
+haproxy:
+	@command -v haproxy >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null && (systemctl stop haproxy 2>/dev/null || service haproxy stop >/dev/null 2>&1 || true))
 
 ## jaeger: Jaeger all-in-one (v2), which the tracing tests export to and read traces back from, built from the module
 ## proxy's source into $(go env GOPATH)/bin (`go install ...@version` refuses the module: its go.mod has replace

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -129,6 +130,57 @@ func (s *System) ClusterStatus() (node string, members int, joined, ok bool) {
 	}
 	members, joined = s.members.Status()
 	return s.deps.NodeID, members, joined, true
+}
+
+// NodeAddress is, in a cluster, the base URL of this node's MCP listener as recorded with its heartbeat (the one
+// OwnerURL gives the other nodes for this node); "" on a single node.
+func (s *System) NodeAddress() string {
+	if s.cluster == nil {
+		return ""
+	}
+	return s.deps.NodeAddress
+}
+
+// OwnerHeader names, in a cluster, the node that serves the server a request named: on every answer of
+// /mcp/servers/{name} (http/mcpproxy) and on a REST tool call's answer (http/api). Its value is the host:port of that
+// node's MCP listener as the node advertises it to the others (MCP_AGGREGATOR_CLUSTER_ADVERTISE, or its listen host,
+// and the port of MCP_AGGREGATOR_MCP_LISTEN), which is what a balancer's server line for that node says: a balancer
+// that sends the next requests of the same path (or tool) there saves the hop through the node that received them
+// (deploy/haproxy.cfg). Nothing else is named, and only what the operator configured.
+const OwnerHeader = "Mcp-Aggregator-Owner"
+
+// OwnerAddress is, in a cluster, the host:port of the MCP listener of the node whose actor serves the server, as far
+// as this node knows without asking anyone: the actor it last located (its cache, filled by the call just made)
+// and that node's address as its heartbeat recorded it (read with this node's lease renewals). It is what a REST
+// call's answer names for a balancer (Mcp-Aggregator-Owner). "" on a single node, and when not known.
+func (s *System) OwnerAddress(serverID string) string {
+	if s.cluster == nil || s.lookup == nil {
+		return ""
+	}
+	pid, ok := s.lookup.Cached(serverID)
+	if !ok {
+		return ""
+	}
+	base := s.deps.NodeAddress
+	if pid.Address != s.sys.Address() {
+		if base, ok = s.deps.owners.NodeAddress(s.members.IDAt(pid.Address)); !ok {
+			return ""
+		}
+	}
+	return urlHost(base)
+}
+
+// urlHost is the host:port of a base URL as nodeURL writes them (scheme://host:port[/path]), without the allocation
+// of url.Parse: OwnerAddress runs on every REST call of a cluster node.
+func urlHost(base string) string {
+	_, rest, ok := strings.Cut(base, "://")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 // OwnerURL is, in a cluster, the base URL of the MCP listener of the node whose actor serves the server now (as

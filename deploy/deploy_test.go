@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"net"
 	"net/url"
@@ -23,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/connconfig"
 )
 
@@ -411,6 +413,7 @@ func TestCompose(t *testing.T) {
 	shutdown := time.Duration(0)
 	var keys []string
 	advertised := map[string]bool{}
+	owners := map[string]string{} // node -> the owner header value it answers with
 	dataVolumes := map[string]string{}
 	type ports struct{ rest, mcp int }
 	nodePorts := map[string]ports{}
@@ -459,6 +462,7 @@ func TestCompose(t *testing.T) {
 			t.Errorf("%s: advertises %q like another node", who, adv)
 		}
 		advertised[adv] = true
+		owners[name] = net.JoinHostPort(adv, strconv.Itoa(nodePorts[name].mcp))
 		deps := s.dependsOn(t)
 		for _, r := range []string{"postgres", "etcd"} {
 			if deps[roles[r]] != "service_healthy" {
@@ -533,11 +537,12 @@ func TestCompose(t *testing.T) {
 		}
 	}
 
-	checkHAProxy(t, c, roles["lb"], nodes, func(n string) (int, int) { return nodePorts[n].rest, nodePorts[n].mcp })
+	checkHAProxy(t, c, roles["lb"], nodes, func(n string) (int, int) { return nodePorts[n].rest, nodePorts[n].mcp }, owners)
 }
 
 // checkHAProxy checks the load balancer's configuration against the nodes of the compose file.
-func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports func(string) (rest, mcp int)) {
+// owners is the owner header value (actors.OwnerHeader) each node answers with.
+func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports func(string) (rest, mcp int), owners map[string]string) {
 	t.Helper()
 	s := c.Services[lb]
 	var cfgPath string
@@ -588,6 +593,7 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 		}
 	}
 	sawListener := map[string]bool{}
+	ownerRouted, restOwnerRouted := false, false
 	for _, f := range frontends {
 		var used []string
 		for _, d := range f.directive("default_backend") {
@@ -606,6 +612,7 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				continue
 			}
 			servers := map[string]int{}
+			lines := map[string]string{} // server line name -> node
 			for _, d := range b.directive("server") {
 				host, port, err := net.SplitHostPort(d[1])
 				if err != nil {
@@ -614,6 +621,7 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				}
 				n, _ := strconv.Atoi(port)
 				servers[host] = n
+				lines[d[0]] = host
 			}
 			listener := ""
 			for _, node := range nodes {
@@ -633,6 +641,13 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				t.Errorf("haproxy.cfg: backend %s has %d servers for %d nodes", bname, len(servers), len(nodes))
 			}
 			sawListener[listener] = true
+			// The REST backend sends a tool call to the owner of the server that answered the last call of its name.
+			if listener == "rest" {
+				for _, p := range checkOwnerRouting(b, backends, lines, owners, byToolName) {
+					t.Error(p)
+				}
+				restOwnerRouted = true
+			}
 			// Only ready nodes get traffic.
 			check := strings.Join(flattenDirectives(b.directive("http-check send")), " ")
 			if len(b.directive("option httpchk")) == 0 || !strings.Contains(check, "uri /readyz") {
@@ -648,12 +663,113 @@ func checkHAProxy(t *testing.T, c composeFile, lb string, nodes []string, ports 
 				if !sticky && !bySource {
 					t.Errorf("haproxy.cfg: MCP backend %s neither sticks on Mcp-Session-Id nor balances by source: sessions would land on nodes that do not have them", bname)
 				}
+				// The backend of the streamable HTTP endpoints (not the legacy SSE one) sends a per-server path to
+				// its owner.
+				if sticky {
+					for _, p := range checkOwnerRouting(b, backends, lines, owners, byServerPath) {
+						t.Error(p)
+					}
+					ownerRouted = true
+				}
 			}
 		}
 	}
 	if !sawListener["rest"] || !sawListener["mcp"] {
 		t.Errorf("haproxy.cfg: want backends for both the REST and the MCP listener, got %v", sawListener)
 	}
+	if !restOwnerRouted {
+		t.Errorf("haproxy.cfg: no REST backend, so no owner routing of tool calls")
+	}
+	if !ownerRouted {
+		t.Errorf("haproxy.cfg: no MCP backend sticks on Mcp-Session-Id, so none routes /mcp/servers/{name} to its owner")
+	}
+}
+
+// Owner routing in a backend (haproxy.cfg's header comment): the backend tracks each key (the MCP backend: a
+// per-server path; the REST backend: a tool call's name) in a table whose gpt0 is the number of the key's owner,
+// learnt from the owner header of the answers, and a use-server rule per number sends the key to that node's server
+// line.
+var (
+	ownerTrack = regexp.MustCompile(`^http-request track-sc(\d) (\S+) table (\S+) if (.+)$`)
+	ownerUse   = regexp.MustCompile(`^use-server (\S+) if \{ sc_get_gpt0\((\d)\) eq (\d+) \}$`)
+	ownerLearn = regexp.MustCompile(`^http-response sc-set-gpt0\((\d)\) (\d+) if \{ res\.hdr\(([^)]+)\) -m str (\S+) \}$`)
+	ownerStrip = regexp.MustCompile(`^http-response del-header (\S+)$`)
+)
+
+// ownerKey says what a backend's owner routing must be keyed by.
+type ownerKey struct {
+	what string
+	ok   func(b haproxySection, key, cond string) bool
+}
+
+var (
+	// The MCP backend: the path of the per-server endpoint.
+	byServerPath = ownerKey{"/mcp/servers/ paths", func(_ haproxySection, key, cond string) bool {
+		return key == "path" && cond == "{ path_beg /mcp/servers/ }"
+	}}
+	// The REST backend: the "name" of a tool call's body, which needs the body buffered.
+	byToolName = ownerKey{"the name of POST /api/v1/tools/call", func(b haproxySection, key, cond string) bool {
+		v, ok := strings.CutPrefix(key, "var(")
+		v, ok2 := strings.CutSuffix(v, ")")
+		return ok && ok2 && cond == "{ "+key+" -m found }" && len(b.directive("option http-buffer-request")) > 0 &&
+			slices.Contains(b.Lines, "http-request set-var("+v+") req.body,json_query('$.name') if { method POST } { path /api/v1/tools/call }")
+	}}
+)
+
+// checkOwnerRouting checks the owner routing of MCP backend b, whose server lines are lines (name -> node), against
+// the owner header value each node answers with (owners); it returns what is wrong.
+func checkOwnerRouting(b haproxySection, backends map[string]haproxySection, lines map[string]string, owners map[string]string, keyed ownerKey) []string {
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	sc, table := "", ""
+	use := map[string]string{}   // number -> server line
+	learn := map[string]string{} // owner header value -> number
+	learnAt, stripAt := -1, -1   // positions of the last learning rule and of the header's removal
+	for i, l := range b.Lines {
+		if m := ownerTrack.FindStringSubmatch(l); m != nil && keyed.ok(b, m[2], m[4]) {
+			sc, table = m[1], m[3]
+		}
+		if m := ownerUse.FindStringSubmatch(l); m != nil && m[2] == sc {
+			use[m[3]] = m[1]
+		}
+		if m := ownerLearn.FindStringSubmatch(l); m != nil && m[1] == sc && strings.EqualFold(m[3], actors.OwnerHeader) {
+			learn[m[4]] = m[2]
+			learnAt = i
+		}
+		if m := ownerStrip.FindStringSubmatch(l); m != nil && strings.EqualFold(m[1], actors.OwnerHeader) {
+			stripAt = i
+		}
+	}
+	if sc == "" {
+		report("haproxy.cfg: backend %s does not track %s (http-request track-scN <key> table T if <condition>): no owner routing", b.Name, keyed.what)
+		return problems
+	}
+	if tb, ok := backends[table]; !ok || !slices.ContainsFunc(tb.directive("stick-table"), func(a []string) bool {
+		return slices.Contains(a, "gpt0") && slices.Contains(a, "string")
+	}) {
+		report("haproxy.cfg: table %s of backend %s's owner routing is missing or stores no gpt0 keyed by string", table, b.Name)
+	}
+	numbers := map[string]string{}
+	for node, owner := range owners {
+		k, ok := learn[owner]
+		switch {
+		case !ok:
+			report("haproxy.cfg: backend %s never learns owner %s (node %s) from the %s header (sc-set-gpt0(%s) K if { res.hdr(...) -m str %s })", b.Name, owner, node, actors.OwnerHeader, sc, owner)
+			continue
+		case k == "0":
+			report("haproxy.cfg: backend %s: owner %s is number 0, which means unknown", b.Name, owner)
+		case numbers[k] != "":
+			report("haproxy.cfg: backend %s: owners of %s and %s share number %s", b.Name, numbers[k], node, k)
+		}
+		numbers[k] = node
+		if line := use[k]; lines[line] != node {
+			report("haproxy.cfg: backend %s sends the requests of owner %s (number %s) to server line %q (node %q), not to node %s", b.Name, owner, k, line, lines[line], node)
+		}
+	}
+	if stripAt < 0 || stripAt < learnAt {
+		report("haproxy.cfg: backend %s does not remove the %s header after learning from it: clients would see node addresses", b.Name, actors.OwnerHeader)
+	}
+	return problems
 }
 
 func flattenDirectives(d [][]string) []string {
@@ -1083,5 +1199,88 @@ func checkPodSecurity(t *testing.T, who string, pod podSpec) {
 		if strings.HasSuffix(c.Image, ":latest") || !strings.Contains(c.Image, ":") {
 			t.Errorf("%s: container %s: image %q is not pinned to a tag", who, c.Name, c.Image)
 		}
+	}
+}
+
+// TestHAProxyOwnerRoutingCheck runs the owner routing check on deploy/haproxy.cfg as it is (nothing wrong) and on
+// copies broken one way each (each must be caught). The owners are the MCP backend's own server addresses, which
+// TestCompose ties to the nodes' advertised names and MCP ports.
+func TestHAProxyOwnerRoutingCheck(t *testing.T) {
+	text := readFile(t, filepath.Join("deploy", "haproxy.cfg"))
+	check := func(text string) []string {
+		backends := map[string]haproxySection{}
+		for _, sec := range parseHAProxy(text) {
+			if sec.Kind == "backend" {
+				backends[sec.Name] = sec
+			}
+		}
+		b, ok := backends["mcp"]
+		if !ok {
+			return []string{"no backend mcp"}
+		}
+		lines, owners := map[string]string{}, map[string]string{}
+		for _, d := range b.directive("server") {
+			host, _, err := net.SplitHostPort(d[1])
+			if err != nil {
+				return []string{err.Error()}
+			}
+			lines[d[0]] = host
+			owners[host] = d[1]
+		}
+		if len(owners) == 0 {
+			return []string{"backend mcp has no servers"}
+		}
+		problems := checkOwnerRouting(b, backends, lines, owners, byServerPath)
+		rest, ok := backends["rest"]
+		if !ok {
+			return append(problems, "no backend rest")
+		}
+		return append(problems, checkOwnerRouting(rest, backends, lines, owners, byToolName)...)
+	}
+	if p := check(text); len(p) > 0 {
+		t.Fatalf("deploy/haproxy.cfg: %v", p)
+	}
+	replace := func(old, new string) func(string) string {
+		return func(s string) string {
+			if !strings.Contains(s, old) {
+				t.Fatalf("mutation: haproxy.cfg has no %q", old)
+			}
+			return strings.Replace(s, old, new, 1)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(string) string
+	}{
+		{"paths not tracked", replace("http-request track-sc1 path table mcp_owners if { path_beg /mcp/servers/ }", "")},
+		{"other paths tracked", replace("path_beg /mcp/servers/ }", "path_beg /mcp }")},
+		{"table missing", replace("backend mcp_owners", "backend mcp_owners_old")},
+		{"table stores no gpt0", replace("expire 1h store gpt0", "expire 1h")},
+		{"owner sent to another node", replace("use-server aggregator-1 if", "use-server aggregator-2 if")},
+		{"use-server reads another counter", replace("use-server aggregator-2 if { sc_get_gpt0(1)", "use-server aggregator-2 if { sc_get_gpt0(0)")},
+		{"owner learnt under a wrong address", replace("-m str aggregator-3:8082", "-m str aggregator-3:8081")},
+		{"owner learnt from another header", replace("res.hdr(mcp-aggregator-owner) -m str aggregator-2:8082", "res.hdr(mcp-owner) -m str aggregator-2:8082")},
+		{"two owners share a number", replace("sc-set-gpt0(1) 3 if", "sc-set-gpt0(1) 2 if")},
+		{"owner numbered 0 (unknown)", replace("sc-set-gpt0(1) 1 if", "sc-set-gpt0(1) 0 if")},
+		{"header reaches the client", replace("http-response del-header mcp-aggregator-owner", "")},
+		{"REST: tool names not tracked", replace("http-request track-sc1 var(txn.tool) table rest_owners", "http-request track-sc1 var(txn.other) table rest_owners")},
+		{"REST: body not buffered", replace("option http-buffer-request", "")},
+		{"REST: key not the tool name", replace("json_query('$.name')", "json_query('$.arguments')")},
+		{"REST: table missing", replace("backend rest_owners", "backend rest_owners_old")},
+		{"REST: owner sent to another node", replace("use-server aggregator-3 if { sc_get_gpt0(1) eq 3 }", "use-server aggregator-1 if { sc_get_gpt0(1) eq 3 }")},
+		{"REST: owner learnt under a wrong address", replace("res.hdr(mcp-aggregator-owner) -m str aggregator-1:8082", "res.hdr(mcp-aggregator-owner) -m str aggregator-1:8081")},
+		{"REST: header reaches the client", replace("    http-response del-header mcp-aggregator-owner\n", "")},
+		{"header removed before learning", func(s string) string {
+			s = replace("    http-response del-header mcp-aggregator-owner\n", "")(s)
+			return replace("    http-response sc-set-gpt0(1) 1", "    http-response del-header mcp-aggregator-owner\n    http-response sc-set-gpt0(1) 1")(s)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if p := check(tc.mutate(text)); len(p) == 0 {
+				t.Errorf("the check accepts haproxy.cfg with %s", tc.name)
+			} else {
+				t.Logf("caught: %v", p)
+			}
+		})
 	}
 }

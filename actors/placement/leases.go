@@ -46,6 +46,8 @@ type Leases struct {
 	held map[string]heldLease // server id -> lease
 	// others is true once a heartbeat saw another live process on the store.
 	others bool
+	// addresses are the live processes' MCP addresses (node id -> base URL) the last renewal read.
+	addresses map[string]string
 	// acquiring counts the lease requests under way per server (a renewal may return their lease before they
 	// record it: it is not a stray to release).
 	acquiring map[string]int
@@ -231,14 +233,27 @@ func (o *Leases) Keep(ctx context.Context, address string, lost func(id string, 
 
 func (o *Leases) setOthers(nodes []persistence.Node) {
 	others := false
+	addresses := make(map[string]string, len(nodes))
 	for _, n := range nodes {
 		if n.ID != o.node {
 			others = true
 		}
+		if n.Address != "" {
+			addresses[n.ID] = n.Address
+		}
 	}
 	o.mu.Lock()
-	o.others = others
+	o.others, o.addresses = others, addresses
 	o.mu.Unlock()
+}
+
+// NodeAddress is where the MCP endpoint of process node answers, as recorded with its heartbeat and read with this
+// process's last renewal (every TTL/3); false when that renewal did not see one.
+func (o *Leases) NodeAddress(node string) (string, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a, ok := o.addresses[node]
+	return a, ok
 }
 
 // mayBeTakenOver reports, while the store is unreachable (for since), whether another process may take this one's

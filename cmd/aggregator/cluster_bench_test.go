@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/http/mcpproxy"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
@@ -250,6 +251,98 @@ func BenchmarkCluster(b *testing.B) {
 			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
 		}
 	})
+
+	// The per-server endpoint through HAProxy running deploy/haproxy.cfg: four sessions per server (24), the load
+	// spread over them; without the owner routing (the use-server lines left out: a session stays on the node that
+	// took its initialize, and that node forwards each request to the owner) and with it (every session on the
+	// owner). forwarded-share is the share of the nodes' per-server requests that arrived at a node that does not
+	// own the server (each forwarded once more to the owner, which counts it too).
+	// The REST variants: 32 callers over the 6 servers' echo through the balancer's REST frontend, round robin over
+	// the nodes (two calls in three take the hop) or sent to each tool name's owner.
+	for _, variant := range []struct {
+		name       string
+		owner, api bool
+	}{{"throughput/haproxy-perserver", false, false}, {"throughput/haproxy-perserver-owner", true, false},
+		{"throughput/haproxy-rest", false, true}, {"throughput/haproxy-rest-owner", true, true}} {
+		b.Run(variant.name, func(b *testing.B) {
+			var rests, restAddrs, mcpAddrs []string
+			for _, n := range nodes {
+				rests = append(rests, n.rest)
+				restAddrs = append(restAddrs, strings.TrimPrefix(n.rest, "http://"))
+				mcpAddrs = append(mcpAddrs, strings.TrimSuffix(strings.TrimPrefix(n.mcp, "http://"), "/mcp"))
+			}
+			mcpBind, restBind := fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b)), fmt.Sprintf("127.0.0.1:%d", peertest.FreePort(b))
+			cfg := peertest.LoopbackHAProxyConfig(b, restAddrs, mcpAddrs, restBind, mcpBind)
+			if !variant.owner {
+				var kept []string
+				for _, l := range strings.Split(cfg, "\n") {
+					if !strings.Contains(l, "use-server aggregator-") {
+						kept = append(kept, l)
+					}
+				}
+				cfg = strings.Join(kept, "\n")
+			}
+			cfg = strings.Replace(cfg, "log stdout format raw local0 info", "", 1) // no request log under load
+			peertest.StartHAProxy(b, cfg, mcpBind, restBind)
+			var callers []caller
+			if variant.api {
+				for _, name := range names {
+					// One call per name, which teaches the balancer its owner when it learns.
+					checkRESTEcho(b, client, "http://"+restBind+"/api/v1/tools/call", name+".echo")
+					callers = append(callers, restCaller(client, "http://"+restBind+"/api/v1/tools/call", name+".echo"))
+				}
+			}
+			if !variant.api {
+				if variant.owner {
+					// One request per path teaches the balancer its owner.
+					for _, name := range names {
+						resp, err := client.Get("http://" + mcpBind + "/mcp/servers/" + name)
+						if err != nil {
+							b.Fatal(err)
+						}
+						resp.Body.Close()
+					}
+				}
+				for _, name := range names {
+					for range 4 {
+						sess := connectMCP(b, "http://"+mcpBind+"/mcp/servers/"+name, nil)
+						checkEcho(b, sess, "echo")
+						callers = append(callers, mcpCaller(sess, "echo"))
+					}
+				}
+			}
+			route := mcpproxy.Prefix + "{name}"
+			if variant.api {
+				route = "/api/v1/tools/call"
+			}
+			reqBefore := settledRequests(b, rests, route)
+			var before time.Duration
+			for _, n := range nodes {
+				before += cpuOf(n.cmd.Process.Pid)
+			}
+			// Every call counts here, the load's warm-up included, as it does in the nodes' CPU and request counts.
+			var made atomic.Int64
+			rr := roundRobin(callers)
+			measure(b, routingLoads()[2], func(ctx context.Context) error { made.Add(1); return rr(ctx) })
+			var after time.Duration
+			for _, n := range nodes {
+				after += cpuOf(n.cmd.Process.Pid)
+			}
+			reqAfter := settledRequests(b, rests, route)
+			total := 0
+			for i := range nodes {
+				total += reqAfter[i] - reqBefore[i]
+			}
+			calls := int(made.Load())
+			if !variant.api {
+				// A call is one request at the node that receives it, and one more at the owner when it was
+				// forwarded. (A REST call's hop is not an HTTP request: not counted here.)
+				b.ReportMetric(float64(total-calls)/float64(calls), "forwarded-share")
+			}
+			perCall := float64(after-before) / float64(calls)
+			b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
+		})
+	}
 
 	// Failover: kill the node owning most servers.
 	victim := nodes[0]

@@ -256,7 +256,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	go awaitSettled(ctx, system, cfg.Actors.ConnectionTimeout, &settled, logger)
 	guard := cfg.hostGuard()
 	var clusterProbe api.ClusterProbe
+	var owner func(string) string
 	if _, _, _, ok := system.ClusterStatus(); ok {
+		owner = system.OwnerAddress
 		clusterProbe = func() (string, int, bool) {
 			node, members, joined, _ := system.ClusterStatus()
 			return node, members, joined
@@ -274,7 +276,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	taskMgr := startTasks(ctx, cfg, store, nodeID, system, logger)
 	defer taskMgr.Close()
 	app := api.New(api.Deps{Store: store, Control: system, OAuth: flows, Curation: system, Gateway: cases, Tasks: taskMgr, Logger: logger, Metrics: mx, VectorHealth: system.VectorIndexHealth, Tokens: cfg.Tokens, Limiter: limiter,
-		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Config: api.Config{
+		HostGuard: guard, Settled: settled.Load, Cluster: clusterProbe, Owner: owner, Config: api.Config{
 			MetricsOpen:         cfg.MetricsOpen,
 			ConsoleClientID:     cfg.OIDC.ConsoleClientID,
 			ConsoleURL:          cfg.ConsoleURL,

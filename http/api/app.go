@@ -127,6 +127,9 @@ type Deps struct {
 	Settled func() bool
 	// Cluster reports the node's cluster membership, for GET /readyz and /health (nil: not a cluster).
 	Cluster ClusterProbe
+	// Owner names, in a cluster, the node that serves a server (actors.System.OwnerAddress: its MCP listener's
+	// host:port, "" when not known): a tool call's answer carries it in actors.OwnerHeader (nil: not a cluster).
+	Owner func(serverID string) string
 	// Curation manages tool filters, overrides, pinning and profiles (nil: those writes answer 503).
 	Curation actors.Curation
 	// Gateway runs the use cases (calls, registrations, searches) the routes decode and encode; nil: one over
@@ -153,6 +156,7 @@ type server struct {
 	guard   *auth.HostGuard
 	settled func() bool
 	cluster ClusterProbe
+	owner   func(serverID string) string
 	// curation: see Deps.Curation.
 	curation actors.Curation
 	// tasks: see Deps.Tasks.
@@ -169,7 +173,7 @@ func New(d Deps) *fiber.App {
 	}
 	s := &server{store: d.Store, control: d.Control, log: d.Logger, cfg: d.Config.withDefaults(), metrics: d.Metrics, vectors: d.VectorHealth,
 		tokens: d.Tokens, policy: auth.Policy{MetricsOpen: d.Config.MetricsOpen}, limiter: d.Limiter,
-		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, curation: d.Curation, gw: d.Gateway, tasks: d.Tasks, oauth: d.OAuth}
+		guard: d.HostGuard, settled: d.Settled, cluster: d.Cluster, owner: d.Owner, curation: d.Curation, gw: d.Gateway, tasks: d.Tasks, oauth: d.OAuth}
 	if s.gw == nil {
 		s.gw = gateway.New(d.Control, gateway.Options{Metrics: d.Metrics})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/internal/audit"
@@ -43,6 +44,13 @@ func (s *server) callTool(c *fiber.Ctx) error {
 		return fmt.Errorf("answer %s: %w", res.Call.Route.Name, err)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	if s.owner != nil {
+		// In a cluster: the node that serves the server, so that a balancer can send the next call of this name
+		// straight there (README, "Owner routing").
+		if owner := s.owner(res.Call.Route.ServerID); owner != "" {
+			c.Set(actors.OwnerHeader, owner)
+		}
+	}
 	return c.Send(out)
 }
 

@@ -104,6 +104,8 @@ type Handler struct {
 	bare *mcp.Server
 
 	stop func() // stops following the routing table
+	// self is this node's actors.OwnerHeader value ("" on a single node: no header).
+	self string
 
 	mu       sync.Mutex
 	byServer map[string]*mcp.StreamableHTTPHandler // by server id: a session is only reachable through its server
@@ -135,6 +137,9 @@ func New(sys *actors.System, opts Options) *Handler {
 		bare:     mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator-proxy", Version: actors.Version}, &mcp.ServerOptions{Logger: sdkLog}),
 		byServer: map[string]*mcp.StreamableHTTPHandler{},
 		sessions: map[string]*session{},
+	}
+	if u, err := url.Parse(sys.NodeAddress()); err == nil {
+		h.self = u.Host
 	}
 	// Curation (filters, pinning, overrides) and profile bindings change with the routing table: every session's
 	// tools are curated again from the new one.
@@ -234,6 +239,9 @@ func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv routing.
 		apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name+": the cluster node that serves it cannot be reached"))
 		return true
 	case !remote:
+		if h.self != "" {
+			w.Header().Set(actors.OwnerHeader, h.self)
+		}
 		return false
 	}
 	u, err := url.Parse(target)
@@ -249,6 +257,11 @@ func (h *Handler) forwarded(w http.ResponseWriter, r *http.Request, srv routing.
 			pr.Out.URL.RawPath = pr.In.URL.RawPath
 		},
 		FlushInterval: -1, // SSE and streamable responses stream through
+		// The owner names itself; whatever it says, the node it was reached at is the one to name.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set(actors.OwnerHeader, u.Host)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.log.Warn("forwarding a per-server session to the node that serves it failed", "server", srv.Name, "node", u.Host, "error", err)
 			apierror.Write(w, unavailable(srv, "Server unavailable: "+srv.Name+": the cluster node that serves it did not answer"))
