@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,11 +25,7 @@ func TestBackendOAuthClusterE2E(t *testing.T) {
 		return []string{"MCP_AGGREGATOR_CLUSTER=automanaged", "MCP_AGGREGATOR_CLUSTER_PEERS=" + peers,
 			fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_HEALTH_PORT=%d", health[i])}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	issuer := oauthtest.StartAS(t, resource, "http://127.0.0.1:9"+backendauth.CallbackPath)
 	oauthtest.Backend(t, ln, resource, issuer)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -145,11 +144,7 @@ func startExchangeRigLogged(t *testing.T, keepAlive time.Duration, logs io.Write
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	x.issuer = oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+x.org, "ACCESS_TTL=6")
 	x.calls = oauthtest.HostileBackend(t, ln, resource, x.issuer)

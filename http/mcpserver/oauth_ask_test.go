@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,11 +42,7 @@ func TestPerUserOAuthAskedInBand(t *testing.T) {
 	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
 	t.Cleanup(hs.Close)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	oauthtest.Backend(t, ln, resource, oauthtest.StartAS(t, resource, redirect))
 	raw, _ := json.Marshal(map[string]any{"base_url": resource, "headers": map[string]any{"Authorization": "Bearer svc-token"}})

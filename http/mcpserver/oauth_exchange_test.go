@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -39,11 +38,7 @@ func TestPerUserOAuthExchangeFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org, "ACCESS_TTL=6")
 	oauthtest.HostileBackend(t, ln, resource, issuer)

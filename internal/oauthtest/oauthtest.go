@@ -33,6 +33,17 @@ func StartAS(t testing.TB, resource, redirect string, env ...string) string {
 	return peertest.StartOIDCScript(t, "oidc-backend-as.mjs", append([]string{"RESOURCE=" + resource, "REDIRECT=" + redirect}, env...)...)
 }
 
+// Listen opens the listener of a protected backend (Backend, CountingBackend, HostileBackend serve on it) and
+// returns it with the backend's resource URL, its /mcp, which the authorization server is started for (StartAS).
+func Listen(t testing.TB) (ln net.Listener, resource string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, "http://" + ln.Addr().String() + "/mcp"
+}
+
 // Backend is a go-sdk streamable HTTP server protected by auth.RequireBearerToken: it takes JWT access tokens
 // of the authorization server issuer for itself (verified against the issuer's keys), and the service token
 // "svc-token" the registration uses for discovery; its whoami tool answers the token's subject. It serves its

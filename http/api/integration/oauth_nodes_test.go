@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,11 +26,7 @@ func TestBackendOAuthPerNodeRedirects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirects := []string{"http://127.0.0.1:1" + backendauth.CallbackPath, "http://[::1]:1" + backendauth.CallbackPath}
 	issuer := oauthtest.StartAS(t, resource, redirects[0])
 	oauthtest.Backend(t, ln, resource, issuer)

@@ -42,11 +42,7 @@ func TestBackendOAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	// The browser never reaches this address: browse stops at it and the test hands the query to the app.
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	issuer := oauthtest.StartAS(t, resource, redirect)
@@ -412,11 +408,7 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org)
 	oauthtest.Backend(t, ln, resource, issuer)

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,11 +36,7 @@ func TestBackendOAuthTokenExpiresMidSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resource := "http://" + ln.Addr().String() + "/mcp"
+	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
 	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org, "ACCESS_TTL=6")
 	oauthtest.Backend(t, ln, resource, issuer)
