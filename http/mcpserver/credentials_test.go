@@ -216,28 +216,7 @@ func TestPerUserFeaturesPerCaller(t *testing.T) {
 	ops := connect(t, &mcp.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: hc(adminToken)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var uri, prompt string
-	waitFor(t, "the per_user server's resource and prompt listed", func() bool {
-		rs, err := ci.sess.ListResources(ctx, nil)
-		if err != nil {
-			return false
-		}
-		for _, r := range rs.Resources {
-			if strings.Contains(r.URI, "whoami://me") || r.Name == "me" || strings.HasSuffix(r.Name, "me") {
-				uri = r.URI
-			}
-		}
-		ps, err := ci.sess.ListPrompts(ctx, nil)
-		if err != nil {
-			return false
-		}
-		for _, p := range ps.Prompts {
-			if strings.HasSuffix(p.Name, "whoami") {
-				prompt = p.Name
-			}
-		}
-		return uri != "" && prompt != ""
-	})
+	uri, prompt := whoamiFeatures(t, ctx, ci)
 	for _, tc := range []struct {
 		name string
 		sess *client
@@ -252,4 +231,32 @@ func TestPerUserFeaturesPerCaller(t *testing.T) {
 			t.Fatalf("%s gets prompt %s: %v %+v; want %s", tc.name, prompt, err, p, tc.want)
 		}
 	}
+}
+
+// whoamiFeatures waits until the client lists a per_user server's whoami://me resource and whoami prompt, and
+// returns the URI and the prompt's name as listed.
+func whoamiFeatures(t *testing.T, ctx context.Context, c *client) (uri, prompt string) {
+	t.Helper()
+	waitFor(t, "the per_user server's resource and prompt listed", func() bool {
+		rs, err := c.sess.ListResources(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, r := range rs.Resources {
+			if strings.Contains(r.URI, "whoami://me") || strings.HasSuffix(r.Name, "me") {
+				uri = r.URI
+			}
+		}
+		ps, err := c.sess.ListPrompts(ctx, nil)
+		if err != nil {
+			return false
+		}
+		for _, p := range ps.Prompts {
+			if strings.HasSuffix(p.Name, "whoami") {
+				prompt = p.Name
+			}
+		}
+		return uri != "" && prompt != ""
+	})
+	return uri, prompt
 }

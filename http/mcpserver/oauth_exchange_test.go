@@ -74,28 +74,7 @@ func TestPerUserOAuthExchangeFeatures(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	first := as("client-bot")
-	var uri, prompt string
-	waitFor(t, "xo's resource and prompt listed", func() bool {
-		rs, err := first.sess.ListResources(rctx, nil)
-		if err != nil {
-			return false
-		}
-		for _, r := range rs.Resources {
-			if strings.Contains(r.URI, "whoami://me") || strings.HasSuffix(r.Name, "me") {
-				uri = r.URI
-			}
-		}
-		ps, err := first.sess.ListPrompts(rctx, nil)
-		if err != nil {
-			return false
-		}
-		for _, p := range ps.Prompts {
-			if strings.HasSuffix(p.Name, "whoami") {
-				prompt = p.Name
-			}
-		}
-		return uri != "" && prompt != ""
-	})
+	uri, prompt := whoamiFeatures(t, rctx, first)
 	exchanges := func() int { return oauthtest.ASCounts(t, issuer).Exchanges }
 
 	t.Run("resources/read", func(t *testing.T) {
