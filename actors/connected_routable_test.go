@@ -138,7 +138,7 @@ func TestConnectedOnlyOnceToolsAreRouted(t *testing.T) {
 			s := r.register(tc.name, persistence.TransportHTTP, map[string]any{"base_url": b.url, "allow_insecure_http": true}, nil, true)
 			// A reader polling the row: when it says CONNECTED, the tools are callable.
 			// The table leads the row: a reader of the row's CONNECTED reads a table at least as new, which may
-			// already hold the next state (a keepalive ping missed under load ends the session at once); only a
+			// already hold the next state (two keepalive pings missed under load end the session); only a
 			// table that still says CONNECTED must hold the tools.
 			r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
 			if status, got := tableView(r.sys, s.ID); status != persistence.StatusConnected {

@@ -237,7 +237,9 @@ func TestEndlessSSEEventRefused(t *testing.T) {
 	if errs != 0 || calls == 0 {
 		t.Errorf("healthy server: %d calls, %d errors", calls, errs)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// Keep-alive gives a session up after two pings in a row go unanswered (limitConfig: 10 s apart, 5 s each),
+	// then the server reconnects.
+	deadline := time.Now().Add(2*limitConfig().KeepAlive + 40*time.Second)
 	for {
 		rep, err := r.echo(hostile.ID, "after")
 		if err == nil && rep.Error == nil {
