@@ -16,8 +16,7 @@ const maxWordLen = 64
 // Word is one word of a text, lower-cased. CJK is true for a CJK ideograph, kana or hangul syllable unigram or
 // bigram: such text has no spaces, so it is cut into characters and character pairs instead of words. Compound is
 // true for the concatenation of the parts of an identifier (getUserName -> getusername), emitted after the parts so
-// that an exact identifier in a query still matches as one rare term; Part is true for each of those parts. Text
-// may be a slice of the text the word was cut from: clone it to keep it beyond that text.
+// that an exact identifier in a query still matches as one rare term; Part is true for each of those parts.
 type Word struct {
 	Text     string
 	CJK      bool
@@ -120,15 +119,6 @@ func appendIdentifier(out []Word, id string) []Word {
 }
 
 func appendSegment(out []Word, seg string) []Word {
-	if isASCII(seg) {
-		return appendASCIISegment(out, seg)
-	}
-	return appendRuneSegment(out, seg)
-}
-
-// appendRuneSegment cuts a segment into its parts rune by rune (any text; appendASCIISegment gives the same words
-// for ASCII, faster).
-func appendRuneSegment(out []Word, seg string) []Word {
 	start := len(out)
 	var part strings.Builder
 	flush := func() {
@@ -159,12 +149,6 @@ func appendRuneSegment(out []Word, seg string) []Word {
 		prev = r
 	}
 	flush()
-	return appendCompound(out, start)
-}
-
-// appendCompound marks the words from start on as the parts of one segment, when there are several, and appends
-// their compound.
-func appendCompound(out []Word, start int) []Word {
 	if n := len(out) - start; n > 1 {
 		var b strings.Builder
 		for i := range out[start:] {
@@ -177,52 +161,6 @@ func appendCompound(out []Word, start int) []Word {
 	}
 	return out
 }
-
-// appendASCIISegment is appendSegment for a segment of ASCII bytes, which is most of what tools are described
-// with: the parts are cut where appendSegment cuts them, on the bytes, and a part already in lower case is a slice
-// of the text rather than a copy (indexing 10,000 tools spent a tenth of its CPU cutting words rune by rune).
-func appendASCIISegment(out []Word, seg string) []Word {
-	start, from := len(out), 0
-	flush := func(to int) {
-		if to > from {
-			w := strings.ToLower(seg[from:to]) // seg itself when it has no upper case
-			if len(w) > maxWordLen {
-				w = w[:maxWordLen]
-			}
-			out = append(out, Word{Text: w})
-		}
-	}
-	for k := 0; k < len(seg); k++ {
-		c := seg[k]
-		if isConnector(rune(c)) {
-			flush(k)
-			from = k + 1
-			continue
-		}
-		if k > from && isUpperASCII(c) {
-			// lower|Upper (getUser) or UPPER|Upper+lower (HTTPResponse -> HTTP, Response).
-			prev := seg[k-1]
-			if isLowerASCII(prev) || (isUpperASCII(prev) && k+1 < len(seg) && isLowerASCII(seg[k+1])) {
-				flush(k)
-				from = k
-			}
-		}
-	}
-	flush(len(seg))
-	return appendCompound(out, start)
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-func isUpperASCII(c byte) bool { return 'A' <= c && c <= 'Z' }
-func isLowerASCII(c byte) bool { return 'a' <= c && c <= 'z' }
 
 // truncate cuts s to at most n bytes on a rune boundary.
 func truncate(s string, n int) string {

@@ -1,7 +1,6 @@
 package analysis
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -227,26 +226,5 @@ func FuzzWords(f *testing.F) {
 		}
 		_ = Stem(s)
 		_ = SchemaParams([]byte(s))
-	})
-}
-
-// FuzzASCIISegment holds the ASCII fast path of a segment to the rune-by-rune one: the same words, flags and order.
-func FuzzASCIISegment(f *testing.F) {
-	for _, s := range []string{"", "get_current_time", "parseHTTPResponse", "github-mcp", "getUserName", "HTTPResponse",
-		"a_-b", "mp3Player", "X", "aB", "ABc", "__x__", "base64Encode", strings.Repeat("Ab", 50), strings.Repeat("z", 200)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		// A segment as Words hands it over: ASCII letters, digits and inner '_' or '-'.
-		seg := strings.Map(func(r rune) rune {
-			if r < utf8.RuneSelf && (isWordRune(r) || r == '_' || r == '-') {
-				return r
-			}
-			return -1
-		}, s)
-		got, want := appendASCIISegment(nil, seg), appendRuneSegment(nil, seg)
-		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
-			t.Fatalf("segment %q: ASCII path %+v, rune path %+v", seg, got, want)
-		}
 	})
 }
