@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -104,19 +103,7 @@ func askWatching(sys *actor.ActorSystem, l *Links, pid *actor.PID, msg any, time
 // startOwnerProcess runs TestLinksOwnerProcess in a child process and returns its actor.
 func startOwnerProcess(t *testing.T) *actor.PID {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLinksOwnerProcess$")
-	cmd.Env = append(os.Environ(), "AGGREGATOR_LINKS_OWNER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startTestChild(t, "TestLinksOwnerProcess", "AGGREGATOR_LINKS_OWNER=1")
 	t.Cleanup(func() {
 		stdin.Close() // the owner exits when its stdin closes
 		if err := cmd.Wait(); err != nil {

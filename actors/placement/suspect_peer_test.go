@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -69,19 +68,7 @@ func TestSurvivorEvictsUponAPeersWord(t *testing.T) {
 // a function reading its next line of output.
 func startSuspicionPeer(t *testing.T, env ...string) (io.WriteCloser, func() string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSuspicionPeerProcess$")
-	cmd.Env = append(os.Environ(), env...)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startTestChild(t, "TestSuspicionPeerProcess", env...)
 	t.Cleanup(func() {
 		stdin.Close()
 		_ = cmd.Process.Kill()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,19 +17,7 @@ import (
 // it runs, and while it is frozen (SIGSTOP: its kernel still accepts connections), the probe is answered, so a
 // frozen node is never taken for dead; once it is killed (SIGKILL), the probe is refused.
 func TestDialProbeTellsDeadFromFrozen(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestProbeListenerProcess$")
-	cmd.Env = append(os.Environ(), "AGGREGATOR_PROBE_LISTENER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startTestChild(t, "TestProbeListenerProcess", "AGGREGATOR_PROBE_LISTENER=1")
 	waited := false
 	t.Cleanup(func() {
 		stdin.Close()
