@@ -228,8 +228,8 @@ func (h *candHeap) Pop() any {
 	return x
 }
 
-// docFields analyses a tool into its lexical fields.
-func docFields(d Doc) fieldTerms {
+// docFields analyses a tool into its lexical fields, taking the words it has seen from memo (nil: none).
+func docFields(d Doc, memo *analysis.Memo) fieldTerms {
 	orig := d.OriginalName
 	server := ""
 	if orig == "" {
@@ -242,14 +242,14 @@ func docFields(d Doc) fieldTerms {
 		server = strings.TrimSuffix(s, ".")
 	}
 	var ft fieldTerms
-	ft[fieldName] = analysis.Terms(orig)
-	ft[fieldServer] = analysis.Terms(server)
-	ft[fieldDesc] = analysis.Terms(d.Description)
+	ft[fieldName] = memo.Terms(orig)
+	ft[fieldServer] = memo.Terms(server)
+	ft[fieldDesc] = memo.Terms(d.Description)
 	for _, p := range analysis.SchemaParams(d.InputSchema) {
-		ft[fieldParams] = append(ft[fieldParams], analysis.Terms(p.Name)...)
-		ft[fieldParams] = append(ft[fieldParams], analysis.Terms(p.Description)...)
+		ft[fieldParams] = append(ft[fieldParams], memo.Terms(p.Name)...)
+		ft[fieldParams] = append(ft[fieldParams], memo.Terms(p.Description)...)
 		for _, v := range p.Enum {
-			ft[fieldParams] = append(ft[fieldParams], analysis.Terms(v)...)
+			ft[fieldParams] = append(ft[fieldParams], memo.Terms(v)...)
 		}
 	}
 	ft[fieldPairs] = append(pairs(ft[fieldName]), pairs(ft[fieldDesc])...)

@@ -201,8 +201,9 @@ func (e *Engine) Upsert(ctx context.Context, docs []Doc) error {
 		}()
 	}
 	fields := make([]fieldTerms, len(docs))
+	memo := analysis.NewMemo() // the batch's tools share their words
 	for i, d := range docs {
-		fields[i] = docFields(d)
+		fields[i] = docFields(d, memo)
 	}
 	e.mu.Lock()
 	for i, d := range docs {

@@ -75,7 +75,7 @@ func TestVectorsUnchangedOnFixtures(t *testing.T) {
 	for _, name := range []string{"livemcpbench", "bfcl"} {
 		for _, tool := range rankeval.Load(t, name).Tools {
 			text := "name: " + tool.Name + "\ndescription: " + tool.Description + "\nparameters: " + string(tool.InputSchema)
-			if got, want := h.Vector(text), h.vectorWith(text, referenceFold); !slices.Equal(got, want) {
+			if got, want := h.Vector(text), h.vectorWith(text, referenceFold, nil); !slices.Equal(got, want) {
 				t.Fatalf("%s: the vector of %q changed", name, tool.Name)
 			}
 			n++
@@ -83,6 +83,31 @@ func TestVectorsUnchangedOnFixtures(t *testing.T) {
 	}
 	if n < 500 {
 		t.Fatalf("only %d texts checked", n)
+	}
+}
+
+// TestBatchVectorsMatchVector: a batch (whose texts share a memo of their words' features) gives every text of
+// both fixtures, tools and queries, the vector Vector gives it alone, bit for bit.
+func TestBatchVectorsMatchVector(t *testing.T) {
+	h := NewHashed(0)
+	for _, name := range []string{"livemcpbench", "bfcl"} {
+		fx := rankeval.Load(t, name)
+		var texts []string
+		for _, tool := range fx.Tools {
+			texts = append(texts, ToolText(tool.Name, tool.Description, tool.InputSchema))
+		}
+		for _, q := range fx.Queries {
+			texts = append(texts, q.Query)
+		}
+		memo := newWordMemo()
+		for i, text := range texts {
+			if got, want := h.vectorWith(text, fold, memo), h.Vector(text); !slices.Equal(got, want) {
+				t.Fatalf("%s: text %d embeds differently in a batch", name, i)
+			}
+		}
+		if len(memo.feats) == 0 {
+			t.Fatalf("%s: the memo remembered nothing", name)
+		}
 	}
 }
 

@@ -117,15 +117,16 @@ func (h *Hashed) Embed(ctx context.Context, texts []string) ([][]float32, error)
 // embedChunk is the fewest texts worth a goroutine of Embed.
 const embedChunk = 64
 
-// embedRange embeds texts into out, checking ctx every 64 texts.
+// embedRange embeds texts into out, checking ctx every 64 texts. The texts of a batch share a memo of their words.
 func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32) error {
+	memo := newWordMemo()
 	for i, t := range texts {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("embed: %w", err)
 			}
 		}
-		out[i] = h.Vector(t)
+		out[i] = h.vectorWith(t, fold, memo)
 	}
 	return nil
 }
@@ -133,10 +134,11 @@ func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32
 // Vector embeds one text. A text without any word gets a fixed unit vector rather than a zero vector, so every
 // text has a valid embedding. Each line is split into words once: the hashed features and the word vectors take
 // the same words and terms.
-func (h *Hashed) Vector(text string) []float32 { return h.vectorWith(text, fold) }
+func (h *Hashed) Vector(text string) []float32 { return h.vectorWith(text, fold, nil) }
 
-// vectorWith is Vector with the hashed features folded by foldFeatures (tests compare folds on it).
-func (h *Hashed) vectorWith(text string, foldFeatures func([]float32, []feature)) []float32 {
+// vectorWith is Vector with the hashed features folded by foldFeatures (tests compare folds on it) and the words'
+// features taken from memo (nil: computed for each word).
+func (h *Hashed) vectorWith(text string, foldFeatures func([]float32, []feature), memo *wordMemo) []float32 {
 	vec := make([]float32, h.dim)
 	var acc []float64
 	if h.wv != nil {
@@ -145,18 +147,25 @@ func (h *Hashed) vectorWith(text string, foldFeatures func([]float32, []feature)
 	found := false
 	feats := make([]feature, 0, 2*len(text)+1)
 	for line, weight := range fieldLines(text) {
-		for _, w := range analysis.Words(line) {
-			term, ok := analysis.Term(w)
-			if !ok {
-				continue // a stop word
+		for _, w := range memo.analysis().Words(line) {
+			f := h.features(memo, w)
+			if f.stop {
+				continue
 			}
-			feats = append(feats, feature{hashFeature('w', term), weight * hashWordWeight})
+			feats = append(feats, feature{f.term, weight * hashWordWeight})
 			if w.CJK || w.Compound {
 				continue
 			}
-			feats = addGrams(feats, w.Text, weight*hashCharWeight)
-			if acc != nil {
-				found = h.wv.add(acc, w.Text, weight) || found
+			if len(f.grams) > 0 {
+				// the n-grams share the word's weight, so that a long word does not outweigh a short one
+				each := weight * hashCharWeight / float64(len(f.grams))
+				for _, g := range f.grams {
+					feats = append(feats, feature{g, each})
+				}
+			}
+			if acc != nil && f.row >= 0 {
+				h.wv.addRow(acc, int(f.row), weight)
+				found = true
 			}
 		}
 	}
@@ -269,24 +278,80 @@ type feature struct {
 	weight float64
 }
 
-// addGrams appends the character n-grams of word (with boundary marks), sharing weight between them so that a
-// long word does not outweigh a short one.
-func addGrams(feats []feature, word string, weight float64) []feature {
+// wordFeatures is what one word gives a vector apart from its weight: the hash of its term, the hashes of its
+// character n-grams (with boundary marks; none for CJK text and compounds) and its row in the word vectors.
+type wordFeatures struct {
+	stop  bool // a stop word: nothing at all
+	term  uint64
+	grams []uint64
+	row   int32 // -1: no word vector
+}
+
+// wordMemo remembers each distinct word's features for a batch of texts: a catalogue's words recur in every tool,
+// and cutting, stemming and hashing them again was most of the embedder's work. A nil memo remembers nothing; a
+// memo is used by one goroutine and lives as long as its batch.
+type wordMemo struct {
+	words *analysis.Memo
+	feats map[analysis.Word]wordFeatures
+}
+
+func newWordMemo() *wordMemo {
+	return &wordMemo{words: analysis.NewMemo(), feats: make(map[analysis.Word]wordFeatures)}
+}
+
+// analysis returns the memo of the words' analysis (nil for a nil memo).
+func (m *wordMemo) analysis() *analysis.Memo {
+	if m == nil {
+		return nil
+	}
+	return m.words
+}
+
+// features returns w's features, from memo when it has them.
+func (h *Hashed) features(memo *wordMemo, w analysis.Word) wordFeatures {
+	if memo != nil {
+		if f, ok := memo.feats[w]; ok {
+			return f
+		}
+	}
+	f := wordFeatures{row: -1}
+	term, ok := memo.analysis().Term(w)
+	if !ok {
+		f.stop = true
+	} else {
+		f.term = hashFeature('w', term)
+		if !w.CJK && !w.Compound {
+			f.grams = grams(w.Text)
+			if h.wv != nil {
+				if i, ok := h.wv.lookup(w.Text); ok {
+					f.row = int32(i)
+				}
+			}
+		}
+	}
+	if memo != nil {
+		memo.feats[w] = f
+	}
+	return f
+}
+
+// grams returns the hashes of the character n-grams of word with boundary marks, shortest first.
+func grams(word string) []uint64 {
 	r := []rune("<" + word + ">")
 	n := 0
 	for g := hashMinGram; g <= hashMaxGram; g++ {
 		n += max(0, len(r)-g+1)
 	}
 	if n == 0 {
-		return feats
+		return nil
 	}
-	each := weight / float64(n)
+	out := make([]uint64, 0, n)
 	for g := hashMinGram; g <= hashMaxGram; g++ {
 		for i := 0; i+g <= len(r); i++ {
-			feats = append(feats, feature{hashRunes('c', r[i:i+g]), each})
+			out = append(out, hashRunes('c', r[i:i+g]))
 		}
 	}
-	return feats
+	return out
 }
 
 // hashRunes is hashFeature of string(r), without building the string.

@@ -122,12 +122,8 @@ const sifA = 1e-3
 // word of rank r has frequency 1/(r·zipfNorm).
 const zipfNorm = 13.318
 
-// add adds weight·sif(word)·vector(word) to acc and reports whether the word is in the table.
-func (wv *wordVectors) add(acc []float64, word string, weight float64) bool {
-	i, ok := wv.lookup(word)
-	if !ok {
-		return false
-	}
+// addRow adds weight·sif(word)·vector(word) to acc, for the word in row i of the table (lookup).
+func (wv *wordVectors) addRow(acc []float64, i int, weight float64) {
 	p := 1 / (float64(u32(wv.ranks, 4*i)) * zipfNorm)
 	w := weight * sifA / (sifA + p) * float64(math.Float32frombits(u32(wv.scales, 4*i)))
 	v := wv.values[i*wv.dim : (i+1)*wv.dim]
@@ -135,5 +131,4 @@ func (wv *wordVectors) add(acc []float64, word string, weight float64) bool {
 	for j := range len(v) {
 		acc[j] += w * float64(int8(v[j]))
 	}
-	return true
 }

@@ -4,6 +4,7 @@
 package analysis
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -28,7 +29,10 @@ type Word struct {
 // ("github-mcp.create_issue" -> github, mcp, create, issue plus the compound), digits stay attached to their
 // letters (mp3, base64), CJK runs become unigrams and bigrams, and everything else that is not a letter or a digit
 // (including invalid UTF-8) separates words. It never fails and never panics.
-func Words(s string) []Word {
+func Words(s string) []Word { return words(s, nil) }
+
+// words is Words, taking each identifier's words from m when it has seen the identifier (m may be nil).
+func words(s string, m *Memo) []Word {
 	var out []Word
 	i := 0
 	for i < len(s) {
@@ -58,7 +62,7 @@ func Words(s string) []Word {
 				}
 				break
 			}
-			out = appendIdentifier(out, s[i:j])
+			out = m.appendIdentifier(out, s[i:j])
 			i = j
 		default:
 			i += size
@@ -172,11 +176,14 @@ func truncate(s string, n int) string {
 
 // Terms returns the index terms of s: its words without English stop words, stemmed (Porter), compounds and CJK
 // n-grams kept as they are. Lexical search and the built-in embedder both use it.
-func Terms(s string) []string {
-	words := Words(s)
+func Terms(s string) []string { return (*Memo)(nil).Terms(s) }
+
+// Terms is the package's Terms, through the memo.
+func (m *Memo) Terms(s string) []string {
+	words := words(s, m)
 	out := make([]string, 0, len(words))
 	for _, w := range words {
-		if t, ok := Term(w); ok {
+		if t, ok := m.Term(w); ok {
 			out = append(out, t)
 		}
 	}
@@ -208,4 +215,54 @@ func Term(w Word) (string, bool) {
 		return "", false
 	}
 	return Stem(w.Text), true
+}
+
+// Memo remembers the analysis of the identifiers and words it has seen, for a batch of texts that share their
+// vocabulary (a server's catalogue, where the same few thousand words recur in every tool): each distinct
+// identifier is cut and lower-cased once and each distinct word stemmed once. It gives exactly what Words, Terms
+// and Term give. A nil *Memo remembers nothing. Not safe for concurrent use; it lives as long as its batch, so it
+// holds no more than the batch's own distinct words.
+type Memo struct {
+	runs  map[string][]Word   // identifier -> its words, as appendIdentifier gives them
+	terms map[string]memoTerm // word -> Term
+}
+
+type memoTerm struct {
+	term string
+	ok   bool
+}
+
+// NewMemo returns an empty Memo.
+func NewMemo() *Memo {
+	return &Memo{runs: make(map[string][]Word), terms: make(map[string]memoTerm)}
+}
+
+// Words is the package's Words, through the memo.
+func (m *Memo) Words(s string) []Word { return words(s, m) }
+
+// Term is the package's Term, through the memo.
+func (m *Memo) Term(w Word) (string, bool) {
+	if m == nil || w.CJK || w.Compound {
+		return Term(w)
+	}
+	if t, ok := m.terms[w.Text]; ok {
+		return t.term, t.ok
+	}
+	t, ok := Term(w)
+	m.terms[w.Text] = memoTerm{t, ok}
+	return t, ok
+}
+
+// appendIdentifier is the package's appendIdentifier, through the memo.
+func (m *Memo) appendIdentifier(out []Word, id string) []Word {
+	if m == nil {
+		return appendIdentifier(out, id)
+	}
+	if ws, ok := m.runs[id]; ok {
+		return append(out, ws...)
+	}
+	start := len(out)
+	out = appendIdentifier(out, id)
+	m.runs[id] = slices.Clone(out[start:])
+	return out
 }

@@ -226,5 +226,46 @@ func FuzzWords(f *testing.F) {
 		}
 		_ = Stem(s)
 		_ = SchemaParams([]byte(s))
+		// A memo gives what the functions give, on first sight and from memory.
+		m := NewMemo()
+		for range 2 {
+			if got := m.Words(s); !slices.Equal(got, Words(s)) {
+				t.Fatalf("memo words of %q: %v, want %v", s, got, Words(s))
+			}
+			if got := m.Terms(s); !slices.Equal(got, Terms(s)) {
+				t.Fatalf("memo terms of %q: %q, want %q", s, got, Terms(s))
+			}
+		}
 	})
+}
+
+// TestMemoGivesWhatTheFunctionsGive: texts analysed in turn through one memo (so later ones meet identifiers and
+// words the earlier ones left in it) give the words and terms Words and Terms give alone, and a word's flags
+// (part, compound) are not taken from another identifier that contains the same word.
+func TestMemoGivesWhatTheFunctionsGive(t *testing.T) {
+	batch := []string{
+		"getUserName returns the user name",
+		"user_name: the name of the user; users: the users",
+		"getUserName again, and get-user-name, and github-mcp.create_issue",
+		"使用必应搜索 and 搜索 again",
+		"running runs ran RUNNING",
+		"ab\xffcd a._-b ǅemo ÀÉ",
+		strings.Repeat("verylongidentifier", 10) + " " + strings.Repeat("verylongidentifier", 10),
+		"", "the a an of",
+	}
+	m := NewMemo()
+	for round := range 2 {
+		for _, s := range batch {
+			if got, want := m.Words(s), Words(s); !slices.Equal(got, want) {
+				t.Errorf("round %d, %q: memo words %v, want %v", round, s, got, want)
+			}
+			if got, want := m.Terms(s), Terms(s); !slices.Equal(got, want) {
+				t.Errorf("round %d, %q: memo terms %q, want %q", round, s, got, want)
+			}
+		}
+	}
+	var nilMemo *Memo
+	if got, want := nilMemo.Terms("getUserName runs"), Terms("getUserName runs"); !slices.Equal(got, want) {
+		t.Errorf("nil memo terms %q, want %q", got, want)
+	}
 }
