@@ -274,6 +274,25 @@ func waitHTTP(b *testing.B, url string) {
 
 func rssKiB(b *testing.B, pid int) int { return procStatusKiB(b, pid, "VmRSS") }
 
+// procCPU is the CPU time (user and system) process pid has used so far, from /proc/pid/stat; a process's
+// children are not in it until they exit.
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: the fields counted from the last ')' (utime is field 14,
+	// stime 15; the state after ')' is field 3).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, raw)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
+}
+
 // procStatusKiB reads one kB field of /proc/pid/status (VmRSS, RssAnon, RssFile, VmHWM).
 func procStatusKiB(b *testing.B, pid int, field string) int {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

@@ -257,10 +257,16 @@ func BenchmarkSearchAtScale(b *testing.B) {
 		d.register(catalog, "cat00", prefixes[0], 1, scaleToolsPerServer)
 		b.ReportMetric(d.waitSearchable(start, prefixes[:1], scaleToolsPerServer).Seconds(), "s-index-1k")
 		start = time.Now()
+		cpu0 := procCPU(b, d.cmd.Process.Pid)
 		for j := 1; j < scaleServers; j++ {
 			d.register(catalog, fmt.Sprintf("cat%02d", j), prefixes[j], j+1, scaleToolsPerServer)
 		}
 		b.ReportMetric(d.waitSearchable(start, prefixes[1:], scaleToolsPerServer).Seconds(), "s-index-9k")
+		// The daemon's own CPU over the same span (its stdio servers are other processes): what the catalogue costs,
+		// which moves less than the time with what else the machine runs.
+		b.ReportMetric((procCPU(b, d.cmd.Process.Pid) - cpu0).Seconds(), "daemon-cpu-s-index-9k")
+		// The peak of RSS so far: indexing's, above what the daemon holds once it settles.
+		b.ReportMetric(float64(procStatusKiB(b, d.cmd.Process.Pid, "VmHWM"))/1024, "daemon-RSS-peak-MiB")
 
 		// Settle: wait until classification has finished (every tool's is_classified), then let the collector run.
 		d.waitClassified()
