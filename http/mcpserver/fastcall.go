@@ -61,6 +61,16 @@ type fastCalls struct {
 	waiting  map[string]chan *jsonrpc.Response
 	nextID   atomic.Uint64
 	served   atomic.Uint64 // calls taken (for tests)
+
+	// The 2026-07-28 fast path (fastcall_modern.go): the server's implementation (its results' serverInfo), the
+	// learnt sessions by the _meta bytes they were learnt from, and the same sessions as a set.
+	impl         *mcp.Implementation
+	learnt       map[string]*mcp.ServerSession
+	idle         map[*mcp.ServerSession]bool
+	closed       bool
+	servedModern atomic.Uint64 // 2026-07-28 calls taken (for tests)
+	// off turns the fast path off (tests and benchmarks compare the two paths).
+	off atomic.Bool
 }
 
 // fastSession is what the fast path knows of one streamable session.
@@ -77,8 +87,9 @@ type fastSession struct {
 	calls map[string]context.CancelFunc // fast calls in flight by JSON-RPC id (its JSON text)
 }
 
-func newFastCalls(s *Server) *fastCalls {
-	f := &fastCalls{s: s, sessions: map[string]*fastSession{}, waiting: map[string]chan *jsonrpc.Response{}}
+func newFastCalls(s *Server, impl *mcp.Implementation) *fastCalls {
+	f := &fastCalls{s: s, impl: impl, sessions: map[string]*fastSession{}, waiting: map[string]chan *jsonrpc.Response{},
+		learnt: map[string]*mcp.ServerSession{}, idle: map[*mcp.ServerSession]bool{}}
 	// Added after every other receiving middleware: it is the outermost, and next is the whole chain.
 	s.mcp.AddReceivingMiddleware(f.capture)
 	return f
@@ -89,8 +100,11 @@ func newFastCalls(s *Server) *fastCalls {
 func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 	f.chain = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "notifications/initialized" {
+		switch method {
+		case "notifications/initialized":
 			f.initialized(req)
+		case "tools/call":
+			f.learn(req)
 		}
 		res, err := next(ctx, method, req)
 		if method == "logging/setLevel" && err == nil {
@@ -109,7 +123,7 @@ func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 func (f *fastCalls) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := r.Header.Get("Mcp-Session-Id")
-		if sid == "" || r.Method != http.MethodPost || isModern(r) {
+		if sid == "" || r.Method != http.MethodPost || isModern(r) || f.off.Load() {
 			next.ServeHTTP(w, r)
 			return
 		}
