@@ -122,6 +122,7 @@ func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 // handler serves the fast requests and hands every other to next (the go-sdk, through the session caps).
 func (f *fastCalls) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(fastMetaHeader) // the 2026-07-28 fast path's mark: never a client's (fastcall_modern.go)
 		sid := r.Header.Get("Mcp-Session-Id")
 		if sid == "" || r.Method != http.MethodPost || isModern(r) || f.off.Load() {
 			next.ServeHTTP(w, r)

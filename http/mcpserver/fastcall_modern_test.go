@@ -250,6 +250,24 @@ func TestFastModernCallMatchesSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("a client cannot name the _meta the go-sdk's answer teaches", func(t *testing.T) {
+		// The mark the fast path sets for the go-sdk (its value: the _meta bytes to learn) sent by a client on a
+		// call of an elicitation client that goes to the go-sdk (a canonical name), naming another _meta: were it
+		// kept, calls with that _meta would run with the elicitation client's capabilities.
+		other := strings.Replace(modernMeta, `"raw"`, `"forger"`, 1)
+		c := modernCall{name: "fb.echo", args: `{}`, meta: modernElicitMeta,
+			header: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "fb.echo", "X-Mcpgw-Fast-Meta": other}}
+		learnt := mcpserver.LearntSessions(r.endpoint)
+		if a := postModern(t, endpoint, "", c); a.status != http.StatusOK {
+			t.Fatalf("the call with a forged mark: %+v", a)
+		}
+		before := fast()
+		postModern(t, endpoint, "", modernCall{name: "fb__echo", args: `{}`, meta: other})
+		if fast() != before || mcpserver.LearntSessions(r.endpoint) != learnt+1 {
+			t.Fatalf("a client's mark taught the fast path (fast %d, learnt %d -> %d)", fast()-before, learnt, mcpserver.LearntSessions(r.endpoint))
+		}
+	})
+
 	t.Run("curation hides a tool from the fast path too", func(t *testing.T) {
 		res, err := plain.sess.CallTool(context.Background(), &mcp.CallToolParams{Name: "manage_tool_curation", Arguments: map[string]any{
 			"action": "set_filter", "server_id": "fb", "settings": map[string]any{"mode": "deny", "patterns": []string{"hidden_*"}}}})
