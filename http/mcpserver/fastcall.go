@@ -42,7 +42,8 @@ import (
 // that declared sampling or elicitation (their requests must travel on the call's own stream, which only the
 // go-sdk's session can address). What the fast path does itself: a backend's roots/list and log messages during a
 // fast call go out on the call's stream as the go-sdk's would (fastRelay), the client's answers and its
-// notifications/cancelled for a fast call are taken before the go-sdk sees them.
+// notifications/cancelled for a fast call are taken before the go-sdk sees them. A 2026-07-28 call (no session) has
+// a sibling path of its own, fastcall_modern.go.
 
 // fastMaxBody bounds the body the fast path reads before giving the request to the go-sdk (which reads the rest).
 const fastMaxBody = 1 << 20
