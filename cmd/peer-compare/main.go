@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/actors"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/loadgen"
 )
 
@@ -36,6 +37,7 @@ const (
 	pathDirect = "direct"
 	pathREST   = "rest"
 	pathMCP    = "mcp"
+	pathMCPV2  = "mcp-2026"
 	peerHub    = "mcp-hub"
 	peerVMCP   = "vmcp"
 
@@ -183,17 +185,27 @@ func openPaths(ctx context.Context, o options, bins ownBinaries, url, runDir str
 	if err != nil {
 		return nil, closeAll, fmt.Errorf("daemon /mcp: %w", err)
 	}
+	// A client of the sessionless revision on the same endpoint (each call its own HTTP request, no session).
+	modernSess, err := connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.MCP, HTTPClient: loadgen.HTTPClient()},
+		&mcp.ClientSessionOptions{ProtocolVersion: mcpserver.ModernProtocol})
+	if err != nil {
+		return nil, closeAll, fmt.Errorf("daemon /mcp, %s: %w", mcpserver.ModernProtocol, err)
+	}
+	closers = append(closers, func() { _ = modernSess.Close() })
 
 	paths := []*path{
 		{res: pathResult{key: pathDirect, label: "direct (go-sdk client to the backend)"}, call: loadgen.MCPCaller(direct, "echo", echoMessage)},
 		{res: pathResult{key: pathREST, label: "this daemon, REST `POST /api/v1/tools/call`"},
 			call: loadgen.RESTCaller(restClient, d.Call, backendName+".echo", echoMessage)},
 		{res: pathResult{key: pathMCP, label: "this daemon, `/mcp`"}, call: loadgen.MCPCaller(aggSess, alias, echoMessage)},
+		{res: pathResult{key: pathMCPV2, label: "this daemon, `/mcp`, " + mcpserver.ModernProtocol + " client"},
+			call: loadgen.MCPCaller(modernSess, alias, echoMessage)},
 	}
 	checks := []func(context.Context) error{
 		func(ctx context.Context) error { return checkMCPEcho(ctx, direct, "echo") },
 		func(ctx context.Context) error { return checkRESTEcho(ctx, restClient, d.Call, backendName+".echo") },
 		func(ctx context.Context) error { return checkMCPEcho(ctx, aggSess, alias) },
+		func(ctx context.Context) error { return checkMCPEcho(ctx, modernSess, alias) },
 	}
 	for i, check := range checks {
 		if err := check(ctx); err != nil {

@@ -51,12 +51,16 @@ func BenchmarkCallPath(b *testing.B) {
 		params := &mcp.CallToolParams{Name: p.tool, Arguments: args}
 		b.Run(p.name, func(b *testing.B) {
 			b.ReportAllocs()
+			before, n := mcpserver.FastCalls(r.endpoint), 0
 			for b.Loop() {
 				res, err := sess.CallTool(context.Background(), params)
 				if err != nil || res.IsError || text(res) != want {
 					b.Fatalf("%s: %v %+v", p.tool, err, res)
 				}
+				n++
 			}
+			// The share of the calls the endpoint's fast path served (fastcall.go, fastcall_modern.go).
+			b.ReportMetric(float64(mcpserver.FastCalls(r.endpoint)-before)/float64(n), "fast/op")
 		})
 		sess.Close()
 	}

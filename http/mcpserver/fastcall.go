@@ -42,7 +42,8 @@ import (
 // that declared sampling or elicitation (their requests must travel on the call's own stream, which only the
 // go-sdk's session can address). What the fast path does itself: a backend's roots/list and log messages during a
 // fast call go out on the call's stream as the go-sdk's would (fastRelay), the client's answers and its
-// notifications/cancelled for a fast call are taken before the go-sdk sees them.
+// notifications/cancelled for a fast call are taken before the go-sdk sees them. A 2026-07-28 call (no session) has
+// a sibling path of its own, fastcall_modern.go.
 
 // fastMaxBody bounds the body the fast path reads before giving the request to the go-sdk (which reads the rest).
 const fastMaxBody = 1 << 20
@@ -61,6 +62,16 @@ type fastCalls struct {
 	waiting  map[string]chan *jsonrpc.Response
 	nextID   atomic.Uint64
 	served   atomic.Uint64 // calls taken (for tests)
+
+	// The 2026-07-28 fast path (fastcall_modern.go): the server's implementation (its results' serverInfo), the
+	// learnt sessions by the _meta bytes they were learnt from, and the same sessions as a set.
+	impl         *mcp.Implementation
+	learnt       map[string]*mcp.ServerSession
+	idle         map[*mcp.ServerSession]bool
+	closed       bool
+	servedModern atomic.Uint64 // 2026-07-28 calls taken (for tests)
+	// off turns the fast path off (tests and benchmarks compare the two paths).
+	off atomic.Bool
 }
 
 // fastSession is what the fast path knows of one streamable session.
@@ -77,8 +88,9 @@ type fastSession struct {
 	calls map[string]context.CancelFunc // fast calls in flight by JSON-RPC id (its JSON text)
 }
 
-func newFastCalls(s *Server) *fastCalls {
-	f := &fastCalls{s: s, sessions: map[string]*fastSession{}, waiting: map[string]chan *jsonrpc.Response{}}
+func newFastCalls(s *Server, impl *mcp.Implementation) *fastCalls {
+	f := &fastCalls{s: s, impl: impl, sessions: map[string]*fastSession{}, waiting: map[string]chan *jsonrpc.Response{},
+		learnt: map[string]*mcp.ServerSession{}, idle: map[*mcp.ServerSession]bool{}}
 	// Added after every other receiving middleware: it is the outermost, and next is the whole chain.
 	s.mcp.AddReceivingMiddleware(f.capture)
 	return f
@@ -89,8 +101,11 @@ func newFastCalls(s *Server) *fastCalls {
 func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 	f.chain = next
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "notifications/initialized" {
+		switch method {
+		case "notifications/initialized":
 			f.initialized(req)
+		case "tools/call":
+			f.learn(req)
 		}
 		res, err := next(ctx, method, req)
 		if method == "logging/setLevel" && err == nil {
@@ -108,8 +123,9 @@ func (f *fastCalls) capture(next mcp.MethodHandler) mcp.MethodHandler {
 // handler serves the fast requests and hands every other to next (the go-sdk, through the session caps).
 func (f *fastCalls) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(fastMetaHeader) // the 2026-07-28 fast path's mark: never a client's (fastcall_modern.go)
 		sid := r.Header.Get("Mcp-Session-Id")
-		if sid == "" || r.Method != http.MethodPost || isModern(r) {
+		if sid == "" || r.Method != http.MethodPost || isModern(r) || f.off.Load() {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -211,7 +211,8 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		Instructions: instructions(opts.AliasSeparator),
 	}
 	s.featureOptions(sopts)
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}, sopts)
+	impl := &mcp.Implementation{Name: "mcp-aggregator", Title: "MCP aggregator", Version: opts.Version}
+	s.mcp = mcp.NewServer(impl, sopts)
 	s.backendTool = s.callBackend
 	s.budget.usage = exposure.NewUsage(usageHalfLife)
 	s.sessions = newSessionTable(s)
@@ -228,7 +229,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
-	s.fast = newFastCalls(s) // after every other receiving middleware: it captures the whole chain
+	s.fast = newFastCalls(s, impl) // after every other receiving middleware: it captures the whole chain
 	s.addMetaTools()
 	go s.syncLoop()
 	s.stop = gw.OnRoutesChanged(s.enqueue)
@@ -249,6 +250,7 @@ func (s *Server) Close() {
 	s.stopNotify()
 	s.stop()
 	s.stopFeatures()
+	s.fast.close()
 	close(s.done)
 	s.notifyLog.flush()
 }
@@ -269,7 +271,7 @@ func (s *Server) StreamableHandler() http.Handler {
 	// beside the stateful one, on the same server (tools, prompts, resources, notifications), chosen per request.
 	modern := mcp.NewStreamableHTTPHandler(server,
 		&mcp.StreamableHTTPOptions{Logger: logger, Stateless: true, DisableLocalhostProtection: s.hostGuarded})
-	return s.LoopGuard(s.taskRequests(s.fast.handler(s.sessions.streamable(sdk, modern))))
+	return s.LoopGuard(s.taskRequests(s.fast.handler(s.sessions.streamable(sdk, s.fast.modernHandler(modern)))))
 }
 
 // ModernProtocol is the first protocol revision without sessions (SEP-2575): its requests carry their version in
