@@ -184,7 +184,39 @@ func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUps
 	if !ok {
 		return nil, fmt.Errorf("unexpected reply %T to proxy request", res)
 	}
+	if cr, ok := r.res.(*mcp.CallToolResult); ok {
+		scrubToolError(cr, r.scrub)
+	}
 	return r.res, scrubbed(r.err, r.scrub)
+}
+
+// scrubToolError removes the session's own secrets (scrub: a caller's credential, their OAuth tokens as renewed)
+// from a tool error result (isError) in place: its text contents and its structured content, as from a JSON-RPC
+// error's text (scrubbed). A successful result is the backend's answer and passes as it came.
+func scrubToolError(res *mcp.CallToolResult, scrub func(string) string) {
+	if res == nil || !res.IsError || scrub == nil {
+		return
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			tc.Text = scrub(tc.Text)
+		}
+	}
+	if res.StructuredContent == nil {
+		return
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		res.StructuredContent = nil // nothing that cannot be checked reaches the client
+		return
+	}
+	if clean := scrub(string(raw)); clean != string(raw) {
+		var v any
+		if json.Unmarshal([]byte(clean), &v) != nil {
+			v = nil
+		}
+		res.StructuredContent = v
+	}
 }
 
 // scrubbed is err with the session's own secrets (a caller's credential) removed from its text: a backend's

@@ -37,7 +37,7 @@ func (s *syncBuffer) String() string {
 }
 
 // TestProxyExchangedTokenRenewedIsScrubbed: a hostile backend echoes the Authorization header it was sent in its
-// error. The token a caller's session got by renewal mid-session (its exchanged token expired; the caller's token
+// error (a JSON-RPC error, a tool error result). The token a caller's session got by renewal mid-session (its exchanged token expired; the caller's token
 // was exchanged again) is scrubbed from what the client gets and from every log line, as the first one is: the
 // session's secrets follow its renewals.
 func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
@@ -62,6 +62,13 @@ func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
 		}
 		if token != "" && strings.Contains(err.Error(), token) {
 			t.Fatalf("the backend's error reached the client with the session's token: %v", err)
+		}
+		// The same echoed into a tool error result.
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo_auth_result", Arguments: map[string]any{}})
+		b, _ := json.Marshal(res)
+		if err != nil || !res.IsError || !strings.Contains(string(b), "you sent Authorization: Bearer ***") ||
+			token != "" && strings.Contains(string(b), token) {
+			t.Fatalf("echo_auth_result: %v %s; want the tool error with the token scrubbed", err, b)
 		}
 	}
 	first := x.grantOf(t, "oauth:client-bot").Token
