@@ -93,6 +93,7 @@ type ProxySession struct {
 	pid    *actor.PID
 	server routing.ServerEntry
 	init   *mcp.InitializeResult
+	shared *proxyShared
 	once   sync.Once
 }
 
@@ -142,7 +143,7 @@ func OpenProxy(ctx context.Context, n Node, pid *actor.PID, srv routing.ServerEn
 	}
 	if a.err == nil {
 		if opened, ok := a.res.(*proxyOpened); ok {
-			return &ProxySession{node: n, pid: opened.pid, server: srv, init: opened.init}, nil
+			return &ProxySession{node: n, pid: opened.pid, server: srv, init: opened.init, shared: opened.shared}, nil
 		}
 		a.err = fmt.Errorf("unexpected reply %T to open proxy", a.res)
 	}
@@ -172,6 +173,9 @@ func (p *ProxySession) Close() error {
 
 // do asks the proxy actor to run fn on the session.
 func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUpstream) (any, error)) (any, error) {
+	if err := p.shared.endedWith(); err != nil {
+		return nil, err // never sent (ErrCredentialChanged)
+	}
 	deadline := p.node.CallDeadline(ctx)
 	res, err := p.node.Ask(ctx, p.pid, &proxyRequest{ctx: ctx, deadline: deadline, do: fn}, time.Until(deadline)+time.Second)
 	if errors.Is(err, ErrShuttingDown) {

@@ -83,12 +83,14 @@ type serverActor struct {
 	sys  *actor.ActorSystem
 	self *actor.PID
 
-	rec     persistence.Server
-	status  string
-	gen     uint64
-	sess    *liveSession
-	attempt *connectAttempt
-	retryN  int
+	rec    persistence.Server
+	status string
+	gen    uint64
+	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
+	userProxies map[string]userProxy
+	sess        *liveSession
+	attempt     *connectAttempt
+	retryN      int
 	// connectedAt is when the current session connected; a loss before StableAfter keeps the backoff growing.
 	connectedAt time.Time
 	failures    int
@@ -161,6 +163,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.cleanup(false)
 	case *actor.Terminated:
 		a.users.terminated(m.Who)
+		delete(a.userProxies, m.Who.Id)
 		if a.retired && a.retiringChildren > 0 {
 			a.retiringChildren--
 			a.ackIfRetired(ctx)
@@ -195,6 +198,9 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *pb.EndUserSession:
 		a.endUserSession(ctx, m.Subject)
+		if ctx.Sender() != nil {
+			ctx.Respond(&pb.Ack{}) // the sessions were told to end before anything sent after this answer
+		}
 	case *msg.CancelCallsForShutdown:
 		a.shuttingDown = true
 		for _, cancel := range a.pending {
