@@ -306,22 +306,15 @@ func (s *session) replaceUpstream(why error) {
 		s.close(fmt.Errorf("upstream: %w; no new one: %w", why, err))
 		return
 	}
+	// The client's log level and subscriptions are set on the new session before any request of the client goes
+	// to it.
 	s.mu.Lock()
-	if s.life.Err() != nil {
-		s.mu.Unlock()
-		_ = up.Close()
-		return
-	}
-	s.up, s.upGen = up, gen
-	close(s.upChanged)
-	s.upChanged = make(chan struct{})
 	level := s.level
 	subs := make([]string, 0, len(s.subs))
 	for u := range s.subs {
 		subs = append(subs, u)
 	}
 	s.mu.Unlock()
-	s.log.Info("proxy session's upstream replaced: the caller's credential changed")
 	if level != nil {
 		if err := up.SetLoggingLevel(ctx, level); err != nil {
 			s.log.Debug("set the log level again on the new upstream session", "error", err)
@@ -332,6 +325,17 @@ func (s *session) replaceUpstream(why error) {
 			s.log.Debug("subscribe again on the new upstream session", "error", err)
 		}
 	}
+	s.mu.Lock()
+	if s.life.Err() != nil {
+		s.mu.Unlock()
+		_ = up.Close()
+		return
+	}
+	s.up, s.upGen = up, gen
+	close(s.upChanged)
+	s.upChanged = make(chan struct{})
+	s.mu.Unlock()
+	s.log.Info("proxy session's upstream replaced: the caller's credential changed")
 	for k := range kinds {
 		s.kick(k)
 	}
