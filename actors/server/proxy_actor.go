@@ -97,11 +97,11 @@ type proxyShared struct {
 	started bool
 	stopped bool
 	replied bool
+	sub     *eventstream.Subscription
+	es      *eventstream.EventStream
 	// ended, set by the server actor when the caller's credential changed, answers every request sent after it
 	// without sending it to the actor (which is about to stop and would drop it).
 	ended error
-	sub   *eventstream.Subscription
-	es    *eventstream.EventStream
 }
 
 func (s *proxyShared) firstStart() bool {

@@ -83,14 +83,12 @@ type serverActor struct {
 	sys  *actor.ActorSystem
 	self *actor.PID
 
-	rec    persistence.Server
-	status string
-	gen    uint64
-	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
-	userProxies map[string]userProxy
-	sess        *liveSession
-	attempt     *connectAttempt
-	retryN      int
+	rec     persistence.Server
+	status  string
+	gen     uint64
+	sess    *liveSession
+	attempt *connectAttempt
+	retryN  int
 	// connectedAt is when the current session connected; a loss before StableAfter keeps the backoff growing.
 	connectedAt time.Time
 	failures    int
@@ -141,6 +139,8 @@ type serverActor struct {
 	reloads uint64
 	// users are the callers' own sessions of a per_user server (proxy_user.go).
 	users userSessions
+	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
+	userProxies map[string]userProxy
 }
 
 // Props is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
