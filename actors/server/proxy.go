@@ -55,7 +55,8 @@ type ProxyHandlers struct {
 	ListRoots     func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 
 	// Closed is called once, on its own goroutine, when the proxy session has ended for whatever reason (Close
-	// included); err says why (ErrProxyClosed after Close).
+	// included); err says why (ErrProxyClosed after Close; ErrCredentialChanged when the caller's credential was
+	// revoked or replaced, after which the front end may open a new one for the same client).
 	Closed func(err error)
 }
 
