@@ -40,6 +40,9 @@ var (
 	ErrProxyConnect       = server.ErrProxyConnect
 	ErrProxyClosed        = server.ErrProxyClosed
 	ErrCredentialRequired = server.ErrCredentialRequired
+	// ErrCredentialChanged: a caller's upstream session of the per-server endpoint ended because their credential
+	// was revoked or replaced (server.ErrCredentialChanged).
+	ErrCredentialChanged = server.ErrCredentialChanged
 )
 
 type (
@@ -103,18 +106,30 @@ func (n serverNode) Ask(ctx context.Context, pid *actor.PID, m any, timeout time
 func (n serverNode) CallDeadline(ctx context.Context) time.Time { return n.s.callDeadline(ctx) }
 
 // EndUserSession closes the subject's own session of a per_user server (after their credential was revoked or
-// replaced), wherever the server's actor runs; nothing happens when none runs.
+// replaced), wherever the server's actor runs; nothing happens when none runs. It returns once the server's actor
+// has told the sessions to end: a request sent after it returns never runs on a session of the old credential
+// (the subject's /mcp/servers/{name} sessions then go on, on a new upstream session; mcpproxy).
 func (s *System) EndUserSession(ctx context.Context, serverID, subject string) error {
+	var pid *actor.PID
 	if s.cluster == nil {
-		if pid, ok := s.hostedPID(serverID); ok {
-			s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
+		p, ok := s.hostedPID(serverID)
+		if !ok {
+			return nil
 		}
-		return nil
+		pid = p
+	} else {
+		p, err := s.resolve(ctx, serverID)
+		if err != nil {
+			return fmt.Errorf("end the session of %s on server %s: %w", subject, serverID, err)
+		}
+		pid = p
 	}
-	pid, err := s.resolve(ctx, serverID)
+	_, err := s.askActor(ctx, pid, &pb.EndUserSession{Subject: subject}, 0)
+	if errors.Is(err, ErrShuttingDown) {
+		return nil // no server actor: no session
+	}
 	if err != nil {
 		return fmt.Errorf("end the session of %s on server %s: %w", subject, serverID, err)
 	}
-	s.sys.Root.Send(pid, &pb.EndUserSession{Subject: subject})
 	return nil
 }

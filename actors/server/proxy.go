@@ -55,7 +55,8 @@ type ProxyHandlers struct {
 	ListRoots     func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 
 	// Closed is called once, on its own goroutine, when the proxy session has ended for whatever reason (Close
-	// included); err says why (ErrProxyClosed after Close).
+	// included); err says why (ErrProxyClosed after Close; ErrCredentialChanged when the caller's credential was
+	// revoked or replaced, after which the front end may open a new one for the same client).
 	Closed func(err error)
 }
 
@@ -93,6 +94,7 @@ type ProxySession struct {
 	pid    *actor.PID
 	server routing.ServerEntry
 	init   *mcp.InitializeResult
+	shared *proxyShared
 	once   sync.Once
 }
 
@@ -142,7 +144,7 @@ func OpenProxy(ctx context.Context, n Node, pid *actor.PID, srv routing.ServerEn
 	}
 	if a.err == nil {
 		if opened, ok := a.res.(*proxyOpened); ok {
-			return &ProxySession{node: n, pid: opened.pid, server: srv, init: opened.init}, nil
+			return &ProxySession{node: n, pid: opened.pid, server: srv, init: opened.init, shared: opened.shared}, nil
 		}
 		a.err = fmt.Errorf("unexpected reply %T to open proxy", a.res)
 	}
@@ -172,6 +174,9 @@ func (p *ProxySession) Close() error {
 
 // do asks the proxy actor to run fn on the session.
 func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUpstream) (any, error)) (any, error) {
+	if err := p.shared.endedWith(); err != nil {
+		return nil, err // never sent (ErrCredentialChanged)
+	}
 	deadline := p.node.CallDeadline(ctx)
 	res, err := p.node.Ask(ctx, p.pid, &proxyRequest{ctx: ctx, deadline: deadline, do: fn}, time.Until(deadline)+time.Second)
 	if errors.Is(err, ErrShuttingDown) {
@@ -184,7 +189,39 @@ func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUps
 	if !ok {
 		return nil, fmt.Errorf("unexpected reply %T to proxy request", res)
 	}
+	if cr, ok := r.res.(*mcp.CallToolResult); ok {
+		scrubToolError(cr, r.scrub)
+	}
 	return r.res, scrubbed(r.err, r.scrub)
+}
+
+// scrubToolError removes the session's own secrets (scrub: a caller's credential, their OAuth tokens as renewed)
+// from a tool error result (isError) in place: its text contents and its structured content, as from a JSON-RPC
+// error's text (scrubbed). A successful result is the backend's answer and passes as it came.
+func scrubToolError(res *mcp.CallToolResult, scrub func(string) string) {
+	if res == nil || !res.IsError || scrub == nil {
+		return
+	}
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			tc.Text = scrub(tc.Text)
+		}
+	}
+	if res.StructuredContent == nil {
+		return
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		res.StructuredContent = nil // nothing that cannot be checked reaches the client
+		return
+	}
+	if clean := scrub(string(raw)); clean != string(raw) {
+		var v any
+		if json.Unmarshal([]byte(clean), &v) != nil {
+			v = nil
+		}
+		res.StructuredContent = v
+	}
 }
 
 // scrubbed is err with the session's own secrets (a caller's credential) removed from its text: a backend's

@@ -37,8 +37,9 @@ type (
 		claim *proxyClaim
 	}
 	proxyOpened struct {
-		pid  *actor.PID
-		init *mcp.InitializeResult
+		pid    *actor.PID
+		init   *mcp.InitializeResult
+		shared *proxyShared
 	}
 	proxyConnected struct {
 		attempt *connectAttempt
@@ -58,7 +59,11 @@ type (
 	}
 	proxyRequestDone struct{ id uint64 }
 	proxyLost        struct{ err error }
-	proxyServerGone  struct{ reason string }
+	// proxyServerGone ends the session; err, when set, is why (else reason).
+	proxyServerGone struct {
+		reason string
+		err    error
+	}
 )
 
 // proxyClaim lets an asker that gave up (timeout, cancelled) stop the proxy actor it asked for, whether the server
@@ -94,6 +99,9 @@ type proxyShared struct {
 	replied bool
 	sub     *eventstream.Subscription
 	es      *eventstream.EventStream
+	// ended, set by the server actor when the caller's credential changed, answers every request sent after it
+	// without sending it to the actor (which is about to stop and would drop it).
+	ended error
 }
 
 func (s *proxyShared) firstStart() bool {
@@ -123,6 +131,23 @@ func (s *proxyShared) stop() {
 		s.es.Unsubscribe(s.sub)
 		s.sub = nil
 	}
+}
+
+// end makes every request from now on answered err at once (ProxySession.do).
+func (s *proxyShared) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = err
+}
+
+// endedWith is the error end set, nil while the session takes requests.
+func (s *proxyShared) endedWith() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
 }
 
 // isStopped reports whether the actor has stopped (or is stopping).
@@ -180,6 +205,12 @@ func (a *serverActor) openProxy(ctx actor.Context, m *openProxy) {
 		return &c
 	}), prefix)
 	a.watchForProxy(pid, shared)
+	if subject != "" {
+		if a.userProxies == nil {
+			a.userProxies = map[string]userProxy{}
+		}
+		a.userProxies[pid.Id] = userProxy{subject: subject, shared: shared}
+	}
 	if !m.claim.spawned(pid) {
 		ctx.Stop(pid)
 	}
@@ -296,7 +327,10 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 			ctx.Stop(p.self)
 		}
 	case *proxyServerGone:
-		p.why = errors.New(m.reason)
+		p.why = m.err
+		if p.why == nil {
+			p.why = errors.New(m.reason)
+		}
 		ctx.Stop(p.self)
 	}
 }
@@ -388,7 +422,7 @@ func (p *proxyActor) onConnected(ctx actor.Context, m *proxyConnected) {
 		sys.Root.Send(self, &proxyLost{err: err})
 	}()
 	if p.shared.reply() && p.replyTo != nil {
-		ctx.Send(p.replyTo, &proxyOpened{pid: p.self, init: sess.InitializeResult()})
+		ctx.Send(p.replyTo, &proxyOpened{pid: p.self, init: sess.InitializeResult(), shared: p.shared})
 	}
 	p.logger().Info("proxy session connected", "protocol_version", sess.InitializeResult().ProtocolVersion)
 	if p.relay != nil {

@@ -359,21 +359,38 @@ func proxyUserPrefix(subject string) string {
 	return proxyPrefix + userSessionName(subject) + "-"
 }
 
-// endUserProxies ends the subject's sessions of the per-server endpoint (/mcp/servers/{name}): they were opened
-// with the credential that was just revoked or replaced; the client's next session is opened with the new one, or
-// answered CREDENTIAL_REQUIRED.
+// ErrCredentialChanged is why a caller's upstream session of the per-server endpoint ended when their credential
+// was revoked or replaced (ProxyHandlers.Closed's error wraps it): the front end may open a new upstream session
+// for the same client, which takes the new credential, or is refused ErrCredentialRequired after a revocation.
+var ErrCredentialChanged = errors.New("your credential was revoked or replaced")
+
+// endUserProxies ends the subject's upstream sessions of the per-server endpoint (/mcp/servers/{name}): they were
+// opened with the credential that was just revoked or replaced. They end with ErrCredentialChanged, on which the
+// front end opens the client a new upstream session with the new credential (the client's own session goes on),
+// or ends the client's session when none is left (a revocation).
 func (a *serverActor) endUserProxies(ctx actor.Context, subject string) {
 	mark := "/" + proxyUserPrefix(subject)
+	why := fmt.Errorf("%w: server %s", ErrCredentialChanged, a.rec.Name)
 	n := 0
 	for _, c := range ctx.Children() {
 		if strings.Contains(c.Id, mark) {
-			ctx.Send(c, &proxyServerGone{reason: "your credential for server " + a.rec.Name + " was revoked or replaced"})
+			if up, ok := a.userProxies[c.Id]; ok && up.subject == subject {
+				up.shared.end(why) // before the answer to EndUserSession: no later request reaches the old session
+			}
+			ctx.Send(c, &proxyServerGone{err: why})
 			n++
 		}
 	}
 	if n > 0 {
 		a.log().Info("per-user proxy sessions ended: their credential changed", "proxy_sessions", n)
 	}
+}
+
+// userProxy is a proxy session of the per-server endpoint on a caller's own credential (serverActor.userProxies,
+// by actor id): what endUserProxies ends when the caller's credential changes.
+type userProxy struct {
+	subject string
+	shared  *proxyShared
 }
 
 // CredentialRequiredError is ErrCredentialRequired with what credentialRequired says: where to store the

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -112,5 +113,35 @@ func TestScrubbedProxyErrors(t *testing.T) {
 	}
 	if scrubbed(plain, nil) != plain || scrubbed(nil, scrub) != nil {
 		t.Fatal("nothing to scrub changed the error")
+	}
+}
+
+// TestScrubToolError: a tool error result of a caller's session has the caller's token removed from its texts and
+// its structured content; a successful result, and a session without secrets of its own, pass as they came.
+func TestScrubToolError(t *testing.T) {
+	scrub := func(s string) string { return strings.ReplaceAll(s, "tok-123", "***") }
+	tests := []struct {
+		name  string
+		res   *mcp.CallToolResult
+		scrub func(string) string
+		want  string
+	}{
+		{"tool error text and structured", &mcp.CallToolResult{IsError: true,
+			Content: []mcp.Content{&mcp.TextContent{Text: "sent Bearer tok-123"}}, StructuredContent: map[string]any{"h": "Bearer tok-123"}},
+			scrub, `{"content":[{"type":"text","text":"sent Bearer ***"}],"structuredContent":{"h":"Bearer ***"},"isError":true}`},
+		{"success passes", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "tok-123"}}},
+			scrub, `{"content":[{"type":"text","text":"tok-123"}]}`},
+		{"no secrets of its own", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "tok-123"}}},
+			nil, `{"content":[{"type":"text","text":"tok-123"}],"isError":true}`},
+		{"nil result", nil, scrub, `null`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			scrubToolError(tc.res, tc.scrub)
+			b, err := json.Marshal(tc.res)
+			if err != nil || string(b) != tc.want {
+				t.Fatalf("got %s (%v), want %s", b, err, tc.want)
+			}
+		})
 	}
 }

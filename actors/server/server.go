@@ -139,6 +139,8 @@ type serverActor struct {
 	reloads uint64
 	// users are the callers' own sessions of a per_user server (proxy_user.go).
 	users userSessions
+	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
+	userProxies map[string]userProxy
 }
 
 // Props is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
@@ -161,6 +163,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		a.cleanup(false)
 	case *actor.Terminated:
 		a.users.terminated(m.Who)
+		delete(a.userProxies, m.Who.Id)
 		if a.retired && a.retiringChildren > 0 {
 			a.retiringChildren--
 			a.ackIfRetired(ctx)
@@ -195,6 +198,9 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *pb.EndUserSession:
 		a.endUserSession(ctx, m.Subject)
+		if ctx.Sender() != nil {
+			ctx.Respond(&pb.Ack{}) // the sessions were told to end before anything sent after this answer
+		}
 	case *msg.CancelCallsForShutdown:
 		a.shuttingDown = true
 		for _, cancel := range a.pending {

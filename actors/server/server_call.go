@@ -152,6 +152,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			res, err = resumeBackendTask(cctx, tw, sess, m.Tool, m.ResumeBackendTask, name, stdio)
 		case userCall != nil:
 			res, scrub, err = userCall(cctx, params)
+			scrubToolError(res, scrub) // a tool error echoing the caller's credential, as an error's text
 		case hop != nil:
 			var raw json.RawMessage
 			if raw, err = hop.call(cctx, hopSess, m.Tool, args, m.RequestId); err == nil {

@@ -114,11 +114,13 @@ func TestProxyExchangedTokenExpiresMidSession(t *testing.T) {
 // ACCESS_TTL=6) exchanges the organisation's tokens, and one exchanger, the gateway's, for /mcp and the proxy.
 type exchangeRig struct {
 	org, aggResource, issuer, url string
+	redirect                      string // the authorization server's redirect to the daemon's callback
 	ttl                           time.Duration
 	srv                           persistence.Server
 	flows                         *backendauth.Flows
 	calls                         interface{ Load() int64 }
 	store                         persistence.Store
+	sys                           *actors.System
 }
 
 func startExchangeRig(t *testing.T, keepAlive time.Duration) *exchangeRig {
@@ -137,7 +139,7 @@ const exchangeStatic = "ci-static-client-token"
 func startExchangeRigLogged(t *testing.T, keepAlive time.Duration, logs io.Writer) *exchangeRig {
 	t.Helper()
 	r := newRigLogged(t, mcpproxy.Options{}, func(c *actors.Config) { c.KeepAlive = keepAlive }, logs)
-	x := &exchangeRig{aggResource: "http://aggregator.example/mcp", ttl: 6 * time.Second, store: r.store}
+	x := &exchangeRig{aggResource: "http://aggregator.example/mcp", ttl: 6 * time.Second, store: r.store, sys: r.sys}
 	x.org = peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+x.aggResource)
 	v, err := oauth.New(t.Context(), oauth.Config{Issuer: x.org, Audience: x.aggResource, Resource: x.aggResource,
 		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
@@ -146,6 +148,7 @@ func startExchangeRigLogged(t *testing.T, keepAlive time.Duration, logs io.Write
 	}
 	ln, resource := oauthtest.Listen(t)
 	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
+	x.redirect = redirect
 	x.issuer = oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+x.org, "ACCESS_TTL=6")
 	x.calls = oauthtest.HostileBackend(t, ln, resource, x.issuer)
 

@@ -161,9 +161,10 @@ func wantCredentialRequired(t *testing.T, status int, body string, srv persisten
 // TestProxyPerUser: through /mcp/servers/{name}, a per_user server's sessions run on each caller's own
 // credential, injected where the registration says (an HTTP header with its prefix; a stdio child's environment
 // variable): two callers each see their own secret in the backend's answers; a caller without one is refused 403
-// CREDENTIAL_REQUIRED; a caller can never reach another caller's session, even with its Mcp-Session-Id; and
-// deleting a caller's credential ends that caller's session only (the next one is refused), while the other
-// caller's session goes on.
+// CREDENTIAL_REQUIRED; a caller can never reach another caller's session, even with its Mcp-Session-Id; a caller
+// who replaces their credential keeps their client session, whose next call runs on the new one; and deleting a
+// caller's credential ends that caller's session only (the next one is refused), while the other caller's session
+// goes on.
 func TestProxyPerUser(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -233,6 +234,16 @@ func TestProxyPerUser(t *testing.T) {
 				t.Fatalf("alice after bob's attempts: %q %v", got, err)
 			}
 
+			// Bob replaces his credential (what PUT .../credentials/me does): his client's session goes on, and its
+			// next call reaches the backend with the new one (a new backend session underneath).
+			putSecret(t, r, srv.ID, "token:bob", "bob-secret-new")
+			if err := r.sys.EndUserSession(ctx, srv.ID, "token:bob"); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := whoami(ctx, sessions["bob"]); err != nil || !strings.HasPrefix(got, tc.seen("bob-secret-new")) {
+				t.Fatalf("bob's session after he replaced his credential: %q %v, want %q...", got, err, tc.seen("bob-secret-new"))
+			}
+
 			// Alice's credential is deleted (what DELETE .../credentials/me does): her session ends, Bob's goes on.
 			if err := r.store.DeleteUserSecret(ctx, srv.ID, "token:alice"); err != nil {
 				t.Fatal(err)
@@ -244,7 +255,7 @@ func TestProxyPerUser(t *testing.T) {
 			if status, body := rawPost(t, url, aliceToken, alice.ID(), call); status != http.StatusNotFound {
 				t.Fatalf("alice's ended session still answers after her credential was deleted: %d %s", status, body)
 			}
-			if got, err := whoami(ctx, sessions["bob"]); err != nil || !strings.HasPrefix(got, tc.seen("bob-secret-2")) {
+			if got, err := whoami(ctx, sessions["bob"]); err != nil || !strings.HasPrefix(got, tc.seen("bob-secret-new")) {
 				t.Fatalf("bob after alice's credential was deleted: %q %v", got, err)
 			}
 			status, body = rawPost(t, url, aliceToken, "", initializeWith(`{}`))

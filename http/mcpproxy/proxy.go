@@ -15,7 +15,8 @@
 //
 // A per_user server's sessions run on the credential of the caller that opened them (credential.go): the upstream
 // session is opened with that caller's own secret or OAuth grant injected, and a session is never its caller's to
-// share.
+// share. When the caller's credential changes, the upstream session is replaced underneath the client's, which goes
+// on (session.replaceUpstream); a revocation ends it.
 //
 // Transparent does not mean uncurated: the tools are served as /mcp serves them (the routing table's curation:
 // filters, pinning, overrides' descriptions), and a client token bound to profiles reaches only its profiles'

@@ -37,7 +37,7 @@ func (s *syncBuffer) String() string {
 }
 
 // TestProxyExchangedTokenRenewedIsScrubbed: a hostile backend echoes the Authorization header it was sent in its
-// error. The token a caller's session got by renewal mid-session (its exchanged token expired; the caller's token
+// error (a JSON-RPC error, a tool error result). The token a caller's session got by renewal mid-session (its exchanged token expired; the caller's token
 // was exchanged again) is scrubbed from what the client gets and from every log line, as the first one is: the
 // session's secrets follow its renewals.
 func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
@@ -62,6 +62,13 @@ func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
 		}
 		if token != "" && strings.Contains(err.Error(), token) {
 			t.Fatalf("the backend's error reached the client with the session's token: %v", err)
+		}
+		// The same echoed into a tool error result.
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo_auth_result", Arguments: map[string]any{}})
+		b, _ := json.Marshal(res)
+		if err != nil || !res.IsError || !strings.Contains(string(b), "you sent Authorization: Bearer ***") ||
+			token != "" && strings.Contains(string(b), token) {
+			t.Fatalf("echo_auth_result: %v %s; want the tool error with the token scrubbed", err, b)
 		}
 	}
 	first := x.grantOf(t, "oauth:client-bot").Token
@@ -92,8 +99,8 @@ func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
 // /mcp/servers/{name}, and whose token cannot be exchanged again (here a static token: nothing to exchange), is
 // answered CREDENTIAL_REQUIRED with where to authorize, as /mcp answers, not the transport's rejection (-32005): a
 // tool call gets the tool error with the body and its authorization route, another request that body as the
-// JSON-RPC error's data; a client that supports URL-mode elicitation is sent to the console's page for the server.
-// The request never reached the backend.
+// JSON-RPC error's data (resources/subscribe and unsubscribe included); a client that supports URL-mode elicitation
+// is sent to the console's page for the server. The request never reached the backend.
 func TestProxyExchangedRenewalFails(t *testing.T) {
 	x := startExchangeRig(t, 0)
 	orgToken := peertest.OIDCClientToken(t, x.org, x.aggResource, "client-bot", "aggregator:client")
@@ -155,6 +162,31 @@ func TestProxyExchangedRenewalFails(t *testing.T) {
 		}
 		wantBody(t, je.Data)
 	})
+	// A subscription (the backend takes them) is a request like any other: asked of a client that can open a URL,
+	// answered with the body as the JSON-RPC error's data to one that cannot.
+	for _, tc := range []struct {
+		name string
+		do   func(context.Context, *mcp.ClientSession) error
+	}{
+		{"subscribe", func(ctx context.Context, cs *mcp.ClientSession) error {
+			return cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "whoami://me"})
+		}},
+		{"unsubscribe", func(ctx context.Context, cs *mcp.ClientSession) error {
+			return cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "whoami://me"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var je *jsonrpc.Error
+			if err := tc.do(t.Context(), plain); !errors.As(err, &je) || je.Code != -32043 {
+				t.Fatalf("want CREDENTIAL_REQUIRED as JSON-RPC error -32043 with the body; got %v", err)
+			}
+			wantBody(t, je.Data)
+			if err := tc.do(t.Context(), asker); !errors.As(err, &je) || je.Code != -32042 {
+				t.Fatalf("want URLElicitationRequired (-32042) for a client that can open a URL; got %v", err)
+			}
+			wantBody(t, je.Data)
+		})
+	}
 	t.Run("client that can open a URL", func(t *testing.T) {
 		_, err := asker.CallTool(t.Context(), &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}})
 		var je *jsonrpc.Error

@@ -77,8 +77,17 @@ type session struct {
 	// exchanges, the newest one the client has (its own token expires too).
 	latest auth.Identity
 
-	mu       sync.Mutex
-	up       *actors.ProxySession
+	mu sync.Mutex
+	// up is the upstream session, replaced underneath the client's session when the caller's credential changes
+	// (replaceUpstream): read it with upstream. upGen counts the replacements (the handlers of an upstream session
+	// that is no longer current are ignored); upChanged is closed at the next replacement.
+	up        *actors.ProxySession
+	upOpts    actors.ProxyOptions
+	upGen     uint64
+	upChanged chan struct{}
+	// What the client set on the upstream session, set again on a replacement: its log level, its subscriptions.
+	level    *mcp.SetLoggingLevelParams
+	subs     map[string]bool
 	ss       *mcp.ServerSession
 	sid      string
 	seq      uint64
@@ -114,18 +123,22 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 		ready: make(chan struct{}), flights: map[uint64]*flight{}, tokens: map[string]*flight{},
 		streamCh: make(chan struct{}), tmpls: map[string]string{}, recurate: make(chan struct{}, 1),
 		client: gateway.CallerOf(caller), restricted: bindable(caller), caller: caller, latest: caller,
+		upChanged: make(chan struct{}), subs: map[string]bool{},
 	}
 	for i := range s.kicks {
 		s.kicks[i] = make(chan struct{}, 1)
 		s.mirror[i] = map[string]string{}
 	}
-	up, err := h.sys.OpenProxySession(ctx, srv.Name, actors.ProxyOptions{
+	s.upOpts = actors.ProxyOptions{
 		ClientInfo: init.ClientInfo, Capabilities: init.Capabilities, ProtocolVersion: init.ProtocolVersion,
-		MaxSessions: h.opts.MaxSessionsPerServer, Handlers: s.handlers(),
-		// A per_user server's session runs on this caller's own credential (and ends when it is revoked); an
+		MaxSessions: h.opts.MaxSessionsPerServer,
+		// A per_user server's session runs on this caller's own credential (and is replaced when it changes); an
 		// exchanged OAuth grant is renewed by exchanging the caller's token again, as /mcp does for a call.
 		Subject: gateway.CredentialSubject(caller), Renew: s.renew,
-	})
+	}
+	opts := s.upOpts
+	opts.Handlers = s.handlers(0)
+	up, err := h.sys.OpenProxySession(ctx, srv.Name, opts)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -144,7 +157,7 @@ func (h *Handler) open(ctx context.Context, srv routing.ServerEntry, init initRe
 // build makes the session's server: the backend's info, capabilities, instructions and protocol version, its
 // lists mirrored, and every request forwarded.
 func (s *session) build(ctx context.Context) error {
-	init := s.up.InitializeResult()
+	init := s.upstream().InitializeResult()
 	caps := &mcp.ServerCapabilities{}
 	if init.Capabilities != nil {
 		*caps = *init.Capabilities
@@ -176,10 +189,22 @@ func (s *session) build(ctx context.Context) error {
 	}
 	if caps.Resources != nil && caps.Resources.Subscribe {
 		opts.SubscribeHandler = func(ctx context.Context, r *mcp.SubscribeRequest) error {
-			return rpcError(s.up.Subscribe(ctx, r.Params))
+			if err := s.upstream().Subscribe(ctx, r.Params); err != nil {
+				return rpcError(err)
+			}
+			s.mu.Lock()
+			s.subs[r.Params.URI] = true
+			s.mu.Unlock()
+			return nil
 		}
 		opts.UnsubscribeHandler = func(ctx context.Context, r *mcp.UnsubscribeRequest) error {
-			return rpcError(s.up.Unsubscribe(ctx, r.Params))
+			if err := s.upstream().Unsubscribe(ctx, r.Params); err != nil {
+				return rpcError(err)
+			}
+			s.mu.Lock()
+			delete(s.subs, r.Params.URI)
+			s.mu.Unlock()
+			return nil
 		}
 	}
 	s.server = mcp.NewServer(impl, opts)
@@ -216,42 +241,137 @@ func (s *session) forward(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		defer s.inflight(ctx, method, req.GetParams())()
-		res, err := s.upstream(ctx, next, method, req)
+		s.mu.Lock()
+		changed := s.upChanged
+		s.mu.Unlock()
+		res, err := s.request(ctx, next, method, req)
+		if unsent(err) && s.awaitReplaced(ctx, changed) {
+			// The upstream session ended before the request was sent, for a new one with the caller's new
+			// credential: the request goes to that one.
+			res, err = s.request(ctx, next, method, req)
+		}
 		if ce, ok := errors.AsType[*actors.CredentialRequiredError](err); ok {
 			return s.credentialLost(req, ce)
+		}
+		if unsent(err) {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "proxy: " + err.Error()}
 		}
 		return res, err
 	}
 }
 
-// upstream answers one of the client's requests from the backend (forward).
-func (s *session) upstream(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
+// unsent reports an error of an upstream session that had ended (closed, or ended for the caller's new
+// credential) before the request was sent to the backend.
+func unsent(err error) bool {
+	return errors.Is(err, actors.ErrProxyClosed) || errors.Is(err, actors.ErrCredentialChanged)
+}
+
+// upstream is the current upstream session.
+func (s *session) upstream() *actors.ProxySession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.up
+}
+
+// awaitReplaced waits until the upstream session current when changed was read has been replaced (true), or the
+// session ends, ctx ends, or no replacement comes within the sync timeout (false).
+func (s *session) awaitReplaced(ctx context.Context, changed chan struct{}) bool {
+	t := time.NewTimer(s.h.opts.SyncTimeout)
+	defer t.Stop()
+	select {
+	case <-changed:
+		return s.life.Err() == nil
+	case <-s.life.Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}
+
+// replaceUpstream opens the client a new upstream session after the caller's credential changed (the old one
+// ended with actors.ErrCredentialChanged): the client's session goes on, its next request reaches the backend on
+// the new credential. The new session gets the client's log level and subscriptions again, and the mirrored lists
+// are refreshed from it (the client hears list_changed where they differ). When none can open (the credential was
+// revoked: CREDENTIAL_REQUIRED), the client's session ends, as before.
+func (s *session) replaceUpstream(why error) {
+	ctx, cancel := context.WithTimeout(s.life, s.h.opts.SyncTimeout)
+	defer cancel()
+	s.mu.Lock()
+	gen := s.upGen + 1
+	opts := s.upOpts
+	s.mu.Unlock()
+	opts.Handlers = s.handlers(gen)
+	up, err := s.h.sys.OpenProxySession(ctx, s.srv.Name, opts)
+	if err != nil {
+		s.close(fmt.Errorf("upstream: %w; no new one: %w", why, err))
+		return
+	}
+	// The client's log level and subscriptions are set on the new session before any request of the client goes
+	// to it.
+	s.mu.Lock()
+	level := s.level
+	subs := make([]string, 0, len(s.subs))
+	for u := range s.subs {
+		subs = append(subs, u)
+	}
+	s.mu.Unlock()
+	if level != nil {
+		if err := up.SetLoggingLevel(ctx, level); err != nil {
+			s.log.Debug("set the log level again on the new upstream session", "error", err)
+		}
+	}
+	for _, u := range subs {
+		if err := up.Subscribe(ctx, &mcp.SubscribeParams{URI: u}); err != nil {
+			s.log.Debug("subscribe again on the new upstream session", "error", err)
+		}
+	}
+	s.mu.Lock()
+	if s.life.Err() != nil {
+		s.mu.Unlock()
+		_ = up.Close()
+		return
+	}
+	s.up, s.upGen = up, gen
+	close(s.upChanged)
+	s.upChanged = make(chan struct{})
+	s.mu.Unlock()
+	s.log.Info("proxy session's upstream replaced: the caller's credential changed")
+	for k := range kinds {
+		s.kick(k)
+	}
+}
+
+// request answers one of the client's requests from the backend (forward).
+func (s *session) request(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
 	switch method {
 	case "tools/call":
 		return s.callTool(ctx, req.(*mcp.CallToolRequest))
 	case "prompts/get":
 		p := req.(*mcp.GetPromptRequest).Params
 		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.GetPromptResult, error) {
-			return s.up.GetPrompt(ctx, p)
+			return s.upstream().GetPrompt(ctx, p)
 		}))
 	case "resources/read":
 		p := req.(*mcp.ReadResourceRequest).Params
 		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.ReadResourceResult, error) {
-			return s.up.ReadResource(ctx, p)
+			return s.upstream().ReadResource(ctx, p)
 		}))
 	case "completion/complete":
 		p := req.(*mcp.CompleteRequest).Params
 		return result(telemetry.Forward(ctx, s.srv.Name, s.srv.ID, method, p, func(ctx context.Context) (*mcp.CompleteResult, error) {
-			return s.up.Complete(ctx, p)
+			return s.upstream().Complete(ctx, p)
 		}))
 	case "logging/setLevel":
 		// The backend filters what it sends; the go-sdk session filters what it forwards: both get the level.
 		p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
-		if err := s.up.SetLoggingLevel(ctx, p); err != nil {
+		if err := s.upstream().SetLoggingLevel(ctx, p); err != nil {
 			return nil, rpcError(err)
 		}
+		s.mu.Lock()
+		s.level = p
+		s.mu.Unlock()
 	case "ping":
-		if err := s.up.Ping(ctx); err != nil {
+		if err := s.upstream().Ping(ctx); err != nil {
 			return nil, rpcError(err)
 		}
 	}
@@ -285,7 +405,7 @@ func (s *session) callTool(ctx context.Context, r *mcp.CallToolRequest) (*mcp.Ca
 	}
 	// The backend gets the trace context of a client span of its own (in _meta), when the request is traced.
 	res, err := telemetry.Forward(ctx, s.srv.Name, s.srv.ID, "tools/call", p, func(ctx context.Context) (*mcp.CallToolResult, error) {
-		return s.up.CallTool(ctx, p)
+		return s.upstream().CallTool(ctx, p)
 	})
 	if err != nil {
 		return nil, rpcError(err)
@@ -314,8 +434,8 @@ func rpcError(err error) error {
 	if errors.As(err, &je) {
 		return je
 	}
-	if _, ok := errors.AsType[*actors.CredentialRequiredError](err); ok {
-		return err // forward answers it (credentialLost)
+	if _, ok := errors.AsType[*actors.CredentialRequiredError](err); ok || unsent(err) {
+		return err // forward answers it (credentialLost; or again on a new upstream session)
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
@@ -404,7 +524,7 @@ func (s *session) related() context.Context {
 }
 
 // handlers route what the backend sends to the downstream session.
-func (s *session) handlers() actors.ProxyHandlers {
+func (s *session) handlers(gen uint64) actors.ProxyHandlers {
 	return actors.ProxyHandlers{
 		ToolListChanged:     func(context.Context) { s.kick(kindTools) },
 		PromptListChanged:   func(context.Context) { s.kick(kindPrompts) },
@@ -446,10 +566,19 @@ func (s *session) handlers() actors.ProxyHandlers {
 			})
 		},
 		Closed: func(err error) {
-			if err == nil {
-				err = errClosed
+			s.mu.Lock()
+			current := s.upGen == gen
+			s.mu.Unlock()
+			switch {
+			case !current: // replaced: the client's session goes on with the new one
+			case errors.Is(err, actors.ErrCredentialChanged):
+				s.replaceUpstream(err)
+			default:
+				if err == nil {
+					err = errClosed
+				}
+				s.close(fmt.Errorf("upstream: %w", err))
 			}
-			s.close(fmt.Errorf("upstream: %w", err))
 		},
 	}
 }
@@ -633,7 +762,7 @@ func (s *session) readySession() *mcp.ServerSession {
 func (s *session) downstreamProgress(_ context.Context, r *mcp.ProgressNotificationServerRequest) {
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	if err := s.up.NotifyProgress(ctx, r.Params); err != nil {
+	if err := s.upstream().NotifyProgress(ctx, r.Params); err != nil {
 		s.log.Debug("forward progress upstream", "error", err)
 	}
 }
@@ -642,7 +771,7 @@ func (s *session) downstreamProgress(_ context.Context, r *mcp.ProgressNotificat
 func (s *session) rootsChanged(_ context.Context, _ *mcp.RootsListChangedRequest) {
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	if err := s.up.NotifyRootsListChanged(ctx); err != nil {
+	if err := s.upstream().NotifyRootsListChanged(ctx); err != nil {
 		s.log.Debug("forward roots/list_changed upstream", "error", err)
 	}
 }
@@ -737,7 +866,8 @@ func (s *session) syncLoop() {
 // downstream client with list_changed), what is gone is removed. A list the backend does not advertise is left
 // empty; one it fails to serve is logged and left as it was.
 func (s *session) sync(ctx context.Context, k int) error {
-	caps := s.up.InitializeResult().Capabilities
+	up := s.upstream()
+	caps := up.InitializeResult().Capabilities
 	if caps == nil {
 		return nil
 	}
@@ -746,7 +876,7 @@ func (s *session) sync(ctx context.Context, k int) error {
 		if caps.Tools == nil {
 			return nil
 		}
-		tools, err := s.up.ListTools(ctx)
+		tools, err := up.ListTools(ctx)
 		if err != nil {
 			return s.listFailed("tools", err)
 		}
@@ -756,13 +886,13 @@ func (s *session) sync(ctx context.Context, k int) error {
 		if caps.Prompts == nil {
 			return nil
 		}
-		prompts, err := s.up.ListPrompts(ctx)
+		prompts, err := up.ListPrompts(ctx)
 		if err != nil {
 			return s.listFailed("prompts", err)
 		}
 		apply(s, s.mirror[k], prompts, func(p *mcp.Prompt) string { return p.Name }, func(p *mcp.Prompt) {
 			s.server.AddPrompt(p, func(ctx context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-				res, err := s.up.GetPrompt(ctx, r.Params)
+				res, err := s.upstream().GetPrompt(ctx, r.Params)
 				return res, rpcError(err)
 			})
 		}, s.server.RemovePrompts)
@@ -771,16 +901,16 @@ func (s *session) sync(ctx context.Context, k int) error {
 			return nil
 		}
 		read := func(ctx context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			res, err := s.up.ReadResource(ctx, r.Params)
+			res, err := s.upstream().ReadResource(ctx, r.Params)
 			return res, rpcError(err)
 		}
-		resources, err := s.up.ListResources(ctx)
+		resources, err := up.ListResources(ctx)
 		if err != nil {
 			return s.listFailed("resources", err)
 		}
 		apply(s, s.mirror[k], resources, func(r *mcp.Resource) string { return r.URI },
 			func(r *mcp.Resource) { s.server.AddResource(r, read) }, s.server.RemoveResources)
-		templates, err := s.up.ListResourceTemplates(ctx)
+		templates, err := up.ListResourceTemplates(ctx)
 		if err != nil {
 			return s.listFailed("resource templates", err)
 		}

@@ -34,6 +34,12 @@ func perUserRig(t testing.TB, opts mcpserver.Options) (persistence.Store, *httpt
 // when the test ends.
 func encryptedSystem(t testing.TB, tweak ...func(*actors.Config)) (persistence.Store, *actors.System) {
 	t.Helper()
+	return encryptedSystemLogged(t, slog.New(slog.DiscardHandler), tweak...)
+}
+
+// encryptedSystemLogged is encryptedSystem whose actors log to logger.
+func encryptedSystemLogged(t testing.TB, logger *slog.Logger, tweak ...func(*actors.Config)) (persistence.Store, *actors.System) {
+	t.Helper()
 	ctx := context.Background()
 	inner, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -49,7 +55,7 @@ func encryptedSystem(t testing.TB, tweak ...func(*actors.Config)) (persistence.S
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: cfg, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

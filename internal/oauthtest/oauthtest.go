@@ -61,8 +61,10 @@ func CountingBackend(t testing.TB, ln net.Listener, resource, issuer string) *at
 }
 
 // HostileBackend is CountingBackend with more to ask it: a resource whoami://me and a prompt whoami that answer
-// the token's subject as whoami does, and a tool echo_auth that fails with a JSON-RPC error holding the
-// Authorization header it was sent (a backend that leaks what it gets in its errors; the aggregator must scrub it).
+// the token's subject as whoami does, resource subscriptions (each subscribe and unsubscribe it takes is counted as
+// a call too), a tool echo_auth that fails with a JSON-RPC error holding the Authorization header it was sent, and
+// echo_auth_result that answers a tool error (isError) holding it (a backend that leaks what it gets in its errors;
+// the aggregator must scrub it).
 func HostileBackend(t testing.TB, ln net.Listener, resource, issuer string) *atomic.Int64 {
 	t.Helper()
 	return backend(t, ln, resource, issuer, true)
@@ -86,7 +88,15 @@ func backend(t testing.TB, ln net.Listener, resource, issuer string, hostile boo
 		}
 		return &auth.TokenInfo{UserID: c.Subject, Scopes: c.Scopes, Expiration: c.Expiry}, nil
 	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, nil)
+	var opts *mcp.ServerOptions
+	if hostile {
+		count := func(context.Context, any) error { calls.Add(1); return nil }
+		opts = &mcp.ServerOptions{
+			SubscribeHandler:   func(ctx context.Context, r *mcp.SubscribeRequest) error { return count(ctx, r) },
+			UnsubscribeHandler: func(ctx context.Context, r *mcp.UnsubscribeRequest) error { return count(ctx, r) },
+		}
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "oauth-backend", Version: "1"}, opts)
 	srv.AddTool(&mcp.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			calls.Add(1)
@@ -106,6 +116,11 @@ func backend(t testing.TB, ln net.Listener, resource, issuer string, hostile boo
 		srv.AddTool(&mcp.Tool{Name: "echo_auth", InputSchema: json.RawMessage(`{"type":"object"}`)},
 			func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return nil, &jsonrpc.Error{Code: -32001, Message: "refused: you sent Authorization: " + r.Extra.Header.Get("Authorization")}
+			})
+		srv.AddTool(&mcp.Tool{Name: "echo_auth_result", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(_ context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+					Text: "refused: you sent Authorization: " + r.Extra.Header.Get("Authorization")}}}, nil
 			})
 		srv.AddResource(&mcp.Resource{Name: "me", URI: "whoami://me", MIMEType: "text/plain"},
 			func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
