@@ -95,19 +95,41 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 			logger.Debug("a task status change of another node not told: the queue is full", "task", t.ID)
 		}
 	})
+	// After a break of the feed the announcements meanwhile were missed: the manager re-reads the tasks its callers
+	// follow (tasks.Manager.CatchUp), off the feed's goroutine; a catch-up that failed is tried again.
+	gap := make(chan struct{}, 1)
+	stopGap := sys.OnTaskFeedGap(func() {
+		select {
+		case gap <- struct{}{}:
+		default: // one is pending already
+		}
+	})
 	go func() {
 		defer stop()
+		defer stopGap()
+		var retry <-chan time.Time
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case t := <-announced:
 				m.Announced(t)
+				continue
+			case <-gap:
+			case <-retry:
+			}
+			retry = nil
+			if _, err := m.CatchUp(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("task status changes missed during a break of the feed not read; trying again", "error", err)
+				retry = time.After(catchUpRetry)
 			}
 		}
 	}()
 	return m
 }
+
+// catchUpRetry is how long after a failed catch-up (the store unreachable) it is tried again.
+const catchUpRetry = 5 * time.Second
 
 // announceQueue bounds the other nodes' task status changes waiting to be told to this node's endpoints.
 const announceQueue = 1024
@@ -120,6 +142,7 @@ type taskSystem interface {
 	ServeTaskInputs(take func(*pb.TaskInput) bool)
 	PublishTaskStatus(t persistence.Task)
 	OnTaskStatus(fn func(persistence.Task)) (cancel func())
+	OnTaskFeedGap(fn func()) (cancel func())
 }
 
 // taskCaller runs a call through a server's actor (actors.System.Call).
