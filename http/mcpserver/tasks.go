@@ -410,6 +410,7 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		if err != nil {
 			return nil, s.taskFailure(err, p.TaskID)
 		}
+		s.relayRemoteInput(t, sid) // waiting on another node for its client: asked here too (tasks_remote.go)
 		return tasks.ToWire(t), nil
 	case methodTasksCancel:
 		t, err := m.Cancel(ctx, id, p.TaskID, true)
@@ -418,6 +419,9 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		}
 		return tasks.ToWire(t), nil
 	default: // tasks/result: wait for the end (as long as the request lasts), then the call's own answer
+		if t, err := m.GetOwn(ctx, id, p.TaskID); err == nil {
+			s.relayRemoteInput(t, sid) // waiting on another node for its client: asked here too (tasks_remote.go)
+		}
 		t, err := m.Wait(ctx, id, p.TaskID, 24*time.Hour, true)
 		if err != nil {
 			return nil, s.taskFailure(err, p.TaskID)
