@@ -153,3 +153,58 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 		t.Errorf("bob's session on %s was asked alice's question (%d answers)", b.name, n)
 	}
 }
+
+// TestStdioRelayTasksE2E: `aggregator stdio` relayed to a serve process (its /sse endpoint) serves tasks: the
+// initialize answer advertises them, a task-augmented tools/call answers the task, and tasks/result its result.
+func TestStdioRelayTasksE2E(t *testing.T) {
+	d := newDaemon(t, "")
+	d.start()
+	registerEverything(t, d, "", fmt.Sprintf("relay-tasks-%d", time.Now().UnixNano()))
+	p := startStdio(t, d.env)
+	lines := bufio.NewScanner(p.stdout)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	next := 0
+	call := func(method string, params map[string]any) json.RawMessage {
+		t.Helper()
+		next++
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": method, "params": params})
+		if _, err := p.stdin.Write(append(msg, '\n')); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		for lines.Scan() {
+			var ans struct {
+				ID     int             `json:"id"`
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if json.Unmarshal(lines.Bytes(), &ans) != nil || ans.Method != "" || ans.ID != next {
+				continue // a notification, or the server's own request
+			}
+			if ans.Error != nil {
+				t.Fatalf("%s: %s", method, ans.Error)
+			}
+			return ans.Result
+		}
+		t.Fatalf("%s: the relay's stdout ended\nlogs:\n%s", method, p.logs)
+		return nil
+	}
+	init := call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "relay-tasks", "version": "1"}})
+	if !strings.Contains(string(init), `"tasks"`) {
+		t.Fatalf("initialize through the relay = %s, want capabilities.tasks", init)
+	}
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	_, _ = p.stdin.Write(append(msg, '\n'))
+	var created struct {
+		Task tasks.Wire `json:"task"`
+	}
+	res := call("tools/call", map[string]any{"name": "every__echo", "arguments": map[string]any{"message": "through-relay"},
+		"task": map[string]any{"ttl": 60000}})
+	if json.Unmarshal(res, &created) != nil || created.Task.TaskID == "" {
+		t.Fatalf("task-augmented tools/call through the relay = %s", res)
+	}
+	if res := call("tasks/result", map[string]any{"taskId": created.Task.TaskID}); !strings.Contains(string(res), "through-relay") {
+		t.Errorf("tasks/result through the relay = %s", res)
+	}
+}

@@ -290,8 +290,8 @@ func isModern(r *http.Request) bool {
 // SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
 // against the same caps.
 func (s *Server) SSEHandler() http.Handler {
-	return s.LoopGuard(s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded})))
+	return s.LoopGuard(s.sseTasks(s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded}))))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.

@@ -58,7 +58,7 @@ func (s *Server) noteTaskSession(sid, owner string) {
 		live[ss.ID()] = true
 	}
 	for id := range o.owner {
-		if !live[id] {
+		if !live[id] && !s.streams.has(id) { // an SSE session lives while its stream does (tasks_sse.go)
 			delete(o.owner, id)
 		}
 	}
@@ -81,7 +81,9 @@ func (s *Server) sessionOf(owner, method string, skip map[*mcp.ServerSession]boo
 	for sid, who := range o.owner {
 		ss, ok := live[sid]
 		if !ok {
-			delete(o.owner, sid)
+			if !s.streams.has(sid) { // an SSE session lives while its stream does (tasks_sse.go)
+				delete(o.owner, sid)
+			}
 			continue
 		}
 		if pick == nil && who == owner && !skip[ss] && (sessionRelay{ss}).Supports(method) {
