@@ -24,9 +24,9 @@ import (
 //   - notifications/tasks/status reach the stream as they reach a streamable session's GET (the tap is one of the
 //     endpoint's streamTaps, under the session's id "sse:" + its sessionid).
 //
-// Not here: the backend's requests during a task started over SSE (input_required) are not relayed to the SSE
-// session (the go-sdk's SSE session has no id, and nothing ties it to its sessionid), so they go to the owner's
-// streamable sessions, or wait (tasks_relay.go); and tools/list shows no execution.taskSupport over SSE.
+// Not here: the backend's requests during a task started over SSE (elicitation, sampling) are refused, as for a
+// client that declared neither (serveTask finds no go-sdk session under the SSE session's id: the go-sdk's SSE
+// session has none, and nothing ties it to its sessionid); and tools/list shows no execution.taskSupport over SSE.
 
 // sseSessionPrefix marks the session ids of SSE sessions among the endpoint's streams and task owners' sessions.
 const sseSessionPrefix = "sse:"
