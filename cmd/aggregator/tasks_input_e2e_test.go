@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,17 +155,12 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 	}
 }
 
-// TestStdioRelayTasksE2E: `aggregator stdio` relayed to a serve process (its /sse endpoint) serves tasks: the
-// initialize answer advertises them, a task-augmented tools/call answers the task, and tasks/result its result.
-func TestStdioRelayTasksE2E(t *testing.T) {
-	d := newDaemon(t, "")
-	d.start()
-	registerEverything(t, d, "", fmt.Sprintf("relay-tasks-%d", time.Now().UnixNano()))
-	p := startStdio(t, d.env)
+// stdioCaller sends requests to an `aggregator stdio` process as JSON lines and reads their answers.
+func stdioCaller(t *testing.T, p *stdioProc) (call func(method string, params map[string]any) json.RawMessage, notify func(method string)) {
 	lines := bufio.NewScanner(p.stdout)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
 	next := 0
-	call := func(method string, params map[string]any) json.RawMessage {
+	call = func(method string, params map[string]any) json.RawMessage {
 		t.Helper()
 		next++
 		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": method, "params": params})
@@ -186,25 +182,57 @@ func TestStdioRelayTasksE2E(t *testing.T) {
 			}
 			return ans.Result
 		}
-		t.Fatalf("%s: the relay's stdout ended\nlogs:\n%s", method, p.logs)
+		t.Fatalf("%s: stdout ended\nlogs:\n%s", method, p.logs)
 		return nil
 	}
-	init := call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
-		"clientInfo": map[string]any{"name": "relay-tasks", "version": "1"}})
-	if !strings.Contains(string(init), `"tasks"`) {
-		t.Fatalf("initialize through the relay = %s, want capabilities.tasks", init)
+	notify = func(method string) {
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
+		_, _ = p.stdin.Write(append(msg, '\n'))
 	}
-	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
-	_, _ = p.stdin.Write(append(msg, '\n'))
-	var created struct {
-		Task tasks.Wire `json:"task"`
-	}
-	res := call("tools/call", map[string]any{"name": "every__echo", "arguments": map[string]any{"message": "through-relay"},
-		"task": map[string]any{"ttl": 60000}})
-	if json.Unmarshal(res, &created) != nil || created.Task.TaskID == "" {
-		t.Fatalf("task-augmented tools/call through the relay = %s", res)
-	}
-	if res := call("tasks/result", map[string]any{"taskId": created.Task.TaskID}); !strings.Contains(string(res), "through-relay") {
-		t.Errorf("tasks/result through the relay = %s", res)
+	return call, notify
+}
+
+// TestStdioTasksE2E: `aggregator stdio` serves tasks, relayed to a serve process (which it speaks SSE to) and
+// serving alone (its own task manager, the filter in front of the go-sdk's stdio): the initialize answer advertises
+// them, a task-augmented tools/call answers the task, tasks/get reads it and tasks/result gives its result.
+func TestStdioTasksE2E(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			d := newDaemon(t, "")
+			d.start()
+			marker := fmt.Sprintf("stdio-tasks-%d", time.Now().UnixNano())
+			registerEverything(t, d, "", marker)
+			if alone {
+				d.signal(syscall.SIGKILL, 10*time.Second)
+				waitGone(t, marker)
+			}
+			p := startStdio(t, d.env)
+			call, notify := stdioCaller(t, p)
+			init := call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+				"clientInfo": map[string]any{"name": "stdio-tasks", "version": "1"}})
+			if !strings.Contains(string(init), `"tasks"`) {
+				t.Fatalf("initialize = %s, want capabilities.tasks", init)
+			}
+			notify("notifications/initialized")
+			var created struct {
+				Task tasks.Wire `json:"task"`
+			}
+			var res json.RawMessage
+			waitFor(t, 60*time.Second, "a task of every__echo", func() bool { // alone: once the backend reconnected
+				res = call("tools/call", map[string]any{"name": "every__echo", "arguments": map[string]any{"message": "over-stdio"},
+					"task": map[string]any{"ttl": 60000}})
+				return json.Unmarshal(res, &created) == nil && created.Task.TaskID != ""
+			})
+			if res := call("tasks/result", map[string]any{"taskId": created.Task.TaskID}); !strings.Contains(string(res), "over-stdio") {
+				t.Errorf("tasks/result = %s", res)
+			}
+			var got tasks.Wire
+			if res := call("tasks/get", map[string]any{"taskId": created.Task.TaskID}); json.Unmarshal(res, &got) != nil || got.Status != persistence.TaskCompleted {
+				t.Errorf("tasks/get = %s", res)
+			}
+			if alone && !strings.Contains(p.logs.String(), "mode: standalone") {
+				t.Errorf("the stdio process did not serve alone:\n%s", p.logs)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -296,6 +297,9 @@ func (s *Server) SSEHandler() http.Handler {
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
 func (s *Server) RunStdio(ctx context.Context) error {
+	if s.opts.Tasks != nil {
+		return s.runStdioTasks(ctx, os.Stdin, os.Stdout) // tasks_stdio.go
+	}
 	return s.mcp.Run(ctx, &mcp.StdioTransport{})
 }
 

@@ -219,17 +219,7 @@ func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sse
 		} else {
 			res, rerr = s.serveTask(r2, req.Method, p)
 		}
-		msg := map[string]any{"jsonrpc": "2.0", "id": req.ID}
-		if rerr != nil {
-			e := map[string]any{"code": rerr.Code, "message": rerr.Message}
-			if len(rerr.Data) > 0 {
-				e["data"] = rerr.Data
-			}
-			msg["error"] = e
-		} else {
-			msg["result"] = res
-		}
-		raw, err := json.Marshal(msg)
+		raw, err := json.Marshal(rpcAnswer(req.ID, res, rerr))
 		if err == nil && tap.ctx.Err() == nil {
 			tap.inject(raw)
 		}
