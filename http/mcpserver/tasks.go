@@ -37,7 +37,7 @@ import (
 //     subject that created it.
 //
 // The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions here
-// (taskCapability), and of SSE sessions by tasks_sse.go; a stdio process serving alone has no tasks. Status
+// (taskCapability), of SSE sessions by tasks_sse.go, and of stdio by tasks_stdio.go. Status
 // notifications are written into the sessions' streams by the endpoint itself (tasks_notify.go): the go-sdk sends
 // no notification it does not know, and every tasks/* answer here is a plain JSON response.
 
