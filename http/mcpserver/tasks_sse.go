@@ -93,10 +93,13 @@ func (w *sseTap) withTasksCapability(p []byte) []byte {
 		ID     json.RawMessage         `json:"id"`
 		Result *tasksInitResultPayload `json:"result"`
 	}
-	if json.Unmarshal(bytes.TrimSpace(data), &msg) != nil || !w.inits[string(msg.ID)] || msg.Result == nil {
+	if json.Unmarshal(bytes.TrimSpace(data), &msg) != nil || !w.inits[string(msg.ID)] {
 		return p
 	}
 	delete(w.inits, string(msg.ID))
+	if msg.Result == nil || msg.Result.ProtocolVersion != "2025-11-25" {
+		return p // refused, or another revision agreed on
+	}
 	var doc map[string]json.RawMessage
 	if json.Unmarshal(bytes.TrimSpace(data), &doc) != nil {
 		return p

@@ -54,6 +54,12 @@ func (o *stdioOut) withTasksCapability(p []byte) []byte {
 		return p
 	}
 	delete(o.inits, string(doc["id"]))
+	var init struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if json.Unmarshal(doc["result"], &init) != nil || init.ProtocolVersion != "2025-11-25" {
+		return p // another revision agreed on
+	}
 	res, err := withTaskCaps(doc["result"])
 	if err != nil {
 		return p
