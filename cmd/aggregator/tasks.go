@@ -87,23 +87,26 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 	})
 	// The other nodes' announcements arrive on the feed's goroutine: they are told to the endpoints (which write
 	// into clients' streams) from a queue of their own; beyond it they are dropped (clients poll too).
+	// After a break of the feed the announcements meanwhile were missed, and so is one dropped from a full queue:
+	// the manager re-reads the tasks its callers follow (tasks.Manager.CatchUp), off the feed's goroutine; a
+	// catch-up that failed is tried again.
+	gap := make(chan struct{}, 1)
+	missed := func() {
+		select {
+		case gap <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	announced := make(chan persistence.Task, announceQueue)
 	stop := sys.OnTaskStatus(func(t persistence.Task) {
 		select {
 		case announced <- t:
 		default:
-			logger.Debug("a task status change of another node not told: the queue is full", "task", t.ID)
+			logger.Debug("a task status change of another node not told yet: the queue is full; caught up later", "task", t.ID)
+			missed()
 		}
 	})
-	// After a break of the feed the announcements meanwhile were missed: the manager re-reads the tasks its callers
-	// follow (tasks.Manager.CatchUp), off the feed's goroutine; a catch-up that failed is tried again.
-	gap := make(chan struct{}, 1)
-	stopGap := sys.OnTaskFeedGap(func() {
-		select {
-		case gap <- struct{}{}:
-		default: // one is pending already
-		}
-	})
+	stopGap := sys.OnTaskFeedGap(missed)
 	go func() {
 		defer stop()
 		defer stopGap()
