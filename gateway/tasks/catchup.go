@@ -185,3 +185,12 @@ func (m *Manager) catchUpOne(t persistence.Task, since time.Time) bool {
 	m.Announced(t)
 	return true
 }
+
+// stale reports whether the hooks were told a newer status of t than t's: a final one (a task's final status never
+// changes), or one updated later.
+func (m *Manager) stale(t persistence.Task) bool {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	last, ok := m.seen.told[t.ID]
+	return ok && (!persistence.TaskOpen(last.status) || last.updated > t.UpdatedAt.UnixMilli())
+}

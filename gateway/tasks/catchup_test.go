@@ -185,3 +185,37 @@ func TestCatchUp(t *testing.T) {
 		}
 	})
 }
+
+// TestAnnouncedStale: an announcement older than what the hooks were told (a final status, or a later update) is
+// not told again.
+func TestAnnouncedStale(t *testing.T) {
+	m, _ := newManager(t, Config{})
+	heard := make(chan string, 16)
+	defer m.OnStatus(func(t persistence.Task) { heard <- t.Status })()
+	at := time.Now()
+	task := func(status string, updated time.Time) persistence.Task {
+		return persistence.Task{ID: "elsewhere", Owner: "token:alice", Status: status, UpdatedAt: updated}
+	}
+	tests := []struct {
+		task persistence.Task
+		want string // "" not told
+	}{
+		{task("input_required", at), "input_required"},
+		{task("working", at.Add(-time.Second)), ""}, // older than the one told
+		{task("working", at.Add(time.Second)), "working"},
+		{task("completed", at.Add(2*time.Second)), "completed"},
+		{task("input_required", at.Add(3*time.Second)), ""}, // after the final status
+		{task("completed", at.Add(2*time.Second)), ""},      // the final status again
+	}
+	for i, tc := range tests {
+		m.Announced(tc.task)
+		got := ""
+		select {
+		case got = <-heard:
+		default:
+		}
+		if got != tc.want {
+			t.Errorf("announcement %d (%s): told %q, want %q", i, tc.task.Status, got, tc.want)
+		}
+	}
+}

@@ -135,10 +135,15 @@ func (m *Manager) changed(t persistence.Task) {
 	}
 }
 
-// Announced tells the hooks of a status change another node made (Config.Announce there). A task that ended
+// Announced tells the hooks of a status change another node made (Config.Announce there), unless the hooks were
+// told a newer one already (a final status, or a later update: an announcement that waited in a queue while a
+// catch-up read the task). A task that ended
 // there (cancelled through that node, or failed by it) while it runs here has its call stopped: its outcome could
 // no longer be stored, and the backend's work (a backend task, a request waiting for its client) is cancelled.
 func (m *Manager) Announced(t persistence.Task) {
+	if m.stale(t) {
+		return
+	}
 	if !persistence.TaskOpen(t.Status) {
 		m.mu.Lock()
 		r := m.running[t.ID]
