@@ -85,7 +85,9 @@ type System struct {
 	// other nodes send to this node's tasks (tasks.go).
 	taskHooks  hooks.Set[*pb.TaskStatusChanged]
 	taskInputs atomic.Pointer[func(*pb.TaskInput) bool]
-	restarts   *restartCounter // restarts by actor, for the actor view (inspect.go)
+	// taskGaps are told when the feed reconnected: the task status changes announced meanwhile were missed.
+	taskGaps hooks.Set[struct{}]
+	restarts *restartCounter // restarts by actor, for the actor view (inspect.go)
 }
 
 // DrainCalls is the first step of a shutdown: tool calls are no longer accepted (new ones answer SERVER_UNAVAILABLE

@@ -104,3 +104,11 @@ func (s *System) OnTaskStatus(fn func(persistence.Task)) (cancel func()) {
 			TTL: time.Duration(e.GetTtlMs()) * time.Millisecond, PollInterval: time.Duration(e.GetPollIntervalMs()) * time.Millisecond})
 	})
 }
+
+// OnTaskFeedGap calls fn each time the feed reconnected after a break, until the returned function is called: the
+// task status changes other processes announced meanwhile were missed, and the caller reads them from the store
+// (tasks.Manager.CatchUp). fn runs on the feed's goroutine, before any notice of the new connection, and must not
+// block.
+func (s *System) OnTaskFeedGap(fn func()) (cancel func()) {
+	return s.taskGaps.Add(func(struct{}) { fn() })
+}

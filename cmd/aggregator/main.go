@@ -395,8 +395,12 @@ func stdio(ctx context.Context, cfg config, logger *slog.Logger, profile string)
 			logger.Warn("the profile does not exist (yet): no tool is listed until an admin creates it", "profile", profile)
 		}
 	}
+	// Tasks run in this process while it serves its client (http/mcpserver/tasks_stdio.go); those still running when
+	// it stops are failed, or left to be resumed when they follow a backend's task, as by serve.
+	taskMgr := startTasks(ctx, cfg, store, nodeID, system, logger)
+	defer taskMgr.Close()
 	endpoint := mcpserver.New(system, store, mcpserver.Options{Logger: logger, SearchFirst: cfg.Search.SearchFirst, TokenBudget: cfg.Search.TokenBudget, AliasSeparator: cfg.Actors.AliasSeparator, AskTimeout: cfg.Actors.AskTimeout, Scope: scope,
-		Gateway: gateway.New(system, gateway.Options{Policy: &gateway.Rules{Source: system, Logger: logger}})})
+		Gateway: gateway.New(system, gateway.Options{Policy: &gateway.Rules{Source: system, Logger: logger}}), Tasks: taskMgr})
 	defer endpoint.Close()
 	// A desktop client lists tools once, right after it starts us: let the servers reconnect first (bounded).
 	wctx, cancel := context.WithTimeout(ctx, cfg.Actors.ConnectionTimeout)

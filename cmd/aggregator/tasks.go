@@ -87,27 +87,52 @@ func startTasks(ctx context.Context, cfg config, store persistence.Store, nodeID
 	})
 	// The other nodes' announcements arrive on the feed's goroutine: they are told to the endpoints (which write
 	// into clients' streams) from a queue of their own; beyond it they are dropped (clients poll too).
+	// After a break of the feed the announcements meanwhile were missed, and so is one dropped from a full queue:
+	// the manager re-reads the tasks its callers follow (tasks.Manager.CatchUp), off the feed's goroutine; a
+	// catch-up that failed is tried again.
+	gap := make(chan struct{}, 1)
+	missed := func() {
+		select {
+		case gap <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	announced := make(chan persistence.Task, announceQueue)
 	stop := sys.OnTaskStatus(func(t persistence.Task) {
 		select {
 		case announced <- t:
 		default:
-			logger.Debug("a task status change of another node not told: the queue is full", "task", t.ID)
+			logger.Debug("a task status change of another node not told yet: the queue is full; caught up later", "task", t.ID)
+			missed()
 		}
 	})
+	stopGap := sys.OnTaskFeedGap(missed)
 	go func() {
 		defer stop()
+		defer stopGap()
+		var retry <-chan time.Time
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case t := <-announced:
 				m.Announced(t)
+				continue
+			case <-gap:
+			case <-retry:
+			}
+			retry = nil
+			if _, err := m.CatchUp(ctx); err != nil && ctx.Err() == nil {
+				logger.Warn("task status changes missed during a break of the feed not read; trying again", "error", err)
+				retry = time.After(catchUpRetry)
 			}
 		}
 	}()
 	return m
 }
+
+// catchUpRetry is how long after a failed catch-up (the store unreachable) it is tried again.
+const catchUpRetry = 5 * time.Second
 
 // announceQueue bounds the other nodes' task status changes waiting to be told to this node's endpoints.
 const announceQueue = 1024
@@ -120,6 +145,7 @@ type taskSystem interface {
 	ServeTaskInputs(take func(*pb.TaskInput) bool)
 	PublishTaskStatus(t persistence.Task)
 	OnTaskStatus(fn func(persistence.Task)) (cancel func())
+	OnTaskFeedGap(fn func()) (cancel func())
 }
 
 // taskCaller runs a call through a server's actor (actors.System.Call).

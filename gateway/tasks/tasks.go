@@ -104,6 +104,9 @@ type Manager struct {
 	running map[string]*run
 	hooks   map[*StatusHook]struct{} // told of each status change this node makes or hears of (OnStatus)
 	inputs  inputWaiters             // requests of this node's tasks waiting for their client's answer (input.go)
+
+	seenMu sync.Mutex
+	seen   seenTasks // the owners of this node's callers and the statuses told, for CatchUp (catchup.go)
 }
 
 // StatusHook is told of a task's new status, as stored, when this node changed it (input_required and back,
@@ -132,10 +135,15 @@ func (m *Manager) changed(t persistence.Task) {
 	}
 }
 
-// Announced tells the hooks of a status change another node made (Config.Announce there). A task that ended
+// Announced tells the hooks of a status change another node made (Config.Announce there), unless the hooks were
+// told a newer one already (a final status, or a later update: an announcement that waited in a queue while a
+// catch-up read the task). A task that ended
 // there (cancelled through that node, or failed by it) while it runs here has its call stopped: its outcome could
 // no longer be stored, and the backend's work (a backend task, a request waiting for its client) is cancelled.
 func (m *Manager) Announced(t persistence.Task) {
+	if m.stale(t) {
+		return
+	}
 	if !persistence.TaskOpen(t.Status) {
 		m.mu.Lock()
 		r := m.running[t.ID]
@@ -149,6 +157,7 @@ func (m *Manager) Announced(t persistence.Task) {
 }
 
 func (m *Manager) tell(t persistence.Task) {
+	m.noteTold(t)
 	m.mu.Lock()
 	hooks := make([]StatusHook, 0, len(m.hooks))
 	for h := range m.hooks {
@@ -202,7 +211,7 @@ func New(cfg Config) *Manager {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, log: cfg.Logger, base: base, stop: stop, running: map[string]*run{}, hooks: map[*StatusHook]struct{}{},
-		inputs: inputWaiters{m: map[string]inputWaiter{}}}
+		inputs: inputWaiters{m: map[string]inputWaiter{}}, seen: newSeenTasks()}
 }
 
 // Owner is the subject a task belongs to: the OAuth subject, the static token's name, or "anonymous" while auth
@@ -232,6 +241,7 @@ func (m *Manager) TTL(asked *time.Duration) time.Duration {
 // background, with ctx's values but not its cancellation, bounded by the task's TTL. It returns the task as
 // created; ErrLimit when the caller has its limit of open tasks.
 func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server string, ttl *time.Duration, call func(ctx context.Context) Outcome) (persistence.Task, error) {
+	m.noteOwner(Owner(caller))
 	t := persistence.Task{Owner: Owner(caller), Tool: tool, Server: server, Node: m.cfg.Node, TTL: m.TTL(ttl),
 		PollInterval: m.cfg.PollInterval}
 	maxOpen := max(m.cfg.MaxOpenPerOwner, 0)
@@ -369,6 +379,7 @@ func failed(msg string, doc json.RawMessage) persistence.TaskUpdate {
 
 // Get returns a task of caller (an admin reads any task); another owner's task is ErrNotFound.
 func (m *Manager) Get(ctx context.Context, caller auth.Identity, id string) (persistence.Task, error) {
+	m.noteOwner(Owner(caller))
 	t, err := m.cfg.Store.GetTask(ctx, id)
 	if err != nil {
 		return persistence.Task{}, fmt.Errorf("tasks: get: %w", err)
@@ -382,6 +393,7 @@ func (m *Manager) Get(ctx context.Context, caller auth.Identity, id string) (per
 // GetOwn is Get that finds only the caller's own tasks, admin or not (the MCP methods: a task belongs to the
 // subject that created it).
 func (m *Manager) GetOwn(ctx context.Context, caller auth.Identity, id string) (persistence.Task, error) {
+	m.noteOwner(Owner(caller))
 	t, err := m.cfg.Store.GetTask(ctx, id)
 	if err != nil {
 		return persistence.Task{}, fmt.Errorf("tasks: get: %w", err)
@@ -394,6 +406,7 @@ func (m *Manager) GetOwn(ctx context.Context, caller auth.Identity, id string) (
 
 // List returns a page of the caller's tasks, newest first; all owners' when all is set and the caller is an admin.
 func (m *Manager) List(ctx context.Context, caller auth.Identity, all bool, limit, offset int) ([]persistence.Task, bool, error) {
+	m.noteOwner(Owner(caller))
 	f := persistence.ListTasksFilter{Owner: Owner(caller), Limit: limit, Offset: offset}
 	if all && isAdmin(caller) {
 		f.Owner = ""
@@ -631,6 +644,18 @@ func (m *Manager) Done(id string) <-chan struct{} {
 		return r.done
 	}
 	return nil
+}
+
+// Node is this daemon's instance id, as stored on the tasks it runs.
+func (m *Manager) Node() string { return m.cfg.Node }
+
+// Lookup reads task id as stored, whoever owns it: for the daemon's own use, never a caller's read (Get, GetOwn).
+func (m *Manager) Lookup(ctx context.Context, id string) (persistence.Task, error) {
+	t, err := m.cfg.Store.GetTask(ctx, id)
+	if err != nil {
+		return persistence.Task{}, fmt.Errorf("tasks: lookup: %w", err)
+	}
+	return t, nil
 }
 
 // Running is how many tasks run on this node.

@@ -13,6 +13,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -140,6 +141,7 @@ type Server struct {
 	held         *heldCalls      // calls of 2026-07-28 clients waiting for their input
 	taskSessions *ownerSessions  // the sessions of each task owner (tasks_relay.go)
 	streams      *streamTaps     // the sessions' open standalone streams, for task notifications (tasks_notify.go)
+	remote       *remoteInputs   // other nodes' tasks' pending requests relayed to sessions here (tasks_remote.go)
 	stopNotify   func()
 	fast         *fastCalls // the fast path of tools/call (fastcall.go)
 
@@ -201,7 +203,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
 	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), stopNotify: func() {},
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), remote: newRemoteInputs(), stopNotify: func() {},
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
@@ -225,7 +227,10 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	if opts.Tasks != nil {
 		s.mcp.AddReceivingMiddleware(s.taskCapability, s.taskTools)
-		s.stopNotify = opts.Tasks.OnStatus(s.notifyTaskStatus)
+		s.stopNotify = opts.Tasks.OnStatus(func(t persistence.Task) {
+			s.notifyTaskStatus(t)
+			s.remoteInputStatus(t)
+		})
 	}
 	// The sending chain as it stands now (every sending middleware added), to notify one session of a policy change.
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
@@ -288,12 +293,15 @@ func isModern(r *http.Request) bool {
 // SSEHandler serves MCP over the legacy HTTP+SSE transport; a session lasts as long as its stream and counts
 // against the same caps.
 func (s *Server) SSEHandler() http.Handler {
-	return s.LoopGuard(s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded})))
+	return s.LoopGuard(s.sseTasks(s.sessions.legacy(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s.mcp },
+		&mcp.SSEOptions{DisableLocalhostProtection: s.hostGuarded}))))
 }
 
 // RunStdio serves one client over stdin/stdout until ctx ends or the client leaves.
 func (s *Server) RunStdio(ctx context.Context) error {
+	if s.opts.Tasks != nil {
+		return s.runStdioTasks(ctx, os.Stdin, os.Stdout) // tasks_stdio.go
+	}
 	return s.mcp.Run(ctx, &mcp.StdioTransport{})
 }
 

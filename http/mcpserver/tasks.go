@@ -36,9 +36,10 @@ import (
 //     the store, so they answer on any session, any node, and after a restart. A task is found only by the
 //     subject that created it.
 //
-// The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions only
-// (taskCapability): over SSE and stdio the methods are not served. Status notifications are not sent: the go-sdk
-// sends no notification it does not know, and every tasks/* answer here is a plain JSON response.
+// The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions here
+// (taskCapability), of SSE sessions by tasks_sse.go, and of stdio by tasks_stdio.go. Status
+// notifications are written into the sessions' streams by the endpoint itself (tasks_notify.go): the go-sdk sends
+// no notification it does not know, and every tasks/* answer here is a plain JSON response.
 
 // Methods of the tasks revision.
 const (
@@ -123,6 +124,11 @@ func (r *tasksInitResult) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return withTaskCaps(raw)
+}
+
+// withTaskCaps is the initialize answer raw with capabilities.tasks.
+func withTaskCaps(raw json.RawMessage) (json.RawMessage, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, err
@@ -133,6 +139,7 @@ func (r *tasksInitResult) MarshalJSON() ([]byte, error) {
 	}
 	caps["tasks"] = map[string]any{"list": struct{}{}, "cancel": struct{}{},
 		"requests": map[string]any{"tools": map[string]any{"call": struct{}{}}}}
+	var err error
 	if doc["capabilities"], err = json.Marshal(caps); err != nil {
 		return nil, err
 	}
@@ -410,6 +417,7 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		if err != nil {
 			return nil, s.taskFailure(err, p.TaskID)
 		}
+		s.relayRemoteInput(t, sid) // waiting on another node for its client: asked here too (tasks_remote.go)
 		return tasks.ToWire(t), nil
 	case methodTasksCancel:
 		t, err := m.Cancel(ctx, id, p.TaskID, true)
@@ -418,6 +426,9 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 		}
 		return tasks.ToWire(t), nil
 	default: // tasks/result: wait for the end (as long as the request lasts), then the call's own answer
+		if t, err := m.GetOwn(ctx, id, p.TaskID); err == nil {
+			s.relayRemoteInput(t, sid) // waiting on another node for its client: asked here too (tasks_remote.go)
+		}
 		t, err := m.Wait(ctx, id, p.TaskID, 24*time.Hour, true)
 		if err != nil {
 			return nil, s.taskFailure(err, p.TaskID)

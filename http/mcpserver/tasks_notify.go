@@ -85,6 +85,14 @@ type streamTaps struct {
 
 func newStreamTaps() *streamTaps { return &streamTaps{byID: map[string]*streamTap{}} }
 
+// has reports whether a stream of session id is open (an SSE session's, which the go-sdk lists without an id).
+func (t *streamTaps) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.byID[id]
+	return ok
+}
+
 // serve serves a session's GET (its standalone stream) through a tap kept while it lasts.
 func (t *streamTaps) serve(next http.Handler, w http.ResponseWriter, r *http.Request, sid string) {
 	tap := &streamTap{ResponseWriter: w}

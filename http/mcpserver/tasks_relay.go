@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -56,7 +58,7 @@ func (s *Server) noteTaskSession(sid, owner string) {
 		live[ss.ID()] = true
 	}
 	for id := range o.owner {
-		if !live[id] {
+		if !live[id] && !s.streams.has(id) { // an SSE session lives while its stream does (tasks_sse.go)
 			delete(o.owner, id)
 		}
 	}
@@ -79,7 +81,9 @@ func (s *Server) sessionOf(owner, method string, skip map[*mcp.ServerSession]boo
 	for sid, who := range o.owner {
 		ss, ok := live[sid]
 		if !ok {
-			delete(o.owner, sid)
+			if !s.streams.has(sid) { // an SSE session lives while its stream does (tasks_sse.go)
+				delete(o.owner, sid)
+			}
 			continue
 		}
 		if pick == nil && who == owner && !skip[ss] && (sessionRelay{ss}).Supports(method) {
@@ -155,8 +159,43 @@ func sendOn[T any](ctx context.Context, s *Server, ss *mcp.ServerSession, send f
 
 // sendToOwner sends a request to the session that started the task and, each time the session it went to ends
 // without an answer, to another live session of the owner that declared what method needs; for as long as the
-// task runs here (at most its TTL).
+// task runs here (at most its TTL). Meanwhile the request also takes an answer that a session of the owner on
+// another node gave (that node relays the task's pending request to it: tasks_remote.go; the answer reaches this
+// node through tasks.Manager.Answer and TakeInput): the first answer wins, and the request to a session here is
+// then withdrawn.
 func sendToOwner[T any](ctx context.Context, r *ownerRelay, method string, send func(context.Context, sessionRelay) (T, error)) (T, error) {
+	var zero T
+	key := tasks.InputKey(ctx) // set for the requests the task's row stores (elicitation, sampling)
+	if key == "" || r.task == "" {
+		return sendToOwnerHere(ctx, r, method, send)
+	}
+	remote, stop := r.s.opts.Tasks.AwaitInput(r.owner, r.task, key)
+	defer stop()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel() // withdraws the request sent here when the answer came from another node
+	type answer struct {
+		res T
+		err error
+	}
+	local := make(chan answer, 1)
+	go func() {
+		res, err := sendToOwnerHere(lctx, r, method, send)
+		local <- answer{res, err}
+	}()
+	select {
+	case a := <-local:
+		return a.res, a.err
+	case raw := <-remote:
+		var res T
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return zero, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the client's response does not fit " + method + ": " + err.Error()}
+		}
+		return res, nil
+	}
+}
+
+// sendToOwnerHere is sendToOwner's part on this node: the sessions of the owner here.
+func sendToOwnerHere[T any](ctx context.Context, r *ownerRelay, method string, send func(context.Context, sessionRelay) (T, error)) (T, error) {
 	var zero T
 	tried := map[*mcp.ServerSession]bool{}
 	ss := r.first.ss
@@ -168,11 +207,16 @@ func sendToOwner[T any](ctx context.Context, r *ownerRelay, method string, send 
 	for {
 		if ss != nil && !tried[ss] && r.s.alive(ss) {
 			res, err, gone := sendOn(ctx, r.s, ss, send)
-			if !gone {
+			switch {
+			case !gone && !rejected(err):
 				return res, err // the client's answer (or its error: a live session answered)
+			case gone:
+				r.s.log.Info("a task's session went away with a request pending; sending it to another session of the owner",
+					"task", r.task, "method", method, "session", ss.ID())
+			default:
+				r.s.log.Info("a task's session has no stream open to take its request; waiting for another session of the owner",
+					"task", r.task, "method", method, "session", ss.ID())
 			}
-			r.s.log.Info("a task's session went away with a request pending; sending it to another session of the owner",
-				"task", r.task, "method", method, "session", ss.ID())
 		}
 		tried[ss] = true
 		if ss = r.s.sessionOf(r.owner, method, tried); ss != nil {
@@ -190,6 +234,18 @@ func sendToOwner[T any](ctx context.Context, r *ownerRelay, method string, send 
 		}
 	}
 }
+
+// rejected reports whether err is the go-sdk's refusal to send a request on a session with no stream open to carry
+// it (a client that never opened its standalone stream): the client did not see the request, and another session
+// (or another node's: tasks_remote.go) may answer it.
+func rejected(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == codeRejectedByTransport
+}
+
+// codeRejectedByTransport is the code of the go-sdk's "rejected by transport" error (its internal jsonrpc2's
+// ErrRejected), which a session answers a request it could not deliver with.
+const codeRejectedByTransport = -32005
 
 // withOwnerRelay relays the backend's requests during a task's call to ss, the session that started the task, or
 // another session of the task's owner (ownerRelay), when ss's client declared elicitation, sampling or roots.

@@ -59,6 +59,7 @@ func taskBackend(t testing.TB, release chan struct{}, slowStarted, slowCancelled
 
 type taskRig struct {
 	url       string
+	sse       string // the legacy SSE endpoint
 	store     persistence.Store
 	release   chan struct{}
 	started   atomic.Int32 // calls of slow that reached the backend
@@ -91,9 +92,10 @@ func newTaskRig(t testing.TB, maxOpen int) *taskRig {
 	t.Cleanup(ep.Close)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", ep.StreamableHandler())
+	mux.Handle("/sse", ep.SSEHandler())
 	hs := httptest.NewServer(auth.Middleware(toks, auth.Policy{}, mux))
 	t.Cleanup(hs.Close)
-	r := &taskRig{url: hs.URL + "/mcp", store: st, release: make(chan struct{})}
+	r := &taskRig{url: hs.URL + "/mcp", sse: hs.URL + "/sse", store: st, release: make(chan struct{})}
 	raw, _ := json.Marshal(map[string]any{"base_url": taskBackend(t, r.release, &r.started, &r.cancelled)})
 	if _, err := sys.Register(ctx, actors.RegisterRequest{Name: "back", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: raw, AutoConnect: true}); err != nil {

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/pgtest"
+)
+
+// openMCPWith is openMCPAs declaring caps (the client's capabilities).
+func openMCPWith(t *testing.T, url, token string, caps map[string]any) *mcpSession {
+	s := &mcpSession{t: t, url: url, token: token}
+	res, rerr := s.post("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": caps,
+		"clientInfo": map[string]any{"name": "e2e", "version": "1"}})
+	if rerr != nil || !strings.Contains(string(res), `"tasks"`) {
+		t.Fatalf("initialize: %s %v (no tasks capability?)", res, rerr)
+	}
+	s.post("notifications/initialized", map[string]any{})
+	return s
+}
+
+// answerElicitations opens s's standalone stream and answers each elicitation/create request on it with answer;
+// the returned function is how many it answered.
+func answerElicitations(t *testing.T, s *mcpSession, answer map[string]any) func() int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the session's GET stream: %v %v", err, resp)
+	}
+	var answered atomic.Int32
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if !ok || json.Unmarshal([]byte(data), &msg) != nil || msg.Method != "elicitation/create" || len(msg.ID) == 0 {
+				continue
+			}
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": answer})
+			post, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+			post.Header.Set("Content-Type", "application/json")
+			post.Header.Set("Accept", "application/json, text/event-stream")
+			post.Header.Set("Mcp-Session-Id", s.sid)
+			post.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+			post.Header.Set("Authorization", "Bearer "+s.token)
+			if r, err := http.DefaultClient.Do(post); err == nil {
+				_, _ = io.Copy(io.Discard, r.Body)
+				r.Body.Close()
+				answered.Add(1)
+			}
+		}
+	}()
+	return func() int { return int(answered.Load()) }
+}
+
+// TestClusterTaskPendingInputThroughOtherNodeE2E: alice's 2025-11-25 session on node A starts a task
+// (server-everything's simulate-research-query, ambiguous: its backend asks which python she means) and never
+// reads its stream: the question sent to it there stays unanswered. Her session on node B, which declared
+// elicitation and listens on its stream, gets the task's pending question from B, and her answer there reaches the
+// request waiting on A: the task completes with it, and tasks/result through B gives the result.
+func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
+	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])
+	nodes := newCluster(t, 2, db, func(i int) []string {
+		return []string{"MCP_AGGREGATOR_CLUSTER=automanaged", "MCP_AGGREGATOR_CLUSTER_PEERS=" + peers,
+			fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_HEALTH_PORT=%d", health[i]),
+			"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + tcAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:" + tcAlice + ",bob:" + tcBob}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s logs:\n%s", n.name, tail(nodeLog(n), 6000))
+			}
+		}
+	})
+	a, b := nodes[0], nodes[1]
+	cmd, args := peertest.EverythingStdio(t)
+	if code, s := a.doAs(tcAdmin, "POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args}}); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	const tool = "every__simulate-research-query"
+	elicit := map[string]any{"elicitation": map[string]any{}}
+
+	// Alice on B: a session that declared elicitation, served one of her task requests there, and answers on its
+	// stream. Bob on B: the same, but not the owner.
+	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, elicit)
+	bobB := openMCPWith(t, b.mcp+"/mcp", tcBob, elicit)
+	for _, s := range []*mcpSession{aliceB, bobB} {
+		if res, rerr := s.post("tasks/list", map[string]any{}); rerr != nil {
+			t.Fatalf("tasks/list: %s %v", res, rerr)
+		}
+	}
+	aliceAnswered := answerElicitations(t, aliceB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
+	bobAnswered := answerElicitations(t, bobB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "bob"}})
+
+	// Alice on A: she starts the task there, and never opens her stream.
+	aliceA := openMCPWith(t, a.mcp+"/mcp", tcAlice, elicit)
+	var id string
+	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
+		res, rerr := aliceA.post("tools/call", map[string]any{"name": tool, "task": map[string]any{"ttl": 120000},
+			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
+		var w struct {
+			Task tasks.Wire `json:"task"`
+		}
+		if rerr != nil || json.Unmarshal(res, &w) != nil || w.Task.TaskID == "" {
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		id = w.Task.TaskID
+		return true
+	})
+	t.Logf("task %s started through %s (%s)", id, a.name, a.id)
+
+	var done tasks.Wire
+	waitFor(t, 60*time.Second, "the task completed after alice's answer through "+b.name, func() bool {
+		done = aliceB.taskGet(id)
+		return !persistence.TaskOpen(done.Status)
+	})
+	if done.Status != persistence.TaskCompleted || aliceAnswered() == 0 {
+		t.Fatalf("task = %+v after %d answers through %s, want completed after alice's", done, aliceAnswered(), b.name)
+	}
+	res, rerr := aliceB.post("tasks/result", map[string]any{"taskId": id})
+	if rerr != nil || !strings.Contains(string(res), "python (snake)") {
+		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", b.name, res, rerr)
+	}
+	if n := bobAnswered(); n != 0 {
+		t.Errorf("bob's session on %s was asked alice's question (%d answers)", b.name, n)
+	}
+}
+
+// stdioCaller sends requests to an `aggregator stdio` process as JSON lines and reads their answers.
+func stdioCaller(t *testing.T, p *stdioProc) (call func(method string, params map[string]any) json.RawMessage, notify func(method string)) {
+	lines := bufio.NewScanner(p.stdout)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	next := 0
+	call = func(method string, params map[string]any) json.RawMessage {
+		t.Helper()
+		next++
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": next, "method": method, "params": params})
+		if _, err := p.stdin.Write(append(msg, '\n')); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		for lines.Scan() {
+			var ans struct {
+				ID     int             `json:"id"`
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+				Error  json.RawMessage `json:"error"`
+			}
+			if json.Unmarshal(lines.Bytes(), &ans) != nil || ans.Method != "" || ans.ID != next {
+				continue // a notification, or the server's own request
+			}
+			if ans.Error != nil {
+				t.Fatalf("%s: %s", method, ans.Error)
+			}
+			return ans.Result
+		}
+		t.Fatalf("%s: stdout ended\nlogs:\n%s", method, p.logs)
+		return nil
+	}
+	notify = func(method string) {
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method})
+		_, _ = p.stdin.Write(append(msg, '\n'))
+	}
+	return call, notify
+}
+
+// TestStdioTasksE2E: `aggregator stdio` serves tasks, relayed to a serve process (which it speaks SSE to) and
+// serving alone (its own task manager, the filter in front of the go-sdk's stdio): the initialize answer advertises
+// them, a task-augmented tools/call answers the task, tasks/get reads it and tasks/result gives its result.
+func TestStdioTasksE2E(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			d := newDaemon(t, "")
+			d.start()
+			marker := fmt.Sprintf("stdio-tasks-%d", time.Now().UnixNano())
+			registerEverything(t, d, "", marker)
+			if alone {
+				d.signal(syscall.SIGKILL, 10*time.Second)
+				waitGone(t, marker)
+			}
+			p := startStdio(t, d.env)
+			call, notify := stdioCaller(t, p)
+			init := call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+				"clientInfo": map[string]any{"name": "stdio-tasks", "version": "1"}})
+			if !strings.Contains(string(init), `"tasks"`) {
+				t.Fatalf("initialize = %s, want capabilities.tasks", init)
+			}
+			notify("notifications/initialized")
+			var created struct {
+				Task tasks.Wire `json:"task"`
+			}
+			var res json.RawMessage
+			waitFor(t, 60*time.Second, "a task of every__echo", func() bool { // alone: once the backend reconnected
+				res = call("tools/call", map[string]any{"name": "every__echo", "arguments": map[string]any{"message": "over-stdio"},
+					"task": map[string]any{"ttl": 60000}})
+				return json.Unmarshal(res, &created) == nil && created.Task.TaskID != ""
+			})
+			if res := call("tasks/result", map[string]any{"taskId": created.Task.TaskID}); !strings.Contains(string(res), "over-stdio") {
+				t.Errorf("tasks/result = %s", res)
+			}
+			var got tasks.Wire
+			if res := call("tasks/get", map[string]any{"taskId": created.Task.TaskID}); json.Unmarshal(res, &got) != nil || got.Status != persistence.TaskCompleted {
+				t.Errorf("tasks/get = %s", res)
+			}
+			if alone && !strings.Contains(p.logs.String(), "mode: standalone") {
+				t.Errorf("the stdio process did not serve alone:\n%s", p.logs)
+			}
+		})
+	}
+}

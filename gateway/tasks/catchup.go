@@ -1,0 +1,196 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpgw/aggregator/persistence"
+)
+
+// Catching up after a break of the feed. The other nodes announce their tasks' status changes through the store's
+// feed (Config.Announce, Announced), which delivers at most once: a node whose feed connection broke has missed the
+// changes announced until it reconnected. Its clients would then never hear that a task run elsewhere ended (their
+// notifications/tasks/status), and a task running here that was cancelled through another node meanwhile would
+// run on. So, once the feed is back, CatchUp re-reads from the store the tasks this node's callers follow, and tells
+// the hooks of each whose status differs from the one they were last told (as Announced does):
+//
+//   - the newest tasks (up to catchUpPage) of every owner that used this node's Manager (started, read, listed or
+//     cancelled a task here) within MaxTTL: those owners' sessions are the ones told of status changes;
+//   - every task the hooks were last told is open, and every task running here, whichever its owner.
+//
+// A task the hooks were never told of is told when it is open, or when it became final since the previous catch-up
+// (less catchUpSlack, for the clocks of the nodes that stamp updated_at): an older final task was either told
+// before the feed broke, or ended before its owner came here.
+
+const (
+	// catchUpPage is how many of an owner's newest tasks a catch-up reads.
+	catchUpPage = 100
+	// catchUpSlack widens a catch-up's window backwards, for the nodes' clocks.
+	catchUpSlack = time.Minute
+	// minSeenPrune is the smallest size of the told and owner maps at which they are pruned.
+	minSeenPrune = 1024
+)
+
+// toldState is the status of a task as the hooks were last told.
+type toldState struct {
+	status  string
+	updated int64 // UnixMilli (an announced task's times are in milliseconds)
+	expires time.Time
+}
+
+// seenTasks is what CatchUp compares the store with: the owners of this node's callers and the statuses told.
+type seenTasks struct {
+	owners     map[string]time.Time // owner -> last use of this node's Manager
+	told       map[string]toldState // task id -> the status the hooks were last told
+	since      time.Time            // when the previous catch-up (or the Manager) started
+	ownerPrune int
+	toldPrune  int
+}
+
+func newSeenTasks() seenTasks {
+	return seenTasks{owners: map[string]time.Time{}, told: map[string]toldState{}, since: time.Now(),
+		ownerPrune: minSeenPrune, toldPrune: minSeenPrune}
+}
+
+// noteOwner records that owner used this node's Manager now (its tasks are caught up on).
+func (m *Manager) noteOwner(owner string) {
+	now := time.Now()
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	s := &m.seen
+	s.owners[owner] = now
+	if len(s.owners) <= s.ownerPrune {
+		return
+	}
+	for o, at := range s.owners {
+		if now.Sub(at) > m.cfg.MaxTTL { // none of its tasks started before that still exists
+			delete(s.owners, o)
+		}
+	}
+	s.ownerPrune = max(2*len(s.owners), minSeenPrune)
+}
+
+// noteTold records the status the hooks are told of t.
+func (m *Manager) noteTold(t persistence.Task) {
+	now := time.Now()
+	expires := t.ExpiresAt
+	if expires.IsZero() { // an announced task: CreatedAt + TTL
+		expires = t.CreatedAt.Add(t.TTL)
+	}
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	s := &m.seen
+	s.told[t.ID] = toldState{status: t.Status, updated: t.UpdatedAt.UnixMilli(), expires: expires}
+	if len(s.told) <= s.toldPrune {
+		return
+	}
+	old := s.since.Add(-catchUpSlack).UnixMilli()
+	for id, st := range s.told {
+		// Gone from the store, or final and older than a catch-up's window (it is not told again anyway).
+		if now.After(st.expires) || (!persistence.TaskOpen(st.status) && st.updated < old) {
+			delete(s.told, id)
+		}
+	}
+	s.toldPrune = max(2*len(s.told), minSeenPrune)
+}
+
+// CatchUp re-reads the tasks this node's callers follow and tells the hooks of those whose status changed unheard
+// (see above); the daemon calls it when its feed reconnected. It returns how many it told. A task that ended
+// elsewhere while it runs here has its call stopped (Announced).
+func (m *Manager) CatchUp(ctx context.Context) (int, error) {
+	start := time.Now()
+	m.seenMu.Lock()
+	since := m.seen.since.Add(-catchUpSlack)
+	owners := make([]string, 0, len(m.seen.owners))
+	for o := range m.seen.owners {
+		owners = append(owners, o)
+	}
+	var open []string
+	for id, st := range m.seen.told {
+		if persistence.TaskOpen(st.status) {
+			open = append(open, id)
+		}
+	}
+	m.seenMu.Unlock()
+	m.mu.Lock()
+	for id := range m.running {
+		open = append(open, id)
+	}
+	m.mu.Unlock()
+
+	read := map[string]bool{}
+	told := 0
+	var errs []error
+	for _, owner := range owners {
+		list, _, err := m.cfg.Store.ListTasks(ctx, persistence.ListTasksFilter{Owner: owner, Limit: catchUpPage})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, t := range list {
+			read[t.ID] = true
+			if m.catchUpOne(t, since) {
+				told++
+			}
+		}
+	}
+	for _, id := range open {
+		if read[id] {
+			continue
+		}
+		read[id] = true
+		t, err := m.cfg.Store.GetTask(ctx, id)
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
+			m.seenMu.Lock()
+			delete(m.seen.told, id) // expired and swept
+			m.seenMu.Unlock()
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		if m.catchUpOne(t, since) {
+			told++
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The window stays where it was: the next catch-up reads what this one could not.
+		return told, fmt.Errorf("tasks: catch up: %w", err)
+	}
+	m.seenMu.Lock()
+	m.seen.since = start
+	m.seenMu.Unlock()
+	if told > 0 {
+		m.log.Info("task status changes missed during a break of the feed told", "tasks", told)
+	}
+	return told, nil
+}
+
+// catchUpOne tells the hooks of t, as read from the store, when its status is not the one they were last told.
+func (m *Manager) catchUpOne(t persistence.Task, since time.Time) bool {
+	m.seenMu.Lock()
+	last, known := m.seen.told[t.ID]
+	m.seenMu.Unlock()
+	switch {
+	case known && last.status == t.Status && last.updated == t.UpdatedAt.UnixMilli():
+		return false
+	case !known && !persistence.TaskOpen(t.Status) && t.UpdatedAt.Before(since):
+		return false
+	}
+	// As another node's announcement shows it: no result, error or pending request.
+	t.Result, t.Error, t.InputRequest = nil, nil, nil
+	m.Announced(t)
+	return true
+}
+
+// stale reports whether the hooks were told a newer status of t than t's: a final one (a task's final status never
+// changes), or one updated later.
+func (m *Manager) stale(t persistence.Task) bool {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	last, ok := m.seen.told[t.ID]
+	return ok && (!persistence.TaskOpen(last.status) || last.updated > t.UpdatedAt.UnixMilli())
+}

@@ -1,0 +1,231 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Tasks over the legacy SSE transport (/sse and its profile and per-server variants; also `aggregator stdio`
+// relayed to a serve process, which speaks SSE to it). The go-sdk's SSE handler knows no tasks either, and there a
+// POST is answered 202 while its JSON-RPC answer travels on the session's GET stream. So sseTasks taps that stream
+// (sseTap: the go-sdk writes each event with one Write, mcp/event.go writeEvent) and, for the POSTs of a session it
+// taps:
+//
+//   - the answer to a 2025-11-25 initialize gets capabilities.tasks as it is written;
+//   - the task methods (and a task-augmented tools/call) are answered here as on /mcp (serveTask), the answer
+//     written into the stream as an event of its own, between the go-sdk's, and the POST answered 202;
+//   - notifications/tasks/status reach the stream as they reach a streamable session's GET (the tap is one of the
+//     endpoint's streamTaps, under the session's id "sse:" + its sessionid).
+//
+// Not here: the backend's requests during a task started over SSE (elicitation, sampling) are refused, as for a
+// client that declared neither (serveTask finds no go-sdk session under the SSE session's id: the go-sdk's SSE
+// session has none, and nothing ties it to its sessionid); and tools/list shows no execution.taskSupport over SSE.
+
+// sseSessionPrefix marks the session ids of SSE sessions among the endpoint's streams and task owners' sessions.
+const sseSessionPrefix = "sse:"
+
+// sseTap is the ResponseWriter of an SSE session's GET stream.
+type sseTap struct {
+	*streamTap
+	s      *Server
+	taps   *sseTaps
+	sid    string          // the go-sdk's sessionid, from its endpoint event
+	inits  map[string]bool // ids (JSON) of 2025-11-25 initialize requests whose answer gets capabilities.tasks
+	ctx    context.Context // ends with the stream
+	cancel context.CancelFunc
+}
+
+// Write passes the go-sdk's events on; the first (the endpoint event) names the session, and the answer to an
+// initialize request noted in inits gets the tasks capability.
+func (w *sseTap) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started {
+		w.started = true // the go-sdk sets its headers and writes: an implicit 200 event stream
+		if sid := endpointSession(p); sid != "" {
+			w.sid = sid
+			w.taps.mu.Lock()
+			w.taps.byID[sid] = w
+			w.taps.mu.Unlock()
+			w.s.streams.mu.Lock()
+			w.s.streams.byID[sseSessionPrefix+sid] = w.streamTap
+			w.s.streams.mu.Unlock()
+		}
+	}
+	out := p
+	if len(w.inits) > 0 {
+		out = w.withTasksCapability(p)
+	}
+	if _, err := w.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// endpointSession is the sessionid of the go-sdk's endpoint event ("event: endpoint\ndata: /sse?sessionid=...").
+func endpointSession(p []byte) string {
+	rest, ok := bytes.CutPrefix(p, []byte("event: endpoint\ndata: "))
+	if !ok {
+		return ""
+	}
+	u, err := url.Parse(string(bytes.TrimSpace(rest)))
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("sessionid")
+}
+
+// withTasksCapability is the event p with capabilities.tasks added to its result, when p answers one of the
+// initialize requests noted (w.mu held).
+func (w *sseTap) withTasksCapability(p []byte) []byte {
+	data, ok := bytes.CutPrefix(p, []byte("event: message\ndata: "))
+	if !ok {
+		return p
+	}
+	var msg struct {
+		ID     json.RawMessage         `json:"id"`
+		Result *tasksInitResultPayload `json:"result"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(data), &msg) != nil || !w.inits[string(msg.ID)] {
+		return p
+	}
+	delete(w.inits, string(msg.ID))
+	if msg.Result == nil || msg.Result.ProtocolVersion != "2025-11-25" {
+		return p // refused, or another revision agreed on
+	}
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(bytes.TrimSpace(data), &doc) != nil {
+		return p
+	}
+	res, err := withTaskCaps(doc["result"])
+	if err != nil {
+		return p
+	}
+	doc["result"] = res
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return p
+	}
+	return append(append([]byte("event: message\ndata: "), out...), "\n\n"...)
+}
+
+// tasksInitResultPayload is enough of an initialize answer to tell it from another answer.
+type tasksInitResultPayload struct {
+	ProtocolVersion string `json:"protocolVersion"`
+}
+
+// sseTaps are the taps of the SSE sessions, by sessionid.
+type sseTaps struct {
+	mu   sync.Mutex
+	byID map[string]*sseTap
+}
+
+// sseTasks serves tasks over the SSE handler next (see above).
+func (s *Server) sseTasks(next http.Handler) http.Handler {
+	if s.opts.Tasks == nil {
+		return next
+	}
+	taps := &sseTaps{byID: map[string]*sseTap{}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sid := r.URL.Query().Get("sessionid")
+		switch {
+		case r.Method == http.MethodGet && sid == "":
+			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+			tap := &sseTap{streamTap: &streamTap{ResponseWriter: w}, s: s, taps: taps, inits: map[string]bool{}, ctx: ctx, cancel: cancel}
+			defer s.endSSETap(taps, tap)
+			next.ServeHTTP(tap, r)
+			return
+		case r.Method == http.MethodPost && sid != "":
+			taps.mu.Lock()
+			tap := taps.byID[sid]
+			taps.mu.Unlock()
+			if tap != nil && s.sseTaskRequest(w, r, tap) {
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// endSSETap forgets a tap whose stream ended and stops the answers still being made for it.
+func (s *Server) endSSETap(taps *sseTaps, tap *sseTap) {
+	tap.cancel()
+	tap.mu.Lock()
+	tap.closed = true
+	sid := tap.sid
+	tap.mu.Unlock()
+	if sid == "" {
+		return
+	}
+	taps.mu.Lock()
+	if taps.byID[sid] == tap {
+		delete(taps.byID, sid)
+	}
+	taps.mu.Unlock()
+	s.streams.mu.Lock()
+	if s.streams.byID[sseSessionPrefix+sid] == tap.streamTap {
+		delete(s.streams.byID, sseSessionPrefix+sid)
+	}
+	s.streams.mu.Unlock()
+}
+
+// sseTaskRequest serves the POST r of the SSE session tap when it is a task request (the answer written into the
+// stream, the POST answered 202), or notes a 2025-11-25 initialize; false: next serves it.
+func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
+	if r.ContentLength > maxTaskRequestBytes {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || len(body) > maxTaskRequestBytes {
+		return false
+	}
+	var req rpcRequest
+	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
+		return false
+	}
+	if req.Method == "initialize" {
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && p.ProtocolVersion == "2025-11-25" {
+			tap.mu.Lock()
+			tap.inits[string(req.ID)] = true
+			tap.mu.Unlock()
+		}
+		return false
+	}
+	var p taskParams
+	isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
+	if !isTask && req.Method == "tools/call" {
+		isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
+	}
+	if !isTask {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	// The answer is made beside the POST (tasks/result waits for the task's end) and lasts as long as the stream.
+	r2 := r.Clone(tap.ctx)
+	r2.Header.Set("Mcp-Session-Id", sseSessionPrefix+tap.sid)
+	go func() {
+		var res any
+		var rerr *jsonrpc.Error
+		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
+			rerr = invalidParams("params must be an object")
+		} else {
+			res, rerr = s.serveTask(r2, req.Method, p)
+		}
+		raw, err := json.Marshal(rpcAnswer(req.ID, res, rerr))
+		if err == nil && tap.ctx.Err() == nil {
+			tap.inject(raw)
+		}
+	}()
+	return true
+}
