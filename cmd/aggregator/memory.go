@@ -71,7 +71,12 @@ func memoryDefaults(lookup func(string) (string, bool)) *memoryPolicy {
 type memSample struct {
 	// live is the heap the collection found live (/gc/heap/live:bytes).
 	live uint64
-	// nonHeap is what the soft limit counts besides heap spans: goroutine stacks and the runtime's metadata.
+	// nonHeap is what the soft limit counts besides heap spans: goroutine stacks and the runtime's metadata. The
+	// unused space inside the spans in use is left out of it, although the runtime's heap goal under a limit does
+	// subtract it (runtime/mgcpacer.go, memoryLimitHeapGoal): so the fragmentation takes its share of the headroom
+	// (with 10,000 tools indexed the room was 2-16 MiB, not 24). Counting it was tried and raised RSS by 8-15 MiB
+	// for no gain beyond noise in indexing time (BENCHMARKS.md, "A batch's words analysed once"); the headroom was
+	// in effect tuned with it left out.
 	nonHeap uint64
 	// allocs is every heap byte allocated so far (/gc/heap/allocs:bytes) and at when it was read: two samples
 	// give the allocation rate.
