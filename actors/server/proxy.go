@@ -178,7 +178,8 @@ func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUps
 		return nil, err // never sent (ErrCredentialChanged)
 	}
 	deadline := p.node.CallDeadline(ctx)
-	res, err := p.node.Ask(ctx, p.pid, &proxyRequest{ctx: ctx, deadline: deadline, do: fn}, time.Until(deadline)+time.Second)
+	req := &proxyRequest{ctx: ctx, deadline: deadline, do: fn}
+	res, err := p.ask(ctx, req, time.Until(deadline)+time.Second)
 	if errors.Is(err, ErrShuttingDown) {
 		return nil, ErrProxyClosed
 	}
@@ -193,6 +194,39 @@ func (p *ProxySession) do(ctx context.Context, fn func(context.Context, proxyUps
 		scrubToolError(cr, r.scrub)
 	}
 	return r.res, scrubbed(r.err, r.scrub)
+}
+
+// ask sends req to the proxy actor and waits for its answer, or until the actor stops without having received req:
+// a request that passed endedWith just before the caller's credential changed may reach the mailbox after the
+// actor's end, where it is dropped unanswered; it is answered at once with why the session ended (never run: the
+// front end sends it again on a new upstream session) instead of at the ask's timeout.
+func (p *ProxySession) ask(ctx context.Context, req *proxyRequest, timeout time.Duration) (any, error) {
+	type answer struct {
+		res any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := p.node.Ask(ctx, p.pid, req, timeout)
+		ch <- answer{res, err}
+	}()
+	var stopped <-chan struct{}
+	if p.shared != nil {
+		stopped = p.shared.stoppedCh()
+	}
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-stopped:
+		if !req.taken.CompareAndSwap(false, true) {
+			a := <-ch // the actor received it: it answers (run, or refused)
+			return a.res, a.err
+		}
+		if err := p.shared.endedWith(); err != nil {
+			return nil, err
+		}
+		return nil, ErrProxyClosed
+	}
 }
 
 // scrubToolError removes the session's own secrets (scrub: a caller's credential, their OAuth tokens as renewed)

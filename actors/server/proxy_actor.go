@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -50,6 +51,10 @@ type (
 		ctx      context.Context
 		deadline time.Time
 		do       func(context.Context, proxyUpstream) (any, error)
+		// taken is claimed by whichever comes first: the actor receiving the request (it then answers, running it
+		// or refusing it), or the asker giving it up once the actor has stopped without receiving it
+		// (ProxySession.ask); a request still in the mailbox when the actor ends is otherwise dropped unanswered.
+		taken atomic.Bool
 	}
 	proxyReply struct {
 		res any
@@ -102,6 +107,19 @@ type proxyShared struct {
 	// ended, set by the server actor when the caller's credential changed, answers every request sent after it
 	// without sending it to the actor (which is about to stop and would drop it).
 	ended error
+	// done is closed when the actor stops (stop): no request it has not received by then will it ever receive.
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+// stoppedCh is closed once the actor has stopped (or is stopping).
+func (s *proxyShared) stoppedCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	return s.done
 }
 
 func (s *proxyShared) firstStart() bool {
@@ -127,6 +145,10 @@ func (s *proxyShared) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true
+	if s.done == nil {
+		s.done = make(chan struct{})
+	}
+	s.doneOnce.Do(func() { close(s.done) })
 	if s.sub != nil {
 		s.es.Unsubscribe(s.sub)
 		s.sub = nil
@@ -477,6 +499,9 @@ func (p *proxyActor) scrub(text string) string {
 
 // request runs one front-end request on the session in a goroutine and answers the asker from there.
 func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.PID) {
+	if !m.taken.CompareAndSwap(false, true) {
+		return // the asker gave it up when the actor stopped (ProxySession.ask): it must not run
+	}
 	if p.live == nil {
 		if p.idle > 0 && p.why == nil {
 			// A caller's session still connecting: the request runs once it is up (or fails with it).
