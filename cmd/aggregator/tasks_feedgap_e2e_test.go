@@ -2,122 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
-
-// cutProxy is a TCP proxy to the database that the test can cut: while cut, its connections are closed and new ones
-// refused (closed at once), as when a node loses its network to the database for a while.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go p.pipe(c)
-	}
-}
-
-func (p *cutProxy) pipe(c net.Conn) {
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		_ = c.Close()
-		return
-	}
-	p.mu.Unlock()
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.cut {
-		p.mu.Unlock()
-		_ = c.Close()
-		_ = up.Close()
-		return
-	}
-	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-	<-done
-	_ = c.Close()
-	_ = up.Close()
-	p.mu.Lock()
-	delete(p.conns, c)
-	delete(p.conns, up)
-	p.mu.Unlock()
-}
-
-// setCut cuts (closing every connection) or restores the way to the database.
-func (p *cutProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			_ = c.Close()
-		}
-	}
-}
-
-// through is dsn with its host replaced by the proxy's address.
-func (p *cutProxy) through(t *testing.T, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		t.Fatalf("database URL %q: %v", dsn, err)
-	}
-	u.Host = p.ln.Addr().String()
-	return u.String()
-}
-
-// dbHost is the host:port of a database URL.
-func dbHost(t *testing.T, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		t.Fatalf("database URL %q: %v", dsn, errors.Join(err, errors.New("no host")))
-	}
-	if u.Port() == "" {
-		return net.JoinHostPort(u.Hostname(), "5432")
-	}
-	return u.Host
-}
 
 // TestClusterTaskStatusAfterFeedBreakE2E: two nodes on PostgreSQL, node B's way to the database through a proxy the
 // test cuts. Alice's task runs on node A (server-everything's simulate-research-query waiting for her answer), and
@@ -127,7 +20,7 @@ func dbHost(t *testing.T, dsn string) string {
 // session hears the task cancelled.
 func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
 	db := pgtest.NewDatabase(t)
-	proxy := newCutProxy(t, dbHost(t, db))
+	proxy, viaProxy := pgtest.NewProxy(t, db)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
 	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])
 	nodes := newCluster(t, 2, db, func(i int) []string {
@@ -137,7 +30,7 @@ func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
 			"MCP_AGGREGATOR_LEASE_TTL=15",
 			"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + tcAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:" + tcAlice + ",bob:" + tcBob}
 		if i == 1 {
-			env = append(env, "DATABASE_URL="+proxy.through(t, db)) // the last value of a variable wins
+			env = append(env, "DATABASE_URL="+viaProxy) // the last value of a variable wins
 		}
 		return env
 	})
@@ -179,7 +72,7 @@ func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
 		return slices.Contains(hears.statuses(id), "input_required")
 	})
 
-	proxy.setCut(true)
+	proxy.Cut()
 	if res, rerr := v2Post(t, urlA, tcAlice, "tasks/cancel", map[string]any{"taskId": id}); rerr != nil {
 		t.Fatalf("tasks/cancel through %s: %s %v", a.name, res, rerr)
 	}
@@ -188,7 +81,7 @@ func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
 	if heard := hears.statuses(id); slices.Contains(heard, "cancelled") {
 		t.Fatalf("B heard %v while cut off from the database: the break did not drop the notice", heard)
 	}
-	proxy.setCut(false)
+	proxy.Restore()
 	waitFor(t, 30*time.Second, "alice's session on "+b.name+" hearing the task cancelled after the feed came back", func() bool {
 		heard := hears.statuses(id)
 		return len(heard) > 0 && heard[len(heard)-1] == "cancelled"
