@@ -191,25 +191,16 @@ func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sse
 	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
 		return false
 	}
-	if req.Method == "initialize" {
-		var p struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		}
-		if json.Unmarshal(req.Params, &p) == nil && p.ProtocolVersion == "2025-11-25" {
-			tap.mu.Lock()
-			tap.inits[string(req.ID)] = true
-			tap.mu.Unlock()
-		}
+	switch taskRequestKind(req) {
+	case initialize20251125:
+		tap.mu.Lock()
+		tap.inits[string(req.ID)] = true
+		tap.mu.Unlock()
+		return false
+	case notTask:
 		return false
 	}
 	var p taskParams
-	isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
-	if !isTask && req.Method == "tools/call" {
-		isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
-	}
-	if !isTask {
-		return false
-	}
 	w.WriteHeader(http.StatusAccepted)
 	// The answer is made beside the POST (tasks/result waits for the task's end) and lasts as long as the stream.
 	r2 := r.Clone(tap.ctx)

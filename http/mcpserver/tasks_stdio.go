@@ -111,25 +111,16 @@ func (s *Server) stdioTaskLine(ctx context.Context, line []byte, o *stdioOut) bo
 	if json.Unmarshal(line, &req) != nil || len(req.ID) == 0 {
 		return false
 	}
-	if req.Method == "initialize" {
-		var p struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		}
-		if json.Unmarshal(req.Params, &p) == nil && p.ProtocolVersion == "2025-11-25" {
-			o.mu.Lock()
-			o.inits[string(req.ID)] = true
-			o.mu.Unlock()
-		}
+	switch taskRequestKind(req) {
+	case initialize20251125:
+		o.mu.Lock()
+		o.inits[string(req.ID)] = true
+		o.mu.Unlock()
+		return false
+	case notTask:
 		return false
 	}
 	var p taskParams
-	isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
-	if !isTask && req.Method == "tools/call" {
-		isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
-	}
-	if !isTask {
-		return false
-	}
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
 	if err != nil {
 		return false
@@ -151,6 +142,34 @@ func (s *Server) stdioTaskLine(ctx context.Context, line []byte, o *stdioOut) bo
 		}
 	}()
 	return true
+}
+
+// The kinds of request a transport without the go-sdk's task support (SSE, stdio) picks out of the client's stream.
+const (
+	notTask            = iota // the go-sdk's to serve
+	initialize20251125        // an initialize that agreed on 2025-11-25: its answer gets the tasks capability
+	taskRequest               // a task method, or a task-augmented tools/call: the aggregator's to answer
+)
+
+// taskRequestKind says which of those req is.
+func taskRequestKind(req rpcRequest) int {
+	switch req.Method {
+	case "initialize":
+		var p struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && p.ProtocolVersion == "2025-11-25" {
+			return initialize20251125
+		}
+	case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel:
+		return taskRequest
+	case "tools/call":
+		var p taskParams
+		if json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null" {
+			return taskRequest
+		}
+	}
+	return notTask
 }
 
 // rpcAnswer is the JSON-RPC response to request id: result, or rerr.
