@@ -111,6 +111,34 @@ func listenStatus(t *testing.T, s *mcpSession) *statusListener {
 	return l
 }
 
+// taskCluster starts two automanaged nodes on a new PostgreSQL database, with the test's admin token and client
+// tokens for alice and bob (their logs shown when the test fails), and registers server-everything over stdio
+// through the first as "every".
+func taskCluster(t *testing.T) (a, b *clusterNode) {
+	t.Helper()
+	db := pgtest.NewDatabase(t)
+	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
+	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])
+	nodes := newCluster(t, 2, db, func(i int) []string {
+		return []string{"MCP_AGGREGATOR_CLUSTER=automanaged", "MCP_AGGREGATOR_CLUSTER_PEERS=" + peers,
+			fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_HEALTH_PORT=%d", health[i]),
+			"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + tcAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:" + tcAlice + ",bob:" + tcBob}
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				t.Logf("%s logs:\n%s", n.name, tail(nodeLog(n), 6000))
+			}
+		}
+	})
+	cmd, args := peertest.EverythingStdio(t)
+	if code, s := nodes[0].doAs(tcAdmin, "POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
+		"connection_config": map[string]any{"command": cmd, "args": args}}); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, s)
+	}
+	return nodes[0], nodes[1]
+}
+
 // statuses are the statuses heard of task id, in order.
 func (l *statusListener) statuses(id string) []string {
 	l.mu.Lock()
@@ -134,27 +162,7 @@ func (l *statusListener) statuses(id string) []string {
 // A second task, cancelled through B while it waits on A, has its call on A stopped. Last, the ext-tasks client
 // does all of this through B while its calls land on A.
 func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
-	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])
-	nodes := newCluster(t, 2, db, func(i int) []string {
-		return []string{"MCP_AGGREGATOR_CLUSTER=automanaged", "MCP_AGGREGATOR_CLUSTER_PEERS=" + peers,
-			fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_HEALTH_PORT=%d", health[i]),
-			"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + tcAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:" + tcAlice + ",bob:" + tcBob}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s logs:\n%s", n.name, tail(nodeLog(n), 6000))
-			}
-		}
-	})
-	a, b := nodes[0], nodes[1]
-	cmd, args := peertest.EverythingStdio(t)
-	if code, s := a.doAs(tcAdmin, "POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
-		"connection_config": map[string]any{"command": cmd, "args": args}}); code != http.StatusCreated {
-		t.Fatalf("register: %d %v", code, s)
-	}
+	a, b := taskCluster(t)
 	urlA, urlB := a.mcp+"/mcp", b.mcp+"/mcp"
 	const tool = "every__simulate-research-query"
 

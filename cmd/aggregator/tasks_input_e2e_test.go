@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/gateway/tasks"
-	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
 
 // openMCPWith is openMCPAs declaring caps (the client's capabilities).
@@ -84,27 +82,7 @@ func answerElicitations(t *testing.T, s *mcpSession, answer map[string]any) func
 // elicitation and listens on its stream, gets the task's pending question from B, and her answer there reaches the
 // request waiting on A: the task completes with it, and tasks/result through B gives the result.
 func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
-	db := pgtest.NewDatabase(t)
-	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
-	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])
-	nodes := newCluster(t, 2, db, func(i int) []string {
-		return []string{"MCP_AGGREGATOR_CLUSTER=automanaged", "MCP_AGGREGATOR_CLUSTER_PEERS=" + peers,
-			fmt.Sprintf("MCP_AGGREGATOR_CLUSTER_HEALTH_PORT=%d", health[i]),
-			"MCP_AGGREGATOR_ADMIN_TOKENS=ops:" + tcAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:" + tcAlice + ",bob:" + tcBob}
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range nodes {
-				t.Logf("%s logs:\n%s", n.name, tail(nodeLog(n), 6000))
-			}
-		}
-	})
-	a, b := nodes[0], nodes[1]
-	cmd, args := peertest.EverythingStdio(t)
-	if code, s := a.doAs(tcAdmin, "POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",
-		"connection_config": map[string]any{"command": cmd, "args": args}}); code != http.StatusCreated {
-		t.Fatalf("register: %d %v", code, s)
-	}
+	a, b := taskCluster(t)
 	const tool = "every__simulate-research-query"
 	elicit := map[string]any{"elicitation": map[string]any{}}
 
