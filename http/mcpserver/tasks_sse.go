@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Tasks over the legacy SSE transport (/sse and its profile and per-server variants; also `aggregator stdio`
@@ -200,21 +198,12 @@ func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sse
 	case notTask:
 		return false
 	}
-	var p taskParams
 	w.WriteHeader(http.StatusAccepted)
 	// The answer is made beside the POST (tasks/result waits for the task's end) and lasts as long as the stream.
 	r2 := r.Clone(tap.ctx)
 	r2.Header.Set("Mcp-Session-Id", sseSessionPrefix+tap.sid)
 	go func() {
-		var res any
-		var rerr *jsonrpc.Error
-		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
-			rerr = invalidParams("params must be an object")
-		} else {
-			res, rerr = s.serveTask(r2, req.Method, p)
-		}
-		raw, err := json.Marshal(rpcAnswer(req.ID, res, rerr))
-		if err == nil && tap.ctx.Err() == nil {
+		if raw := s.answerTask(r2, req); raw != nil && tap.ctx.Err() == nil {
 			tap.inject(raw)
 		}
 	}()

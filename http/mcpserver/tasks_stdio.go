@@ -120,24 +120,13 @@ func (s *Server) stdioTaskLine(ctx context.Context, line []byte, o *stdioOut) bo
 	case notTask:
 		return false
 	}
-	var p taskParams
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/", nil)
 	if err != nil {
 		return false
 	}
 	r.Header.Set("Mcp-Session-Id", stdioSessionID)
 	go func() {
-		var res any
-		var rerr *jsonrpc.Error
-		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
-			rerr = invalidParams("params must be an object")
-		} else {
-			res, rerr = s.serveTask(r, req.Method, p)
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if raw, err := json.Marshal(rpcAnswer(req.ID, res, rerr)); err == nil {
+		if raw := s.answerTask(r, req); raw != nil && ctx.Err() == nil {
 			_, _ = o.Write(append(raw, '\n'))
 		}
 	}()
@@ -170,6 +159,24 @@ func taskRequestKind(req rpcRequest) int {
 		}
 	}
 	return notTask
+}
+
+// answerTask serves the task request req as r's session and returns its JSON-RPC answer (nil when it cannot be
+// encoded), for the transports that answer task requests in front of the go-sdk (SSE, stdio).
+func (s *Server) answerTask(r *http.Request, req rpcRequest) []byte {
+	var p taskParams
+	var res any
+	var rerr *jsonrpc.Error
+	if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
+		rerr = invalidParams("params must be an object")
+	} else {
+		res, rerr = s.serveTask(r, req.Method, p)
+	}
+	raw, err := json.Marshal(rpcAnswer(req.ID, res, rerr))
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // rpcAnswer is the JSON-RPC response to request id: result, or rerr.
