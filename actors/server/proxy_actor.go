@@ -333,6 +333,9 @@ func (p *proxyActor) Receive(ctx actor.Context) {
 	case *proxyConnected:
 		p.onConnected(ctx, m)
 	case *proxyRequest:
+		if !m.taken.CompareAndSwap(false, true) {
+			return // the asker gave it up when the actor stopped (ProxySession.ask): it must not run
+		}
 		p.request(ctx, m, ctx.Sender())
 	case *proxyRequestDone:
 		delete(p.pending, m.id)
@@ -499,9 +502,6 @@ func (p *proxyActor) scrub(text string) string {
 
 // request runs one front-end request on the session in a goroutine and answers the asker from there.
 func (p *proxyActor) request(ctx actor.Context, m *proxyRequest, sender *actor.PID) {
-	if !m.taken.CompareAndSwap(false, true) {
-		return // the asker gave it up when the actor stopped (ProxySession.ask): it must not run
-	}
 	if p.live == nil {
 		if p.idle > 0 && p.why == nil {
 			// A caller's session still connecting: the request runs once it is up (or fails with it).

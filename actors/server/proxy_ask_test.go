@@ -48,7 +48,7 @@ func TestProxyAskEndsWhenTheActorStopsWithoutIt(t *testing.T) {
 			}()
 			req := <-n.asked // passed endedWith, on its way to the mailbox
 			if tc.received {
-				req.taken.Store(true) // as proxyActor.request does
+				req.taken.Store(true) // as the proxy actor does when it receives a request
 			}
 			p.shared.end(why)
 			p.shared.stop()
