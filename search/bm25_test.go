@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -326,5 +327,102 @@ func TestBM25ScoresAcrossWideGaps(t *testing.T) {
 		if s > 0 && s != want {
 			t.Fatalf("document %d scores %v, the others %v", id, s, want)
 		}
+	}
+}
+
+// commitByMerge is commit as it was before it kept streams: every posting decoded, merged and encoded again, the
+// staged ones sorted by comparison. TestCommitMatchesMerge holds the two to the same bytes.
+func commitByMerge(x *bm25) {
+	if len(x.pending) == 0 && len(x.dead) == 0 {
+		return
+	}
+	gone := make([]bool, len(x.slots))
+	for _, s := range x.dead {
+		gone[s] = true
+	}
+	var pending []staged
+	for _, sp := range x.pending {
+		if !gone[sp.p.slot] {
+			pending = append(pending, sp)
+		}
+	}
+	slices.SortFunc(pending, cmpStaged)
+	terms := max(x.dict.size(), len(x.off)-1)
+	off := make([]uint32, terms+1)
+	var post []byte
+	for t := range terms {
+		var merged []posting
+		var r postingReader
+		if t < len(x.off)-1 {
+			r, _ = readPostings(x.post[x.off[t]:x.off[t+1]])
+		}
+		for p, ok := r.decode(); ok; p, ok = r.decode() {
+			if !gone[p.slot] {
+				merged = append(merged, p)
+			}
+		}
+		for len(pending) > 0 && pending[0].term == int32(t) {
+			merged = append(merged, pending[0].p)
+			pending = pending[1:]
+		}
+		slices.SortFunc(merged, func(a, b posting) int { return int(a.slot) - int(b.slot) })
+		post = appendPostings(post, merged)
+		off[t+1] = uint32(len(post))
+	}
+	x.off, x.post = off, post
+	x.free = append(x.free, x.dead...)
+	x.pending, x.dead = nil, nil
+}
+
+// TestCommitMatchesMerge runs the same random adds, updates and removals through commit and through
+// commitByMerge and compares the postings byte for byte after every commit: batches of new documents only (the
+// streams kept and appended to), with removals (merged), and with freed slots reused (out of slot order).
+func TestCommitMatchesMerge(t *testing.T) {
+	words := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"}
+	rng := rand.New(rand.NewPCG(7, 11))
+	doc := func() fieldTerms {
+		var ft fieldTerms
+		for f := range numFields {
+			for range rng.IntN(6) {
+				ft[f] = append(ft[f], words[rng.IntN(len(words))]+fmt.Sprint(rng.IntN(3)))
+			}
+		}
+		return ft
+	}
+	for _, removals := range []bool{false, true} {
+		t.Run(fmt.Sprintf("removals=%v", removals), func(t *testing.T) {
+			dict := newTermDict()
+			fast, slow := newBM25With(defaultBM25, dict), newBM25With(defaultBM25, dict)
+			next := int64(1)
+			for batch := range 40 {
+				for range rng.IntN(30) {
+					id := next
+					if removals && next > 1 && rng.IntN(3) == 0 {
+						id = 1 + rng.Int64N(next-1) // an update: the old version removed, a new slot
+					} else {
+						next++
+					}
+					ft := doc()
+					fast.add(id, "s", ft)
+					slow.add(id, "s", ft)
+					if removals && next > 1 && rng.IntN(4) == 0 {
+						gone := 1 + rng.Int64N(next-1)
+						fast.remove(gone)
+						slow.remove(gone)
+					}
+				}
+				fast.commit()
+				commitByMerge(slow)
+				if !slices.Equal(fast.off, slow.off) || !slices.Equal(fast.post, slow.post) {
+					t.Fatalf("batch %d: postings differ (%d and %d bytes)", batch, len(fast.post), len(slow.post))
+				}
+				if !slices.Equal(fast.free, slow.free) {
+					t.Fatalf("batch %d: free slots %v, want %v", batch, fast.free, slow.free)
+				}
+			}
+			if fast.postings() == 0 {
+				t.Fatal("no postings: the test indexed nothing")
+			}
+		})
 	}
 }
