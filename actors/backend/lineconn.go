@@ -34,6 +34,9 @@ type lineConn struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	hop      stdioHop      // the requests the server actor sends itself (stdiohop.go)
+	readDone chan struct{} // closed when the read loop has read its last message
 }
 
 type lineMsg struct {
@@ -44,7 +47,7 @@ type lineMsg struct {
 // newLineConn starts reading lines from src (which reads the stream that in closes) and writes messages to out;
 // pace (nil: none) slows the reading down while notifications come faster than its rate.
 func newLineConn(src *msglimit.LineMessages, in io.Closer, out io.WriteCloser, pace *floodguard.Pacer) *lineConn {
-	c := &lineConn{in: in, out: out, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	c := &lineConn{in: in, out: out, incoming: make(chan lineMsg), closed: make(chan struct{}), readDone: make(chan struct{})}
 	go c.readLoop(src, pace)
 	return c
 }
@@ -62,6 +65,9 @@ func isNotification(msgs []jsonrpc.Message) bool {
 // readLoop decodes one line at a time until the stream or a line fails. The go-sdk ends the session on a read
 // error, as it does with its own transport.
 func (c *lineConn) readLoop(src *msglimit.LineMessages, pace *floodguard.Pacer) {
+	var ended sync.Once
+	end := func() { ended.Do(func() { close(c.readDone) }) }
+	defer end()
 	for {
 		var m lineMsg
 		line, err := src.Next()
@@ -73,6 +79,13 @@ func (c *lineConn) readLoop(src *msglimit.LineMessages, pace *floodguard.Pacer) 
 			m.msgs, m.err = decodeLine(line)
 		}
 		src.Release() // decoding copied what the messages keep
+		if m.err != nil {
+			end() // the hop's callers learn of it now, not once the go-sdk has read the error
+		} else {
+			if m.msgs = c.hop.take(m.msgs); len(m.msgs) == 0 {
+				continue // only answers of the hop: nothing for the go-sdk
+			}
+		}
 		if pace != nil && isNotification(m.msgs) && !pace.Wait(c.closed) {
 			return
 		}

@@ -32,6 +32,8 @@ type stdioTransport struct {
 
 	// group records the process group while it runs, for the reaper of a later daemon (nil: not recorded).
 	group *groupChild
+
+	line *lineConn // the connection, once started (guarded by mu): the stdio hop sends on it
 }
 
 func newStdioTransport(cmd *exec.Cmd, terminate time.Duration, guard *msglimit.Guard) *stdioTransport {
@@ -82,6 +84,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	// lineConn decodes each line from the guard's buffer and hands the buffer back at once.
 	// Notifications beyond floodguard.ReadRate wait: a flooding child blocks on its own writes.
 	conn := newLineConn(t.guard.LineMessages(stdout), stdout, stdin, floodguard.NewPacer(floodguard.ReadRate))
+	t.mu.Lock()
+	t.line = conn
+	t.mu.Unlock()
 	return &stdioConn{Connection: conn, t: t}, nil
 }
 
