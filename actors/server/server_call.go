@@ -280,29 +280,52 @@ func (a *serverActor) listTools(ctx actor.Context) {
 	}
 	sess, sender, sys, timeout, sec := a.sess.session, ctx.Sender(), a.sys, a.deps.Config.RequestTimeout, a.secrets
 	gen, self, tw := a.sess.gen, a.self, a.sess.tasks
+	var hop *backend.Conn // a stdio session lists on the stdio hop (stdiolist.go)
+	if init := sess.InitializeResult(); a.sess.b.Stdio() && !a.deps.Config.NoFastHop && init != nil && init.ProtocolVersion < "2026-07-28" {
+		hop = a.sess.b
+	}
 	go func() {
 		lctx, cancel := context.WithTimeout(withWireWatch(context.Background()), timeout) // tasks_backend.go
 		defer cancel()
 		reply := &pb.ListToolsReply{}
-		for tool, err := range sess.Tools(lctx, nil) {
-			if err != nil {
-				var rpcErr *jsonrpc.Error
-				if !errors.As(err, &rpcErr) || localTransportError(err) {
-					sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
-				}
-				reply.ToolsJson = nil
-				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: sec.Scrub(err.Error())}
-				if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
-					reply.Error.Code = errcode.ResponseTooLarge
-				}
-				break
+		failed := func(err error) {
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) || localTransportError(err) {
+				sys.Root.Send(self, &toolsListFailed{gen: gen, err: err})
 			}
-			b, err := json.Marshal(tool)
-			if err != nil {
-				reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: err.Error()}
-				break
+			reply.ToolsJson = nil
+			reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: sec.Scrub(err.Error())}
+			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && msglimit.TooLarge(rpcErr.Code, rpcErr.Message) {
+				reply.Error.Code = errcode.ResponseTooLarge
 			}
-			reply.ToolsJson = append(reply.ToolsJson, tw.withExecution(tool.Name, b)) // tasks_backend.go
+		}
+		listed := false
+		if hop != nil {
+			tools, err := listStdioTools(lctx, hop)
+			switch {
+			case err == nil:
+				reply.ToolsJson, listed = tools, true
+			case errors.Is(err, errHeaderAnnotations), errors.Is(err, backend.ErrNoStdioHop):
+				// the go-sdk's way below
+			default:
+				failed(err)
+				listed = true
+			}
+		}
+		if !listed {
+			reply.ToolsJson = nil
+			for tool, err := range sess.Tools(lctx, nil) {
+				if err != nil {
+					failed(err)
+					break
+				}
+				b, err := json.Marshal(tool)
+				if err != nil {
+					reply.Error = &pb.ErrorInfo{Code: errcode.ExecutionFailed, Message: err.Error()}
+					break
+				}
+				reply.ToolsJson = append(reply.ToolsJson, tw.withExecution(tool.Name, b)) // tasks_backend.go
+			}
 		}
 		if sender != nil {
 			sys.Root.Send(sender, reply)
