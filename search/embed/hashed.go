@@ -120,13 +120,14 @@ const embedChunk = 64
 // embedRange embeds texts into out, checking ctx every 64 texts. The texts of a batch share a memo of their words.
 func (h *Hashed) embedRange(ctx context.Context, texts []string, out [][]float32) error {
 	memo := newWordMemo()
+	foldInto := func(vec []float32, feats []feature) { foldWith(vec, feats, &memo.fold) }
 	for i, t := range texts {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("embed: %w", err)
 			}
 		}
-		out[i] = h.vectorWith(t, fold, memo)
+		out[i] = h.vectorWith(t, foldInto, memo)
 	}
 	return nil
 }
@@ -145,7 +146,13 @@ func (h *Hashed) vectorWith(text string, foldFeatures func([]float32, []feature)
 		acc = make([]float64, h.wv.dim)
 	}
 	found := false
-	feats := make([]feature, 0, 2*len(text)+1)
+	var feats []feature
+	if memo != nil {
+		feats = memo.buf[:0]
+		defer func() { memo.buf = feats[:0] }()
+	} else {
+		feats = make([]feature, 0, 2*len(text)+1)
+	}
 	for line, weight := range fieldLines(text) {
 		for _, w := range memo.analysis().Words(line) {
 			f := h.features(memo, w)
@@ -216,20 +223,35 @@ func fieldLines(text string) func(yield func(string, float64) bool) {
 // found in (float32 sums are not associative). Only the order within a bucket matters, so the features are spread
 // over the buckets first (a counting sort: one pass) and each bucket's few features sorted alone; sorting all the
 // features by hash (a radix sort, 8 passes) gave the very same vectors at several times the cost (TestFoldMatchesFullSort).
-func fold(vec []float32, feats []feature) {
+func fold(vec []float32, feats []feature) { foldWith(vec, feats, nil) }
+
+// foldScratch is the space fold works in, kept by a caller that folds one vector after another.
+type foldScratch struct {
+	start, next []int32
+	byBucket    []feature
+}
+
+// foldWith is fold in s's space (nil: its own).
+func foldWith(vec []float32, feats []feature, s *foldScratch) {
+	if s == nil {
+		s = &foldScratch{}
+	}
 	if len(feats) == 0 {
-		feats = append(feats, feature{hashFeature('e', ""), 1})
+		feats = []feature{{hashFeature('e', ""), 1}}
 	}
 	dim := uint64(len(vec))
-	start := make([]int32, len(vec)+1)
+	start := resize(s.start, len(vec)+1)
+	clear(start)
 	for i := range feats {
 		start[(feats[i].hash&(1<<63-1))%dim+1]++
 	}
 	for b := 1; b < len(start); b++ {
 		start[b] += start[b-1]
 	}
-	byBucket := make([]feature, len(feats))
-	next := slices.Clone(start[:len(vec)])
+	byBucket := resize(s.byBucket, len(feats))
+	next := resize(s.next, len(vec))
+	copy(next, start[:len(vec)])
+	s.start, s.next, s.byBucket = start, next, byBucket
 	for _, f := range feats {
 		b := (f.hash & (1<<63 - 1)) % dim
 		byBucket[next[b]] = f
@@ -293,10 +315,22 @@ type wordFeatures struct {
 type wordMemo struct {
 	words *analysis.Memo
 	feats map[analysis.Word]wordFeatures
+	// buf and fold are one worker's scratch space, reused text after text: a batch's features and buckets were a
+	// third of what indexing allocated (BENCHMARKS.md).
+	buf  []feature
+	fold foldScratch
 }
 
 func newWordMemo() *wordMemo {
 	return &wordMemo{words: analysis.NewMemo(), feats: make(map[analysis.Word]wordFeatures)}
+}
+
+// resize is b with length n, reallocated only when it is too small.
+func resize[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, n)
+	}
+	return b[:n]
 }
 
 // analysis returns the memo of the words' analysis (nil for a nil memo).
