@@ -13,23 +13,31 @@ import (
 
 // TestAskWatchingLinkBreak: a request whose connection breaks gives up with errLinkBroken, unless its answer
 // arrives right after the break (a node that hands its servers over answers, then exits and closes its
-// connections): then the answer wins.
+// connections): then the answer wins. A broken connection alone is no proof the node is gone: while it is still a
+// member, the request waits for its answer (the grace). Only the node leaving the membership (confirmed dead)
+// ends the wait before the grace, with errDeparted.
 func TestAskWatchingLinkBreak(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		answer  time.Duration // after the break; negative: never
+		depart  time.Duration // after the break, the node leaves the membership; negative: never
 		wantErr error
 	}{
-		{"the answer comes with the break", 20 * time.Millisecond, nil},
-		{"no answer", -1, errLinkBroken},
+		{"the answer comes with the break", 20 * time.Millisecond, -1, nil},
+		{"the answer comes late in the grace, the node still a member", linkGrace / 2, -1, nil},
+		{"no answer", -1, -1, errLinkBroken},
+		{"no answer, the node confirmed dead during the grace", -1, 20 * time.Millisecond, errDeparted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sys := actor.NewActorSystem()
 			defer sys.Shutdown()
-			broken := make(chan struct{})
+			broken, departed := make(chan struct{}), make(chan struct{})
 			pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 				if _, ok := c.Message().(*pb.GetStatus); ok {
 					close(broken)
+					if tc.depart >= 0 {
+						time.AfterFunc(tc.depart, func() { close(departed) })
+					}
 					if tc.answer >= 0 {
 						time.Sleep(tc.answer)
 						c.Respond(&pb.StatusReply{})
@@ -38,7 +46,7 @@ func TestAskWatchingLinkBreak(t *testing.T) {
 			}))
 			s := &System{sys: sys, deps: &Deps{}}
 			start := time.Now()
-			res, err := s.askWatching(context.Background(), pid, &pb.GetStatus{}, time.Minute, remoteWatch{broken: broken})
+			res, err := s.askWatching(context.Background(), pid, &pb.GetStatus{}, time.Minute, remoteWatch{departed: departed, broken: broken})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("askWatching = %v, %v; want error %v", res, err, tc.wantErr)
 			}

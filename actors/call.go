@@ -250,17 +250,29 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 		return nil, errDeparted
 	case <-w.broken:
 		// An answer that came in with the connection's last messages (a node that hands its servers over answers,
-		// then exits) is already on its way to the asking goroutine: it wins.
+		// then exits) is already on its way to the asking goroutine: it wins. The node leaving the membership
+		// meanwhile ends the wait at once (a SIGKILLed node is confirmed dead by a refused dial within tens of
+		// milliseconds: placement.Suspicion), as it does before the break: no answer is coming from it any more.
+		grace := time.NewTimer(linkGrace)
+		defer grace.Stop()
 		select {
 		case r := <-done:
 			return r.res, r.err
-		case <-time.After(linkGrace):
+		case <-w.departed:
+			select {
+			case r := <-done:
+				return r.res, r.err
+			default:
+				return nil, errDeparted
+			}
+		case <-grace.C:
 			return nil, errLinkBroken
 		}
 	}
 }
 
-// linkGrace is how long a request whose connection broke still waits for an answer that arrived just before.
+// linkGrace is how long a request whose connection broke, with a node still a member, waits for an answer that
+// arrived just before.
 const linkGrace = 250 * time.Millisecond
 
 // departedReply turns errDeparted and errLinkBroken into the answer the caller expects: a call's

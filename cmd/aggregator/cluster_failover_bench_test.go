@@ -13,6 +13,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +32,7 @@ const failoverKills = 5
 // the first survivor logged the node leaving the membership; leave-seen-by-all-ms (median and max), until every
 // survivor had; evicted, how many kills a survivor confirmed dead and
 // evicted (the rest were seen by the membership's own detection first); servers-moved (mean). Each kill is logged.
+// With BENCH_FAILOVER_LOG_DIR set, each survivor's log is written there after each kill.
 func BenchmarkFailover(b *testing.B) {
 	bins := buildBenchBinaries(b)
 	for _, provider := range []string{"etcd", "automanaged"} {
@@ -98,10 +101,23 @@ func BenchmarkFailover(b *testing.B) {
 				killed := time.Now()
 				_ = victim.cmd.Process.Kill()
 				<-victim.done
+				var answered []float64
 				for _, n := range survivors {
 					allAnswer(b, client, n, names, 60*time.Second)
+					answered = append(answered, ms(time.Since(killed)))
 				}
 				took := ms(time.Since(killed))
+				if dir := os.Getenv("BENCH_FAILOVER_LOG_DIR"); dir != "" {
+					// Each survivor's whole log, to read where the time went (the kill's UTC time in the first line).
+					for i, n := range survivors {
+						f := filepath.Join(dir, fmt.Sprintf("%s-kill%d-survivor%d.log", provider, kill, i+1))
+						head := fmt.Sprintf("killed %s at %s; every server answered through this survivor %.0f ms after\n",
+							victimID, killed.UTC().Format(time.RFC3339Nano), answered[i])
+						if err := os.WriteFile(f, []byte(head+n.logs.String()), 0o644); err != nil {
+							b.Logf("failover log: %v", err)
+						}
+					}
+				}
 				back = append(back, took)
 				first, last := time.Time{}, time.Time{}
 				ev, evictors, told, seenBy := false, 0, 0, 0
