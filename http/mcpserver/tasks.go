@@ -82,8 +82,8 @@ type taskMeta struct {
 	TTL *float64 `json:"ttl"`
 }
 
-// taskCapability adds capabilities.tasks to the initialize answer of a streamable HTTP session that asked for the
-// tasks revision (2025-11-25).
+// taskCapability adds capabilities.tasks to the initialize answer of a session (streamable HTTP, SSE, stdio) that
+// agreed on the tasks revision (2025-11-25).
 func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -106,9 +106,13 @@ func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		init, ok := res.(*mcp.InitializeResult)
-		extra := req.GetExtra()
-		if !ok || init == nil || extra == nil || extra.Header.Get(tasksMarker) == "" || init.ProtocolVersion != "2025-11-25" {
+		if !ok || init == nil || !servesTasks(ctx, req) || init.ProtocolVersion != "2025-11-25" {
 			return res, err
+		}
+		if f := frontSessionOf(ctx); f != nil { // an SSE or stdio session: its tools/list shows taskSupport too
+			f.mu.Lock()
+			f.agreed = true
+			f.mu.Unlock()
 		}
 		return &tasksInitResult{InitializeResult: init}, nil
 	}
@@ -190,8 +194,8 @@ func (s *Server) requiresTaskError(asked string) *jsonrpc.Error {
 		Message: "Tool " + asked + ` requires task augmentation (execution.taskSupport "required"): call it as a task`}
 }
 
-// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a streamable 2025-11-25
-// session, which clients read to decide whether to call a tool as a task: the backend's own declaration when its
+// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a 2025-11-25 session
+// (streamable HTTP, SSE, stdio: tasksSession), which clients read to decide whether to call a tool as a task: the backend's own declaration when its
 // definition has one ("required", "optional"; the server actor keeps it with the definition, the go-sdk drops it),
 // else "optional" (the aggregator holds the task around a plain call, also of a tool whose backend says
 // "forbidden"). The go-sdk's Tool has
@@ -203,9 +207,7 @@ func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		list, ok := res.(*mcp.ListToolsResult)
-		extra := req.GetExtra()
-		if !ok || list == nil || extra == nil || extra.Header.Get(tasksMarker) == "" ||
-			extra.Header.Get("Mcp-Protocol-Version") != "2025-11-25" {
+		if !ok || list == nil || !tasksSession(ctx, req) {
 			return res, err
 		}
 		names := make(map[string]string, len(list.Tools)) // alias -> canonical name
@@ -234,6 +236,16 @@ func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return &tasksToolsResult{ListToolsResult: list, exec: exec}, nil
 	}
+}
+
+// tasksSession reports whether req is of a session that agreed on the tasks revision: a streamable session's
+// request (marked, with its 2025-11-25 protocol header), or an SSE or stdio session's whose initialize agreed on it.
+func tasksSession(ctx context.Context, req mcp.Request) bool {
+	if f := frontSessionOf(ctx); f != nil {
+		return f.tasksAgreed()
+	}
+	extra := req.GetExtra()
+	return extra != nil && extra.Header.Get(tasksMarker) != "" && extra.Header.Get("Mcp-Protocol-Version") == "2025-11-25"
 }
 
 // tasksToolsResult is a tools/list answer whose tools get their execution as encoded.
@@ -303,18 +315,14 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // a batch, a notification, or not JSON: the go-sdk answers
 			return
 		}
-		var p taskParams
-		isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
-		if !isTask && req.Method == "tools/call" {
-			isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
-		}
 		sid := r.Header.Get("Mcp-Session-Id")
-		if !isTask || sid == "" || !s.sessions.known(sid) {
+		if !isTaskRequest(req) || sid == "" || !s.sessions.known(sid) {
 			next.ServeHTTP(w, r) // the go-sdk refuses an unknown session, or the method
 			return
 		}
+		var p taskParams
 		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
-			writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params must be an object"})
+			writeRPC(w, req.ID, nil, invalidParams("params must be an object"))
 			return
 		}
 		res, rerr := s.serveTask(r, req.Method, p)
@@ -324,18 +332,8 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 
 // writeRPC answers one JSON-RPC response as application/json.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *jsonrpc.Error) {
-	msg := map[string]any{"jsonrpc": "2.0", "id": id}
-	if rerr != nil {
-		e := map[string]any{"code": rerr.Code, "message": rerr.Message}
-		if len(rerr.Data) > 0 {
-			e["data"] = rerr.Data
-		}
-		msg["error"] = e
-	} else {
-		msg["result"] = result
-	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(msg)
+	_ = json.NewEncoder(w).Encode(rpcAnswer(id, result, rerr))
 }
 
 func invalidParams(msg string) *jsonrpc.Error {
@@ -563,10 +561,13 @@ func (t *sessionTable) known(sid string) bool {
 	return ok
 }
 
-// sessionByID is the go-sdk session of a streamable session id (nil when it has none, or it ended).
+// sessionByID is the go-sdk session of a streamable, SSE or stdio session id (nil when it has none, or it ended).
 func (s *Server) sessionByID(sid string) *mcp.ServerSession {
 	if sid == "" {
 		return nil
+	}
+	if isFrontID(sid) {
+		return s.fronts.session(sid) // tasks_front.go
 	}
 	if fs := s.fast.known(sid); fs != nil { // a streamable session the fast path tracks since its initialize
 		return fs.ss
