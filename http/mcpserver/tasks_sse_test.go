@@ -20,7 +20,7 @@ import (
 // SSE session's GET, stdout), the server's requests answered by onRequest, notifications/tasks/status recorded.
 type frontClient struct {
 	t         testing.TB
-	send      func(msg []byte) error                                  // one message to the server
+	send      func(msg []byte) error                                   // one message to the server
 	onRequest func(method string, params json.RawMessage) (result any) // the server's requests; nil: not answered
 	mu        sync.Mutex
 	answers   map[string]chan json.RawMessage // by request id
