@@ -36,8 +36,8 @@ import (
 //     the store, so they answer on any session, any node, and after a restart. A task is found only by the
 //     subject that created it.
 //
-// The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions here
-// (taskCapability), of SSE sessions by tasks_sse.go, and of stdio by tasks_stdio.go. Status
+// The capability is advertised (capabilities.tasks) in the initialize answer by taskCapability, for streamable
+// HTTP sessions, and for SSE (tasks_sse.go) and stdio (tasks_stdio.go) sessions through their handle. Status
 // notifications are written into the sessions' streams by the endpoint itself (tasks_notify.go): the go-sdk sends
 // no notification it does not know, and every tasks/* answer here is a plain JSON response.
 
@@ -50,7 +50,8 @@ const (
 )
 
 // tasksMarker is the header taskRequests sets on the requests it passes to the go-sdk, so that taskCapability and
-// taskTools offer tasks only to streamable HTTP sessions (a client's own value is removed first).
+// taskTools offer tasks to the streamable HTTP sessions it serves them to (a client's own value is removed first;
+// SSE and stdio sessions are known by the handle in their context instead: tasks_front.go).
 const tasksMarker = "X-Mcpgw-Tasks-Endpoint"
 
 // maxTaskRequestBytes bounds the body taskRequests reads to look at a request; a larger one goes to the go-sdk
