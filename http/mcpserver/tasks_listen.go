@@ -24,8 +24,9 @@ import (
 //
 //   - a listen that asks for task status only is served here: the answer is an event stream whose first event is
 //     the acknowledgement, then the current status of each accepted task (a task that changed between its creation
-//     and the listen is not missed), then notifications/tasks as they come, until the client closes the stream (the
-//     go-sdk would end such a listen at once: it holds a stream only for the notifications it knows);
+//     and the listen is not missed), then notifications/tasks as they come, until the client closes the stream or
+//     the endpoint closes (then the listen's answer ends it; the go-sdk would end such a listen at once: it holds a
+//     stream only for the notifications it knows). A listen that names none of the caller's tasks ends at once;
 //   - a listen that asks for list changes too goes to the go-sdk through a tap of its stream (listenTap), which adds
 //     the accepted taskIds to the go-sdk's acknowledgement as it is written and takes notifications/tasks between
 //     the go-sdk's events.
@@ -142,9 +143,16 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 	for _, t := range current {
 		l.tell(t)
 	}
-	select {
-	case <-ctx.Done():
-	case <-s.done:
+	if len(accepted) > 0 { // else there is nothing to listen for: the listen ends at once, as the go-sdk's does
+		select {
+		case <-ctx.Done():
+			return true
+		case <-s.done:
+		}
+	}
+	if end, err := json.Marshal(rpcAnswer(req.ID, map[string]any{"resultType": "complete",
+		"_meta": map[string]any{mcp.MetaKeySubscriptionID: req.ID}}, nil)); err == nil {
+		tap.inject(end) // the listen's answer: the subscription ended (the endpoint is closing)
 	}
 	return true
 }

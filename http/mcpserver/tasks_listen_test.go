@@ -26,7 +26,7 @@ type listenEvent struct {
 }
 
 // openListen opens a 2026-07-28 subscriptions/listen stream asking for notifications, and sends its messages on the
-// channel it returns until the test ends.
+// channel it returns until the stream ends (then the channel is closed).
 func openListen(t *testing.T, url string, notifications map[string]any) <-chan listenEvent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -47,6 +47,7 @@ func openListen(t *testing.T, url string, notifications map[string]any) <-chan l
 	}
 	events := make(chan listenEvent, 64)
 	go func() {
+		defer close(events)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -76,6 +77,16 @@ func TestTaskStatusOnListenStream(t *testing.T) {
 	})
 	url := r.mux.URL + "/mcp"
 	withTasks := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+
+	// A listen naming none of the caller's tasks is acknowledged with none, and ends.
+	events := openListen(t, url, map[string]any{"taskIds": []string{"0123456789abcdef0123456789abcdef"}})
+	if ack, ok := <-events; !ok || ack.Method != "notifications/subscriptions/acknowledged" || string(ack.Params.Notifications["taskIds"]) != "[]" {
+		t.Errorf("listen for an unknown task: first message %+v (%v), want the acknowledgement with taskIds []", ack, ok)
+	}
+	for e := range events {
+		t.Errorf("listen for an unknown task: then %+v, want the end", e)
+	}
+
 	for _, tc := range []struct {
 		name   string
 		others map[string]any
@@ -100,7 +111,10 @@ func TestTaskStatusOnListenStream(t *testing.T) {
 			next := func(what string) listenEvent {
 				t.Helper()
 				select {
-				case e := <-events:
+				case e, ok := <-events:
+					if !ok {
+						t.Fatalf("the listen stream ended before the %s", what)
+					}
 					return e
 				case <-time.After(30 * time.Second):
 					t.Fatalf("no %s on the listen stream", what)
