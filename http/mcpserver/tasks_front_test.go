@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcpgw/aggregator/gateway/tasks"
 	"github.com/mcpgw/aggregator/http/mcpserver"
-	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -63,12 +62,7 @@ func openStdio(t testing.TB, ep *mcpserver.Server, caps map[string]any, onReques
 // (notifications/tasks/status: input_required, then completed).
 func TestTasksOverSSEAndStdio(t *testing.T) {
 	r := newBackendTaskRig(t, persistence.TransportSTDIO)
-	backend := peertest.StartTaskBackend(t)
-	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
-	waitFor(t, "tb's tools routable", func() bool {
-		_, ok := r.sys.Routes().Tool("tb.plain")
-		return ok
-	})
+	registerTaskBackend(t, r.rig)
 	for _, front := range []string{"sse", "stdio"} {
 		t.Run(front, func(t *testing.T) {
 			asked := make(chan string, 1)
@@ -90,29 +84,11 @@ func TestTasksOverSSEAndStdio(t *testing.T) {
 				c = openStdio(t, r.endpoint, caps, onRequest)
 			}
 
-			var listed struct {
-				Tools []struct {
-					Name      string         `json:"name"`
-					Execution map[string]any `json:"execution"`
-				} `json:"tools"`
-			}
-			waitFor(t, "tb's tools listed", func() bool {
+			wantTaskSupport(t, func() (json.RawMessage, bool) {
 				a := c.post("tools/list", map[string]any{})
-				return a.Error == nil && json.Unmarshal(a.Result, &listed) == nil && strings.Contains(string(a.Result), "tb__plain")
-			})
-			want := map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional",
-				"every__simulate-research-query": "required"}
-			for _, tool := range listed.Tools {
-				if w, ok := want[tool.Name]; ok {
-					if got, _ := tool.Execution["taskSupport"].(string); got != w {
-						t.Errorf("tool %s: execution %v, want taskSupport %q", tool.Name, tool.Execution, w)
-					}
-					delete(want, tool.Name)
-				}
-			}
-			if len(want) > 0 {
-				t.Errorf("tools not listed: %v", want)
-			}
+				return a.Result, a.Error == nil
+			}, map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional",
+				"every__simulate-research-query": "required"})
 
 			a := c.post("tools/call", map[string]any{"name": "every__simulate-research-query",
 				"arguments": map[string]any{"topic": "python", "ambiguous": true}, "task": map[string]any{"ttl": 60000}})

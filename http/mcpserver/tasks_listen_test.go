@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -69,12 +68,7 @@ func openListen(t *testing.T, url string, notifications map[string]any) <-chan l
 // holds on a stream that also takes tools/list_changed (the go-sdk's, whose acknowledgement gets the taskIds).
 func TestTaskStatusOnListenStream(t *testing.T) {
 	r, _ := newTasksEndpointRig(t)
-	backend := peertest.StartTaskBackend(t)
-	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
-	waitFor(t, "tb's tools routable", func() bool {
-		_, ok := r.sys.Routes().Tool("tb.countdown")
-		return ok && len(r.sys.Routes().Callable()) > 0
-	})
+	registerTaskBackend(t, r)
 	url := r.mux.URL + "/mcp"
 	withTasks := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
 
