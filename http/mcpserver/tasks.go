@@ -256,31 +256,26 @@ type tasksToolsResult struct {
 }
 
 func (r *tasksToolsResult) MarshalJSON() ([]byte, error) {
-	raw, err := json.Marshal(r.ListToolsResult)
-	if err != nil {
-		return nil, err
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	var tools []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["tools"], &tools); err != nil {
-		return raw, nil // not a list of objects: sent as the go-sdk made it
-	}
-	for _, t := range tools {
-		var name string
-		if json.Unmarshal(t["name"], &name) != nil {
-			continue
+	// Each tool is encoded as the go-sdk would, its execution spliced in before its closing brace (the go-sdk's Tool
+	// has no such field, and always a name: never "{}"), and the answer encoded around them; decoding the whole
+	// answer again to add the field cost twice the allocations.
+	tools := make([]json.RawMessage, len(r.Tools))
+	for i, t := range r.Tools {
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
 		}
-		if e, ok := r.exec[name]; ok {
-			t["execution"] = e
+		if t != nil {
+			if e, ok := r.exec[t.Name]; ok && len(raw) > 2 && raw[len(raw)-1] == '}' {
+				raw = append(append(append(raw[:len(raw)-1:len(raw)-1], `,"execution":`...), e...), '}')
+			}
 		}
+		tools[i] = raw
 	}
-	if doc["tools"], err = json.Marshal(tools); err != nil {
-		return nil, err
-	}
-	return json.Marshal(doc)
+	return json.Marshal(struct {
+		*mcp.ListToolsResult
+		Tools []json.RawMessage `json:"tools"` // shadows the embedded result's
+	}{r.ListToolsResult, tools})
 }
 
 // taskRequests serves the task methods (and task-augmented tools/call) of known streamable sessions and passes

@@ -50,7 +50,7 @@ func openStdio(t testing.TB, ep *mcpserver.Server, caps map[string]any, onReques
 		}
 		_ = outR.Close()
 	})
-	c.initialize(caps)
+	c.initialize("2025-11-25", caps)
 	return c
 }
 

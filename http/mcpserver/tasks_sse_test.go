@@ -67,18 +67,19 @@ func (c *frontClient) receive(data []byte) {
 	}
 }
 
-// initialize opens the session as a 2025-11-25 client declaring caps, and checks that the answer offers tasks.
-func (c *frontClient) initialize(caps map[string]any) {
+// initialize opens the session as a client of revision version declaring caps, and checks that the answer offers
+// tasks when the revision is 2025-11-25.
+func (c *frontClient) initialize(version string, caps map[string]any) {
 	c.t.Helper()
-	if a := c.post("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": caps,
+	if a := c.post("initialize", map[string]any{"protocolVersion": version, "capabilities": caps,
 		"clientInfo": map[string]any{"name": "front-test", "version": "1"}}); a.Error != nil {
 		c.t.Fatalf("initialize: %+v", a.Error)
 	} else {
 		var init struct {
 			Capabilities map[string]any `json:"capabilities"`
 		}
-		if json.Unmarshal(a.Result, &init) != nil || init.Capabilities["tasks"] == nil {
-			c.t.Fatalf("initialize = %s, want capabilities.tasks", a.Result)
+		if json.Unmarshal(a.Result, &init) != nil || (version == "2025-11-25") != (init.Capabilities["tasks"] != nil) {
+			c.t.Fatalf("initialize %s = %s, want capabilities.tasks only for 2025-11-25", version, a.Result)
 		}
 	}
 	c.notify("notifications/initialized")
@@ -97,9 +98,15 @@ func openSSE(t *testing.T, url, token string) *frontClient {
 	return openSSEWith(t, url, token, map[string]any{}, nil)
 }
 
-// openSSEWith opens an SSE session of the token's caller that declares caps and answers the server's requests with
-// onRequest.
+// openSSEWith opens a 2025-11-25 SSE session of the token's caller that declares caps and answers the server's
+// requests with onRequest.
 func openSSEWith(t testing.TB, url, token string, caps map[string]any, onRequest func(string, json.RawMessage) any) *frontClient {
+	t.Helper()
+	return openSSEAt(t, url, token, "2025-11-25", caps, onRequest)
+}
+
+// openSSEAt is openSSEWith for a client of revision version.
+func openSSEAt(t testing.TB, url, token, version string, caps map[string]any, onRequest func(string, json.RawMessage) any) *frontClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -153,7 +160,7 @@ func openSSEWith(t testing.TB, url, token string, caps map[string]any, onRequest
 	case <-time.After(10 * time.Second):
 		t.Fatal("no endpoint event")
 	}
-	c.initialize(caps)
+	c.initialize(version, caps)
 	return c
 }
 
