@@ -132,8 +132,8 @@ func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sse
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxTaskRequestBytes {
-		return false
+	if err != nil || len(body) > maxTaskRequestBytes || !bytes.Contains(body, []byte(`"task`)) {
+		return false // only a body that mentions a task is decoded here
 	}
 	var req rpcRequest
 	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 || !isTaskRequest(req) {
