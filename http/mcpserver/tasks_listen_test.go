@@ -30,17 +30,13 @@ func openListen(t *testing.T, url string, notifications map[string]any) <-chan l
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
-		"params": map[string]any{"notifications": notifications, "_meta": meta}})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
+	return openListenCtx(ctx, t, url, notifications)
+}
+
+// openListenCtx is openListen for a stream that ctx closes.
+func openListenCtx(ctx context.Context, t *testing.T, url string, notifications map[string]any) <-chan listenEvent {
+	t.Helper()
+	resp, err := postListen(ctx, url, notifications)
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("subscriptions/listen: %v %+v", err, resp)
 	}
@@ -61,11 +57,28 @@ func openListen(t *testing.T, url string, notifications map[string]any) <-chan l
 	return events
 }
 
+// postListen sends a 2026-07-28 subscriptions/listen asking for notifications (the answer's body is the caller's to
+// close).
+func postListen(ctx context.Context, url string, notifications map[string]any) (*http.Response, error) {
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+		"params": map[string]any{"notifications": notifications, "_meta": meta}})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	return http.DefaultClient.Do(req)
+}
+
 // TestTaskStatusOnListenStream: a 2026-07-28 client listens for its task's status by naming it on a
 // subscriptions/listen stream (notifications.taskIds, as ext-tasks' contributeTaskFilterV2 writes it): the
 // acknowledgement names the tasks agreed to (the caller's own: an unknown id is left out), the task's current status
 // follows, and its cancellation arrives as notifications/tasks stamped with the stream's subscription id. The same
-// holds on a stream that also takes tools/list_changed (the go-sdk's, whose acknowledgement gets the taskIds).
+// holds on a stream that also takes tools/list_changed (the go-sdk's, whose acknowledgement gets the taskIds). A
+// listen naming none of the caller's tasks ends at once, and a caller's 17th open listen is refused.
 func TestTaskStatusOnListenStream(t *testing.T) {
 	r, _ := newTasksEndpointRig(t)
 	registerTaskBackend(t, r)
@@ -80,6 +93,32 @@ func TestTaskStatusOnListenStream(t *testing.T) {
 	for e := range events {
 		t.Errorf("listen for an unknown task: then %+v, want the end", e)
 	}
+
+	// A caller holds at most 16 listens for task status on a node: the 17th is refused.
+	a := modernPost(t, url, "tools/call", map[string]any{"name": "tb__countdown", "arguments": map[string]any{"ms": 600000, "text": "cap"}}, withTasks)
+	var held struct {
+		TaskID string `json:"taskId"`
+	}
+	if a.Error != nil || json.Unmarshal(a.Result, &held) != nil || held.TaskID == "" {
+		t.Fatalf("task call = %s %+v", a.Result, a.Error)
+	}
+	listenCtx, stopListens := context.WithCancel(context.Background())
+	for range 16 {
+		if ack := <-openListenCtx(listenCtx, t, url, map[string]any{"taskIds": []string{held.TaskID}}); ack.Method != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("listen = %+v, want the acknowledgement", ack)
+		}
+	}
+	resp, err := postListen(listenCtx, url, map[string]any{"taskIds": []string{held.TaskID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused rpcAnswer
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") || json.NewDecoder(resp.Body).Decode(&refused) != nil ||
+		refused.Error == nil || refused.Error.Code != -32600 {
+		t.Errorf("17th listen = %s %+v, want the JSON error -32600", ct, refused.Error)
+	}
+	resp.Body.Close()
+	stopListens()
 
 	for _, tc := range []struct {
 		name   string
