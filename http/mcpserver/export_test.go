@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"io"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -23,3 +24,8 @@ func (s *Server) HeldCalls() int { return s.held.held() }
 
 // Serve runs the endpoint's go-sdk server over t (stdio's way), for tests of io transports.
 func (s *Server) Serve(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// ServeStdio serves one stdio client on in and out as RunStdio does with tasks on (the task filter in front).
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	return s.runStdioTasks(ctx, in, out)
+}

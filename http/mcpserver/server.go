@@ -141,6 +141,8 @@ type Server struct {
 	held         *heldCalls      // calls of 2026-07-28 clients waiting for their input
 	taskSessions *ownerSessions  // the sessions of each task owner (tasks_relay.go)
 	streams      *streamTaps     // the sessions' open standalone streams, for task notifications (tasks_notify.go)
+	fronts       *frontSessions  // the SSE and stdio sessions, by our own id (tasks_front.go)
+	listeners    *taskListeners  // the 2026-07-28 listen streams that take task status (tasks_listen.go)
 	remote       *remoteInputs   // other nodes' tasks' pending requests relayed to sessions here (tasks_remote.go)
 	stopNotify   func()
 	fast         *fastCalls // the fast path of tools/call (fastcall.go)
@@ -203,7 +205,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
 	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
-		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), remote: newRemoteInputs(), stopNotify: func() {},
+		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), fronts: newFrontSessions(), listeners: newTaskListeners(), remote: newRemoteInputs(), stopNotify: func() {},
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
 	// fold the per-session notification failures into one line per event.
@@ -226,9 +228,10 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp.AddReceivingMiddleware(telemetry.ServerMiddleware, s.trackCalls, s.canonicalNames, s.promptNames, s.reportInstance, s.rememberCaller, s.policyList, s.budgetList)
 	s.mcp.AddSendingMiddleware(restoreElicitSchema, s.listenAcked)
 	if opts.Tasks != nil {
-		s.mcp.AddReceivingMiddleware(s.taskCapability, s.taskTools)
+		s.mcp.AddReceivingMiddleware(s.bindFront, s.taskCapability, s.taskTools)
 		s.stopNotify = opts.Tasks.OnStatus(func(t persistence.Task) {
 			s.notifyTaskStatus(t)
+			s.notifyTaskListeners(t)
 			s.remoteInputStatus(t)
 		})
 	}

@@ -36,8 +36,8 @@ import (
 //     the store, so they answer on any session, any node, and after a restart. A task is found only by the
 //     subject that created it.
 //
-// The capability is advertised (capabilities.tasks) in the initialize answer of streamable HTTP sessions here
-// (taskCapability), of SSE sessions by tasks_sse.go, and of stdio by tasks_stdio.go. Status
+// The capability is advertised (capabilities.tasks) in the initialize answer by taskCapability, for streamable
+// HTTP sessions, and for SSE (tasks_sse.go) and stdio (tasks_stdio.go) sessions through their handle. Status
 // notifications are written into the sessions' streams by the endpoint itself (tasks_notify.go): the go-sdk sends
 // no notification it does not know, and every tasks/* answer here is a plain JSON response.
 
@@ -50,7 +50,8 @@ const (
 )
 
 // tasksMarker is the header taskRequests sets on the requests it passes to the go-sdk, so that taskCapability and
-// taskTools offer tasks only to streamable HTTP sessions (a client's own value is removed first).
+// taskTools offer tasks to the streamable HTTP sessions it serves them to (a client's own value is removed first;
+// SSE and stdio sessions are known by the handle in their context instead: tasks_front.go).
 const tasksMarker = "X-Mcpgw-Tasks-Endpoint"
 
 // maxTaskRequestBytes bounds the body taskRequests reads to look at a request; a larger one goes to the go-sdk
@@ -82,8 +83,8 @@ type taskMeta struct {
 	TTL *float64 `json:"ttl"`
 }
 
-// taskCapability adds capabilities.tasks to the initialize answer of a streamable HTTP session that asked for the
-// tasks revision (2025-11-25).
+// taskCapability adds capabilities.tasks to the initialize answer of a session (streamable HTTP, SSE, stdio) that
+// agreed on the tasks revision (2025-11-25).
 func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -106,9 +107,13 @@ func (s *Server) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		init, ok := res.(*mcp.InitializeResult)
-		extra := req.GetExtra()
-		if !ok || init == nil || extra == nil || extra.Header.Get(tasksMarker) == "" || init.ProtocolVersion != "2025-11-25" {
+		if !ok || init == nil || !servesTasks(ctx, req) || init.ProtocolVersion != "2025-11-25" {
 			return res, err
+		}
+		if f := frontSessionOf(ctx); f != nil { // an SSE or stdio session: its tools/list shows taskSupport too
+			f.mu.Lock()
+			f.agreed = true
+			f.mu.Unlock()
 		}
 		return &tasksInitResult{InitializeResult: init}, nil
 	}
@@ -190,8 +195,8 @@ func (s *Server) requiresTaskError(asked string) *jsonrpc.Error {
 		Message: "Tool " + asked + ` requires task augmentation (execution.taskSupport "required"): call it as a task`}
 }
 
-// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a streamable 2025-11-25
-// session, which clients read to decide whether to call a tool as a task: the backend's own declaration when its
+// taskTools adds execution.taskSupport to the backend tools of a tools/list answer on a 2025-11-25 session
+// (streamable HTTP, SSE, stdio: tasksSession), which clients read to decide whether to call a tool as a task: the backend's own declaration when its
 // definition has one ("required", "optional"; the server actor keeps it with the definition, the go-sdk drops it),
 // else "optional" (the aggregator holds the task around a plain call, also of a tool whose backend says
 // "forbidden"). The go-sdk's Tool has
@@ -203,9 +208,7 @@ func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		list, ok := res.(*mcp.ListToolsResult)
-		extra := req.GetExtra()
-		if !ok || list == nil || extra == nil || extra.Header.Get(tasksMarker) == "" ||
-			extra.Header.Get("Mcp-Protocol-Version") != "2025-11-25" {
+		if !ok || list == nil || !tasksSession(ctx, req) {
 			return res, err
 		}
 		names := make(map[string]string, len(list.Tools)) // alias -> canonical name
@@ -236,6 +239,16 @@ func (s *Server) taskTools(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// tasksSession reports whether req is of a session that agreed on the tasks revision: a streamable session's
+// request (marked, with its 2025-11-25 protocol header), or an SSE or stdio session's whose initialize agreed on it.
+func tasksSession(ctx context.Context, req mcp.Request) bool {
+	if f := frontSessionOf(ctx); f != nil {
+		return f.tasksAgreed()
+	}
+	extra := req.GetExtra()
+	return extra != nil && extra.Header.Get(tasksMarker) != "" && extra.Header.Get("Mcp-Protocol-Version") == "2025-11-25"
+}
+
 // tasksToolsResult is a tools/list answer whose tools get their execution as encoded.
 type tasksToolsResult struct {
 	*mcp.ListToolsResult
@@ -243,31 +256,26 @@ type tasksToolsResult struct {
 }
 
 func (r *tasksToolsResult) MarshalJSON() ([]byte, error) {
-	raw, err := json.Marshal(r.ListToolsResult)
-	if err != nil {
-		return nil, err
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	var tools []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["tools"], &tools); err != nil {
-		return raw, nil // not a list of objects: sent as the go-sdk made it
-	}
-	for _, t := range tools {
-		var name string
-		if json.Unmarshal(t["name"], &name) != nil {
-			continue
+	// Each tool is encoded as the go-sdk would, its execution spliced in before its closing brace (the go-sdk's Tool
+	// has no such field, and always a name: never "{}"), and the answer encoded around them; decoding the whole
+	// answer again to add the field cost twice the allocations.
+	tools := make([]json.RawMessage, len(r.Tools))
+	for i, t := range r.Tools {
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return nil, err
 		}
-		if e, ok := r.exec[name]; ok {
-			t["execution"] = e
+		if t != nil {
+			if e, ok := r.exec[t.Name]; ok && len(raw) > 2 && raw[len(raw)-1] == '}' {
+				raw = append(append(append(raw[:len(raw)-1:len(raw)-1], `,"execution":`...), e...), '}')
+			}
 		}
+		tools[i] = raw
 	}
-	if doc["tools"], err = json.Marshal(tools); err != nil {
-		return nil, err
-	}
-	return json.Marshal(doc)
+	return json.Marshal(struct {
+		*mcp.ListToolsResult
+		Tools []json.RawMessage `json:"tools"` // shadows the embedded result's
+	}{r.ListToolsResult, tools})
 }
 
 // taskRequests serves the task methods (and task-augmented tools/call) of known streamable sessions and passes
@@ -303,18 +311,14 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // a batch, a notification, or not JSON: the go-sdk answers
 			return
 		}
-		var p taskParams
-		isTask := req.Method == methodTasksGet || req.Method == methodTasksResult || req.Method == methodTasksList || req.Method == methodTasksCancel
-		if !isTask && req.Method == "tools/call" {
-			isTask = json.Unmarshal(req.Params, &p) == nil && len(p.Task) > 0 && string(p.Task) != "null"
-		}
 		sid := r.Header.Get("Mcp-Session-Id")
-		if !isTask || sid == "" || !s.sessions.known(sid) {
+		if !isTaskRequest(req) || sid == "" || !s.sessions.known(sid) {
 			next.ServeHTTP(w, r) // the go-sdk refuses an unknown session, or the method
 			return
 		}
+		var p taskParams
 		if len(req.Params) > 0 && json.Unmarshal(req.Params, &p) != nil {
-			writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params must be an object"})
+			writeRPC(w, req.ID, nil, invalidParams("params must be an object"))
 			return
 		}
 		res, rerr := s.serveTask(r, req.Method, p)
@@ -324,18 +328,8 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 
 // writeRPC answers one JSON-RPC response as application/json.
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *jsonrpc.Error) {
-	msg := map[string]any{"jsonrpc": "2.0", "id": id}
-	if rerr != nil {
-		e := map[string]any{"code": rerr.Code, "message": rerr.Message}
-		if len(rerr.Data) > 0 {
-			e["data"] = rerr.Data
-		}
-		msg["error"] = e
-	} else {
-		msg["result"] = result
-	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(msg)
+	_ = json.NewEncoder(w).Encode(rpcAnswer(id, result, rerr))
 }
 
 func invalidParams(msg string) *jsonrpc.Error {
@@ -563,10 +557,13 @@ func (t *sessionTable) known(sid string) bool {
 	return ok
 }
 
-// sessionByID is the go-sdk session of a streamable session id (nil when it has none, or it ended).
+// sessionByID is the go-sdk session of a streamable, SSE or stdio session id (nil when it has none, or it ended).
 func (s *Server) sessionByID(sid string) *mcp.ServerSession {
 	if sid == "" {
 		return nil
+	}
+	if isFrontID(sid) {
+		return s.fronts.session(sid) // tasks_front.go
 	}
 	if fs := s.fast.known(sid); fs != nil { // a streamable session the fast path tracks since its initialize
 		return fs.ss

@@ -5,17 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpgw/aggregator/gateway/tasks"
-	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 // TestBackendTaskFollowed: server-everything's simulate-research-query runs only as a task (taskSupport
@@ -193,30 +191,22 @@ func (s *rawSession) answerElicitationsAfter(t *testing.T, content map[string]an
 	}
 }
 
-// TestTaskSupportOverMCP: the backend's execution.taskSupport of each tool (the TypeScript SDK task backend:
-// countdown "required", quick "optional", plain "forbidden") reaches tools/list on /mcp, which the go-sdk alone
-// would drop: "required" and "optional" as the backend said, "forbidden" as "optional" (the aggregator holds the
-// task around the plain call). A plain call of the required tool is refused with -32601 (the 2025-11-25 tasks
-// revision: servers MUST); as a task, it runs as the backend's task; the forbidden one runs as a task held by the
-// aggregator.
-func TestTaskSupportOverMCP(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "tasks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
-	t.Cleanup(mgr.Close)
-	r := newRig(t, mcpserver.Options{Tasks: mgr})
-	r.store = st
+// registerTaskBackend starts the TypeScript SDK task backend (testdata/peers/task-backend.mjs: countdown, quick,
+// plain) and registers it as "tb", over streamable HTTP.
+func registerTaskBackend(t *testing.T, r *rig) {
+	t.Helper()
 	backend := peertest.StartTaskBackend(t)
 	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
 	waitFor(t, "tb's tools routable", func() bool {
 		_, ok := r.sys.Routes().Tool("tb.countdown")
-		return ok
+		return ok && len(r.sys.Routes().Callable()) > 0
 	})
-	s := openElicitingRaw(t, r.mux.URL+"/mcp")
+}
 
+// wantTaskSupport checks the execution.taskSupport of the tools named in want (tool -> taskSupport) in the
+// tools/list answer list gives (its result, and whether it answered without error), once tb's tools are listed.
+func wantTaskSupport(t *testing.T, list func() (json.RawMessage, bool), want map[string]string) {
+	t.Helper()
 	var listed struct {
 		Tools []struct {
 			Name      string         `json:"name"`
@@ -224,10 +214,10 @@ func TestTaskSupportOverMCP(t *testing.T) {
 		} `json:"tools"`
 	}
 	waitFor(t, "tb's tools listed", func() bool {
-		a := s.post("tools/list", map[string]any{}, false)
-		return a.Error == nil && json.Unmarshal(a.Result, &listed) == nil && strings.Contains(string(a.Result), "tb__plain")
+		res, ok := list()
+		return ok && json.Unmarshal(res, &listed) == nil && strings.Contains(string(res), "tb__plain")
 	})
-	want := map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional"}
+	want = maps.Clone(want)
 	for _, tool := range listed.Tools {
 		if w, ok := want[tool.Name]; ok {
 			if got, _ := tool.Execution["taskSupport"].(string); got != w {
@@ -239,6 +229,22 @@ func TestTaskSupportOverMCP(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("tools not listed: %v", want)
 	}
+}
+
+// TestTaskSupportOverMCP: the backend's execution.taskSupport of each tool (the TypeScript SDK task backend:
+// countdown "required", quick "optional", plain "forbidden") reaches tools/list on /mcp, which the go-sdk alone
+// would drop: "required" and "optional" as the backend said, "forbidden" as "optional" (the aggregator holds the
+// task around the plain call). A plain call of the required tool is refused with -32601 (the 2025-11-25 tasks
+// revision: servers MUST); as a task, it runs as the backend's task; the forbidden one runs as a task held by the
+// aggregator.
+func TestTaskSupportOverMCP(t *testing.T) {
+	r, _ := newTasksEndpointRig(t)
+	registerTaskBackend(t, r)
+	s := openElicitingRaw(t, r.mux.URL+"/mcp")
+	wantTaskSupport(t, func() (json.RawMessage, bool) {
+		a := s.post("tools/list", map[string]any{}, false)
+		return a.Result, a.Error == nil
+	}, map[string]string{"tb__countdown": "required", "tb__quick": "optional", "tb__plain": "optional"})
 
 	tests := []struct {
 		name     string

@@ -1,8 +1,16 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
+
+	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/persistence"
+	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 // BenchmarkTaskCall compares a plain tools/call of an HTTP backend's tool through /mcp with the same call as a
@@ -34,4 +42,40 @@ func BenchmarkTaskCall(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkToolsListOverSSE is tools/list over the legacy SSE transport with tasks on, server-everything's tools
+// (over stdio) and the meta-tools listed: a 2025-11-25 session, whose answer gets each backend tool's
+// execution.taskSupport (taskTools re-encodes it), beside a 2025-06-18 one, whose answer is the go-sdk's as it is
+// (as every SSE session's was before the SSE sessions got their handle). The client's own decoding is in both.
+func BenchmarkToolsListOverSSE(b *testing.B) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "tasks.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(st.Close)
+	mgr := tasks.New(tasks.Config{Store: st, Node: "node-1"})
+	b.Cleanup(mgr.Close)
+	r := newRig(b, mcpserver.Options{Tasks: mgr})
+	cmd, args := peertest.EverythingStdio(b)
+	r.register(b, "every", map[string]any{"command": cmd, "args": args}, persistence.TransportSTDIO)
+	waitFor(b, "every's tools routable", func() bool {
+		_, ok := r.sys.Routes().Tool("every.simulate-research-query")
+		return ok && len(r.sys.Routes().Callable()) > 0
+	})
+	for _, rev := range []string{"2025-06-18", "2025-11-25"} {
+		c := openSSEAt(b, r.mux.URL+"/sse", "", rev, map[string]any{}, nil)
+		b.Run(rev, func(b *testing.B) {
+			b.ReportAllocs()
+			size := 0
+			for b.Loop() {
+				a := c.post("tools/list", map[string]any{})
+				if a.Error != nil {
+					b.Fatal(a.Error)
+				}
+				size = len(a.Result)
+			}
+			b.ReportMetric(float64(size), "bytes/listing")
+		})
+	}
 }

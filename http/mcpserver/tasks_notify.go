@@ -13,7 +13,8 @@ import (
 // notifications/tasks/status (2025-11-25 tasks): when a task changes status (input_required and back,
 // completed, failed, cancelled) on this node, or on another that announced it (tasks.Manager.Announced), the
 // sessions of its owner here (ownerSessions: those that served one of its task requests here) that have their
-// standalone stream open (the GET of a streamable session) are told, with the task as tasks/get shows it.
+// standalone stream open (the GET of a streamable session, an SSE session's stream, stdout of the stdio session)
+// are told, with the task as tasks/get shows it.
 //
 // The go-sdk cannot send it: ServerSession has no way to send a notification it does not know (its sending
 // method handler, go-sdk v1.8.0 mcp/shared.go defaultSendingMethodHandler, looks the method up in the session's
@@ -77,13 +78,35 @@ func (w *streamTap) inject(msg []byte) {
 	_ = rc.Flush()
 }
 
+// taskStream is a session's way to its client for task notifications: the standalone stream of a streamable or
+// SSE session (streamTap), or stdout of the stdio session (stdioOut).
+type taskStream interface {
+	inject(msg []byte)
+}
+
 // streamTaps are the open standalone streams of this endpoint's sessions, by session id.
 type streamTaps struct {
 	mu   sync.Mutex
-	byID map[string]*streamTap
+	byID map[string]taskStream
 }
 
-func newStreamTaps() *streamTaps { return &streamTaps{byID: map[string]*streamTap{}} }
+func newStreamTaps() *streamTaps { return &streamTaps{byID: map[string]taskStream{}} }
+
+// add keeps the stream of session id (a newer one replaces an older).
+func (t *streamTaps) add(id string, w taskStream) {
+	t.mu.Lock()
+	t.byID[id] = w
+	t.mu.Unlock()
+}
+
+// remove forgets the stream w of session id, unless a newer one replaced it.
+func (t *streamTaps) remove(id string, w taskStream) {
+	t.mu.Lock()
+	if t.byID[id] == w {
+		delete(t.byID, id)
+	}
+	t.mu.Unlock()
+}
 
 // has reports whether a stream of session id is open (an SSE session's, which the go-sdk lists without an id).
 func (t *streamTaps) has(id string) bool {
@@ -96,15 +119,9 @@ func (t *streamTaps) has(id string) bool {
 // serve serves a session's GET (its standalone stream) through a tap kept while it lasts.
 func (t *streamTaps) serve(next http.Handler, w http.ResponseWriter, r *http.Request, sid string) {
 	tap := &streamTap{ResponseWriter: w}
-	t.mu.Lock()
-	t.byID[sid] = tap // a newer stream of the session replaces an older one (the go-sdk keeps one)
-	t.mu.Unlock()
+	t.add(sid, tap) // a newer stream of the session replaces an older one (the go-sdk keeps one)
 	defer func() {
-		t.mu.Lock()
-		if t.byID[sid] == tap {
-			delete(t.byID, sid)
-		}
-		t.mu.Unlock()
+		t.remove(sid, tap)
 		tap.mu.Lock()
 		tap.closed = true
 		tap.mu.Unlock()
@@ -126,7 +143,7 @@ func (s *Server) notifyTaskStatus(t persistence.Task) {
 	if len(sids) == 0 {
 		return
 	}
-	var taps []*streamTap
+	var taps []taskStream
 	s.streams.mu.Lock()
 	for _, sid := range sids {
 		if tap := s.streams.byID[sid]; tap != nil {

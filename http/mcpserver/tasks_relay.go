@@ -23,7 +23,8 @@ import (
 // ownerRetry is how often a request whose sessions all went away looks again for a session of the task's owner.
 const ownerRetry = 250 * time.Millisecond
 
-// ownerSessions are the streamable sessions, by id, that served task requests of each owner on this node.
+// ownerSessions are the sessions (streamable; SSE and stdio by our id for them), by id, that served task requests
+// of each owner on this node.
 type ownerSessions struct {
 	mu    sync.Mutex
 	owner map[string]string // session id -> owner (tasks.Owner)
@@ -68,7 +69,7 @@ func (s *Server) noteTaskSession(sid, owner string) {
 // sessionOf is a live session of owner, other than those in skip, whose client declared what method needs; nil
 // when there is none. Sessions that ended are forgotten on the way.
 func (s *Server) sessionOf(owner, method string, skip map[*mcp.ServerSession]bool) *mcp.ServerSession {
-	live := map[string]*mcp.ServerSession{}
+	live := s.fronts.sessions() // the SSE and stdio sessions, by our id for them (tasks_front.go)
 	for ss := range s.mcp.Sessions() {
 		if id := ss.ID(); id != "" {
 			live[id] = ss
@@ -81,7 +82,7 @@ func (s *Server) sessionOf(owner, method string, skip map[*mcp.ServerSession]boo
 	for sid, who := range o.owner {
 		ss, ok := live[sid]
 		if !ok {
-			if !s.streams.has(sid) { // an SSE session lives while its stream does (tasks_sse.go)
+			if !s.streams.has(sid) { // an SSE session lives while its stream does (tasks_sse.go), before its initialize too
 				delete(o.owner, sid)
 			}
 			continue

@@ -13,18 +13,17 @@ import (
 // Tasks over the legacy SSE transport (/sse and its profile and per-server variants; also `aggregator stdio`
 // relayed to a serve process, which speaks SSE to it). The go-sdk's SSE handler knows no tasks either, and there a
 // POST is answered 202 while its JSON-RPC answer travels on the session's GET stream. So sseTasks taps that stream
-// (sseTap: the go-sdk writes each event with one Write, mcp/event.go writeEvent) and, for the POSTs of a session it
-// taps:
+// (sseTap: the go-sdk writes each event with one Write, mcp/event.go writeEvent) and serves the session with its
+// handle (frontSession "sse:" + its sessionid, tasks_front.go) in the context the go-sdk connects it with:
 //
-//   - the answer to a 2025-11-25 initialize gets capabilities.tasks as it is written;
+//   - the middleware adds capabilities.tasks to the answer of a 2025-11-25 initialize and execution.taskSupport to
+//     tools/list, as on /mcp;
 //   - the task methods (and a task-augmented tools/call) are answered here as on /mcp (serveTask), the answer
 //     written into the stream as an event of its own, between the go-sdk's, and the POST answered 202;
+//   - a task's backend requests (elicitation, sampling) are relayed to the session (serveTask finds its go-sdk
+//     session through the handle), whose answers, POSTed, go to the go-sdk;
 //   - notifications/tasks/status reach the stream as they reach a streamable session's GET (the tap is one of the
 //     endpoint's streamTaps, under the session's id "sse:" + its sessionid).
-//
-// Not here: the backend's requests during a task started over SSE (elicitation, sampling) are refused, as for a
-// client that declared neither (serveTask finds no go-sdk session under the SSE session's id: the go-sdk's SSE
-// session has none, and nothing ties it to its sessionid); and tools/list shows no execution.taskSupport over SSE.
 
 // sseSessionPrefix marks the session ids of SSE sessions among the endpoint's streams and task owners' sessions.
 const sseSessionPrefix = "sse:"
@@ -34,14 +33,13 @@ type sseTap struct {
 	*streamTap
 	s      *Server
 	taps   *sseTaps
+	front  *frontSession
 	sid    string          // the go-sdk's sessionid, from its endpoint event
-	inits  map[string]bool // ids (JSON) of 2025-11-25 initialize requests whose answer gets capabilities.tasks
 	ctx    context.Context // ends with the stream
 	cancel context.CancelFunc
 }
 
-// Write passes the go-sdk's events on; the first (the endpoint event) names the session, and the answer to an
-// initialize request noted in inits gets the tasks capability.
+// Write passes the go-sdk's events on; the first (the endpoint event) names the session.
 func (w *sseTap) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -52,19 +50,11 @@ func (w *sseTap) Write(p []byte) (int, error) {
 			w.taps.mu.Lock()
 			w.taps.byID[sid] = w
 			w.taps.mu.Unlock()
-			w.s.streams.mu.Lock()
-			w.s.streams.byID[sseSessionPrefix+sid] = w.streamTap
-			w.s.streams.mu.Unlock()
+			w.s.fronts.add(sseSessionPrefix+sid, w.front)
+			w.s.streams.add(sseSessionPrefix+sid, w.streamTap)
 		}
 	}
-	out := p
-	if len(w.inits) > 0 {
-		out = w.withTasksCapability(p)
-	}
-	if _, err := w.ResponseWriter.Write(out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return w.ResponseWriter.Write(p)
 }
 
 // endpointSession is the sessionid of the go-sdk's endpoint event ("event: endpoint\ndata: /sse?sessionid=...").
@@ -78,45 +68,6 @@ func endpointSession(p []byte) string {
 		return ""
 	}
 	return u.Query().Get("sessionid")
-}
-
-// withTasksCapability is the event p with capabilities.tasks added to its result, when p answers one of the
-// initialize requests noted (w.mu held).
-func (w *sseTap) withTasksCapability(p []byte) []byte {
-	data, ok := bytes.CutPrefix(p, []byte("event: message\ndata: "))
-	if !ok {
-		return p
-	}
-	var msg struct {
-		ID     json.RawMessage         `json:"id"`
-		Result *tasksInitResultPayload `json:"result"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(data), &msg) != nil || !w.inits[string(msg.ID)] {
-		return p
-	}
-	delete(w.inits, string(msg.ID))
-	if msg.Result == nil || msg.Result.ProtocolVersion != "2025-11-25" {
-		return p // refused, or another revision agreed on
-	}
-	var doc map[string]json.RawMessage
-	if json.Unmarshal(bytes.TrimSpace(data), &doc) != nil {
-		return p
-	}
-	res, err := withTaskCaps(doc["result"])
-	if err != nil {
-		return p
-	}
-	doc["result"] = res
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return p
-	}
-	return append(append([]byte("event: message\ndata: "), out...), "\n\n"...)
-}
-
-// tasksInitResultPayload is enough of an initialize answer to tell it from another answer.
-type tasksInitResultPayload struct {
-	ProtocolVersion string `json:"protocolVersion"`
 }
 
 // sseTaps are the taps of the SSE sessions, by sessionid.
@@ -135,8 +86,10 @@ func (s *Server) sseTasks(next http.Handler) http.Handler {
 		sid := r.URL.Query().Get("sessionid")
 		switch {
 		case r.Method == http.MethodGet && sid == "":
+			front := &frontSession{}
+			r = r.WithContext(withFrontSession(r.Context(), front)) // the go-sdk connects the session with it
 			ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-			tap := &sseTap{streamTap: &streamTap{ResponseWriter: w}, s: s, taps: taps, inits: map[string]bool{}, ctx: ctx, cancel: cancel}
+			tap := &sseTap{streamTap: &streamTap{ResponseWriter: w}, s: s, taps: taps, front: front, ctx: ctx, cancel: cancel}
 			defer s.endSSETap(taps, tap)
 			next.ServeHTTP(tap, r)
 			return
@@ -167,35 +120,23 @@ func (s *Server) endSSETap(taps *sseTaps, tap *sseTap) {
 		delete(taps.byID, sid)
 	}
 	taps.mu.Unlock()
-	s.streams.mu.Lock()
-	if s.streams.byID[sseSessionPrefix+sid] == tap.streamTap {
-		delete(s.streams.byID, sseSessionPrefix+sid)
-	}
-	s.streams.mu.Unlock()
+	s.fronts.remove(tap.front)
+	s.streams.remove(sseSessionPrefix+sid, tap.streamTap)
 }
 
 // sseTaskRequest serves the POST r of the SSE session tap when it is a task request (the answer written into the
-// stream, the POST answered 202), or notes a 2025-11-25 initialize; false: next serves it.
+// stream, the POST answered 202); false: next serves it.
 func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
 	if r.ContentLength > maxTaskRequestBytes {
 		return false
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxTaskRequestBytes {
-		return false
+	if err != nil || len(body) > maxTaskRequestBytes || !bytes.Contains(body, []byte(`"task`)) {
+		return false // only a body that mentions a task is decoded here
 	}
 	var req rpcRequest
-	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 {
-		return false
-	}
-	switch taskRequestKind(req) {
-	case initialize20251125:
-		tap.mu.Lock()
-		tap.inits[string(req.ID)] = true
-		tap.mu.Unlock()
-		return false
-	case notTask:
+	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 || !isTaskRequest(req) {
 		return false
 	}
 	w.WriteHeader(http.StatusAccepted)

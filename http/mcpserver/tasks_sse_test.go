@@ -16,19 +16,97 @@ import (
 	"github.com/mcpgw/aggregator/persistence"
 )
 
-// sseSession speaks JSON-RPC over the legacy SSE transport by hand: POSTs to the endpoint the stream names, answers
-// and notifications read from the stream.
-type sseSession struct {
-	t        *testing.T
-	token    string
-	endpoint string
-	mu       sync.Mutex
-	answers  map[string]chan json.RawMessage // by request id
-	statuses []tasks.Wire                    // notifications/tasks/status heard
-	next     int
+// frontClient speaks JSON-RPC by hand over the legacy SSE transport or stdio: requests answered on the stream (the
+// SSE session's GET, stdout), the server's requests answered by onRequest, notifications/tasks/status recorded.
+type frontClient struct {
+	t         testing.TB
+	send      func(msg []byte) error                                   // one message to the server
+	onRequest func(method string, params json.RawMessage) (result any) // the server's requests; nil: not answered
+	mu        sync.Mutex
+	answers   map[string]chan json.RawMessage // by request id
+	statuses  []tasks.Wire                    // notifications/tasks/status heard
+	next      int
 }
 
-func openSSE(t *testing.T, url, token string) *sseSession {
+func newFrontClient(t testing.TB, send func([]byte) error, onRequest func(string, json.RawMessage) any) *frontClient {
+	return &frontClient{t: t, send: send, onRequest: onRequest, answers: map[string]chan json.RawMessage{}}
+}
+
+// receive takes one message from the server.
+func (c *frontClient) receive(data []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(data, &msg) != nil {
+		return
+	}
+	switch {
+	case msg.Method == "notifications/tasks/status":
+		var w tasks.Wire
+		_ = json.Unmarshal(msg.Params, &w)
+		c.mu.Lock()
+		c.statuses = append(c.statuses, w)
+		c.mu.Unlock()
+	case msg.Method != "" && len(msg.ID) > 0 && c.onRequest != nil:
+		if res := c.onRequest(msg.Method, msg.Params); res != nil {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": res})
+			go func() {
+				if err := c.send(body); err != nil {
+					c.t.Errorf("answering %s: %v", msg.Method, err)
+				}
+			}()
+		}
+	case msg.Method == "":
+		c.mu.Lock()
+		if ch := c.answers[string(msg.ID)]; ch != nil {
+			ch <- json.RawMessage(data)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// initialize opens the session as a client of revision version declaring caps, and checks that the answer offers
+// tasks when the revision is 2025-11-25.
+func (c *frontClient) initialize(version string, caps map[string]any) {
+	c.t.Helper()
+	if a := c.post("initialize", map[string]any{"protocolVersion": version, "capabilities": caps,
+		"clientInfo": map[string]any{"name": "front-test", "version": "1"}}); a.Error != nil {
+		c.t.Fatalf("initialize: %+v", a.Error)
+	} else {
+		var init struct {
+			Capabilities map[string]any `json:"capabilities"`
+		}
+		if json.Unmarshal(a.Result, &init) != nil || (version == "2025-11-25") != (init.Capabilities["tasks"] != nil) {
+			c.t.Fatalf("initialize %s = %s, want capabilities.tasks only for 2025-11-25", version, a.Result)
+		}
+	}
+	c.notify("notifications/initialized")
+}
+
+func (c *frontClient) notify(method string) {
+	c.t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": map[string]any{}})
+	if err := c.send(body); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// openSSE opens an SSE session of the token's caller that declares no client capability.
+func openSSE(t *testing.T, url, token string) *frontClient {
+	return openSSEWith(t, url, token, map[string]any{}, nil)
+}
+
+// openSSEWith opens a 2025-11-25 SSE session of the token's caller that declares caps and answers the server's
+// requests with onRequest.
+func openSSEWith(t testing.TB, url, token string, caps map[string]any, onRequest func(string, json.RawMessage) any) *frontClient {
+	t.Helper()
+	return openSSEAt(t, url, token, "2025-11-25", caps, onRequest)
+}
+
+// openSSEAt is openSSEWith for a client of revision version.
+func openSSEAt(t testing.TB, url, token, version string, caps map[string]any, onRequest func(string, json.RawMessage) any) *frontClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -39,8 +117,22 @@ func openSSE(t *testing.T, url, token string) *sseSession {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %v %v", url, err, resp)
 	}
-	s := &sseSession{t: t, token: token, answers: map[string]chan json.RawMessage{}}
-	endpoint := make(chan string, 1)
+	var endpoint string
+	c := newFrontClient(t, func(body []byte) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return fmt.Errorf("POST %s: %d, want 202", body, resp.StatusCode)
+		}
+		return nil
+	}, onRequest)
+	endpoints := make(chan string, 1)
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
@@ -57,44 +149,19 @@ func openSSE(t *testing.T, url, token string) *sseSession {
 				continue
 			}
 			if event == "endpoint" {
-				endpoint <- strings.Split(url, "/sse")[0] + data
+				endpoints <- strings.Split(url, "/sse")[0] + data
 				continue
 			}
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-				Params tasks.Wire      `json:"params"`
-			}
-			if json.Unmarshal([]byte(data), &msg) != nil {
-				continue
-			}
-			s.mu.Lock()
-			if msg.Method == "notifications/tasks/status" {
-				s.statuses = append(s.statuses, msg.Params)
-			} else if ch := s.answers[string(msg.ID)]; ch != nil && msg.Method == "" {
-				ch <- json.RawMessage(data)
-			}
-			s.mu.Unlock()
+			c.receive([]byte(data))
 		}
 	}()
 	select {
-	case s.endpoint = <-endpoint:
+	case endpoint = <-endpoints:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no endpoint event")
 	}
-	if a := s.post("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
-		"clientInfo": map[string]any{"name": "sse-test", "version": "1"}}); a.Error != nil {
-		t.Fatalf("initialize: %+v", a.Error)
-	} else {
-		var init struct {
-			Capabilities map[string]any `json:"capabilities"`
-		}
-		if json.Unmarshal(a.Result, &init) != nil || init.Capabilities["tasks"] == nil {
-			t.Fatalf("initialize over SSE = %s, want capabilities.tasks", a.Result)
-		}
-	}
-	s.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized", "params": map[string]any{}})
-	return s
+	c.initialize(version, caps)
+	return c
 }
 
 type sseAnswer struct {
@@ -105,50 +172,38 @@ type sseAnswer struct {
 	} `json:"error"`
 }
 
-func (s *sseSession) send(msg map[string]any) {
-	s.t.Helper()
-	body, _ := json.Marshal(msg)
-	req, _ := http.NewRequest(http.MethodPost, s.endpoint, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("POST: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		s.t.Fatalf("POST %s: %d, want 202", body, resp.StatusCode)
-	}
-}
-
 // post sends a request and waits for its answer on the stream.
-func (s *sseSession) post(method string, params any) sseAnswer {
-	s.t.Helper()
-	s.mu.Lock()
-	s.next++
-	id := fmt.Sprint(s.next)
+func (c *frontClient) post(method string, params any) sseAnswer {
+	c.t.Helper()
+	c.mu.Lock()
+	c.next++
+	id := c.next
 	ch := make(chan json.RawMessage, 1)
-	s.answers[id] = ch
-	s.mu.Unlock()
-	s.send(map[string]any{"jsonrpc": "2.0", "id": s.next, "method": method, "params": params})
+	c.answers[fmt.Sprint(id)] = ch
+	c.mu.Unlock()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err := c.send(body); err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
 	select {
 	case raw := <-ch:
 		var a sseAnswer
 		if err := json.Unmarshal(raw, &a); err != nil {
-			s.t.Fatalf("%s: %q", method, raw)
+			c.t.Fatalf("%s: %q", method, raw)
 		}
 		return a
 	case <-time.After(30 * time.Second):
-		s.t.Fatalf("%s: no answer on the stream", method)
+		c.t.Fatalf("%s: no answer on the stream", method)
 		return sseAnswer{}
 	}
 }
 
-func (s *sseSession) heard(id string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// heard is the statuses of task id that notifications/tasks/status told, in order.
+func (c *frontClient) heard(id string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []string
-	for _, w := range s.statuses {
+	for _, w := range c.statuses {
 		if w.TaskID == id {
 			out = append(out, w.Status)
 		}

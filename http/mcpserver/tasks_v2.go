@@ -89,7 +89,8 @@ func (s *Server) modernTasks(w http.ResponseWriter, r *http.Request, next http.H
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	if err != nil || len(body) > maxTaskRequestBytes ||
-		(!bytes.Contains(body, []byte(`"tasks/`)) && !bytes.Contains(body, []byte(tasksExtension+`"`))) {
+		(!bytes.Contains(body, []byte(`"tasks/`)) && !bytes.Contains(body, []byte(tasksExtension+`"`)) &&
+			!bytes.Contains(body, []byte(`"taskIds"`))) {
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -100,6 +101,11 @@ func (s *Server) modernTasks(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	var p modernParams
 	switch req.Method {
+	case "subscriptions/listen": // task status on the listen stream (tasks_listen.go)
+		if !s.serveTaskListen(w, r, req, next) {
+			next.ServeHTTP(w, r)
+		}
+		return
 	case "tools/call", methodTasksGet, methodTasksUpdate, methodTasksCancel:
 	default:
 		next.ServeHTTP(w, r) // tasks/list and tasks/result are not of this revision: the go-sdk refuses them

@@ -144,12 +144,7 @@ func TestExtTasksClientV2TaskBackend(t *testing.T) {
 	script := peertest.ExtTasksV2ClientScript(t)
 	node := peertest.Node(t)
 	r, _ := newTasksEndpointRig(t)
-	backend := peertest.StartTaskBackend(t)
-	r.register(t, "tb", map[string]any{"base_url": backend.URL()}, persistence.TransportHTTP)
-	waitFor(t, "tb's tools routable", func() bool {
-		_, ok := r.sys.Routes().Tool("tb.countdown")
-		return ok && len(r.sys.Routes().Callable()) > 0
-	})
+	registerTaskBackend(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, node, script, r.mux.URL+"/mcp", "tb__countdown", `{"ms":1500,"text":"v2"}`, "-", "{}", "{}").Output()
