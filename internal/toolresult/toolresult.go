@@ -75,14 +75,13 @@ func Append(dst []byte, res *mcp.CallToolResult) ([]byte, bool) {
 }
 
 // appendMeta appends a result's _meta as json.Marshal writes a map (keys sorted): itself when every value is raw
-// JSON already compact and without characters json.Marshal escapes (the routing metadata the daemon adds), through
-// json.Marshal of the map otherwise.
+// JSON already compact and without characters json.Marshal escapes (the routing metadata the daemon adds) or a
+// plain serverInfo (plainValue), through json.Marshal of the map otherwise.
 func appendMeta(dst []byte, meta mcp.Meta) ([]byte, bool) {
 	var arr [8]string
 	keys := arr[:0]
 	for k, v := range meta {
-		raw, ok := v.(json.RawMessage)
-		if !ok || len(keys) == len(arr) || !verbatim(raw) {
+		if len(keys) == len(arr) || !plainValue(v) {
 			b, err := json.Marshal(map[string]any(meta))
 			return append(dst, b...), err == nil
 		}
@@ -96,10 +95,47 @@ func appendMeta(dst []byte, meta mcp.Meta) ([]byte, bool) {
 		}
 		dst = AppendString(dst, k)
 		dst = append(dst, ':')
-		dst = append(dst, meta[k].(json.RawMessage)...)
+		switch v := meta[k].(type) {
+		case json.RawMessage:
+			dst = append(dst, v...)
+		case *mcp.Implementation: // its fields in order, omitempty as tagged
+			dst = append(dst, `{"name":`...)
+			dst = AppendString(dst, v.Name)
+			if v.Title != "" {
+				dst = append(dst, `,"title":`...)
+				dst = AppendString(dst, v.Title)
+			}
+			if v.Description != "" {
+				dst = append(dst, `,"description":`...)
+				dst = AppendString(dst, v.Description)
+			}
+			dst = append(dst, `,"version":`...)
+			dst = AppendString(dst, v.Version)
+			if v.WebsiteURL != "" {
+				dst = append(dst, `,"websiteUrl":`...)
+				dst = AppendString(dst, v.WebsiteURL)
+			}
+			dst = append(dst, '}')
+		}
 	}
 	return append(dst, '}'), true
 }
+
+// plainValue reports whether appendMeta writes v itself: raw JSON written as it is (verbatim), or the serverInfo a
+// 2026-07-28 answer carries (an *mcp.Implementation without icons, whose fields are all strings).
+func plainValue(v any) bool {
+	switch v := v.(type) {
+	case json.RawMessage:
+		return verbatim(v)
+	case *mcp.Implementation:
+		return v != nil && len(v.Icons) == 0 && implementationFields == 6
+	}
+	return false
+}
+
+// implementationFields is how many fields mcp.Implementation has: the six appendMeta writes (or leaves out, empty
+// icons); a go-sdk that adds one sends the serverInfo to json.Marshal.
+var implementationFields = reflect.TypeFor[mcp.Implementation]().NumField()
 
 // verbatim reports whether json.Marshal writes raw as it is: valid, compact (no space outside strings), and
 // without <, >, & or U+2028 and U+2029 (which it escapes). A nil raw message is written "null": not verbatim.

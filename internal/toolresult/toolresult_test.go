@@ -58,6 +58,15 @@ func TestAppendAsJSONMarshal(t *testing.T) {
 	add("nine raw keys", &mcp.CallToolResult{Meta: mcp.Meta{"a": json.RawMessage(`1`), "b": json.RawMessage(`1`), "c": json.RawMessage(`1`),
 		"d": json.RawMessage(`1`), "e": json.RawMessage(`1`), "f": json.RawMessage(`1`), "g": json.RawMessage(`1`), "h": json.RawMessage(`1`),
 		"i": json.RawMessage(`{}`)}, Content: []mcp.Content{}}, true)
+	add("serverInfo and metadata", &mcp.CallToolResult{Meta: mcp.Meta{mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "a<b", Version: "1\n"},
+		"metadata": json.RawMessage(`{"x":1}`)}, Content: []mcp.Content{&mcp.TextContent{Text: "x"}}}, true)
+	add("serverInfo with a title", &mcp.CallToolResult{Meta: mcp.Meta{mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "a", Title: "T&", Version: "1"}},
+		Content: []mcp.Content{}}, true)
+	add("serverInfo, every string", &mcp.CallToolResult{Meta: mcp.Meta{mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "a", Title: "T",
+		Description: "d", Version: "", WebsiteURL: "https://x/?a=1&b=2"}}, Content: []mcp.Content{}}, true)
+	add("serverInfo with icons", &mcp.CallToolResult{Meta: mcp.Meta{mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "a", Version: "1",
+		Icons: []mcp.Icon{{Source: "https://x/i.png"}}}}, Content: []mcp.Content{}}, true)
+	add("nil serverInfo", &mcp.CallToolResult{Meta: mcp.Meta{mcp.MetaKeyServerInfo: (*mcp.Implementation)(nil)}, Content: []mcp.Content{}}, true)
 	add("unencodable meta", &mcp.CallToolResult{Meta: mcp.Meta{"f": func() {}}, Content: []mcp.Content{}}, false)
 	add("structured", &mcp.CallToolResult{StructuredContent: map[string]any{"a": 1}, Content: []mcp.Content{}}, false)
 	add("annotations", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x", Annotations: &mcp.Annotations{Priority: 1}}}}, false)
