@@ -223,12 +223,13 @@ type fastParams struct {
 const fastMaxDepth = 1000
 
 // fastDecode decodes data into v with exact keys; false when data is not one JSON value, nests too deep, or does
-// not fit v.
+// not fit v. v's json.RawMessage fields are slices of data, not copies: data is a request's body, which nothing
+// writes to once read (fastBody).
 func fastDecode(data []byte, v any) bool {
 	if !strictjson.NestedAtMost(data, fastMaxDepth) {
 		return false
 	}
-	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields|segjson.DontCopyRawMessage)
 	return err == nil && len(rest) == 0
 }
 
@@ -491,6 +492,7 @@ type fastStream struct {
 	started bool
 	done    bool
 	buf     bytes.Buffer
+	head    [3]string // the values of the stream's headers (start)
 }
 
 // event writes one JSON-RPC message as the go-sdk does ("event: message", no id: no event store).
@@ -518,9 +520,10 @@ func (s *fastStream) start() {
 	}
 	s.started = true
 	h := s.w.Header()
-	h["Cache-Control"] = []string{"no-cache, no-transform"}
-	h["Content-Type"] = []string{"text/event-stream"}
-	h["Connection"] = []string{"keep-alive"}
+	s.head = [3]string{"no-cache, no-transform", "text/event-stream", "keep-alive"}
+	h["Cache-Control"] = s.head[0:1:1]
+	h["Content-Type"] = s.head[1:2:2]
+	h["Connection"] = s.head[2:3:3]
 	s.w.WriteHeader(http.StatusOK)
 }
 
