@@ -74,7 +74,9 @@ func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	id := h.out.InstanceID()
 	send := len(h.headers) > 0 && h.origin != "" && origin(r.URL) == h.origin
 	traced := trace.SpanContextFromContext(r.Context()).IsValid()
-	if send || rid != "" || id != "" || traced {
+	// A request that already carries the request id and hop header it would get (the fast hop's: fasthop.go, with
+	// HopID) is sent as it is: the copy the RoundTripper contract asks for before changing a request is not needed.
+	if send || traced || rid != "" && r.Header.Get(requestid.Header) != rid || id != "" && r.Header.Get(HopHeader) != id {
 		r = r.Clone(r.Context())
 		if traced {
 			// The W3C trace context of the request's span (telemetry.ClientMiddleware's), as traceparent and
@@ -133,7 +135,12 @@ type Conn struct {
 	client    *http.Client
 	conns     *sessionConns   // SSE/HTTP only: every connection of the session, closed with it
 	guard     *msglimit.Guard // its budget share is given back when the session is released
+	hopID     string          // SSE/HTTP only: what the client's requests carry in HopHeader ("" none)
 }
+
+// HopID is the value the session's HTTP requests carry in HopHeader ("" none): a request made with it (and the
+// request id of its context in X-Request-ID) is sent without a copy (headerTransport).
+func (b *Conn) HopID() string { return b.hopID }
 
 // Dial makes the go-sdk transport of a server's session from its registration, resolving its configuration
 // (${VAR} references) now: a stdio child with a minimal environment in its own recorded process group, or an
@@ -212,7 +219,7 @@ func Dial(rec persistence.Server, o Options) (*Conn, error) {
 			CheckRedirect: connconfig.CheckRedirect(cfg.AllowInsecureHTTP)}
 		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.
 		backstop := 2*guard.Max() + 1<<20
-		b := &Conn{client: client, conns: conns, guard: guard}
+		b := &Conn{client: client, conns: conns, guard: guard, hopID: out.InstanceID()}
 		if rec.TransportType == persistence.TransportSSE {
 			b.transport = &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: client, MaxEventSize: backstop}
 		} else {

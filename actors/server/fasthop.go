@@ -20,6 +20,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
 
@@ -65,6 +66,7 @@ var errRejected = &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
 type fastHop struct {
 	client   *http.Client
 	endpoint string
+	hopID    string // the session's HopHeader value (backend.Conn.HopID)
 	maxEvent int
 	chain    mcp.MethodHandler // the client's receiving chain (capture)
 	sess     atomic.Pointer[mcp.ClientSession]
@@ -84,7 +86,7 @@ func newFastHop(b *backend.Conn) *fastHop {
 	if maxEvent <= 0 {
 		maxEvent = 1 << 20
 	}
-	return &fastHop{client: client, endpoint: endpoint, maxEvent: maxEvent}
+	return &fastHop{client: client, endpoint: endpoint, maxEvent: maxEvent, hopID: b.HopID()}
 }
 
 // capture remembers the client's receiving chain; added last, it is the outermost middleware.
@@ -210,16 +212,35 @@ func (h *fastHop) call(ctx context.Context, sess *mcp.ClientSession, tool string
 	return raw, err
 }
 
+// The canonical forms (http.CanonicalHeaderKey) of requestid.Header and backend.HopHeader, the keys a header map
+// holds them under (TestHopHeaderKeysCanonical).
+const (
+	hopRequestIDHeader = "X-Request-Id"
+	hopViaHeader       = "Mcp-Aggregator-Via"
+)
+
 // post sends one JSON-RPC message on the session.
 func (h *fastHop) post(ctx context.Context, sid, version string, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", version)
-	req.Header.Set("Mcp-Session-Id", sid)
+	// The headers by their canonical names in one map and one slice of values; with the request id and the hop
+	// header already set, the session's transport sends the request without copying it (backend.Conn.HopID).
+	vals := [6]string{"application/json", "application/json, text/event-stream", version, sid}
+	req.Header = make(http.Header, 6)
+	req.Header["Content-Type"] = vals[0:1:1]
+	req.Header["Accept"] = vals[1:2:2]
+	req.Header["Mcp-Protocol-Version"] = vals[2:3:3]
+	req.Header["Mcp-Session-Id"] = vals[3:4:4]
+	if rid := requestid.From(ctx); rid != "" {
+		vals[4] = rid
+		req.Header[hopRequestIDHeader] = vals[4:5:5]
+	}
+	if h.hopID != "" {
+		vals[5] = h.hopID
+		req.Header[hopViaHeader] = vals[5:6:6]
+	}
 	return h.client.Do(req)
 }
 

@@ -141,6 +141,8 @@ type serverActor struct {
 	users userSessions
 	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
 	userProxies map[string]userProxy
+	// workers run the calls (callTool), on goroutines that keep their grown stacks from one call to the next.
+	workers *workers
 }
 
 // Props is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
@@ -148,7 +150,7 @@ type serverActor struct {
 func Props(d *Deps, id, deadOwner string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: map[uint64]context.CancelCauseFunc{},
-			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}}
+			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: newWorkers()}
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/telemetry"
+	"github.com/mcpgw/aggregator/internal/toolresult"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -137,7 +138,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
-	go func() {
+	a.workers.run(func() {
 		defer mx.InFlight(name, -1)
 		defer release()
 		if token != "" {
@@ -168,7 +169,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		if err == nil {
 			a.lastOK.Store(time.Now().UnixNano())
 			if !local {
-				reply.ResultJson, err = json.Marshal(res)
+				reply.ResultJson, err = toolresult.Marshal(res) // json.Marshal's bytes, text results without reflection
 			}
 		}
 		if err != nil {
@@ -188,7 +189,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		default:
 			sys.Root.Send(sender, reply)
 		}
-	}()
+	})
 }
 
 // beginRequest counts a backend request (a call, a feature request) among those in flight (a.pending, under the id

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,6 +53,7 @@ func BenchmarkCallPath(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			b.ReportAllocs()
 			before, n := mcpserver.FastCalls(r.endpoint), 0
+			cpu := processCPU(b)
 			for b.Loop() {
 				res, err := sess.CallTool(context.Background(), params)
 				if err != nil || res.IsError || text(res) != want {
@@ -59,9 +61,22 @@ func BenchmarkCallPath(b *testing.B) {
 				}
 				n++
 			}
+			// The process's CPU time (user and system, every goroutine: client, daemon and backend) per call: unlike
+			// ns/op it counts what a call costs the machine, not how long one caller waits, and it moves far less with
+			// the machine's load. The daemon's CPU per call is a path's figure minus direct's.
+			b.ReportMetric(float64(processCPU(b)-cpu)/float64(n), "cpu-ns/op")
 			// The share of the calls the endpoint's fast path served (fastcall.go, fastcall_modern.go).
 			b.ReportMetric(float64(mcpserver.FastCalls(r.endpoint)-before)/float64(n), "fast/op")
 		})
 		sess.Close()
 	}
+}
+
+// processCPU is the CPU time the process has used so far (user and system), in nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

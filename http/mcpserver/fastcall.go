@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/internal/telemetry"
+	"github.com/mcpgw/aggregator/internal/toolresult"
 )
 
 // The fast path of tools/call on /mcp (issue 26). A go-sdk server session costs a call through /mcp about 300 KB
@@ -222,12 +223,13 @@ type fastParams struct {
 const fastMaxDepth = 1000
 
 // fastDecode decodes data into v with exact keys; false when data is not one JSON value, nests too deep, or does
-// not fit v.
+// not fit v. v's json.RawMessage fields are slices of data, not copies: data is a request's body, which nothing
+// writes to once read (fastBody).
 func fastDecode(data []byte, v any) bool {
 	if !strictjson.NestedAtMost(data, fastMaxDepth) {
 		return false
 	}
-	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields)
+	rest, err := segjson.Parse(data, v, segjson.DontMatchCaseInsensitiveStructFields|segjson.DontCopyRawMessage)
 	return err == nil && len(rest) == 0
 }
 
@@ -236,7 +238,7 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 
 // serve answers the request when it is one the fast path takes; false: nothing was written and the body is as it
 // was.
-func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) bool {
+func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) (served bool) {
 	fs := f.known(sid)
 	if fs == nil || f.chain == nil || !fastHeaders(r) || !f.s.hostGuarded && rebound(r) {
 		return false
@@ -250,8 +252,12 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) bo
 	if !busy && (!fs.fresh(f.s.opts.SessionIdleTimeout) || !fastCallable(p)) {
 		return false // neither a call to take nor an answer or a cancellation of one
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, fastMaxBody+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	body, err := fastBody(r)
+	defer func() {
+		if !served {
+			giveBack(r, body)
+		}
+	}()
 	if err != nil || len(body) > fastMaxBody {
 		return false
 	}
@@ -317,11 +323,38 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) bo
 	return true
 }
 
+// fastBody reads a request's body, at most fastMaxBody+1 bytes: into one buffer of its declared length when it
+// has one (net/http's body reader ends there), through io.ReadAll otherwise (chunked).
+func fastBody(r *http.Request) ([]byte, error) {
+	n := r.ContentLength
+	if n <= 0 || n > fastMaxBody {
+		return io.ReadAll(io.LimitReader(r.Body, fastMaxBody+1))
+	}
+	buf := make([]byte, n+1) // one byte more: the read that meets the end of the body
+	m, err := io.ReadFull(r.Body, buf)
+	switch {
+	case int64(m) == n && (err == io.ErrUnexpectedEOF || err == io.EOF):
+		return buf[:n], nil
+	case err == nil: // longer than declared: read on as without a length
+		rest, err := io.ReadAll(io.LimitReader(r.Body, fastMaxBody+1-int64(m)))
+		return append(buf, rest...), err
+	}
+	return buf[:m], err
+}
+
+// giveBack puts what fastBody read back in front of the rest of the body, for the go-sdk to read.
+func giveBack(r *http.Request, body []byte) {
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+}
+
 // fastHeaders checks what the go-sdk checks of a POST before looking at its body: JSON in, JSON and SSE accepted,
 // no resumption.
 func fastHeaders(r *http.Request) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return false
+	// The go-sdk's clients send exactly "application/json": no parameter map to parse then.
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return false
+		}
 	}
 	if r.Header.Get("Last-Event-ID") != "" {
 		return false
@@ -459,6 +492,7 @@ type fastStream struct {
 	started bool
 	done    bool
 	buf     bytes.Buffer
+	head    [3]string // the values of the stream's headers (start)
 }
 
 // event writes one JSON-RPC message as the go-sdk does ("event: message", no id: no event store).
@@ -468,14 +502,7 @@ func (s *fastStream) event(msg []byte) error {
 	if s.done {
 		return errors.New("the call's stream is closed")
 	}
-	if !s.started {
-		s.started = true
-		h := s.w.Header()
-		h.Set("Cache-Control", "no-cache, no-transform")
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Connection", "keep-alive")
-		s.w.WriteHeader(http.StatusOK)
-	}
+	s.start()
 	s.buf.Reset()
 	s.buf.WriteString("event: message\ndata: ")
 	s.buf.Write(msg)
@@ -485,31 +512,73 @@ func (s *fastStream) event(msg []byte) error {
 	return err
 }
 
+// start writes the stream's head once, the go-sdk's headers (set by their canonical names, without Header.Set's
+// canonicalisation).
+func (s *fastStream) start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	s.head = [3]string{"no-cache, no-transform", "text/event-stream", "keep-alive"}
+	h["Cache-Control"] = s.head[0:1:1]
+	h["Content-Type"] = s.head[1:2:2]
+	h["Connection"] = s.head[2:3:3]
+	s.w.WriteHeader(http.StatusOK)
+}
+
 // answer writes the call's JSON-RPC response and closes the stream, encoded as the go-sdk's JSON-RPC connection
 // encodes it (jsonMarshal: no HTML escaping).
 func (s *fastStream) answer(id json.RawMessage, res mcp.Result, err error) {
 	var b bytes.Buffer
+	b.Grow(256)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
 	b.Write(id)
 	mark := b.Len()
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
 	if err == nil {
 		b.WriteString(`,"result":`)
+		// A text-only tool result is written as json.Marshal writes it, without its reflection (toolresult); the
+		// go-sdk's result and content encoders escape HTML themselves, so the encoder below writes the same bytes.
+		if r, ok := res.(*mcp.CallToolResult); ok {
+			if out, ok := toolresult.Append(b.AvailableBuffer(), r); ok {
+				b.Write(out)
+				s.finish(append(b.Bytes(), '}'))
+				return
+			}
+		}
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
 		if err = enc.Encode(res); err != nil {
 			b.Truncate(mark)
 		}
 	}
 	if err != nil {
 		b.WriteString(`,"error":`)
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
 		_ = enc.Encode(wireError(err))
 	}
 	out := bytes.TrimRight(b.Bytes(), "\n")
-	out = append(out, '}')
-	_ = s.event(out)
+	s.finish(append(out, '}'))
+}
+
+// finish writes the call's answer, the stream's last event, and closes the stream. The handler returns right
+// after it and net/http ends the response then: the answer is not flushed by itself (a response the handler left
+// in net/http's buffer goes out in one write, with a Content-Length, where a flush sends the chunked head and body
+// and then the closing chunk in a second write).
+func (s *fastStream) finish(msg []byte) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
 	s.done = true
-	s.mu.Unlock()
+	s.start()
+	s.buf.Reset()
+	s.buf.WriteString("event: message\ndata: ")
+	s.buf.Write(msg)
+	s.buf.WriteString("\n\n")
+	_, _ = s.w.Write(s.buf.Bytes())
 }
 
 // wireError is the error object the go-sdk's JSON-RPC connection makes of a handler's error (toWireError).

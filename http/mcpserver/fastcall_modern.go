@@ -82,7 +82,7 @@ func (f *fastCalls) modernHandler(next http.Handler) http.Handler {
 
 // serveModern answers the request when it is a plain 2026-07-28 tools/call of a learnt _meta; false: nothing was
 // written and the body is as it was (with the mark set when the go-sdk's answer may teach the _meta).
-func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) bool {
+func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) (served bool) {
 	if f.off.Load() || f.chain == nil || r.Header.Get("Mcp-Protocol-Version") != ModernProtocol ||
 		r.Header.Get("Mcp-Method") != "tools/call" || !fastHeaders(r) || !f.s.hostGuarded && rebound(r) {
 		return false
@@ -96,8 +96,12 @@ func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, fastMaxBody+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	body, err := fastBody(r)
+	defer func() {
+		if !served {
+			giveBack(r, body)
+		}
+	}()
 	if err != nil || len(body) > fastMaxBody {
 		return false
 	}
