@@ -12,11 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -63,16 +63,17 @@ func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return []byte("{}"), nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
+	// segmentio's decoder and encoder give encoding/json's bytes (numbers as written, keys sorted, HTML escaped) at a
+	// fraction of the cost: a discovery canonicalises every schema it lists. FuzzCanonicalJSON holds the two equal.
 	var v any
-	if err := dec.Decode(&v); err != nil {
+	rest, err := segjson.Parse(raw, &v, segjson.UseNumber)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
 		return nil, errors.New("trailing data after JSON value")
 	}
-	return json.Marshal(v)
+	return segjson.Append(make([]byte, 0, len(raw)), v, segjson.EscapeHTML|segjson.SortMapKeys)
 }
 
 // DefinitionHash is the hex SHA-256 of the JSON array [description, canonical input schema]: equal for the same

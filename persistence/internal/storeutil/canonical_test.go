@@ -1,0 +1,51 @@
+package storeutil
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+)
+
+// referenceCanonicalJSON is CanonicalJSON through encoding/json (as it was written first): stored definition hashes
+// were made with it.
+func referenceCanonicalJSON(raw json.RawMessage) ([]byte, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return []byte("{}"), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("trailing data after JSON value")
+	}
+	return json.Marshal(v)
+}
+
+// FuzzCanonicalJSON: CanonicalJSON gives encoding/json's bytes, and refuses what it refuses.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"b":{"maximum":1.50e3},"a":{"enum":["<x>","&",-0.0]}}}`,
+		" {\"z\":null,\"a\":[true,false]} \n", "\"\\ud800 \\u2028 \xff\xfe \\u00e9\"", `{"a":1,"a":2}`,
+		`{} {}`, `{}x`, `not json`, `[]`, `12345678901234567890`, "", "  ",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, werr := referenceCanonicalJSON(raw)
+		got, gerr := CanonicalJSON(raw)
+		if werr != nil {
+			if gerr == nil {
+				t.Fatalf("CanonicalJSON accepted what encoding/json refuses (%v): %q -> %q", werr, raw, got)
+			}
+			return
+		}
+		if gerr != nil || !bytes.Equal(got, want) {
+			t.Fatalf("CanonicalJSON = %q, %v; encoding/json = %q\n%q", got, gerr, want, raw)
+		}
+	})
+}
