@@ -814,12 +814,17 @@ func (s *Store) ListTools(ctx context.Context, f persistence.ListToolsFilter) (o
 				return err
 			}
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tools WHERE (?1 = '' OR source_server_id = ?1)`,
-			uid).Scan(&total); err != nil {
+		// One server's tools through the index on (source_server_id, original_name): a condition that also
+		// matches every server ("?1 = '' OR ...") made each server's load a scan of the whole table.
+		where := `WHERE ?1 = ''`
+		if uid != "" {
+			where = `WHERE source_server_id = ?1`
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM tools `+where, uid).Scan(&total); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools
-			WHERE (?1 = '' OR source_server_id = ?1) ORDER BY name, id LIMIT ?2 OFFSET ?3`,
+		rows, err := tx.QueryContext(ctx, `SELECT `+toolColumns+` FROM tools `+where+`
+			ORDER BY name, id LIMIT ?2 OFFSET ?3`,
 			uid, limitArg(f.Limit), offsetArg(f.Offset))
 		if err != nil {
 			return err
@@ -853,8 +858,12 @@ func (s *Store) CountTools(ctx context.Context, serverID string) (c persistence.
 				return err
 			}
 		}
-		return tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(is_classified), 0) FROM tools
-			WHERE (?1 = '' OR source_server_id = ?1)`, uid).Scan(&c.Total, &c.Classified)
+		where := `WHERE ?1 = ''` // one server's through its index, as in ListTools
+		if uid != "" {
+			where = `WHERE source_server_id = ?1`
+		}
+		return tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(is_classified), 0) FROM tools `+where, uid).
+			Scan(&c.Total, &c.Classified)
 	})
 	if err != nil {
 		return persistence.ToolCounts{}, err
