@@ -66,7 +66,8 @@ type Config struct {
 	UserSessionIdle time.Duration
 	MaxUserSessions int
 	// NoFastHop sends every tool call through the go-sdk client session, never the fast backend hop of streamable
-	// HTTP sessions (actors/server/fasthop.go): for tests and comparisons (false: the hop serves the calls it can).
+	// HTTP sessions (actors/server/fasthop.go), and every stdio tools/list through the go-sdk too, never the stdio
+	// hop (actors/server/stdiolist.go): for tests and comparisons (false: the hops serve what they can).
 	NoFastHop bool
 }
 
