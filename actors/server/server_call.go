@@ -302,7 +302,7 @@ func (a *serverActor) listTools(ctx actor.Context) {
 		}
 		listed := false
 		if hop != nil {
-			tools, err := listStdioTools(lctx, hop)
+			tools, err := listStdioTools(lctx, hop, tw)
 			switch {
 			case err == nil:
 				reply.ToolsJson, listed = tools, true

@@ -49,8 +49,9 @@ type sdkTool struct {
 }
 
 // listStdioTools pages through a stdio session's tools/list on the stdio hop and returns each tool as the go-sdk
-// path would have given it to discovery (JSON of the go-sdk's Tool). errHeaderAnnotations: list through the go-sdk.
-func listStdioTools(ctx context.Context, b *backend.Conn) ([][]byte, error) {
+// path would have given it to discovery (JSON of the go-sdk's Tool, with the execution the task wire tw keeps).
+// errHeaderAnnotations: list through the go-sdk.
+func listStdioTools(ctx context.Context, b *backend.Conn, tw *taskWire) ([][]byte, error) {
 	var tools [][]byte
 	var cursor string
 	for {
@@ -72,13 +73,14 @@ func listStdioTools(ctx context.Context, b *backend.Conn) ([][]byte, error) {
 		if err := parseSDK(res, &page); err != nil {
 			return nil, fmt.Errorf("decode tools/list result: %w", err)
 		}
+		tw.noteListing(res) // as the wire notes the go-sdk's pages (tasks_backend.go)
 		for _, raw := range page.Tools {
-			def, err := stdioToolDef(raw)
+			def, name, err := stdioToolDef(raw)
 			if err != nil {
 				return nil, err
 			}
 			if def != nil {
-				tools = append(tools, def)
+				tools = append(tools, tw.withExecution(name, def))
 			}
 		}
 		if page.NextCursor == "" {
@@ -94,33 +96,36 @@ func parseSDK(b []byte, v any) error {
 	return err
 }
 
-// stdioToolDef is one listed tool as JSON of the go-sdk's Tool (nil for a null entry, which the go-sdk drops).
-func stdioToolDef(raw json.RawMessage) ([]byte, error) {
+// stdioToolDef is one listed tool as JSON of the go-sdk's Tool, and its name (nil for a null entry, which the
+// go-sdk drops).
+func stdioToolDef(raw json.RawMessage) ([]byte, string, error) {
 	if string(raw) == "null" {
-		return nil, nil
+		return nil, "", nil
 	}
 	if !utf8.Valid(raw) || bytes.Contains(raw, []byte(`\u`)) || bytes.Contains(raw, []byte("x-mcp-header")) {
 		var t mcp.Tool // the go-sdk's way: schemas through maps
 		if err := parseSDK(raw, &t); err != nil {
-			return nil, fmt.Errorf("decode tool: %w", err)
+			return nil, "", fmt.Errorf("decode tool: %w", err)
 		}
 		if hasKey(t.InputSchema, "x-mcp-header") {
-			return nil, errHeaderAnnotations
+			return nil, "", errHeaderAnnotations
 		}
-		return json.Marshal(&t)
+		def, err := json.Marshal(&t)
+		return def, t.Name, err
 	}
 	var t sdkTool
 	if err := parseSDK(raw, &t); err != nil {
-		return nil, fmt.Errorf("decode tool: %w", err)
+		return nil, "", fmt.Errorf("decode tool: %w", err)
 	}
 	var err error
 	if t.InputSchema, err = floatNumbers(nullIsNil(t.InputSchema)); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+		return nil, "", fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
 	if t.OutputSchema, err = floatNumbers(nullIsNil(t.OutputSchema)); err != nil {
-		return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
+		return nil, "", fmt.Errorf("tool %q: output schema: %w", t.Name, err)
 	}
-	return json.Marshal(&t)
+	def, err := json.Marshal(&t)
+	return def, t.Name, err
 }
 
 // nullIsNil is b, or nil for JSON null (the go-sdk's nil schema).

@@ -56,7 +56,7 @@ func TestStdioToolDefMatchesSDK(t *testing.T) {
 		{name: "a name not a string", raw: `{"name":5,"inputSchema":{}}`, err: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := stdioToolDef(json.RawMessage(tc.raw))
+			got, _, err := stdioToolDef(json.RawMessage(tc.raw))
 			want, wantErr := sdkToolDef([]byte(tc.raw))
 			if tc.err {
 				if err == nil || wantErr == nil {
@@ -86,11 +86,11 @@ func TestStdioToolDefLeavesHeaderAnnotationsToTheSDK(t *testing.T) {
 		`{"name":"t","inputSchema":{"type":"object","properties":{"r":{"type":"string","x-mcp-header":"Region"}}}}`,
 		`{"name":"t","inputSchema":{"type":"object","properties":{"r":{"type":"object","x\u002dmcp-header":"R"}}}}`,
 	} {
-		if _, err := stdioToolDef(json.RawMessage(raw)); !errors.Is(err, errHeaderAnnotations) {
+		if _, _, err := stdioToolDef(json.RawMessage(raw)); !errors.Is(err, errHeaderAnnotations) {
 			t.Errorf("%s: %v, want errHeaderAnnotations", raw, err)
 		}
 	}
-	if def, err := stdioToolDef(json.RawMessage(`{"name":"t","description":"uses x-mcp-header","inputSchema":{}}`)); err != nil || def == nil {
+	if def, _, err := stdioToolDef(json.RawMessage(`{"name":"t","description":"uses x-mcp-header","inputSchema":{}}`)); err != nil || def == nil {
 		t.Errorf("the words in a description: %s, %v", def, err)
 	}
 }
@@ -124,7 +124,7 @@ func FuzzStdioToolDef(f *testing.F) {
 		if !json.Valid([]byte(raw)) {
 			return
 		}
-		got, err := stdioToolDef(json.RawMessage(raw))
+		got, _, err := stdioToolDef(json.RawMessage(raw))
 		want, wantErr := sdkToolDef([]byte(raw))
 		if err != nil || wantErr != nil || got == nil {
 			return

@@ -86,6 +86,35 @@ func (w *taskWire) supported(tool string) bool {
 	return ts == "optional" || ts == "required"
 }
 
+// noteListing notes the taskSupport of each tool of a tools/list page (result), which the go-sdk drops: the wire
+// watches the go-sdk's listings, and the stdio hop's listing (stdiolist.go) hands its pages here (nil w: no wire).
+func (w *taskWire) noteListing(result json.RawMessage) {
+	if w == nil || !bytes.Contains(result, []byte(`"taskSupport"`)) {
+		return
+	}
+	var page struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &page) != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range page.Tools {
+		switch ts := t.Execution.TaskSupport; ts {
+		case "optional", "required", "forbidden":
+			w.taskSupport[t.Name] = ts
+		default:
+			delete(w.taskSupport, t.Name)
+		}
+	}
+}
+
 // withExecution is a tool's definition (the go-sdk's Tool as JSON, def) with the execution the backend's
 // tools/list gave it, which the go-sdk dropped: so the tool's taskSupport is stored with its definition and shown
 // to the aggregator's clients (http/mcpserver's taskTools) and enforced ("required" is refused without a task).
@@ -182,27 +211,8 @@ func (w *taskWire) incoming(res *jsonrpc.Response) {
 		w.initDone.Store(true)
 	}
 	switch {
-	case list && res.Error == nil && bytes.Contains(res.Result, []byte(`"taskSupport"`)):
-		var page struct {
-			Tools []struct {
-				Name      string `json:"name"`
-				Execution struct {
-					TaskSupport string `json:"taskSupport"`
-				} `json:"execution"`
-			} `json:"tools"`
-		}
-		if json.Unmarshal(res.Result, &page) == nil {
-			w.mu.Lock()
-			for _, t := range page.Tools {
-				switch ts := t.Execution.TaskSupport; ts {
-				case "optional", "required", "forbidden":
-					w.taskSupport[t.Name] = ts
-				default:
-					delete(w.taskSupport, t.Name)
-				}
-			}
-			w.mu.Unlock()
-		}
+	case list && res.Error == nil:
+		w.noteListing(res.Result)
 	case isInit && res.Error == nil:
 		var init struct {
 			Capabilities struct {
