@@ -198,6 +198,12 @@ type bm25 struct {
 
 	pending []staged
 	dead    []int32 // slots removed since the last commit
+
+	// add's scratch, reused from one document to the next (a batch adds thousands): a term's index in terms and
+	// tfs, the document's distinct terms and their frequencies per field.
+	at    map[int32]int
+	terms []int32
+	tfs   [][numFields]uint8
 }
 
 func newBM25With(p bm25Params, dict *termDict) *bm25 {
@@ -223,9 +229,17 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 	for f := range numFields {
 		total += len(ft[f])
 	}
-	at := make(map[int32]int, total) // term id -> index in terms and tfs
-	terms := make([]int32, 0, total)
-	tfs := make([][numFields]uint8, 0, total)
+	at := x.at // term id -> index in terms and tfs
+	terms, tfs := x.terms[:0], x.tfs[:0]
+	if at == nil || total > addScratchMost { // an unusually long document gets its own, not kept after it
+		at = make(map[int32]int, total)
+		terms, tfs = make([]int32, 0, total), make([][numFields]uint8, 0, total)
+		if x.at == nil && total <= addScratchMost {
+			x.at = at
+		}
+	} else {
+		clear(at)
+	}
 	for f := range numFields {
 		d.lens[f] = int32(len(ft[f]))
 		x.sumLen[f] += int64(len(ft[f]))
@@ -246,10 +260,20 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 	for i, tid := range terms {
 		x.pending = append(x.pending, staged{term: tid, p: posting{slot: slot, tf: tfs[i]}})
 	}
+	if total <= addScratchMost {
+		x.terms, x.tfs = terms[:0], tfs[:0]
+	}
 	x.slots[slot] = d
 	x.slotOf[id] = slot
 	x.n++
 }
+
+// keepStagedMost is the most staged postings whose slice commit keeps for the next batch (1 MiB), instead of
+// growing it again from nothing through many copies.
+const keepStagedMost = 64 << 10
+
+// addScratchMost is the most terms of a document whose scratch add keeps for the next one.
+const addScratchMost = 1 << 10
 
 // remove stages the removal of a document; unknown ids are ignored.
 func (x *bm25) remove(id int64) {
@@ -337,7 +361,10 @@ func (x *bm25) commit() {
 		x.post = slices.Clone(post)
 	}
 	x.free = append(x.free, x.dead...)
-	x.pending, x.dead = nil, nil
+	x.dead = nil
+	if x.pending = x.pending[:0]; cap(x.pending) > keepStagedMost {
+		x.pending = nil
+	}
 }
 
 // appendAfter appends to b the stream of old (a term's postings, none of them removed) followed by added (the

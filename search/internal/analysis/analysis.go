@@ -32,8 +32,10 @@ type Word struct {
 func Words(s string) []Word { return words(s, nil) }
 
 // words is Words, taking each identifier's words from m when it has seen the identifier (m may be nil).
-func words(s string, m *Memo) []Word {
-	var out []Word
+func words(s string, m *Memo) []Word { return appendWords(nil, s, m) }
+
+// appendWords appends the words of s to out.
+func appendWords(out []Word, s string, m *Memo) []Word {
 	i := 0
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -180,7 +182,7 @@ func Terms(s string) []string { return (*Memo)(nil).Terms(s) }
 
 // Terms is the package's Terms, through the memo.
 func (m *Memo) Terms(s string) []string {
-	words := words(s, m)
+	words := m.scratchWords(s)
 	out := make([]string, 0, len(words))
 	for _, w := range words {
 		if t, ok := m.Term(w); ok {
@@ -225,6 +227,7 @@ func Term(w Word) (string, bool) {
 type Memo struct {
 	runs  map[string][]Word   // identifier -> its words, as appendIdentifier gives them
 	terms map[string]memoTerm // word -> Term
+	words []Word              // the slice Words last returned (and Terms used), reused by the next call
 }
 
 type memoTerm struct {
@@ -237,8 +240,24 @@ func NewMemo() *Memo {
 	return &Memo{runs: make(map[string][]Word), terms: make(map[string]memoTerm)}
 }
 
-// Words is the package's Words, through the memo.
-func (m *Memo) Words(s string) []Word { return words(s, m) }
+// Words is the package's Words, through the memo. The slice is the memo's own: it is valid until the memo's next
+// Words or Terms (a nil memo returns a new one).
+func (m *Memo) Words(s string) []Word { return m.scratchWords(s) }
+
+// scratchWords is Words into the memo's reused slice (one too long to keep is not kept).
+func (m *Memo) scratchWords(s string) []Word {
+	if m == nil {
+		return words(s, nil)
+	}
+	out := appendWords(m.words[:0], s, m)
+	if cap(out) <= keepWordsMost {
+		m.words = out[:0]
+	}
+	return out
+}
+
+// keepWordsMost is the most words of one text whose slice a Memo keeps for the next.
+const keepWordsMost = 4 << 10
 
 // Term is the package's Term, through the memo.
 func (m *Memo) Term(w Word) (string, bool) {
