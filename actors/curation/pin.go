@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -13,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	segjson "github.com/segmentio/encoding/json"
+	"github.com/mcpgw/aggregator/internal/canonjson"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -25,51 +24,14 @@ var pinnedFields = []string{"name", "title", "description", "inputSchema", "outp
 // PinHash is the hex SHA-256 of a tool definition's pinned fields in canonical JSON (object keys sorted, numbers
 // as written, insignificant whitespace dropped): two definitions that mean the same hash the same.
 func PinHash(def json.RawMessage) (string, error) {
-	// segmentio's decoder and encoder give encoding/json's bytes (sorted keys, HTML escaped, numbers as written) at a
-	// fraction of the cost; stored pins hold hashes computed with encoding/json, and FuzzPinHash holds the two equal.
-	var m map[string]json.RawMessage
-	if err := parseWhole(def, &m, segjson.DontCopyRawMessage); err != nil {
+	// canonjson gives encoding/json's bytes (sorted keys, HTML escaped, numbers as written) without decoding into
+	// maps; stored pins hold hashes computed with encoding/json, and FuzzPinHash holds the two equal.
+	b, err := canonjson.AppendFields(make([]byte, 0, len(def)+2), def, pinnedFields)
+	if err != nil {
 		return "", fmt.Errorf("decode tool definition: %w", err)
 	}
-	b := make([]byte, 0, len(def)+2)
-	b = append(b, '{')
-	first := true
-	for _, k := range pinnedFields {
-		raw, ok := m[k]
-		if !ok || string(raw) == "null" {
-			continue
-		}
-		var v any
-		if err := parseWhole(raw, &v, segjson.UseNumber); err != nil {
-			return "", fmt.Errorf("decode %s: %w", k, err)
-		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, '"')
-		b = append(b, k...) // the pinned names need no escaping
-		b = append(b, '"', ':')
-		var err error
-		if b, err = segjson.Append(b, v, segjson.EscapeHTML|segjson.SortMapKeys); err != nil {
-			return "", fmt.Errorf("encode %s: %w", k, err)
-		}
-	}
-	b = append(b, '}')
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// parseWhole decodes b into v and refuses anything but JSON whitespace after the value (as json.Unmarshal does).
-func parseWhole(b []byte, v any, flags segjson.ParseFlags) error {
-	rest, err := segjson.Parse(b, v, flags)
-	if err != nil {
-		return err
-	}
-	if len(bytes.Trim(rest, " \t\r\n")) != 0 {
-		return errors.New("data after the top-level value")
-	}
-	return nil
 }
 
 // Listed is one tool as a backend listed it, with its pin hash.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	segjson "github.com/segmentio/encoding/json"
+	"github.com/mcpgw/aggregator/internal/canonjson"
 
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -63,17 +63,9 @@ func CanonicalJSON(raw json.RawMessage) ([]byte, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return []byte("{}"), nil
 	}
-	// segmentio's decoder and encoder give encoding/json's bytes (numbers as written, keys sorted, HTML escaped) at a
-	// fraction of the cost: a discovery canonicalises every schema it lists. FuzzCanonicalJSON holds the two equal.
-	var v any
-	rest, err := segjson.Parse(raw, &v, segjson.UseNumber)
-	if err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimLeft(rest, " \t\r\n")) != 0 {
-		return nil, errors.New("trailing data after JSON value")
-	}
-	return segjson.Append(make([]byte, 0, len(raw)), v, segjson.EscapeHTML|segjson.SortMapKeys)
+	// canonjson gives encoding/json's bytes (numbers as written, keys sorted, HTML escaped) without decoding into maps:
+	// a discovery canonicalises every schema it lists. FuzzCanonicalJSON holds the two equal.
+	return canonjson.Append(make([]byte, 0, len(raw)), raw)
 }
 
 // DefinitionHash is the hex SHA-256 of the JSON array [description, canonical input schema]: equal for the same
