@@ -257,6 +257,10 @@ func (x *bm25) add(id int64, serverID string, ft fieldTerms) {
 			}
 		}
 	}
+	if need := len(x.pending) + len(terms); need > cap(x.pending) {
+		// doubled, where append grows a large slice by a quarter: a batch stages tens of thousands
+		x.pending = slices.Grow(x.pending, max(need, 2*cap(x.pending), 1024)-len(x.pending))
+	}
 	for i, tid := range terms {
 		x.pending = append(x.pending, staged{term: tid, p: posting{slot: slot, tf: tfs[i]}})
 	}
