@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/internal/canonjson"
-
 	"github.com/mcpgw/aggregator/persistence"
 )
 
