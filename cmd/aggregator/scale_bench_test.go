@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -357,9 +359,17 @@ func (d *scaleDaemon) classifiedCount() int {
 // default configuration) to see where the memory goes: once classification has settled it collects garbage,
 // reports the heap in use and, with SCALE_HEAP_PROFILE=file, writes a heap profile for `go tool pprof` (and
 // SCALE_CPU_PROFILE=file a CPU profile of searches in the default strategy). SCALE_WITH_MCP=1 adds the MCP
-// endpoint, which the daemon runs and which lists every tool.
+// endpoint, which the daemon runs and which lists every tool; SCALE_DAEMON_GC=1 the daemon's garbage-collection
+// defaults (memory.go) instead of the test binary's.
 func BenchmarkSearchAtScaleHeap(b *testing.B) {
 	catalog := peertest.GoBinary(b, "./testdata/catalog")
+	if os.Getenv("SCALE_DAEMON_GC") != "" { // the daemon's garbage-collection defaults (GOGC=400, the memory policy)
+		gc := debug.SetGCPercent(100)
+		if p := memoryDefaults(os.LookupEnv); p != nil {
+			b.Cleanup(p.stop)
+		}
+		b.Cleanup(func() { debug.SetGCPercent(gc); debug.SetMemoryLimit(math.MaxInt64) })
+	}
 	for i := 0; i < b.N; i++ {
 		st := openBenchStore(b, "sqlite")
 		sys, base := inProcess(b, st, actors.DefaultConfig())

@@ -6,6 +6,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/errcode"
@@ -395,6 +397,26 @@ func (s *Server) sync(t *routing.RouteTable) {
 	s.syncFeatures(t)
 }
 
+// schemaType reads the "type" member of a schema (has: present, also as null) and whether the schema is a JSON
+// object, as decoding it into a map would see them (the last of a repeated member, names matched exactly), without
+// decoding the rest: every exposed tool's schema is read when the table changes (TestSchemaType).
+func schemaType(schema []byte) (typ any, has, isObject bool) {
+	var v struct {
+		Type json.RawMessage `json:"type"`
+	}
+	rest, err := segjson.Parse(schema, &v, segjson.DontMatchCaseInsensitiveStructFields)
+	if err != nil || len(bytes.TrimLeft(rest, " \t\r\n")) != 0 || bytes.Equal(bytes.TrimSpace(schema), []byte("null")) {
+		return nil, false, false
+	}
+	if v.Type == nil {
+		return nil, false, true
+	}
+	if err := json.Unmarshal(v.Type, &typ); err != nil {
+		return nil, false, false
+	}
+	return typ, true, true
+}
+
 // entryKey hashes everything exposedTool and describeTools make a tool from (64 bits: two different entries of
 // one alias collide with a probability of 2⁻⁶⁴, and then only delay that tool's update to its next change).
 func entryKey(seed maphash.Seed, e *routing.ToolEntry) uint64 {
@@ -420,11 +442,14 @@ func exposedTool(e *routing.ToolEntry) (*mcp.Tool, error) {
 			return nil, fmt.Errorf("decode definition: %w", err)
 		}
 	}
-	var schema map[string]any
-	if err := json.Unmarshal(e.InputSchema, &schema); err != nil || schema == nil {
-		schema = map[string]any{}
-	}
-	if typ, ok := schema["type"]; !ok {
+	typ, hasType, isObject := schemaType(e.InputSchema)
+	if !isObject { // not an object (or not JSON): the empty object schema
+		t.InputSchema = map[string]any{"type": "object"}
+	} else if !hasType {
+		var schema map[string]any
+		if err := json.Unmarshal(e.InputSchema, &schema); err != nil || schema == nil {
+			schema = map[string]any{}
+		}
 		schema["type"] = "object"
 		t.InputSchema = schema
 	} else if typ != "object" {
