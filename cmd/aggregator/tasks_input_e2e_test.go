@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -210,6 +213,74 @@ func TestStdioTasksE2E(t *testing.T) {
 			}
 			if alone && !strings.Contains(p.logs.String(), "mode: standalone") {
 				t.Errorf("the stdio process did not serve alone:\n%s", p.logs)
+			}
+		})
+	}
+}
+
+// TestStdioTasksExtTasksClientE2E: the ext-tasks client (2025-11-25) over stdio, starting `aggregator stdio` itself
+// as a desktop client does, relayed to a serve process (which it speaks SSE to) and serving alone. tools/list
+// shows server-everything's simulate-research-query with its execution.taskSupport; the client runs it as a task
+// with an ambiguous topic: the backend's elicitation, tied to the task, reaches the client's input handler, the
+// client settles the task (tasks/get, then tasks/result) with its answer in the report, reads it once more, and
+// hears the task's status changes (notifications/tasks/status) on stdout.
+func TestStdioTasksExtTasksClientE2E(t *testing.T) {
+	script := peertest.ExtTasksStdioClientScript(t)
+	node := peertest.Node(t)
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			d := newDaemon(t, "")
+			d.start()
+			marker := fmt.Sprintf("stdio-ext-tasks-%d", time.Now().UnixNano())
+			registerEverything(t, d, "", marker)
+			if alone {
+				d.signal(syscall.SIGKILL, 10*time.Second)
+				waitGone(t, marker)
+			}
+			var got struct {
+				TaskSupport, Kind, TaskID, Asked, AskedTaskID string
+				Status, Text, AfterStatus, Error              string
+				Notified                                      []string
+			}
+			var out []byte
+			waitFor(t, 90*time.Second, "a task through aggregator stdio", func() bool { // alone: once the backend connected
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, script, "every__simulate-research-query", `{"topic":"python","ambiguous":true}`,
+					`{"action":"accept","content":{"interpretation":"snake"}}`, binary, "stdio")
+				cmd.Env = d.env
+				logs := &syncBuf{}
+				cmd.Stderr = logs
+				var err error
+				out, err = cmd.Output()
+				got.Error = ""
+				if jerr := json.Unmarshal(out, &got); jerr != nil {
+					t.Fatalf("ext-tasks client: %v %v\n%s\nlogs:\n%s", err, jerr, out, logs)
+				}
+				if alone && strings.Contains(got.Error, "Tool every__simulate-research-query not found") {
+					return false
+				}
+				if err != nil || got.Error != "" {
+					t.Fatalf("ext-tasks client: %v %s\nlogs:\n%s", err, out, logs)
+				}
+				if alone && !strings.Contains(logs.String(), "mode: standalone") {
+					t.Errorf("the stdio process did not serve alone:\n%s", logs)
+				}
+				return true
+			})
+			if got.TaskSupport != "required" { // the backend's (the aggregator's own default is optional)
+				t.Errorf("tools/list: execution.taskSupport = %q, want the backend's required", got.TaskSupport)
+			}
+			if got.Kind != "task" || len(got.TaskID) != 32 || got.AskedTaskID != got.TaskID || !strings.Contains(got.Asked, "python") {
+				t.Errorf("task and its elicitation = %s", out)
+			}
+			if got.Status != persistence.TaskCompleted || !strings.Contains(got.Text, "python (snake)") || got.AfterStatus != persistence.TaskCompleted {
+				t.Errorf("settled task = %s", out)
+			}
+			for _, want := range []string{"input_required", "completed"} {
+				if !slices.Contains(got.Notified, got.TaskID+" "+want) {
+					t.Errorf("notifications/tasks/status heard = %v, want %s %s", got.Notified, got.TaskID, want)
+				}
 			}
 		})
 	}
