@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -31,7 +34,7 @@ func openMCPWith(t *testing.T, url, token string, caps map[string]any) *mcpSessi
 }
 
 // answerElicitations opens s's standalone stream and answers each elicitation/create request on it with answer;
-// the returned function is how many it answered.
+// the returned function is how many it answered. With answer nil it answers none: the function is how many it got.
 func answerElicitations(t *testing.T, s *mcpSession, answer map[string]any) func() int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,6 +60,10 @@ func answerElicitations(t *testing.T, s *mcpSession, answer map[string]any) func
 				Method string          `json:"method"`
 			}
 			if !ok || json.Unmarshal([]byte(data), &msg) != nil || msg.Method != "elicitation/create" || len(msg.ID) == 0 {
+				continue
+			}
+			if answer == nil {
+				answered.Add(1)
 				continue
 			}
 			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": answer})
@@ -130,6 +137,87 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 	}
 	if n := bobAnswered(); n != 0 {
 		t.Errorf("bob's session on %s was asked alice's question (%d answers)", b.name, n)
+	}
+}
+
+// close ends the session (its DELETE), as a client that goes away does.
+func (s *mcpSession) close() {
+	s.t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, s.url, nil)
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("DELETE the session: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		s.t.Fatalf("DELETE the session: %d", resp.StatusCode)
+	}
+}
+
+// TestClusterTaskInputResentToOtherNodeE2E: alice's 2025-11-25 session on node A starts a task (server-everything's
+// simulate-research-query, ambiguous: its backend asks which python she means) and gets the question on its stream,
+// but goes away (its DELETE) without answering. Node B heard the task input_required while alice had no session
+// there that could answer (her session on B declared no elicitation): nobody there was asked. Then alice comes back
+// on B with a session that declared elicitation (it serves one of her task requests, tasks/list, and never reads the
+// task): the question reaches it, and her answer there completes the task on A.
+func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
+	a, b := taskCluster(t)
+	const tool = "every__simulate-research-query"
+	elicit := map[string]any{"elicitation": map[string]any{}}
+
+	// Alice on B, without elicitation: one of her sessions there, listening for her tasks' status.
+	watchB := openMCPAs(t, b.mcp+"/mcp", tcAlice)
+	if res, rerr := watchB.post("tasks/list", map[string]any{}); rerr != nil {
+		t.Fatalf("tasks/list: %s %v", res, rerr)
+	}
+	hearsB := listenStatus(t, watchB)
+
+	// Alice on A: she starts the task there and gets the question, and does not answer.
+	aliceA := openMCPWith(t, a.mcp+"/mcp", tcAlice, elicit)
+	askedA := answerElicitations(t, aliceA, nil)
+	var id string
+	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
+		res, rerr := aliceA.post("tools/call", map[string]any{"name": tool, "task": map[string]any{"ttl": 120000},
+			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
+		var w struct {
+			Task tasks.Wire `json:"task"`
+		}
+		if rerr != nil || json.Unmarshal(res, &w) != nil || w.Task.TaskID == "" {
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		id = w.Task.TaskID
+		return true
+	})
+	t.Logf("task %s started through %s (%s)", id, a.name, a.id)
+	waitFor(t, 60*time.Second, "the question on alice's session on "+a.name, func() bool { return askedA() > 0 })
+	waitFor(t, 60*time.Second, b.name+" hearing the task input_required", func() bool {
+		return slices.Contains(hearsB.statuses(id), persistence.TaskInputRequired)
+	})
+	aliceA.close()
+
+	// Alice comes back on B, with elicitation; she reads no task (a read of it would ask her too).
+	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, elicit)
+	answeredB := answerElicitations(t, aliceB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
+	if res, rerr := aliceB.post("tasks/list", map[string]any{}); rerr != nil {
+		t.Fatalf("tasks/list: %s %v", res, rerr)
+	}
+
+	// The task is read through a session of alice on A that cannot answer (no elicitation declared).
+	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice)
+	var done tasks.Wire
+	waitFor(t, 60*time.Second, "the task completed after alice's answer through "+b.name, func() bool {
+		done = readA.taskGet(id)
+		return !persistence.TaskOpen(done.Status)
+	})
+	if done.Status != persistence.TaskCompleted || answeredB() == 0 {
+		t.Fatalf("task = %+v after %d answers through %s, want completed after alice's", done, answeredB(), b.name)
+	}
+	if res, rerr := readA.post("tasks/result", map[string]any{"taskId": id}); rerr != nil || !strings.Contains(string(res), "python (snake)") {
+		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", a.name, res, rerr)
 	}
 }
 
@@ -210,6 +298,74 @@ func TestStdioTasksE2E(t *testing.T) {
 			}
 			if alone && !strings.Contains(p.logs.String(), "mode: standalone") {
 				t.Errorf("the stdio process did not serve alone:\n%s", p.logs)
+			}
+		})
+	}
+}
+
+// TestStdioTasksExtTasksClientE2E: the ext-tasks client (2025-11-25) over stdio, starting `aggregator stdio` itself
+// as a desktop client does, relayed to a serve process (which it speaks SSE to) and serving alone. tools/list
+// shows server-everything's simulate-research-query with its execution.taskSupport; the client runs it as a task
+// with an ambiguous topic: the backend's elicitation, tied to the task, reaches the client's input handler, the
+// client settles the task (tasks/get, then tasks/result) with its answer in the report, reads it once more, and
+// hears the task's status changes (notifications/tasks/status) on stdout.
+func TestStdioTasksExtTasksClientE2E(t *testing.T) {
+	script := peertest.ExtTasksStdioClientScript(t)
+	node := peertest.Node(t)
+	for _, alone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
+			d := newDaemon(t, "")
+			d.start()
+			marker := fmt.Sprintf("stdio-ext-tasks-%d", time.Now().UnixNano())
+			registerEverything(t, d, "", marker)
+			if alone {
+				d.signal(syscall.SIGKILL, 10*time.Second)
+				waitGone(t, marker)
+			}
+			var got struct {
+				TaskSupport, Kind, TaskID, Asked, AskedTaskID string
+				Status, Text, AfterStatus, Error              string
+				Notified                                      []string
+			}
+			var out []byte
+			waitFor(t, 90*time.Second, "a task through aggregator stdio", func() bool { // alone: once the backend connected
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, node, script, "every__simulate-research-query", `{"topic":"python","ambiguous":true}`,
+					`{"action":"accept","content":{"interpretation":"snake"}}`, binary, "stdio")
+				cmd.Env = d.env
+				logs := &syncBuf{}
+				cmd.Stderr = logs
+				var err error
+				out, err = cmd.Output()
+				got.Error = ""
+				if jerr := json.Unmarshal(out, &got); jerr != nil {
+					t.Fatalf("ext-tasks client: %v %v\n%s\nlogs:\n%s", err, jerr, out, logs)
+				}
+				if alone && strings.Contains(got.Error, "Tool every__simulate-research-query not found") {
+					return false
+				}
+				if err != nil || got.Error != "" {
+					t.Fatalf("ext-tasks client: %v %s\nlogs:\n%s", err, out, logs)
+				}
+				if alone && !strings.Contains(logs.String(), "mode: standalone") {
+					t.Errorf("the stdio process did not serve alone:\n%s", logs)
+				}
+				return true
+			})
+			if got.TaskSupport != "required" { // the backend's (the aggregator's own default is optional)
+				t.Errorf("tools/list: execution.taskSupport = %q, want the backend's required", got.TaskSupport)
+			}
+			if got.Kind != "task" || len(got.TaskID) != 32 || got.AskedTaskID != got.TaskID || !strings.Contains(got.Asked, "python") {
+				t.Errorf("task and its elicitation = %s", out)
+			}
+			if got.Status != persistence.TaskCompleted || !strings.Contains(got.Text, "python (snake)") || got.AfterStatus != persistence.TaskCompleted {
+				t.Errorf("settled task = %s", out)
+			}
+			for _, want := range []string{"input_required", "completed"} {
+				if !slices.Contains(got.Notified, got.TaskID+" "+want) {
+					t.Errorf("notifications/tasks/status heard = %v, want %s %s", got.Notified, got.TaskID, want)
+				}
 			}
 		})
 	}

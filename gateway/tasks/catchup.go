@@ -18,7 +18,8 @@ import (
 //
 //   - the newest tasks (up to catchUpPage) of every owner that used this node's Manager (started, read, listed or
 //     cancelled a task here) within MaxTTL: those owners' sessions are the ones told of status changes;
-//   - every task the hooks were last told is open, and every task running here, whichever its owner.
+//   - every task the hooks were last told is open (or a listen stream follows open: Follow), and every task
+//     running here, whichever its owner.
 //
 // A task the hooks were never told of is told when it is open, or when it became final since the previous catch-up
 // (less catchUpSlack, for the clocks of the nodes that stamp updated_at): an older final task was either told
@@ -94,6 +95,18 @@ func (m *Manager) noteTold(t persistence.Task) {
 		}
 	}
 	s.toldPrune = max(2*len(s.told), minSeenPrune)
+}
+
+// Follow records t, as read from the store for a client that follows it (a listen stream naming it), as told: a
+// catch-up then re-reads it while it is open, also when it is not among its owner's newest tasks. A task the hooks
+// were told of already keeps what they were told.
+func (m *Manager) Follow(t persistence.Task) {
+	m.seenMu.Lock()
+	_, known := m.seen.told[t.ID]
+	m.seenMu.Unlock()
+	if !known && persistence.TaskOpen(t.Status) {
+		m.noteTold(t)
+	}
 }
 
 // CatchUp re-reads the tasks this node's callers follow and tells the hooks of those whose status changed unheard

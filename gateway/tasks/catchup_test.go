@@ -115,6 +115,34 @@ func TestCatchUp(t *testing.T) {
 			}
 			return task.ID, task.ID + " cancelled"
 		}},
+		{name: "a task a listen on B follows, older than its owner's newest", run: func(t *testing.T, p *feedPair) (string, string) {
+			release := make(chan struct{})
+			task, err := p.a.Start(t.Context(), alice, "every.slow", "every", nil, func(context.Context) Outcome {
+				<-release
+				return ok
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := p.b.GetOwn(t.Context(), alice, task.ID) // a listen on B names it
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.b.Follow(read)
+			time.Sleep(2 * time.Millisecond) // the newer tasks are created later
+			for range catchUpPage {
+				newer, err := p.a.Start(t.Context(), alice, "every.echo", "every", nil, func(context.Context) Outcome { return ok })
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitDone(t, p.a, newer.ID)
+				p.drain() // (told to B's hooks while the feed is up)
+			}
+			p.up.Store(false)
+			close(release)
+			waitDone(t, p.a, task.ID)
+			return task.ID, task.ID + " completed"
+		}},
 		{name: "a task of an owner that never used B", run: func(t *testing.T, p *feedPair) (string, string) {
 			p.up.Store(false)
 			task, err := p.a.Start(t.Context(), bob, "every.echo", "every", nil, func(context.Context) Outcome { return ok })

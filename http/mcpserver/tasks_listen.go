@@ -98,6 +98,7 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 			if t, err := s.opts.Tasks.GetOwn(ctx, id, tid); err == nil { // another caller's task is not agreed to
 				accepted = append(accepted, tid)
 				current = append(current, t)
+				s.opts.Tasks.Follow(t) // caught up on after a break of the feed, whichever its age
 			}
 		}
 	}

@@ -38,21 +38,29 @@ func newOwnerSessions() *ownerSessions {
 	return &ownerSessions{owner: map[string]string{}, prune: minOwnerPrune}
 }
 
-// noteTaskSession records that session sid served a task request of owner. Past a size (twice what was live at
-// the last look), the sessions that ended are forgotten.
+// noteTaskSession records that session sid served a task request of owner; a session new to owner is asked about
+// the pending requests of owner's tasks on other nodes this node heard input_required (relayWaiting,
+// tasks_remote.go). Past a size (twice what was live at the last look), the sessions that ended are forgotten.
 func (s *Server) noteTaskSession(sid, owner string) {
 	if sid == "" {
 		return
 	}
+	if s.noteOwnerSession(sid, owner) {
+		s.relayWaiting(owner, sid)
+	}
+}
+
+// noteOwnerSession is noteTaskSession's record; it reports whether sid is new to owner.
+func (s *Server) noteOwnerSession(sid, owner string) bool {
 	o := s.taskSessions
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.owner[sid] == owner {
-		return
+		return false
 	}
 	o.owner[sid] = owner
 	if len(o.owner) <= o.prune {
-		return
+		return true
 	}
 	live := map[string]bool{}
 	for ss := range s.mcp.Sessions() {
@@ -64,6 +72,7 @@ func (s *Server) noteTaskSession(sid, owner string) {
 		}
 	}
 	o.prune = max(2*len(o.owner), minOwnerPrune)
+	return true
 }
 
 // sessionOf is a live session of owner, other than those in skip, whose client declared what method needs; nil

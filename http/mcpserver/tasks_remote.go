@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -21,11 +22,20 @@ import (
 // the task first), like ownerRelay. The session's answer goes to the node running the task (tasks.Manager.Answer),
 // where the request takes the first answer from any node; a later one is dropped. The request here is withdrawn
 // (its context cancelled, the go-sdk tells the client) when the task is heard to move on.
+//
+// Until then the task stays one this node waits on (remoteInputs.waiting): when the owner had no session here that
+// could answer, or the sessions here that got the request went away without answering (as the one on the node
+// running the task may have), the request is sent to the next session of the owner that serves a task request here
+// (noteTaskSession), as the node running the task does with its own sessions (ownerRelay).
 
-// remoteInputs are the pending requests of other nodes' tasks this endpoint relays now, by task id and input key.
+// remoteInputs are the pending requests of other nodes' tasks this endpoint relays now, by task id and input key,
+// and the other nodes' tasks heard input_required, by owner, that a new session of the owner here is asked about.
 type remoteInputs struct {
-	mu sync.Mutex
-	m  map[string]remoteInput
+	mu      sync.Mutex
+	m       map[string]remoteInput
+	waiting map[string]map[string]time.Time // owner -> task id -> the task's expiry
+	size    int                             // the tasks in waiting
+	prune   int                             // the size past which wait forgets the expired ones
 }
 
 type remoteInput struct {
@@ -33,12 +43,83 @@ type remoteInput struct {
 	cancel context.CancelFunc
 }
 
-func newRemoteInputs() *remoteInputs { return &remoteInputs{m: map[string]remoteInput{}} }
+// minWaitingPrune is the smallest size of remoteInputs.waiting at which wait looks for expired tasks.
+const minWaitingPrune = 256
+
+func newRemoteInputs() *remoteInputs {
+	return &remoteInputs{m: map[string]remoteInput{}, waiting: map[string]map[string]time.Time{}, prune: minWaitingPrune}
+}
+
+// wait records that t, another node's task, is input_required: a session of its owner that comes here is asked.
+func (r *remoteInputs) wait(t persistence.Task) {
+	expires := t.ExpiresAt
+	if expires.IsZero() { // an announced task: CreatedAt + TTL
+		expires = t.CreatedAt.Add(t.TTL)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tasks := r.waiting[t.Owner]
+	if tasks == nil {
+		tasks = map[string]time.Time{}
+		r.waiting[t.Owner] = tasks
+	}
+	if _, ok := tasks[t.ID]; !ok {
+		r.size++
+	}
+	tasks[t.ID] = expires
+	if r.size <= r.prune {
+		return
+	}
+	now := time.Now()
+	for owner, tasks := range r.waiting {
+		for id, exp := range tasks {
+			if now.After(exp) {
+				delete(tasks, id)
+				r.size--
+			}
+		}
+		if len(tasks) == 0 {
+			delete(r.waiting, owner)
+		}
+	}
+	r.prune = max(2*r.size, minWaitingPrune)
+}
+
+// unwait forgets t (it moved on, or is not another node's).
+func (r *remoteInputs) unwait(owner, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if tasks, ok := r.waiting[owner]; ok {
+		if _, ok := tasks[id]; ok {
+			delete(tasks, id)
+			r.size--
+		}
+		if len(tasks) == 0 {
+			delete(r.waiting, owner)
+		}
+	}
+}
+
+// waitingFor lists owner's tasks heard input_required that have not expired.
+func (r *remoteInputs) waitingFor(owner string) []string {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, exp := range r.waiting[owner] {
+		if now.Before(exp) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
 
 // remoteInputStatus is the Manager's hook (with notifyTaskStatus): a task of another node that became
-// input_required has its pending request relayed here; one that moved on has the request relayed here withdrawn.
+// input_required has its pending request relayed here (and is asked about again when a session of its owner comes);
+// one that moved on has the request relayed here withdrawn.
 func (s *Server) remoteInputStatus(t persistence.Task) {
 	if t.Status != persistence.TaskInputRequired {
+		s.remote.unwait(t.Owner, t.ID)
 		s.remote.mu.Lock()
 		if r, ok := s.remote.m[t.ID]; ok {
 			r.cancel()
@@ -47,7 +128,20 @@ func (s *Server) remoteInputStatus(t persistence.Task) {
 		s.remote.mu.Unlock()
 		return
 	}
+	if m := s.opts.Tasks; m == nil || t.Node == m.Node() {
+		return // (an announced task names no node: relayRemoteInput reads it)
+	}
+	s.remote.wait(t)
 	s.relayRemoteInput(t, "")
+}
+
+// relayWaiting asks sid, a session of owner that just served a task request here, about the pending requests of
+// owner's tasks running on other nodes that this node heard input_required (relayRemoteInput: each is read from
+// the store; one relayed here already goes on to the sessions it may still ask, sid's among them).
+func (s *Server) relayWaiting(owner, sid string) {
+	for _, id := range s.remote.waitingFor(owner) {
+		s.relayRemoteInput(persistence.Task{ID: id, Owner: owner, Status: persistence.TaskInputRequired}, sid)
+	}
 }
 
 // relayRemoteInput relays the pending request of t, when t is input_required on another node, to a session of its
@@ -64,8 +158,12 @@ func (s *Server) relayRemoteInput(t persistence.Task, sid string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if len(t.InputRequest) == 0 || t.Node == "" {
+			owner, id := t.Owner, t.ID
 			var err error
-			if t, err = m.Lookup(ctx, t.ID); err != nil || t.Status != persistence.TaskInputRequired || t.Node == m.Node() {
+			if t, err = m.Lookup(ctx, id); err != nil || t.Status != persistence.TaskInputRequired || t.Node == m.Node() {
+				if err == nil || errors.Is(err, persistence.ErrNotFound) {
+					s.remote.unwait(owner, id) // it moved on (or is this node's): no longer one to ask about
+				}
 				return
 			}
 		}

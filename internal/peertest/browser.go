@@ -66,3 +66,10 @@ func ExtTasksV2ClientScript(t testing.TB) string {
 	t.Helper()
 	return filepath.Join(filepath.Dir(ExtTasksClientScript(t)), "ext-tasks-v2-client.mjs")
 }
+
+// ExtTasksStdioClientScript is testdata/peers/ext-tasks-stdio-client.mjs: the ext-tasks client over stdio, starting
+// its server itself (`aggregator stdio`), answering a task's elicitation and listening for its status.
+func ExtTasksStdioClientScript(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(filepath.Dir(ExtTasksClientScript(t)), "ext-tasks-stdio-client.mjs")
+}
