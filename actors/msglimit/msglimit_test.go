@@ -414,3 +414,111 @@ func TestEventsPaceNotifications(t *testing.T) {
 		}
 	}
 }
+
+// parseEvents reads an event stream's text back into its events, as a parser of the guard's encoding does (the
+// server actor's fast hop did before it read events with NextEvent): a blank line ends an event, data lines are
+// joined by newlines.
+func parseEvents(text string) []Event {
+	var out []Event
+	var ev Event
+	fields := false
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			if fields {
+				out = append(out, ev)
+			}
+			ev, fields = Event{}, false
+			continue
+		}
+		fields = true
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimPrefix(v, " ")
+		switch k {
+		case "event":
+			ev.Name = v
+		case "id":
+			ev.ID = v
+		case "retry":
+			ev.Retry = v
+		case "data":
+			if ev.HasData {
+				ev.Data = append(ev.Data, '\n')
+			}
+			ev.Data, ev.HasData = append(ev.Data, v...), true
+		}
+	}
+	return out
+}
+
+// TestNextEventMatchesRead: a stream read event by event (NextEvent, the fast hop's way) gives the events that
+// reading its guarded text (Read) and parsing it gives: the same bounds, replacements of oversized messages, event
+// ids and errors, and the budget given back. An event-by-event reader that skipped a bound or a replacement fails.
+func TestNextEventMatchesRead(t *testing.T) {
+	const limit = 1000
+	ok := `{"jsonrpc":"2.0","id":9,"result":{}}`
+	cases := []struct {
+		name, in, fallback string
+	}{
+		{"exact limit passes", sse(msg(t, "head", "1", limit)), ""},
+		{"limit+1, id at head", sse(msg(t, "head", "1", limit+1)) + sse(ok), ""},
+		{"id at tail, TypeScript order", sse(msg(t, "tail", `"s"`, 50_000)), ""},
+		{"far over, budget buffers", sse(msg(t, "head", "8", 300_000)) + sse(ok), ""},
+		{"no id, fallback", sse(msg(t, "none", "", 5000)) + sse(ok), "12"},
+		{"no id, no fallback fails", sse(ok) + sse(msg(t, "none", "", 5000)), ""},
+		{"multiple events and ids", "id: e1\ndata: " + ok + "\n\nid: e2\nevent: message\ndata: " + msg(t, "head", "5", 2000) + "\n\n", ""},
+		{"retry and names", "retry: 10\nevent: other\ndata: x\n\nevent:  message \nid:  7 \ndata: " + ok + "\n\n", ""},
+		{"multi-line data joined", "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":3,\"result\":{}}\n\n", ""},
+		{"split data over the limit", "data: {\"jsonrpc\":\"2.0\",\"id\":3,\ndata: \"result\":\"" + strings.Repeat("y", 2000) + "\"}\n\n", ""},
+		{"CRLF", "event: message\r\ndata: " + ok + "\r\n\r\n", ""},
+		{"comments and priming event", ": ping\n\nid: p\ndata:\n\n", ""},
+		{"oversized request dropped, id kept", "id: r\ndata: " + msg(t, "request", "0", 5000) + "\n\n" + sse(ok), "7"},
+		{"endless event answered at once", "event: message\ndata: " + msg(t, "head", "4", 5000) + "\n\n", "4"},
+		{"last event without blank line", "data: " + ok, ""},
+		{"endpoint too large fails", "event: endpoint\ndata: /" + strings.Repeat("p", 2000) + "\n\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var fb json.RawMessage
+			if tc.fallback != "" {
+				fb = json.RawMessage(tc.fallback)
+			}
+			b := NewBudget(0, 0)
+			g := &Guard{Limit: limit, Account: b.Account()}
+			text, readErr := io.ReadAll(g.Events(io.NopCloser(strings.NewReader(tc.in)), fb))
+			want := parseEvents(string(text))
+
+			src, isSource := g.Events(io.NopCloser(strings.NewReader(tc.in)), fb).(EventSource)
+			if !isSource {
+				t.Fatal("the guarded event stream is not an EventSource")
+			}
+			var got []Event
+			var err error
+			for {
+				var ev Event
+				if ev, err = src.NextEvent(); err != nil {
+					break
+				}
+				ev.Data = append([]byte(nil), ev.Data...) // valid until the next call
+				if len(ev.Data) == 0 {
+					ev.Data = nil
+				}
+				got = append(got, ev)
+			}
+			if (readErr == nil) != errors.Is(err, io.EOF) || readErr != nil && err.Error() != readErr.Error() {
+				t.Fatalf("NextEvent ended with %v, Read with %v", err, readErr)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("NextEvent gave %d events %.300v, Read %d %.300v", len(got), got, len(want), want)
+			}
+			for i := range got {
+				if got[i].Name != want[i].Name || got[i].ID != want[i].ID || got[i].Retry != want[i].Retry ||
+					string(got[i].Data) != string(want[i].Data) {
+					t.Errorf("event %d: NextEvent %+v, Read %+v", i, got[i], want[i])
+				}
+			}
+			if b.Used() != 0 {
+				t.Fatalf("budget still holds %d bytes", b.Used())
+			}
+		})
+	}
+}
