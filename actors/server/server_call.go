@@ -143,7 +143,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
-	a.workers.run(func() {
+	a.workers.Go(func() {
 		defer mx.InFlight(name, -1)
 		defer release()
 		if token != "" {
