@@ -264,6 +264,52 @@ func TestRoundTripper(t *testing.T) {
 	}
 }
 
+// idBody is a POST body that names its request's id (RequestIDer), and whose GetBody must not be needed.
+type idBody struct {
+	*strings.Reader
+	id string
+}
+
+func (b idBody) Close() error                      { return nil }
+func (b idBody) JSONRPCRequestID() json.RawMessage { return json.RawMessage(b.id) }
+
+// TestRoundTripperTakesTheBodysID: a body that names its request's id (the fast hop's) gives the guard the id that
+// answers an oversized message showing none, without the body being read again; a body that names none (a
+// notification's) gets the stream's error, as one whose head shows no request.
+func TestRoundTripperTakesTheBodysID(t *testing.T) {
+	huge := strings.Repeat("z", 50_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"result\":\""+huge+"\"}\n\n")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: (&Guard{Limit: 1000}).RoundTripper(http.DefaultTransport)}
+	for _, tc := range []struct{ id, want string }{
+		{`"hop-7"`, "data: " + tooLargeLine(`"hop-7"`, 1000) + "\n\n"},
+		{"", ""},
+	} {
+		body := `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{}}` // the body's own id is not read
+		req, err := http.NewRequest(http.MethodPost, srv.URL, idBody{strings.NewReader(body), tc.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) {
+			t.Error("the guard read the body again for its id")
+			return io.NopCloser(strings.NewReader(body)), nil
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("id %s: got %.200q (%v), want %.200q", tc.id, got, err, tc.want)
+		}
+	}
+}
+
 func TestTooLarge(t *testing.T) {
 	g := &Guard{Limit: 5}
 	if !TooLarge(ErrorCode, g.tooLargeText()) || TooLarge(-32603, g.tooLargeText()) || TooLarge(ErrorCode, "other") {

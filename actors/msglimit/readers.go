@@ -619,9 +619,25 @@ type limitedBody struct {
 	io.Closer
 }
 
+// RequestIDer is a POST body that knows the id of the JSON-RPC request it carries (nil for a notification or a
+// response): the guard takes the id from it instead of reading the body's head again (the server actor's fast hop,
+// issue 26). The id must be what the body's "id" is.
+type RequestIDer interface {
+	JSONRPCRequestID() json.RawMessage
+}
+
 // requestID is the id of the JSON-RPC call a POST carries (nil for a notification, a response or no body).
 func (t *roundTripper) requestID(req *http.Request) json.RawMessage {
-	if req.Method != http.MethodPost || req.GetBody == nil {
+	if req.Method != http.MethodPost {
+		return nil
+	}
+	if b, ok := req.Body.(RequestIDer); ok {
+		if id := b.JSONRPCRequestID(); len(id) > 0 {
+			return id
+		}
+		return nil
+	}
+	if req.GetBody == nil {
 		return nil
 	}
 	rc, err := req.GetBody()

@@ -221,12 +221,37 @@ const (
 	hopViaHeader       = "Mcp-Aggregator-Via"
 )
 
-// post sends one JSON-RPC message on the session.
-func (h *fastHop) post(ctx context.Context, sid, version string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(body))
+// hopBody is the body of a hop's POST: its bytes, and the id of the request they carry (nil for a notification or a
+// response), which the message guard takes from it instead of reading the body's head again
+// (msglimit.RequestIDer; TestRoundTripperTakesTheBodysID, TestFastHopBehavesAsTheGoSDK/big-noid).
+type hopBody struct {
+	bytes.Reader
+	data []byte
+	id   json.RawMessage
+}
+
+func (b *hopBody) Close() error { return nil }
+
+// JSONRPCRequestID implements msglimit.RequestIDer.
+func (b *hopBody) JSONRPCRequestID() json.RawMessage { return b.id }
+
+// reopen is the request's GetBody: the same bytes from the start (a redirect, a retry on a fresh connection).
+func (b *hopBody) reopen() (io.ReadCloser, error) {
+	c := &hopBody{data: b.data, id: b.id}
+	c.Reset(b.data)
+	return c, nil
+}
+
+// post sends one JSON-RPC message on the session; id is the JSON text of its request id (nil for a notification or
+// a response).
+func (h *fastHop) post(ctx context.Context, sid, version string, body, id []byte) (*http.Response, error) {
+	hb := &hopBody{data: body, id: id}
+	hb.Reset(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, hb)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength, req.GetBody = int64(len(body)), hb.reopen
 	// The headers by their canonical names in one map and one slice of values; with the request id and the hop
 	// header already set, the session's transport sends the request without copying it (backend.Conn.HopID).
 	vals := [6]string{"application/json", "application/json, text/event-stream", version, sid}
@@ -249,7 +274,7 @@ func (h *fastHop) post(ctx context.Context, sid, version string, body []byte) (*
 // send POSTs the call and reads its answer.
 func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, version string, body, id []byte) (json.RawMessage, error) {
 	const summary = `sending "tools/call"`
-	resp, err := h.post(ctx, sid, version, body)
+	resp, err := h.post(ctx, sid, version, body, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", summary, errRejected, err)
 	}
@@ -641,7 +666,7 @@ func (h *fastHop) handle(ctx context.Context, sess *mcp.ClientSession, sid, vers
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if resp, err := h.post(pctx, sid, version, body); err == nil {
+	if resp, err := h.post(pctx, sid, version, body, nil); err == nil {
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
 	}
@@ -693,7 +718,7 @@ func (h *fastHop) cancelled(sess *mcp.ClientSession, sid, version string, id []b
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), taskCancelTimeout)
 		defer cancel()
-		if resp, err := h.post(ctx, sid, version, body); err == nil {
+		if resp, err := h.post(ctx, sid, version, body, nil); err == nil {
 			_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 			_ = resp.Body.Close()
 		}

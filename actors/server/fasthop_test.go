@@ -149,6 +149,8 @@ func (h *hostileHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "big":
 		sse(w, result(strings.Repeat("x", 200<<10)))
+	case "big-noid": // the guard answers with the POST's own id (the hop's body names it)
+		sse(w, `{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"`+strings.Repeat("x", 200<<10)+`"}]}}`)
 	case "endless":
 		sse(w)
 		for r.Context().Err() == nil {
@@ -340,6 +342,7 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 		}},
 		{tool: "sampling", stream: true, want: outcome{text: "sampling answered"}},
 		{tool: "big", stream: true, want: outcome{code: errcode.ResponseTooLarge}},
+		{tool: "big-noid", stream: true, want: outcome{code: errcode.ResponseTooLarge}},
 		{tool: "endless", stream: true, timeout: time.Second, want: outcome{code: errcode.RequestTimeout}, check: func(t *testing.T, r *hopRig) {
 			deadline := time.Now().Add(5 * time.Second)
 			for r.hostile.cancels.Load() == 0 && time.Now().Before(deadline) {
