@@ -71,7 +71,7 @@ func (s *System) call(ctx context.Context, r routing.Route, argsJSON []byte, pro
 		defer s.sys.Root.Stop(pid)
 		msg.ProgressTo = &pb.PID{Address: pid.Address, Id: pid.Id}
 	}
-	if stop := server.AttachRelay(ctx, s.sys, msg); stop != nil {
+	if stop := server.AttachRelay(ctx, s.sys, msg, s.relayEnds); stop != nil {
 		defer stop()
 	}
 	res, err := s.askServer(ctx, r.ServerID, msg, deadline)

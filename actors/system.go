@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/server"
 	"github.com/mcpgw/aggregator/gateway/policy"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/gopool"
 	"github.com/mcpgw/aggregator/internal/hooks"
 	"github.com/mcpgw/aggregator/internal/quietlog"
 	"github.com/mcpgw/aggregator/metrics"
@@ -51,6 +52,8 @@ type System struct {
 	// guardian supervises the node's singleton actors with our strategy (see Start).
 	guardian actor.PropsOption
 	callSeq  atomic.Uint64 // request ids of calls, so a caller that leaves can cancel its call
+	// relayEnds ends relayed calls' relays after their grace, on one timer for the node (server.AttachRelay).
+	relayEnds *gopool.Later
 	// calls counts the tool calls between a front end's ask and its answer, and refuses new ones once draining.
 	calls callGate
 	// feed sends this process's events to the other processes on the store and delivers theirs (nil: the store
@@ -139,7 +142,7 @@ func Start(ctx context.Context, deps Deps) (*System, error) {
 	sys := actor.NewActorSystemWithConfig(actor.Configure(opts...))
 	// The node id names this process everywhere: as the owner of leases and, in a cluster, as the member.
 	sys.ID = d.NodeID
-	s := &System{deps: d, sys: sys, pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
+	s := &System{deps: d, sys: sys, relayEnds: server.NewRelayLater(), pinHashes: routing.NewPinHashes(), served: routing.NewVersions(), routes: &atomic.Pointer[routing.RouteTable]{}, hooks: &routeHooks{},
 		reconciler: &placement.Reconciler{}, restarts: newRestartCounter(sys)}
 	s.routes.Store(routing.BuildRouteTable(nil, nil, d.Config.AliasSeparator, 0, nil, nil, nil))
 	fail := func(err error) (*System, error) {

@@ -264,6 +264,52 @@ func TestRoundTripper(t *testing.T) {
 	}
 }
 
+// idBody is a POST body that names its request's id (RequestIDer), and whose GetBody must not be needed.
+type idBody struct {
+	*strings.Reader
+	id string
+}
+
+func (b idBody) Close() error                      { return nil }
+func (b idBody) JSONRPCRequestID() json.RawMessage { return json.RawMessage(b.id) }
+
+// TestRoundTripperTakesTheBodysID: a body that names its request's id (the fast hop's) gives the guard the id that
+// answers an oversized message showing none, without the body being read again; a body that names none (a
+// notification's) gets the stream's error, as one whose head shows no request.
+func TestRoundTripperTakesTheBodysID(t *testing.T) {
+	huge := strings.Repeat("z", 50_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"result\":\""+huge+"\"}\n\n")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: (&Guard{Limit: 1000}).RoundTripper(http.DefaultTransport)}
+	for _, tc := range []struct{ id, want string }{
+		{`"hop-7"`, "data: " + tooLargeLine(`"hop-7"`, 1000) + "\n\n"},
+		{"", ""},
+	} {
+		body := `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{}}` // the body's own id is not read
+		req, err := http.NewRequest(http.MethodPost, srv.URL, idBody{strings.NewReader(body), tc.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(body))
+		req.GetBody = func() (io.ReadCloser, error) {
+			t.Error("the guard read the body again for its id")
+			return io.NopCloser(strings.NewReader(body)), nil
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != tc.want || (tc.want == "") != (err != nil) {
+			t.Errorf("id %s: got %.200q (%v), want %.200q", tc.id, got, err, tc.want)
+		}
+	}
+}
+
 func TestTooLarge(t *testing.T) {
 	g := &Guard{Limit: 5}
 	if !TooLarge(ErrorCode, g.tooLargeText()) || TooLarge(-32603, g.tooLargeText()) || TooLarge(ErrorCode, "other") {
@@ -412,5 +458,113 @@ func TestEventsPaceNotifications(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the stream lost %s:\n%s", want, out)
 		}
+	}
+}
+
+// parseEvents reads an event stream's text back into its events, as a parser of the guard's encoding does (the
+// server actor's fast hop did before it read events with NextEvent): a blank line ends an event, data lines are
+// joined by newlines.
+func parseEvents(text string) []Event {
+	var out []Event
+	var ev Event
+	fields := false
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			if fields {
+				out = append(out, ev)
+			}
+			ev, fields = Event{}, false
+			continue
+		}
+		fields = true
+		k, v, _ := strings.Cut(line, ":")
+		v = strings.TrimPrefix(v, " ")
+		switch k {
+		case "event":
+			ev.Name = v
+		case "id":
+			ev.ID = v
+		case "retry":
+			ev.Retry = v
+		case "data":
+			if ev.HasData {
+				ev.Data = append(ev.Data, '\n')
+			}
+			ev.Data, ev.HasData = append(ev.Data, v...), true
+		}
+	}
+	return out
+}
+
+// TestNextEventMatchesRead: a stream read event by event (NextEvent, the fast hop's way) gives the events that
+// reading its guarded text (Read) and parsing it gives: the same bounds, replacements of oversized messages, event
+// ids and errors, and the budget given back. An event-by-event reader that skipped a bound or a replacement fails.
+func TestNextEventMatchesRead(t *testing.T) {
+	const limit = 1000
+	ok := `{"jsonrpc":"2.0","id":9,"result":{}}`
+	cases := []struct {
+		name, in, fallback string
+	}{
+		{"exact limit passes", sse(msg(t, "head", "1", limit)), ""},
+		{"limit+1, id at head", sse(msg(t, "head", "1", limit+1)) + sse(ok), ""},
+		{"id at tail, TypeScript order", sse(msg(t, "tail", `"s"`, 50_000)), ""},
+		{"far over, budget buffers", sse(msg(t, "head", "8", 300_000)) + sse(ok), ""},
+		{"no id, fallback", sse(msg(t, "none", "", 5000)) + sse(ok), "12"},
+		{"no id, no fallback fails", sse(ok) + sse(msg(t, "none", "", 5000)), ""},
+		{"multiple events and ids", "id: e1\ndata: " + ok + "\n\nid: e2\nevent: message\ndata: " + msg(t, "head", "5", 2000) + "\n\n", ""},
+		{"retry and names", "retry: 10\nevent: other\ndata: x\n\nevent:  message \nid:  7 \ndata: " + ok + "\n\n", ""},
+		{"multi-line data joined", "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":3,\"result\":{}}\n\n", ""},
+		{"split data over the limit", "data: {\"jsonrpc\":\"2.0\",\"id\":3,\ndata: \"result\":\"" + strings.Repeat("y", 2000) + "\"}\n\n", ""},
+		{"CRLF", "event: message\r\ndata: " + ok + "\r\n\r\n", ""},
+		{"comments and priming event", ": ping\n\nid: p\ndata:\n\n", ""},
+		{"oversized request dropped, id kept", "id: r\ndata: " + msg(t, "request", "0", 5000) + "\n\n" + sse(ok), "7"},
+		{"endless event answered at once", "event: message\ndata: " + msg(t, "head", "4", 5000) + "\n\n", "4"},
+		{"last event without blank line", "data: " + ok, ""},
+		{"endpoint too large fails", "event: endpoint\ndata: /" + strings.Repeat("p", 2000) + "\n\n", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var fb json.RawMessage
+			if tc.fallback != "" {
+				fb = json.RawMessage(tc.fallback)
+			}
+			b := NewBudget(0, 0)
+			g := &Guard{Limit: limit, Account: b.Account()}
+			text, readErr := io.ReadAll(g.Events(io.NopCloser(strings.NewReader(tc.in)), fb))
+			want := parseEvents(string(text))
+
+			src, isSource := g.Events(io.NopCloser(strings.NewReader(tc.in)), fb).(EventSource)
+			if !isSource {
+				t.Fatal("the guarded event stream is not an EventSource")
+			}
+			var got []Event
+			var err error
+			for {
+				var ev Event
+				if ev, err = src.NextEvent(); err != nil {
+					break
+				}
+				ev.Data = append([]byte(nil), ev.Data...) // valid until the next call
+				if len(ev.Data) == 0 {
+					ev.Data = nil
+				}
+				got = append(got, ev)
+			}
+			if (readErr == nil) != errors.Is(err, io.EOF) || readErr != nil && err.Error() != readErr.Error() {
+				t.Fatalf("NextEvent ended with %v, Read with %v", err, readErr)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("NextEvent gave %d events %.300v, Read %d %.300v", len(got), got, len(want), want)
+			}
+			for i := range got {
+				if got[i].Name != want[i].Name || got[i].ID != want[i].ID || got[i].Retry != want[i].Retry ||
+					string(got[i].Data) != string(want[i].Data) {
+					t.Errorf("event %d: NextEvent %+v, Read %+v", i, got[i], want[i])
+				}
+			}
+			if b.Used() != 0 {
+				t.Fatalf("budget still holds %d bytes", b.Used())
+			}
+		})
 	}
 }

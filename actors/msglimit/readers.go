@@ -189,6 +189,62 @@ type eventReader struct {
 	hasData         bool
 	hasFields       bool
 	skip            bool // the rest of the current event was already answered: discard it
+
+	// raw: read by NextEvent, which takes each event as its fields and data instead of re-encoded as text; ev is
+	// the event next() completed (ready).
+	raw   bool
+	ready bool
+	ev    Event
+}
+
+// Event is one event of a guarded event stream as NextEvent hands it over: what Read would have encoded, as the
+// fields an event-stream parser reads back from that encoding (the data lines joined by newlines, as the stream
+// sent them or replaced by an error response when over the limit).
+type Event struct {
+	Name, ID, Retry string
+	// Data is valid until the next call of NextEvent or Read.
+	Data    []byte
+	HasData bool
+}
+
+// EventSource is a guarded event stream read event by event: the body Events returns. A reader that parses the
+// events itself (the server actor's fast hop) takes them as they are instead of re-encoded as text by the guard
+// and parsed again (issue 26). NextEvent and Read must not be mixed on one stream, except that Read may drain what
+// is left after NextEvent.
+type EventSource interface {
+	NextEvent() (Event, error)
+}
+
+// NextEvent returns the next event of the stream, or the error that ended it: the events, replacements and bounds
+// of Read, without their encoding.
+func (r *eventReader) NextEvent() (Event, error) {
+	r.raw = true
+	r.ready, r.out = false, nil
+	for !r.ready {
+		// The previous event's buffer and reservation are given back, as Read's serve does once it is drained.
+		r.g.account().release(r.held)
+		r.held = 0
+		if r.whole != nil {
+			r.g.account().recycle(r.whole)
+			r.whole = nil
+		}
+		if r.err != nil {
+			if r.src != nil {
+				r.g.recycle(r.src)
+				r.src = nil
+			}
+			return Event{}, r.err
+		}
+		r.next()
+	}
+	ev := r.ev
+	r.ready, r.ev = false, Event{}
+	return ev, nil
+}
+
+// put completes an event read by NextEvent.
+func (r *eventReader) put(ev Event) {
+	r.ev, r.ready = ev, true
 }
 
 // Read hands the go-sdk the next message; once the stream has ended, the line buffer goes back to the guard.
@@ -314,6 +370,12 @@ func (r *eventReader) endPOST() {
 
 // answer encodes the replacement of the current, oversized event and resets the event.
 func (r *eventReader) answer(id json.RawMessage) []byte {
+	if r.raw {
+		r.put(Event{Name: r.name, ID: r.id, Data: errorResponse(id, r.c.over.Error()), HasData: true})
+		r.c.reset()
+		r.name, r.id, r.retry, r.hasData, r.hasFields = "", "", "", false, false
+		return nil
+	}
 	var b bytes.Buffer
 	if r.name != "" {
 		b.WriteString("event: " + r.name + "\n")
@@ -372,6 +434,17 @@ func (r *eventReader) emit() bool {
 			r.c.reset()
 			return false
 		}
+		if r.raw {
+			// The event as it is: its data stays in the collector's buffer, which moves with its reservation.
+			if hasData && r.g != nil && r.g.Pace != nil && isNotification(r.c.buf) {
+				r.g.Pace()
+			}
+			data := r.c.buf
+			r.take(&r.c, data)
+			r.out = nil
+			r.put(Event{Name: name, ID: id, Retry: retry, Data: data, HasData: hasData})
+			return true
+		}
 		// Exactly what the encoding takes, from the recycled buffers when it is large.
 		size := len(r.c.buf) + 7*(bytes.Count(r.c.buf, []byte{'\n'})+1) + len(name) + len(id) + len(retry) + 32
 		if size >= SmallMessage {
@@ -407,6 +480,10 @@ func (r *eventReader) emit() bool {
 		if id == "" {
 			return false
 		}
+		if r.raw {
+			r.put(Event{ID: id})
+			return true
+		}
 		name, retry = "", ""
 		header(&b)
 		b.WriteByte('\n')
@@ -419,6 +496,11 @@ func (r *eventReader) emit() bool {
 	if msgID == nil {
 		r.err = streamError(why.Error())
 		return false
+	}
+	if r.raw {
+		r.put(Event{Name: name, ID: id, Retry: retry, Data: errorResponse(msgID, why.Error()), HasData: true})
+		r.endPOST()
+		return true
 	}
 	header(&b)
 	b.WriteString("data: ")
@@ -537,9 +619,25 @@ type limitedBody struct {
 	io.Closer
 }
 
+// RequestIDer is a POST body that knows the id of the JSON-RPC request it carries (nil for a notification or a
+// response): the guard takes the id from it instead of reading the body's head again (the server actor's fast hop,
+// issue 26). The id must be what the body's "id" is.
+type RequestIDer interface {
+	JSONRPCRequestID() json.RawMessage
+}
+
 // requestID is the id of the JSON-RPC call a POST carries (nil for a notification, a response or no body).
 func (t *roundTripper) requestID(req *http.Request) json.RawMessage {
-	if req.Method != http.MethodPost || req.GetBody == nil {
+	if req.Method != http.MethodPost {
+		return nil
+	}
+	if b, ok := req.Body.(RequestIDer); ok {
+		if id := b.JSONRPCRequestID(); len(id) > 0 {
+			return id
+		}
+		return nil
+	}
+	if req.GetBody == nil {
 		return nil
 	}
 	rc, err := req.GetBody()

@@ -20,6 +20,7 @@ import (
 	segjson "github.com/segmentio/encoding/json"
 
 	"github.com/mcpgw/aggregator/actors/backend"
+	"github.com/mcpgw/aggregator/actors/msglimit"
 	"github.com/mcpgw/aggregator/actors/requestid"
 	"github.com/mcpgw/aggregator/internal/strictjson"
 )
@@ -74,6 +75,7 @@ type fastHop struct {
 	off    atomic.Bool
 	nextID atomic.Uint64
 	taken  atomic.Uint64 // calls sent by the hop (tests)
+	events atomic.Uint64 // streams read event by event from the message guard (tests)
 	lines  sync.Pool     // of *bufio.Reader: the stream readers of finished calls
 }
 
@@ -219,12 +221,37 @@ const (
 	hopViaHeader       = "Mcp-Aggregator-Via"
 )
 
-// post sends one JSON-RPC message on the session.
-func (h *fastHop) post(ctx context.Context, sid, version string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(body))
+// hopBody is the body of a hop's POST: its bytes, and the id of the request they carry (nil for a notification or a
+// response), which the message guard takes from it instead of reading the body's head again
+// (msglimit.RequestIDer; TestRoundTripperTakesTheBodysID, TestFastHopBehavesAsTheGoSDK/big-noid).
+type hopBody struct {
+	bytes.Reader
+	data []byte
+	id   json.RawMessage
+}
+
+func (b *hopBody) Close() error { return nil }
+
+// JSONRPCRequestID implements msglimit.RequestIDer.
+func (b *hopBody) JSONRPCRequestID() json.RawMessage { return b.id }
+
+// reopen is the request's GetBody: the same bytes from the start (a redirect, a retry on a fresh connection).
+func (b *hopBody) reopen() (io.ReadCloser, error) {
+	c := &hopBody{data: b.data, id: b.id}
+	c.Reset(b.data)
+	return c, nil
+}
+
+// post sends one JSON-RPC message on the session; id is the JSON text of its request id (nil for a notification or
+// a response).
+func (h *fastHop) post(ctx context.Context, sid, version string, body, id []byte) (*http.Response, error) {
+	hb := &hopBody{data: body, id: id}
+	hb.Reset(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, hb)
 	if err != nil {
 		return nil, err
 	}
+	req.ContentLength, req.GetBody = int64(len(body)), hb.reopen
 	// The headers by their canonical names in one map and one slice of values; with the request id and the hop
 	// header already set, the session's transport sends the request without copying it (backend.Conn.HopID).
 	vals := [6]string{"application/json", "application/json, text/event-stream", version, sid}
@@ -247,7 +274,7 @@ func (h *fastHop) post(ctx context.Context, sid, version string, body []byte) (*
 // send POSTs the call and reads its answer.
 func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, version string, body, id []byte) (json.RawMessage, error) {
 	const summary = `sending "tools/call"`
-	resp, err := h.post(ctx, sid, version, body)
+	resp, err := h.post(ctx, sid, version, body, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", summary, errRejected, err)
 	}
@@ -391,6 +418,9 @@ func (h *fastHop) readStream(ctx context.Context, sess *mcp.ClientSession, sid, 
 // processStream reads one SSE response. done: the call's answer (res or err) was read; otherwise the stream ended
 // without it, after event lastID (retry delay as the stream said).
 func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
+	if src, ok := resp.Body.(msglimit.EventSource); ok {
+		return h.processEvents(ctx, sess, sid, version, resp, src, id)
+	}
 	br, _ := h.lines.Get().(*bufio.Reader)
 	if br == nil {
 		br = bufio.NewReaderSize(resp.Body, 4096)
@@ -406,6 +436,7 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 	var data []byte
 	var name string
 	hasData := false
+	st := streamState{}
 	for {
 		line, rerr := readLine(br, h.maxEvent)
 		if rerr != nil {
@@ -416,7 +447,7 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 				h.fail(sess)
 				return nil, true, "", 0, fmt.Errorf(`sending "tools/call": %v`, rerr)
 			}
-			return nil, false, lastID, delay, nil // the stream ended (or broke): resume or report
+			return nil, false, st.lastID, st.delay, nil // the stream ended (or broke): resume or report
 		}
 		if len(line) > 0 {
 			field, value, _ := bytes.Cut(line, []byte(":"))
@@ -425,12 +456,9 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 			case "event":
 				name = string(value)
 			case "id":
-				lastID = string(value)
-				h.off.Store(true) // resumable streams: later calls go to the go-sdk
+				h.eventID(&st, string(value))
 			case "retry":
-				if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
-					delay = time.Duration(n) * time.Millisecond
-				}
+				st.retry(string(value))
 			case "data":
 				if hasData {
 					data = append(data, '\n')
@@ -446,24 +474,87 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 		// A blank line ends the event.
 		ev, evName := data, name
 		data, name, hasData = data[:0], "", false
-		if len(ev) == 0 || evName != "" && evName != "message" {
-			continue
+		if res, done, err = h.event(ctx, sess, sid, version, evName, ev, id); done {
+			return res, true, "", 0, err
 		}
-		m, derr := decodeMessage(ev)
-		if derr != nil {
-			h.fail(sess)
-			return nil, true, "", 0, fmt.Errorf(`sending "tools/call": failed to decode event: %v`, derr)
-		}
-		if m.Method != "" {
-			h.handle(ctx, sess, sid, version, m)
-			continue
-		}
-		if !bytes.Equal(m.ID, id) {
-			continue // another request's answer: the go-sdk would not give it to this call either
-		}
-		res, err = answer(m)
-		return res, true, "", 0, err
 	}
+}
+
+// streamState is what the events of one stream leave for its resumption: the last event id and retry delay.
+type streamState struct {
+	lastID string
+	delay  time.Duration
+}
+
+// eventID notes an event id: the stream can be resumed from it, and the session's later calls go to the go-sdk
+// (resumable streams).
+func (h *fastHop) eventID(st *streamState, id string) {
+	st.lastID = id
+	h.off.Store(true)
+}
+
+// retry notes a retry field (milliseconds).
+func (st *streamState) retry(v string) {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		st.delay = time.Duration(n) * time.Millisecond
+	}
+}
+
+// processEvents is processStream on a stream the message guard reads (every response of a session dialled by
+// backend.Dial): its events are taken as the guard completed them, with the guard's bounds and replacements, instead
+// of re-encoded as text by the guard and parsed again here (issue 26). The fields are the ones the text parser
+// above reads back from the guard's encoding (TestFastHopReadsGuardedEvents).
+func (h *fastHop) processEvents(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, src msglimit.EventSource, id []byte) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
+	h.events.Add(1)
+	defer func() {
+		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
+		_ = resp.Body.Close()
+	}()
+	st := streamState{}
+	for {
+		ev, rerr := src.NextEvent()
+		if rerr != nil {
+			if ctx.Err() != nil {
+				return nil, true, "", 0, ctx.Err()
+			}
+			return nil, false, st.lastID, st.delay, nil // the stream ended (or broke): resume or report
+		}
+		if ev.ID != "" {
+			h.eventID(&st, ev.ID)
+		}
+		if ev.Retry != "" {
+			st.retry(ev.Retry)
+		}
+		if len(ev.Data) > h.maxEvent {
+			h.fail(sess)
+			return nil, true, "", 0, fmt.Errorf(`sending "tools/call": %v`, errEventTooLarge)
+		}
+		if res, done, err = h.event(ctx, sess, sid, version, ev.Name, ev.Data, id); done {
+			return res, true, "", 0, err
+		}
+	}
+}
+
+// event handles one complete event of the call's stream; done when it was the call's answer (res or err) or broke
+// the session.
+func (h *fastHop) event(ctx context.Context, sess *mcp.ClientSession, sid, version, name string, data, id []byte) (res json.RawMessage, done bool, err error) {
+	if len(data) == 0 || name != "" && name != "message" {
+		return nil, false, nil
+	}
+	m, derr := decodeMessage(data)
+	if derr != nil {
+		h.fail(sess)
+		return nil, true, fmt.Errorf(`sending "tools/call": failed to decode event: %v`, derr)
+	}
+	if m.Method != "" {
+		h.handle(ctx, sess, sid, version, m)
+		return nil, false, nil
+	}
+	if !bytes.Equal(m.ID, id) {
+		return nil, false, nil // another request's answer: the go-sdk would not give it to this call either
+	}
+	res, err = answer(m)
+	return res, true, err
 }
 
 // errEventTooLarge refuses an SSE line or event beyond the bound.
@@ -575,7 +666,7 @@ func (h *fastHop) handle(ctx context.Context, sess *mcp.ClientSession, sid, vers
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if resp, err := h.post(pctx, sid, version, body); err == nil {
+	if resp, err := h.post(pctx, sid, version, body, nil); err == nil {
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
 	}
@@ -627,7 +718,7 @@ func (h *fastHop) cancelled(sess *mcp.ClientSession, sid, version string, id []b
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), taskCancelTimeout)
 		defer cancel()
-		if resp, err := h.post(ctx, sid, version, body); err == nil {
+		if resp, err := h.post(ctx, sid, version, body, nil); err == nil {
 			_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 			_ = resp.Body.Close()
 		}

@@ -149,6 +149,8 @@ func (h *hostileHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "big":
 		sse(w, result(strings.Repeat("x", 200<<10)))
+	case "big-noid": // the guard answers with the POST's own id (the hop's body names it)
+		sse(w, `{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"`+strings.Repeat("x", 200<<10)+`"}]}}`)
 	case "endless":
 		sse(w)
 		for r.Context().Err() == nil {
@@ -316,11 +318,14 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 		timeout time.Duration
 		want    outcome
 		check   func(t *testing.T, r *hopRig)
+		// stream: the backend answers with an event stream, which the hop takes event by event from the message
+		// guard (processEvents), never as the guard's re-encoded text.
+		stream bool
 	}{
-		{tool: "echo", want: outcome{text: `{"a":1}`}},
+		{tool: "echo", stream: true, want: outcome{text: `{"a":1}`}},
 		{tool: "json", want: outcome{text: "json"}},
-		{tool: "error", want: outcome{code: errcode.ExecutionFailed}},
-		{tool: "log", want: outcome{text: "logged"}, check: func(t *testing.T, r *hopRig) {
+		{tool: "error", stream: true, want: outcome{code: errcode.ExecutionFailed}},
+		{tool: "log", stream: true, want: outcome{text: "logged"}, check: func(t *testing.T, r *hopRig) {
 			select {
 			case l := <-r.logs:
 				if l != "hello" {
@@ -330,14 +335,15 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				t.Error("the backend's log message did not reach the client's handler")
 			}
 		}},
-		{tool: "roots", want: outcome{text: `roots {"roots":[{"uri":"file:///work"}]}`}, check: func(t *testing.T, r *hopRig) {
+		{tool: "roots", stream: true, want: outcome{text: `roots {"roots":[{"uri":"file:///work"}]}`}, check: func(t *testing.T, r *hopRig) {
 			if r.roots.Load() != 1 {
 				t.Errorf("roots/list reached the chain %d times, want 1", r.roots.Load())
 			}
 		}},
-		{tool: "sampling", want: outcome{text: "sampling answered"}},
-		{tool: "big", want: outcome{code: errcode.ResponseTooLarge}},
-		{tool: "endless", timeout: time.Second, want: outcome{code: errcode.RequestTimeout}, check: func(t *testing.T, r *hopRig) {
+		{tool: "sampling", stream: true, want: outcome{text: "sampling answered"}},
+		{tool: "big", stream: true, want: outcome{code: errcode.ResponseTooLarge}},
+		{tool: "big-noid", stream: true, want: outcome{code: errcode.ResponseTooLarge}},
+		{tool: "endless", stream: true, timeout: time.Second, want: outcome{code: errcode.RequestTimeout}, check: func(t *testing.T, r *hopRig) {
 			deadline := time.Now().Add(5 * time.Second)
 			for r.hostile.cancels.Load() == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
@@ -346,14 +352,14 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				t.Errorf("the backend got %d notifications/cancelled for the call given up, want 1", r.hostile.cancels.Load())
 			}
 		}},
-		{tool: "wrongid", want: outcome{code: errcode.ServerUnavailable}},
-		{tool: "garbage", want: outcome{code: errcode.ServerUnavailable, ended: true}},
+		{tool: "wrongid", stream: true, want: outcome{code: errcode.ServerUnavailable}},
+		{tool: "garbage", stream: true, want: outcome{code: errcode.ServerUnavailable, ended: true}},
 		{tool: "garbage-json", want: outcome{code: errcode.ServerUnavailable, ended: true}},
 		{tool: "status500", want: outcome{code: errcode.ServerUnavailable}},
 		{tool: "status400", want: outcome{code: errcode.ServerUnavailable, ended: true}},
 		{tool: "status503", want: outcome{code: errcode.ServerUnavailable}},
 		{tool: "gone", want: outcome{code: errcode.ServerUnavailable, ended: true}},
-		{tool: "resume", want: outcome{text: "resumed"}},
+		{tool: "resume", stream: true, want: outcome{text: "resumed"}},
 	}
 	for _, tc := range tests {
 		for _, fast := range []bool{false, true} {
@@ -382,6 +388,9 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				}
 				if fast && r.hop.taken.Load() != 1 {
 					t.Errorf("the hop sent %d calls, want 1", r.hop.taken.Load())
+				}
+				if fast && tc.stream && r.hop.events.Load() == 0 {
+					t.Errorf("the hop read the call's event stream as text, not event by event from the message guard")
 				}
 				if n := r.hostile.calls.Load(); n != 1 {
 					t.Errorf("the backend got the call %d times, want once", n)

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/internal/msg"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/gopool"
 	"github.com/mcpgw/aggregator/internal/retry"
 	"github.com/mcpgw/aggregator/persistence"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -142,7 +143,7 @@ type serverActor struct {
 	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
 	userProxies map[string]userProxy
 	// workers run the calls (callTool), on goroutines that keep their grown stacks from one call to the next.
-	workers *workers
+	workers *gopool.Pool
 }
 
 // Props is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
@@ -150,8 +151,8 @@ type serverActor struct {
 func Props(d *Deps, id, deadOwner string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: map[uint64]context.CancelCauseFunc{},
-			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: newWorkers()}
-	})
+			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: gopool.New()}
+	}, actor.WithDispatcher(dispatcher{p: gopool.New()}))
 }
 
 // Receive implements actor.Actor.

@@ -92,15 +92,30 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	params := &mcp.CallToolParams{Name: m.Tool, Arguments: args}
-	if m.RequestId != "" {
-		params.Meta = mcp.Meta{RequestIDMetaKey: m.RequestId}
+	// The fast hop (fasthop.go) takes a plain call on the server's own streamable HTTP session, decided here, before
+	// anything is sent: the go-sdk session serves everything else.
+	var hop *fastHop
+	var hopSess *mcp.ClientSession
+	if key == "" && m.ResumeBackendTask == "" && m.ProgressTo == nil && !(m.TaskTtlMs > 0 && tw.supported(m.Tool)) &&
+		!a.relay.asked.Load() && !trace.SpanContextFromContext(cctx).IsValid() && json.Valid(args) {
+		if s, ok := a.sess.hop.ready(); ok && s == sess {
+			hop, hopSess = a.sess.hop, s
+		}
 	}
+	// The go-sdk's params, for every way but the hop's, which writes the request itself: a call it takes allocates
+	// neither them nor the map of their _meta (issue 26).
+	var params *mcp.CallToolParams
 	var token string
-	if m.ProgressTo != nil {
-		token = fmt.Sprintf("%s/%d/%d", a.id, a.gen, id)
-		params.SetProgressToken(token)
-		a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
+	if hop == nil {
+		params = &mcp.CallToolParams{Name: m.Tool, Arguments: args}
+		if m.RequestId != "" {
+			params.Meta = mcp.Meta{RequestIDMetaKey: m.RequestId}
+		}
+		if m.ProgressTo != nil {
+			token = fmt.Sprintf("%s/%d/%d", a.id, a.gen, id)
+			params.SetProgressToken(token)
+			a.progress.Store(token, actor.NewPID(m.ProgressTo.Address, m.ProgressTo.Id))
+		}
 	}
 	stdio := a.sess.b != nil && a.sess.b.Stdio()
 	var recordTask func(string)
@@ -126,19 +141,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		}
 		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo, task)
 	}
-	// The fast hop (fasthop.go) takes a plain call on the server's own streamable HTTP session, decided here, before
-	// anything is sent: the go-sdk session serves everything else.
-	var hop *fastHop
-	var hopSess *mcp.ClientSession
-	if key == "" && m.ResumeBackendTask == "" && m.ProgressTo == nil && !(m.TaskTtlMs > 0 && tw.supported(m.Tool)) &&
-		!a.relay.asked.Load() && !trace.SpanContextFromContext(cctx).IsValid() && json.Valid(args) {
-		if s, ok := a.sess.hop.ready(); ok && s == sess {
-			hop, hopSess = a.sess.hop, s
-		}
-	}
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
-	a.workers.run(func() {
+	a.workers.Go(func() {
 		defer mx.InFlight(name, -1)
 		defer release()
 		if token != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/gateway/tasks"
+	"github.com/mcpgw/aggregator/internal/gopool"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
 )
 
@@ -91,6 +92,9 @@ func (r *relayState) logTarget() (*actor.PID, bool) {
 
 // relayGrace is how long a relayed call's log messages are still attributed to it after its result (see end).
 const relayGrace = 200 * time.Millisecond
+
+// NewRelayLater is the node's runner of relays' ends for AttachRelay: after relayGrace.
+func NewRelayLater() *gopool.Later { return gopool.NewLater(relayGrace) }
 
 // target is the PID of the sole call in flight, or an error for the backend.
 func (r *relayState) target(method string) (*actor.PID, error) {
@@ -276,7 +280,10 @@ func WithRelay(ctx context.Context, r Relay) context.Context {
 // Most relayed calls never hear from their backend (a client that declares roots, as the go-sdk's does by
 // default, has every call relayed), so the actor is spawned only when the backend first asks or logs something:
 // until then the call's relay PID names a lazyRelay, a bare process in the registry (no mailbox, no goroutine).
-func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool) func() {
+//
+// later runs the relay's end after relayGrace (nil: a timer of the call's own); one for the node, so that a call
+// does not cost a timer and a goroutine of its own for it (issue 26).
+func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool, later *gopool.Later) func() {
 	r, ok := ctx.Value(relayKey{}).(Relay)
 	if !ok || r == nil {
 		return nil
@@ -327,12 +334,17 @@ func AttachRelay(ctx context.Context, sys *actor.ActorSystem, call *pb.CallTool)
 	root := sys.Root
 	return func() {
 		lazy.done.Store(true)
-		time.AfterFunc(relayGrace, func() {
+		end := func() {
 			sys.ProcessRegistry.Remove(pid)
 			if actorPID := lazy.spawned(); actorPID != nil {
 				root.Poison(actorPID)
 			}
-		})
+		}
+		if later != nil {
+			later.After(end)
+		} else {
+			time.AfterFunc(relayGrace, end)
+		}
 	}
 }
 

@@ -1,42 +1,24 @@
 package server
 
-import "time"
+import "github.com/mcpgw/aggregator/internal/gopool"
 
-// workerIdle is how long a call's goroutine waits for the next call before it ends.
-const workerIdle = 5 * time.Second
+// The server actor's calls run on goroutines kept between calls (issue 26, internal/gopool): a call's goroutine
+// goes deep (the HTTP client and its layers), and a new one grew its stack two or three times on every call (5 % of
+// a call's CPU in the daemon's profile).
 
-// workers runs the server actor's calls on goroutines that outlive a call (issue 26). A call's goroutine goes deep
-// (the HTTP client and its layers) and a new goroutine starts with the runtime's small stack, so every call paid
-// for growing and copying its stack two or three times (5 % of a call's CPU in the daemon's profile); a goroutine
-// that served a call keeps its stack for the next. Never fewer goroutines than before: a call that finds no idle
-// one starts a new one, so nothing queues behind another call; idle ones end after workerIdle.
-type workers struct {
-	idle chan func()
-}
+// mailboxThroughput is how many messages a mailbox run handles before it lets other goroutines run: protoactor's
+// default dispatcher's.
+const mailboxThroughput = 300
 
-func newWorkers() *workers { return &workers{idle: make(chan func())} }
+// dispatcher runs the server actor's mailbox on goroutines kept between runs (issue 26): protoactor's default
+// dispatcher starts a goroutine for each run, and on the call path nearly every call is a run of its own (the
+// mailbox empties between calls), whose new small stack grew through Receive and callTool on every call (1.3 % of
+// the process's CPU in BenchmarkCallPath's profile, runtime.newstack under the mailbox). Messages are handled as
+// before: one run at a time, in order (the mailbox schedules a run only when none is under way).
+type dispatcher struct{ p *gopool.Pool }
 
-// run runs f on an idle worker, or on a new one when none is idle.
-func (w *workers) run(f func()) {
-	select {
-	case w.idle <- f:
-	default:
-		go w.loop(f)
-	}
-}
+// Schedule implements actor.Dispatcher.
+func (d dispatcher) Schedule(fn func()) { d.p.Go(fn) }
 
-// loop runs f, then each call handed to it, until it has waited workerIdle for one.
-func (w *workers) loop(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		f()
-		f = nil // nothing of the call is kept while idle
-		t.Reset(workerIdle)
-		select {
-		case f = <-w.idle:
-		case <-t.C:
-			return
-		}
-	}
-}
+// Throughput implements actor.Dispatcher.
+func (d dispatcher) Throughput() int { return mailboxThroughput }

@@ -38,14 +38,19 @@ func (s *server) watchDisconnect(c *fiber.Ctx) error {
 	defer cancel()
 	c.SetUserContext(ctx)
 	done := make(chan struct{})
-	defer close(done) // runs before cancel: the watcher stops without cancelling a finished call
 	rid := requestIDOf(c)
-	go func() {
-		if watchPeer(done, raw, disconnectWatchDelay, disconnectPollInterval) {
+	// A timer, not a goroutine, per call (issue 26): the watcher's goroutine starts only for a call still running
+	// after disconnectWatchDelay.
+	watch := time.AfterFunc(disconnectWatchDelay, func() {
+		if watchPeer(done, raw, 0, disconnectPollInterval) {
 			s.log.LogAttrs(ctx, slog.LevelInfo, "client disconnected during a tool call; cancelling it",
 				slog.String("request_id", rid))
 			cancel()
 		}
+	})
+	defer func() { // runs before cancel: the watcher stops without cancelling a finished call
+		watch.Stop()
+		close(done)
 	}()
 	return c.Next()
 }

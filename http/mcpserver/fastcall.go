@@ -261,22 +261,22 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) (s
 	if err != nil || len(body) > fastMaxBody {
 		return false
 	}
-	var m fastMessage
-	if i := bytes.IndexByte(body, '{'); i < 0 || len(bytes.TrimSpace(body[:i])) > 0 || !fastDecode(body, &m) ||
+	fc := new(fastCall)
+	m := &fc.m
+	if i := bytes.IndexByte(body, '{'); i < 0 || len(bytes.TrimSpace(body[:i])) > 0 || !fastDecode(body, m) ||
 		string(m.JSONRPC) != `"2.0"` {
 		return false // not one JSON-RPC object (a batch is an array)
 	}
-	if busy && f.takeAnswer(w, fs, &m) {
+	if busy && f.takeAnswer(w, fs, m) {
 		return true
 	}
 	if string(m.Method) != `"tools/call"` || !fastID(m.ID) || present(m.Result) || present(m.Error) ||
 		!fs.fresh(f.s.opts.SessionIdleTimeout) || !fastCallable(p) {
 		return false
 	}
-	var params fastParams
-	var name string
-	if !fastDecode(m.Params, &params) || present(params.Meta) || present(params.Task) ||
-		!fastDecode(params.Name, &name) || name == "" {
+	params, name := &fc.params, &fc.name
+	if !fastDecode(m.Params, params) || present(params.Meta) || present(params.Task) ||
+		!fastDecode(params.Name, name) || *name == "" {
 		return false // _meta (a progress token, a trace) or a task: the go-sdk serves it
 	}
 	args := params.Arguments
@@ -287,7 +287,7 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) (s
 		args = nil
 	}
 	f.s.mu.Lock()
-	_, exposed := f.s.exposed[name]
+	_, exposed := f.s.exposed[*name]
 	f.s.mu.Unlock()
 	info := sdkauth.TokenInfoFromContext(r.Context())
 	if !exposed || !f.sameUser(fs.ss, info) {
@@ -312,15 +312,32 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, sid string) (s
 		fs.busy.Add(-1)
 	}()
 
-	out := &fastStream{w: w}
+	out := &fc.out
+	out.w = w
 	if p.Capabilities != nil && p.Capabilities.RootsV2 != nil {
 		ctx = context.WithValue(ctx, fastRelayKey{}, &fastRelay{f: f, fs: fs, out: out})
 	}
-	req := &mcp.CallToolRequest{Session: fs.ss, Params: &mcp.CallToolParamsRaw{Name: name, Arguments: args},
-		Extra: &mcp.RequestExtra{TokenInfo: info, Header: r.Header}}
-	res, err := f.chain(ctx, "tools/call", req)
-	out.answer(m.ID, res, err)
+	fc.params2 = mcp.CallToolParamsRaw{Name: *name, Arguments: args}
+	fc.extra = mcp.RequestExtra{TokenInfo: info, Header: r.Header}
+	fc.req = mcp.CallToolRequest{Session: fs.ss, Params: &fc.params2, Extra: &fc.extra}
+	res, err := f.chain(ctx, "tools/call", &fc.req)
+	out.answer(m.ID, res, err, fc.scratch[:0])
 	return true
+}
+
+// fastCall is what a fast call keeps while it runs, in one allocation instead of one for each part (issue 26): the
+// request's decoded fields, its stream, the go-sdk request given to the chain, and room for the answer of a text
+// result.
+type fastCall struct {
+	m       fastMessage
+	params  fastParams
+	modern  fastModernParams
+	name    string
+	out     fastStream
+	req     mcp.CallToolRequest
+	params2 mcp.CallToolParamsRaw
+	extra   mcp.RequestExtra
+	scratch [512]byte
 }
 
 // fastBody reads a request's body, at most fastMaxBody+1 bytes: into one buffer of its declared length when it
@@ -528,8 +545,25 @@ func (s *fastStream) start() {
 }
 
 // answer writes the call's JSON-RPC response and closes the stream, encoded as the go-sdk's JSON-RPC connection
-// encodes it (jsonMarshal: no HTML escaping).
-func (s *fastStream) answer(id json.RawMessage, res mcp.Result, err error) {
+// encodes it (jsonMarshal: no HTML escaping). A text-only tool result is written as json.Marshal writes it,
+// without its reflection (toolresult), into scratch (the call's own room: no buffer of its own when it fits); the
+// go-sdk's result and content encoders escape HTML themselves, so the encoder of answerEncoded writes the same
+// bytes.
+func (s *fastStream) answer(id json.RawMessage, res mcp.Result, err error, scratch []byte) {
+	if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+		b := append(scratch, `{"jsonrpc":"2.0","id":`...)
+		b = append(b, id...)
+		b = append(b, `,"result":`...)
+		if out, ok := toolresult.Append(b, r); ok {
+			s.finish(append(out, '}'))
+			return
+		}
+	}
+	s.answerEncoded(id, res, err)
+}
+
+// answerEncoded is answer through encoding/json.
+func (s *fastStream) answerEncoded(id json.RawMessage, res mcp.Result, err error) {
 	var b bytes.Buffer
 	b.Grow(256)
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
@@ -537,15 +571,6 @@ func (s *fastStream) answer(id json.RawMessage, res mcp.Result, err error) {
 	mark := b.Len()
 	if err == nil {
 		b.WriteString(`,"result":`)
-		// A text-only tool result is written as json.Marshal writes it, without its reflection (toolresult); the
-		// go-sdk's result and content encoders escape HTML themselves, so the encoder below writes the same bytes.
-		if r, ok := res.(*mcp.CallToolResult); ok {
-			if out, ok := toolresult.Append(b.AvailableBuffer(), r); ok {
-				b.Write(out)
-				s.finish(append(b.Bytes(), '}'))
-				return
-			}
-		}
 		enc := json.NewEncoder(&b)
 		enc.SetEscapeHTML(false)
 		if err = enc.Encode(res); err != nil {
@@ -574,11 +599,11 @@ func (s *fastStream) finish(msg []byte) {
 	}
 	s.done = true
 	s.start()
-	s.buf.Reset()
-	s.buf.WriteString("event: message\ndata: ")
-	s.buf.Write(msg)
-	s.buf.WriteString("\n\n")
-	_, _ = s.w.Write(s.buf.Bytes())
+	// In three writes to net/http's buffer rather than copied into one of the stream's own: nothing reaches the
+	// connection before the handler returns.
+	_, _ = io.WriteString(s.w, "event: message\ndata: ")
+	_, _ = s.w.Write(msg)
+	_, _ = io.WriteString(s.w, "\n\n")
 }
 
 // wireError is the error object the go-sdk's JSON-RPC connection makes of a handler's error (toWireError).

@@ -105,16 +105,16 @@ func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) (served 
 	if err != nil || len(body) > fastMaxBody {
 		return false
 	}
-	var m fastMessage
-	if i := bytes.IndexByte(body, '{'); i < 0 || len(bytes.TrimSpace(body[:i])) > 0 || !fastDecode(body, &m) ||
+	fc := new(fastCall)
+	m := &fc.m
+	if i := bytes.IndexByte(body, '{'); i < 0 || len(bytes.TrimSpace(body[:i])) > 0 || !fastDecode(body, m) ||
 		string(m.JSONRPC) != `"2.0"` || string(m.Method) != `"tools/call"` || !fastID(m.ID) || present(m.Result) ||
 		present(m.Error) {
 		return false
 	}
-	var params fastModernParams
-	var name string
-	if !fastDecode(m.Params, &params) || present(params.Task) || present(params.RequestState) ||
-		present(params.InputResponses) || !fastDecode(params.Name, &name) || name == "" || name != header {
+	params, name := &fc.modern, &fc.name
+	if !fastDecode(m.Params, params) || present(params.Task) || present(params.RequestState) ||
+		present(params.InputResponses) || !fastDecode(params.Name, name) || *name == "" || *name != header {
 		return false
 	}
 	meta := params.Meta
@@ -129,7 +129,7 @@ func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) (served 
 		args = nil
 	}
 	f.s.mu.Lock()
-	e, exposed := f.s.exposed[name]
+	e, exposed := f.s.exposed[*name]
 	f.s.mu.Unlock()
 	if !exposed || !plainSchema(e.tool) {
 		return false
@@ -147,17 +147,22 @@ func (f *fastCalls) serveModern(w http.ResponseWriter, r *http.Request) (served 
 
 	f.served.Add(1)
 	f.servedModern.Add(1)
-	out := &fastStream{w: w}
-	req := &mcp.CallToolRequest{Session: ss, Params: &mcp.CallToolParamsRaw{Name: name, Arguments: args},
-		Extra: &mcp.RequestExtra{TokenInfo: sdkauth.TokenInfoFromContext(r.Context()), Header: r.Header,
-			CloseSSEStream: func(mcp.CloseSSEStreamArgs) {}}} // a no-op under 2026-07-28, as the go-sdk's
-	res, err := f.chain(r.Context(), "tools/call", req)
+	out := &fc.out
+	out.w = w
+	fc.params2 = mcp.CallToolParamsRaw{Name: *name, Arguments: args}
+	fc.extra = mcp.RequestExtra{TokenInfo: sdkauth.TokenInfoFromContext(r.Context()), Header: r.Header,
+		CloseSSEStream: noCloseSSEStream} // a no-op under 2026-07-28, as the go-sdk's
+	fc.req = mcp.CallToolRequest{Session: ss, Params: &fc.params2, Extra: &fc.extra}
+	res, err := f.chain(r.Context(), "tools/call", &fc.req)
 	if err == nil {
 		annotateServerInfo(res, f.impl)
 	}
-	out.answer(m.ID, res, err)
+	out.answer(m.ID, res, err, fc.scratch[:0])
 	return true
 }
+
+// noCloseSSEStream is a 2026-07-28 fast call's RequestExtra.CloseSSEStream: a no-op, as the go-sdk's.
+func noCloseSSEStream(mcp.CloseSSEStreamArgs) {}
 
 // plainSchema reports whether a tool's input schema binds no argument to a header (x-mcp-header), which the
 // go-sdk checks against the request's Mcp-Param-* headers.

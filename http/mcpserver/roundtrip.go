@@ -287,12 +287,14 @@ func (s *Server) callRoundTrip(ctx context.Context, req *mcp.CallToolRequest, ow
 		gone: make(chan struct{}), cancel: cancel} // waiting: made when the backend first asks
 	relay := &roundTripRelay{caps: caps, h: h}
 	relay.ss.Store(req.Session)
-	go func() {
+	// On a goroutine kept between calls: a new one grew its stack through the gateway and the actor ask on every
+	// call (issue 26).
+	s.heldCalls.Go(func() {
 		defer s.held.count.Add(-1)
 		defer cancel()
 		res, err := start(context.WithValue(actors.WithRelay(cctx, relay), roundTripRelayKey{}, relay))
 		h.done <- callOutcome{res, err}
-	}()
+	})
 	return s.awaitHeld(ctx, h)
 }
 

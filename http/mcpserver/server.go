@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/gopool"
 	"github.com/mcpgw/aggregator/internal/telemetry"
 
 	"github.com/mcpgw/aggregator/actors/requestid"
@@ -118,6 +119,9 @@ const (
 // Server is the aggregated MCP server. Its tool set follows the routing table: every change (connect, disconnect,
 // rediscovery, health) adds or removes tools, and the go-sdk tells connected clients with tools/list_changed.
 type Server struct {
+	// heldCalls runs the calls of 2026-07-28 clients that can be asked for input (callRoundTrip), on goroutines kept
+	// between calls (internal/gopool).
+	heldCalls   *gopool.Pool
 	gw          Gateway
 	cases       *gateway.Gateway // the use cases (Options.Gateway)
 	hostGuarded bool
@@ -206,7 +210,7 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	if opts.Gateway == nil {
 		opts.Gateway = gateway.New(gw, gateway.Options{Metrics: opts.Metrics})
 	}
-	s := &Server{gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
+	s := &Server{heldCalls: gopool.New(), gw: gw, cases: opts.Gateway, hostGuarded: opts.HostGuarded, searchFirst: opts.SearchFirst, store: store, log: opts.Logger, metrics: opts.Metrics, exposed: map[string]exposedEntry{}, keySeed: maphash.MakeSeed(),
 		syncCh: make(chan *routing.RouteTable, 1), done: make(chan struct{}), held: newHeldCalls(), taskSessions: newOwnerSessions(), streams: newStreamTaps(), fronts: newFrontSessions(), listeners: newTaskListeners(), remote: newRemoteInputs(), stopNotify: func() {},
 		limiter: opts.Limiter, requireIdentity: opts.RequireIdentity, opts: opts, instanceID: instanceIDOf(gw, opts)}
 	// The go-sdk logs every session at info, and a failed notification once per session: keep its warnings, and
