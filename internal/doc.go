@@ -11,6 +11,8 @@
 //   - retry: the one exponential backoff with jitter and the one retry loop (Do), over cenkalti/backoff.
 //   - gopool: goroutines kept between the call path's functions, so that each call does not grow a new stack, and
 //     functions run after a fixed delay on one timer (Later) rather than a timer and a goroutine per call.
+//   - canonjson: the canonical form of a JSON value that definition and pin hashes are taken over (encoding/json's
+//     bytes for what it decodes), written from the tokens without decoding into maps.
 //   - toolresult: a text-only tools/call result encoded as json.Marshal writes it, without reflection (the call
 //     path's answer on /mcp and REST).
 //   - telemetry: OpenTelemetry tracing (setup from the OTEL_* variables, trace-context carriers, the MCP server
