@@ -178,18 +178,7 @@ func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
 	aliceHears, bobHears := listenStatus(t, aliceB), listenStatus(t, bobB)
 
 	// Alice's call through A, once A runs the tool as a task (its backend's taskSupport is known there).
-	var id string
-	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
-		res, rerr := v2Post(t, urlA, tcAlice, "tools/call", map[string]any{"name": tool,
-			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
-		var w struct{ ResultType, TaskID string }
-		if rerr != nil || json.Unmarshal(res, &w) != nil || w.ResultType != "task" {
-			time.Sleep(500 * time.Millisecond)
-			return false
-		}
-		id = w.TaskID
-		return true
-	})
+	id := startAmbiguousTaskV2(t, urlA, tcAlice, a.name, tool)
 	t.Logf("task %s started through %s (%s); the client now uses %s (%s)", id, a.name, a.id, b.name, b.id)
 
 	get := func(url, token string) (map[string]any, map[string]any) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -56,18 +55,7 @@ func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
 	}
 	hears := listenStatus(t, aliceB)
 
-	var id string
-	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
-		res, rerr := v2Post(t, urlA, tcAlice, "tools/call", map[string]any{"name": tool,
-			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
-		var w struct{ ResultType, TaskID string }
-		if rerr != nil || json.Unmarshal(res, &w) != nil || w.ResultType != "task" {
-			time.Sleep(500 * time.Millisecond)
-			return false
-		}
-		id = w.TaskID
-		return true
-	})
+	id := startAmbiguousTaskV2(t, urlA, tcAlice, a.name, tool)
 	waitFor(t, 60*time.Second, "alice's session on "+b.name+" hearing the task input_required", func() bool {
 		return slices.Contains(hears.statuses(id), "input_required")
 	})

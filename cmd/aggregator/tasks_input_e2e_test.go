@@ -107,20 +107,7 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 
 	// Alice on A: she starts the task there, and never opens her stream.
 	aliceA := openMCPWith(t, a.mcp+"/mcp", tcAlice, elicit)
-	var id string
-	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
-		res, rerr := aliceA.post("tools/call", map[string]any{"name": tool, "task": map[string]any{"ttl": 120000},
-			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
-		var w struct {
-			Task tasks.Wire `json:"task"`
-		}
-		if rerr != nil || json.Unmarshal(res, &w) != nil || w.Task.TaskID == "" {
-			time.Sleep(500 * time.Millisecond)
-			return false
-		}
-		id = w.Task.TaskID
-		return true
-	})
+	id := startAmbiguousTask(t, aliceA, a.name, tool)
 	t.Logf("task %s started through %s (%s)", id, a.name, a.id)
 
 	var done tasks.Wire
@@ -178,20 +165,7 @@ func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
 	// Alice on A: she starts the task there and gets the question, and does not answer.
 	aliceA := openMCPWith(t, a.mcp+"/mcp", tcAlice, elicit)
 	askedA := answerElicitations(t, aliceA, nil)
-	var id string
-	waitFor(t, 60*time.Second, "a task of "+tool+" through "+a.name, func() bool {
-		res, rerr := aliceA.post("tools/call", map[string]any{"name": tool, "task": map[string]any{"ttl": 120000},
-			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
-		var w struct {
-			Task tasks.Wire `json:"task"`
-		}
-		if rerr != nil || json.Unmarshal(res, &w) != nil || w.Task.TaskID == "" {
-			time.Sleep(500 * time.Millisecond)
-			return false
-		}
-		id = w.Task.TaskID
-		return true
-	})
+	id := startAmbiguousTask(t, aliceA, a.name, tool)
 	t.Logf("task %s started through %s (%s)", id, a.name, a.id)
 	waitFor(t, 60*time.Second, "the question on alice's session on "+a.name, func() bool { return askedA() > 0 })
 	waitFor(t, 60*time.Second, b.name+" hearing the task input_required", func() bool {
@@ -369,4 +343,44 @@ func TestStdioTasksExtTasksClientE2E(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startAmbiguousTask starts, through s (a 2025-11-25 session on node), a task of tool (server-everything's
+// simulate-research-query) on an ambiguous topic, whose backend then asks the client to choose; it tries until node
+// runs the tool as a task (its backend's taskSupport known there) and returns the task's id.
+func startAmbiguousTask(t *testing.T, s *mcpSession, node, tool string) string {
+	t.Helper()
+	var id string
+	waitFor(t, 60*time.Second, "a task of "+tool+" through "+node, func() bool {
+		res, rerr := s.post("tools/call", map[string]any{"name": tool, "task": map[string]any{"ttl": 120000},
+			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
+		var w struct {
+			Task tasks.Wire `json:"task"`
+		}
+		if rerr != nil || json.Unmarshal(res, &w) != nil || w.Task.TaskID == "" {
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		id = w.Task.TaskID
+		return true
+	})
+	return id
+}
+
+// startAmbiguousTaskV2 is startAmbiguousTask for a 2026-07-28 client posting to url with token.
+func startAmbiguousTaskV2(t *testing.T, url, token, node, tool string) string {
+	t.Helper()
+	var id string
+	waitFor(t, 60*time.Second, "a task of "+tool+" through "+node, func() bool {
+		res, rerr := v2Post(t, url, token, "tools/call", map[string]any{"name": tool,
+			"arguments": map[string]any{"topic": "python", "ambiguous": true}})
+		var w struct{ ResultType, TaskID string }
+		if rerr != nil || json.Unmarshal(res, &w) != nil || w.ResultType != "task" {
+			time.Sleep(500 * time.Millisecond)
+			return false
+		}
+		id = w.TaskID
+		return true
+	})
+	return id
 }
