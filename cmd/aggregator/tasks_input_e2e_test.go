@@ -238,14 +238,7 @@ func stdioCaller(t *testing.T, p *stdioProc) (call func(method string, params ma
 func TestStdioTasksE2E(t *testing.T) {
 	for _, alone := range []bool{false, true} {
 		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
-			d := newDaemon(t, "")
-			d.start()
-			marker := fmt.Sprintf("stdio-tasks-%d", time.Now().UnixNano())
-			registerEverything(t, d, "", marker)
-			if alone {
-				d.signal(syscall.SIGKILL, 10*time.Second)
-				waitGone(t, marker)
-			}
+			d := everythingForStdio(t, alone, "stdio-tasks")
 			p := startStdio(t, d.env)
 			call, notify := stdioCaller(t, p)
 			init := call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
@@ -288,14 +281,7 @@ func TestStdioTasksExtTasksClientE2E(t *testing.T) {
 	node := peertest.Node(t)
 	for _, alone := range []bool{false, true} {
 		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
-			d := newDaemon(t, "")
-			d.start()
-			marker := fmt.Sprintf("stdio-ext-tasks-%d", time.Now().UnixNano())
-			registerEverything(t, d, "", marker)
-			if alone {
-				d.signal(syscall.SIGKILL, 10*time.Second)
-				waitGone(t, marker)
-			}
+			d := everythingForStdio(t, alone, "stdio-ext-tasks")
 			var got struct {
 				TaskSupport, Kind, TaskID, Asked, AskedTaskID string
 				Status, Text, AfterStatus, Error              string
@@ -383,4 +369,19 @@ func startAmbiguousTaskV2(t *testing.T, url, token, node, tool string) string {
 		return true
 	})
 	return id
+}
+
+// everythingForStdio starts a daemon with server-everything registered (marker prefix) for an `aggregator stdio`
+// test; alone: the daemon is then killed, so that the stdio process serves alone (its own task manager).
+func everythingForStdio(t *testing.T, alone bool, prefix string) *daemon {
+	t.Helper()
+	d := newDaemon(t, "")
+	d.start()
+	marker := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	registerEverything(t, d, "", marker)
+	if alone {
+		d.signal(syscall.SIGKILL, 10*time.Second)
+		waitGone(t, marker)
+	}
+	return d
 }
