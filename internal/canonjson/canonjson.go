@@ -90,6 +90,9 @@ func AppendFields(dst, raw []byte, names []string) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
+// maxDepth is the deepest nesting of objects and arrays encoding/json decodes.
+const maxDepth = 10000
+
 // member is one object member in the walker's buffer: the decoded key at buf[key:val], the value's canonical form
 // at buf[val:end].
 type member struct{ key, val, end int }
@@ -144,6 +147,10 @@ func (w *walker) value() error {
 // current appends the canonical form of the value whose first token the tokenizer is on.
 func (w *walker) current() error {
 	t := w.t
+	// encoding/json's limit, and a bound on the recursion here (Depth counts the brackets outside this one)
+	if (t.Delim == '{' || t.Delim == '[') && t.Depth >= maxDepth {
+		return errors.New("json: exceeded max depth")
+	}
 	switch {
 	case t.Delim == '{':
 		from := len(w.buf)

@@ -94,11 +94,18 @@ func TestAppendKeepsDst(t *testing.T) {
 }
 
 func TestAppendDeepNesting(t *testing.T) {
-	deep := strings.Repeat(`{"a":[`, 5000) + strings.Repeat(`]}`, 5000)
-	want, werr := reference([]byte(deep))
-	got, err := Append(nil, []byte(deep))
-	if werr != nil || err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("deep nesting: %v / %v, equal %v", err, werr, bytes.Equal(got, want))
+	for _, tc := range []struct {
+		open, close string
+		n           int
+	}{
+		{`{"a":[`, `]}`, 5000}, {`[`, `]`, 10000}, {`[`, `]`, 10001}, {`{"a":`, `}`, 10000}, {`{"a":`, `}`, 10001},
+	} {
+		deep := strings.Repeat(tc.open, tc.n) + "1" + strings.Repeat(tc.close, tc.n)
+		want, werr := reference([]byte(deep))
+		got, err := Append(nil, []byte(deep))
+		if (werr != nil) != (err != nil) || !bytes.Equal(got, want) {
+			t.Errorf("%d times %s: %v, encoding/json %v (equal %v)", tc.n, tc.open, err, werr, bytes.Equal(got, want))
+		}
 	}
 }
 
