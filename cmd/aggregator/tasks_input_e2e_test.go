@@ -110,14 +110,7 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 	id := startAmbiguousTask(t, aliceA, a.name, tool)
 	t.Logf("task %s started through %s (%s)", id, a.name, a.id)
 
-	var done tasks.Wire
-	waitFor(t, 60*time.Second, "the task completed after alice's answer through "+b.name, func() bool {
-		done = aliceB.taskGet(id)
-		return !persistence.TaskOpen(done.Status)
-	})
-	if done.Status != persistence.TaskCompleted || aliceAnswered() == 0 {
-		t.Fatalf("task = %+v after %d answers through %s, want completed after alice's", done, aliceAnswered(), b.name)
-	}
+	awaitAnswered(t, aliceB, id, aliceAnswered, b.name)
 	res, rerr := aliceB.post("tasks/result", map[string]any{"taskId": id})
 	if rerr != nil || !strings.Contains(string(res), "python (snake)") {
 		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", b.name, res, rerr)
@@ -182,14 +175,7 @@ func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
 
 	// The task is read through a session of alice on A that cannot answer (no elicitation declared).
 	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice)
-	var done tasks.Wire
-	waitFor(t, 60*time.Second, "the task completed after alice's answer through "+b.name, func() bool {
-		done = readA.taskGet(id)
-		return !persistence.TaskOpen(done.Status)
-	})
-	if done.Status != persistence.TaskCompleted || answeredB() == 0 {
-		t.Fatalf("task = %+v after %d answers through %s, want completed after alice's", done, answeredB(), b.name)
-	}
+	awaitAnswered(t, readA, id, answeredB, b.name)
 	if res, rerr := readA.post("tasks/result", map[string]any{"taskId": id}); rerr != nil || !strings.Contains(string(res), "python (snake)") {
 		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", a.name, res, rerr)
 	}
@@ -384,4 +370,18 @@ func everythingForStdio(t *testing.T, alone bool, prefix string) *daemon {
 		waitGone(t, marker)
 	}
 	return d
+}
+
+// awaitAnswered waits, reading through s, until task id ended, and fails unless it completed after answers (the
+// count of alice's answers given through node) were given.
+func awaitAnswered(t *testing.T, s *mcpSession, id string, answers func() int, node string) {
+	t.Helper()
+	var done tasks.Wire
+	waitFor(t, 60*time.Second, "the task completed after alice's answer through "+node, func() bool {
+		done = s.taskGet(id)
+		return !persistence.TaskOpen(done.Status)
+	})
+	if done.Status != persistence.TaskCompleted || answers() == 0 {
+		t.Fatalf("task = %+v after %d answers through %s, want completed after alice's", done, answers(), node)
+	}
 }

@@ -85,14 +85,7 @@ func TestCatchUp(t *testing.T) {
 			if _, _, err := p.b.List(t.Context(), alice, false, 10, 0); err != nil { // alice's session on B
 				t.Fatal(err)
 			}
-			release := make(chan struct{})
-			task, err := p.a.Start(t.Context(), alice, "every.slow", "every", nil, func(context.Context) Outcome {
-				<-release
-				return ok
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			task, release := startHeld(t, p.a, ok)
 			p.up.Store(false)
 			close(release)
 			waitDone(t, p.a, task.ID)
@@ -116,14 +109,7 @@ func TestCatchUp(t *testing.T) {
 			return task.ID, task.ID + " cancelled"
 		}},
 		{name: "a task a listen on B follows, older than its owner's newest", run: func(t *testing.T, p *feedPair) (string, string) {
-			release := make(chan struct{})
-			task, err := p.a.Start(t.Context(), alice, "every.slow", "every", nil, func(context.Context) Outcome {
-				<-release
-				return ok
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			task, release := startHeld(t, p.a, ok)
 			read, err := p.b.GetOwn(t.Context(), alice, task.ID) // a listen on B names it
 			if err != nil {
 				t.Fatal(err)
@@ -246,4 +232,18 @@ func TestAnnouncedStale(t *testing.T) {
 			t.Errorf("announcement %d (%s): told %q, want %q", i, tc.task.Status, got, tc.want)
 		}
 	}
+}
+
+// startHeld starts a task of alice on m that runs until release is closed, then ends with out.
+func startHeld(t *testing.T, m *Manager, out Outcome) (persistence.Task, chan struct{}) {
+	t.Helper()
+	release := make(chan struct{})
+	task, err := m.Start(t.Context(), alice, "every.slow", "every", nil, func(context.Context) Outcome {
+		<-release
+		return out
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, release
 }
