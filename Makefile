@@ -25,12 +25,13 @@ bench: $(PEERS) pg etcd
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 30m $(PKGS)
 
 ## compare: the side-by-side benchmark of BENCHMARKS.md: one echo backend reached directly, through this daemon
-## (REST and /mcp), through mcp-hub (npm) and through ToolHive's vmcp (go install), in interleaved rounds; prints
-## one table. Peers are installed into COMPARE_SCRATCH (default $$TMPDIR/mcp-aggregator-compare, kept as a cache).
+## (REST and /mcp), through mcp-hub (npm) and through ToolHive's vmcp (go install), and through two proxies that know
+## nothing of MCP (the floors: HAProxy, Go's net/http ReverseProxy), in interleaved rounds; prints one table. Peers
+## are installed into COMPARE_SCRATCH (default $$TMPDIR/mcp-aggregator-compare, kept as a cache).
 ## Knobs (unset: the program's defaults, see `go run ./cmd/peer-compare -h`): COMPARE_ROUNDS (3),
 ## COMPARE_DURATION (5s of 32 callers per path and round), COMPARE_CALLS (1000 one-caller calls), COMPARE_SKIP
-## (mcp-hub,vmcp), MCP_HUB_VERSION, VMCP_VERSION. Not part of `make test`.
-compare:
+## (any of mcp-hub,vmcp,haproxy,go-proxy), MCP_HUB_VERSION, VMCP_VERSION. Not part of `make test`.
+compare: haproxy
 	$(GO) run ./cmd/peer-compare $(if $(COMPARE_SCRATCH),-scratch $(COMPARE_SCRATCH)) \
 	  $(if $(COMPARE_ROUNDS),-rounds $(COMPARE_ROUNDS)) $(if $(COMPARE_DURATION),-duration $(COMPARE_DURATION)) \
 	  $(if $(COMPARE_CALLS),-calls $(COMPARE_CALLS)) $(if $(COMPARE_SKIP),-skip $(COMPARE_SKIP)) \

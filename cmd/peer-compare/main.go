@@ -52,7 +52,12 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
+	var err error
+	if listen, target, ok := isReverseProxyCommand(os.Args[1:]); ok {
+		err = serveReverseProxy(ctx, listen, target) // a floor's process (floors.go)
+	} else {
+		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "peer-compare:", err)
@@ -213,7 +218,7 @@ func openPaths(ctx context.Context, o options, bins ownBinaries, url, runDir str
 		}
 	}
 
-	for _, peer := range []peerSpec{hubPeer(o), vmcpPeer(o)} {
+	for _, peer := range []peerSpec{haproxyFloor(), goProxyFloor(), hubPeer(o), vmcpPeer(o)} {
 		p := &path{res: pathResult{key: peer.name, label: peer.label}}
 		paths = append(paths, p)
 		if o.skipped(peer.name) {

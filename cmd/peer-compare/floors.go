@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/aggregator/internal/loadgen"
+)
+
+// The floors: two proxies that know nothing of MCP, each in front of the same backend. A gateway's hop can cost
+// no less than a proxy that only copies bytes, so their ratios to the direct call are the physical limit of "one
+// more hop" on this machine, measured in the same run: HAProxy (C, event loop, the cheapest production proxy
+// at hand) and Go's net/http ReverseProxy (the same HTTP stack as this daemon's /mcp listener and its hop).
+const (
+	floorHAProxy = "haproxy"
+	floorGoProxy = "go-proxy"
+
+	// reverseProxyCommand runs this program as the Go floor (a child process, so that its CPU is its own).
+	reverseProxyCommand = "serve-reverse-proxy"
+)
+
+// haproxyFloor is HAProxy in HTTP mode with the backend as its one server: keep-alive on both sides, no
+// logging. It is not installed here (Debian package haproxy; `make compare` installs it).
+func haproxyFloor() peerSpec {
+	return peerSpec{
+		name:  floorHAProxy,
+		label: "floor: HAProxy (HTTP mode, no MCP)",
+		install: func(context.Context, options, *slog.Logger) (string, error) {
+			bin, err := exec.LookPath("haproxy")
+			if err != nil {
+				return "", errors.New("haproxy not found: install the Debian package haproxy (make haproxy)")
+			}
+			return bin, nil
+		},
+		start: func(ctx context.Context, bin, backend, runDir string, port int, logs io.Writer) (*loadgen.Process, mcp.Transport, error) {
+			u, err := url.Parse(backend)
+			if err != nil {
+				return nil, nil, fmt.Errorf("backend URL: %w", err)
+			}
+			cfg := filepath.Join(runDir, "haproxy.cfg")
+			if err := os.WriteFile(cfg, []byte(haproxyConfig(port, u.Host)), 0o644); err != nil {
+				return nil, nil, fmt.Errorf("write config: %w", err)
+			}
+			cmd := exec.Command(bin, "-db", "-f", cfg) // -db: foreground
+			cmd.Stdout, cmd.Stderr = logs, logs
+			p, err := loadgen.Start(cmd)
+			if err != nil {
+				return nil, nil, err
+			}
+			base := fmt.Sprintf("http://127.0.0.1:%d", port)
+			if err := loadgen.WaitHTTP(ctx, p, base+u.Path, 30*time.Second); err != nil {
+				p.Stop(time.Second)
+				return nil, nil, err
+			}
+			return p, &mcp.StreamableClientTransport{Endpoint: base + u.Path, HTTPClient: loadgen.HTTPClient()}, nil
+		},
+	}
+}
+
+// haproxyConfig passes every request on to server (host:port). The long client and server timeouts keep the
+// MCP session's idle GET stream open for the whole run.
+func haproxyConfig(port int, server string) string {
+	return fmt.Sprintf(`global
+    maxconn 4096
+defaults
+    mode http
+    option http-keep-alive
+    timeout connect 5s
+    timeout client 30m
+    timeout server 30m
+frontend floor
+    bind 127.0.0.1:%d
+    default_backend echo
+backend echo
+    http-reuse always
+    server echo %s
+`, port, server)
+}
+
+// goProxyFloor is net/http's ReverseProxy in a child process of this program (reverseProxyCommand), with the
+// daemon's collector setting (GOGC=400) and as many idle backend connections as the daemon keeps.
+func goProxyFloor() peerSpec {
+	return peerSpec{
+		name:  floorGoProxy,
+		label: "floor: Go net/http ReverseProxy (no MCP)",
+		install: func(context.Context, options, *slog.Logger) (string, error) {
+			self, err := os.Executable()
+			if err != nil {
+				return "", fmt.Errorf("this program's path: %w", err)
+			}
+			return self, nil
+		},
+		start: func(ctx context.Context, self, backend, _ string, port int, logs io.Writer) (*loadgen.Process, mcp.Transport, error) {
+			u, err := url.Parse(backend)
+			if err != nil {
+				return nil, nil, fmt.Errorf("backend URL: %w", err)
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			cmd := exec.Command(self, reverseProxyCommand, addr, backend)
+			cmd.Stdout, cmd.Stderr = logs, logs
+			p, err := loadgen.Start(cmd)
+			if err != nil {
+				return nil, nil, err
+			}
+			base := "http://" + addr
+			if err := loadgen.WaitHTTP(ctx, p, base+u.Path, 30*time.Second); err != nil {
+				p.Stop(time.Second)
+				return nil, nil, err
+			}
+			return p, &mcp.StreamableClientTransport{Endpoint: base + u.Path, HTTPClient: loadgen.HTTPClient()}, nil
+		},
+	}
+}
+
+// serveReverseProxy is the Go floor's process: it passes every request on listen to the backend at target until
+// ctx ends.
+func serveReverseProxy(ctx context.Context, listen, target string) error {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("reverse proxy target %q: want an http:// URL", target)
+	}
+	debug.SetGCPercent(400)
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: u.Scheme, Host: u.Host}) },
+		// SSE answers are flushed as they come (net/http would for text/event-stream anyway).
+		FlushInterval: -1,
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 128, 128
+	rp.Transport = t
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// isReverseProxyCommand reports whether args ask for the Go floor's process, and its listen address and target.
+func isReverseProxyCommand(args []string) (listen, target string, ok bool) {
+	if len(args) != 3 || args[0] != reverseProxyCommand || strings.TrimSpace(args[1]) == "" {
+		return "", "", false
+	}
+	return args[1], args[2], true
+}
