@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,8 +99,14 @@ func (n *benchNode) membersSeen(b *testing.B, want int) {
 
 // clusterEnv is the environment of a cluster node on etcd with a shared key.
 func clusterEnv(etcd, db, key string) []string {
-	return []string{"MCP_AGGREGATOR_CLUSTER=etcd", "MCP_AGGREGATOR_CLUSTER_ETCD=" + etcd, "DATABASE_URL=" + db,
+	env := []string{"MCP_AGGREGATOR_CLUSTER=etcd", "MCP_AGGREGATOR_CLUSTER_ETCD=" + etcd, "DATABASE_URL=" + db,
 		"MCP_CREDENTIAL_KEY=" + key, "MCP_AGGREGATOR_LOG_LEVEL=info"}
+	// CLUSTER_NODE_GOMAXPROCS gives each node that many Ps: three nodes on this machine's cores each believe they
+	// have all of them (an experiment of BENCHMARKS.md, "Scale-out per call").
+	if p := os.Getenv("CLUSTER_NODE_GOMAXPROCS"); p != "" {
+		env = append(env, "GOMAXPROCS="+p)
+	}
+	return env
 }
 
 // roundRobin spreads calls over callers (one per node), in turn.
@@ -134,7 +141,7 @@ func BenchmarkCluster(b *testing.B) {
 	client := benchHTTPClient()
 
 	// One node, no cluster, for the throughput baseline.
-	var single, singleCPU float64
+	var single cpuMeasure
 	b.Run("throughput/1node", func(b *testing.B) {
 		d := startBenchDaemon(b, bins.aggregator, "warn")
 		var callers []caller
@@ -144,12 +151,8 @@ func BenchmarkCluster(b *testing.B) {
 			waitTools(b, d, client, id, 1)
 			callers = append(callers, restCaller(client, d.call, name+".echo"))
 		}
-		pid := d.pid
-		before := cpuOf(pid)
-		res := measure(b, routingLoads()[2], roundRobin(callers))
-		single = res.Rate()
-		singleCPU = float64(cpuOf(pid)-before) / float64(len(res.Lat)+res.Errs)
-		b.ReportMetric(singleCPU/float64(time.Microsecond), "daemon-cpu-us/call")
+		single = measureCPU(b, roundRobin(callers), []int{d.pid})
+		single.report(b)
 	})
 
 	nodes := make([]*benchNode, 3)
@@ -203,21 +206,11 @@ func BenchmarkCluster(b *testing.B) {
 		for i, name := range names {
 			callers = append(callers, restCaller(client, nodes[i%len(nodes)].call, name+".echo"))
 		}
-		var before time.Duration
-		for _, n := range nodes {
-			before += cpuOf(n.cmd.Process.Pid)
-		}
-		res := measure(b, routingLoads()[2], roundRobin(callers))
-		var after time.Duration
-		for _, n := range nodes {
-			after += cpuOf(n.cmd.Process.Pid)
-		}
-		perCall := float64(after-before) / float64(len(res.Lat)+res.Errs)
-		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
-		if single > 0 {
-			b.ReportMetric(res.Rate()/single, "ratio-to-1node")
-			// Three machines each as fast as this one: three times the CPU, spent at this cost per call.
-			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
+		c := measureCPU(b, roundRobin(callers), pidsOf(nodes))
+		c.report(b)
+		if single.perCall > 0 {
+			b.ReportMetric(c.res.Rate()/single.res.Rate(), "ratio-to-1node")
+			c.project(b, single, len(nodes))
 		}
 	})
 
@@ -235,20 +228,11 @@ func BenchmarkCluster(b *testing.B) {
 		if len(callers) != len(names) {
 			b.Fatalf("found the owners of %d of %d servers", len(callers), len(names))
 		}
-		var before time.Duration
-		for _, n := range nodes {
-			before += cpuOf(n.cmd.Process.Pid)
-		}
-		res := measure(b, routingLoads()[2], roundRobin(callers))
-		var after time.Duration
-		for _, n := range nodes {
-			after += cpuOf(n.cmd.Process.Pid)
-		}
-		perCall := float64(after-before) / float64(len(res.Lat)+res.Errs)
-		b.ReportMetric(perCall/float64(time.Microsecond), "daemon-cpu-us/call")
-		if single > 0 {
-			b.ReportMetric(res.Rate()/single, "ratio-to-1node")
-			b.ReportMetric(3*singleCPU/perCall, "projected-ratio-3-machines")
+		c := measureCPU(b, roundRobin(callers), pidsOf(nodes))
+		c.report(b)
+		if single.perCall > 0 {
+			b.ReportMetric(c.res.Rate()/single.res.Rate(), "ratio-to-1node")
+			c.project(b, single, len(nodes))
 		}
 	})
 
@@ -419,6 +403,84 @@ func BenchmarkCluster(b *testing.B) {
 }
 
 // cpuOf is the CPU time (user + system) a process has used, from /proc/<pid>/stat (0 when unreadable).
+// cpuMeasure is a saturating load's calls and what they cost the daemons: CPU per measured call, and the CPU the
+// daemons spend without calls (leases, heartbeats, the membership, the collector), measured between the warm-up and
+// the calls.
+type cpuMeasure struct {
+	res     loadResult
+	perCall float64 // ns of the daemons' CPU per measured call, idle share included
+	idle    float64 // ns of the daemons' CPU per second without calls, all of them together
+	elapsed time.Duration
+}
+
+// idleFor is how long the daemons' CPU is read without calls.
+const idleFor = 3 * time.Second
+
+// measureCPU warms the daemons (pids) up with the saturating load's warm-up, reads their CPU over idleFor without
+// calls, then measures the load's calls and the CPU they took (the warm-up's calls not counted in either).
+func measureCPU(b *testing.B, call caller, pids []int) cpuMeasure {
+	b.Helper()
+	closedLoop(call, saturateCallers, 4*warmupCalls, closedLimit)
+	time.Sleep(200 * time.Millisecond) // the warm-up's last answers
+	cpu := func() (t time.Duration) {
+		for _, p := range pids {
+			t += cpuOf(p)
+		}
+		return t
+	}
+	idle0, idleAt := cpu(), time.Now()
+	time.Sleep(idleFor)
+	idle := float64(cpu()-idle0) / time.Since(idleAt).Seconds()
+	before, start := cpu(), time.Now()
+	b.ResetTimer()
+	res := closedLoop(call, saturateCallers, saturateMaxCalls, saturateFor)
+	elapsed := time.Since(start)
+	calls := len(res.Lat) + res.Errs
+	if calls == 0 {
+		b.Fatal("no call was made")
+	}
+	return cpuMeasure{res: res, perCall: float64(cpu()-before) / float64(calls), idle: idle, elapsed: elapsed}
+}
+
+// net is the CPU per call less the idle share: what each more call costs.
+func (c cpuMeasure) net() float64 {
+	return c.perCall - c.idle*c.elapsed.Seconds()/float64(len(c.res.Lat)+c.res.Errs)
+}
+
+// report reports the load's figures and its CPU.
+func (c cpuMeasure) report(b *testing.B) {
+	b.StopTimer()
+	reportLoad(b, c.res)
+	b.ReportMetric(c.perCall/float64(time.Microsecond), "daemon-cpu-us/call")
+	b.ReportMetric(c.net()/float64(time.Microsecond), "daemon-net-cpu-us/call")
+	b.ReportMetric(c.idle/float64(time.Millisecond), "daemon-idle-cpu-ms/s")
+}
+
+// project reports what nodes machines like this one would serve against one machine running one node (single),
+// from the CPU per call. projected-ratio-3-machines counts every CPU second the daemons spent during the calls
+// against the calls; the -net variant gives each machine its whole CPU less its node's idle CPU, spent at the cost
+// of each more call (on one machine the nodes share the cores, so their idle CPU would otherwise count as a cost
+// of the calls, and three times over).
+func (c cpuMeasure) project(b *testing.B, single cpuMeasure, nodes int) {
+	b.ReportMetric(float64(nodes)*single.perCall/c.perCall, "projected-ratio-3-machines")
+	if single.net() <= 0 || c.net() <= 0 {
+		return
+	}
+	capacity := float64(runtime.NumCPU()) * float64(time.Second) // CPU ns per second of one machine
+	one := (capacity - single.idle) / single.net()
+	each := (capacity - c.idle/float64(nodes)) / c.net()
+	b.ReportMetric(float64(nodes)*each/one, "projected-ratio-3-machines-net")
+}
+
+// pidsOf is the nodes' process ids.
+func pidsOf(nodes []*benchNode) []int {
+	out := make([]int, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.cmd.Process.Pid
+	}
+	return out
+}
+
 func cpuOf(pid int) time.Duration {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -301,6 +301,14 @@ func measure(b *testing.B, l load, call caller) loadResult {
 		all.Merge(l.run(call))
 	}
 	b.StopTimer()
+	reportLoad(b, all)
+	return all
+}
+
+// reportLoad reports a load's latencies, rate and errors; it fails the benchmark when no call succeeded and flags
+// figures of which more than 1 % of calls failed.
+func reportLoad(b *testing.B, all loadResult) {
+	b.Helper()
 	if len(all.Lat) == 0 {
 		b.Fatalf("no call succeeded (%d failed): %v", all.Errs, all.LastErr)
 	}
@@ -314,7 +322,6 @@ func measure(b *testing.B, l load, call caller) loadResult {
 	b.ReportMetric(ms(percentile(all.Lat, 0.99)), "p99-ms")
 	b.ReportMetric(all.Rate(), "calls/s")
 	b.ReportMetric(float64(all.Errs), "errors")
-	return all
 }
 
 // BenchmarkRouting measures the aggregator's routing overhead and throughput against the same backend reached
