@@ -219,8 +219,11 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		b.ReportMetric(metricAt(b, root, "go_gc_gomemlimit_bytes")/(1<<20), "gomemlimit-MiB")
 		b.ReportMetric(float64(procStatusKiB(b, d.Process.Pid, "RssFile"))/1024, "rss-file-MiB")
 		b.ReportMetric(float64(procStatusKiB(b, d.Process.Pid, "RssAnon"))/1024, "rss-anon-MiB")
-		// And once the daemon has been idle a while longer (classification done, the policy relaxed).
+		// And once the daemon has been idle a while longer (classification done, the policy relaxed), with what it
+		// allocates meanwhile (keep-alive pings, health checks).
+		allocs0, at0 := metricAt(b, root, "go_memstats_alloc_bytes_total"), time.Now()
 		time.Sleep(10 * time.Second)
+		b.ReportMetric((metricAt(b, root, "go_memstats_alloc_bytes_total")-allocs0)/(1<<20)/time.Since(at0).Seconds(), "idle-alloc-MiB/s")
 		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-idle-MiB")
 		b.ReportMetric(metricAt(b, root, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-idle-MiB")
 		_ = d.Process.Signal(syscall.SIGTERM)

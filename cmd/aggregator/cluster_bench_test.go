@@ -106,6 +106,9 @@ func clusterEnv(etcd, db, key string) []string {
 	if p := os.Getenv("CLUSTER_NODE_GOMAXPROCS"); p != "" {
 		env = append(env, "GOMAXPROCS="+p)
 	}
+	if l := os.Getenv("CLUSTER_NODE_GOMEMLIMIT"); l != "" {
+		env = append(env, "GOMEMLIMIT="+l)
+	}
 	return env
 }
 
