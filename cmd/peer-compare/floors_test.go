@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/internal/loadgen"
+	"github.com/mcpgw/aggregator/internal/peertest"
 )
 
 // TestMain lets the test binary be the Go floor's process, as the program is (main).
@@ -45,12 +45,7 @@ func TestFloorsPassCalls(t *testing.T) {
 	for _, floor := range []peerSpec{haproxyFloor(), goProxyFloor()} {
 		t.Run(floor.name, func(t *testing.T) {
 			if floor.name == floorHAProxy {
-				if _, err := exec.LookPath("haproxy"); err != nil {
-					if os.Getenv("CI") == "true" {
-						t.Fatal("haproxy is not installed: `make test` installs it")
-					}
-					t.Skip("haproxy is not installed: `make test` installs it")
-				}
+				peertest.HAProxyBinary(t) // skipped without it (failed under CI)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

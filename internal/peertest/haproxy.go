@@ -37,10 +37,7 @@ func (h *HAProxy) Logs() string {
 // connections (its frontends' binds); the process is killed when the test ends.
 func StartHAProxy(t testing.TB, config string, waitFor ...string) *HAProxy {
 	t.Helper()
-	bin, err := exec.LookPath("haproxy")
-	if err != nil {
-		missingTool(t, "haproxy (Debian package haproxy)")
-	}
+	bin := HAProxyBinary(t)
 	path := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -117,4 +114,15 @@ func LoopbackHAProxyConfig(t testing.TB, rest, mcp []string, restBind, mcpBind s
 		t.Fatalf("deploy/haproxy.cfg names nodes this rig cannot map (%v), or Docker's resolvers remain:\n%s", bad, cfg)
 	}
 	return cfg
+}
+
+// HAProxyBinary returns the haproxy binary on PATH; without it the test is skipped (fails under CI=true: `make test`
+// installs it).
+func HAProxyBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		missingTool(t, "haproxy (Debian package haproxy)")
+	}
+	return bin
 }
