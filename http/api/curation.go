@@ -69,6 +69,26 @@ func (s *server) curationWrite(c *fiber.Ctx) (actors.Curation, string, []byte, e
 	return cur, id, body, nil
 }
 
+// setToolPolicy is a curation write of the :id server's tool policy: the body, checked and made a patch by
+// patch, is applied through the Curation; the server as it is then is returned.
+func (s *server) setToolPolicy(c *fiber.Ctx, patch func(body []byte) (persistence.ToolPolicyPatch, []apierror.FieldError)) (persistence.Server, error) {
+	cur, id, body, err := s.curationWrite(c)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	p, ferrs := patch(body)
+	if len(ferrs) > 0 {
+		return persistence.Server{}, apierror.Validation(ferrs)
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	srv, err := cur.SetToolPolicy(ctx, id, p)
+	if err != nil {
+		return srv, mapError(err, subject{id: id})
+	}
+	return srv, nil
+}
+
 // toolParam is the :tool path segment, decoded (a tool name may hold characters a path must escape).
 func toolParam(c *fiber.Ctx) (string, error) {
 	raw := c.Params("tool")
@@ -105,36 +125,14 @@ func (s *server) getToolFilter(c *fiber.Ctx) error {
 	return c.JSON(newFilterView(srv))
 }
 
-// serverOf reads the :id server.
-func (s *server) serverOf(c *fiber.Ctx) (persistence.Server, error) {
-	id, err := serverID(c)
-	if err != nil {
-		return persistence.Server{}, err
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := s.store.GetServer(ctx, id)
-	if err != nil {
-		return srv, mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
-	}
-	return srv, nil
-}
-
 // PUT /servers/{id}/tool-filter: replace the filter ("none" removes it); effective at once.
 func (s *server) putToolFilter(c *fiber.Ctx) error {
-	cur, id, body, err := s.curationWrite(c)
+	srv, err := s.setToolPolicy(c, func(body []byte) (persistence.ToolPolicyPatch, []apierror.FieldError) {
+		f, ferrs := validate.ToolFilter(body)
+		return persistence.ToolPolicyPatch{Filter: &f}, ferrs
+	})
 	if err != nil {
 		return err
-	}
-	f, ferrs := validate.ToolFilter(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := cur.SetToolPolicy(ctx, id, persistence.ToolPolicyPatch{Filter: &f})
-	if err != nil {
-		return mapError(err, subject{id: id})
 	}
 	v := newFilterView(srv)
 	s.audit(c, audit.ToolFilterUpdated, srv.ID, srv.Name, map[string]any{"mode": v.Mode, "patterns": v.Patterns})
@@ -184,19 +182,9 @@ func (s *server) getPinning(c *fiber.Ctx) error {
 // PUT /servers/{id}/pinning: turn pinning on (the stored tools become the approved baseline) or off, and choose
 // what happens to new tools.
 func (s *server) putPinning(c *fiber.Ctx) error {
-	cur, id, body, err := s.curationWrite(c)
+	srv, err := s.setToolPolicy(c, validate.Pinning)
 	if err != nil {
 		return err
-	}
-	p, ferrs := validate.Pinning(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := cur.SetToolPolicy(ctx, id, p)
-	if err != nil {
-		return mapError(err, subject{id: id})
 	}
 	v, err := s.pinningOf(c, srv)
 	if err != nil {
@@ -356,13 +344,9 @@ func (s *server) resolveChange(c *fiber.Ctx, approve bool) error {
 	if err != nil {
 		return err
 	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	hash, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.Decision)
 	if err != nil {
 		return err
-	}
-	hash, ferrs := validate.Decision(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

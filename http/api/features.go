@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -58,7 +57,7 @@ func (s *server) listServerFeatures(c *fiber.Ctx, kinds ...string) error {
 	defer cancel()
 	all, err := s.store.ListFeatures(ctx, id)
 	if err != nil {
-		return mapError(fmt.Errorf("list features of %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "list features of", id, err)
 	}
 	// A client token bound to profiles sees the prompts and resources of its profiles' servers only (as on /mcp):
 	// of another server, an empty list, as /servers/{id}/tools gives it.
