@@ -99,6 +99,23 @@ func toolParam(c *fiber.Ctx) (string, error) {
 	return name, nil
 }
 
+// curationOfTool reads what a curation write of one stored tool needs: the Curation, the :id server and the :tool.
+func (s *server) curationOfTool(c *fiber.Ctx) (actors.Curation, persistence.Server, string, error) {
+	cur, err := s.curationOrUnavailable()
+	if err != nil {
+		return nil, persistence.Server{}, "", err
+	}
+	srv, err := s.serverOf(c)
+	if err != nil {
+		return nil, srv, "", err
+	}
+	tool, err := toolParam(c)
+	if err != nil {
+		return nil, srv, "", err
+	}
+	return cur, srv, tool, nil
+}
+
 type filterView struct {
 	ServerID string   `json:"server_id"`
 	Mode     string   `json:"mode"`
@@ -257,15 +274,7 @@ func (s *server) putOverride(c *fiber.Ctx) error {
 
 // DELETE /servers/{id}/tools/{tool}/override: 204; 404 NOT_FOUND when the tool has none.
 func (s *server) deleteOverride(c *fiber.Ctx) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	srv, err := s.serverOf(c)
-	if err != nil {
-		return err
-	}
-	tool, err := toolParam(c)
+	cur, srv, tool, err := s.curationOfTool(c)
 	if err != nil {
 		return err
 	}
@@ -332,15 +341,7 @@ func (s *server) rejectChange(c *fiber.Ctx) error  { return s.resolveChange(c, f
 // resolveChange approves or rejects a held change; the optional body {"hash"} names the change the admin saw
 // (409 CHANGE_OUTDATED when the backend changed the tool again since).
 func (s *server) resolveChange(c *fiber.Ctx, approve bool) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	srv, err := s.serverOf(c)
-	if err != nil {
-		return err
-	}
-	tool, err := toolParam(c)
+	cur, srv, tool, err := s.curationOfTool(c)
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/http/apierror"
-	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -47,11 +45,9 @@ func (s *server) listServerFeatures(c *fiber.Ctx, kinds ...string) error {
 	if err != nil {
 		return err
 	}
-	v := strictjson.New("body")
-	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
-	if v.Count() > 0 {
-		return apierror.Validation(v.Errors())
+	limit, offset, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

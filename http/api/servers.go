@@ -125,6 +125,17 @@ func queryInt(c *fiber.Ctx, v *strictjson.Checker, name string, def, lo, hi int)
 	return def
 }
 
+// pageQuery reads the limit and offset of a page of a list endpoint; a bad one is a 422.
+func pageQuery(c *fiber.Ctx) (limit, offset int, err error) {
+	v := strictjson.New("body")
+	limit = queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset = queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return limit, offset, apierror.Validation(v.Errors())
+	}
+	return limit, offset, nil
+}
+
 // queryBool reads a boolean query parameter (true/false/1/0, any case); absent means false.
 func queryBool(c *fiber.Ctx, v *strictjson.Checker, name string) bool {
 	args := c.Context().QueryArgs()
@@ -336,11 +347,9 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	v := strictjson.New("body")
-	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
-	if v.Count() > 0 {
-		return apierror.Validation(v.Errors())
+	limit, offset, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
