@@ -6,12 +6,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -23,7 +21,6 @@ import (
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -203,23 +200,10 @@ func (l *logBuffer) String() string {
 // mcp_aggregator_reserved_uris_dropped_total; reading ev's rewritten URI reaches ev, never the hostile backend.
 func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
 	m := metrics.New(nil)
 	logs := &logBuffer{}
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Metrics: m,
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
 	ep := mcpserver.New(sys, st, mcpserver.Options{})
 	t.Cleanup(ep.Close)
 	hs := httptest.NewServer(ep.StreamableHandler())

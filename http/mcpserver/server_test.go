@@ -28,12 +28,10 @@ type rig struct {
 	mux      *httptest.Server
 }
 
-func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
-	return newRigWith(t, actors.Deps{Config: actors.DefaultConfig()}, opts...)
-}
-
-// newRigWith is newRig with the actors' dependencies (their store is the rig's).
-func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig {
+// startSystem opens a store in the test's directory and starts the actors on it with deps (whose Store is set to
+// it); the actors shut down, then the store closes, when the test ends.
+func startSystem(t testing.TB, deps actors.Deps) (persistence.Store, *actors.System) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
@@ -50,6 +48,16 @@ func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig 
 		defer cancel()
 		_ = sys.Shutdown(c)
 	})
+	return st, sys
+}
+
+func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
+	return newRigWith(t, actors.Deps{Config: actors.DefaultConfig()}, opts...)
+}
+
+// newRigWith is newRig with the actors' dependencies (their store is the rig's).
+func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig {
+	st, sys := startSystem(t, deps)
 	var o mcpserver.Options
 	if len(opts) > 0 {
 		o = opts[0]
