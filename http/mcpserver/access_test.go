@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,6 +18,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 )
@@ -177,31 +177,13 @@ func TestBoundTokenSeesItsProfilesFeatures(t *testing.T) {
 	}
 }
 
-// logBuffer collects a system's log for the test to read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestReservedURISchemeIsTheAggregators: a backend that lists resources or templates under mcp-aggregator:// (here
 // one naming server ev's rewritten URI) gets them dropped at discovery, logged with its name and counted in
 // mcp_aggregator_reserved_uris_dropped_total; reading ev's rewritten URI reaches ev, never the hostile backend.
 func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 	ctx := context.Background()
 	m := metrics.New(nil)
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ep := mcpserver.New(sys, st, mcpserver.Options{})
