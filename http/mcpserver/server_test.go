@@ -28,18 +28,23 @@ type rig struct {
 	mux      *httptest.Server
 }
 
-// startSystem opens a store in the test's directory and starts the actors on it with deps (whose Store is set to
-// it); the actors shut down, then the store closes, when the test ends.
+// startSystem opens a store in the test's directory and starts the actors on it with deps (startActors); the
+// actors shut down, then the store closes, when the test ends.
 func startSystem(t testing.TB, deps actors.Deps) (persistence.Store, *actors.System) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	return st, startActors(t, st, deps)
+}
+
+// startActors starts the actors on st with deps (whose Store is set to st); they shut down when the test ends.
+func startActors(t testing.TB, st persistence.Store, deps actors.Deps) *actors.System {
+	t.Helper()
 	deps.Store = st
-	sys, err := actors.Start(ctx, deps)
+	sys, err := actors.Start(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +53,7 @@ func startSystem(t testing.TB, deps actors.Deps) (persistence.Store, *actors.Sys
 		defer cancel()
 		_ = sys.Shutdown(c)
 	})
-	return st, sys
+	return sys
 }
 
 func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
