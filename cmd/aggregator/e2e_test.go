@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 )
 
@@ -136,22 +137,7 @@ func ourRaces(out string) []string {
 }
 
 // syncBuf collects a daemon's output; the process writes while the test may read.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = syncbuf.Buffer
 
 func (d *daemon) do(method, path string, body any) (int, map[string]any) {
 	d.t.Helper()

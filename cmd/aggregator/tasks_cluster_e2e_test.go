@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -79,35 +78,18 @@ type statusListener struct {
 
 func listenStatus(t *testing.T, s *mcpSession) *statusListener {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", s.sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the session's GET stream: %v %v", err, resp)
-	}
 	l := &statusListener{}
-	go func() {
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			var msg struct {
-				Method string     `json:"method"`
-				Params tasks.Wire `json:"params"`
-			}
-			if ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Method == "notifications/tasks/status" {
-				l.mu.Lock()
-				l.heard = append(l.heard, msg.Params)
-				l.mu.Unlock()
-			}
+	s.listen(t, func(_ context.Context, data string) {
+		var msg struct {
+			Method string     `json:"method"`
+			Params tasks.Wire `json:"params"`
 		}
-	}()
+		if json.Unmarshal([]byte(data), &msg) == nil && msg.Method == "notifications/tasks/status" {
+			l.mu.Lock()
+			l.heard = append(l.heard, msg.Params)
+			l.mu.Unlock()
+		}
+	})
 	return l
 }
 

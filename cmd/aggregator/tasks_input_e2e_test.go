@@ -37,50 +37,63 @@ func openMCPWith(t *testing.T, url, token string, caps map[string]any) *mcpSessi
 // the returned function is how many it answered. With answer nil it answers none: the function is how many it got.
 func answerElicitations(t *testing.T, s *mcpSession, answer map[string]any) func() int {
 	t.Helper()
+	var answered atomic.Int32
+	s.listen(t, func(ctx context.Context, data string) {
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal([]byte(data), &msg) != nil || msg.Method != "elicitation/create" || len(msg.ID) == 0 {
+			return
+		}
+		if answer == nil {
+			answered.Add(1)
+			return
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": answer})
+		post, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
+		post.Header.Set("Content-Type", "application/json")
+		post.Header.Set("Accept", "application/json, text/event-stream")
+		s.identify(post)
+		if r, err := http.DefaultClient.Do(post); err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			answered.Add(1)
+		}
+	})
+	return func() int { return int(answered.Load()) }
+}
+
+// listen opens s's standalone stream (its GET, closed when the test ends) and, on a goroutine of its own, calls each
+// with the stream's context and the data of every event on it, in order.
+func (s *mcpSession) listen(t *testing.T, each func(ctx context.Context, data string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", s.sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	s.identify(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the session's GET stream: %v %v", err, resp)
 	}
-	var answered atomic.Int32
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			data, ok := strings.CutPrefix(sc.Text(), "data: ")
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if !ok || json.Unmarshal([]byte(data), &msg) != nil || msg.Method != "elicitation/create" || len(msg.ID) == 0 {
-				continue
-			}
-			if answer == nil {
-				answered.Add(1)
-				continue
-			}
-			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": answer})
-			post, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
-			post.Header.Set("Content-Type", "application/json")
-			post.Header.Set("Accept", "application/json, text/event-stream")
-			post.Header.Set("Mcp-Session-Id", s.sid)
-			post.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-			post.Header.Set("Authorization", "Bearer "+s.token)
-			if r, err := http.DefaultClient.Do(post); err == nil {
-				_, _ = io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				answered.Add(1)
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				each(ctx, data)
 			}
 		}
 	}()
-	return func() int { return int(answered.Load()) }
+}
+
+// identify sets the headers of a request of the session after its initialize: its id, protocol version and token.
+func (s *mcpSession) identify(req *http.Request) {
+	req.Header.Set("Mcp-Session-Id", s.sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+s.token)
 }
 
 // TestClusterTaskPendingInputThroughOtherNodeE2E: alice's 2025-11-25 session on node A starts a task
@@ -124,9 +137,7 @@ func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
 func (s *mcpSession) close() {
 	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodDelete, s.url, nil)
-	req.Header.Set("Mcp-Session-Id", s.sid)
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	s.identify(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatalf("DELETE the session: %v", err)

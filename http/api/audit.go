@@ -7,10 +7,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/internal/audit"
 	"github.com/mcpgw/aggregator/http/internal/view"
-	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -51,11 +49,9 @@ type auditListView struct {
 
 // GET /audit?limit=&offset=: the audit log, newest first (admin scope).
 func (s *server) listAudit(c *fiber.Ctx) error {
-	v := strictjson.New("body")
-	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
-	if v.Count() > 0 {
-		return apierror.Validation(v.Errors())
+	limit, offset, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

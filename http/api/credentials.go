@@ -64,10 +64,10 @@ func (s *server) sealing() error {
 }
 
 // perUserServer reads the server and refuses one that takes no caller's credential (409).
-func (s *server) perUserServer(ctx context.Context, id, raw string) (persistence.Server, error) {
-	srv, err := s.store.GetServer(ctx, id)
+func (s *server) perUserServer(ctx context.Context, c *fiber.Ctx, id string) (persistence.Server, error) {
+	srv, err := s.storedServer(ctx, c, id)
 	if err != nil {
-		return srv, mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: raw})
+		return srv, err
 	}
 	if srv.CredentialMode != persistence.CredentialPerUser {
 		return srv, &apierror.Error{Status: fiber.StatusConflict, Code: errcode.CredentialNotAccepted,
@@ -97,20 +97,16 @@ func (s *server) putMyCredential(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	secret, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.Secret)
 	if err != nil {
 		return err
-	}
-	secret, ferrs := validate.Secret(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	if err := s.sealing(); err != nil {
 		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	srv, err := s.perUserServer(ctx, id, c.Params("id"))
+	srv, err := s.perUserServer(ctx, c, id)
 	if err != nil {
 		return err
 	}
@@ -156,7 +152,7 @@ func (s *server) removeCredential(c *fiber.Ctx, sub, event string) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	srv, err := s.perUserServer(ctx, id, c.Params("id"))
+	srv, err := s.perUserServer(ctx, c, id)
 	if err != nil {
 		return err
 	}
@@ -190,7 +186,7 @@ func (s *server) listCredentials(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	srv, err := s.perUserServer(ctx, id, c.Params("id"))
+	srv, err := s.perUserServer(ctx, c, id)
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,26 @@ func (s *server) curationWrite(c *fiber.Ctx) (actors.Curation, string, []byte, e
 	return cur, id, body, nil
 }
 
+// setToolPolicy is a curation write of the :id server's tool policy: the body, checked and made a patch by
+// patch, is applied through the Curation; the server as it is then is returned.
+func (s *server) setToolPolicy(c *fiber.Ctx, patch func(body []byte) (persistence.ToolPolicyPatch, []apierror.FieldError)) (persistence.Server, error) {
+	cur, id, body, err := s.curationWrite(c)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	p, ferrs := patch(body)
+	if len(ferrs) > 0 {
+		return persistence.Server{}, apierror.Validation(ferrs)
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	srv, err := cur.SetToolPolicy(ctx, id, p)
+	if err != nil {
+		return srv, mapError(err, subject{id: id})
+	}
+	return srv, nil
+}
+
 // toolParam is the :tool path segment, decoded (a tool name may hold characters a path must escape).
 func toolParam(c *fiber.Ctx) (string, error) {
 	raw := c.Params("tool")
@@ -77,6 +97,23 @@ func toolParam(c *fiber.Ctx) (string, error) {
 		return "", apierror.Validation([]apierror.FieldError{{Loc: []any{"path", "tool"}, Msg: "tool must be a tool's original name", Type: apierror.FieldValueError}})
 	}
 	return name, nil
+}
+
+// curationOfTool reads what a curation write of one stored tool needs: the Curation, the :id server and the :tool.
+func (s *server) curationOfTool(c *fiber.Ctx) (actors.Curation, persistence.Server, string, error) {
+	cur, err := s.curationOrUnavailable()
+	if err != nil {
+		return nil, persistence.Server{}, "", err
+	}
+	srv, err := s.serverOf(c)
+	if err != nil {
+		return nil, srv, "", err
+	}
+	tool, err := toolParam(c)
+	if err != nil {
+		return nil, srv, "", err
+	}
+	return cur, srv, tool, nil
 }
 
 type filterView struct {
@@ -105,36 +142,14 @@ func (s *server) getToolFilter(c *fiber.Ctx) error {
 	return c.JSON(newFilterView(srv))
 }
 
-// serverOf reads the :id server.
-func (s *server) serverOf(c *fiber.Ctx) (persistence.Server, error) {
-	id, err := serverID(c)
-	if err != nil {
-		return persistence.Server{}, err
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := s.store.GetServer(ctx, id)
-	if err != nil {
-		return srv, mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
-	}
-	return srv, nil
-}
-
 // PUT /servers/{id}/tool-filter: replace the filter ("none" removes it); effective at once.
 func (s *server) putToolFilter(c *fiber.Ctx) error {
-	cur, id, body, err := s.curationWrite(c)
+	srv, err := s.setToolPolicy(c, func(body []byte) (persistence.ToolPolicyPatch, []apierror.FieldError) {
+		f, ferrs := validate.ToolFilter(body)
+		return persistence.ToolPolicyPatch{Filter: &f}, ferrs
+	})
 	if err != nil {
 		return err
-	}
-	f, ferrs := validate.ToolFilter(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := cur.SetToolPolicy(ctx, id, persistence.ToolPolicyPatch{Filter: &f})
-	if err != nil {
-		return mapError(err, subject{id: id})
 	}
 	v := newFilterView(srv)
 	s.audit(c, audit.ToolFilterUpdated, srv.ID, srv.Name, map[string]any{"mode": v.Mode, "patterns": v.Patterns})
@@ -184,19 +199,9 @@ func (s *server) getPinning(c *fiber.Ctx) error {
 // PUT /servers/{id}/pinning: turn pinning on (the stored tools become the approved baseline) or off, and choose
 // what happens to new tools.
 func (s *server) putPinning(c *fiber.Ctx) error {
-	cur, id, body, err := s.curationWrite(c)
+	srv, err := s.setToolPolicy(c, validate.Pinning)
 	if err != nil {
 		return err
-	}
-	p, ferrs := validate.Pinning(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := cur.SetToolPolicy(ctx, id, p)
-	if err != nil {
-		return mapError(err, subject{id: id})
 	}
 	v, err := s.pinningOf(c, srv)
 	if err != nil {
@@ -269,15 +274,7 @@ func (s *server) putOverride(c *fiber.Ctx) error {
 
 // DELETE /servers/{id}/tools/{tool}/override: 204; 404 NOT_FOUND when the tool has none.
 func (s *server) deleteOverride(c *fiber.Ctx) error {
-	cur, err := s.curationOrUnavailable()
-	if err != nil {
-		return err
-	}
-	srv, err := s.serverOf(c)
-	if err != nil {
-		return err
-	}
-	tool, err := toolParam(c)
+	cur, srv, tool, err := s.curationOfTool(c)
 	if err != nil {
 		return err
 	}
@@ -344,25 +341,13 @@ func (s *server) rejectChange(c *fiber.Ctx) error  { return s.resolveChange(c, f
 // resolveChange approves or rejects a held change; the optional body {"hash"} names the change the admin saw
 // (409 CHANGE_OUTDATED when the backend changed the tool again since).
 func (s *server) resolveChange(c *fiber.Ctx, approve bool) error {
-	cur, err := s.curationOrUnavailable()
+	cur, srv, tool, err := s.curationOfTool(c)
 	if err != nil {
 		return err
 	}
-	srv, err := s.serverOf(c)
+	hash, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.Decision)
 	if err != nil {
 		return err
-	}
-	tool, err := toolParam(c)
-	if err != nil {
-		return err
-	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
-	if err != nil {
-		return err
-	}
-	hash, ferrs := validate.Decision(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

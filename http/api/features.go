@@ -2,13 +2,10 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/mcpgw/aggregator/http/apierror"
-	"github.com/mcpgw/aggregator/internal/strictjson"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -48,17 +45,15 @@ func (s *server) listServerFeatures(c *fiber.Ctx, kinds ...string) error {
 	if err != nil {
 		return err
 	}
-	v := strictjson.New("body")
-	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
-	if v.Count() > 0 {
-		return apierror.Validation(v.Errors())
+	limit, offset, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
 	all, err := s.store.ListFeatures(ctx, id)
 	if err != nil {
-		return mapError(fmt.Errorf("list features of %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "list features of", id, err)
 	}
 	// A client token bound to profiles sees the prompts and resources of its profiles' servers only (as on /mcp):
 	// of another server, an empty list, as /servers/{id}/tools gives it.

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/internal/errcode"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -23,7 +24,7 @@ func newGuardedEnv(t *testing.T, settled *atomic.Bool) *testEnv {
 	t.Helper()
 	store := newFakeStore()
 	control := &fakeControl{store: store}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	app := New(Deps{Store: store, Control: control,
 		Logger:    slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		HostGuard: auth.NewHostGuard([]string{"127.0.0.1:8081"}, nil, nil),

@@ -1,14 +1,12 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +14,16 @@ import (
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/apierror"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence"
 )
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testEnv is one app over a fake store and a fake control.
 type testEnv struct {
 	app     *fiber.App
 	store   *fakeStore
 	control *fakeControl
-	logs    *syncBuffer
+	logs    *syncbuf.Buffer
 }
 
 func newEnv(t *testing.T, cfg ...Config) *testEnv {
@@ -53,7 +34,7 @@ func newEnv(t *testing.T, cfg ...Config) *testEnv {
 		connect: actors.ConnectResult{Status: persistence.StatusConnecting, Message: "Connection initiated"},
 		discon:  actors.DisconnectResult{Status: persistence.StatusDisconnected, Message: "Server disconnected successfully"},
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	var c Config
 	if len(cfg) > 0 {
 		c = cfg[0]

@@ -83,7 +83,7 @@ func (s *server) startOAuth(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(c.UserContext(), oauthStartTimeout)
 	defer cancel()
-	srv, err := s.perUserServer(ctx, id, c.Params("id"))
+	srv, err := s.perUserServer(ctx, c, id)
 	if err != nil {
 		return err
 	}
@@ -138,13 +138,9 @@ func (s *server) oauthCallback(c *fiber.Ctx) error {
 // PKCE verifier) and the grant stored as their credential for the server (201). A state that is not the caller's
 // own pending flow is 404, and leaves the flow to its caller.
 func (s *server) completeOAuth(c *fiber.Ctx) error {
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	state, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.OAuthState)
 	if err != nil {
 		return err
-	}
-	state, ferrs := validate.OAuthState(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	flows, err := s.pendingFlows()
 	if err != nil {

@@ -139,16 +139,16 @@ func (s *server) serverTimeseries(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	srv, err := s.store.GetServer(ctx, id)
+	srv, err := s.storedServer(ctx, c, id)
 	if err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+		return err
 	}
 	out := seriesOf(rec, srv)
 	if len(out.Points) > 0 {
 		from := out.Points[0].T
 		events, err := s.store.ListHistory(ctx, id, historyForWindow)
 		if err != nil {
-			return mapError(fmt.Errorf("list history of %s: %w", id, err), subject{id: c.Params("id")})
+			return serverFailed(c, "list history of", id, err)
 		}
 		out.States = []stateChangeView{}
 		for _, e := range events { // newest first

@@ -14,13 +14,9 @@ import (
 // POST /api/v1/search: hybrid tool search over the connected servers (AG-US2, BR-009).
 func (s *server) searchTools(c *fiber.Ctx) error {
 	start := time.Now()
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	req, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.Search)
 	if err != nil {
 		return err
-	}
-	req, ferrs := validate.Search(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"mime"
 	"slices"
@@ -44,6 +45,32 @@ func serverID(c *fiber.Ctx) (string, error) {
 	return u.String(), nil
 }
 
+// serverOf reads the :id server.
+func (s *server) serverOf(c *fiber.Ctx) (persistence.Server, error) {
+	id, err := serverID(c)
+	if err != nil {
+		return persistence.Server{}, err
+	}
+	ctx, cancel := s.opContext(c)
+	defer cancel()
+	return s.storedServer(ctx, c, id)
+}
+
+// storedServer reads server id (the :id of c, canonical) from the store.
+func (s *server) storedServer(ctx context.Context, c *fiber.Ctx, id string) (persistence.Server, error) {
+	srv, err := s.store.GetServer(ctx, id)
+	if err != nil {
+		return srv, serverFailed(c, "get server", id, err)
+	}
+	return srv, nil
+}
+
+// serverFailed maps err, the failure of op (e.g. "connect server", "list tools of") on server id, the :id of c: a
+// missing server is answered with the :id as the caller sent it.
+func serverFailed(c *fiber.Ctx, op, id string, err error) error {
+	return mapError(fmt.Errorf("%s %s: %w", op, id, err), subject{id: c.Params("id")})
+}
+
 // jsonBody returns a copy of the request body (the ctx reuses its buffer after the handler returns). A body sent
 // with a Content-Type other than JSON is refused with 415: it also keeps browsers from posting a registration
 // cross-site as a "simple" text/plain or form request, which needs no CORS preflight.
@@ -61,6 +88,20 @@ func jsonBody(c *fiber.Ctx, maxBytes int) ([]byte, error) {
 		}
 	}
 	return append([]byte(nil), body...), nil
+}
+
+// checkedBody is the request body (jsonBody) as check reads it; check's field errors are a 422.
+func checkedBody[T any](c *fiber.Ctx, maxBytes int, check func(body []byte) (T, []apierror.FieldError)) (T, error) {
+	var zero T
+	body, err := jsonBody(c, maxBytes)
+	if err != nil {
+		return zero, err
+	}
+	v, ferrs := check(body)
+	if len(ferrs) > 0 {
+		return zero, apierror.Validation(ferrs)
+	}
+	return v, nil
 }
 
 // queryInt reads an integer query parameter within [lo, hi]; absent means def. Errors go to v.
@@ -82,6 +123,17 @@ func queryInt(c *fiber.Ctx, v *strictjson.Checker, name string, def, lo, hi int)
 		return n
 	}
 	return def
+}
+
+// pageQuery reads the limit and offset of a page of a list endpoint; a bad one is a 422.
+func pageQuery(c *fiber.Ctx) (limit, offset int, err error) {
+	v := strictjson.New("body")
+	limit = queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
+	offset = queryInt(c, v, "offset", 0, 0, maxOffset)
+	if v.Count() > 0 {
+		return limit, offset, apierror.Validation(v.Errors())
+	}
+	return limit, offset, nil
 }
 
 // queryBool reads a boolean query parameter (true/false/1/0, any case); absent means false.
@@ -196,15 +248,9 @@ const maxOffset = 1<<31 - 1
 
 // GET /servers/{id}: the detail view.
 func (s *server) getServer(c *fiber.Ctx) error {
-	id, err := serverID(c)
+	srv, err := s.serverOf(c)
 	if err != nil {
 		return err
-	}
-	ctx, cancel := s.opContext(c)
-	defer cancel()
-	srv, err := s.store.GetServer(ctx, id)
-	if err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
 	}
 	return c.JSON(view.NewServerDetail(srv))
 }
@@ -222,9 +268,9 @@ func (s *server) patchServer(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	current, err := s.store.GetServer(ctx, id)
+	current, err := s.storedServer(ctx, c, id)
 	if err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+		return err
 	}
 	patch, ferrs := validate.PatchServer(body, current, validate.Outbound(s.control))
 	if len(ferrs) > 0 {
@@ -252,7 +298,7 @@ func (s *server) deleteServer(c *fiber.Ctx) error {
 	defer cancel()
 	name := s.serverName(ctx, id)
 	if err := s.control.Remove(ctx, id); err != nil {
-		return mapError(fmt.Errorf("remove server %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "remove server", id, err)
 	}
 	s.audit(c, audit.ServerRemoved, id, name, nil)
 	return c.SendStatus(fiber.StatusNoContent)
@@ -268,7 +314,7 @@ func (s *server) connectServer(c *fiber.Ctx) error {
 	defer cancel()
 	res, err := s.control.Connect(ctx, id)
 	if err != nil {
-		return mapError(fmt.Errorf("connect server %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "connect server", id, err)
 	}
 	s.audit(c, audit.ServerConnected, id, s.serverName(ctx, id), map[string]any{"status": res.Status, "message": res.Message})
 	return c.JSON(res)
@@ -280,19 +326,15 @@ func (s *server) disconnectServer(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	body, err := jsonBody(c, s.cfg.MaxBodyBytes)
+	force, err := checkedBody(c, s.cfg.MaxBodyBytes, validate.Disconnect)
 	if err != nil {
 		return err
-	}
-	force, ferrs := validate.Disconnect(body)
-	if len(ferrs) > 0 {
-		return apierror.Validation(ferrs)
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
 	res, err := s.control.Disconnect(ctx, id, force)
 	if err != nil {
-		return mapError(fmt.Errorf("disconnect server %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "disconnect server", id, err)
 	}
 	s.audit(c, audit.ServerDisconnected, id, s.serverName(ctx, id),
 		map[string]any{"force": force, "status": res.Status, "pending_requests": res.PendingRequests})
@@ -305,16 +347,14 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	v := strictjson.New("body")
-	limit := queryInt(c, v, "limit", defaultLimit, 1, maxLimit)
-	offset := queryInt(c, v, "offset", 0, 0, maxOffset)
-	if v.Count() > 0 {
-		return apierror.Validation(v.Errors())
+	limit, offset, err := pageQuery(c)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	if _, err := s.store.GetServer(ctx, id); err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	if _, err := s.storedServer(ctx, c, id); err != nil {
+		return err
 	}
 	if served, restricted, err := s.servedTools(c, id); err != nil {
 		return err
@@ -324,7 +364,7 @@ func (s *server) listServerTools(c *fiber.Ctx) error {
 	// An admin reads the tools as stored, from the routing table (the router's one read of the server's rows).
 	stored, err := s.control.StoredTools(ctx, id)
 	if err != nil {
-		return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "list tools of", id, err)
 	}
 	return c.JSON(newToolListView(stored[id], limit, offset))
 }
@@ -378,12 +418,12 @@ func (s *server) serverHistory(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	if _, err := s.store.GetServer(ctx, id); err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	if _, err := s.storedServer(ctx, c, id); err != nil {
+		return err
 	}
 	events, err := s.store.ListHistory(ctx, id, limit)
 	if err != nil {
-		return mapError(fmt.Errorf("list history of %s: %w", id, err), subject{id: c.Params("id")})
+		return serverFailed(c, "list history of", id, err)
 	}
 	out := historyView{ServerID: id, History: make([]historyEventView, 0, len(events)), Limit: limit}
 	for _, e := range events {

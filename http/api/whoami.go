@@ -51,8 +51,8 @@ func (s *server) getServerTool(c *fiber.Ctx) error {
 	}
 	ctx, cancel := s.opContext(c)
 	defer cancel()
-	if _, err := s.store.GetServer(ctx, id); err != nil {
-		return mapError(fmt.Errorf("get server %s: %w", id, err), subject{id: c.Params("id")})
+	if _, err := s.storedServer(ctx, c, id); err != nil {
+		return err
 	}
 	tools, restricted, err := s.servedTools(c, id)
 	if err != nil {
@@ -61,7 +61,7 @@ func (s *server) getServerTool(c *fiber.Ctx) error {
 	if !restricted {
 		stored, err := s.control.StoredTools(ctx, id)
 		if err != nil {
-			return mapError(fmt.Errorf("list tools of %s: %w", id, err), subject{id: c.Params("id")})
+			return serverFailed(c, "list tools of", id, err)
 		}
 		tools = stored[id]
 	}

@@ -1,13 +1,11 @@
 package mcpproxy_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,32 +14,15 @@ import (
 
 	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer many goroutines write to (a log).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestProxyExchangedTokenRenewedIsScrubbed: a hostile backend echoes the Authorization header it was sent in its
 // error (a JSON-RPC error, a tool error result). The token a caller's session got by renewal mid-session (its exchanged token expired; the caller's token
 // was exchanged again) is scrubbed from what the client gets and from every log line, as the first one is: the
 // session's secrets follow its renewals.
 func TestProxyExchangedTokenRenewedIsScrubbed(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	x := startExchangeRigLogged(t, 0, logs)
 	orgToken := peertest.OIDCClientToken(t, x.org, x.aggResource, "client-bot", "aggregator:client")
 	if err := x.flows.Exchange(t.Context(), x.srv, "oauth:client-bot", orgToken); err != nil {

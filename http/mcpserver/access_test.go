@@ -6,12 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -21,9 +18,9 @@ import (
 	"github.com/mcpgw/aggregator/actors/routing"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -180,46 +177,15 @@ func TestBoundTokenSeesItsProfilesFeatures(t *testing.T) {
 	}
 }
 
-// logBuffer collects a system's log for the test to read.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestReservedURISchemeIsTheAggregators: a backend that lists resources or templates under mcp-aggregator:// (here
 // one naming server ev's rewritten URI) gets them dropped at discovery, logged with its name and counted in
 // mcp_aggregator_reserved_uris_dropped_total; reading ev's rewritten URI reaches ev, never the hostile backend.
 func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
 	m := metrics.New(nil)
-	logs := &logBuffer{}
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Metrics: m,
+	logs := &syncbuf.Buffer{}
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
 	ep := mcpserver.New(sys, st, mcpserver.Options{})
 	t.Cleanup(ep.Close)
 	hs := httptest.NewServer(ep.StreamableHandler())

@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -53,20 +50,7 @@ type authRig struct {
 // connected backend "back" whose tool is back__echo.
 func newAuthRig(t *testing.T, limiter *auth.Limiter) *authRig {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
 	toks, err := auth.Parse("ops:"+adminToken, "ci:"+clientToken, "")
 	if err != nil {
 		t.Fatal(err)
@@ -247,21 +231,7 @@ func TestMCPRateLimit(t *testing.T) {
 // TestRequireIdentityWithoutMiddleware: with tokens configured, a call that carries no identity (an HTTP listener
 // mounted without auth.Middleware by mistake) is refused, never treated as an anonymous admin.
 func TestRequireIdentityWithoutMiddleware(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
 	ep := mcpserver.New(sys, st, mcpserver.Options{RequireIdentity: true})
 	t.Cleanup(ep.Close)
 	hs := httptest.NewServer(ep.StreamableHandler())

@@ -55,16 +55,7 @@ func encryptedSystemLogged(t testing.TB, logger *slog.Logger, tweak ...func(*act
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: cfg, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
-	return st, sys
+	return st, startActors(t, st, actors.Deps{Config: cfg, Logger: logger})
 }
 
 // perUserSystem is perUserRig with its actor system.

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 const (
@@ -80,20 +77,7 @@ func (n *noticed) tools(t *testing.T) []string {
 // describes, counts and answers only what its caller may see.
 func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig()})
 	opts := mcpserver.Options{RequireIdentity: true,
 		Gateway: gateway.New(sys, gateway.Options{Policy: &gateway.Rules{Source: sys}})}
 	ep := mcpserver.New(sys, st, opts)

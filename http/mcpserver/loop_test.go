@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
 
 // countingHandler counts "tools discovered" records (one per discovery) and loop warnings.
@@ -49,25 +47,11 @@ type aggregator struct {
 }
 
 func newAggregator(t *testing.T, leafTool string) *aggregator {
-	ctx := context.Background()
 	a := &aggregator{}
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
 	cfg := actors.DefaultConfig()
 	cfg.ConnectionTimeout = 20 * time.Second
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: cfg,
+	st, sys := startSystem(t, actors.Deps{Config: cfg,
 		Logger: slog.New(countingHandler{discoveries: &a.discoveries, loops: &a.loops})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
 	a.sys = sys
 	ep := mcpserver.New(sys, st, mcpserver.Options{})
 	t.Cleanup(ep.Close)

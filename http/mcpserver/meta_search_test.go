@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
-	"github.com/mcpgw/aggregator/persistence/sqlite"
 	"github.com/mcpgw/aggregator/search/classify"
 	"github.com/mcpgw/aggregator/search/embed"
 )
@@ -44,27 +42,14 @@ func weatherBackend(t *testing.T, city string) string {
 // and calling it works.
 func TestSearchToolFollowsTheCatalogue(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
 	emb := embed.NewHashed(0)
 	builtin, err := classify.NewBuiltin(ctx, emb, classify.DefaultTaxonomy(),
 		func(t classify.Tool) string { return embed.ToolText(t.Name, t.Description, t.InputSchema) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Classifier: builtin,
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Classifier: builtin,
 		Search: &actors.SearchDeps{Embedder: emb, Skills: builtin.SkillSpace}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
 	ep := mcpserver.New(sys, st, mcpserver.Options{SearchFirst: true})
 	t.Cleanup(ep.Close)
 	hs := httptest.NewServer(ep.StreamableHandler())

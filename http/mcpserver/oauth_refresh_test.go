@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/internal/oauthtest"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -27,7 +28,7 @@ import (
 // refresh token) reaches the client, and none is in any log line (actors, endpoint, flows, at debug).
 func TestPerUserOAuthRefreshIsScrubbed(t *testing.T) {
 	ctx := context.Background()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, sys := encryptedSystemLogged(t, logger)
 	toks, err := auth.Parse("", "ci:"+clientToken, "")

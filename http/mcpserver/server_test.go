@@ -28,20 +28,23 @@ type rig struct {
 	mux      *httptest.Server
 }
 
-func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
-	return newRigWith(t, actors.Deps{Config: actors.DefaultConfig()}, opts...)
-}
-
-// newRigWith is newRig with the actors' dependencies (their store is the rig's).
-func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
+// startSystem opens a store in the test's directory and starts the actors on it with deps (startActors); the
+// actors shut down, then the store closes, when the test ends.
+func startSystem(t testing.TB, deps actors.Deps) (persistence.Store, *actors.System) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agg.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	return st, startActors(t, st, deps)
+}
+
+// startActors starts the actors on st with deps (whose Store is set to st); they shut down when the test ends.
+func startActors(t testing.TB, st persistence.Store, deps actors.Deps) *actors.System {
+	t.Helper()
 	deps.Store = st
-	sys, err := actors.Start(ctx, deps)
+	sys, err := actors.Start(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +53,16 @@ func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig 
 		defer cancel()
 		_ = sys.Shutdown(c)
 	})
+	return sys
+}
+
+func newRig(t testing.TB, opts ...mcpserver.Options) *rig {
+	return newRigWith(t, actors.Deps{Config: actors.DefaultConfig()}, opts...)
+}
+
+// newRigWith is newRig with the actors' dependencies (their store is the rig's).
+func newRigWith(t testing.TB, deps actors.Deps, opts ...mcpserver.Options) *rig {
+	st, sys := startSystem(t, deps)
 	var o mcpserver.Options
 	if len(opts) > 0 {
 		o = opts[0]

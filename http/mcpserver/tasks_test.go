@@ -68,20 +68,7 @@ type taskRig struct {
 
 func newTaskRig(t testing.TB, maxOpen int) *taskRig {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agg.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	sys, err := actors.Start(ctx, actors.Deps{Store: st, Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = sys.Shutdown(c)
-	})
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
 	toks, err := auth.Parse("ops:"+adminToken, "alice:"+aliceToken+",bob:"+bobToken, "")
 	if err != nil {
 		t.Fatal(err)

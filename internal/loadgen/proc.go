@@ -2,7 +2,6 @@ package loadgen
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,30 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/mcpgw/aggregator/internal/freeport"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 )
 
 // Buffer collects a process's output; the process writes while the caller may read.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *Buffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *Buffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type Buffer = syncbuf.Buffer
 
 // Process is a child process; it is killed if this process dies (Linux: parent-death signal).
 type Process struct {

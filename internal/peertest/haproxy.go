@@ -1,7 +1,6 @@
 package peertest
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
@@ -9,29 +8,21 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 )
 
 // HAProxy is a haproxy process (Debian's package, 2.6) running a configuration in the foreground.
 type HAProxy struct {
-	mu   sync.Mutex
-	logs bytes.Buffer
+	logs syncbuf.Buffer
 }
 
-func (h *HAProxy) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.logs.Write(p)
-}
+func (h *HAProxy) Write(p []byte) (int, error) { return h.logs.Write(p) }
 
 // Logs is what haproxy printed so far (its request log, with `log stdout`).
-func (h *HAProxy) Logs() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.logs.String()
-}
+func (h *HAProxy) Logs() string { return h.logs.String() }
 
 // StartHAProxy checks config with `haproxy -c`, runs it, and waits until every address in waitFor takes
 // connections (its frontends' binds); the process is killed when the test ends.

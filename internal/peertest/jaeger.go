@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 )
 
 // Jaeger is a Jaeger all-in-one process (Jaeger v2, `make jaeger`) a test started: an OTLP/HTTP receiver and the
@@ -99,7 +100,7 @@ func StartJaeger(t testing.TB) *Jaeger {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config", cfg)
-	logs := &lockedWriter{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = nil, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start jaeger: %v", err)
@@ -130,24 +131,6 @@ func StartJaeger(t testing.TB) *Jaeger {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// lockedWriter collects a process's output while the test may read it.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // JaegerTrace is a trace as Jaeger's query API returns it (the parts the tests read).

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/http/auth"
 	"github.com/mcpgw/aggregator/http/internal/audit"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/pgtest"
 	"github.com/mcpgw/aggregator/persistence/postgres"
@@ -86,7 +87,7 @@ func TestIdempotentRegistration(t *testing.T) {
 }
 
 func testIdempotentRegistration(t *testing.T, st persistence.Store) {
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	logger := slog.New(slog.NewJSONHandler(&syncbuf.Buffer{}, nil))
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)

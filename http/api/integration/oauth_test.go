@@ -396,45 +396,16 @@ func TestBackendOAuthOutboundPolicy(t *testing.T) {
 // the backend. The grant is stored and reused; an expired exchanged token is exchanged again; a static-token caller
 // and a server that does not allow it still get CREDENTIAL_REQUIRED, without any exchange.
 func TestBackendOAuthTokenExchange(t *testing.T) {
-	st, sys, logger := startSystem(t)
-	aggResource := "http://aggregator.example/mcp"
-	org := peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+aggResource)
-	v, err := oauth.New(t.Context(), oauth.Config{Issuer: org, Audience: aggResource, Resource: aggResource,
-		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	static, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, resource := oauthtest.Listen(t)
-	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org)
-	oauthtest.Backend(t, ln, resource, issuer)
-
-	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
-		EndSession: sys.EndUserSession, Logger: logger})
-	gw := gateway.New(sys, gateway.Options{ExchangeCredential: flows.CallExchanger(st.GetServer)})
-	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: static.WithOAuth(v), OAuth: flows, Gateway: gw})}
-	register := func(name, slot string) string {
-		t.Helper()
-		r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP",`+
-			`"connection_config":{"base_url":"`+resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
-			`"credential_mode":"per_user","user_credential":`+slot+`}`)
-		if r.status != http.StatusCreated {
-			t.Fatalf("register %s: %d %s", name, r.status, r.body)
-		}
-		return r.json(t)["id"].(string)
-	}
-	id := register("xo", `{"oauth":{"token_exchange":true}}`)
-	register("ask", `{"oauth":{}}`)
+	x := startExchange(t, api.Config{})
+	e, st, sys, org, issuer := x.e, x.st, x.sys, x.org, x.issuer
+	id := x.register(t, "xo", `{"oauth":{"token_exchange":true}}`)
+	x.register(t, "ask", `{"oauth":{}}`)
 	waitFor(t, "xo.whoami and ask.whoami routable", func() bool { return callable(sys, "xo.whoami") && callable(sys, "ask.whoami") })
 	call := func(token, tool string) response {
 		t.Helper()
 		return e.authDo(t, token, "POST", "/api/v1/tools/call", `{"name":"`+tool+`","arguments":{}}`)
 	}
-	orgToken := peertest.OIDCClientToken(t, org, aggResource, "client-bot", "aggregator:client")
+	orgToken := peertest.OIDCClientToken(t, org, exchangeAggResource, "client-bot", "aggregator:client")
 	wantBot := func() {
 		t.Helper()
 		if r := call(orgToken, "xo.whoami"); r.status != http.StatusOK || !strings.Contains(string(r.body), `user=client-bot"`) {
@@ -487,6 +458,65 @@ func TestBackendOAuthTokenExchange(t *testing.T) {
 	if n := oauthtest.ASCounts(t, issuer).Exchanges; n != 2 {
 		t.Fatalf("%d exchanges after calls that must not exchange, want 2", n)
 	}
+}
+
+// exchangeAggResource is the aggregator's resource in the token exchange tests: the audience of the organisation's
+// access tokens.
+const exchangeAggResource = "http://aggregator.example/mcp"
+
+// exchangeFixture is the setting of the token exchange tests: callers bring the static tokens (credAdminToken,
+// credAliceToken) or access tokens of the organisation's issuer (oidc-provider.mjs); per_user servers of one backend
+// (oauthtest.Backend) whose authorization server trusts that issuer; the API with backend OAuth flows that exchange
+// a caller's token for a backend grant.
+type exchangeFixture struct {
+	e        *env
+	st       persistence.Store
+	sys      *actors.System
+	org      string // the organisation's issuer
+	resource string // the backend's MCP endpoint
+	redirect string // the flows' callback
+	issuer   string // the backend's authorization server
+}
+
+// startExchange starts the fixture; the API runs with cfg, the backend's authorization server with asEnv (e.g.
+// "ACCESS_TTL=6") besides its trust of the organisation's issuer.
+func startExchange(t *testing.T, cfg api.Config, asEnv ...string) *exchangeFixture {
+	t.Helper()
+	st, sys, logger := startSystem(t)
+	x := &exchangeFixture{st: st, sys: sys}
+	x.org = peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+exchangeAggResource)
+	v, err := oauth.New(t.Context(), oauth.Config{Issuer: x.org, Audience: exchangeAggResource, Resource: exchangeAggResource,
+		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, resource := oauthtest.Listen(t)
+	x.resource, x.redirect = resource, "http://127.0.0.1:1"+backendauth.CallbackPath
+	x.issuer = oauthtest.StartAS(t, resource, x.redirect, append([]string{"ORG_ISSUER=" + x.org}, asEnv...)...)
+	oauthtest.Backend(t, ln, resource, x.issuer)
+
+	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: x.redirect,
+		EndSession: sys.EndUserSession, Logger: logger})
+	gw := gateway.New(sys, gateway.Options{ExchangeCredential: flows.CallExchanger(st.GetServer)})
+	x.e = &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: static.WithOAuth(v), OAuth: flows, Gateway: gw,
+		Config: cfg})}
+	return x
+}
+
+// register registers a per_user server of the backend with the user_credential slot (JSON); it returns its id.
+func (x *exchangeFixture) register(t *testing.T, name, slot string) string {
+	t.Helper()
+	r := x.e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP",`+
+		`"connection_config":{"base_url":"`+x.resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
+		`"credential_mode":"per_user","user_credential":`+slot+`}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("register %s: %d %s", name, r.status, r.body)
+	}
+	return r.json(t)["id"].(string)
 }
 
 // proxyEndpoint serves sys's per-server endpoint behind toks; it returns its prefix URL (append a server's name).

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpgw/aggregator/gateway"
 	"github.com/mcpgw/aggregator/http/api"
-	httpauth "github.com/mcpgw/aggregator/http/auth"
-	"github.com/mcpgw/aggregator/http/auth/oauth"
 	"github.com/mcpgw/aggregator/internal/backendauth"
 	"github.com/mcpgw/aggregator/internal/oauthtest"
 	"github.com/mcpgw/aggregator/internal/peertest"
@@ -24,40 +21,10 @@ const shortTTL = 6 * time.Second
 // on the same session, and not on every request; an exchanged token (RFC 8693, no refresh token) that can no longer
 // be presented is exchanged again and the call, which never reached the backend, runs once more: no call fails.
 func TestBackendOAuthTokenExpiresMidSession(t *testing.T) {
-	st, sys, logger := startSystem(t)
-	aggResource := "http://aggregator.example/mcp"
-	org := peertest.StartOIDCScript(t, "oidc-provider.mjs", "RESOURCE="+aggResource)
-	v, err := oauth.New(t.Context(), oauth.Config{Issuer: org, Audience: aggResource, Resource: aggResource,
-		ClientScope: "aggregator:client", AdminScope: "aggregator:admin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	static, err := httpauth.Parse("ops:"+credAdminToken, "alice:"+credAliceToken, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, resource := oauthtest.Listen(t)
-	redirect := "http://127.0.0.1:1" + backendauth.CallbackPath
-	issuer := oauthtest.StartAS(t, resource, redirect, "ORG_ISSUER="+org, "ACCESS_TTL=6")
-	oauthtest.Backend(t, ln, resource, issuer)
-
-	flows := backendauth.NewFlows(backendauth.FlowsConfig{Store: st, Outbound: sys.Outbound(), RedirectURL: redirect,
-		EndSession: sys.EndUserSession, Logger: logger})
-	gw := gateway.New(sys, gateway.Options{ExchangeCredential: flows.CallExchanger(st.GetServer)})
-	e := &env{app: api.New(api.Deps{Store: st, Control: sys, Logger: logger, Tokens: static.WithOAuth(v), OAuth: flows, Gateway: gw,
-		Config: api.Config{ConsoleURL: "http://console.example/ui/"}})}
-	register := func(name, slot string) string {
-		t.Helper()
-		r := e.authDo(t, credAdminToken, "POST", base+"/servers", `{"name":"`+name+`","transport_type":"HTTP",`+
-			`"connection_config":{"base_url":"`+resource+`","headers":{"Authorization":"Bearer svc-token"}},`+
-			`"credential_mode":"per_user","user_credential":`+slot+`}`)
-		if r.status != http.StatusCreated {
-			t.Fatalf("register %s: %d %s", name, r.status, r.body)
-		}
-		return r.json(t)["id"].(string)
-	}
-	obID := register("ob", `{"oauth":{}}`)
-	xoID := register("xo", `{"oauth":{"token_exchange":true}}`)
+	x := startExchange(t, api.Config{ConsoleURL: "http://console.example/ui/"}, "ACCESS_TTL=6")
+	e, st, sys, org, issuer, redirect := x.e, x.st, x.sys, x.org, x.issuer, x.redirect
+	obID := x.register(t, "ob", `{"oauth":{}}`)
+	xoID := x.register(t, "xo", `{"oauth":{"token_exchange":true}}`)
 	waitFor(t, "ob.whoami and xo.whoami routable", func() bool { return callable(sys, "ob.whoami") && callable(sys, "xo.whoami") })
 	wantUser := func(t *testing.T, token, tool, user string) {
 		t.Helper()
@@ -114,7 +81,7 @@ func TestBackendOAuthTokenExpiresMidSession(t *testing.T) {
 	})
 
 	t.Run("token exchange", func(t *testing.T) {
-		orgToken := peertest.OIDCClientToken(t, org, aggResource, "client-bot", "aggregator:client")
+		orgToken := peertest.OIDCClientToken(t, org, exchangeAggResource, "client-bot", "aggregator:client")
 		before := oauthtest.ASCounts(t, issuer).Exchanges
 		wantUser(t, orgToken, "xo.whoami", "client-bot")
 		wantUser(t, orgToken, "xo.whoami", "client-bot") // the session and its token as they are

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 )
@@ -44,7 +45,7 @@ func TestTimeseriesAndActorsWithRealActors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	logger := slog.New(slog.NewJSONHandler(&syncbuf.Buffer{}, nil))
 	m := metrics.New(nil)
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: actors.DefaultConfig(), Metrics: m, NodeID: "node-1"})
 	if err != nil {

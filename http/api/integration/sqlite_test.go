@@ -4,7 +4,6 @@
 package integration_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/mcpgw/aggregator/http/api"
 	"github.com/mcpgw/aggregator/http/apierror"
 	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/crypt"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
@@ -39,23 +38,6 @@ const base = "/api/v1/aggregator"
 const sseBody = `{"name":"github-mcp","description":"GitHub MCP Server for repository operations","transport_type":"SSE",
 	"connection_config":{"url":"https://github-mcp.example.com/sse","headers":{"Authorization":"Bearer ${GITHUB_TOKEN}"}},
 	"health_check_url":"https://github-mcp.example.com/health","auto_connect":true}`
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type env struct {
 	app *fiber.App
@@ -174,7 +156,7 @@ func TestAPIWithRealActors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	cfg := actors.DefaultConfig()
 	cfg.RequestTimeout = 2 * time.Second
@@ -462,7 +444,7 @@ func startSystemWith(t *testing.T, cfg actors.Config) (persistence.Store, *actor
 	}
 	st := crypt.Wrap(inner, ring)
 	t.Cleanup(st.Close)
-	logger := slog.New(slog.NewJSONHandler(&syncBuffer{}, nil))
+	logger := slog.New(slog.NewJSONHandler(&syncbuf.Buffer{}, nil))
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Logger: logger, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
