@@ -322,7 +322,8 @@ func relay(ctx context.Context, local, remote mcp.Connection, node persistence.N
 
 // pumpToNode reads the client's messages from stdin and posts them to the node. A message the node answers with an
 // HTTP error (other than "no such session") is not fatal: a request gets a JSON-RPC error from the relay, as it
-// would from the go-sdk's server over stdio, and the session goes on.
+// would from the go-sdk's server over stdio, and the session goes on. A server/discover is answered by the relay
+// (discoverRefused): the session it relays is a legacy one.
 func pumpToNode(ctx context.Context, local, remote mcp.Connection, node persistence.Node, logger *slog.Logger) error {
 	for {
 		msg, err := local.Read(ctx)
@@ -335,6 +336,15 @@ func pumpToNode(ctx context.Context, local, remote mcp.Connection, node persiste
 			}
 			return fmt.Errorf("relay: read the client's message on stdin (a message may be at most "+
 				"MCP_AGGREGATOR_MAX_MESSAGE_BYTES): %w", err)
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == methodDiscover && req.IsCall() {
+			// The node's legacy SSE session does not serve 2026-07-28, and the go-sdk's SSE handler may still
+			// offer it to a server/discover that arrives before it has set what its transport supports: the
+			// relay answers it itself, and the client falls back to initialize (an earlier version).
+			if err := local.Write(ctx, discoverRefused(req)); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("relay: write to stdout: %w", err)
+			}
+			continue
 		}
 		err = remote.Write(ctx, msg)
 		if err == nil {
@@ -368,6 +378,17 @@ func pumpToNode(ctx context.Context, local, remote mcp.Connection, node persiste
 			}
 		}
 	}
+}
+
+// methodDiscover is the request with which a client of the sessionless revision (2026-07-28, SEP-2575) starts.
+const methodDiscover = "server/discover"
+
+// discoverRefused is the relay's answer to a client's server/discover: the method is not offered, as the go-sdk
+// answers it on a transport without 2026-07-28; a client then falls back to the initialize handshake.
+func discoverRefused(req *jsonrpc.Request) *jsonrpc.Response {
+	return &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+		Message: fmt.Sprintf("%q is not relayed: the relay speaks the legacy SSE transport to the aggregator process, "+
+			"which does not offer protocol %s; initialize with an earlier version", methodDiscover, mcpserver.ModernProtocol)}}
 }
 
 // pumpToClient reads the node's messages from the SSE stream and writes them to stdout. The stream's end means the

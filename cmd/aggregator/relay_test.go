@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/aggregator/http/auth"
+	"github.com/mcpgw/aggregator/http/mcpserver"
 	"github.com/mcpgw/aggregator/persistence"
 )
 
@@ -391,6 +392,51 @@ func TestRelayAnswersRefusedRequests(t *testing.T) {
 	r.clientW.Close()
 	if err := r.end(t); err != nil {
 		t.Fatalf("stdin closed: %v", err)
+	}
+}
+
+// TestRelayAnswersDiscover: the relay answers a client's server/discover itself (the node's legacy SSE session does
+// not serve 2026-07-28, yet the go-sdk's SSE handler offers it to a discover that arrives before the session has
+// set what its transport supports): the client falls back to initialize with an earlier version, and a go-sdk
+// client asking for the newest revision always ends up on an earlier one.
+func TestRelayAnswersDiscover(t *testing.T) {
+	n := newTestNode(t, "")
+	r := startRelay(t, n, relayAuth{}, 1<<20)
+	l := &rawLines{t: t, r: r, sc: bufio.NewScanner(r.clientR)}
+	l.send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"` + mcpserver.ModernProtocol + `",` +
+		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	m := l.until(1)
+	if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(-32601) || m["result"] != nil {
+		t.Fatalf("server/discover through the relay: %v, want the relay's method-not-found error", m)
+	}
+	l.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := l.until(2); m["result"] == nil {
+		t.Fatalf("initialize after the refused discover: %v", m)
+	}
+	l.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	l.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"legacy"}}}`)
+	if m := l.until(3); !strings.Contains(fmt.Sprint(m["result"]), "Echo: legacy") {
+		t.Fatalf("a call after initialize: %v", m)
+	}
+	r.clientW.Close()
+	if err := r.end(t); err != nil {
+		t.Fatalf("stdin closed: %v", err)
+	}
+
+	r = startRelay(t, n, relayAuth{}, 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, cs := r.client(t, ctx, nil)
+	if got := cs.InitializeResult().ProtocolVersion; got >= mcpserver.ModernProtocol {
+		t.Fatalf("a client through the relay negotiated %s, want a version before %s", got, mcpserver.ModernProtocol)
+	}
+	if got := callText(t, ctx, cs, &mcp.CallToolParams{Name: "roots"}); got != "file:///work/project" {
+		t.Fatalf("roots asked by the server: %q", got)
+	}
+	cs.Close()
+	if err := r.end(t); err != nil {
+		t.Fatalf("the client left: relay ended with %v, want nil", err)
 	}
 }
 

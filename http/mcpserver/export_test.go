@@ -29,3 +29,21 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error { return s.mc
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	return s.runStdioTasks(ctx, in, out)
 }
+
+// ToolDescriptions is the description of every tool the endpoint's go-sdk server holds (the exposed backend tools
+// by alias and the meta-tools as registered: search_aggregated_tools' as followCatalogue last rendered it for the
+// whole catalogue), for tests that wait until the endpoint has followed a change of the catalogue.
+func ToolDescriptions(s *Server) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.exposed)+len(s.metaTools))
+	for alias, e := range s.exposed {
+		if e.tool != nil {
+			out[alias] = e.tool.Description
+		}
+	}
+	for name, m := range s.metaTools {
+		out[name] = m.tool.Description
+	}
+	return out
+}

@@ -102,6 +102,17 @@ func TestPolicyChangeNotifiesOnlyAffectedCallers(t *testing.T) {
 		_, ok := sys.Routes().Tool("fs.write_file")
 		return ok
 	})
+	// The endpoint follows fs's arrival on its own time: it adds fs's tools to its go-sdk server, and re-renders
+	// search_aggregated_tools' description (at most once per second, so up to a second after the table changed).
+	// Each change notifies the sessions open at that moment with tools/list_changed, indistinguishable from the
+	// policy's. The sessions open only once the endpoint has followed the whole catalogue: no notification of
+	// fs's arrival is then pending for them.
+	waitFor(t, "the endpoint exposes and describes fs's tools", func() bool {
+		d := mcpserver.ToolDescriptions(ep)
+		_, read := d["fs__read_file"]
+		_, write := d["fs__write_file"]
+		return read && write && strings.Contains(d["search_aggregated_tools"], "holds 2 tools of 1 servers: fs (2)")
+	})
 	open := func(token string, sse, modern bool) *noticed {
 		n := &noticed{}
 		cl := mcp.NewClient(&mcp.Implementation{Name: "lc", Version: "1"}, &mcp.ClientOptions{
