@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/internal/syncbuf"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/mcpgw/aggregator/actors"
@@ -29,7 +31,7 @@ func TestPinningAnnouncesHeldChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	m := metrics.New(nil)
 	sys, err := actors.Start(context.Background(), actors.Deps{Store: st, Config: testConfig(), Metrics: m,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})

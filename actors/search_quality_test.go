@@ -1,7 +1,6 @@
 package actors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/aggregator/internal/syncbuf"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -116,7 +117,7 @@ func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order 
 	t.Cleanup(func() { st.Close() })
 	emb := embed.NewHashed(0)
 	tax := classify.DefaultTaxonomy()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	deps := actors.Deps{Store: st, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})), Config: testConfig(), Search: &actors.SearchDeps{Embedder: emb, Taxonomy: tax}}
 	deps.Config.MaxServers = len(order) + 1
 	deps.Config.AskTimeout = 30 * time.Second // two catalogues arrive at once under -race on a loaded machine
@@ -202,24 +203,6 @@ func qualityDaemon(t *testing.T, set qualitySet, names map[string]string, order 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// lockedBuffer collects the daemon's warnings for a failure message.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // unclassified counts the tools the classifier settled without a skill (UNCLASSIFIED is settled too).

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/aggregator/internal/syncbuf"
+
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/peertest"
 	"github.com/mcpgw/aggregator/persistence"
@@ -34,7 +36,7 @@ func TestErrorTextsAreScrubbed(t *testing.T) {
 	}))
 	defer echo.Close()
 
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	st, err := sqlite.Open(context.Background(), t.TempDir()+"/agg.db")
 	if err != nil {
 		t.Fatal(err)
