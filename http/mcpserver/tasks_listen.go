@@ -43,7 +43,16 @@ type taskListener struct {
 	owner string
 	ids   map[string]bool
 	sub   json.RawMessage // the subscription id: the listen request's id
-	out   taskStream
+
+	mu  sync.Mutex
+	out taskStream // nil until the stream is open: what is told before is not sent (the current status follows)
+}
+
+// setOut opens the listener's stream: what is told from now on is written to out.
+func (l *taskListener) setOut(out taskStream) {
+	l.mu.Lock()
+	l.out = out
+	l.mu.Unlock()
 }
 
 // taskListeners are the open listen streams for task status on this endpoint.
@@ -109,11 +118,18 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 	if accepted == nil {
 		accepted = []string{}
 	}
-	if ok && s.listeners.count(l.owner) >= maxTaskListens {
+	limit := maxTaskListens
+	if !ok {
+		limit = 0 // a caller without an identity names no task of its own: nothing to bound
+	}
+	// Admitted before the acknowledgement is written, so a client that has read it and opens another listen finds
+	// this one counted; the check and the add are one step, so concurrent listens cannot pass the cap together.
+	if !s.listeners.admit(l, limit) {
 		writeRPC(w, req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "Too many listen streams for task status are open; close one first"})
 		return true
 	}
+	defer s.listeners.remove(l)
 	if others {
 		tap := &listenTap{streamTap: &streamTap{ResponseWriter: w}, accepted: accepted}
 		for _, t := range current {
@@ -121,9 +137,7 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 				tap.current = append(tap.current, msg)
 			}
 		}
-		l.out = tap
-		s.listeners.add(l)
-		defer s.listeners.remove(l)
+		l.setOut(tap)
 		next.ServeHTTP(tap, r)
 		return true
 	}
@@ -138,9 +152,7 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 		return true
 	}
 	tap.inject(ack)
-	l.out = tap
-	s.listeners.add(l)
-	defer s.listeners.remove(l)
+	l.setOut(tap)
 	for _, t := range current {
 		l.tell(t)
 	}
@@ -160,8 +172,14 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, req rpc
 
 // tell sends t's status on the listener's stream.
 func (l *taskListener) tell(t persistence.Task) {
+	l.mu.Lock()
+	out := l.out
+	l.mu.Unlock()
+	if out == nil {
+		return
+	}
 	if msg := taskNotification(t, l.sub); msg != nil {
-		l.out.inject(msg)
+		out.inject(msg)
 	}
 }
 
@@ -184,23 +202,23 @@ func taskNotification(t persistence.Task, sub json.RawMessage) []byte {
 	return msg
 }
 
-func (t *taskListeners) add(l *taskListener) {
-	t.mu.Lock()
-	t.ls[l] = struct{}{}
-	t.mu.Unlock()
-}
-
-// count is how many listens of owner are open.
-func (t *taskListeners) count(owner string) int {
+// admit adds l unless its owner already holds limit open listens (limit 0: no bound), and says whether it did.
+func (t *taskListeners) admit(l *taskListener, limit int) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for l := range t.ls {
-		if l.owner == owner {
-			n++
+	if limit > 0 {
+		n := 0
+		for o := range t.ls {
+			if o.owner == l.owner {
+				n++
+			}
+		}
+		if n >= limit {
+			return false
 		}
 	}
-	return n
+	t.ls[l] = struct{}{}
+	return true
 }
 
 func (t *taskListeners) remove(l *taskListener) {
