@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Tasks over the legacy SSE transport (/sse and its profile and per-server variants; also `aggregator stdio`
@@ -97,7 +99,7 @@ func (s *Server) sseTasks(next http.Handler) http.Handler {
 			taps.mu.Lock()
 			tap := taps.byID[sid]
 			taps.mu.Unlock()
-			if tap != nil && s.sseTaskRequest(w, r, tap) {
+			if tap != nil && (sseDiscover(w, r, tap) || s.sseTaskRequest(w, r, tap)) {
 				return
 			}
 		}
@@ -122,6 +124,35 @@ func (s *Server) endSSETap(taps *sseTaps, tap *sseTap) {
 	taps.mu.Unlock()
 	s.fronts.remove(tap.front)
 	s.streams.remove(sseSessionPrefix+sid, tap.streamTap)
+}
+
+// sseDiscover answers a server/discover POSTed to the SSE session tap itself: the method is not offered (as the
+// go-sdk answers on a transport without 2026-07-28), the answer written into the stream and the POST answered 202;
+// false: the POST is something else. The go-sdk's SSE handler sends its endpoint event before it records which
+// versions the session's transport serves, so a discover that arrives in that moment would be offered 2026-07-28,
+// which the legacy SSE transport does not carry; a client told "not found" falls back to initialize.
+func sseDiscover(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
+	if r.ContentLength > maxTaskRequestBytes {
+		return false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	if err != nil || len(body) > maxTaskRequestBytes || !bytes.Contains(body, []byte(`"server/discover"`)) {
+		return false
+	}
+	var req rpcRequest
+	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 || req.Method != "server/discover" {
+		return false
+	}
+	answer, err := json.Marshal(rpcAnswer(req.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+		Message: "server/discover is not offered on the legacy SSE transport (protocol " + ModernProtocol +
+			" is served on the streamable endpoint); initialize with an earlier version"}))
+	if err != nil {
+		return false
+	}
+	w.WriteHeader(http.StatusAccepted)
+	tap.inject(answer)
+	return true
 }
 
 // sseTaskRequest serves the POST r of the SSE session tap when it is a task request (the answer written into the

@@ -108,6 +108,15 @@ func openSSEWith(t testing.TB, url, token string, caps map[string]any, onRequest
 // openSSEAt is openSSEWith for a client of revision version.
 func openSSEAt(t testing.TB, url, token, version string, caps map[string]any, onRequest func(string, json.RawMessage) any) *frontClient {
 	t.Helper()
+	c := dialSSE(t, url, token, onRequest)
+	c.initialize(version, caps)
+	return c
+}
+
+// dialSSE opens the GET stream of an SSE session of the token's caller and waits for its endpoint event; the
+// session is not initialised.
+func dialSSE(t testing.TB, url, token string, onRequest func(string, json.RawMessage) any) *frontClient {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -160,7 +169,6 @@ func openSSEAt(t testing.TB, url, token, version string, caps map[string]any, on
 	case <-time.After(10 * time.Second):
 		t.Fatal("no endpoint event")
 	}
-	c.initialize(version, caps)
 	return c
 }
 
@@ -209,6 +217,27 @@ func (c *frontClient) heard(id string) []string {
 		}
 	}
 	return out
+}
+
+// TestSSEDiscoverRefused: a server/discover sent on an SSE session the moment its endpoint event arrives is
+// answered "method not found" on the stream (the legacy transport does not carry 2026-07-28, and the go-sdk may not
+// yet know that of the session: it would offer it), and the session then initialises with an earlier revision.
+func TestSSEDiscoverRefused(t *testing.T) {
+	r := newTaskRig(t, 0)
+	for i := range 5 {
+		c := dialSSE(t, r.sse, aliceToken, nil)
+		a := c.post("server/discover", map[string]any{"_meta": map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "raw", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{}}})
+		if a.Error == nil || a.Error.Code != -32601 {
+			t.Fatalf("session %d: server/discover = %s %+v, want the error -32601", i, a.Result, a.Error)
+		}
+		c.initialize("2025-11-25", map[string]any{})
+		if a := c.post("tools/list", map[string]any{}); a.Error != nil {
+			t.Fatalf("session %d: tools/list after the refused discover: %+v", i, a.Error)
+		}
+	}
 }
 
 // TestTasksOverSSE: over the legacy SSE transport, initialize advertises tasks; a task-augmented tools/call answers
