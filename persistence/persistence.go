@@ -26,8 +26,9 @@ var (
 	// ErrLimitReached means CreateServer's limit of servers is reached (decided by the store, for every process that
 	// shares it).
 	ErrLimitReached = errors.New("server limit reached")
-	// ErrLeaseLost means the caller's lease is no longer the current one (it expired, was released or was taken
-	// over with a higher epoch): a write fenced by it was not made, and the caller must give the server up.
+	// ErrLeaseLost means the caller's lease is no longer the current one (it was released, or taken over by
+	// another owner or with a higher epoch): a write fenced by it was not made, and the caller must give the server
+	// up. A lease that lapsed and that nobody took over since still fences (see Lease).
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrKeyReused means CreateServerIdempotent found the idempotency key stored for a request with another
 	// fingerprint: the key was reused for a different registration, and nothing was written.
@@ -153,6 +154,12 @@ type HealthRecord struct {
 // its child process), and every status, health and tool write it makes is fenced by the lease. The epoch grows by
 // one each time the server changes hands (or its lease is taken again after it lapsed), so a write from an owner
 // that lost the lease is refused even if its clock has not noticed yet. Expiry is decided by the database's clock.
+//
+// A write is fenced by owner and epoch alone, not by expiry: a lease that lapsed while its owner could not reach
+// the store, and that nobody took over since, is its owner's again at the next renewal with the same epoch, and the
+// owner is the only process running the server; refusing its writes in the moment between the store's return and
+// that renewal would make it give a live session up (TestStoreOutageKeepsSessionsE2E). Whoever takes the lease
+// afterwards changes its owner or epoch, which the fence refuses.
 type Lease struct {
 	ServerID  string
 	Owner     string

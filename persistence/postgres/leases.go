@@ -138,15 +138,16 @@ func (s *Store) ListLeases(ctx context.Context) (out []persistence.Lease, now ti
 	return out, now, err
 }
 
-// checkFence refuses, inside tx, a write fenced by a lease that is no longer current. FOR SHARE holds the lease
-// row until tx ends, so the lease cannot change hands between the check and the write.
+// checkFence refuses, inside tx, a write fenced by a lease that is no longer current: another owner or epoch holds
+// the row (persistence.Lease says why its expiry is not looked at). FOR SHARE holds the lease row until tx ends,
+// so the lease cannot change hands between the check and the write.
 func checkFence(ctx context.Context, tx pgx.Tx, uid string, fence *persistence.Lease) error {
 	if fence == nil {
 		return nil
 	}
 	var ok bool
 	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM mcp.server_leases WHERE server_id = $1 AND owner = $2
-		AND epoch = $3 AND expires_at > clock_timestamp() FOR SHARE)`, uid, fence.Owner, fence.Epoch).Scan(&ok)
+		AND epoch = $3 FOR SHARE)`, uid, fence.Owner, fence.Epoch).Scan(&ok)
 	if err != nil {
 		return err
 	}

@@ -330,15 +330,23 @@ func testServerLimit(t *testing.T, s persistence.Store) {
 }
 
 // testLapsedLeaseRenewed: a lease that lapsed while its owner could not reach the store, and that nobody took over
-// or released since, is its owner's again at the next renewal (same epoch: its fenced writes go on); one taken
-// over or released is not, and a released lease names no owner.
+// or released since, still fences its owner's writes and is its owner's again at the next renewal (same epoch: its
+// fenced writes go on); one taken over or released is not, and a released lease names no owner.
 func testLapsedLeaseRenewed(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	kept := mustAcquire(t, s, mustCreate(t, s, "lapsed-kept").ID, "node-a", leaseTTL)
 	taken := mustAcquire(t, s, mustCreate(t, s, "lapsed-taken").ID, "node-a", leaseTTL)
 	released := mustAcquire(t, s, mustCreate(t, s, "lapsed-released").ID, "node-a", leaseTTL)
 	time.Sleep(leaseTTL + 50*time.Millisecond)
+	// Lapsed and not taken over: the owner's fenced write goes through before any renewal (the store's return after
+	// an outage, before the keeper's next tick).
+	if err := s.ReplaceServerFeatures(ctx, kept.ServerID, nil, &kept); err != nil {
+		t.Errorf("a write fenced by a lapsed lease nobody took over: %v", err)
+	}
 	b := mustAcquire(t, s, taken.ServerID, "node-b", time.Minute)
+	if err := s.ReplaceServerFeatures(ctx, taken.ServerID, nil, &taken); !errors.Is(err, persistence.ErrLeaseLost) {
+		t.Errorf("a write fenced by a lapsed lease taken over, before any renewal: %v, want ErrLeaseLost", err)
+	}
 	if err := s.ReleaseLease(ctx, released); err != nil {
 		t.Fatalf("ReleaseLease of a lapsed lease: %v", err)
 	}
