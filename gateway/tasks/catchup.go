@@ -24,6 +24,12 @@ import (
 // A task the hooks were never told of is told when it is open, or when it became final since the previous catch-up
 // (less catchUpSlack, for the clocks of the nodes that stamp updated_at): an older final task was either told
 // before the feed broke, or ended before its owner came here.
+//
+// An owner new to this node (its first task request here since the Manager started, or since it was forgotten) is
+// caught up on alone, the same way, off the request's path (catchUpOwner): the announcements of its tasks made
+// before this node started, or before it followed the owner, were never heard here. A task of another node that
+// went input_required before this node started is so told to the hooks when its owner first uses tasks here (the
+// endpoints then send its pending request to a session of the owner here, http/mcpserver/tasks_remote.go).
 
 const (
 	// catchUpPage is how many of an owner's newest tasks a catch-up reads.
@@ -32,6 +38,8 @@ const (
 	catchUpSlack = time.Minute
 	// minSeenPrune is the smallest size of the told and owner maps at which they are pruned.
 	minSeenPrune = 1024
+	// ownerCatchUpTimeout bounds the catch-up of an owner new to this node.
+	ownerCatchUpTimeout = 10 * time.Second
 )
 
 // toldState is the status of a task as the hooks were last told.
@@ -43,34 +51,90 @@ type toldState struct {
 
 // seenTasks is what CatchUp compares the store with: the owners of this node's callers and the statuses told.
 type seenTasks struct {
-	owners     map[string]time.Time // owner -> last use of this node's Manager
-	told       map[string]toldState // task id -> the status the hooks were last told
-	since      time.Time            // when the previous catch-up (or the Manager) started
+	owners map[string]time.Time // owner -> last use of this node's Manager
+	told   map[string]toldState // task id -> the status the hooks were last told
+	since  time.Time            // when the previous catch-up (or the Manager) started
+	// unread are the owners new to this node whose tasks were not read yet: true while their catch-up runs, false
+	// when it failed (the owner's next request tries again).
+	unread     map[string]bool
+	closed     bool // the Manager is closed: no owner's catch-up starts
 	ownerPrune int
 	toldPrune  int
 }
 
 func newSeenTasks() seenTasks {
-	return seenTasks{owners: map[string]time.Time{}, told: map[string]toldState{}, since: time.Now(),
-		ownerPrune: minSeenPrune, toldPrune: minSeenPrune}
+	return seenTasks{owners: map[string]time.Time{}, told: map[string]toldState{}, unread: map[string]bool{},
+		since: time.Now(), ownerPrune: minSeenPrune, toldPrune: minSeenPrune}
 }
 
-// noteOwner records that owner used this node's Manager now (its tasks are caught up on).
+// noteOwner records that owner used this node's Manager now (its tasks are caught up on). An owner new to this
+// node has its tasks caught up on now, in the background (catchUpOwner).
 func (m *Manager) noteOwner(owner string) {
 	now := time.Now()
 	m.seenMu.Lock()
 	defer m.seenMu.Unlock()
 	s := &m.seen
+	_, known := s.owners[owner]
 	s.owners[owner] = now
+	start := !known // a new owner; or one whose catch-up failed, when none runs
+	if running, unread := s.unread[owner]; unread {
+		start = !running
+	}
+	if start && !s.closed {
+		s.unread[owner] = true
+		m.catching.Add(1) // (Close waits under seenMu's order: closed is set first)
+		go m.catchUpOwner(owner)
+	}
 	if len(s.owners) <= s.ownerPrune {
 		return
 	}
 	for o, at := range s.owners {
 		if now.Sub(at) > m.cfg.MaxTTL { // none of its tasks started before that still exists
 			delete(s.owners, o)
+			if !s.unread[o] {
+				delete(s.unread, o)
+			}
 		}
 	}
 	s.ownerPrune = max(2*len(s.owners), minSeenPrune)
+}
+
+// catchUpOwner is the catch-up of owner alone, new to this node: its newest tasks (up to catchUpPage) are read, and
+// the hooks told of those whose status they were not told (as CatchUp does), but for the tasks running here (this
+// node tells their changes itself). It is bounded by ownerCatchUpTimeout, and ends at Close.
+func (m *Manager) catchUpOwner(owner string) {
+	defer m.catching.Done()
+	ctx, cancel := context.WithTimeout(m.base, ownerCatchUpTimeout)
+	defer cancel()
+	m.seenMu.Lock()
+	since := m.seen.since.Add(-catchUpSlack)
+	m.seenMu.Unlock()
+	list, _, err := m.cfg.Store.ListTasks(ctx, persistence.ListTasksFilter{Owner: owner, Limit: catchUpPage})
+	m.seenMu.Lock()
+	if err != nil {
+		m.seen.unread[owner] = false
+	} else {
+		delete(m.seen.unread, owner)
+	}
+	m.seenMu.Unlock()
+	if err != nil {
+		if m.base.Err() == nil {
+			m.log.Warn("the tasks of an owner new to this node not read", "owner", owner, "error", err)
+		}
+		return
+	}
+	told := 0
+	for _, t := range list {
+		m.mu.Lock()
+		here := m.running[t.ID] != nil
+		m.mu.Unlock()
+		if !here && m.catchUpOne(t, since) {
+			told++
+		}
+	}
+	if told > 0 {
+		m.log.Debug("task statuses of an owner new to this node told", "owner", owner, "tasks", told)
+	}
 }
 
 // noteTold records the status the hooks are told of t.

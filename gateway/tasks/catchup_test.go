@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,7 @@ func TestCatchUp(t *testing.T) {
 			if _, _, err := p.b.List(t.Context(), alice, false, 10, 0); err != nil { // alice's session on B
 				t.Fatal(err)
 			}
+			p.b.catching.Wait() // (her tasks caught up on: none yet)
 			task, release := startHeld(t, p.a, ok)
 			p.up.Store(false)
 			close(release)
@@ -115,6 +117,7 @@ func TestCatchUp(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.b.Follow(read)
+			p.b.catching.Wait()
 			time.Sleep(2 * time.Millisecond) // the newer tasks are created later
 			for range catchUpPage {
 				newer, err := p.a.Start(t.Context(), alice, "every.echo", "every", nil, func(context.Context) Outcome { return ok })
@@ -246,4 +249,199 @@ func startHeld(t *testing.T, m *Manager, out Outcome) (persistence.Task, chan st
 		t.Fatal(err)
 	}
 	return task, release
+}
+
+// readsStore is a task store whose reads of an owner's newest tasks as a catch-up reads them (catchUpPage) are
+// counted, and go through read when it is set.
+type readsStore struct {
+	persistence.TaskStore
+	pages atomic.Int32
+	read  func(ctx context.Context) error
+}
+
+func (s *readsStore) ListTasks(ctx context.Context, f persistence.ListTasksFilter) ([]persistence.Task, bool, error) {
+	if f.Limit == catchUpPage && f.Owner != "" {
+		s.pages.Add(1)
+		if s.read != nil {
+			if err := s.read(ctx); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	return s.TaskStore.ListTasks(ctx, f)
+}
+
+// inputRequiredElsewhere stores a task of owner running on node-a, input_required with a pending request.
+func inputRequiredElsewhere(t *testing.T, s persistence.TaskStore, owner string) persistence.Task {
+	t.Helper()
+	task := persistence.Task{Owner: owner, Tool: "every.ask", Server: "every", Node: "node-a", TTL: time.Hour}
+	if err := s.CreateTask(t.Context(), &task, 0); err != nil {
+		t.Fatal(err)
+	}
+	msg := "Waiting for the client's answer: which python?"
+	task, err := s.UpdateTask(t.Context(), task.ID, persistence.TaskUpdate{Status: persistence.TaskInputRequired,
+		StatusMessage: &msg, InputRequest: json.RawMessage(`{"key":"in-1","method":"elicitation/create","params":{}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// TestCatchUpNewOwner: node B starts after a task of alice's went input_required on node A (B never heard it). The
+// first task request of alice on B, whichever it is, has B's hooks told of that task (in the background), and of
+// none of bob's; her next requests read nothing more. A read that failed is tried again at her next request; Close
+// ends a read under way and starts none after.
+func TestCatchUpNewOwner(t *testing.T) {
+	ok := Outcome{Result: json.RawMessage(`{"content":[]}`)}
+	setup := func(t *testing.T) (*readsStore, persistence.Task) {
+		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "tasks.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		s := &readsStore{TaskStore: db}
+		task := inputRequiredElsewhere(t, s, Owner(alice))
+		inputRequiredElsewhere(t, s, Owner(bob))
+		return s, task
+	}
+	nodeB := func(t *testing.T, s persistence.TaskStore) (*Manager, chan string) {
+		m := New(Config{Store: s, Node: "node-b"})
+		t.Cleanup(m.Close)
+		heard := make(chan string, 16)
+		t.Cleanup(m.OnStatus(func(t persistence.Task) { heard <- t.ID + " " + t.Status }))
+		return m, heard
+	}
+	drain := func(heard chan string) []string {
+		var out []string
+		for {
+			select {
+			case s := <-heard:
+				out = append(out, s)
+			default:
+				return out
+			}
+		}
+	}
+	tests := []struct {
+		name  string
+		first func(t *testing.T, m *Manager)
+	}{
+		{"tasks/list", func(t *testing.T, m *Manager) {
+			if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"tasks/get of an unknown task", func(t *testing.T, m *Manager) {
+			if _, err := m.GetOwn(t.Context(), alice, "unknown"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get = %v, want not found", err)
+			}
+		}},
+		{"a task-augmented call (its own task is not told: it runs here)", func(t *testing.T, m *Manager) {
+			if _, err := m.Start(t.Context(), alice, "every.echo", "every", nil, func(ctx context.Context) Outcome {
+				<-ctx.Done()
+				return ok
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, task := setup(t)
+			m, heard := nodeB(t, s)
+			tc.first(t, m)
+			want := task.ID + " " + persistence.TaskInputRequired
+			select {
+			case got := <-heard:
+				if got != want {
+					t.Fatalf("B's hooks heard %q first, want %q", got, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("B's hooks never heard alice's task input_required on A")
+			}
+			m.catching.Wait()
+			if more := drain(heard); len(more) > 0 {
+				t.Errorf("B's hooks heard %v too, want only alice's task on A", more)
+			}
+			if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.GetOwn(t.Context(), alice, task.ID); err != nil {
+				t.Fatal(err)
+			}
+			m.catching.Wait()
+			if n := s.pages.Load(); n != 1 {
+				t.Errorf("alice's tasks read %d times for catch-ups, want once", n)
+			}
+			if more := drain(heard); len(more) > 0 {
+				t.Errorf("B's hooks heard %v after alice's next requests", more)
+			}
+		})
+	}
+
+	t.Run("a failed read is tried again", func(t *testing.T) {
+		s, task := setup(t)
+		var fail atomic.Bool
+		fail.Store(true)
+		s.read = func(context.Context) error {
+			if fail.Swap(false) {
+				return errors.New("store unreachable")
+			}
+			return nil
+		}
+		m, heard := nodeB(t, s)
+		if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+		m.catching.Wait()
+		if got := drain(heard); len(got) > 0 {
+			t.Fatalf("B's hooks heard %v of a read that failed", got)
+		}
+		if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+		m.catching.Wait()
+		if got := drain(heard); len(got) != 1 || got[0] != task.ID+" "+persistence.TaskInputRequired {
+			t.Errorf("after the retry B's hooks heard %v, want alice's task input_required", got)
+		}
+		if n := s.pages.Load(); n != 2 {
+			t.Errorf("alice's tasks read %d times for catch-ups, want twice", n)
+		}
+	})
+
+	t.Run("Close ends a read under way and starts none", func(t *testing.T) {
+		s, _ := setup(t)
+		reading := make(chan struct{})
+		s.read = func(ctx context.Context) error {
+			close(reading)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		m, heard := nodeB(t, s)
+		if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-reading:
+		case <-time.After(10 * time.Second):
+			t.Fatal("alice's first request on B started no catch-up")
+		}
+		closed := make(chan struct{})
+		go func() { m.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(ownerCatchUpTimeout / 2):
+			t.Fatal("Close waits for an owner's catch-up to time out")
+		}
+		if _, _, err := m.List(t.Context(), bob, false, 10, 0); err != nil {
+			t.Fatal(err)
+		}
+		m.catching.Wait()
+		if n := s.pages.Load(); n != 1 {
+			t.Errorf("%d catch-up reads, want alice's only (none after Close)", n)
+		}
+		if got := drain(heard); len(got) > 0 {
+			t.Errorf("B's hooks heard %v", got)
+		}
+	})
 }

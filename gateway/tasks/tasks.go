@@ -105,8 +105,9 @@ type Manager struct {
 	hooks   map[*StatusHook]struct{} // told of each status change this node makes or hears of (OnStatus)
 	inputs  inputWaiters             // requests of this node's tasks waiting for their client's answer (input.go)
 
-	seenMu sync.Mutex
-	seen   seenTasks // the owners of this node's callers and the statuses told, for CatchUp (catchup.go)
+	seenMu   sync.Mutex
+	seen     seenTasks      // the owners of this node's callers and the statuses told, for CatchUp (catchup.go)
+	catching sync.WaitGroup // the catch-ups of owners new to this node (catchUpOwner) running
 }
 
 // StatusHook is told of a task's new status, as stored, when this node changed it (input_required and back,
@@ -241,7 +242,8 @@ func (m *Manager) TTL(asked *time.Duration) time.Duration {
 // background, with ctx's values but not its cancellation, bounded by the task's TTL. It returns the task as
 // created; ErrLimit when the caller has its limit of open tasks.
 func (m *Manager) Start(ctx context.Context, caller auth.Identity, tool, server string, ttl *time.Duration, call func(ctx context.Context) Outcome) (persistence.Task, error) {
-	m.noteOwner(Owner(caller))
+	// Noted once the task runs here: an owner's catch-up (new to this node) leaves out the tasks running here.
+	defer m.noteOwner(Owner(caller))
 	t := persistence.Task{Owner: Owner(caller), Tool: tool, Server: server, Node: m.cfg.Node, TTL: m.TTL(ttl),
 		PollInterval: m.cfg.PollInterval}
 	maxOpen := max(m.cfg.MaxOpenPerOwner, 0)
@@ -599,6 +601,10 @@ func (m *Manager) Run(ctx context.Context) {
 func (m *Manager) Close() {
 	m.HandOver()
 	m.stop()
+	m.seenMu.Lock()
+	m.seen.closed = true // no owner's catch-up starts from now on
+	m.seenMu.Unlock()
+	m.catching.Wait()
 	m.mu.Lock()
 	var wait []chan struct{}
 	for _, r := range m.running {
