@@ -192,6 +192,50 @@ func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
 	}
 }
 
+// TestClusterTaskInputReachesLateNodeE2E: node B is stopped while alice's 2025-11-25 session on node A starts a
+// task (server-everything's simulate-research-query, ambiguous: its backend asks which python she means) and gets
+// the question, but goes away without answering. B starts again after the task went input_required: it never heard
+// the announcement. Alice comes to B with a session that declared elicitation and lists her tasks (she never reads
+// that task there): her first task request on B has B catch up on her tasks, the question reaches that session, and
+// her answer there completes the task on A.
+func TestClusterTaskInputReachesLateNodeE2E(t *testing.T) {
+	a, b := taskCluster(t)
+	const tool = "every__simulate-research-query"
+	elicit := map[string]any{"elicitation": map[string]any{}}
+	b.signal(syscall.SIGTERM, 30*time.Second)
+
+	// Alice on A: she starts the task there and gets the question, and does not answer.
+	aliceA := openMCPWith(t, a.mcp+"/mcp", tcAlice, elicit)
+	askedA := answerElicitations(t, aliceA, nil)
+	id := startAmbiguousTask(t, aliceA, a.name, tool)
+	t.Logf("task %s started through %s while %s is stopped", id, a.name, b.name)
+	waitFor(t, 60*time.Second, "the question on alice's session on "+a.name, func() bool { return askedA() > 0 })
+	aliceA.close()
+
+	// B starts again, and is a member of the cluster (an answer there goes to A through it).
+	b.start()
+	waitFor(t, 30*time.Second, b.name+" in the cluster again", func() bool {
+		_, h := b.do("GET", "/health", nil)
+		c, _ := h["cluster"].(map[string]any)
+		m, _ := c["members"].(float64)
+		return c != nil && c["joined"] == true && int(m) == 2
+	})
+
+	// Alice comes to B, with elicitation; she lists her tasks and reads none.
+	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, elicit)
+	answeredB := answerElicitations(t, aliceB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
+	if res, rerr := aliceB.post("tasks/list", map[string]any{}); rerr != nil {
+		t.Fatalf("tasks/list: %s %v", res, rerr)
+	}
+
+	// The task is read through a session of alice on A that cannot answer (no elicitation declared).
+	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice)
+	awaitAnswered(t, readA, id, answeredB, b.name)
+	if res, rerr := readA.post("tasks/result", map[string]any{"taskId": id}); rerr != nil || !strings.Contains(string(res), "python (snake)") {
+		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", a.name, res, rerr)
+	}
+}
+
 // stdioCaller sends requests to an `aggregator stdio` process as JSON lines and reads their answers.
 func stdioCaller(t *testing.T, p *stdioProc) (call func(method string, params map[string]any) json.RawMessage, notify func(method string)) {
 	lines := bufio.NewScanner(p.stdout)
