@@ -361,7 +361,9 @@ func (s *Server) serveTask(r *http.Request, method string, p taskParams) (any, *
 	}
 	m := s.opts.Tasks
 	sid := r.Header.Get("Mcp-Session-Id")
-	s.noteTaskSession(sid, tasks.Owner(id)) // a session of the owner, for its tasks' requests (tasks_relay.go)
+	// A session of the owner, for its tasks' requests (tasks_relay.go); noted before the Manager hears of the owner,
+	// so that the catch-up of an owner new to this node (tasks.Manager) finds this session to ask (tasks_remote.go).
+	s.noteTaskSession(sid, tasks.Owner(id))
 	switch method {
 	case "tools/call":
 		relayTo := s.sessionByID(sid)

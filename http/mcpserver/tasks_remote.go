@@ -17,7 +17,8 @@ import (
 // elicitation, sampling) is sent by the node running the task to the sessions of the task's owner there
 // (ownerRelay). A client that comes back through another node would never see it: so this node, when it learns
 // that a task of another node waits on its client (the status change announced, or caught up on after a break of
-// the feed; or the owner reading the task here with tasks/get or tasks/result), reads the pending request from the
+// the feed or at the owner's first task request here, tasks.Manager's catch-up of a caller new to this node; or the
+// owner reading the task here with tasks/get or tasks/result), reads the pending request from the
 // task's row and sends it to a session of the owner here that declared what the request needs (the one that read
 // the task first), like ownerRelay. The session's answer goes to the node running the task (tasks.Manager.Answer),
 // where the request takes the first answer from any node; a later one is dropped. The request here is withdrawn
