@@ -82,7 +82,7 @@ func (m *Manager) noteOwner(owner string) {
 	}
 	if start && !s.closed {
 		s.unread[owner] = true
-		m.catching.Add(1) // (Close waits under seenMu's order: closed is set first)
+		m.catching.Add(1) // under seenMu, before Close sets closed: Close waits for it
 		go m.catchUpOwner(owner)
 	}
 	if len(s.owners) <= s.ownerPrune {
