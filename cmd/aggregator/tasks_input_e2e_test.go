@@ -178,18 +178,7 @@ func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
 	aliceA.close()
 
 	// Alice comes back on B, with elicitation; she reads no task (a read of it would ask her too).
-	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, elicit)
-	answeredB := answerElicitations(t, aliceB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
-	if res, rerr := aliceB.post("tasks/list", map[string]any{}); rerr != nil {
-		t.Fatalf("tasks/list: %s %v", res, rerr)
-	}
-
-	// The task is read through a session of alice on A that cannot answer (no elicitation declared).
-	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice)
-	awaitAnswered(t, readA, id, answeredB, b.name)
-	if res, rerr := readA.post("tasks/result", map[string]any{"taskId": id}); rerr != nil || !strings.Contains(string(res), "python (snake)") {
-		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", a.name, res, rerr)
-	}
+	answerThroughListing(t, a, b, id)
 }
 
 // TestClusterTaskInputReachesLateNodeE2E: node B is stopped while alice's 2025-11-25 session on node A starts a
@@ -222,14 +211,20 @@ func TestClusterTaskInputReachesLateNodeE2E(t *testing.T) {
 	})
 
 	// Alice comes to B, with elicitation; she lists her tasks and reads none.
-	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, elicit)
+	answerThroughListing(t, a, b, id)
+}
+
+// answerThroughListing: alice comes to node b with a session that declared elicitation and lists her tasks (she
+// reads none: a read of task id would ask her too); the question of task id (running on node a) reaches that
+// session, whose answer completes the task, as a session of alice on a that cannot answer reads it.
+func answerThroughListing(t *testing.T, a, b *clusterNode, id string) {
+	t.Helper()
+	aliceB := openMCPWith(t, b.mcp+"/mcp", tcAlice, map[string]any{"elicitation": map[string]any{}})
 	answeredB := answerElicitations(t, aliceB, map[string]any{"action": "accept", "content": map[string]any{"interpretation": "snake"}})
 	if res, rerr := aliceB.post("tasks/list", map[string]any{}); rerr != nil {
 		t.Fatalf("tasks/list: %s %v", res, rerr)
 	}
-
-	// The task is read through a session of alice on A that cannot answer (no elicitation declared).
-	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice)
+	readA := openMCPAs(t, a.mcp+"/mcp", tcAlice) // no elicitation declared: it cannot answer
 	awaitAnswered(t, readA, id, answeredB, b.name)
 	if res, rerr := readA.post("tasks/result", map[string]any{"taskId": id}); rerr != nil || !strings.Contains(string(res), "python (snake)") {
 		t.Errorf("tasks/result through %s = %s %v, want alice's answer in it", a.name, res, rerr)

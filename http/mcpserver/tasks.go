@@ -300,9 +300,8 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 			return
 		}
 		r.Header.Set(tasksMarker, "1") // for taskCapability and taskTools, which the go-sdk runs
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-		if err != nil || len(body) > maxTaskRequestBytes {
+		body, ok := peekBody(r, maxTaskRequestBytes)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -327,6 +326,17 @@ func (s *Server) taskRequests(next http.Handler) http.Handler {
 }
 
 // writeRPC answers one JSON-RPC response as application/json.
+// peekBody reads r's body when it is at most limit bytes, and gives it back to r to be read again; false: the
+// body is larger (by its declared length or as read) or could not be read, and r reads the same bytes anyway.
+func peekBody(r *http.Request, limit int64) ([]byte, bool) {
+	if r.ContentLength > limit {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+	return body, err == nil && int64(len(body)) <= limit
+}
+
 func writeRPC(w http.ResponseWriter, id json.RawMessage, result any, rerr *jsonrpc.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(rpcAnswer(id, result, rerr))

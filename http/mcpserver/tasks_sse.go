@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -99,8 +98,10 @@ func (s *Server) sseTasks(next http.Handler) http.Handler {
 			taps.mu.Lock()
 			tap := taps.byID[sid]
 			taps.mu.Unlock()
-			if tap != nil && (sseDiscover(w, r, tap) || s.sseTaskRequest(w, r, tap)) {
-				return
+			if tap != nil {
+				if body, ok := peekBody(r, maxTaskRequestBytes); ok && (sseDiscover(w, body, tap) || s.sseTaskRequest(w, r, body, tap)) {
+					return
+				}
 			}
 		}
 		next.ServeHTTP(w, r)
@@ -126,18 +127,13 @@ func (s *Server) endSSETap(taps *sseTaps, tap *sseTap) {
 	s.streams.remove(sseSessionPrefix+sid, tap.streamTap)
 }
 
-// sseDiscover answers a server/discover POSTed to the SSE session tap itself: the method is not offered (as the
-// go-sdk answers on a transport without 2026-07-28), the answer written into the stream and the POST answered 202;
-// false: the POST is something else. The go-sdk's SSE handler sends its endpoint event before it records which
+// sseDiscover answers a server/discover POSTed (body) to the SSE session tap itself: the method is not offered (as
+// the go-sdk answers on a transport without 2026-07-28), the answer written into the stream and the POST answered
+// 202; false: the POST is something else. The go-sdk's SSE handler sends its endpoint event before it records which
 // versions the session's transport serves, so a discover that arrives in that moment would be offered 2026-07-28,
 // which the legacy SSE transport does not carry; a client told "not found" falls back to initialize.
-func sseDiscover(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
-	if r.ContentLength > maxTaskRequestBytes {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxTaskRequestBytes || !bytes.Contains(body, []byte(`"server/discover"`)) {
+func sseDiscover(w http.ResponseWriter, body []byte, tap *sseTap) bool {
+	if !bytes.Contains(body, []byte(`"server/discover"`)) {
 		return false
 	}
 	var req rpcRequest
@@ -155,15 +151,10 @@ func sseDiscover(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
 	return true
 }
 
-// sseTaskRequest serves the POST r of the SSE session tap when it is a task request (the answer written into the
-// stream, the POST answered 202); false: next serves it.
-func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, tap *sseTap) bool {
-	if r.ContentLength > maxTaskRequestBytes {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxTaskRequestBytes || !bytes.Contains(body, []byte(`"task`)) {
+// sseTaskRequest serves the POST r (its body read) of the SSE session tap when it is a task request (the answer
+// written into the stream, the POST answered 202); false: next serves it.
+func (s *Server) sseTaskRequest(w http.ResponseWriter, r *http.Request, body []byte, tap *sseTap) bool {
+	if !bytes.Contains(body, []byte(`"task`)) {
 		return false // only a body that mentions a task is decoded here
 	}
 	var req rpcRequest

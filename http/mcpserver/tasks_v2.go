@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -82,13 +81,8 @@ func (p *modernParams) declaresTasks() bool {
 // to next, the go-sdk. Only a body that names a tasks method or the extension is decoded.
 func (s *Server) modernTasks(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	r.Header.Set(tasksMarker, "1") // for taskCapability's server/discover answer
-	if r.ContentLength > maxTaskRequestBytes {
-		next.ServeHTTP(w, r)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxTaskRequestBytes+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	if err != nil || len(body) > maxTaskRequestBytes ||
+	body, ok := peekBody(r, maxTaskRequestBytes)
+	if !ok ||
 		(!bytes.Contains(body, []byte(`"tasks/`)) && !bytes.Contains(body, []byte(tasksExtension+`"`)) &&
 			!bytes.Contains(body, []byte(`"taskIds"`))) {
 		next.ServeHTTP(w, r)
