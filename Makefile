@@ -16,9 +16,12 @@ run:
 build:
 	$(GO) build -o bin/aggregator ./cmd/aggregator
 
-## test: every test, with the race detector, against real MCP peers and PostgreSQL
+## test: every test, with the race detector, against real MCP peers and PostgreSQL. Three test binaries at once
+## (TEST_P): the longest packages spend much of their time waiting on daemons, clusters and timers, and two at once
+## left a 2-core machine about half idle (README, "Tests").
+TEST_P    ?= 3
 test: $(PEERS) pg promtool etcd haproxy chromium jaeger
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -p $(TEST_P) -timeout 15m $(PKGS)
 
 ## bench: Go benchmarks and the load runs recorded in BENCHMARKS.md
 bench: $(PEERS) pg etcd
