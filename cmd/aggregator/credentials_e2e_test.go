@@ -100,11 +100,12 @@ func runBinary(t *testing.T, d *daemon, timeout time.Duration, extra []string, a
 // daemon started with the new key alone connects every one of them again, on both stores. A daemon started with
 // the old key alone refuses to start, naming the key it needs.
 func TestRotateKeyEndToEnd(t *testing.T) {
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // the stores' runs are independent: each its own daemon and database
 			oldKey, newKey := crypt.EncodeKey(crypt.NewKey()), crypt.EncodeKey(crypt.NewKey())
 			newBytes, _ := crypt.ParseKey(newKey)
-			d := newDaemon(t, dbURL())
+			d := newDaemon(t, dbURL(t))
 			d.env = append(d.env, "MCP_CREDENTIAL_KEY="+oldKey, "ROTATE_TOKEN=rotate-token-value")
 			d.start()
 

@@ -173,19 +173,21 @@ func (d *daemon) waitStatus(id, want string, within time.Duration) {
 	d.t.Fatalf("server %s not %s within %v: %v", id, want, within, last)
 }
 
-func stores(t *testing.T) map[string]func() string {
-	return map[string]func() string{
-		"sqlite":   func() string { return "" },
-		"postgres": func() string { return pgtest.NewDatabase(t) },
+// stores names the two stores a test runs on, each with the function that gives a (sub)test its database URL: ""
+// for the embedded store, a database of the test's own (dropped with it) on PostgreSQL.
+func stores() map[string]func(*testing.T) string {
+	return map[string]func(*testing.T) string{
+		"sqlite":   func(*testing.T) string { return "" },
+		"postgres": func(t *testing.T) string { return pgtest.NewDatabase(t) },
 	}
 }
 
 // TestDaemonRestartSafety: a server registered on one daemon comes back connected on the next, SIGTERM stops the
 // daemon within its shutdown timeout leaving no child process, and after SIGKILL no child survives either.
 func TestDaemonRestartSafety(t *testing.T) {
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
-			d := newDaemon(t, dbURL())
+			d := newDaemon(t, dbURL(t))
 			d.start()
 			cmd, args := peertest.EverythingStdio(t)
 			marker := fmt.Sprintf("e2e-marker-%s-%d", name, time.Now().UnixNano())
@@ -245,9 +247,9 @@ func waitGone(t *testing.T, marker string) {
 // TestConcurrentDuplicateRegistration (EC-004): 20 simultaneous registrations of one name give exactly one 201;
 // the rest are 409 SERVER_ALREADY_EXISTS, on both stores.
 func TestConcurrentDuplicateRegistration(t *testing.T) {
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
-			d := newDaemon(t, dbURL())
+			d := newDaemon(t, dbURL(t))
 			d.start()
 			var wg sync.WaitGroup
 			codes := make(chan int, 20)

@@ -57,10 +57,10 @@ func registerKeyed(client *http.Client, base string, i int) keyedRegistration {
 // crash with the same server, and each name is registered exactly once, including those the crash stored without
 // acknowledging (which answered 409 before registrations took a key).
 func TestKeyedRegistrationSurvivesSIGKILL(t *testing.T) {
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
 			const n = 200
-			d := newDaemon(t, dbURL())
+			d := newDaemon(t, dbURL(t))
 			d.env = append(d.env, fmt.Sprintf("MCP_AGGREGATOR_MAX_SERVERS=%d", n))
 			d.start()
 			client := &http.Client{Timeout: 60 * time.Second}

@@ -121,9 +121,10 @@ func (s *mcpSession) taskGet(id string) tasks.Wire {
 // (SIGKILL) or stopped (SIGTERM) is failed with the reason, over REST, tasks/get and tasks/result.
 func TestTasksSurviveRestart(t *testing.T) {
 	backend := taskBackend(t)
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
-			d := newDaemon(t, dbURL())
+			t.Parallel() // the stores' runs are independent: each its own daemon and database
+			d := newDaemon(t, dbURL(t))
 			d.start()
 			code, s := d.do("POST", "/servers", map[string]any{"name": "back", "transport_type": "HTTP",
 				"connection_config": map[string]any{"base_url": backend}})

@@ -202,9 +202,10 @@ func TestClusterTaskResumedAfterOwnerKilledE2E(t *testing.T) {
 func TestTasksResumedAfterRestart(t *testing.T) {
 	backend := peertest.StartTaskBackend(t)
 	cmd, args := peertest.EverythingStdio(t)
-	for name, dbURL := range stores(t) {
+	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
-			url := dbURL()
+			t.Parallel() // the stores' runs are independent: each its own daemon and database
+			url := dbURL(t)
 			d := newDaemon(t, url)
 			// A short drain: the clean stop below must end before the backend's task does.
 			d.env = setEnv(d.env, "MCP_AGGREGATOR_SHUTDOWN_TIMEOUT", "1")
