@@ -322,6 +322,12 @@ func TestCatchUpNewOwner(t *testing.T) {
 			}
 		}
 	}
+	// settle waits for the catch-ups under way and returns the store's catch-up reads so far and what the hooks
+	// heard since the last look.
+	settle := func(m *Manager, s *readsStore, heard chan string) (int32, []string) {
+		m.catching.Wait()
+		return s.pages.Load(), drain(heard)
+	}
 	tests := []struct {
 		name  string
 		first func(t *testing.T, m *Manager)
@@ -369,11 +375,11 @@ func TestCatchUpNewOwner(t *testing.T) {
 			if _, err := m.GetOwn(t.Context(), alice, task.ID); err != nil {
 				t.Fatal(err)
 			}
-			m.catching.Wait()
-			if n := s.pages.Load(); n != 1 {
+			n, more := settle(m, s, heard)
+			if n != 1 {
 				t.Errorf("alice's tasks read %d times for catch-ups, want once", n)
 			}
-			if more := drain(heard); len(more) > 0 {
+			if len(more) > 0 {
 				t.Errorf("B's hooks heard %v after alice's next requests", more)
 			}
 		})
@@ -400,11 +406,11 @@ func TestCatchUpNewOwner(t *testing.T) {
 		if _, _, err := m.List(t.Context(), alice, false, 10, 0); err != nil {
 			t.Fatal(err)
 		}
-		m.catching.Wait()
-		if got := drain(heard); len(got) != 1 || got[0] != task.ID+" "+persistence.TaskInputRequired {
+		n, got := settle(m, s, heard)
+		if len(got) != 1 || got[0] != task.ID+" "+persistence.TaskInputRequired {
 			t.Errorf("after the retry B's hooks heard %v, want alice's task input_required", got)
 		}
-		if n := s.pages.Load(); n != 2 {
+		if n != 2 {
 			t.Errorf("alice's tasks read %d times for catch-ups, want twice", n)
 		}
 	})
@@ -436,11 +442,11 @@ func TestCatchUpNewOwner(t *testing.T) {
 		if _, _, err := m.List(t.Context(), bob, false, 10, 0); err != nil {
 			t.Fatal(err)
 		}
-		m.catching.Wait()
-		if n := s.pages.Load(); n != 1 {
+		n, got := settle(m, s, heard)
+		if n != 1 {
 			t.Errorf("%d catch-up reads, want alice's only (none after Close)", n)
 		}
-		if got := drain(heard); len(got) > 0 {
+		if len(got) > 0 {
 			t.Errorf("B's hooks heard %v", got)
 		}
 	})
