@@ -19,10 +19,10 @@ import (
 
 // TestMain lets the test binary be the Go floor's process, as the program is (main).
 func TestMain(m *testing.M) {
-	if listen, target, ok := isReverseProxyCommand(os.Args[1:]); ok {
+	if serve, listen, target, ok := floorCommand(os.Args[1:]); ok {
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		if err := serveReverseProxy(ctx, listen, target); err != nil {
+		if err := serve(ctx, listen, target); err != nil {
 			os.Exit(1)
 		}
 		return
@@ -42,7 +42,7 @@ func TestFloorsPassCalls(t *testing.T) {
 	t.Cleanup(hs.Close)
 	url := hs.URL + "/mcp"
 
-	for _, floor := range []peerSpec{haproxyFloor(), goProxyFloor()} {
+	for _, floor := range floors() {
 		t.Run(floor.name, func(t *testing.T) {
 			if floor.name == floorHAProxy {
 				peertest.HAProxyBinary(t) // skipped without it (failed under CI)
@@ -66,22 +66,25 @@ func TestFloorsPassCalls(t *testing.T) {
 	}
 }
 
-func TestIsReverseProxyCommand(t *testing.T) {
+func TestFloorCommand(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		ok   bool
 	}{
 		{[]string{reverseProxyCommand, "127.0.0.1:1", "http://127.0.0.1:2/mcp"}, true},
+		{[]string{fastProxyCommand, "127.0.0.1:1", "http://127.0.0.1:2/mcp"}, true},
 		{[]string{reverseProxyCommand, " ", "http://x"}, false},
-		{[]string{reverseProxyCommand, "127.0.0.1:1"}, false},
+		{[]string{fastProxyCommand, "127.0.0.1:1"}, false},
 		{[]string{"-rounds", "1", "x"}, false},
 		{nil, false},
 	} {
-		if _, _, ok := isReverseProxyCommand(tc.args); ok != tc.ok {
-			t.Errorf("isReverseProxyCommand(%q) = %v, want %v", tc.args, ok, tc.ok)
+		if _, _, _, ok := floorCommand(tc.args); ok != tc.ok {
+			t.Errorf("floorCommand(%q) = %v, want %v", tc.args, ok, tc.ok)
 		}
 	}
-	if err := serveReverseProxy(context.Background(), "127.0.0.1:0", "ftp://x"); err == nil || !strings.Contains(err.Error(), "http://") {
-		t.Fatalf("a target that is not http:// is refused: %v", err)
+	for _, serve := range []func(context.Context, string, string) error{serveReverseProxy, serveFastProxy} {
+		if err := serve(context.Background(), "127.0.0.1:0", "ftp://x"); err == nil || !strings.Contains(err.Error(), "http://") {
+			t.Fatalf("a target that is not http:// is refused: %v", err)
+		}
 	}
 }

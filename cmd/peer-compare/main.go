@@ -53,8 +53,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var err error
-	if listen, target, ok := isReverseProxyCommand(os.Args[1:]); ok {
-		err = serveReverseProxy(ctx, listen, target) // a floor's process (floors.go)
+	if serve, listen, target, ok := floorCommand(os.Args[1:]); ok {
+		err = serve(ctx, listen, target) // a Go floor's process (floors.go)
 	} else {
 		err = run(ctx, os.Args[1:], os.Stdout, os.Stderr, logger)
 	}
@@ -218,7 +218,7 @@ func openPaths(ctx context.Context, o options, bins ownBinaries, url, runDir str
 		}
 	}
 
-	for _, peer := range []peerSpec{haproxyFloor(), goProxyFloor(), hubPeer(o), vmcpPeer(o)} {
+	for _, peer := range append(floors(), hubPeer(o), vmcpPeer(o)) {
 		p := &path{res: pathResult{key: peer.name, label: peer.label}}
 		paths = append(paths, p)
 		if o.skipped(peer.name) {

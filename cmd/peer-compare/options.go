@@ -48,7 +48,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.callTimeout, "call-timeout", 10*time.Second, "timeout of one call (a slower call is an error)")
 	fs.StringVar(&o.hubVersion, "mcp-hub-version", defaultHubVersion, "npm version of mcp-hub")
 	fs.StringVar(&o.vmcpVersion, "vmcp-version", defaultVMCPVersion, "module version of github.com/stacklok/toolhive/cmd/vmcp")
-	fs.StringVar(&o.skip, "skip", "", "comma-separated peers to leave out: mcp-hub, vmcp, haproxy, go-proxy (the floors)")
+	fs.StringVar(&o.skip, "skip", "", "comma-separated peers to leave out: mcp-hub, vmcp, haproxy, go-proxy, fasthttp-proxy (the floors)")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("parse flags: %w", err)
 	}
@@ -71,8 +71,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	check(versionRe.MatchString(o.hubVersion), "-mcp-hub-version %q: want a version like 4.2.1", o.hubVersion)
 	check(versionRe.MatchString(o.vmcpVersion), "-vmcp-version %q: want a version like v0.47.0", o.vmcpVersion)
 	for _, p := range splitList(o.skip) {
-		check(p == peerHub || p == peerVMCP || p == floorHAProxy || p == floorGoProxy,
-			"-skip %q: known peers are %s, %s, %s and %s", p, peerHub, peerVMCP, floorHAProxy, floorGoProxy)
+		check(p == peerHub || p == peerVMCP || p == floorHAProxy || p == floorGoProxy || p == floorFastProxy,
+			"-skip %q: known peers are %s, %s, %s, %s and %s", p, peerHub, peerVMCP, floorHAProxy, floorGoProxy, floorFastProxy)
 	}
 	return o, errors.Join(errs...)
 }
