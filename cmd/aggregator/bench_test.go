@@ -208,6 +208,7 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		}
 		waitHTTP(b, base+"/health")
 		root := fmt.Sprintf("http://127.0.0.1:%d", port)
+		peak := sampleRSS(d.Process.Pid) // every relSampleEvery (50 ms)
 		start := time.Now()
 		connectStdio50(b, base, cmdPath, args)
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-connected")
@@ -226,6 +227,9 @@ func BenchmarkDaemonMemory50Stdio(b *testing.B) {
 		b.ReportMetric((metricAt(b, root, "go_memstats_alloc_bytes_total")-allocs0)/(1<<20)/time.Since(at0).Seconds(), "idle-alloc-MiB/s")
 		b.ReportMetric(float64(rssKiB(b, d.Process.Pid))/1024, "daemon-RSS-idle-MiB")
 		b.ReportMetric(metricAt(b, root, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-idle-MiB")
+		// The most it held at any moment of the run (sampled every 50 ms from before the first server was
+		// registered until now).
+		b.ReportMetric(peak.done(), "peak-rss-MiB")
 		_ = d.Process.Signal(syscall.SIGTERM)
 		_ = d.Wait()
 	}

@@ -18,11 +18,13 @@ import (
 // doubled; BENCHMARKS.md "Memory, fourth pass"). The memory policy therefore moves the soft limit after every
 // collection: it is a budget of defaultBudget for all the memory the runtime holds, raised when the live heap and
 // the runtime's other memory leave less than defaultHeadroom (or a quarter of the live heap, if more) of room
-// under it, or than what the daemon allocates in burstWindow while it allocates fast. Small heaps keep GOGC=400's
+// under it, or than what the daemon allocates in burstWindow while it allocates fast (at most the live heap). Small heaps keep GOGC=400's
 // room (five times their live heap is under the budget); a daemon with thousands of tools collects when it fills
 // the budget; a burst of allocation (a hostile backend's oversized messages, indexing) gets room in proportion to
-// its rate, given back once it is over; and however much is live, the heap always has room to grow before the next
-// collection, so the collector never thrashes (the limit follows the live heap up and down).
+// its rate, up to as much again as is live (a collection's work is in proportion to the live heap, so a small live
+// heap collects often at little cost), given back once it is over; and however much is live, the heap always has
+// room to grow before the next collection, so the collector never thrashes (the limit follows the live heap up and
+// down).
 const (
 	// defaultGOGC is the heap growth, in percent of the live heap, that starts a collection.
 	defaultGOGC = 400
@@ -41,6 +43,11 @@ const (
 	// collector runs at most about four times a second instead of after every message or two (at a 96 MiB budget
 	// and 24 MiB of headroom the healthy servers' throughput halved under the 100 MB-results attack,
 	// BENCHMARKS.md "Memory, fifth pass"). Once the allocation rate falls, the next collection brings the limit back.
+	// That room is at most the live heap (the collector's work per byte allocated is then at most what GOGC=100
+	// costs): a collection's work is the live heap, so a small live heap can afford to collect more often, and
+	// room in proportion to the rate alone let 50 stdio servers' connection burst (the go-sdk's 32 KiB decode
+	// buffer per message and per tool registered, indexing, classification: about 300 MiB/s for a second, 18 MiB
+	// live) raise the limit to 104-122 MiB and the daemon's RSS to 134-146 MiB for a moment.
 	burstWindow = 250 * time.Millisecond
 	// maxBurstHeadroom caps that: with the live heap of such an attack the limit stays near the fixed 256 MiB
 	// limit that bounded it before.
@@ -109,14 +116,14 @@ func newMemoryPolicy(headroom, budget int64, setLimit func(int64) int64, read fu
 // memory and the headroom when they need more. Past four times the headroom of live heap the headroom is a quarter
 // of the live heap instead (GOGC=25), so that a very large daemon does not collect after every few percent of
 // growth; and it is at least what the daemon allocated in burstWindow at the rate since the sample before (at most
-// maxBurstHeadroom).
+// the live heap, and at most maxBurstHeadroom).
 func (p *memoryPolicy) limitFor(s, prev memSample) int64 {
 	const most = 1 << 60
 	live, other := int64(min(s.live, most)), int64(min(s.nonHeap, most))
 	headroom := max(p.headroom, live/4)
 	if took := s.at.Sub(prev.at); !prev.at.IsZero() && took > 0 && s.allocs > prev.allocs {
 		rate := float64(s.allocs-prev.allocs) / took.Seconds()
-		headroom = max(headroom, int64(min(rate*burstWindow.Seconds(), maxBurstHeadroom)))
+		headroom = max(headroom, min(int64(min(rate*burstWindow.Seconds(), maxBurstHeadroom)), live))
 	}
 	return max(live+other+headroom, p.budget)
 }

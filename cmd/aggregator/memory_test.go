@@ -28,20 +28,23 @@ func TestMemoryPolicyLimit(t *testing.T) {
 		}
 	}
 	// The allocation rate since the sample before: at 400 MiB/s the headroom is what 250 ms allocate; faster,
-	// at most 128 MiB; slow, the budget again.
+	// at most 128 MiB; never more than the live heap; slow, the budget again.
 	t0 := time.Now()
-	prev := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: t0}
 	for _, c := range []struct {
 		name   string
+		live   uint64
 		allocs uint64
 		after  time.Duration
 		want   int64
 	}{
-		{"400 MiB/s", 1400 * mib, time.Second, (50 + 10 + 100) * mib},
-		{"4 GiB/s: capped", 5000 * mib, time.Second, (50 + 10 + 128) * mib},
-		{"10 MiB/s: the budget", 1010 * mib, time.Second, 96 * mib},
+		{"400 MiB/s", 150 * mib, 1400 * mib, time.Second, (150 + 10 + 100) * mib},
+		{"4 GiB/s: capped", 150 * mib, 5000 * mib, time.Second, (150 + 10 + 128) * mib},
+		{"400 MiB/s, 50 MiB live: as much again as is live", 50 * mib, 1400 * mib, time.Second, (50 + 10 + 50) * mib},
+		{"300 MiB/s, 18 MiB live (50 stdio servers connecting): the budget", 18 * mib, 1300 * mib, time.Second, 96 * mib},
+		{"10 MiB/s: the budget", 50 * mib, 1010 * mib, time.Second, 96 * mib},
 	} {
-		s := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: c.allocs, at: t0.Add(c.after)}
+		prev := memSample{live: c.live, nonHeap: 10 * mib, allocs: 1000 * mib, at: t0}
+		s := memSample{live: c.live, nonHeap: 10 * mib, allocs: c.allocs, at: t0.Add(c.after)}
 		if got := p.limitFor(s, prev); got != c.want {
 			t.Errorf("%s: limit %d MiB, want %d MiB", c.name, got/mib, c.want/mib)
 		}
@@ -165,9 +168,9 @@ func TestMemoryPolicyRelaxesAfterABurst(t *testing.T) {
 	const mib = 1 << 20
 	var mu sync.Mutex
 	now := time.Now()
-	sample := memSample{live: 50 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: now}
+	sample := memSample{live: 100 * mib, nonHeap: 10 * mib, allocs: 1000 * mib, at: now}
 	var set []int64
-	p := newMemoryPolicy(24*mib, 96*mib, func(l int64) int64 { set = append(set, l); return 0 },
+	p := newMemoryPolicy(24*mib, 160*mib, func(l int64) int64 { set = append(set, l); return 0 },
 		func() memSample { mu.Lock(); defer mu.Unlock(); return sample })
 	advance := func(allocs uint64, d time.Duration) {
 		mu.Lock()
@@ -178,21 +181,21 @@ func TestMemoryPolicyRelaxesAfterABurst(t *testing.T) {
 	p.update() // a collection
 	advance(400*mib, time.Second)
 	p.update() // the next one, after allocating 400 MiB/s
-	if l, _ := p.state(); l != (50+10+100)*mib {
-		t.Fatalf("limit after the burst %d MiB, want %d", l/mib, 50+10+100)
+	if l, _ := p.state(); l != (100+10+100)*mib {
+		t.Fatalf("limit after the burst %d MiB, want %d", l/mib, 100+10+100)
 	}
 	advance(40*mib, 100*time.Millisecond)
 	p.relax() // still 400 MiB/s since the last collection: the limit stays
-	if l, _ := p.state(); l != (50+10+100)*mib {
-		t.Fatalf("limit during the burst %d MiB, want %d", l/mib, 50+10+100)
+	if l, _ := p.state(); l != (100+10+100)*mib {
+		t.Fatalf("limit during the burst %d MiB, want %d", l/mib, 100+10+100)
 	}
 	advance(0, 10*time.Second)
 	p.relax()
-	if l, _ := p.state(); l != 96*mib {
+	if l, _ := p.state(); l != 160*mib {
 		t.Fatalf("limit 10 s after the burst %d MiB, want the budget", l/mib)
 	}
 	for _, l := range set[1:] {
-		if l > set[0] && l != (50+10+100)*mib {
+		if l > set[0] && l != (100+10+100)*mib {
 			t.Fatalf("relax raised the limit: %v", set)
 		}
 	}
