@@ -18,7 +18,7 @@ import (
 // doubled; BENCHMARKS.md "Memory, fourth pass"). The memory policy therefore moves the soft limit after every
 // collection: it is a budget of defaultBudget for all the memory the runtime holds, raised when the live heap and
 // the runtime's other memory leave less than defaultHeadroom (or a quarter of the live heap, if more) of room
-// under it, or than what the daemon allocates in burstWindow while it allocates fast (at most the live heap). Small heaps keep GOGC=400's
+// under it, or than what the daemon allocates in burstWindow while it allocates fast. Small heaps keep GOGC=400's
 // room (five times their live heap is under the budget); a daemon with thousands of tools collects when it fills
 // the budget; a burst of allocation (a hostile backend's oversized messages, indexing) gets room in proportion to
 // its rate, up to as much again as is live (a collection's work is in proportion to the live heap, so a small live
