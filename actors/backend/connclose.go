@@ -16,12 +16,12 @@ var errSessionClosed = errors.New("backend session closed")
 // stream the go-sdk is still draining). Without it, connections that became idle after the session closed stayed
 // pooled, with their goroutines and file descriptors, until the 90 s idle timeout.
 type sessionConns struct {
-	base   *http.Transport
+	base   idleCloser // fastTransport over the session's *http.Transport, or that transport alone
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
-func newSessionConns(base *http.Transport) *sessionConns {
+func newSessionConns(base idleCloser) *sessionConns {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sessionConns{base: base, ctx: ctx, cancel: cancel}
 }

@@ -214,7 +214,7 @@ func Dial(rec persistence.Server, o Options) (*Conn, error) {
 			pace := floodguard.NewPacer(floodguard.ReadRate)
 			guard.Pace = func() { pace.Wait(nil) }
 		}
-		conns := newSessionConns(base)
+		conns := newSessionConns(newFastTransport(base, eu))
 		client := &http.Client{Transport: &headerTransport{base: guard.RoundTripper(conns), headers: cfg.Headers, origin: origin(eu), out: out},
 			CheckRedirect: connconfig.CheckRedirect(cfg.AllowInsecureHTTP)}
 		// The guard hands the go-sdk events of at most the limit; the go-sdk's own event cap is only a backstop.

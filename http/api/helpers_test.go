@@ -74,6 +74,9 @@ func (e *testEnv) do(t *testing.T, method, path, body string, headers ...string)
 		rd = strings.NewReader(body)
 	}
 	req := httptest.NewRequest(method, path, rd)
+	// Origin form, so that the request carries its Host header (an absolute target is dumped without one, and
+	// fasthttp's server refuses an HTTP/1.1 request without Host, as RFC 9112 asks).
+	req.RequestURI = req.URL.RequestURI()
 	hasCT := false
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ":")
