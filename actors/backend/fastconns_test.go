@@ -456,3 +456,66 @@ func TestDialSendsPOSTsOverFasthttp(t *testing.T) {
 		})
 	}
 }
+
+// A backend is untrusted: whatever it writes back, the request fails with an error (no panic, no hang past the
+// request's deadline), and the connection it wrote on is never pooled.
+func TestFastTransportRefusesHostileAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer string // written after reading the request; the connection is then held open until the test ends
+		body   bool   // the head is fine: the failure comes while reading the body
+	}{
+		{"garbage", "SSH-2.0-OpenSSH_9.6\r\n\r\n", false},
+		{"headers beyond the bound", "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("a", fastReadBuffer+1) + "\r\n\r\n", false},
+		{"endless interim answers", strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", 200), false},
+		{"bad chunk", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n", true},
+		{"short body", "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", true},
+		{"silence", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			hold := make(chan struct{})
+			defer close(hold)
+			go func() {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				_, _ = io.WriteString(c, tc.answer)
+				if tc.name == "short body" {
+					return // and close: the body ends early
+				}
+				<-hold
+			}()
+			u, _ := url.Parse("http://" + ln.Addr().String() + "/mcp")
+			ft := newFastTransport(NewOutbound(OutboundConfig{}, "").Transport(), u).(*fastTransport)
+			defer ft.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			resp, err := post(ctx, t, ft, u.String(), "{}")
+			if err == nil {
+				if !tc.body {
+					t.Fatalf("a hostile answer was taken: %d %v", resp.StatusCode, resp.Header)
+				}
+				_, err = io.ReadAll(resp.Body)
+				_ = resp.Body.Close()
+			}
+			if err == nil {
+				t.Fatal("a hostile answer was read without an error")
+			}
+			if n := ft.hc.ConnsCount(); n != 0 {
+				t.Fatalf("the connection of a hostile answer is kept (%d connections)", n)
+			}
+		})
+	}
+}
