@@ -222,9 +222,11 @@ func TestFastTransportClosesABodyClosedUnread(t *testing.T) {
 	}
 }
 
-func TestFastTransportEndsWithTheContext(t *testing.T) {
+// newHangingServer answers nothing (or, for ?stream=1, the first event of an SSE stream) until the client goes away,
+// which it reports on gone.
+func newHangingServer(t *testing.T) *connServer {
+	t.Helper()
 	release := make(chan struct{})
-	defer close(release)
 	var s *connServer
 	s = newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("stream") != "" {
@@ -238,6 +240,12 @@ func TestFastTransportEndsWithTheContext(t *testing.T) {
 		case <-release:
 		}
 	})
+	t.Cleanup(func() { close(release) }) // before the server's Close, which waits for its handlers
+	return s
+}
+
+func TestFastTransportEndsWithTheContext(t *testing.T) {
+	s := newHangingServer(t)
 	ft := fastFor(t, s)
 
 	// Waiting for the answer's head.
@@ -283,21 +291,9 @@ func TestFastTransportEndsWithTheContext(t *testing.T) {
 }
 
 func TestFastTransportCloseEndsAWaitingRead(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	var s *connServer
-	s = newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: first\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-			s.gone <- r.RemoteAddr
-		case <-release:
-		}
-	})
+	s := newHangingServer(t)
 	ft := fastFor(t, s)
-	resp, err := post(context.Background(), t, ft, s.URL+"/mcp", "{}")
+	resp, err := post(context.Background(), t, ft, s.URL+"/mcp?stream=1", "{}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,16 +311,7 @@ func TestFastTransportCloseEndsAWaitingRead(t *testing.T) {
 }
 
 func TestFastTransportSessionCloseEndsItsRequests(t *testing.T) {
-	release := make(chan struct{})
-	defer close(release)
-	var s *connServer
-	s = newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			s.gone <- r.RemoteAddr
-		case <-release:
-		}
-	})
+	s := newHangingServer(t)
 	conns := newSessionConns(fastFor(t, s))
 	got := make(chan error, 1)
 	go func() {
