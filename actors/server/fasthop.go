@@ -54,6 +54,14 @@ const hopMaxErrorBody = 64 << 10
 // hopMaxDrain bounds what is read after the answer so the connection can be reused.
 const hopMaxDrain = 64 << 10
 
+// hopDrainWait bounds how long the rest of a call's stream is read after its answer was handed over (finishTail):
+// a backend that keeps the stream open longer loses the connection, never the call's time.
+const hopDrainWait = 5 * time.Second
+
+// hopMaxFinishing bounds the streams of one session left to read after their answer at once (hopTail); past it,
+// such a stream is read to its end before the answer is handed over, as any other.
+const hopMaxFinishing = 64
+
 // hopMaxRetries is the streamable transport's MaxRetries (backend.Dial): resumptions without progress.
 const hopMaxRetries = 1
 
@@ -77,6 +85,10 @@ type fastHop struct {
 	taken  atomic.Uint64 // calls sent by the hop (tests)
 	events atomic.Uint64 // streams read event by event from the message guard (tests)
 	lines  sync.Pool     // of *bufio.Reader: the stream readers of finished calls
+	// finishing counts the streams left to read after their answer (hopTail); drainWait is hopDrainWait (tests
+	// shorten it).
+	finishing atomic.Int32
+	drainWait time.Duration
 }
 
 // newFastHop returns the hop of a session over b, nil for stdio and SSE.
@@ -88,7 +100,7 @@ func newFastHop(b *backend.Conn) *fastHop {
 	if maxEvent <= 0 {
 		maxEvent = 1 << 20
 	}
-	return &fastHop{client: client, endpoint: endpoint, maxEvent: maxEvent, hopID: b.HopID()}
+	return &fastHop{client: client, endpoint: endpoint, maxEvent: maxEvent, hopID: b.HopID(), drainWait: hopDrainWait}
 }
 
 // capture remembers the client's receiving chain; added last, it is the outermost middleware.
@@ -183,7 +195,7 @@ func mediaType(ct string) string {
 }
 
 // call sends tools/call of tool with args (raw JSON) on sess and returns the raw result.
-func (h *fastHop) call(ctx context.Context, sess *mcp.ClientSession, tool string, args json.RawMessage, requestID string) (json.RawMessage, error) {
+func (h *fastHop) call(ctx context.Context, sess *mcp.ClientSession, tool string, args json.RawMessage, requestID string, tail *hopTail) (json.RawMessage, error) {
 	h.taken.Add(1)
 	body := make([]byte, 0, 128+len(tool)+len(args)+len(requestID))
 	body = append(body, `{"jsonrpc":"2.0","id":`...)
@@ -205,7 +217,7 @@ func (h *fastHop) call(ctx context.Context, sess *mcp.ClientSession, tool string
 	body = append(body, "}}"...)
 
 	sid, version := sess.ID(), sess.InitializeResult().ProtocolVersion
-	raw, err := h.send(ctx, sess, sid, version, body, id)
+	raw, err := h.send(ctx, sess, sid, version, body, id, tail)
 	if err != nil && ctx.Err() != nil {
 		// As the go-sdk does for a call given up: tell the backend.
 		h.cancelled(sess, sid, version, id, ctx.Err())
@@ -272,7 +284,7 @@ func (h *fastHop) post(ctx context.Context, sid, version string, body, id []byte
 }
 
 // send POSTs the call and reads its answer.
-func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, version string, body, id []byte) (json.RawMessage, error) {
+func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, version string, body, id []byte, tail *hopTail) (json.RawMessage, error) {
 	const summary = `sending "tools/call"`
 	resp, err := h.post(ctx, sid, version, body, id)
 	if err != nil {
@@ -285,7 +297,7 @@ func (h *fastHop) send(ctx context.Context, sess *mcp.ClientSession, sid, versio
 	case "application/json":
 		return h.readJSON(ctx, sess, sid, version, resp, id)
 	case "text/event-stream":
-		return h.readStream(ctx, sess, sid, version, resp, id)
+		return h.readStream(ctx, sess, sid, version, resp, id, tail)
 	default:
 		_ = resp.Body.Close()
 		return nil, fmt.Errorf("%s: unsupported content type %q", summary, ct)
@@ -369,11 +381,11 @@ func answer(m *hopMessage) (json.RawMessage, error) {
 
 // readStream reads the call's SSE stream until its answer, handling what comes before it; a stream that ends
 // after event ids is resumed (GET with Last-Event-ID), at most hopMaxRetries times without progress.
-func (h *fastHop) readStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte) (json.RawMessage, error) {
+func (h *fastHop) readStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte, tail *hopTail) (json.RawMessage, error) {
 	var prev string
 	retries := 0
 	for {
-		res, done, lastID, delay, err := h.processStream(ctx, sess, sid, version, resp, id)
+		res, done, lastID, delay, err := h.processStream(ctx, sess, sid, version, resp, id, tail)
 		if done || err != nil {
 			return res, err
 		}
@@ -417,9 +429,9 @@ func (h *fastHop) readStream(ctx context.Context, sess *mcp.ClientSession, sid, 
 
 // processStream reads one SSE response. done: the call's answer (res or err) was read; otherwise the stream ended
 // without it, after event lastID (retry delay as the stream said).
-func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
+func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, id []byte, tail *hopTail) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
 	if src, ok := resp.Body.(msglimit.EventSource); ok {
-		return h.processEvents(ctx, sess, sid, version, resp, src, id)
+		return h.processEvents(ctx, sess, sid, version, resp, src, id, tail)
 	}
 	br, _ := h.lines.Get().(*bufio.Reader)
 	if br == nil {
@@ -427,7 +439,14 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 	} else {
 		br.Reset(resp.Body)
 	}
+	answered := false
 	defer func() {
+		if answered && tail.keep(h, resp.Body) {
+			// The rest is read from the body itself: what br holds past the answer is of no use.
+			br.Reset(nil)
+			h.lines.Put(br)
+			return
+		}
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
 		br.Reset(nil)
@@ -474,7 +493,7 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 		// A blank line ends the event.
 		ev, evName := data, name
 		data, name, hasData = data[:0], "", false
-		if res, done, err = h.event(ctx, sess, sid, version, evName, ev, id); done {
+		if res, done, answered, err = h.event(ctx, sess, sid, version, evName, ev, id); done {
 			return res, true, "", 0, err
 		}
 	}
@@ -504,9 +523,13 @@ func (st *streamState) retry(v string) {
 // backend.Dial): its events are taken as the guard completed them, with the guard's bounds and replacements, instead
 // of re-encoded as text by the guard and parsed again here (issue 26). The fields are the ones the text parser
 // above reads back from the guard's encoding (TestFastHopReadsGuardedEvents).
-func (h *fastHop) processEvents(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, src msglimit.EventSource, id []byte) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
+func (h *fastHop) processEvents(ctx context.Context, sess *mcp.ClientSession, sid, version string, resp *http.Response, src msglimit.EventSource, id []byte, tail *hopTail) (res json.RawMessage, done bool, lastID string, delay time.Duration, err error) {
 	h.events.Add(1)
+	answered := false
 	defer func() {
+		if answered && tail.keep(h, resp.Body) {
+			return
+		}
 		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
 		_ = resp.Body.Close()
 	}()
@@ -529,32 +552,70 @@ func (h *fastHop) processEvents(ctx context.Context, sess *mcp.ClientSession, si
 			h.fail(sess)
 			return nil, true, "", 0, fmt.Errorf(`sending "tools/call": %v`, errEventTooLarge)
 		}
-		if res, done, err = h.event(ctx, sess, sid, version, ev.Name, ev.Data, id); done {
+		if res, done, answered, err = h.event(ctx, sess, sid, version, ev.Name, ev.Data, id); done {
 			return res, true, "", 0, err
 		}
 	}
 }
 
-// event handles one complete event of the call's stream; done when it was the call's answer (res or err) or broke
-// the session.
-func (h *fastHop) event(ctx context.Context, sess *mcp.ClientSession, sid, version, name string, data, id []byte) (res json.RawMessage, done bool, err error) {
+// event handles one complete event of the call's stream; done when it was the call's answer (res or err, answered)
+// or broke the session. An answer is decoded into memory of its own (hopDecode copies), not the event's.
+func (h *fastHop) event(ctx context.Context, sess *mcp.ClientSession, sid, version, name string, data, id []byte) (res json.RawMessage, done, answered bool, err error) {
 	if len(data) == 0 || name != "" && name != "message" {
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	m, derr := decodeMessage(data)
 	if derr != nil {
 		h.fail(sess)
-		return nil, true, fmt.Errorf(`sending "tools/call": failed to decode event: %v`, derr)
+		return nil, true, false, fmt.Errorf(`sending "tools/call": failed to decode event: %v`, derr)
 	}
 	if m.Method != "" {
 		h.handle(ctx, sess, sid, version, m)
-		return nil, false, nil
+		return nil, false, false, nil
 	}
 	if !bytes.Equal(m.ID, id) {
-		return nil, false, nil // another request's answer: the go-sdk would not give it to this call either
+		return nil, false, false, nil // another request's answer: the go-sdk would not give it to this call either
 	}
 	res, err = answer(m)
-	return res, true, err
+	return res, true, true, err
+}
+
+// hopTail is what is left of a call's answer stream once the answer is read from it: the caller hands the answer
+// over first and then reads the rest (finishTail), as the go-sdk's client hands an answer over at once and reads on
+// its stream. So the answer never waits for the stream's end, even from a backend that keeps the stream open after
+// it (closing it is a SHOULD of the protocol, not a MUST), and the connection still serves the next call once the
+// stream ends. The call's context must stay alive until finishTail: it is the stream's.
+type hopTail struct {
+	h    *fastHop
+	body io.ReadCloser
+}
+
+// keep leaves body for finishTail; false (nothing kept) without a tail or past hopMaxFinishing streams.
+func (t *hopTail) keep(h *fastHop, body io.ReadCloser) bool {
+	if t == nil {
+		return false
+	}
+	if h.finishing.Add(1) > hopMaxFinishing {
+		h.finishing.Add(-1)
+		return false
+	}
+	t.h, t.body = h, body
+	return true
+}
+
+// finishTail reads the rest of the stream, at most hopMaxDrain bytes for at most the hop's drain wait, and closes
+// it; end ends the call's context, which closes the stream's connection when the wait runs out. Nothing to do
+// when no stream was kept.
+func (t *hopTail) finishTail(end func()) {
+	if t.body == nil {
+		return
+	}
+	timer := time.AfterFunc(t.h.drainWait, end)
+	_, _ = io.CopyN(io.Discard, t.body, hopMaxDrain)
+	_ = t.body.Close()
+	timer.Stop()
+	t.h.finishing.Add(-1)
+	t.body = nil
 }
 
 // errEventTooLarge refuses an SSE line or event beyond the bound.

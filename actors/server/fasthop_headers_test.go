@@ -79,7 +79,7 @@ func TestFastHopHeaders(t *testing.T) {
 				mu.Lock()
 				calls = nil
 				mu.Unlock()
-				raw, err := hop.call(ctx, sess, "echo", json.RawMessage(`{"a":1}`), rid)
+				raw, err := hop.call(ctx, sess, "echo", json.RawMessage(`{"a":1}`), rid, nil)
 				if err != nil || !strings.Contains(string(raw), `{\"a\":1}`) {
 					t.Fatalf("call: %s %v", raw, err)
 				}

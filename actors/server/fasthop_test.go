@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,6 +36,11 @@ type hostileHop struct {
 	mu      sync.Mutex
 	answers map[string]chan json.RawMessage // our requests to the client by id -> its answer's result
 	pending string                          // the id of the call whose stream was cut (resume)
+	// lingering counts the streams held open after their answer (linger) until the client leaves or release
+	// closes (the test's end).
+	lingering atomic.Int32
+	release   chan struct{}
+	conns     atomic.Int32 // connections accepted
 }
 
 func (h *hostileHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -158,6 +164,14 @@ func (h *hostileHop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.NewResponseController(w).Flush()
 			time.Sleep(20 * time.Millisecond)
 		}
+	case "linger": // the answer, then the stream held open (the protocol says SHOULD close, not MUST)
+		h.lingering.Add(1)
+		defer h.lingering.Add(-1)
+		sse(w, result("lingered"))
+		select {
+		case <-r.Context().Done():
+		case <-h.release:
+		}
 	case "wrongid":
 		sse(w, `{"jsonrpc":"2.0","id":987654,"result":{"content":[]}}`)
 	case "garbage":
@@ -203,13 +217,22 @@ type hopRig struct {
 	hop     *fastHop
 	logs    chan string
 	roots   atomic.Int32
+	// heldAtReturn is the backend's count of streams held open after their answer when the call returned.
+	heldAtReturn int32
 }
 
 func newHopRig(t *testing.T) *hopRig {
 	t.Helper()
-	h := &hostileHop{t: t, sid: "s-1", answers: map[string]chan json.RawMessage{}}
-	hs := httptest.NewServer(h)
+	h := &hostileHop{t: t, sid: "s-1", answers: map[string]chan json.RawMessage{}, release: make(chan struct{})}
+	hs := httptest.NewUnstartedServer(h)
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			h.conns.Add(1)
+		}
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(h.release) }) // before hs.Close, which waits for the handlers
 	rec := persistence.Server{Name: "hostile", TransportType: persistence.TransportHTTP,
 		ConnectionConfig: json.RawMessage(fmt.Sprintf(`{"base_url":%q,"allow_insecure_http":true}`, hs.URL))}
 	b, err := backend.Dial(rec, backend.Options{Guard: &msglimit.Guard{Limit: 64 << 10}})
@@ -222,6 +245,7 @@ func newHopRig(t *testing.T) *hopRig {
 	if r.hop == nil {
 		t.Fatal("no fast hop for a streamable HTTP session")
 	}
+	r.hop.drainWait = 300 * time.Millisecond
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
@@ -263,7 +287,15 @@ func (r *hopRig) call(ctx context.Context, fast bool, tool string) (*mcp.CallToo
 	if !ok || s != r.sess {
 		return nil, errors.New("the hop is not ready")
 	}
-	raw, err := r.hop.call(ctx, s, tool, json.RawMessage(`{"a":1}`), "req-1")
+	// As the server actor does: the answer handed over first, then the rest of its stream read, on the call's
+	// context, which ends after it.
+	cctx, end := context.WithCancel(ctx)
+	var tail hopTail
+	raw, err := r.hop.call(cctx, s, tool, json.RawMessage(`{"a":1}`), "req-1", &tail)
+	go func() {
+		tail.finishTail(end)
+		end()
+	}()
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +384,28 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				t.Errorf("the backend got %d notifications/cancelled for the call given up, want 1", r.hostile.cancels.Load())
 			}
 		}},
+		// The answer goes to the caller while the backend still holds the stream, as the go-sdk's client gives it;
+		// the fast hop then closes the stream (and its connection) after its drain wait.
+		{tool: "linger", stream: true, timeout: 8 * time.Second, want: outcome{text: "lingered"}, check: func(t *testing.T, r *hopRig) {
+			if r.heldAtReturn != 1 {
+				t.Fatalf("the call returned after its stream ended (%d held), not at its answer", r.heldAtReturn)
+			}
+			if r.hop.taken.Load() == 0 {
+				return // the go-sdk session reads on until the test's end
+			}
+			// The check starts about 2 s after the call (broken); the call's own deadline, which would close the
+			// stream too, is 8 s after it.
+			deadline := time.Now().Add(3 * time.Second)
+			for r.hostile.lingering.Load() != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if r.hostile.lingering.Load() != 0 {
+				t.Error("the fast hop did not close a stream held open after its answer within its drain wait")
+			}
+			if n := r.hop.finishing.Load(); n != 0 {
+				t.Errorf("%d streams still counted as read on after their answer", n)
+			}
+		}},
 		{tool: "wrongid", stream: true, want: outcome{code: errcode.ServerUnavailable}},
 		{tool: "garbage", stream: true, want: outcome{code: errcode.ServerUnavailable, ended: true}},
 		{tool: "garbage-json", want: outcome{code: errcode.ServerUnavailable, ended: true}},
@@ -376,6 +430,7 @@ func TestFastHopBehavesAsTheGoSDK(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), timeout)
 				defer cancel()
 				res, err := r.call(ctx, fast, tc.tool)
+				r.heldAtReturn = r.hostile.lingering.Load()
 				var got outcome
 				if err == nil {
 					got.text = resultText(res)
@@ -424,6 +479,30 @@ func TestFastHopStepsAside(t *testing.T) {
 	}
 	if !r.ended(5 * time.Second) {
 		t.Error("the go-sdk session did not end after the backend forgot it")
+	}
+}
+
+// TestFastHopReusesConnections: reading the rest of an answered stream after the answer is handed over keeps the
+// connection for the next calls; one closed per call would show as a connection per call.
+func TestFastHopReusesConnections(t *testing.T) {
+	r := newHopRig(t)
+	before := r.hostile.conns.Load()
+	const calls = 40
+	for i := range calls {
+		res, err := r.call(context.Background(), true, "echo")
+		if err != nil || resultText(res) != `{"a":1}` {
+			t.Fatalf("call %d: %v %v", i, resultText(res), err)
+		}
+	}
+	if n := r.hostile.conns.Load() - before; n > calls/4 {
+		t.Errorf("%d sequential calls opened %d connections, want them reused", calls, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.hop.finishing.Load() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := r.hop.finishing.Load(); n != 0 {
+		t.Errorf("%d streams still counted as read on after their answer", n)
 	}
 }
 

@@ -153,6 +153,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		var res *mcp.CallToolResult
 		var scrub func(string) string
 		var err error
+		var tail hopTail // the rest of a fast call's stream, read once the answer is on its way
 		switch {
 		case m.ResumeBackendTask != "": // a task whose node died, followed again here (tasks_backend.go)
 			res, err = resumeBackendTask(cctx, tw, sess, m.Tool, m.ResumeBackendTask, name, stdio)
@@ -161,7 +162,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 			scrubToolError(res, scrub) // a tool error echoing the caller's credential, as an error's text
 		case hop != nil:
 			var raw json.RawMessage
-			if raw, err = hop.call(cctx, hopSess, m.Tool, args, m.RequestId); err == nil {
+			if raw, err = hop.call(cctx, hopSess, m.Tool, args, m.RequestId, &tail); err == nil {
 				res, err = decodeResult(raw)
 			}
 		case m.TaskTtlMs > 0 && tw.supported(m.Tool): // a task's call to a backend with tasks (tasks_backend.go)
@@ -194,6 +195,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		default:
 			sys.Root.Send(sender, reply)
 		}
+		tail.finishTail(release)
 	})
 }
 
