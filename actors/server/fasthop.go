@@ -441,14 +441,11 @@ func (h *fastHop) processStream(ctx context.Context, sess *mcp.ClientSession, si
 	}
 	answered := false
 	defer func() {
-		if answered && tail.keep(h, resp.Body) {
-			// The rest is read from the body itself: what br holds past the answer is of no use.
-			br.Reset(nil)
-			h.lines.Put(br)
-			return
+		// A kept rest is read from the body itself: what br holds past the answer is of no use.
+		if !answered || !tail.keep(h, resp.Body) {
+			_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
+			_ = resp.Body.Close()
 		}
-		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
-		_ = resp.Body.Close()
 		br.Reset(nil)
 		h.lines.Put(br)
 	}()
@@ -527,11 +524,10 @@ func (h *fastHop) processEvents(ctx context.Context, sess *mcp.ClientSession, si
 	h.events.Add(1)
 	answered := false
 	defer func() {
-		if answered && tail.keep(h, resp.Body) {
-			return
+		if !answered || !tail.keep(h, resp.Body) {
+			_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
+			_ = resp.Body.Close()
 		}
-		_, _ = io.CopyN(io.Discard, resp.Body, hopMaxDrain)
-		_ = resp.Body.Close()
 	}()
 	st := streamState{}
 	for {
