@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/internal/errcode"
 	"github.com/mcpgw/aggregator/internal/peertest"
+	"github.com/mcpgw/aggregator/metrics"
 	"github.com/mcpgw/aggregator/persistence"
 	"github.com/mcpgw/aggregator/persistence/sqlite"
 	pb "github.com/mcpgw/aggregator/proto/aggregatorpb"
@@ -29,6 +30,7 @@ type rig struct {
 	sys   *actors.System
 	cfg   actors.Config
 	path  string
+	mx    *metrics.Metrics // the system's metrics, when a test reads them (nil: none)
 }
 
 func testConfig() actors.Config {
@@ -40,12 +42,18 @@ func testConfig() actors.Config {
 
 func newRig(t *testing.T, cfg actors.Config) *rig {
 	t.Helper()
+	return newMeteredRig(t, cfg, nil)
+}
+
+// newMeteredRig is newRig with the system's metrics in mx.
+func newMeteredRig(t *testing.T, cfg actors.Config, mx *metrics.Metrics) *rig {
+	t.Helper()
 	path := t.TempDir() + "/agg.db"
 	st, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	r := &rig{t: t, store: st, cfg: cfg, path: path}
+	r := &rig{t: t, store: st, cfg: cfg, path: path, mx: mx}
 	r.start()
 	t.Cleanup(func() {
 		r.stop()
@@ -56,7 +64,7 @@ func newRig(t *testing.T, cfg actors.Config) *rig {
 
 func (r *rig) start() {
 	r.t.Helper()
-	sys, err := actors.Start(context.Background(), actors.Deps{Store: r.store, Config: r.cfg})
+	sys, err := actors.Start(context.Background(), actors.Deps{Store: r.store, Config: r.cfg, Metrics: r.mx})
 	if err != nil {
 		r.t.Fatalf("start actors: %v", err)
 	}

@@ -144,7 +144,6 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
 	mx.InFlight(name, 1)
 	a.workers.Go(func() {
-		defer mx.InFlight(name, -1)
 		defer release()
 		if token != "" {
 			defer progress.Delete(token)
@@ -184,8 +183,10 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 				"code", reply.Error.Code, "error", reply.Error.Message)
 		}
 		mx.Call(name, callOutcome(res, reply.Error, cctx), took)
-		// Count the call done before answering (in the relay and in the actor), so that whatever the asker does
-		// next sees it finished: a next call's backend request must not count this one as still in flight.
+		// Count the call done before answering (in the gauge, the relay and the actor), so that whatever the asker
+		// does next sees it finished: a next call's backend request must not count this one as still in flight, nor
+		// the in-flight gauge a call answered while the rest of its stream is read (finishTail).
+		mx.InFlight(name, -1)
 		relay.end(id, relayed)
 		sys.Root.Send(self, &callDone{id: id, requestID: m.CallId})
 		switch {
