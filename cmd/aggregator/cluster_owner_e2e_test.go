@@ -29,6 +29,7 @@ import (
 // nodes. Without the owner routing, each session would stay on whichever node round robin gave its initialize, and
 // REST calls would go round robin: two times in three another node than the owner.
 func TestClusterOwnerRoutingE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	etcd := peertest.StartEtcd(t)
 	db := pgtest.NewDatabase(t)
 	nodes := newCluster(t, 3, db, func(int) []string {

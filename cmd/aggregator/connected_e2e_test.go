@@ -47,6 +47,7 @@ func spinCPU(limit time.Duration) func() {
 // every core is busy; as soon as GET /servers/{id} says CONNECTED, a call of the server's tool through POST
 // /api/v1/tools/call and tools/list on /mcp must find the tool, every time.
 func TestConnectedMeansRoutable(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.start()
 	cmd, args := peertest.EverythingStdio(t)

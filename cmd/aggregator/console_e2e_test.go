@@ -38,6 +38,7 @@ import (
 // the server's actor (state, mailbox depth) under the placement and the node that owns it. Screenshots of every
 // step go to the test's artifact directory (-artifacts keeps them), for people to look at.
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	browser := peertest.Chromium(t)
 	script := peertest.ConsoleScript(t)
 	node, args := peertest.EverythingStdio(t)

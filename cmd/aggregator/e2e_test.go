@@ -185,6 +185,7 @@ func stores() map[string]func(*testing.T) string {
 // TestDaemonRestartSafety: a server registered on one daemon comes back connected on the next, SIGTERM stops the
 // daemon within its shutdown timeout leaving no child process, and after SIGKILL no child survives either.
 func TestDaemonRestartSafety(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
 			d := newDaemon(t, dbURL(t))
@@ -306,6 +307,7 @@ func inspector(t *testing.T, env []string, args ...string) string {
 // TestRealClientThroughMCPEndpoint: the MCP Inspector CLI lists and calls tools through the daemon's /mcp, and
 // through `aggregator stdio` the way a desktop client launches it.
 func TestRealClientThroughMCPEndpoint(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.start()
 	cmd, args := peertest.EverythingStdio(t)

@@ -57,6 +57,7 @@ func registerKeyed(client *http.Client, base string, i int) keyedRegistration {
 // crash with the same server, and each name is registered exactly once, including those the crash stored without
 // acknowledging (which answered 409 before registrations took a key).
 func TestKeyedRegistrationSurvivesSIGKILL(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
 			const n = 200

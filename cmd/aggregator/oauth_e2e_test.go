@@ -67,6 +67,7 @@ func oauthDo(t *testing.T, method, u, token, body string) oauthAnswer {
 // REST and /mcp with the role their scopes give; a token without the aggregator's scopes is 403 naming the scope;
 // a tampered token is 401; static tokens keep working; the audit log names the token's subject.
 func TestOAuthE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	resource := d.mcp + "/mcp"
 	idp := startOIDCProvider(t, resource)
@@ -255,6 +256,7 @@ func TestOAuthTSClientE2E(t *testing.T) {
 // caller sees only its profiles on /mcp, /mcp/profiles/{name}, /mcp/servers/{name} and REST; a malformed binding
 // is a 422 in the shared error shape; a profile that binds a claim cannot be deleted while it does.
 func TestOAuthProfileBindingsE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	resource := d.mcp + "/mcp"
 	idp := startOIDCProvider(t, resource)

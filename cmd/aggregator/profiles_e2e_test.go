@@ -88,6 +88,7 @@ func backendTools(t *testing.T, s *mcp.ClientSession) []string {
 // profile is 404; on /mcp/servers/{name} it reaches only its profile's servers and tools; notifications/tools/list_changed reaches only the clients of the profile whose tool set changed;
 // `aggregator stdio --profile NAME` (relaying to the running daemon) lists only that profile's tools.
 func TestProfilesOnTheMCPEndpoint(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.env = append(d.env, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+profAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=bot:"+profBot+",free:"+profFree)
 	d.start()

@@ -132,6 +132,7 @@ func registerEverything(t *testing.T, d *daemon, token, marker string) string {
 // session to serve's MCP endpoint. tools/list shows the backend's tools, a tools/call works, and exactly one backend
 // process exists at every sample; when serve stops, stdio exits non-zero saying the session is lost.
 func TestStdioRelaysThroughServe(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	tokensFile := t.TempDir() + "/tokens"
 	if err := os.WriteFile(tokensFile, []byte("# relay e2e\nclient desk "+e2eClientToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -270,6 +271,7 @@ func TestStdioRelayTokenRefused(t *testing.T) {
 // TestStdioRelayEndsWhenServeHangs: a serve that stops answering and heartbeating (SIGSTOP) keeps its stream open;
 // the relay notices the missing heartbeat and exits non-zero.
 func TestStdioRelayEndsWhenServeHangs(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.env = append(d.env, "MCP_AGGREGATOR_LEASE_TTL=2")
 	d.start()

@@ -22,6 +22,7 @@ import (
 // ends within the drain time (half of MCP_AGGREGATOR_SHUTDOWN_TIMEOUT) gets its result; one that does not gets a
 // 503 / isError saying the aggregator is shutting down. Nobody hangs, and the daemon exits within its timeout.
 func TestSIGTERMDrainsCallsInFlight(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	cases := []struct {
 		name           string
 		duration       int // seconds the tool runs

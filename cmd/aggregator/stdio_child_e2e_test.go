@@ -167,6 +167,7 @@ func procStart(pid int) string {
 // server") leaves nothing behind: disconnect, SIGTERM and delete kill the whole group, and after kill -9 of the
 // daemon the next start reaps the group the dead daemon recorded (the server then works again).
 func TestStdioGrandchildrenReaped(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	dataDir := ""
 	for _, e := range d.env {

@@ -144,6 +144,7 @@ func (l *statusListener) statuses(id string) []string {
 // A second task, cancelled through B while it waits on A, has its call on A stopped. Last, the ext-tasks client
 // does all of this through B while its calls land on A.
 func TestClusterTaskInputAndStatusAcrossNodesE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	a, b := taskCluster(t)
 	urlA, urlB := a.mcp+"/mcp", b.mcp+"/mcp"
 	const tool = "every__simulate-research-query"

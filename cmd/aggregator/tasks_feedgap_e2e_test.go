@@ -18,6 +18,7 @@ import (
 // session hears nothing. Once B's way back is restored, its feed reconnects and B catches up from the store: the
 // session hears the task cancelled.
 func TestClusterTaskStatusAfterFeedBreakE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	db := pgtest.NewDatabase(t)
 	proxy, viaProxy := pgtest.NewProxy(t, db)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}

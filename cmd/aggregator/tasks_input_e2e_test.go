@@ -102,6 +102,7 @@ func (s *mcpSession) identify(req *http.Request) {
 // elicitation and listens on its stream, gets the task's pending question from B, and her answer there reaches the
 // request waiting on A: the task completes with it, and tasks/result through B gives the result.
 func TestClusterTaskPendingInputThroughOtherNodeE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	a, b := taskCluster(t)
 	const tool = "every__simulate-research-query"
 	elicit := map[string]any{"elicitation": map[string]any{}}
@@ -155,6 +156,7 @@ func (s *mcpSession) close() {
 // on B with a session that declared elicitation (it serves one of her task requests, tasks/list, and never reads the
 // task): the question reaches it, and her answer there completes the task on A.
 func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	a, b := taskCluster(t)
 	const tool = "every__simulate-research-query"
 	elicit := map[string]any{"elicitation": map[string]any{}}
@@ -188,6 +190,7 @@ func TestClusterTaskInputResentToOtherNodeE2E(t *testing.T) {
 // that task there): her first task request on B has B catch up on her tasks, the question reaches that session, and
 // her answer there completes the task on A.
 func TestClusterTaskInputReachesLateNodeE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	a, b := taskCluster(t)
 	const tool = "every__simulate-research-query"
 	elicit := map[string]any{"elicitation": map[string]any{}}
@@ -313,6 +316,7 @@ func TestStdioTasksE2E(t *testing.T) {
 // client settles the task (tasks/get, then tasks/result) with its answer in the report, reads it once more, and
 // hears the task's status changes (notifications/tasks/status) on stdout.
 func TestStdioTasksExtTasksClientE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	script := peertest.ExtTasksStdioClientScript(t)
 	node := peertest.Node(t)
 	for _, alone := range []bool{false, true} {

@@ -103,6 +103,7 @@ func waitTask(t *testing.T, api, id string, within time.Duration) map[string]any
 // follows the backend's task again on its own session to the server (taken over from A), and the result is read
 // through node B, over REST and over /mcp (tasks/get, tasks/result on a new session).
 func TestClusterTaskResumedAfterOwnerKilledE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	backend := peertest.StartTaskBackend(t)
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t), peertest.FreePort(t)}
@@ -200,6 +201,7 @@ func TestClusterTaskResumedAfterOwnerKilledE2E(t *testing.T) {
 // task's result, and the stdio one fails with the reason (the child that ran it stopped with the daemon). A clean
 // stop (SIGTERM) leaves a task that follows an HTTP backend's task open, and the restarted daemon completes it.
 func TestTasksResumedAfterRestart(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	backend := peertest.StartTaskBackend(t)
 	cmd, args := peertest.EverythingStdio(t)
 	for name, dbURL := range stores() {

@@ -165,6 +165,7 @@ func checkCallTrace(t *testing.T, tr peertest.JaegerTrace, in peertest.JaegerSpa
 // span and the backend's client span linked parent to child, the backend given the client span's context, and
 // the daemon's log lines of the request carrying the trace id.
 func TestTraceThroughJaeger(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	j := peertest.StartJaeger(t)
 	b := newTracedBackend(t)
 	d := newDaemon(t, "")
