@@ -115,23 +115,30 @@ func TestBoundTokenSeesItsProfilesFeatures(t *testing.T) {
 					t.Fatalf("negotiated %s, want %s", got, version)
 				}
 				var prompts, resources, templates []string
+				var errs []error
 				if res, err := sess.ListPrompts(ctx, nil); err == nil {
 					for _, p := range res.Prompts {
 						prompts = append(prompts, p.Name)
 					}
+				} else {
+					errs = append(errs, err)
 				}
 				if res, err := sess.ListResources(ctx, nil); err == nil {
 					for _, x := range res.Resources {
 						resources = append(resources, x.URI)
 					}
+				} else {
+					errs = append(errs, err)
 				}
 				if res, err := sess.ListResourceTemplates(ctx, nil); err == nil {
 					for _, x := range res.ResourceTemplates {
 						templates = append(templates, x.URITemplate)
 					}
+				} else {
+					errs = append(errs, err)
 				}
 				if !slices.Contains(prompts, "a__a-prompt") || !slices.Contains(resources, "a://doc") || !slices.Contains(templates, "a://item/{id}") {
-					t.Fatalf("a's features missing: %v %v %v", prompts, resources, templates)
+					t.Fatalf("a's features missing: %v %v %v (errors %v)", prompts, resources, templates, errs)
 				}
 				if got := slices.Contains(prompts, "b__b-prompt") || slices.Contains(resources, "b://doc") || slices.Contains(templates, "b://item/{id}"); got != tc.seesB {
 					t.Fatalf("b's features listed: %v, want %v (%v %v %v)", got, tc.seesB, prompts, resources, templates)

@@ -73,6 +73,12 @@ func newAuthRig(t *testing.T, limiter *auth.Limiter) *authRig {
 		rt, ok := sys.Routes().Tool("back.echo")
 		return ok && rt.ServerName == "back" && len(sys.Routes().Callable()) == 1
 	})
+	// The endpoint follows the table on its own loop: a call before it exposes the tool takes the go-sdk's path,
+	// not the fast one the tests count.
+	waitFor(t, "back__echo exposed on the endpoint", func() bool {
+		_, ok := mcpserver.ToolDescriptions(ep)["back__echo"]
+		return ok
+	})
 	return r
 }
 

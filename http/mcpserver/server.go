@@ -245,9 +245,11 @@ func New(gw Gateway, store persistence.Store, opts Options) *Server {
 	s.mcp.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler { s.callers.send = next; return next })
 	s.fast = newFastCalls(s, impl) // after every other receiving middleware: it captures the whole chain
 	s.addMetaTools()
-	go s.syncLoop()
+	// The table as it stands is applied before the endpoint serves anything: a scoped view (views.go) is made on
+	// its first request, which must list what the table already routes. Changes from then on reach the sync loop.
 	s.stop = gw.OnRoutesChanged(s.enqueue)
-	s.enqueue(gw.Routes())
+	s.apply(gw.Routes())
+	go s.syncLoop()
 	s.startFeatures()
 	return s
 }
@@ -336,14 +338,19 @@ func (s *Server) syncLoop() {
 		case <-s.done:
 			return
 		case t := <-s.syncCh:
-			s.mu.Lock()
-			gen := s.exposedGen
-			s.mu.Unlock()
-			s.sync(t)
-			s.followBudget(t, gen)
-			s.followPolicy(t)
+			s.apply(t)
 		}
 	}
+}
+
+// apply makes the endpoint serve table t: its tools and features, the budget and the access policy.
+func (s *Server) apply(t *routing.RouteTable) {
+	s.mu.Lock()
+	gen := s.exposedGen
+	s.mu.Unlock()
+	s.sync(t)
+	s.followBudget(t, gen)
+	s.followPolicy(t)
 }
 
 // sync makes the exposed backend tools equal to the table's callable tools. A tool of a server whose served
