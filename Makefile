@@ -19,7 +19,7 @@ build:
 ## test: every test, with the race detector, against real MCP peers and PostgreSQL. Three test binaries at once
 ## (TEST_P): the longest packages spend much of their time waiting on daemons, clusters and timers, and two at once
 ## left a 2-core machine about half idle (README, "Tests"). A package's own limit is 25 minutes: the longest,
-## cmd/aggregator, takes about 10 alone and has come within 2 of the old 15 on a loaded machine. The three longest
+## cmd/aggregator, took about 10 before its long daemon tests overlapped (t.Parallel; about 6 since). The three longest
 ## packages come first in PKGS: `go test` builds and starts packages in the order given, so the critical path starts
 ## first instead of after the short packages.
 TEST_P    ?= 3
