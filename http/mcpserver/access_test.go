@@ -242,3 +242,29 @@ func TestReservedURISchemeIsTheAggregators(t *testing.T) {
 		t.Errorf("no warning naming zz:\n%s", logs.String())
 	}
 }
+
+// TestNewEndpointServesTheTableAsItStands: an endpoint made while the routing table already routes a server (as a
+// profile's view is, on its first request) exposes its tools and prompts from the moment New returns, not once its
+// sync loop has caught up.
+func TestNewEndpointServesTheTableAsItStands(t *testing.T) {
+	st, sys := startSystem(t, actors.Deps{Config: actors.DefaultConfig(), Logger: slog.New(slog.DiscardHandler)})
+	raw, _ := json.Marshal(map[string]any{"base_url": scopeBackend(t, "a", map[string]string{"a://doc": "a"})})
+	if _, err := sys.Register(context.Background(), actors.RegisterRequest{Name: "a", TransportType: persistence.TransportHTTP,
+		ConnectionConfig: raw, AutoConnect: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's tool and prompt routable", func() bool {
+		_, tool := sys.Routes().Tool("a.echo")
+		_, prompt := sys.Routes().Prompt("a__a-prompt")
+		return tool && prompt
+	})
+	for i := range 20 { // each a new endpoint, checked at once: a sync left to the loop loses some of these races
+		ep := mcpserver.New(sys, st, mcpserver.Options{})
+		_, tool := mcpserver.ToolDescriptions(ep)["a__echo"]
+		prompts := mcpserver.PromptNames(ep)
+		ep.Close()
+		if !tool || !slices.Contains(prompts, "a__a-prompt") {
+			t.Fatalf("endpoint %d right after New: tool a__echo %v, prompts %v", i, tool, prompts)
+		}
+	}
+}

@@ -47,3 +47,18 @@ func ToolDescriptions(s *Server) map[string]string {
 	}
 	return out
 }
+
+// PromptNames is the alias of every prompt the endpoint exposes (syncFeatures), for tests of when it follows the
+// routing table.
+func PromptNames(s *Server) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.feat == nil {
+		return nil
+	}
+	out := make([]string, 0, len(s.feat.prompts))
+	for alias := range s.feat.prompts {
+		out = append(out, alias)
+	}
+	return out
+}
