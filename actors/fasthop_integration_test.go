@@ -50,20 +50,33 @@ func (rec *idRecorder) restart() {
 }
 
 func (rec *idRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" {
-			rec.mu.Lock()
-			rec.ids = append(rec.ids, string(m.ID))
-			rec.mu.Unlock()
-		}
+	if id, _, ok := toolsCall(r); ok {
+		rec.mu.Lock()
+		rec.ids = append(rec.ids, string(id))
+		rec.mu.Unlock()
 	}
 	(*rec.handler.Load()).ServeHTTP(w, r)
+}
+
+// toolsCall reads a POST's JSON-RPC message, leaving the body for the next handler: ok when it is a tools/call,
+// with its id and the tool's name.
+func toolsCall(r *http.Request) (id json.RawMessage, tool string, ok bool) {
+	if r.Method != http.MethodPost {
+		return nil, "", false
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+		return nil, "", false
+	}
+	return m.ID, m.Params.Name, true
 }
 
 // last is the id of the last tools/call received.

@@ -1,11 +1,9 @@
 package actors_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -40,26 +38,15 @@ func newLingerer(t *testing.T) (*lingerer, string) {
 }
 
 func (l *lingerer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &m) == nil && m.Method == "tools/call" && m.Params.Name == "linger" {
-			l.held.Add(1)
-			defer l.held.Add(-1)
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.WriteHeader(http.StatusOK)
-			fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"lingered\"}]}}\n\n", m.ID)
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-			return
-		}
+	if id, tool, ok := toolsCall(r); ok && tool == "linger" {
+		l.held.Add(1)
+		defer l.held.Add(-1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"lingered\"}]}}\n\n", id)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		return
 	}
 	l.inner.ServeHTTP(w, r)
 }
