@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,5 +80,32 @@ func TestStderrSummary(t *testing.T) {
 	}
 	if got := stderrSummary(strings.Repeat("error ", 1000)); len(got) > stderrSummaryMax+3 {
 		t.Fatalf("not bounded: %d", len(got))
+	}
+}
+
+// TestConnectionBroken: the errors that mean a session's connection is gone (its loss then reports the exit status
+// and stderr), as the stdio and HTTP transports wrap them, against errors of one exchange.
+func TestConnectionBroken(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"eof", fmt.Errorf("read: %w", io.EOF), true},
+		{"unexpected eof", io.ErrUnexpectedEOF, true},
+		{"closed by the go-sdk", fmt.Errorf("calling tools/list: %w", mcp.ErrConnectionClosed), true},
+		{"broken pipe", fmt.Errorf("write message: %w", &os.PathError{Op: "write", Path: "|1", Err: syscall.EPIPE}), true},
+		{"stdin of a reaped child", fmt.Errorf("write message: %w", &os.PathError{Op: "write", Path: "|1", Err: os.ErrClosed}), true},
+		{"reset", fmt.Errorf("post: %w", syscall.ECONNRESET), true},
+		{"backend's error", &jsonrpc.Error{Code: -32603, Message: "internal"}, false},
+		{"timeout", context.DeadlineExceeded, false},
+		{"other", errors.New("decode tools/list result: bad"), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := connectionBroken(tc.err); got != tc.want {
+				t.Errorf("connectionBroken(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 	"time"
 
@@ -268,7 +269,8 @@ func classifyCallError(ctx context.Context, err error, server, status, tool stri
 // connectionBroken reports an error that means the session's connection is gone, not that one exchange failed.
 func connectionBroken(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, mcp.ErrConnectionClosed) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) // a write to a child that exited, a reset stream
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || // a write to a child that exited, a reset stream
+		errors.Is(err, os.ErrClosed) // a write to the stdin of a child already reaped: its pipe is closed
 }
 
 // localTransportError reports whether err carries one of the JSON-RPC codes the go-sdk gives errors it makes itself
