@@ -40,6 +40,8 @@ type config struct {
 	// Tokens are the bearer tokens (empty: auth off, loopback only); MetricsOpen serves /metrics without one.
 	Tokens      *auth.Tokens
 	MetricsOpen bool
+	// ActorMetrics exports protoactor's own instruments (protoactor_*) on /metrics: see main.go, actorMeters.
+	ActorMetrics bool
 	// OIDC accepts the access tokens of an OpenID provider beside the tokens (oidc.go; Issuer "": off).
 	OIDC oidcConfig
 	// RateLimit (tool calls per second per client, 0 off) and RateBurst size each client's token bucket.
@@ -107,6 +109,7 @@ func envVars() []envVar {
 		{"MCP_AGGREGATOR_CONSOLE_URL", "", "the web console's URL as users' browsers reach it (e.g. https://agg.example.com/ui/): a call that needs the caller's own credential (per_user servers) asks a client that supports URL elicitation to open the console's page for it; unset: http://MCP_AGGREGATOR_LISTEN/ui/ unless that address is 0.0.0.0 or ::, where such calls answer CREDENTIAL_REQUIRED at once; its origin is also where backends' authorization servers send users back (/api/v1/aggregator/oauth/callback, OAuth to protected backends)"},
 		{"MCP_AGGREGATOR_MCP_PUBLIC_URL", "", "the URL clients reach /mcp at (e.g. https://mcp.example.com/mcp behind a proxy): the protected resource named in the OAuth metadata; unset: http://MCP_AGGREGATOR_MCP_LISTEN/mcp (required with an issuer when that address is 0.0.0.0 or ::)"},
 		{"MCP_AGGREGATOR_METRICS_OPEN", "false", "true serves /metrics without a token"},
+		{"MCP_AGGREGATOR_ACTOR_METRICS", "false", "true adds protoactor's own instruments to /metrics (protoactor_*: message processing time by actor and message type, mailbox length, futures, dead letters); they cost every actor message a histogram record with labels formatted for it, about a tenth of the daemon's CPU per tool call (BENCHMARKS.md)"},
 		{"MCP_AGGREGATOR_RATE_LIMIT", "100", "tool calls per second per client (token name, or IP while auth is off), REST and MCP together; beyond the burst 429 RATE_LIMITED with Retry-After; 0 disables"},
 		{"MCP_AGGREGATOR_RATE_BURST", "200", "tool calls a client may make at once before the rate limit applies"},
 		{"MCP_AGGREGATOR_MAX_TOOLS_PER_SERVER", "5000", "discovery keeps the first this many tools of a server (listing order) and logs a warning"},
@@ -264,6 +267,13 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	case "false", "0", "no", "off":
 	default:
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_METRICS_OPEN=%q: want true or false", get("MCP_AGGREGATOR_METRICS_OPEN")))
+	}
+	switch strings.ToLower(get("MCP_AGGREGATOR_ACTOR_METRICS")) {
+	case "true", "1", "yes", "on":
+		c.ActorMetrics = true
+	case "false", "0", "no", "off":
+	default:
+		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ACTOR_METRICS=%q: want true or false", get("MCP_AGGREGATOR_ACTOR_METRICS")))
 	}
 	if r, err := strconv.ParseFloat(get("MCP_AGGREGATOR_RATE_LIMIT"), 64); err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_RATE_LIMIT=%q: want calls per second (0 disables)", get("MCP_AGGREGATOR_RATE_LIMIT")))

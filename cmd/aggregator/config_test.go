@@ -61,6 +61,17 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("notify rate %v", c.Actors.NotifyRate)
 			}
 		}},
+		{name: "actor metrics off by default", env: map[string]string{}, check: func(t *testing.T, c config) {
+			if c.ActorMetrics {
+				t.Fatal("protoactor's instruments on by default")
+			}
+		}},
+		{name: "actor metrics on", env: map[string]string{"MCP_AGGREGATOR_ACTOR_METRICS": "true"}, check: func(t *testing.T, c config) {
+			if !c.ActorMetrics {
+				t.Fatal("MCP_AGGREGATOR_ACTOR_METRICS=true left them off")
+			}
+		}},
+		{name: "bad actor metrics", env: map[string]string{"MCP_AGGREGATOR_ACTOR_METRICS": "sometimes"}, wantErr: "MCP_AGGREGATOR_ACTOR_METRICS"},
 		{name: "negative notify rate", env: map[string]string{"MCP_AGGREGATOR_NOTIFY_RATE": "-1"}, wantErr: "MCP_AGGREGATOR_NOTIFY_RATE"},
 		{name: "zero interval", env: map[string]string{"MCP_AGGREGATOR_HEALTH_INTERVAL": "0"}, wantErr: "MCP_AGGREGATOR_HEALTH_INTERVAL"},
 		{name: "negative timeout", env: map[string]string{"MCP_AGGREGATOR_CONNECTION_TIMEOUT": "-1"}, wantErr: "MCP_AGGREGATOR_CONNECTION_TIMEOUT"},

@@ -386,10 +386,11 @@ func TestRealClientThroughMCPEndpoint(t *testing.T) {
 }
 
 // TestMetricsEndpoint: after real traffic, /metrics shows the contract's metrics, the actor runtime's instruments
-// and the Go runtime's, and no label carries a tool name, an id or a raw path.
+// (asked for: MCP_AGGREGATOR_ACTOR_METRICS) and the Go runtime's, and no label carries a tool name, an id or a raw
+// path.
 func TestMetricsEndpoint(t *testing.T) {
 	d := newDaemon(t, "")
-	d.env = append(d.env, "MCP_AGGREGATOR_HEALTH_INTERVAL=0.3")
+	d.env = append(d.env, "MCP_AGGREGATOR_HEALTH_INTERVAL=0.3", "MCP_AGGREGATOR_ACTOR_METRICS=true")
 	d.start()
 	cmd, args := peertest.EverythingStdio(t)
 	code, s := d.do("POST", "/servers", map[string]any{"name": "every", "transport_type": "STDIO",

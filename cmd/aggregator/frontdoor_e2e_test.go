@@ -155,6 +155,9 @@ func TestProbesAndRequestLogsE2E(t *testing.T) {
 	if !regexp.MustCompile(`mcp_aggregator_http_requests_total\{[^}]*route="/metrics"`).Match(metricsText) {
 		t.Errorf("/metrics is not labelled with its route")
 	}
+	if bytes.Contains(metricsText, []byte("protoactor_")) { // MCP_AGGREGATOR_ACTOR_METRICS is off by default
+		t.Errorf("/metrics shows protoactor's instruments, which were not asked for")
+	}
 
 	lines := map[string]map[string]any{}
 	waitFor(t, 10*time.Second, "both access lines", func() bool {

@@ -32,6 +32,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/actors/backend"
@@ -225,12 +226,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	}
 	defer store.Close()
 	mx, systemRef := newMetrics(metricsNode)
-	meters, err := mx.ActorMeterProvider()
+	meters, err := actorMeters(cfg, mx)
 	if err != nil {
 		return err
 	}
-	// protoactor takes its meter from OpenTelemetry's global provider; this is the one place that sets it.
-	otel.SetMeterProvider(meters)
 	sd, classifier, err := buildSearch(ctx, cfg.Search, logger)
 	if err != nil {
 		return err
@@ -601,6 +600,25 @@ func newMetrics(node string) (*metrics.Metrics, *atomic.Pointer[actors.System]) 
 		return metrics.Snapshot{}
 	}, node)
 	return mx, ref
+}
+
+// actorMeters is the meter provider protoactor's own instruments are exported through into the daemon's registry,
+// or nil when MCP_AGGREGATOR_ACTOR_METRICS is off (the default). protoactor records a histogram for every message an
+// actor handles and counts every future, with labels it formats with fmt.Sprintf each time: on the call path (one
+// ask of a server actor per call) that was about a tenth of the daemon's CPU per tool call and 25 of its
+// allocations (BENCHMARKS.md, "protoactor's instruments off the call path"). What operators read of the actors
+// without it: the console's actor view (mailbox depth, restarts), mcp_aggregator_actor_restarts_total.
+func actorMeters(cfg config, mx *metrics.Metrics) (metric.MeterProvider, error) {
+	if !cfg.ActorMetrics {
+		return nil, nil
+	}
+	meters, err := mx.ActorMeterProvider()
+	if err != nil {
+		return nil, err
+	}
+	// protoactor takes its meter from OpenTelemetry's global provider; this is the one place that sets it.
+	otel.SetMeterProvider(meters)
+	return meters, nil
 }
 
 // profileArg takes `--profile NAME` (or `--profile=NAME`) out of the arguments: only `stdio` has it.

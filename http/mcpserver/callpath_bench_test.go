@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
 
 	"github.com/mcpgw/aggregator/actors"
 	"github.com/mcpgw/aggregator/http/mcpserver"
@@ -31,9 +33,19 @@ func BenchmarkCallPath(b *testing.B) {
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return backend }, nil))
 	b.Cleanup(hs.Close)
 
-	// With metrics, as the daemon runs.
+	// With metrics, as the daemon runs: ours, and protoactor's instruments when MCP_AGGREGATOR_ACTOR_METRICS=true
+	// asks for them (off by default, as in the daemon).
 	m := metrics.New(nil)
-	r := newRigWith(b, actors.Deps{Config: actors.DefaultConfig(), Metrics: m}, mcpserver.Options{Metrics: m})
+	deps := actors.Deps{Config: actors.DefaultConfig(), Metrics: m}
+	if os.Getenv("MCP_AGGREGATOR_ACTOR_METRICS") == "true" {
+		meters, err := m.ActorMeterProvider()
+		if err != nil {
+			b.Fatal(err)
+		}
+		otel.SetMeterProvider(meters)
+		deps.MeterProvider = meters
+	}
+	r := newRigWith(b, deps, mcpserver.Options{Metrics: m})
 	r.register(b, "echo", map[string]any{"base_url": hs.URL}, persistence.TransportHTTP)
 	waitFor(b, "echo routable", func() bool { _, ok := r.sys.Routes().Tool("echo.echo"); return ok })
 
