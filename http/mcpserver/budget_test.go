@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,5 +371,77 @@ func TestSearchIncludeSchemas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProfileViewsMadeConcurrently: the first requests of several profiles' endpoints at once, several for each,
+// are each served by their profile's endpoint, made once (Views.of makes one outside its lock, and a request for
+// a view being made waits for it).
+func TestProfileViewsMadeConcurrently(t *testing.T) {
+	r := newRig(t)
+	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, mcpserver.Options{})
+	t.Cleanup(views.Close)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.ProfilesPrefix, views.ProfileHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	r.register(t, "alpha", map[string]any{"base_url": wideBackend(t, "alpha", 30)}, persistence.TransportHTTP)
+	ctx := context.Background()
+	const profiles, each = 4, 5
+	for i := range profiles {
+		name := fmt.Sprintf("p%d", i)
+		if _, _, err := r.sys.PutProfile(ctx, persistence.Profile{Name: name,
+			Selectors: []persistence.ProfileSelector{{Server: "alpha", Tools: []string{fmt.Sprintf("op%03d", i)}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every profile built", func() bool {
+		for i := range profiles {
+			if p, ok := r.sys.Routes().Profile(fmt.Sprintf("p%d", i)); !ok || p.Count() != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, profiles*each)
+	for i := range profiles {
+		for range each {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := mcp.NewClient(&mcp.Implementation{Name: "views", Version: "1"}, nil).Connect(ctx,
+					&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("%s%sp%d", hs.URL, mcpserver.ProfilesPrefix, i)}, nil)
+				if err != nil {
+					errs <- fmt.Errorf("p%d: connect: %w", i, err)
+					return
+				}
+				defer s.Close()
+				res, err := s.ListTools(ctx, nil)
+				if err != nil {
+					errs <- fmt.Errorf("p%d: tools/list: %w", i, err)
+					return
+				}
+				want := fmt.Sprintf("alpha__op%03d", i)
+				for _, tl := range res.Tools {
+					if strings.HasPrefix(tl.Name, "alpha__") && tl.Name != want {
+						errs <- fmt.Errorf("p%d lists %s", i, tl.Name)
+						return
+					}
+					if tl.Name == want {
+						return
+					}
+				}
+				errs <- fmt.Errorf("p%d does not list %s", i, want)
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := mcpserver.ViewsMade(views); n != profiles {
+		t.Errorf("%d endpoints made for %d profiles", n, profiles)
 	}
 }

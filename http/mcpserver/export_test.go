@@ -62,3 +62,10 @@ func PromptNames(s *Server) []string {
 	}
 	return out
 }
+
+// ViewsMade is how many scoped endpoints v holds.
+func ViewsMade(v *Views) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.scoped)
+}

@@ -36,6 +36,8 @@ type Views struct {
 }
 
 type scopedView struct {
+	// ready is closed once the view is made (of): its fields are set then, srv nil if making it failed.
+	ready      chan struct{}
 	srv        *Server
 	streamable http.Handler
 	sse        http.Handler
@@ -52,27 +54,52 @@ func (v *Views) Close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, sv := range v.scoped {
-		sv.srv.Close()
+		<-sv.ready // one being made is closed once made (its maker does not take the lock again)
+		if sv.srv != nil {
+			sv.srv.Close()
+		}
 	}
 	v.scoped = map[string]*scopedView{}
 }
 
-// of returns the scoped endpoint of sc, making it on first use (nil when MaxViews are already made).
+// of returns the scoped endpoint of sc, making it on first use (nil when MaxViews are already made). It is made
+// outside the lock (New applies the routing table before it serves: tens of milliseconds at 10,000 tools), so the
+// first request of one view never waits for another view being made; requests for the view being made wait for
+// it.
 func (v *Views) of(sc routing.Scope) *scopedView {
 	key := strings.Join(sc, ",")
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if sv, ok := v.scoped[key]; ok {
+	sv, ok := v.scoped[key]
+	if ok {
+		v.mu.Unlock()
+		<-sv.ready
+		if sv.srv == nil {
+			return nil
+		}
 		return sv
 	}
 	if len(v.scoped) >= MaxViews {
+		v.mu.Unlock()
 		return nil
 	}
+	sv = &scopedView{ready: make(chan struct{})}
+	v.scoped[key] = sv
+	v.mu.Unlock()
+	defer func() {
+		if sv.srv == nil { // New panicked (net/http recovers a handler's panic): the next request tries again
+			v.mu.Lock()
+			if v.scoped[key] == sv {
+				delete(v.scoped, key)
+			}
+			v.mu.Unlock()
+		}
+		close(sv.ready)
+	}()
 	opts := v.opts
 	opts.Scope = sc
 	srv := New(v.gw, v.store, opts)
-	sv := &scopedView{srv: srv, streamable: srv.StreamableHandler(), sse: srv.SSEHandler()}
-	v.scoped[key] = sv
+	sv.streamable, sv.sse = srv.StreamableHandler(), srv.SSEHandler()
+	sv.srv = srv
 	return sv
 }
 
