@@ -198,13 +198,7 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 		DataDir:     get("MCP_AGGREGATOR_DATA_DIR"),
 		LogFormat:   strings.ToLower(get("MCP_AGGREGATOR_LOG_FORMAT")),
 	}
-	switch strings.ToLower(get("MCP_AGGREGATOR_ENABLED")) {
-	case "true", "1", "yes", "on":
-		c.Enabled = true
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ENABLED=%q: want true or false", get("MCP_AGGREGATOR_ENABLED")))
-	}
+	c.Enabled, errs = boolSetting(get, "MCP_AGGREGATOR_ENABLED", errs)
 	a := actors.DefaultConfig()
 	a.MaxServers = integer("MCP_AGGREGATOR_MAX_SERVERS")
 	a.HealthInterval = seconds("MCP_AGGREGATOR_HEALTH_INTERVAL", false)
@@ -261,20 +255,8 @@ func loadConfig(lookup func(string) (string, bool)) (config, error) {
 	}
 	c.Tokens = tokens
 	c.OIDC, errs = loadOIDCConfig(get, c.MCPListen, errs)
-	switch strings.ToLower(get("MCP_AGGREGATOR_METRICS_OPEN")) {
-	case "true", "1", "yes", "on":
-		c.MetricsOpen = true
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_METRICS_OPEN=%q: want true or false", get("MCP_AGGREGATOR_METRICS_OPEN")))
-	}
-	switch strings.ToLower(get("MCP_AGGREGATOR_ACTOR_METRICS")) {
-	case "true", "1", "yes", "on":
-		c.ActorMetrics = true
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_ACTOR_METRICS=%q: want true or false", get("MCP_AGGREGATOR_ACTOR_METRICS")))
-	}
+	c.MetricsOpen, errs = boolSetting(get, "MCP_AGGREGATOR_METRICS_OPEN", errs)
+	c.ActorMetrics, errs = boolSetting(get, "MCP_AGGREGATOR_ACTOR_METRICS", errs)
 	if r, err := strconv.ParseFloat(get("MCP_AGGREGATOR_RATE_LIMIT"), 64); err != nil || r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_RATE_LIMIT=%q: want calls per second (0 disables)", get("MCP_AGGREGATOR_RATE_LIMIT")))
 	} else {
@@ -420,4 +402,16 @@ func consoleURL(set, listen string) (string, error) {
 		return "", nil
 	}
 	return "http://" + listen + "/ui/", nil
+}
+
+// boolSetting reads the boolean variable name (true, 1, yes, on; false, 0, no, off; any case), adding an error to
+// errs for any other value.
+func boolSetting(get func(string) string, name string, errs []string) (bool, []string) {
+	switch strings.ToLower(get(name)) {
+	case "true", "1", "yes", "on":
+		return true, errs
+	case "false", "0", "no", "off":
+		return false, errs
+	}
+	return false, append(errs, fmt.Sprintf("%s=%q: want true or false", name, get(name)))
 }

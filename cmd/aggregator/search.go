@@ -36,13 +36,7 @@ type searchConfig struct {
 
 func loadSearchConfig(get func(string) string, errs []string) (searchConfig, []string) {
 	var c searchConfig
-	switch strings.ToLower(get("MCP_AGGREGATOR_SEARCH_FIRST")) {
-	case "true", "1", "yes", "on":
-		c.SearchFirst = true
-	case "false", "0", "no", "off":
-	default:
-		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_SEARCH_FIRST=%q: want true or false", get("MCP_AGGREGATOR_SEARCH_FIRST")))
-	}
+	c.SearchFirst, errs = boolSetting(get, "MCP_AGGREGATOR_SEARCH_FIRST", errs)
 	if n, err := strconv.Atoi(get("MCP_AGGREGATOR_MCP_TOKEN_BUDGET")); err != nil || n < 0 || n > 10_000_000 {
 		errs = append(errs, fmt.Sprintf("MCP_AGGREGATOR_MCP_TOKEN_BUDGET=%q: want tokens, 0..10000000 (0 disables)", get("MCP_AGGREGATOR_MCP_TOKEN_BUDGET")))
 	} else if c.TokenBudget = n; n == 0 {

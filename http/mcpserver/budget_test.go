@@ -206,6 +206,17 @@ func TestToolsListWithinTokenBudget(t *testing.T) {
 	}
 }
 
+// profileViews serves the profile endpoints (/mcp/profiles/{name}) of the rig's endpoint, made with opts.
+func profileViews(t *testing.T, r *rig, opts mcpserver.Options) (*mcpserver.Views, *httptest.Server) {
+	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, opts)
+	t.Cleanup(views.Close)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.ProfilesPrefix, views.ProfileHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return views, hs
+}
+
 // TestProfileTokenBudget: a profile's token budget bounds tools/list on its endpoint (/mcp/profiles/{name}), in place
 // of the daemon's; a profile without one gets the daemon's, one of 0 is served whole; the client's _meta hint and
 // the endpoint URL's token_budget override the profile's; a change of the profile's budget applies at the next
@@ -214,12 +225,7 @@ func TestProfileTokenBudget(t *testing.T) {
 	const daemon, profile = 2500, 5000
 	opts := mcpserver.Options{TokenBudget: daemon}
 	r := newRig(t, opts)
-	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, opts)
-	t.Cleanup(views.Close)
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.ProfilesPrefix, views.ProfileHandler())
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
+	_, hs := profileViews(t, r, opts)
 
 	r.register(t, "alpha", map[string]any{"base_url": wideBackend(t, "alpha", 80)}, persistence.TransportHTTP)
 	ctx := context.Background()
@@ -379,12 +385,7 @@ func TestSearchIncludeSchemas(t *testing.T) {
 // a view being made waits for it).
 func TestProfileViewsMadeConcurrently(t *testing.T) {
 	r := newRig(t)
-	views := mcpserver.NewViews(r.endpoint, r.sys, r.store, mcpserver.Options{})
-	t.Cleanup(views.Close)
-	mux := http.NewServeMux()
-	mux.Handle(mcpserver.ProfilesPrefix, views.ProfileHandler())
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
+	views, hs := profileViews(t, r, mcpserver.Options{})
 	r.register(t, "alpha", map[string]any{"base_url": wideBackend(t, "alpha", 30)}, persistence.TransportHTTP)
 	ctx := context.Background()
 	const profiles, each = 4, 5
