@@ -111,6 +111,10 @@ func TestActorsView(t *testing.T) {
 	if sp := placementOf(v, srv.ID); !sp.Local || sp.Actor != pid.Id || sp.Name != "hosted" {
 		t.Errorf("placement of the server %+v", sp)
 	}
+	// The same depth, by server name, for /metrics (mcp_aggregator_server_mailbox_depth).
+	if d, ok := sys.Snapshot().Mailboxes["hosted"]; !ok || d < 0 {
+		t.Errorf("the snapshot's mailboxes %v lack the hosted server's", sys.Snapshot().Mailboxes)
+	}
 	for _, kind := range []string{"router", "discovery", "indexer", "registry"} {
 		if a := find(v.Actors, kind); a == nil || a.Kind != kind || a.State != "running" {
 			t.Errorf("%s: %+v", kind, a)

@@ -556,7 +556,34 @@ func (s *System) Snapshot() metrics.Snapshot {
 		}
 	}
 	snap.Tools, snap.Classified = rt.ToolCountsWhere(keep)
+	snap.Mailboxes = s.serverMailboxes(rt)
 	return snap
+}
+
+// serverMailboxes is the mailbox depth of each server actor this node runs (its current activation), by server
+// name: read from the actor's process (inspect.go, mailboxDepth), no message sent.
+func (s *System) serverMailboxes(rt *routing.RouteTable) map[string]int {
+	out := map[string]int{}
+	s.hosted.Range(func(id, pid any) bool {
+		p, ok := pid.(*actor.PID)
+		if !ok {
+			return true
+		}
+		proc, ok := s.sys.ProcessRegistry.GetLocal(p.Id)
+		if !ok {
+			return true
+		}
+		ap, ok := proc.(*actor.ActorProcess)
+		if !ok {
+			return true
+		}
+		srv, ok := rt.Server(id.(string))
+		if depth, read := mailboxDepth(ap); ok && read {
+			out[srv.Name] = depth
+		}
+		return true
+	})
+	return out
 }
 
 // InstanceID is this daemon process's id (Deps.InstanceID): the MCP endpoint reports it in initialize and in

@@ -45,6 +45,9 @@ type Snapshot struct {
 	Classified      int
 	// ClusterMembers is how many nodes this one sees in its cluster (0: not a cluster; no series).
 	ClusterMembers int
+	// Mailboxes is how many user messages wait in the mailbox of each server actor this node runs, by server name
+	// (read without a message: actors.System.Snapshot).
+	Mailboxes map[string]int
 }
 
 // Metrics holds every collector. A nil *Metrics is valid and records nothing, so packages can be used without it.
@@ -380,6 +383,8 @@ var (
 	toolsDesc      = prometheus.NewDesc("mcp_aggregator_tools_total", "Tools of all registered servers.", nil, nil)
 	classifiedDesc = prometheus.NewDesc("mcp_aggregator_tools_classified", "Tools classified into skills.", nil, nil)
 	membersDesc    = prometheus.NewDesc("mcp_aggregator_cluster_members", "Nodes this node sees in its cluster.", nil, nil)
+	mailboxDesc    = prometheus.NewDesc("mcp_aggregator_server_mailbox_depth",
+		"Messages waiting in the mailbox of a server's actor on this node (calls and commands not yet taken), read at scrape.", []string{"server"}, nil)
 )
 
 // statuses are always reported, at 0 when empty, so alert ratios never divide by a missing series.
@@ -390,6 +395,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- toolsDesc
 	ch <- classifiedDesc
 	ch <- membersDesc
+	ch <- mailboxDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -407,6 +413,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(classifiedDesc, prometheus.GaugeValue, float64(s.Classified))
 	if s.ClusterMembers > 0 {
 		ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(s.ClusterMembers))
+	}
+	for server, depth := range s.Mailboxes {
+		ch <- prometheus.MustNewConstMetric(mailboxDesc, prometheus.GaugeValue, float64(depth), server)
 	}
 }
 

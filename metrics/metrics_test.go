@@ -20,7 +20,8 @@ import (
 // touched records one of everything so every vector has a series.
 func touched(t *testing.T) *Metrics {
 	m := New(func() Snapshot {
-		return Snapshot{ServersByStatus: map[string]int{"CONNECTED": 3, "ERROR": 1}, Tools: 10, Classified: 7}
+		return Snapshot{ServersByStatus: map[string]int{"CONNECTED": 3, "ERROR": 1}, Tools: 10, Classified: 7,
+			Mailboxes: map[string]int{"github-mcp": 3}}
 	})
 	m.Call("github-mcp", OutcomeOK, 20*time.Millisecond)
 	m.InFlight("github-mcp", 1)
@@ -57,6 +58,7 @@ func TestContractMetricsAreExposed(t *testing.T) {
 		`mcp_aggregator_servers_total{status="degraded"} 0`,
 		`mcp_aggregator_tools_total 10`,
 		`mcp_aggregator_tools_classified 7`,
+		`mcp_aggregator_server_mailbox_depth{server="github-mcp"} 3`,
 		`mcp_aggregator_routing_duration_seconds_bucket{le="0.05"} 1`,
 		`mcp_aggregator_execution_duration_seconds_bucket{server="github-mcp",le="1"} 1`,
 		`mcp_aggregator_health_check_duration_seconds{server="github-mcp"} 0.045`,

@@ -434,6 +434,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`mcp_aggregator_tool_calls_total{outcome="ok",server="every"}`,
 		`mcp_aggregator_http_requests_total{listener="rest",method="POST",route="/api/v1/tools/call",status="200"}`,
 		`mcp_aggregator_state_transitions_total{to="CONNECTED"}`,
+		`mcp_aggregator_server_mailbox_depth{server="every"} `,
 		`protoactor_`, `go_goroutines`, `process_resident_memory_bytes`,
 	} {
 		if !strings.Contains(text, want) {

@@ -607,7 +607,8 @@ func newMetrics(node string) (*metrics.Metrics, *atomic.Pointer[actors.System]) 
 // actor handles and counts every future, with labels it formats with fmt.Sprintf each time: on the call path (one
 // ask of a server actor per call) that was 7-17 % of the daemon's CPU per tool call and 25 of its
 // allocations (BENCHMARKS.md, "protoactor's instruments off the call path"). What operators read of the actors
-// without it: the console's actor view (mailbox depth, restarts), mcp_aggregator_actor_restarts_total.
+// without it: the console's actor view (mailbox depth, restarts), mcp_aggregator_server_mailbox_depth and
+// mcp_aggregator_actor_restarts_total.
 func actorMeters(cfg config, mx *metrics.Metrics) (metric.MeterProvider, error) {
 	if !cfg.ActorMetrics {
 		return nil, nil
