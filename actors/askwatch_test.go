@@ -56,3 +56,49 @@ func TestAskWatchingLinkBreak(t *testing.T) {
 		})
 	}
 }
+
+// TestAskWatchingDeparture: a node that leaves the membership gracefully (a hand-over on SIGTERM) still answers the
+// requests it took before its connections close: an answer that comes within the grace of the departure wins; the
+// connection breaking (a dead node) or the grace running out ends the wait with errDeparted.
+func TestAskWatchingDeparture(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answer  time.Duration // after the departure; negative: never
+		brk     time.Duration // after the departure, the connection breaks; negative: never
+		wantErr error
+		within  time.Duration // the wait ends within this
+	}{
+		{"the answer comes right after the departure", 20 * time.Millisecond, -1, nil, linkGrace},
+		{"the answer comes late in the grace", linkGrace / 2, -1, nil, linkGrace},
+		{"no answer, the connection stands: the grace ends it", -1, -1, errDeparted, 2 * linkGrace},
+		{"no answer, the connection breaks: at once", -1, 10 * time.Millisecond, errDeparted, linkGrace / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := actor.NewActorSystem()
+			defer sys.Shutdown()
+			broken, departed := make(chan struct{}), make(chan struct{})
+			var departedAt time.Time
+			pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(*pb.GetStatus); ok {
+					departedAt = time.Now()
+					close(departed)
+					if tc.brk >= 0 {
+						time.AfterFunc(tc.brk, func() { close(broken) })
+					}
+					if tc.answer >= 0 {
+						time.Sleep(tc.answer)
+						c.Respond(&pb.StatusReply{})
+					}
+				}
+			}))
+			s := &System{sys: sys, deps: &Deps{}}
+			res, err := s.askWatching(context.Background(), pid, &pb.GetStatus{}, time.Minute, remoteWatch{departed: departed, broken: broken})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("askWatching = %v, %v; want error %v", res, err, tc.wantErr)
+			}
+			if took := time.Since(departedAt); took > tc.within+time.Second {
+				t.Fatalf("askWatching took %v after the departure, want about %v at most", took, tc.within)
+			}
+		})
+	}
+}

@@ -247,7 +247,30 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 	case r := <-done:
 		return r.res, r.err
 	case <-w.departed:
-		return nil, errDeparted
+		// A node that hands its servers over on SIGTERM leaves the membership before it closes its connections:
+		// the answer to a request it took (a retired actor's SERVER_MOVED) may still be on its way, and may even
+		// have arrived (select picks among ready cases at random). While the connection stands it gets the grace;
+		// a dead node's connection breaks at once (its process is gone), which ends the wait.
+		select {
+		case r := <-done:
+			return r.res, r.err
+		default:
+		}
+		grace := time.NewTimer(linkGrace)
+		defer grace.Stop()
+		select {
+		case r := <-done:
+			return r.res, r.err
+		case <-w.broken:
+			select {
+			case r := <-done:
+				return r.res, r.err
+			default:
+				return nil, errDeparted
+			}
+		case <-grace.C:
+			return nil, errDeparted
+		}
 	case <-w.broken:
 		// An answer that came in with the connection's last messages (a node that hands its servers over answers,
 		// then exits) is already on its way to the asking goroutine: it wins. The node leaving the membership
@@ -272,7 +295,8 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 }
 
 // linkGrace is how long a request whose connection broke, with a node still a member, waits for an answer that
-// arrived just before.
+// arrived just before; and how long one to a node that left the membership while its connection stands waits for
+// the answer the node sent as it left.
 const linkGrace = 250 * time.Millisecond
 
 // departedReply turns errDeparted and errLinkBroken into the answer the caller expects: a call's
