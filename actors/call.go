@@ -234,14 +234,10 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 	if w.departed == nil && w.broken == nil {
 		return s.askActor(ctx, pid, msg, timeout)
 	}
-	type result struct {
-		res any
-		err error
-	}
-	done := make(chan result, 1)
+	done := make(chan askResult, 1)
 	go func() {
 		res, err := s.askActor(ctx, pid, msg, timeout)
-		done <- result{res, err}
+		done <- askResult{res, err}
 	}()
 	select {
 	case r := <-done:
@@ -251,46 +247,45 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 		// the answer to a request it took (a retired actor's SERVER_MOVED) may still be on its way, and may even
 		// have arrived (select picks among ready cases at random). While the connection stands it gets the grace;
 		// a dead node's connection breaks at once (its process is gone), which ends the wait.
-		select {
-		case r := <-done:
-			return r.res, r.err
-		default:
-		}
-		grace := time.NewTimer(linkGrace)
-		defer grace.Stop()
-		select {
-		case r := <-done:
-			return r.res, r.err
-		case <-w.broken:
-			select {
-			case r := <-done:
-				return r.res, r.err
-			default:
-				return nil, errDeparted
-			}
-		case <-grace.C:
-			return nil, errDeparted
-		}
+		return graceWait(done, w.broken, errDeparted)
 	case <-w.broken:
 		// An answer that came in with the connection's last messages (a node that hands its servers over answers,
 		// then exits) is already on its way to the asking goroutine: it wins. The node leaving the membership
 		// meanwhile ends the wait at once (a SIGKILLed node is confirmed dead by a refused dial within tens of
 		// milliseconds: placement.Suspicion), as it does before the break: no answer is coming from it any more.
-		grace := time.NewTimer(linkGrace)
-		defer grace.Stop()
+		return graceWait(done, w.departed, errLinkBroken)
+	}
+}
+
+// askResult is what askActor returned, handed from the goroutine that waits for it.
+type askResult struct {
+	res any
+	err error
+}
+
+// graceWait waits up to linkGrace for the answer of a request whose node left or whose connection broke: an answer
+// already in, or that comes within the grace, wins; the other sign (end) ends the wait with errDeparted at once;
+// the grace running out ends it with late.
+func graceWait(done <-chan askResult, end <-chan struct{}, late error) (any, error) {
+	select {
+	case r := <-done:
+		return r.res, r.err
+	default:
+	}
+	grace := time.NewTimer(linkGrace)
+	defer grace.Stop()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-end:
 		select {
 		case r := <-done:
 			return r.res, r.err
-		case <-w.departed:
-			select {
-			case r := <-done:
-				return r.res, r.err
-			default:
-				return nil, errDeparted
-			}
-		case <-grace.C:
-			return nil, errLinkBroken
+		default:
+			return nil, errDeparted
 		}
+	case <-grace.C:
+		return nil, late
 	}
 }
 

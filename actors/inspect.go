@@ -3,16 +3,15 @@ package actors
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
+
+	"github.com/mcpgw/aggregator/actors/internal/procstate"
 )
 
 // The actor view of the console (issue 29): this node's supervision tree as protoactor's process registry holds it
@@ -142,10 +141,10 @@ func (s *System) Actors(ctx context.Context) (ActorView, error) {
 			}
 			name := id[strings.LastIndexByte(id, '/')+1:]
 			a := &ActorInfo{ID: id, Name: name, Kind: actorKind(name), State: "running", Restarts: s.restarts.get(id), Children: []ActorInfo{}}
-			if depth, ok := mailboxDepth(proc); ok {
+			if depth, ok := procstate.MailboxDepth(proc); ok {
 				a.MailboxDepth = &depth
 			}
-			if processDead(proc) {
+			if procstate.Dead(proc) {
 				a.State = "stopping"
 			}
 			if a.Kind == "server" {
@@ -271,30 +270,4 @@ func serverIDOf(name string) string {
 		return rest[:36]
 	}
 	return ""
-}
-
-// mailboxDepth reads how many user messages wait in an actor's mailbox. protoactor keeps the count (an atomic,
-// the one its own mailbox-length gauge reads) but its process keeps the mailbox in an unexported field, and a
-// mailbox middleware would not know which actor it serves: the field is read by reflection. When a protoactor
-// upgrade renames or retypes it, ok is false and the view shows no depth (TestActorsView fails, to say so).
-func mailboxDepth(p *actor.ActorProcess) (depth int, ok bool) {
-	f := reflect.ValueOf(p).Elem().FieldByName("mailbox")
-	if !f.IsValid() || f.Kind() != reflect.Interface {
-		return 0, false
-	}
-	mb, ok := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(actor.Mailbox)
-	if !ok || mb == nil {
-		return 0, false
-	}
-	return mb.UserMessageCount(), true
-}
-
-// processDead reports whether the process has been told to stop (protoactor's unexported flag, read atomically;
-// false when it cannot be read).
-func processDead(p *actor.ActorProcess) bool {
-	f := reflect.ValueOf(p).Elem().FieldByName("dead")
-	if !f.IsValid() || f.Kind() != reflect.Int32 {
-		return false
-	}
-	return atomic.LoadInt32((*int32)(unsafe.Pointer(f.UnsafeAddr()))) != 0
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/aggregator/actors/backend"
 	"github.com/mcpgw/aggregator/actors/floodguard"
 	"github.com/mcpgw/aggregator/actors/internal/msg"
+	"github.com/mcpgw/aggregator/actors/internal/procstate"
 	"github.com/mcpgw/aggregator/actors/lifecycle"
 	"github.com/mcpgw/aggregator/actors/placement"
 	"github.com/mcpgw/aggregator/actors/routing"
@@ -561,25 +562,15 @@ func (s *System) Snapshot() metrics.Snapshot {
 }
 
 // serverMailboxes is the mailbox depth of each server actor this node runs (its current activation), by server
-// name: read from the actor's process (inspect.go, mailboxDepth), no message sent.
+// name: read from the actor's process (procstate), no message sent.
 func (s *System) serverMailboxes(rt *routing.RouteTable) map[string]int {
 	out := map[string]int{}
 	s.hosted.Range(func(id, pid any) bool {
-		p, ok := pid.(*actor.PID)
-		if !ok {
-			return true
-		}
-		proc, ok := s.sys.ProcessRegistry.GetLocal(p.Id)
-		if !ok {
-			return true
-		}
-		ap, ok := proc.(*actor.ActorProcess)
-		if !ok {
-			return true
-		}
-		srv, ok := rt.Server(id.(string))
-		if depth, read := mailboxDepth(ap); ok && read {
-			out[srv.Name] = depth
+		srv, known := rt.Server(id.(string))
+		if p, ok := pid.(*actor.PID); ok && known {
+			if depth, ok := procstate.PIDDepth(s.sys.ProcessRegistry, p); ok {
+				out[srv.Name] = depth
+			}
 		}
 		return true
 	})
