@@ -245,8 +245,8 @@ func (t *fastTransport) exchange(ctx context.Context, req *http.Request, freq *f
 
 // respHeader is an answer's head as net/http's: its map, one string holding every name and value, and one array
 // of the value slices, where a string for each name and each value and a slice for each header took three
-// allocations a header (13 for the echo backend's answer, issue 26). Transfer-Encoding is left out, as net/http leaves it (the
-// response says chunked in TransferEncoding).
+// allocations a header (13 for the echo backend's answer, issue 26). Transfer-Encoding is left out, as net/http
+// leaves it (the response says chunked in TransferEncoding).
 func respHeader(h *fasthttp.ResponseHeader) http.Header {
 	n, size := 0, 0
 	for k, v := range h.All() {
