@@ -243,29 +243,25 @@ func (s *System) askWatching(ctx context.Context, pid *actor.PID, msg any, timeo
 	case r := <-done:
 		return r.res, r.err
 	case <-w.departed:
-		// A node that hands its servers over on SIGTERM leaves the membership before it closes its connections:
-		// the answer to a request it took (a retired actor's SERVER_MOVED) may still be on its way, and may even
-		// have arrived (select picks among ready cases at random). While the connection stands it gets the grace;
-		// a dead node's connection breaks at once (its process is gone), which ends the wait.
 		return graceWait(done, w.broken, errDeparted)
 	case <-w.broken:
-		// An answer that came in with the connection's last messages (a node that hands its servers over answers,
-		// then exits) is already on its way to the asking goroutine: it wins. The node leaving the membership
-		// meanwhile ends the wait at once (a SIGKILLed node is confirmed dead by a refused dial within tens of
-		// milliseconds: placement.Suspicion), as it does before the break: no answer is coming from it any more.
 		return graceWait(done, w.departed, errLinkBroken)
 	}
 }
 
-// askResult is what askActor returned, handed from the goroutine that waits for it.
-type askResult struct {
+type askResult struct { // what askActor returned, from the goroutine that waits for it
 	res any
 	err error
 }
 
 // graceWait waits up to linkGrace for the answer of a request whose node left or whose connection broke: an answer
-// already in, or that comes within the grace, wins; the other sign (end) ends the wait with errDeparted at once;
-// the grace running out ends it with late.
+// already in (select picks among ready cases at random), or that comes within the grace, wins; the other sign
+// (end) ends the wait with errDeparted at once; the grace running out ends it with late. After a break: the answer
+// may have come with the connection's last messages (a node that hands its servers over answers, then exits); the
+// node leaving the membership means no answer is coming (a SIGKILLed node is confirmed dead by a refused dial
+// within tens of milliseconds: placement.Suspicion). After a departure: a node handing its servers over on SIGTERM
+// leaves the membership before it closes its connections, so its answer (a retired actor's SERVER_MOVED) may still
+// be on its way; a dead node's connection breaks at once, which ends the wait.
 func graceWait(done <-chan askResult, end <-chan struct{}, late error) (any, error) {
 	select {
 	case r := <-done:

@@ -557,24 +557,18 @@ func (s *System) Snapshot() metrics.Snapshot {
 		}
 	}
 	snap.Tools, snap.Classified = rt.ToolCountsWhere(keep)
-	snap.Mailboxes = s.serverMailboxes(rt)
-	return snap
-}
-
-// serverMailboxes is the mailbox depth of each server actor this node runs (its current activation), by server
-// name: read from the actor's process (procstate), no message sent.
-func (s *System) serverMailboxes(rt *routing.RouteTable) map[string]int {
-	out := map[string]int{}
+	// Each server actor's mailbox depth, by server name: read from its process (procstate), no message sent.
+	snap.Mailboxes = map[string]int{}
 	s.hosted.Range(func(id, pid any) bool {
-		srv, known := rt.Server(id.(string))
-		if p, ok := pid.(*actor.PID); ok && known {
+		p, isPID := pid.(*actor.PID)
+		if srv, ok := rt.Server(id.(string)); ok && isPID {
 			if depth, ok := procstate.PIDDepth(s.sys.ProcessRegistry, p); ok {
-				out[srv.Name] = depth
+				snap.Mailboxes[srv.Name] = depth
 			}
 		}
 		return true
 	})
-	return out
+	return snap
 }
 
 // InstanceID is this daemon process's id (Deps.InstanceID): the MCP endpoint reports it in initialize and in
