@@ -29,22 +29,8 @@ func TestAskWatchingLinkBreak(t *testing.T) {
 		{"no answer, the node confirmed dead during the grace", -1, 20 * time.Millisecond, errDeparted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sys := actor.NewActorSystem()
-			defer sys.Shutdown()
 			broken, departed := make(chan struct{}), make(chan struct{})
-			pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-				if _, ok := c.Message().(*pb.GetStatus); ok {
-					close(broken)
-					if tc.depart >= 0 {
-						time.AfterFunc(tc.depart, func() { close(departed) })
-					}
-					if tc.answer >= 0 {
-						time.Sleep(tc.answer)
-						c.Respond(&pb.StatusReply{})
-					}
-				}
-			}))
-			s := &System{sys: sys, deps: &Deps{}}
+			s, pid := signalling(t, broken, departed, tc.depart, tc.answer)
 			start := time.Now()
 			res, err := s.askWatching(context.Background(), pid, &pb.GetStatus{}, time.Minute, remoteWatch{departed: departed, broken: broken})
 			if !errors.Is(err, tc.wantErr) {
@@ -74,24 +60,9 @@ func TestAskWatchingDeparture(t *testing.T) {
 		{"no answer, the connection breaks: at once", -1, 10 * time.Millisecond, errDeparted, linkGrace / 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sys := actor.NewActorSystem()
-			defer sys.Shutdown()
 			broken, departed := make(chan struct{}), make(chan struct{})
-			var departedAt time.Time
-			pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-				if _, ok := c.Message().(*pb.GetStatus); ok {
-					departedAt = time.Now()
-					close(departed)
-					if tc.brk >= 0 {
-						time.AfterFunc(tc.brk, func() { close(broken) })
-					}
-					if tc.answer >= 0 {
-						time.Sleep(tc.answer)
-						c.Respond(&pb.StatusReply{})
-					}
-				}
-			}))
-			s := &System{sys: sys, deps: &Deps{}}
+			departedAt := time.Now()
+			s, pid := signalling(t, departed, broken, tc.brk, tc.answer)
 			res, err := s.askWatching(context.Background(), pid, &pb.GetStatus{}, time.Minute, remoteWatch{departed: departed, broken: broken})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("askWatching = %v, %v; want error %v", res, err, tc.wantErr)
@@ -101,4 +72,24 @@ func TestAskWatchingDeparture(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signalling is a System over an actor that, asked, closes first at once, second after secondAfter (never when
+// negative), and answers after answer (never when negative).
+func signalling(t *testing.T, first, second chan struct{}, secondAfter, answer time.Duration) (*System, *actor.PID) {
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*pb.GetStatus); ok {
+			close(first)
+			if secondAfter >= 0 {
+				time.AfterFunc(secondAfter, func() { close(second) })
+			}
+			if answer >= 0 {
+				time.Sleep(answer)
+				c.Respond(&pb.StatusReply{})
+			}
+		}
+	}))
+	return &System{sys: sys, deps: &Deps{}}, pid
 }

@@ -605,7 +605,7 @@ func newMetrics(node string) (*metrics.Metrics, *atomic.Pointer[actors.System]) 
 // actorMeters is the meter provider protoactor's own instruments are exported through into the daemon's registry,
 // or nil when MCP_AGGREGATOR_ACTOR_METRICS is off (the default). protoactor records a histogram for every message an
 // actor handles and counts every future, with labels it formats with fmt.Sprintf each time: on the call path (one
-// ask of a server actor per call) that was 7-17 % of the daemon's CPU per tool call and 25 of its
+// ask of a server actor per call) that was 7-17 % of the daemon's CPU per tool call and 26 of its
 // allocations (BENCHMARKS.md, "protoactor's instruments off the call path"). What operators read of the actors
 // without it: the console's actor view (mailbox depth, restarts), mcp_aggregator_server_mailbox_depth and
 // mcp_aggregator_actor_restarts_total.
