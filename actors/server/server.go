@@ -48,10 +48,8 @@ type (
 	retryTick    struct{ gen uint64 }
 	healthTick   struct{ gen uint64 }
 	drainTimeout struct{ gen uint64 }
-	callDone     struct {
-		id        uint64
-		requestID string
-	}
+	// callDone: a backend request ended while the actor waits for its requests to end (pendingRequests.watch).
+	callDone     struct{}
 	toolsChanged struct {
 		gen   uint64
 		latch *floodguard.Latch
@@ -102,10 +100,9 @@ type serverActor struct {
 	drainTimer  *time.Timer
 	healthBusy  bool
 
-	pending map[uint64]context.CancelCauseFunc
+	pending *pendingRequests
 	// shuttingDown: the daemon's drain time is over; calls are refused and those in flight were cancelled.
 	shuttingDown bool
-	byReq        map[string]uint64 // call_id -> pending key, for CancelCall
 	nextCall     uint64
 	lastOK       atomic.Int64 // unix nanos of the last successful exchange, written by call goroutines
 	// progress maps the progress token of a call in flight to the PID that wants its progress notifications;
@@ -150,8 +147,8 @@ type serverActor struct {
 // cluster member that left holding the server's lease), so that any node can activate it.
 func Props(d *Deps, id, deadOwner string) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: map[uint64]context.CancelCauseFunc{},
-			byReq: map[string]uint64{}, progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: gopool.New()}
+		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: newPendingRequests(),
+			progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: gopool.New()}
 	}, actor.WithDispatcher(dispatcher{p: gopool.New()}))
 }
 
@@ -194,9 +191,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 			a.respondAfterWrites(ctx, a.statusReply())
 		}
 	case *pb.CancelCall:
-		if id, ok := a.byReq[m.CallId]; ok {
-			a.pending[id](nil)
-		} else {
+		if !a.pending.cancel(m.CallId) {
 			a.unstashCancelled(m.CallId)
 		}
 	case *pb.EndUserSession:
@@ -206,9 +201,7 @@ func (a *serverActor) Receive(ctx actor.Context) {
 		}
 	case *msg.CancelCallsForShutdown:
 		a.shuttingDown = true
-		for _, cancel := range a.pending {
-			cancel(ErrShuttingDown)
-		}
+		a.pending.cancelAll(ErrShuttingDown)
 	case *pb.Connect, *pb.Disconnect, *pb.Reload, *pb.CallTool, *pb.ListTools, *openProxy, *pb.ListFeatures, *pb.FeatureRequest:
 		if a.serving(ctx) {
 			a.command(ctx)
@@ -228,14 +221,12 @@ func (a *serverActor) Receive(ctx actor.Context) {
 	case *healthResult:
 		a.onHealthResult(m)
 	case *callDone:
-		delete(a.pending, m.id)
-		if m.requestID != "" {
-			delete(a.byReq, m.requestID)
-		}
-		if a.status == persistence.StatusDisconnecting && len(a.pending) == 0 {
+		// Sent by a request's worker while the actor waits for its requests to end (pendingRequests.watch).
+		n := a.pending.len()
+		if a.status == persistence.StatusDisconnecting && n == 0 {
 			a.finishDisconnect("calls drained")
 		}
-		if len(a.pending) == 0 {
+		if n == 0 {
 			a.deactivationDrained(ctx)
 		}
 	case *drainTimeout:
@@ -329,6 +320,9 @@ func (a *serverActor) transition(to, reason string, errMsg *string) bool {
 		return false
 	}
 	a.setStatus(to, reason, errMsg)
+	if to != persistence.StatusDisconnecting && a.leaving == "" {
+		a.pending.unwatch() // a disconnect's wait is over (a hand-over's lasts until the actor retires)
+	}
 	return true
 }
 
@@ -415,7 +409,7 @@ func (a *serverActor) setAutoConnect(on bool) {
 
 func (a *serverActor) statusReply() *pb.StatusReply {
 	return &pb.StatusReply{
-		ServerId: a.id, Name: a.rec.Name, Status: a.status, PendingRequests: int32(len(a.pending)),
+		ServerId: a.id, Name: a.rec.Name, Status: a.status, PendingRequests: int32(a.pending.len()),
 		ConsecutiveFailures: int32(a.failures), LastError: a.lastError,
 	}
 }

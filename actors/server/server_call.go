@@ -50,7 +50,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		ctx.Respond(&pb.CallToolReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new calls (%s on %s)", m.Tool, a.rec.Name))})
 		return
 	}
-	if max := a.deps.Config.MaxCallsPerServer; max > 0 && len(a.pending) >= max {
+	if max := a.deps.Config.MaxCallsPerServer; max > 0 && a.pending.len() >= max {
 		a.deps.Metrics.Call(a.rec.Name, metrics.OutcomeUnavailable, 0)
 		ctx.Respond(&pb.CallToolReply{Error: &pb.ErrorInfo{Code: errcode.ServerBusy, ServerName: a.rec.Name, ServerStatus: a.status,
 			Message: fmt.Sprintf("Server %s is busy: %d calls in flight, the limit (MCP_AGGREGATOR_MAX_CALLS_PER_SERVER); retry shortly", a.rec.Name, max)}})
@@ -73,10 +73,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 	}
 	// The request id follows the call to the backend: in the call's _meta, and (through the HTTP client's transport,
 	// which reads the context) as X-Request-ID.
-	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId)
-	if m.CallId != "" {
-		a.byReq[m.CallId] = id
-	}
+	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId, m.CallId)
 	relay, relayed := &a.relay, m.RelayTo != nil
 	if key == "" {
 		relay.begin(id, m.RelayTo)
@@ -142,7 +139,7 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		}
 		userCall, relay = a.callerCall(ctx, key, subject, cctx, deadline, params, id, m.RelayTo, task)
 	}
-	progress, mx, sec, rec := a.progress, a.deps.Metrics, a.secrets, a.rec
+	progress, mx, sec, rec, pending := a.progress, a.deps.Metrics, a.secrets, a.rec, a.pending
 	mx.InFlight(name, 1)
 	a.workers.Go(func() {
 		defer release()
@@ -189,7 +186,9 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 		// the in-flight gauge a call answered while the rest of its stream is read (finishTail).
 		mx.InFlight(name, -1)
 		relay.end(id, relayed)
-		sys.Root.Send(self, &callDone{id: id, requestID: m.CallId})
+		if pending.done(id, m.CallId) {
+			sys.Root.Send(self, &callDone{})
+		}
 		switch {
 		case sender == nil:
 		case local:
@@ -202,10 +201,11 @@ func (a *serverActor) callTool(ctx actor.Context, m *pb.CallTool) {
 }
 
 // beginRequest counts a backend request (a call, a feature request) among those in flight (a.pending, under the id
-// it returns) and gives it its context: ended at the asker's deadline (deadlineUnixMs; the configured request
-// timeout from now when 0), cancelled with a cause by cancelPending, and carrying requestID. release frees the
-// context once the request is done; the request leaves a.pending with its callDone.
-func (a *serverActor) beginRequest(deadlineUnixMs int64, requestID string) (ctx context.Context, id uint64, deadline time.Time, release func()) {
+// it returns, and under callID for a call that has one) and gives it its context: ended at the asker's deadline
+// (deadlineUnixMs; the configured request timeout from now when 0), cancelled with a cause by cancelPending, and
+// carrying requestID. release frees the context once the request is done; the request's worker takes it out of
+// a.pending (pendingRequests.done).
+func (a *serverActor) beginRequest(deadlineUnixMs int64, requestID, callID string) (ctx context.Context, id uint64, deadline time.Time, release func()) {
 	deadline = time.Now().Add(a.deps.Config.RequestTimeout)
 	if deadlineUnixMs > 0 {
 		deadline = time.UnixMilli(deadlineUnixMs)
@@ -214,7 +214,7 @@ func (a *serverActor) beginRequest(deadlineUnixMs int64, requestID string) (ctx 
 	ctx, cancelCause := context.WithCancelCause(dctx)
 	a.nextCall++
 	id = a.nextCall
-	a.pending[id] = cancelCause
+	a.pending.add(id, cancelCause, callID)
 	if requestID != "" {
 		ctx = requestid.With(ctx, requestID)
 	}

@@ -431,12 +431,12 @@ func (a *serverActor) disconnect(force bool, reason string) *pb.DisconnectReply 
 		a.transition(persistence.StatusDisconnected, reason, nil)
 	case persistence.StatusDisconnecting:
 		if force {
-			r.PendingRequests = int32(len(a.pending))
+			r.PendingRequests = int32(a.pending.len())
 			a.cancelPending()
 			a.finishDisconnect(reason + " (force)")
 		}
 	case persistence.StatusConnected, persistence.StatusDegraded:
-		n := len(a.pending)
+		n := a.pending.watch() // from here, each request's end tells the actor (callDone)
 		r.PendingRequests = int32(n)
 		if n == 0 || force {
 			a.cancelPending()
@@ -452,7 +452,7 @@ func (a *serverActor) disconnect(force bool, reason string) *pb.DisconnectReply 
 	r.Status = a.status
 	switch {
 	case a.status == persistence.StatusDisconnecting:
-		r.Message = fmt.Sprintf("Waiting for %d pending requests to complete", len(a.pending))
+		r.Message = fmt.Sprintf("Waiting for %d pending requests to complete", a.pending.len())
 	case force && r.PendingRequests > 0:
 		r.Message = fmt.Sprintf("Server disconnected; %d pending requests cancelled", r.PendingRequests)
 	default:
@@ -470,9 +470,7 @@ func (a *serverActor) finishDisconnect(reason string) {
 }
 
 func (a *serverActor) cancelPending() {
-	for _, cancel := range a.pending {
-		cancel(nil)
-	}
+	a.pending.cancelAll(nil)
 }
 
 // reloaded is the registration a reload read, for the actor to apply.

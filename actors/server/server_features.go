@@ -163,8 +163,8 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 		ctx.Respond(&pb.FeatureReply{Error: a.unavailable(fmt.Sprintf("The aggregator is shutting down and takes no new requests (%s on %s)", m.Method, a.rec.Name))})
 		return
 	}
-	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId)
-	sess, sender, sys, self, status, sec := a.sess.session, ctx.Sender(), a.sys, a.self, a.status, a.secrets
+	cctx, id, deadline, release := a.beginRequest(m.DeadlineUnixMs, m.RequestId, "")
+	sess, sender, sys, self, status, sec, pending := a.sess.session, ctx.Sender(), a.sys, a.self, a.status, a.secrets, a.pending
 	// A per_user server reads resources, gets prompts and completes on the caller's own session (the backend may
 	// answer each caller differently); subscriptions stay on the server's own session, whose updates reach every
 	// subscribed client.
@@ -173,7 +173,7 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 	rec := a.rec
 	if perUser(a.rec) && m.Method != MethodSubscribe && m.Method != MethodUnsubscribe {
 		if info := a.userSessionCheck(m.Subject); info != nil {
-			delete(a.pending, id)
+			a.pending.done(id, "")
 			release()
 			ctx.Respond(&pb.FeatureReply{Error: info})
 			return
@@ -208,7 +208,9 @@ func (a *serverActor) featureRequest(ctx actor.Context, m *pb.FeatureRequest) {
 				reply.RpcCode = rpcErr.Code
 			}
 		}
-		sys.Root.Send(self, &callDone{id: id})
+		if pending.done(id, "") {
+			sys.Root.Send(self, &callDone{})
+		}
 		if sender != nil {
 			sys.Root.Send(sender, reply)
 		}

@@ -333,13 +333,13 @@ func (a *serverActor) deactivate(ctx actor.Context, m *pb.Deactivate) {
 		a.deactivators = append(a.deactivators, ctx.Sender())
 	}
 	drain := time.Duration(m.DrainMs) * time.Millisecond
-	if a.retired || len(a.pending) == 0 || drain <= 0 {
+	if a.retired || a.pending.watch() == 0 || drain <= 0 { // watched: each request's end tells the actor (callDone)
 		a.retire(ctx, errcode.ServerMoved, "")
 		return
 	}
 	a.leaving = errcode.ServerMoved
 	a.dropStash(errcode.ServerMoved, "")
-	a.log().Info("handing the server over: waiting for calls in flight", "calls", len(a.pending), "drain", drain.String())
+	a.log().Info("handing the server over: waiting for calls in flight", "calls", a.pending.len(), "drain", drain.String())
 	a.stopTimer(&a.drainTimer)
 	gen := a.gen
 	a.drainTimer = time.AfterFunc(drain, func() { a.sys.Root.Send(a.self, &drainTimeout{gen: gen}) })
