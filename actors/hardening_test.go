@@ -419,6 +419,43 @@ func TestDrainCallsLetsCallsFinish(t *testing.T) {
 	}
 }
 
+// TestDeactivateWaitsForCallsInFlight: a server's actor retired with a drain (a hand-over) lets a call in flight
+// finish with its result, and retires as soon as that call ends (the call's end reaches the waiting actor), long
+// before the drain is over.
+func TestDeactivateWaitsForCallsInFlight(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, testConfig())
+	url, entered, open := gateServer(t)
+	defer open()
+	s := r.register("handover", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	replies := make(chan *pb.CallToolReply, 1)
+	go func() {
+		rep, _ := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+		replies <- rep
+	}()
+	<-entered
+	retired := make(chan error, 1)
+	go func() { retired <- actors.Deactivate(context.Background(), r.sys, s.ID, time.Hour) }()
+	select {
+	case err := <-retired:
+		t.Fatalf("the actor retired while its call was still running: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	open()
+	if rep := <-replies; rep == nil || rep.Error != nil || !strings.Contains(string(rep.ResultJson), "done") {
+		t.Fatalf("a call finishing within the drain: %+v", rep)
+	}
+	select {
+	case err := <-retired:
+		if err != nil {
+			t.Fatalf("deactivate: %v", err)
+		}
+	case <-time.After(20 * time.Second): // the drain is an hour: only the call's end can have ended the wait
+		t.Fatal("the actor did not retire when its last call ended")
+	}
+}
+
 // TestDiscoveryFailureOfFreshSessionIsRecorded: a backend that connects but whose tools/list cannot be decoded is
 // not left CONNECTED with no tools: the failure is an ERROR naming the tools/list error, and it is retried with
 // growing intervals.
