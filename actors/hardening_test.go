@@ -147,6 +147,23 @@ func gateServer(t *testing.T) (url string, entered chan struct{}, open func()) {
 	return hs.URL, entered, func() { once.Do(func() { close(gate) }) }
 }
 
+// callWaiting registers a server named name on a gateServer and starts a call of its "wait" tool: it returns once
+// the call is in the backend, with the server's id, where the call's reply will arrive, and what lets it finish
+// (also run at the test's end).
+func (r *rig) callWaiting(name string) (id string, replies <-chan *pb.CallToolReply, open func()) {
+	url, entered, open := gateServer(r.t)
+	r.t.Cleanup(open)
+	s := r.register(name, persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
+	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
+	out := make(chan *pb.CallToolReply, 1)
+	go func() {
+		rep, _ := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
+		out <- rep
+	}()
+	<-entered
+	return s.ID, out, open
+}
+
 // TestCallsInFlightPerServerAreBounded: with the limit at 3, a fourth concurrent call is refused at once with
 // SERVER_BUSY naming the server and the limit; once the calls end, calls are accepted again.
 func TestCallsInFlightPerServerAreBounded(t *testing.T) {
@@ -398,16 +415,7 @@ func TestDrainCalls(t *testing.T) {
 func TestDrainCallsLetsCallsFinish(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testConfig())
-	url, entered, open := gateServer(t)
-	defer open()
-	s := r.register("drainok", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
-	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
-	replies := make(chan *pb.CallToolReply, 1)
-	go func() {
-		rep, _ := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
-		replies <- rep
-	}()
-	<-entered
+	_, replies, open := r.callWaiting("drainok")
 	time.AfterFunc(300*time.Millisecond, open)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -425,18 +433,9 @@ func TestDrainCallsLetsCallsFinish(t *testing.T) {
 func TestDeactivateWaitsForCallsInFlight(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, testConfig())
-	url, entered, open := gateServer(t)
-	defer open()
-	s := r.register("handover", persistence.TransportHTTP, map[string]any{"base_url": url}, nil, true)
-	r.waitStatus(s.ID, persistence.StatusConnected, 30*time.Second)
-	replies := make(chan *pb.CallToolReply, 1)
-	go func() {
-		rep, _ := r.sys.CallTool(context.Background(), s.ID, "wait", nil)
-		replies <- rep
-	}()
-	<-entered
+	id, replies, open := r.callWaiting("handover")
 	retired := make(chan error, 1)
-	go func() { retired <- actors.Deactivate(context.Background(), r.sys, s.ID, time.Hour) }()
+	go func() { retired <- actors.Deactivate(context.Background(), r.sys, id, time.Hour) }()
 	select {
 	case err := <-retired:
 		t.Fatalf("the actor retired while its call was still running: %v", err)

@@ -88,6 +88,11 @@ func splitTask(body []byte) (rest []byte, task json.RawMessage, present bool) {
 	if !ok || !slices.ContainsFunc(members, func(m strictjson.Member) bool { return m.Key == "task" }) {
 		return body, nil, false
 	}
+	return withoutTask(members)
+}
+
+// withoutTask rebuilds an object from its members without its first "task" member, and returns that member.
+func withoutTask(members []strictjson.Member) (rest []byte, task json.RawMessage, present bool) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	n := 0
