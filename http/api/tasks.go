@@ -74,8 +74,8 @@ func newTaskView(t persistence.Task) taskView {
 // splitTask takes the "task" member out of a tools/call body: the rest is validated as a plain call. present is
 // false when the body has none (or is not an object: the call's validation answers that); the body is then handed
 // on as it came. Most calls are not tasks, so a body in which no key can be "task" is not parsed here at all (issue
-// 26: that parse and the body's rebuild were a quarter of the REST call handler's own CPU): a key decodes to
-// "task" only from those four letters or from \u escapes.
+// 26: that parse and the body's rebuild took a quarter of the REST call handler's CPU in a profile): a key decodes
+// to "task" only from those four letters or from \u escapes.
 func splitTask(body []byte) (rest []byte, task json.RawMessage, present bool) {
 	if !bytes.Contains(body, []byte("task")) && !bytes.Contains(body, []byte(`\u`)) {
 		return body, nil, false
