@@ -54,7 +54,7 @@ func (v *Views) Close() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, sv := range v.scoped {
-		<-sv.ready // one being made is closed once made (its maker does not take the lock again)
+		<-sv.ready // one being made is closed once made (its maker closes ready before it takes the lock)
 		if sv.srv != nil {
 			sv.srv.Close()
 		}
@@ -86,6 +86,8 @@ func (v *Views) of(sc routing.Scope) *scopedView {
 	v.scoped[key] = sv
 	v.mu.Unlock()
 	defer func() {
+		// ready first: Close waits for it holding the lock, so the lock is taken only after.
+		close(sv.ready)
 		if sv.srv == nil { // New panicked (net/http recovers a handler's panic): the next request tries again
 			v.mu.Lock()
 			if v.scoped[key] == sv {
@@ -93,7 +95,6 @@ func (v *Views) of(sc routing.Scope) *scopedView {
 			}
 			v.mu.Unlock()
 		}
-		close(sv.ready)
 	}()
 	opts := v.opts
 	opts.Scope = sc
