@@ -107,10 +107,22 @@ func (t *fastTransport) CloseIdleConnections() {
 
 // RoundTrip implements http.RoundTripper.
 func (t *fastTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.URL.Scheme != "http" || req.URL.Host != t.host || req.URL.User != nil ||
-		req.Host != "" && req.Host != req.URL.Host {
+	if !t.takes(req) {
 		return t.next.RoundTrip(req)
 	}
+	return t.send(req, nil)
+}
+
+// takes reports whether req goes over fasthttp: a POST to the endpoint's own origin.
+func (t *fastTransport) takes(req *http.Request) bool {
+	return req.Method == http.MethodPost && req.URL.Scheme == "http" && req.URL.Host == t.host && req.URL.User == nil &&
+		(req.Host == "" || req.Host == req.URL.Host)
+}
+
+// send sends a request that t takes. A request of a session (session not nil: sessionConns) ends its connection
+// when either its own context or the session ends, and fails as a request whose context was cancelled when the
+// session ends first.
+func (t *fastTransport) send(req *http.Request, session context.Context) (*http.Response, error) {
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
 		closeBody(req)
@@ -146,11 +158,12 @@ func (t *fastTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		freq.Header.SetContentLength(0)
 	}
-	return t.exchange(ctx, req, freq)
+	return t.exchange(ctx, session, req, freq)
 }
 
 // exchange writes freq on a pooled or new connection and reads its answer's head; the body is read by the caller.
-func (t *fastTransport) exchange(ctx context.Context, req *http.Request, freq *fasthttp.Request) (*http.Response, error) {
+// The connection is closed when ctx or session (if not nil) ends before the answer is read to its end.
+func (t *fastTransport) exchange(ctx, session context.Context, req *http.Request, freq *fasthttp.Request) (*http.Response, error) {
 	var timeout time.Duration
 	if d, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(d); timeout <= 0 {
@@ -163,25 +176,37 @@ func (t *fastTransport) exchange(ctx context.Context, req *http.Request, freq *f
 		cc, err = t.hc.AcquireConn(timeout, false)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if err := givenUp(ctx, session); err != nil {
+			return nil, err
 		}
 		return nil, fmt.Errorf("dial %s: %w", t.hc.Addr, err)
 	}
 	hc, conn := t.hc, cc.Conn()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	closeConn := func() { _ = conn.Close() }
+	stop := context.AfterFunc(ctx, closeConn)
+	stopSession := func() bool { return true }
+	if session != nil {
+		stopSession = context.AfterFunc(session, closeConn)
+	}
 	release := func(reuse bool) {
-		if reuse && stop() {
-			hc.ReleaseConn(cc)
+		kept := stop()
+		if !stopSession() {
+			kept = false
+		}
+		if !reuse || !kept {
+			hc.CloseConn(cc)
 			return
 		}
-		stop()
-		hc.CloseConn(cc)
+		hc.ReleaseConn(cc)
+		if session != nil && session.Err() != nil {
+			// The session closed (and closed its idle connections) while this one went back to the pool.
+			hc.CloseIdleConnections()
+		}
 	}
 	fail := func(err error) (*http.Response, error) {
 		release(false)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if ended := givenUp(ctx, session); ended != nil {
+			return nil, ended
 		}
 		return nil, err
 	}
@@ -241,6 +266,18 @@ func (t *fastTransport) exchange(ctx context.Context, req *http.Request, freq *f
 	}
 	resp.Body = body
 	return resp, nil
+}
+
+// givenUp is the error of a request given up: its own context's, or context.Canceled once its session (if any)
+// ended, as the session's requests said when their contexts merged the two.
+func givenUp(ctx, session context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if session != nil && session.Err() != nil {
+		return context.Canceled
+	}
+	return nil
 }
 
 // respHeader is an answer's head as net/http's: its map, one string holding every name and value, and one array

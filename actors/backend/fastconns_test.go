@@ -319,11 +319,33 @@ func TestFastTransportSessionCloseEndsItsRequests(t *testing.T) {
 		got <- err
 	}()
 	waitSeen(t, s, 1)
+	// A stream of the session being read when it closes.
+	resp, err := post(context.Background(), t, conns, s.URL+"/mcp?stream=1", "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "data: first\n" {
+		t.Fatalf("the stream's first line %q, %v", line, err)
+	}
 	conns.close()
-	if err := <-got; err == nil {
-		t.Fatal("a request of a closed session got an answer")
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("a request of a closed session returned %v, want it cancelled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a request waiting for its answer outlived its session's close")
 	}
 	waitGone(t, s)
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatal("a stream of a closed session read to its end")
+	}
+	_ = resp.Body.Close()
+	waitGone(t, s)
+	if n := conns.base.(*fastTransport).hc.ConnsCount(); n != 0 {
+		t.Fatalf("%d connections of a closed session are kept", n)
+	}
 	if _, err := post(context.Background(), t, conns, s.URL+"/mcp", "{}"); !errors.Is(err, errSessionClosed) {
 		t.Fatalf("a request after the session closed returned %v", err)
 	}
