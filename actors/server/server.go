@@ -139,21 +139,26 @@ type serverActor struct {
 	users userSessions
 	// userProxies are the per-server endpoint's sessions on callers' own credentials, by actor id (proxy_user.go).
 	userProxies map[string]userProxy
-	// workers run the calls (callTool), on goroutines that keep their grown stacks from one call to the next.
-	workers *gopool.Pool
+	// workers run the calls (callTool): the last of a mailbox run on the run's goroutine after it, the others on
+	// goroutines that keep their grown stacks from one call to the next.
+	workers *callWork
 }
 
 // Props is how a placement actor spawns a server actor; the id is all it needs (and, for a takeover, the
 // cluster member that left holding the server's lease), so that any node can activate it.
 func Props(d *Deps, id, deadOwner string) *actor.Props {
+	calls := newCallWork()
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &serverActor{deps: d, id: id, deadOwner: deadOwner, pending: newPendingRequests(),
-			progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: gopool.New()}
-	}, actor.WithDispatcher(dispatcher{p: gopool.New()}))
+			progress: &sync.Map{}, writes: &storeWriter{log: d.Logger}, workers: calls}
+	}, actor.WithDispatcher(dispatcher{p: gopool.NewThen(calls.runLeft)}))
 }
 
 // Receive implements actor.Actor.
 func (a *serverActor) Receive(ctx actor.Context) {
+	if _, call := ctx.Message().(*pb.CallTool); !call {
+		a.workers.flush() // a call kept for after the run waits for no other work (callWork)
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.started(ctx)

@@ -16,11 +16,16 @@ const Idle = 5 * time.Second
 // Pool runs functions on idle goroutines, or on new ones when none is idle. Its zero value is not usable: New.
 type Pool struct {
 	idle    chan func()
+	then    func()       // run after each function, on its goroutine (NewThen); nil: nothing
 	started atomic.Int64 // goroutines started (tests)
 }
 
 // New makes a pool with no goroutine yet.
 func New() *Pool { return &Pool{idle: make(chan func())} }
+
+// NewThen makes a pool that runs then after each function, on the goroutine that ran it, before the goroutine
+// waits for the next one.
+func NewThen(then func()) *Pool { return &Pool{idle: make(chan func()), then: then} }
 
 // Go runs f on an idle goroutine of the pool, or on a new one when none is idle. It never waits for f.
 func (p *Pool) Go(f func()) {
@@ -39,6 +44,9 @@ func (p *Pool) loop(f func()) {
 	for {
 		f()
 		f = nil // nothing of the function is kept while idle
+		if p.then != nil {
+			p.then()
+		}
 		t.Reset(Idle)
 		select {
 		case f = <-p.idle:

@@ -82,3 +82,23 @@ func TestLater(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolThen: then runs after every function, before the function's goroutine is handed the next.
+func TestPoolThen(t *testing.T) {
+	ran := make(chan string, 4)
+	p := NewThen(func() { ran <- "then" })
+	for _, name := range []string{"a", "b", "c"} {
+		p.Go(func() { ran <- name })
+		if got := <-ran; got != name {
+			t.Fatalf("got %q first, want the function %q", got, name)
+		}
+		select {
+		case got := <-ran:
+			if got != "then" {
+				t.Fatalf("got %q after %q, want then", got, name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("then never ran after %q", name)
+		}
+	}
+}
