@@ -19,7 +19,7 @@ const mailboxThroughput = 300
 // it: a call that arrives at an idle actor (every call at one caller, most under light load) goes from the asker's
 // message to the backend with one goroutine hand-off instead of two (issue 26). A call started while another is
 // kept hands the kept one to a worker at once, and so does any message that is not a call (flush), so a kept call
-// waits at most for the call messages of its run behind it, never for other work.
+// waits at most for the run's next message to be taken, never for other work.
 type callWork struct {
 	workers *gopool.Pool
 	mu      sync.Mutex
