@@ -37,6 +37,7 @@ func askingBackend(t *testing.T) string {
 // call, RelayRequest/RelayReply are protobuf), and the answer reaches the backend. Both protocol revisions: a
 // 2025-11-25 client is asked on its session, a 2026-07-28 client by round trip.
 func TestClusterRelayAcrossNodes(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
 	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])

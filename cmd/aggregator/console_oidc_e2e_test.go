@@ -19,6 +19,7 @@ import (
 // Chromium signs in through a real OpenID provider (oidc-provider) with the authorization code flow and PKCE, and
 // then works as the user the provider vouched for (alice, admin scope); a forged callback is refused.
 func TestConsoleSignsInThroughTheProvider(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	browser := peertest.Chromium(t)
 	script := filepath.Join(filepath.Dir(peertest.ConsoleScript(t)), "console-oidc.mjs")
 	d := newDaemon(t, "")

@@ -100,6 +100,7 @@ func runBinary(t *testing.T, d *daemon, timeout time.Duration, extra []string, a
 // daemon started with the new key alone connects every one of them again, on both stores. A daemon started with
 // the old key alone refuses to start, naming the key it needs.
 func TestRotateKeyEndToEnd(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // the stores' runs are independent: each its own daemon and database
@@ -217,6 +218,7 @@ func TestRotateKeyEndToEnd(t *testing.T) {
 // URLs and stderr, the MCP meta-tools), and scans every response body, the daemon's whole log, /metrics and the
 // embedded database's files: the secret never appears.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	secret := fmt.Sprintf("canary-%d-secret", time.Now().UnixNano())
 	// health_check_url is its own column, not encrypted at rest (only connection_config is): its password is a
 	// second secret, checked in responses and logs but not in the database files.

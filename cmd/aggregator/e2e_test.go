@@ -248,6 +248,7 @@ func waitGone(t *testing.T, marker string) {
 // TestConcurrentDuplicateRegistration (EC-004): 20 simultaneous registrations of one name give exactly one 201;
 // the rest are 409 SERVER_ALREADY_EXISTS, on both stores.
 func TestConcurrentDuplicateRegistration(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {
 			d := newDaemon(t, dbURL(t))
@@ -389,6 +390,7 @@ func TestRealClientThroughMCPEndpoint(t *testing.T) {
 // (asked for: MCP_AGGREGATOR_ACTOR_METRICS) and the Go runtime's, and no label carries a tool name, an id or a raw
 // path.
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.env = append(d.env, "MCP_AGGREGATOR_HEALTH_INTERVAL=0.3", "MCP_AGGREGATOR_ACTOR_METRICS=true")
 	d.start()

@@ -69,6 +69,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // is answered 403 HOST_NOT_ALLOWED, nothing is registered and the file never appears; the MCP listener's /mcp,
 // /sse and /mcp/servers/{name} refuse the same way, and a foreign Origin is 403 ORIGIN_NOT_ALLOWED on both.
 func TestDNSRebindingRefusedE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.start()
 	restHost := strings.TrimPrefix(strings.SplitN(d.base, "/api/", 2)[0], "http://")

@@ -18,6 +18,7 @@ import (
 // may send it), which also completes it; the caller's calls then run with their own identity at the backend
 // through either node. The redirect is taken once across the cluster.
 func TestBackendOAuthClusterE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
 	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])

@@ -34,6 +34,7 @@ const (
 // credential is answered 403 CREDENTIAL_REQUIRED with credential_url through the non-owner too. Both kinds of
 // caller credential: a typed secret injected as a header, and an OAuth grant to a protected backend.
 func TestPerUserClusterE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	db := pgtest.NewDatabase(t)
 	health := []int{peertest.FreePort(t), peertest.FreePort(t)}
 	peers := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", health[0], health[1])

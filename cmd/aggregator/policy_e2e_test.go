@@ -26,6 +26,7 @@ const (
 // the tool from ci's tools/list and search, while alice calls and sees it; a rule on the arguments denies alice
 // only some calls; an expression that does not compile is a 422 with its position; the change is audited.
 func TestAccessPolicy(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.env = append(d.env, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+polAdmin, "MCP_AGGREGATOR_CLIENT_TOKENS=alice:"+polAlice+",ci:"+polCI)
 	d.start()
@@ -211,6 +212,7 @@ func jsonString(v any) string {
 // rule on its subject and a claim, admin-bot (another subject) calls it; the denied tool is not listed for
 // client-bot on /mcp.
 func TestAccessPolicyOAuth(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	idp := startOIDCProvider(t, d.mcp+"/mcp")
 	d.env = append(d.env, "MCP_AGGREGATOR_OIDC_ISSUER="+idp.issuer, "MCP_AGGREGATOR_ADMIN_TOKENS=ops:"+polAdmin)

@@ -303,6 +303,7 @@ func TestStdioRelayEndsWhenServeHangs(t *testing.T) {
 // TestStdioFallsBackWhenServeDied: serve was killed (its heartbeat is still fresh, nothing listens at its address):
 // stdio does not relay to it but serves by itself, starting the backend once.
 func TestStdioFallsBackWhenServeDied(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.start()
 	marker := fmt.Sprintf("relay-e2e-dead-%d", time.Now().UnixNano())
@@ -341,6 +342,7 @@ func TestStdioFallsBackWhenServeDied(t *testing.T) {
 // is that serve itself: the instance id in the relayed initialize result puts the server in ERROR (LOOP_DETECTED),
 // as for any other path back to the daemon.
 func TestStdioRelayAsItsOwnBackend(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.start()
 	var dataDir string

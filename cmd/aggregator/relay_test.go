@@ -496,6 +496,7 @@ func TestRelayStdinLimit(t *testing.T) {
 // TestDialNode: what opening a session on a node gives, and which failures make stdio try the next node (or serve by
 // itself) instead of stopping.
 func TestDialNode(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	const token = "node-token-0123456789"
 	withToken := newTestNode(t, token)
 	notMCP := httptest.NewServer(http.NotFoundHandler())

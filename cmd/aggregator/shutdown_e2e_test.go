@@ -149,6 +149,7 @@ func sigtermDuringCalls(t *testing.T, duration, timeout int, wantCompletion bool
 // answers its client's first tools/list with the backend's tools, not only the meta-tools; a SIGTERM while a 3 s
 // call runs lets the call finish, and the process exits within its shutdown timeout.
 func TestStdioAfterUncleanStop(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	d := newDaemon(t, "")
 	d.env = append(d.env, "MCP_AGGREGATOR_SHUTDOWN_TIMEOUT=8", "GORACE=atexit_sleep_ms=0")
 	d.start()

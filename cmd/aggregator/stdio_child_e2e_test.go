@@ -63,6 +63,7 @@ func (d *daemon) waitStatusToken(token, id, want string, within time.Duration) {
 // admin token, the client tokens, the credential key or DATABASE_URL. A ${VAR} reference naming one of the daemon's
 // settings is refused at registration and PATCH with a 422 naming it.
 func TestStdioChildEnvironment(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	const credKey = "6b1e2f3a4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7"
 	d := newDaemon(t, "")
 	d.env = append(d.env,

@@ -120,6 +120,7 @@ func (s *mcpSession) taskGet(id string) tasks.Wire {
 // on both stores: a finished task keeps its status and result; a task still running when the daemon was killed
 // (SIGKILL) or stopped (SIGTERM) is failed with the reason, over REST, tasks/get and tasks/result.
 func TestTasksSurviveRestart(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	backend := taskBackend(t)
 	for name, dbURL := range stores() {
 		t.Run(name, func(t *testing.T) {

@@ -275,6 +275,7 @@ func stdioCaller(t *testing.T, p *stdioProc) (call func(method string, params ma
 // serving alone (its own task manager, the filter in front of the go-sdk's stdio): the initialize answer advertises
 // them, a task-augmented tools/call answers the task, tasks/get reads it and tasks/result gives its result.
 func TestStdioTasksE2E(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	for _, alone := range []bool{false, true} {
 		t.Run(fmt.Sprintf("alone=%v", alone), func(t *testing.T) {
 			d := everythingForStdio(t, alone, "stdio-tasks")

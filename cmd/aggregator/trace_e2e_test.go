@@ -318,6 +318,7 @@ func TestTraceThroughJaeger(t *testing.T) {
 // to the owner with its trace context: Jaeger holds one trace whose /mcp and gateway spans come from the node
 // that took the call and whose backend client span comes from the owner, linked parent to child.
 func TestTraceAcrossClusterNodes(t *testing.T) {
+	t.Parallel() // waits on its own daemons, ports and stores: overlaps another (README, Tests)
 	j := peertest.StartJaeger(t)
 	etcd := peertest.StartEtcd(t)
 	db := pgtest.NewDatabase(t)
