@@ -89,6 +89,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, logger *s
 	if err != nil {
 		return err
 	}
+	var split *cpuSplit
+	if o.split {
+		if split, err = newCPUSplit(); err != nil {
+			return err
+		}
+		if err := split.onLoad(); err != nil { // the backend, started next, inherits the load's CPUs
+			return err
+		}
+		host.layout = split.describe()
+		logger.Info("cpu split", "layout", host.layout)
+	}
 	echoLog, err := os.Create(filepath.Join(runDir, "mcp-echo-backend.log"))
 	if err != nil {
 		return fmt.Errorf("echo backend log: %w", err)
@@ -101,10 +112,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, logger *s
 	defer echo.Stop(time.Second)
 	logger.Info("echo backend", "url", url)
 
+	if split != nil {
+		if err := split.onGateway(); err != nil { // the daemon and the peers, started next, inherit the gateways' CPUs
+			return err
+		}
+	}
 	paths, closeAll, err := openPaths(ctx, o, bins, url, runDir, logger)
 	defer closeAll()
 	if err != nil {
 		return err
+	}
+	if split != nil {
+		if err := split.onLoad(); err != nil {
+			return err
+		}
 	}
 
 	if err := measure(ctx, o, paths, logger); err != nil {
@@ -339,12 +360,14 @@ type hostInfo struct {
 	goVersion string
 	node      string
 	revision  string
+	layout    string // where the processes run: every CPU shared, or -split's halves
 }
 
 func describeHost(ctx context.Context) hostInfo {
 	h := hostInfo{cpus: runtime.NumCPU(), memory: memTotal(), loadStart: loadAverage(), goVersion: runtime.Version()}
 	h.node = commandLine(ctx, "node", "--version")
 	h.revision = commandLine(ctx, "git", "rev-parse", "--short", "HEAD")
+	h.layout = "every process on every CPU"
 	return h
 }
 
@@ -408,7 +431,8 @@ func formatHeader(o options, h hostInfo, paths []pathResult) string {
 			peers = append(peers, p.label+state)
 		}
 	}
-	fmt.Fprintf(&b, "Backend: cmd/mcp-echo-backend (go-sdk, streamable HTTP), one process behind every path. Peers: %s.\n\n", strings.Join(peers, ", "))
+	fmt.Fprintf(&b, "Backend: cmd/mcp-echo-backend (go-sdk, streamable HTTP), one process behind every path. Peers: %s. CPUs: %s.\n\n",
+		strings.Join(peers, ", "), h.layout)
 	return b.String()
 }
 

@@ -31,6 +31,7 @@ type options struct {
 	hubVersion  string
 	vmcpVersion string
 	skip        string // comma-separated peers not to install or run: mcp-hub, vmcp
+	split       bool   // load generator and backend on half the CPUs, daemon and peers on the other half
 }
 
 func defaultScratch() string { return filepath.Join(os.TempDir(), "mcp-aggregator-compare") }
@@ -49,6 +50,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.hubVersion, "mcp-hub-version", defaultHubVersion, "npm version of mcp-hub")
 	fs.StringVar(&o.vmcpVersion, "vmcp-version", defaultVMCPVersion, "module version of github.com/stacklok/toolhive/cmd/vmcp")
 	fs.StringVar(&o.skip, "skip", "", "comma-separated peers to leave out: mcp-hub, vmcp, haproxy, go-proxy, fasthttp-proxy (the floors)")
+	fs.BoolVar(&o.split, "split", false, "run the load generator and the backend on the first half of this program's CPUs and the daemon and every peer on the other half (Linux); default: every process on every CPU")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("parse flags: %w", err)
 	}
