@@ -66,7 +66,15 @@ func (s *cpuSplit) onGateway() error { return pinProcess(&s.gateway) }
 
 // describe names both halves for the table's header.
 func (s *cpuSplit) describe() string {
-	return fmt.Sprintf("load generator and backend on CPUs %s, daemon and peers on CPUs %s (-split)", cpuList(s.load), cpuList(s.gateway))
+	return fmt.Sprintf("load generator and backend on %s, daemon and peers on %s (-split)", cpuNames(s.load), cpuNames(s.gateway))
+}
+
+// cpuNames is "CPU 3" or "CPUs 2,3".
+func cpuNames(set unix.CPUSet) string {
+	if set.Count() == 1 {
+		return "CPU " + cpuList(set)
+	}
+	return "CPUs " + cpuList(set)
 }
 
 // pinProcess sets the CPUs of every thread of this process. A thread the runtime starts meanwhile inherits the

@@ -24,12 +24,13 @@ func TestHalveCPUs(t *testing.T) {
 		name          string
 		all           unix.CPUSet
 		load, gateway string
+		named         string // the load's CPUs as describe names them
 		fails         bool
 	}{
-		{name: "two", all: cpuSet(0, 1), load: "0", gateway: "1"},
-		{name: "odd: the gateways get the extra one", all: cpuSet(0, 1, 2), load: "0", gateway: "1,2"},
-		{name: "gaps in the mask", all: cpuSet(2, 5, 7, 9), load: "2,5", gateway: "7,9"},
-		{name: "high numbers", all: cpuSet(64, 65, 130, 131), load: "64,65", gateway: "130,131"},
+		{name: "two", all: cpuSet(0, 1), load: "0", gateway: "1", named: "CPU 0, daemon and peers on CPU 1"},
+		{name: "odd: the gateways get the extra one", all: cpuSet(0, 1, 2), load: "0", gateway: "1,2", named: "CPU 0, daemon and peers on CPUs 1,2"},
+		{name: "gaps in the mask", all: cpuSet(2, 5, 7, 9), load: "2,5", gateway: "7,9", named: "CPUs 2,5, daemon and peers on CPUs 7,9"},
+		{name: "high numbers", all: cpuSet(64, 65, 130, 131), load: "64,65", gateway: "130,131", named: "CPUs 64,65,"},
 		{name: "one CPU", all: cpuSet(3), fails: true},
 		{name: "none", all: cpuSet(), fails: true},
 	} {
@@ -49,6 +50,9 @@ func TestHalveCPUs(t *testing.T) {
 			}
 			if got := cpuList(s.gateway); got != tc.gateway {
 				t.Errorf("gateways on %q, want %q", got, tc.gateway)
+			}
+			if got, want := s.describe(), "load generator and backend on "+tc.named; !strings.HasPrefix(got, want) {
+				t.Errorf("describe() = %q, want it to start %q", got, want)
 			}
 		})
 	}
