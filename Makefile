@@ -36,14 +36,14 @@ bench: $(PEERS) pg etcd
 ## are installed into COMPARE_SCRATCH (default $$TMPDIR/mcp-aggregator-compare, kept as a cache).
 ## Knobs (unset: the program's defaults, see `go run ./cmd/peer-compare -h`): COMPARE_ROUNDS (3),
 ## COMPARE_DURATION (5s of 32 callers per path and round), COMPARE_CALLS (1000 one-caller calls), COMPARE_SKIP
-## (any of mcp-hub,vmcp,haproxy,go-proxy,fasthttp-proxy), MCP_HUB_VERSION, VMCP_VERSION, COMPARE_SPLIT=1 (the load
+## (any of mcp-hub,vmcp,haproxy,go-proxy,fasthttp-proxy), MCP_HUB_VERSION, VMCP_VERSION, COMPARE_SPLIT=1 (or true: the load
 ## generator and backend on half the CPUs, the daemon and every peer on the other half). Not part of `make test`.
 compare: haproxy
 	$(GO) run ./cmd/peer-compare $(if $(COMPARE_SCRATCH),-scratch $(COMPARE_SCRATCH)) \
 	  $(if $(COMPARE_ROUNDS),-rounds $(COMPARE_ROUNDS)) $(if $(COMPARE_DURATION),-duration $(COMPARE_DURATION)) \
 	  $(if $(COMPARE_CALLS),-calls $(COMPARE_CALLS)) $(if $(COMPARE_SKIP),-skip $(COMPARE_SKIP)) \
 	  $(if $(MCP_HUB_VERSION),-mcp-hub-version $(MCP_HUB_VERSION)) $(if $(VMCP_VERSION),-vmcp-version $(VMCP_VERSION)) \
-	  $(if $(COMPARE_SPLIT),-split)
+	  $(if $(filter 1 true yes,$(COMPARE_SPLIT)),-split)
 
 ## lint: gofmt and go vet must be silent
 lint:
