@@ -51,8 +51,12 @@ func halveCPUs(all unix.CPUSet) (*cpuSplit, error) {
 	return s, nil
 }
 
-// onLoad moves this process to the load's CPUs and sizes its scheduler to them, as if it had started there.
+// onLoad moves this process to the load's CPUs and sizes its scheduler to them, as if it had started there. On a
+// nil split (no -split) it does nothing.
 func (s *cpuSplit) onLoad() error {
+	if s == nil {
+		return nil
+	}
 	if err := pinProcess(&s.load); err != nil {
 		return err
 	}
@@ -61,8 +65,14 @@ func (s *cpuSplit) onLoad() error {
 }
 
 // onGateway moves this process to the gateways' CPUs: processes it starts until the next onLoad inherit them (a
-// child starts with the CPUs of the thread that forked it), and their runtimes size themselves to them.
-func (s *cpuSplit) onGateway() error { return pinProcess(&s.gateway) }
+// child starts with the CPUs of the thread that forked it), and their runtimes size themselves to them. On a nil
+// split it does nothing.
+func (s *cpuSplit) onGateway() error {
+	if s == nil {
+		return nil
+	}
+	return pinProcess(&s.gateway)
+}
 
 // describe names both halves for the table's header.
 func (s *cpuSplit) describe() string {

@@ -58,6 +58,27 @@ func TestHalveCPUs(t *testing.T) {
 	}
 }
 
+// TestNoSplitMovesNothing: without -split (a nil split) this process keeps its CPUs.
+func TestNoSplitMovesNothing(t *testing.T) {
+	var before, after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &before); err != nil {
+		t.Fatal(err)
+	}
+	var s *cpuSplit
+	if err := s.onGateway(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.onLoad(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.SchedGetaffinity(0, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("CPUs %s before, %s after", cpuList(before), cpuList(after))
+	}
+}
+
 // TestCPUSplitPlacesProcesses: a process started while on the gateways' CPUs runs there, and afterwards every
 // thread of this process is back on the load's CPUs with its scheduler sized to them.
 func TestCPUSplitPlacesProcesses(t *testing.T) {

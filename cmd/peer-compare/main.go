@@ -112,20 +112,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, logger *s
 	defer echo.Stop(time.Second)
 	logger.Info("echo backend", "url", url)
 
-	if split != nil {
-		if err := split.onGateway(); err != nil { // the daemon and the peers, started next, inherit the gateways' CPUs
-			return err
-		}
+	if err := split.onGateway(); err != nil { // the daemon and the peers, started next, inherit the gateways' CPUs
+		return err
 	}
 	paths, closeAll, err := openPaths(ctx, o, bins, url, runDir, logger)
 	defer closeAll()
 	if err != nil {
 		return err
 	}
-	if split != nil {
-		if err := split.onLoad(); err != nil {
-			return err
-		}
+	if err := split.onLoad(); err != nil {
+		return err
 	}
 
 	if err := measure(ctx, o, paths, logger); err != nil {
